@@ -1,0 +1,47 @@
+-- webhook-idempotency schema, migration 1: the claim table.
+--
+-- Run it with your own migration tool, or call `webhook_idempotency::store::migrate(&pool)`,
+-- which applies the same text (with the schema name you configure in place of
+-- `webhook_idempotency`) under an advisory lock and records it in
+-- webhook_idempotency.schema_migrations.
+--
+-- One row per event, identified by (scope, provider, event_key). The primary key is the
+-- arbiter of concurrent deliveries: the layer's claim is
+--   INSERT ... ON CONFLICT (scope, provider, event_key) DO NOTHING
+-- inside the transaction that also carries the handler's business writes.
+-- `scope` comes first so the table can be distributed by scope (Citus) unchanged.
+
+CREATE SCHEMA IF NOT EXISTS webhook_idempotency;
+
+CREATE TABLE IF NOT EXISTS webhook_idempotency.webhook_events (
+    scope            text        NOT NULL CHECK (octet_length(scope) BETWEEN 1 AND 512),
+    provider         text        NOT NULL CHECK (octet_length(provider) BETWEEN 1 AND 512),
+    event_key        text        NOT NULL CHECK (octet_length(event_key) BETWEEN 1 AND 512),
+    event_type       text                 CHECK (octet_length(event_type) <= 512),
+    -- running: claimed by a delivery whose transaction is still open (only ever visible
+    --          committed in inbox mode); done: the handler succeeded and committed;
+    -- failed: the last delivery's handler failed, the claim was rolled back and this row
+    --         records the attempt; pending/dead: inbox mode.
+    state            text        NOT NULL
+                     CHECK (state IN ('pending', 'running', 'done', 'failed', 'dead')),
+    -- Deliveries that ran the handler, successful or not.
+    attempts         integer     NOT NULL DEFAULT 1 CHECK (attempts >= 0),
+    -- The last failure, without payload or secrets ("handler answered 500", "commit failed").
+    last_error       text,
+    -- The HTTP status of the last handler run (the successful one once done).
+    response_status  smallint,
+    -- The raw body; kept only by inbox mode.
+    payload          bytea,
+    received_at      timestamptz NOT NULL DEFAULT now(),
+    completed_at     timestamptz,
+    last_failed_at   timestamptz,
+    -- Inbox mode: when the row may run next, and the worker lease fencing it.
+    run_at           timestamptz,
+    locked_until     timestamptz,
+    lease_token      uuid,
+    PRIMARY KEY (scope, provider, event_key)
+);
+
+-- Retention deletes by age.
+CREATE INDEX IF NOT EXISTS webhook_events_received_at
+    ON webhook_idempotency.webhook_events (received_at);

@@ -1,0 +1,63 @@
+//! axum extractors for [`WebhookTx`] and [`WebhookEvent`] (feature `axum`).
+
+use axum_core::extract::FromRequestParts;
+use axum_core::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::StatusCode;
+
+use crate::event::WebhookEvent;
+use crate::tx::WebhookTx;
+
+/// Rejection of the [`WebhookTx`] and [`WebhookEvent`] extractors: the route
+/// is not behind [`WebhookLayer`](crate::WebhookLayer). A 500 whose body
+/// says which layer to add; the same text is logged.
+#[derive(Debug, Clone, Copy)]
+pub struct MissingWebhookLayer {
+    extractor: &'static str,
+}
+
+impl MissingWebhookLayer {
+    /// 500 Internal Server Error.
+    pub fn status(&self) -> StatusCode {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+
+    /// The explanation sent as the body.
+    pub fn body_text(&self) -> String {
+        format!(
+            "{} extractor used on a route without WebhookLayer: add `.layer(WebhookLayer::builder(pool, provider)...build()?)` to this route",
+            self.extractor
+        )
+    }
+}
+
+impl std::fmt::Display for MissingWebhookLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.body_text())
+    }
+}
+
+impl std::error::Error for MissingWebhookLayer {}
+
+impl IntoResponse for MissingWebhookLayer {
+    fn into_response(self) -> Response {
+        tracing::error!("{}", self.body_text());
+        (self.status(), self.body_text()).into_response()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for WebhookTx {
+    type Rejection = MissingWebhookLayer;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts.extensions.get::<WebhookTx>().cloned().ok_or(MissingWebhookLayer { extractor: "WebhookTx" })
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for WebhookEvent {
+    type Rejection = MissingWebhookLayer;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts.extensions.get::<WebhookEvent>().cloned().ok_or(MissingWebhookLayer { extractor: "WebhookEvent" })
+    }
+}

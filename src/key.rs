@@ -1,0 +1,270 @@
+//! Finding the idempotency key (event key) and event type of a delivery.
+//!
+//! The key must be equal across every delivery of one event and never a
+//! receipt time, a request id generated here or a retry count. Presets use
+//! the provider's documented event id; [`HeaderKey`] and [`JsonPointerKey`]
+//! cover senders that put it in a header or in the JSON body, and closures
+//! with the signature of [`KeyExtractor::extract`] cover the rest.
+
+use std::fmt;
+
+/// The identity of the event a delivery carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventIdentity {
+    /// The idempotency key: equal on every delivery of the event.
+    pub key: String,
+    /// The event type (`payment_intent.succeeded`, `push`), when the sender
+    /// says it.
+    pub event_type: Option<String>,
+}
+
+/// Extracts the [`EventIdentity`] from a verified delivery.
+///
+/// Runs after signature verification, so it may trust the bytes it reads.
+/// A blanket implementation covers closures
+/// `Fn(&http::request::Parts, &[u8]) -> Result<EventIdentity, KeyError>`.
+pub trait KeyExtractor: Send + Sync + 'static {
+    /// Reads the event key (and type) from the request head or the raw body.
+    ///
+    /// # Errors
+    /// A [`KeyError`] when no key can be found; the layer answers 400.
+    fn extract(&self, parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError>;
+}
+
+impl<F> KeyExtractor for F
+where
+    F: Fn(&http::request::Parts, &[u8]) -> Result<EventIdentity, KeyError> + Send + Sync + 'static,
+{
+    fn extract(&self, parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+        self(parts, body)
+    }
+}
+
+/// Why no event key could be extracted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyErrorKind {
+    /// The header or JSON field holding the key is absent or empty.
+    Missing,
+    /// The key is present but not a usable value (not a string or number,
+    /// not visible ASCII/UTF-8 in a header).
+    Invalid,
+    /// The body is not JSON, so a JSON pointer cannot be read.
+    BodyNotJson,
+    /// The key (or event type) is longer than [`MAX_KEY_BYTES`] bytes.
+    TooLong,
+    /// The key (or event type) contains a NUL byte, which PostgreSQL `text`
+    /// cannot store.
+    ContainsNul,
+}
+
+/// Longest event key, event type and scope accepted, in bytes. The shipped
+/// schema enforces the same bound.
+pub const MAX_KEY_BYTES: usize = 512;
+
+impl KeyErrorKind {
+    /// A stable `snake_case` name for logs and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Missing => "key_missing",
+            Self::Invalid => "key_invalid",
+            Self::BodyNotJson => "body_not_json",
+            Self::TooLong => "key_too_long",
+            Self::ContainsNul => "key_contains_nul",
+        }
+    }
+}
+
+/// A failed key extraction; the layer answers 400 and stores nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyError {
+    kind: KeyErrorKind,
+}
+
+impl KeyError {
+    /// An error of the given kind.
+    pub fn new(kind: KeyErrorKind) -> Self {
+        Self { kind }
+    }
+
+    /// Why extraction failed.
+    pub fn kind(&self) -> KeyErrorKind {
+        self.kind
+    }
+}
+
+impl From<KeyErrorKind> for KeyError {
+    fn from(kind: KeyErrorKind) -> Self {
+        Self::new(kind)
+    }
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no usable event key: {}", self.kind.as_str())
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+/// Checks a key, type or scope fits the store: 1 to [`MAX_KEY_BYTES`] bytes,
+/// no NUL.
+pub(crate) fn validate(value: &str) -> Result<(), KeyErrorKind> {
+    if value.is_empty() {
+        Err(KeyErrorKind::Missing)
+    } else if value.len() > MAX_KEY_BYTES {
+        Err(KeyErrorKind::TooLong)
+    } else if value.contains('\0') {
+        Err(KeyErrorKind::ContainsNul)
+    } else {
+        Ok(())
+    }
+}
+
+/// The event key (and optionally the type) from request headers.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct HeaderKey {
+    key: http::HeaderName,
+    event_type: Option<http::HeaderName>,
+}
+
+impl HeaderKey {
+    /// The key from header `key` (for example `X-GitHub-Delivery`).
+    pub fn new(key: http::HeaderName) -> Self {
+        Self { key, event_type: None }
+    }
+
+    /// Also read the event type from header `name`.
+    pub fn event_type(mut self, name: http::HeaderName) -> Self {
+        self.event_type = Some(name);
+        self
+    }
+}
+
+fn header_str(parts: &http::request::Parts, name: &http::HeaderName) -> Result<Option<String>, KeyError> {
+    let mut values = parts.headers.get_all(name).iter();
+    let Some(first) = values.next() else { return Ok(None) };
+    // Two different values for the one header make the key ambiguous.
+    if values.any(|v| v != first) {
+        return Err(KeyErrorKind::Invalid.into());
+    }
+    let s = first.to_str().map_err(|_| KeyErrorKind::Invalid)?.trim();
+    Ok((!s.is_empty()).then(|| s.to_owned()))
+}
+
+impl KeyExtractor for HeaderKey {
+    fn extract(&self, parts: &http::request::Parts, _body: &[u8]) -> Result<EventIdentity, KeyError> {
+        let key = header_str(parts, &self.key)?.ok_or(KeyErrorKind::Missing)?;
+        let event_type = match &self.event_type {
+            Some(name) => header_str(parts, name)?,
+            None => None,
+        };
+        Ok(EventIdentity { key, event_type })
+    }
+}
+
+/// The event key (and optionally the type) from the JSON body, by JSON
+/// Pointer (RFC 6901), for example `/id` and `/type` for Stripe.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct JsonPointerKey {
+    key: String,
+    event_type: Option<String>,
+}
+
+impl JsonPointerKey {
+    /// The key at pointer `key` (`"/id"`, `"/event/id"`). A string is used as
+    /// is; an integer as its decimal form.
+    pub fn new(key: impl Into<String>) -> Self {
+        Self { key: key.into(), event_type: None }
+    }
+
+    /// Also read the event type at pointer `pointer`.
+    pub fn event_type(mut self, pointer: impl Into<String>) -> Self {
+        self.event_type = Some(pointer.into());
+        self
+    }
+}
+
+fn scalar(value: &serde_json::Value) -> Result<String, KeyError> {
+    match value {
+        serde_json::Value::String(s) if !s.is_empty() => Ok(s.clone()),
+        serde_json::Value::String(_) => Err(KeyErrorKind::Missing.into()),
+        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => Ok(n.to_string()),
+        _ => Err(KeyErrorKind::Invalid.into()),
+    }
+}
+
+impl KeyExtractor for JsonPointerKey {
+    fn extract(&self, _parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+        let doc: serde_json::Value = serde_json::from_slice(body).map_err(|_| KeyErrorKind::BodyNotJson)?;
+        let key = scalar(doc.pointer(&self.key).ok_or(KeyErrorKind::Missing)?)?;
+        let event_type = match &self.event_type {
+            Some(p) => doc.pointer(p).map(scalar).transpose()?,
+            None => None,
+        };
+        Ok(EventIdentity { key, event_type })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+mod tests {
+    use super::*;
+
+    fn parts(headers: &[(&str, &str)]) -> http::request::Parts {
+        let mut b = http::Request::builder();
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn json_pointer_cases() {
+        let x = JsonPointerKey::new("/id").event_type("/type");
+        let cases: &[(&str, &[u8], Result<(&str, Option<&str>), KeyErrorKind>)] = &[
+            ("string id", br#"{"id":"evt_1","type":"t"}"#, Ok(("evt_1", Some("t")))),
+            ("integer id", br#"{"id":42}"#, Ok(("42", None))),
+            ("missing", br#"{"type":"t"}"#, Err(KeyErrorKind::Missing)),
+            ("empty", br#"{"id":""}"#, Err(KeyErrorKind::Missing)),
+            ("object", br#"{"id":{}}"#, Err(KeyErrorKind::Invalid)),
+            ("float", br#"{"id":1.5}"#, Err(KeyErrorKind::Invalid)),
+            ("not json", b"id=evt_1", Err(KeyErrorKind::BodyNotJson)),
+            ("invalid utf-8", b"\xff\xfe", Err(KeyErrorKind::BodyNotJson)),
+        ];
+        for (name, body, want) in cases {
+            let got = x.extract(&parts(&[]), body);
+            let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
+            assert_eq!(got, *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn header_cases() {
+        let x =
+            HeaderKey::new(http::HeaderName::from_static("x-id")).event_type(http::HeaderName::from_static("x-type"));
+        let cases: &[(&str, Vec<(&str, &str)>, Result<(&str, Option<&str>), KeyErrorKind>)] = &[
+            ("both", vec![("x-id", "a"), ("x-type", "push")], Ok(("a", Some("push")))),
+            ("no type", vec![("X-Id", "a")], Ok(("a", None))),
+            ("missing", vec![], Err(KeyErrorKind::Missing)),
+            ("blank", vec![("x-id", "  ")], Err(KeyErrorKind::Missing)),
+            ("same twice", vec![("x-id", "a"), ("x-id", "a")], Ok(("a", None))),
+            ("two values", vec![("x-id", "a"), ("x-id", "b")], Err(KeyErrorKind::Invalid)),
+        ];
+        for (name, headers, want) in cases {
+            let got = x.extract(&parts(headers), b"");
+            let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
+            assert_eq!(got, *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn validate_bounds() {
+        assert_eq!(validate(""), Err(KeyErrorKind::Missing));
+        assert_eq!(validate(&"a".repeat(MAX_KEY_BYTES)), Ok(()));
+        assert_eq!(validate(&"a".repeat(MAX_KEY_BYTES + 1)), Err(KeyErrorKind::TooLong));
+        assert_eq!(validate("a\0b"), Err(KeyErrorKind::ContainsNul));
+    }
+}

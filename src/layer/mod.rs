@@ -1,0 +1,305 @@
+//! The webhook layer: buffer, verify, claim, run the handler in the claim's
+//! transaction, commit or roll back.
+//!
+//! Per delivery, in this order:
+//! 1. a body over [`body_limit`](WebhookLayerBuilder::body_limit) bytes is
+//!    answered 413 (from `Content-Length` before reading, while streaming
+//!    otherwise);
+//! 2. the body is buffered once as [`bytes::Bytes`]; the inner service gets
+//!    exactly those bytes back;
+//! 3. the scope and signing secrets are resolved (fixed, or by a
+//!    [`ScopeResolver`]);
+//! 4. the provider's verifier checks the raw bytes: 401 on failure;
+//! 5. the provider's key extractor finds the event key: 400 when none;
+//! 6. a pooled connection is taken (503 + `Retry-After` past
+//!    [`pool_timeout`](WebhookLayerBuilder::pool_timeout)), a READ COMMITTED
+//!    transaction begins and `(provider, scope, key)` is claimed with one
+//!    `INSERT ... ON CONFLICT DO NOTHING`;
+//! 7. claimed: [`WebhookTx`](crate::WebhookTx) and
+//!    [`WebhookEvent`](crate::WebhookEvent) go into the request extensions and
+//!    the inner service runs. A success response (2xx by default) marks the
+//!    event done and commits; only a confirmed COMMIT lets the response out,
+//!    otherwise 503. Any other response rolls back, records the failed
+//!    attempt, and passes through;
+//! 8. already done: 200 with `Idempotent-Replayed: true`, the handler not
+//!    called. Held by another delivery in flight: wait up to
+//!    [`lock_timeout`](WebhookLayerBuilder::lock_timeout), then 409 +
+//!    `Retry-After`.
+//!
+//! | situation | status |
+//! |---|---|
+//! | body over the limit | 413 |
+//! | body unreadable (client aborted) | 400 |
+//! | no endpoint for the request (resolver) | 404 |
+//! | signature missing/invalid, timestamp outside tolerance | 401 |
+//! | event key missing, too long, or with NUL | 400 |
+//! | first delivery, handler success | handler's response, committed |
+//! | handler non-success | handler's response, rolled back |
+//! | duplicate of a done event | 200 + `Idempotent-Replayed: true` |
+//! | duplicate while the first is in flight | 409 + `Retry-After` |
+//! | database down, pool timeout, deadlock, serialization failure, commit failure | 503 + `Retry-After` |
+//! | handler still holding `WebhookTx` after answering | 500, rolled back |
+
+mod body;
+mod future;
+pub(crate) mod service;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use http::StatusCode;
+
+pub use body::ResponseBody;
+pub use future::ResponseFuture;
+pub use service::{WebhookService, IDEMPOTENT_REPLAYED};
+
+use crate::provider::Provider;
+use crate::scope::{Endpoint, ScopeResolver};
+use crate::store::{self, Statements};
+use crate::verify::{Clock, SigningSecret, SystemClock};
+
+/// Default body limit: 25 MiB (GitHub caps payloads at 25 MB).
+pub const DEFAULT_BODY_LIMIT: usize = 25 * 1024 * 1024;
+/// Default wait for a delivery of the same event already in flight: 5 seconds.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default wait for a pooled connection: 5 seconds.
+pub const DEFAULT_POOL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default `Retry-After` on 409 and 503: 5 seconds.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// How a duplicate of a done event is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ReplayStatus {
+    /// 200 OK (the default): every sender takes it as delivered.
+    #[default]
+    Ok,
+    /// The status the handler answered the first time.
+    Stored,
+}
+
+type SuccessFn = dyn Fn(StatusCode) -> bool + Send + Sync;
+
+pub(crate) struct Config {
+    pub(crate) pool: Pool,
+    pub(crate) provider: Provider,
+    pub(crate) resolver: Arc<dyn ScopeResolver>,
+    pub(crate) body_limit: usize,
+    pub(crate) pool_timeout: Duration,
+    pub(crate) retry_after: http::HeaderValue,
+    pub(crate) success: Arc<SuccessFn>,
+    pub(crate) replay_status: ReplayStatus,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) sql: Statements,
+}
+
+/// A [`tower_layer::Layer`] that makes a webhook route exactly-once. Build it
+/// with [`WebhookLayer::builder`].
+#[derive(Clone)]
+pub struct WebhookLayer {
+    config: Arc<Config>,
+}
+
+impl fmt::Debug for WebhookLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookLayer").field("provider", &self.config.provider.name()).finish_non_exhaustive()
+    }
+}
+
+impl WebhookLayer {
+    /// Starts a builder for deliveries from `provider`, claimed in `pool`'s
+    /// database. Set a scope and secrets ([`scope`](WebhookLayerBuilder::scope)
+    /// and [`secret`](WebhookLayerBuilder::secret)) or a
+    /// [`resolver`](WebhookLayerBuilder::resolver), then
+    /// [`build`](WebhookLayerBuilder::build).
+    pub fn builder(pool: Pool, provider: Provider) -> WebhookLayerBuilder {
+        WebhookLayerBuilder {
+            pool,
+            provider,
+            scope: None,
+            secrets: Vec::new(),
+            resolver: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            pool_timeout: DEFAULT_POOL_TIMEOUT,
+            retry_after: DEFAULT_RETRY_AFTER,
+            success: Arc::new(|s: StatusCode| s.is_success()),
+            replay_status: ReplayStatus::Ok,
+            clock: Arc::new(SystemClock),
+            schema: store::DEFAULT_SCHEMA.to_owned(),
+        }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for WebhookLayer {
+    type Service = WebhookService<S>;
+
+    fn layer(&self, inner: S) -> WebhookService<S> {
+        WebhookService::new(inner, Arc::clone(&self.config))
+    }
+}
+
+/// Builder for [`WebhookLayer`]. Every setter takes `self` by value.
+#[must_use]
+pub struct WebhookLayerBuilder {
+    pool: Pool,
+    provider: Provider,
+    scope: Option<String>,
+    secrets: Vec<SigningSecret>,
+    resolver: Option<Arc<dyn ScopeResolver>>,
+    body_limit: usize,
+    lock_timeout: Duration,
+    pool_timeout: Duration,
+    retry_after: Duration,
+    success: Arc<SuccessFn>,
+    replay_status: ReplayStatus,
+    clock: Arc<dyn Clock>,
+    schema: String,
+}
+
+impl fmt::Debug for WebhookLayerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookLayerBuilder")
+            .field("provider", &self.provider.name())
+            .field("scope", &self.scope)
+            .field("secrets", &self.secrets.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WebhookLayerBuilder {
+    /// The fixed scope (tenant) of this route: 1 to 512 bytes, no NUL.
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        self.scope = Some(scope.into());
+        self
+    }
+
+    /// Adds a signing secret. Call it again for rotation: a delivery passes
+    /// when any configured secret matches.
+    pub fn secret(mut self, secret: impl Into<SigningSecret>) -> Self {
+        self.secrets.push(secret.into());
+        self
+    }
+
+    /// Resolves scope and secrets per request instead of fixing them, for
+    /// multi-tenant routes. Excludes [`scope`](Self::scope) and
+    /// [`secret`](Self::secret).
+    pub fn resolver(mut self, resolver: impl ScopeResolver) -> Self {
+        self.resolver = Some(Arc::new(resolver));
+        self
+    }
+
+    /// Largest body accepted, in bytes (default 25 MiB). Larger: 413.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// How long a delivery waits for another delivery of the same event that
+    /// is in flight (default 5 s) before answering 409. Enforced by
+    /// PostgreSQL's `lock_timeout` on the claim; millisecond resolution.
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for a pooled connection (default 5 s) before
+    /// answering 503.
+    pub fn pool_timeout(mut self, timeout: Duration) -> Self {
+        self.pool_timeout = timeout;
+        self
+    }
+
+    /// The `Retry-After` sent with 409 and 503, in whole seconds (default 5).
+    pub fn retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = after;
+        self
+    }
+
+    /// Which handler statuses commit (default: 2xx only; redirects roll back).
+    pub fn success(mut self, predicate: impl Fn(StatusCode) -> bool + Send + Sync + 'static) -> Self {
+        self.success = Arc::new(predicate);
+        self
+    }
+
+    /// How duplicates of a done event are answered (default 200).
+    pub fn replay_status(mut self, replay: ReplayStatus) -> Self {
+        self.replay_status = replay;
+        self
+    }
+
+    /// The clock timestamp tolerances are checked against (default: the
+    /// system clock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The PostgreSQL schema holding the tables (default
+    /// `webhook_idempotency`); migrate it with
+    /// [`migrate_schema`](crate::store::migrate_schema).
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// Checks the configuration and builds the layer.
+    ///
+    /// # Errors
+    /// [`ConfigError`] when neither a scope nor a resolver is set, both are,
+    /// the fixed endpoint has no secret, a name is invalid, or the body limit
+    /// is 0.
+    pub fn build(self) -> Result<WebhookLayer, ConfigError> {
+        let resolver: Arc<dyn ScopeResolver> = match (self.resolver, self.scope) {
+            (Some(_), Some(_)) => return Err(ConfigError("set either a resolver or a fixed scope, not both".into())),
+            (Some(_), None) if !self.secrets.is_empty() => {
+                return Err(ConfigError("with a resolver, secrets come from the resolver".into()))
+            }
+            (Some(r), None) => r,
+            (None, Some(scope)) => {
+                crate::key::validate(&scope)
+                    .map_err(|_| ConfigError("the scope must be 1 to 512 bytes without NUL".into()))?;
+                if self.secrets.is_empty() {
+                    return Err(ConfigError("no signing secret configured".into()));
+                }
+                Arc::new(Endpoint::new(scope, self.secrets))
+            }
+            (None, None) => return Err(ConfigError("set a scope (and secrets) or a resolver".into())),
+        };
+        crate::key::validate(self.provider.name())
+            .map_err(|_| ConfigError("the provider name must be 1 to 512 bytes without NUL".into()))?;
+        store::check_schema_name(&self.schema).map_err(ConfigError)?;
+        if self.body_limit == 0 {
+            return Err(ConfigError("the body limit must be at least 1 byte".into()));
+        }
+        let retry_after = http::HeaderValue::from(self.retry_after.as_secs().max(1));
+        Ok(WebhookLayer {
+            config: Arc::new(Config {
+                sql: Statements::new(&self.schema, self.lock_timeout),
+                pool: self.pool,
+                provider: self.provider,
+                resolver,
+                body_limit: self.body_limit,
+                pool_timeout: self.pool_timeout,
+                retry_after,
+                success: self.success,
+                replay_status: self.replay_status,
+                clock: self.clock,
+            }),
+        })
+    }
+}
+
+/// An invalid [`WebhookLayerBuilder`] configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid webhook layer configuration: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -1,0 +1,46 @@
+//! Receive webhooks exactly once.
+//!
+//! Senders (Stripe, GitHub, ...) deliver at least once: after timeouts,
+//! crashes, deploys and manual replays the same event arrives again,
+//! sometimes concurrently. [`WebhookLayer`] is a `tower` layer that, per
+//! delivery, buffers the raw body, verifies the provider's signature over
+//! those exact bytes, extracts the event's idempotency key, claims
+//! `(provider, scope, key)` in PostgreSQL and runs your handler inside the
+//! claim's transaction ([`WebhookTx`]). A success response commits the claim
+//! together with your business writes; anything else rolls both back, so the
+//! sender's retry does the work. Duplicates are answered without running the
+//! handler.
+//!
+//! See [`layer`] for the request flow and the response table, [`verify`]
+//! for signature schemes, [`key`] for event keys, [`scope`] for tenants and
+//! [`store`] for the SQL and migrations.
+//!
+//! # Features
+//! | feature | default | what |
+//! |---|---|---|
+//! | `axum` | yes | `FromRequestParts` for [`WebhookTx`] and [`WebhookEvent`] |
+//! | `stripe` | yes | [`Provider::stripe`], [`verify::stripe`] |
+//! | `github` | yes | [`Provider::github`], [`verify::github`] |
+//! | `full` | no | all of the above |
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod event;
+#[cfg(feature = "axum")]
+pub mod extract;
+pub mod key;
+pub mod layer;
+pub mod provider;
+pub mod scope;
+pub mod store;
+pub mod tx;
+pub mod verify;
+
+pub use event::WebhookEvent;
+pub use layer::IDEMPOTENT_REPLAYED;
+pub use layer::{ConfigError, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService};
+pub use provider::Provider;
+pub use scope::Endpoint;
+pub use store::{migrate, migrate_schema};
+pub use tx::{TxClient, TxError, WebhookTx};
+pub use verify::SigningSecret;

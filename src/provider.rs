@@ -1,0 +1,85 @@
+//! Providers: a name, a [`Verifier`] and a [`KeyExtractor`] that go together.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::key::KeyExtractor;
+use crate::verify::Verifier;
+
+/// A webhook sender: its name (the `provider` column of the claim), how its
+/// deliveries are verified and where their event key lives.
+///
+/// Presets: [`Provider::stripe`], [`Provider::github`]. Anything else:
+/// [`Provider::new`] with any verifier and key extractor.
+#[derive(Clone)]
+#[must_use]
+pub struct Provider {
+    name: Cow<'static, str>,
+    verifier: Arc<dyn Verifier>,
+    extractor: Arc<dyn KeyExtractor>,
+}
+
+impl fmt::Debug for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Provider").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl Provider {
+    /// A provider named `name` (stored in the claim; 1 to 512 bytes) with its
+    /// verifier and key extractor.
+    pub fn new(name: impl Into<Cow<'static, str>>, verifier: impl Verifier, extractor: impl KeyExtractor) -> Self {
+        Self { name: name.into(), verifier: Arc::new(verifier), extractor: Arc::new(extractor) }
+    }
+
+    /// Stripe: `Stripe-Signature` with a 300 second tolerance; key = the
+    /// Event `id`, type = `type`. See [`crate::verify::stripe`].
+    #[cfg(feature = "stripe")]
+    pub fn stripe() -> Self {
+        Self::new(
+            "stripe",
+            crate::verify::stripe::StripeVerifier::new(),
+            crate::key::JsonPointerKey::new("/id").event_type("/type"),
+        )
+    }
+
+    /// GitHub: `X-Hub-Signature-256`; key = `X-GitHub-Delivery`, type =
+    /// `X-GitHub-Event`. See [`crate::verify::github`].
+    #[cfg(feature = "github")]
+    pub fn github() -> Self {
+        use crate::verify::github;
+        Self::new(
+            "github",
+            github::GitHubVerifier::new(),
+            crate::key::HeaderKey::new(http::HeaderName::from_static(github::DELIVERY_HEADER))
+                .event_type(http::HeaderName::from_static(github::EVENT_HEADER)),
+        )
+    }
+
+    /// Replaces the verifier, for example a preset with another tolerance:
+    /// `Provider::stripe().verifier(StripeVerifier::new().tolerance(d))`.
+    pub fn verifier(mut self, verifier: impl Verifier) -> Self {
+        self.verifier = Arc::new(verifier);
+        self
+    }
+
+    /// Replaces the key extractor.
+    pub fn key_extractor(mut self, extractor: impl KeyExtractor) -> Self {
+        self.extractor = Arc::new(extractor);
+        self
+    }
+
+    /// The provider's name as stored in claims.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn verifier_ref(&self) -> &dyn Verifier {
+        &*self.verifier
+    }
+
+    pub(crate) fn extractor_ref(&self) -> &dyn KeyExtractor {
+        &*self.extractor
+    }
+}

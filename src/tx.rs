@@ -1,0 +1,170 @@
+//! [`WebhookTx`]: the claim's transaction, handed to the handler.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use deadpool_postgres::Object;
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+/// A pooled connection with the claim's transaction open on it.
+///
+/// While `open`, dropping it (a dropped request future, a panicking
+/// handler, a handler that kept the transaction) detaches the connection
+/// from the pool (`Object::take`), asks the server to cancel any running
+/// statement, and closes it, so PostgreSQL rolls the transaction back. It
+/// never goes back to the pool inside a transaction: deadpool recycles at
+/// checkout, and none of its recycling methods notices an open transaction.
+pub(crate) struct TxConn {
+    obj: Option<Object>,
+    open: bool,
+}
+
+impl TxConn {
+    pub(crate) fn new(obj: Object) -> Self {
+        Self { obj: Some(obj), open: false }
+    }
+
+    pub(crate) fn client(&self) -> &Object {
+        self.obj.as_ref().expect("TxConn holds its connection until dropped")
+    }
+
+    /// Marks a transaction as open on the connection (before sending BEGIN).
+    pub(crate) fn set_open(&mut self, open: bool) {
+        self.open = open;
+    }
+}
+
+impl Drop for TxConn {
+    fn drop(&mut self) {
+        if !self.open {
+            return; // back to the pool, outside any transaction
+        }
+        let Some(obj) = self.obj.take() else { return };
+        let client = Object::take(obj);
+        tracing::warn!("closing a connection abandoned inside a webhook transaction");
+        let cancel = client.cancel_token();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    // A dropped query future does not stop the statement on the
+                    // server; the cancel request does. Then the close rolls back.
+                    let _ = cancel.cancel_query(tokio_postgres::NoTls).await;
+                    drop(client);
+                });
+            }
+            Err(_) => drop(client),
+        }
+    }
+}
+
+/// The transaction holding this delivery's claim. The handler's business
+/// writes go through it, so they commit (or roll back) together with the
+/// claim.
+///
+/// Cloneable; every clone is the same transaction. The layer takes it back
+/// when the inner service returns its response: using it after that (from a
+/// spawned task, say) is [`TxError::Finished`], not a hang. Do not send
+/// `COMMIT` or `ROLLBACK` yourself: the layer ends the transaction.
+///
+/// With the `axum` feature it is an extractor; without axum, read it from the
+/// request extensions: `req.extensions().get::<WebhookTx>()`.
+///
+/// ```no_run
+/// # async fn handler(tx: webhook_idempotency::WebhookTx) -> Result<(), Box<dyn std::error::Error>> {
+/// let client = tx.client().await?;
+/// client.execute("INSERT INTO orders_paid (order_id) VALUES ($1)", &[&"ord_1"]).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct WebhookTx {
+    slot: Arc<Mutex<Option<TxConn>>>,
+}
+
+impl fmt::Debug for WebhookTx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookTx").finish_non_exhaustive()
+    }
+}
+
+impl WebhookTx {
+    pub(crate) fn new(conn: TxConn) -> Self {
+        Self { slot: Arc::new(Mutex::new(Some(conn))) }
+    }
+
+    /// Borrows the connection inside the transaction. Waits while another
+    /// clone holds it; statements on one connection run one at a time.
+    ///
+    /// # Errors
+    /// [`TxError::Finished`] once the layer has committed or rolled back.
+    pub async fn client(&self) -> Result<TxClient, TxError> {
+        let guard = Arc::clone(&self.slot).lock_owned().await;
+        if guard.is_some() {
+            Ok(TxClient { guard })
+        } else {
+            Err(TxError::Finished)
+        }
+    }
+
+    /// Takes the connection back for the layer. `Err(())` when a clone still
+    /// holds a [`TxClient`] after the handler answered.
+    pub(crate) fn take(&self) -> Result<Option<TxConn>, ()> {
+        self.slot.try_lock().map(|mut g| g.take()).map_err(|_| ())
+    }
+}
+
+/// The connection inside a [`WebhookTx`], borrowed. Dereferences to
+/// [`tokio_postgres::Client`]; drop it to let others use the transaction.
+pub struct TxClient {
+    guard: OwnedMutexGuard<Option<TxConn>>,
+}
+
+impl TxClient {
+    /// Like [`tokio_postgres::Client::prepare`], cached per pooled
+    /// connection (deadpool's statement cache).
+    ///
+    /// # Errors
+    /// The statement does not parse, or the connection failed.
+    pub async fn prepare_cached(&self, query: &str) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
+        self.conn().prepare_cached(query).await
+    }
+
+    fn conn(&self) -> &Object {
+        self.guard.as_ref().expect("TxClient exists only while the slot is full").client()
+    }
+}
+
+impl Deref for TxClient {
+    type Target = tokio_postgres::Client;
+
+    fn deref(&self) -> &tokio_postgres::Client {
+        self.conn()
+    }
+}
+
+impl fmt::Debug for TxClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TxClient").finish_non_exhaustive()
+    }
+}
+
+/// Using a [`WebhookTx`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TxError {
+    /// The layer already committed or rolled back this transaction: the
+    /// handler had returned its response.
+    Finished,
+}
+
+impl fmt::Display for TxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Finished => f.write_str(
+                "the webhook transaction is finished: WebhookTx is usable only until the handler returns its response",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TxError {}
