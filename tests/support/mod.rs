@@ -1,0 +1,198 @@
+//! Shared test harness: a real PostgreSQL per test binary (or `DATABASE_URL`),
+//! a fresh database per test, signed deliveries, an HTTP server on loopback.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod temp_postgres;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use bytes::Bytes;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use http::Request;
+use tokio_postgres::NoTls;
+use webhook_idempotency::verify::{github, stripe};
+use webhook_idempotency::{Provider, SigningSecret, WebhookLayer, WebhookLayerBuilder};
+
+pub use temp_postgres::TempPostgres;
+
+pub const STRIPE_SECRET: &str = "whsec_test_secret_for_the_suite";
+pub const GITHUB_SECRET: &str = "It's a Secret to Everybody";
+
+static SERVER: OnceLock<TempPostgres> = OnceLock::new();
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// The server every test of this binary shares: `DATABASE_URL`'s, or a
+/// throwaway one started on first use.
+pub fn admin_config() -> tokio_postgres::Config {
+    let url = match std::env::var("DATABASE_URL") {
+        Ok(url) => url,
+        Err(_) => SERVER.get_or_init(|| TempPostgres::start().expect("start a throwaway PostgreSQL")).url("postgres"),
+    };
+    url.parse().expect("DATABASE_URL is a valid PostgreSQL URL")
+}
+
+pub fn pool(config: tokio_postgres::Config, max_size: usize) -> Pool {
+    let manager =
+        Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    Pool::builder(manager).max_size(max_size).build().expect("pool config")
+}
+
+/// A database of its own for one test, migrated, with an `effects` table
+/// (deliberately without a unique key: a duplicate effect shows as a row).
+pub struct TestDb {
+    pub name: String,
+    pub config: tokio_postgres::Config,
+    pub pool: Pool,
+}
+
+impl TestDb {
+    pub async fn new() -> Self {
+        Self::on(admin_config()).await
+    }
+
+    /// A fresh database on the server `admin` points at.
+    pub async fn on(admin: tokio_postgres::Config) -> Self {
+        let name = format!("t_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        let (client, conn) = admin.connect(NoTls).await.expect("connect to the admin database");
+        tokio::spawn(conn);
+        client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create test database");
+        let mut config = admin.clone();
+        config.dbname(&name);
+        let pool = pool(config.clone(), 64);
+        webhook_idempotency::migrate(&pool).await.expect("migrate");
+        pool.get()
+            .await
+            .unwrap()
+            .batch_execute(
+                "CREATE TABLE effects (id bigserial PRIMARY KEY, scope text NOT NULL, event_key text NOT NULL,
+                                       body bytea, created_at timestamptz NOT NULL DEFAULT now())",
+            )
+            .await
+            .unwrap();
+        Self { name, config, pool }
+    }
+
+    /// A new pool of `max_size` on this database.
+    pub fn pool(&self, max_size: usize) -> Pool {
+        pool(self.config.clone(), max_size)
+    }
+
+    pub async fn effects(&self) -> i64 {
+        self.scalar("SELECT count(*) FROM effects").await
+    }
+
+    pub async fn effects_for(&self, key: &str) -> i64 {
+        let c = self.pool.get().await.unwrap();
+        c.query_one("SELECT count(*) FROM effects WHERE event_key = $1", &[&key]).await.unwrap().get(0)
+    }
+
+    pub async fn events(&self) -> i64 {
+        self.scalar("SELECT count(*) FROM webhook_idempotency.webhook_events").await
+    }
+
+    /// `(state, attempts, response_status)` of an event's row.
+    pub async fn event_row(&self, key: &str) -> Option<(String, i32, Option<i16>)> {
+        let c = self.pool.get().await.unwrap();
+        c.query_opt(
+            "SELECT state, attempts, response_status FROM webhook_idempotency.webhook_events WHERE event_key = $1",
+            &[&key],
+        )
+        .await
+        .unwrap()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+    }
+
+    pub async fn scalar(&self, sql: &str) -> i64 {
+        let c = self.pool.get().await.unwrap();
+        c.query_one(sql, &[]).await.unwrap().get(0)
+    }
+
+    /// Backends of this database in state `idle in transaction`.
+    pub async fn idle_in_transaction(&self) -> i64 {
+        let (client, conn) = admin_config().connect(NoTls).await.unwrap();
+        tokio::spawn(conn);
+        client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND state LIKE 'idle in transaction%'",
+                &[&self.name],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    }
+}
+
+/// Polls `probe` until it returns true or `limit` passes. For state only
+/// the server can report (a backend going away), where no barrier exists.
+pub async fn eventually<F, Fut>(limit: Duration, mut probe: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if probe().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+pub fn stripe_body(event_id: &str) -> Vec<u8> {
+    format!(
+        "{{\n  \"id\": \"{event_id}\",\n  \"object\": \"event\",\n  \"type\": \"payment_intent.succeeded\",\n  \"data\": {{\"object\": {{\"id\": \"pi_1\", \"amount\": 2000}}}}\n}}\n"
+    )
+    .into_bytes()
+}
+
+/// A Stripe delivery signed now with [`STRIPE_SECRET`].
+pub fn stripe_request(body: impl Into<Bytes>) -> Request<Body> {
+    stripe_request_at(body, unix_now(), STRIPE_SECRET)
+}
+
+pub fn stripe_request_at(body: impl Into<Bytes>, ts: u64, secret: &str) -> Request<Body> {
+    let body = body.into();
+    Request::post("/webhooks/stripe")
+        .header("content-type", "application/json; charset=utf-8")
+        .header("stripe-signature", stripe::sign(&SigningSecret::from(secret), ts, &body))
+        .body(Body::from(body))
+        .unwrap()
+}
+
+pub fn github_request(delivery: &str, body: impl Into<Bytes>) -> Request<Body> {
+    let body = body.into();
+    Request::post("/webhooks/github")
+        .header("content-type", "application/json")
+        .header("x-github-event", "push")
+        .header("x-github-delivery", delivery)
+        .header("x-hub-signature-256", github::sign(&SigningSecret::from(GITHUB_SECRET), &body))
+        .body(Body::from(body))
+        .unwrap()
+}
+
+pub fn stripe_layer(pool: Pool) -> WebhookLayerBuilder {
+    WebhookLayer::builder(pool, Provider::stripe()).scope("acct_test").secret(STRIPE_SECRET)
+}
+
+pub fn github_layer(pool: Pool) -> WebhookLayerBuilder {
+    WebhookLayer::builder(pool, Provider::github()).scope("org_test").secret(GITHUB_SECRET)
+}
+
+/// Serves `router` on a free loopback port.
+pub async fn serve(router: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    addr
+}

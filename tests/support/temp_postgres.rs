@@ -1,0 +1,191 @@
+//! A throwaway PostgreSQL server for tests and the quickstart.
+//!
+//! `initdb` into a fresh temporary directory, a server on a free loopback
+//! port, run as the `postgres` user when this process is root (PostgreSQL
+//! refuses to run as root), stopped and deleted on drop. A guardian shell
+//! process also stops and deletes it when this process exits for any reason
+//! (test binaries never drop their statics; a crash drops nothing), by
+//! waiting for EOF on a pipe only this process holds.
+//!
+//! Binaries: `$PG_BIN`, else `initdb` on `PATH`, else the newest
+//! `/usr/lib/postgresql/*/bin` (Debian's layout).
+#![allow(dead_code, unreachable_pub)]
+
+use std::io;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A running throwaway server. See the module docs.
+pub struct TempPostgres {
+    root: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    as_postgres: bool,
+    guardian: Child,
+}
+
+fn find_bin() -> io::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("PG_BIN") {
+        return Ok(PathBuf::from(dir));
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        if let Some(dir) = std::env::split_paths(&paths).find(|d| d.join("initdb").is_file()) {
+            return Ok(dir);
+        }
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
+        .filter(|(_, bin)| bin.join("initdb").is_file())
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "PostgreSQL server binaries not found: install them (Debian: apt-get install postgresql) or set PG_BIN",
+        )
+    })
+}
+
+fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn check(status: io::Result<std::process::Output>, what: &str) -> io::Result<()> {
+    let out = status?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "{what} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )))
+    }
+}
+
+impl TempPostgres {
+    /// Creates and starts a new server.
+    pub fn start() -> io::Result<Self> {
+        let bin = find_bin()?;
+        let as_postgres = nix::unistd::geteuid().is_root();
+        let root = tempfile::Builder::new().prefix("webhook-idempotency-pg-").tempdir()?.keep();
+        if as_postgres {
+            let user = nix::unistd::User::from_name("postgres")
+                .map_err(io::Error::other)?
+                .ok_or_else(|| io::Error::other("running as root needs a `postgres` user to run the server"))?;
+            std::os::unix::fs::chown(&root, Some(user.uid.as_raw()), Some(user.gid.as_raw()))?;
+        }
+        // The guardian: when this process exits, stdin reaches EOF.
+        let guardian = Command::new("sh")
+            .arg("-c")
+            .arg(r#"read _ignored; $PGCTL -D "$1/data" stop -m immediate >/dev/null 2>&1; rm -rf "$1""#)
+            .arg("guardian")
+            .arg(&root)
+            .env("PGCTL", Self::command_line(as_postgres, &bin.join("pg_ctl")))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut pg = Self { root, bin, port: 0, as_postgres, guardian };
+        check(
+            pg.command("initdb")
+                .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "-D"])
+                .arg(pg.data_dir())
+                .output(),
+            "initdb",
+        )?;
+        let mut last = None;
+        for _ in 0..5 {
+            pg.port = free_port()?;
+            match pg.start_server() {
+                Ok(()) => return Ok(pg),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("tried at least once"))
+    }
+
+    fn command_line(as_postgres: bool, program: &Path) -> String {
+        if as_postgres {
+            format!("runuser -u postgres -- {}", program.display())
+        } else {
+            program.display().to_string()
+        }
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let program = self.bin.join(program);
+        if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(program);
+            c
+        } else {
+            Command::new(program)
+        }
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    /// Starts the server (again) on its port, waiting until it accepts
+    /// connections.
+    pub fn start_server(&self) -> io::Result<()> {
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} -c fsync=off \
+             -c max_connections=400 -c shared_buffers=64MB",
+            self.port,
+            self.root.display()
+        );
+        check(
+            self.command("pg_ctl")
+                .arg("-D")
+                .arg(self.data_dir())
+                .arg("-l")
+                .arg(self.root.join("server.log"))
+                .args(["-w", "-t", "60", "-o", &options, "start"])
+                .output(),
+            "pg_ctl start",
+        )
+    }
+
+    /// Stops the server (fast shutdown: open transactions roll back,
+    /// committed data stays) and waits until it is down.
+    pub fn stop_server(&self) -> io::Result<()> {
+        check(
+            self.command("pg_ctl").arg("-D").arg(self.data_dir()).args(["-w", "-m", "fast", "stop"]).output(),
+            "pg_ctl stop",
+        )
+    }
+
+    /// The TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A libpq-style URL for database `dbname` as user `postgres`.
+    pub fn url(&self, dbname: &str) -> String {
+        format!("postgresql://postgres@127.0.0.1:{}/{dbname}", self.port)
+    }
+}
+
+impl Drop for TempPostgres {
+    fn drop(&mut self) {
+        let _ = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-w", "-m", "immediate", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.root);
+        // Closing stdin lets the guardian exit (it finds nothing left to do).
+        drop(self.guardian.stdin.take());
+        let _ = self.guardian.wait();
+    }
+}
