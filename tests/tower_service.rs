@@ -1,0 +1,55 @@
+//! The layer without axum: a plain `tower::service_fn` handler reads
+//! `WebhookTx` and `WebhookEvent` from the request extensions.
+
+mod support;
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use support::*;
+use tower::{Layer, ServiceExt};
+use webhook_idempotency::verify::github;
+use webhook_idempotency::{SigningSecret, WebhookEvent, WebhookTx};
+
+async fn handler(req: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let tx = req.extensions().get::<WebhookTx>().expect("layer put WebhookTx in").clone();
+    let event = req.extensions().get::<WebhookEvent>().expect("layer put WebhookEvent in").clone();
+    let body = req.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body, event.body());
+    let client = tx.client().await.unwrap();
+    client
+        .execute("INSERT INTO effects (scope, event_key, body) VALUES ($1, $2, $3)", &[
+            &event.scope(),
+            &event.key(),
+            &body.as_ref(),
+        ])
+        .await
+        .unwrap();
+    Ok(Response::new(Full::from(format!("applied {}", event.event_type().unwrap_or("?")))))
+}
+
+fn request(delivery: &str, body: &'static [u8]) -> Request<Full<Bytes>> {
+    Request::post("/hook")
+        .header("x-github-event", "push")
+        .header("x-github-delivery", delivery)
+        .header("x-hub-signature-256", github::sign(&SigningSecret::from(GITHUB_SECRET), body))
+        .body(Full::new(Bytes::from_static(body)))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn service_fn_handler_reads_tx_and_event_from_extensions() {
+    let db = TestDb::new().await;
+    let svc = github_layer(db.pool.clone()).build().unwrap().layer(tower::service_fn(handler));
+
+    let res = svc.clone().oneshot(request("6f1c1e0a-1", b"{\"zen\":\"Keep it logically awesome.\"}")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(&res.into_body().collect().await.unwrap().to_bytes()[..], b"applied push");
+
+    let dup = svc.oneshot(request("6f1c1e0a-1", b"{\"zen\":\"Keep it logically awesome.\"}")).await.unwrap();
+    assert_eq!(dup.status(), StatusCode::OK);
+    assert_eq!(dup.headers().get("idempotent-replayed").unwrap(), "true");
+    assert_eq!(db.effects().await, 1);
+}
