@@ -1,1 +1,321 @@
-fn main() {}
+//! Quickstart: Stripe and GitHub webhooks, each event applied exactly once.
+//!
+//! ```text
+//! cargo run --example quickstart            # serve on $BIND (default 127.0.0.1:3000)
+//! cargo run --example quickstart -- --demo  # serve, send real fixtures, print what happened
+//! ```
+//!
+//! `POST /webhooks/stripe` and `POST /webhooks/github` sit behind
+//! `WebhookLayer`; their handler writes one row per event into `demo_effects`
+//! through `WebhookTx`. `GET /effects` lists the rows as JSON.
+//!
+//! Database: `DATABASE_URL`, or a throwaway PostgreSQL started here and
+//! removed on exit (needs the PostgreSQL server binaries; as root it runs
+//! the server as the `postgres` user). Secrets: `STRIPE_WEBHOOK_SECRET` and
+//! `GITHUB_WEBHOOK_SECRET`, with test defaults.
+
+#[path = "../tests/support/temp_postgres.rs"]
+mod temp_postgres;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use clap::Parser;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use serde::Serialize;
+use tokio_postgres::NoTls;
+use webhook_idempotency::verify::{github, stripe};
+use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
+
+const DEFAULT_STRIPE_SECRET: &str = "whsec_quickstart_test_secret";
+const DEFAULT_GITHUB_SECRET: &str = "quickstart-github-test-secret";
+
+const STRIPE_FIXTURE: &[u8] = include_bytes!("fixtures/stripe/payment_intent.succeeded.json");
+const STRIPE_HEADERS: &str = include_str!("fixtures/stripe/payment_intent.succeeded.headers");
+const GITHUB_FIXTURE: &[u8] = include_bytes!("fixtures/github/push.json");
+const GITHUB_HEADERS: &str = include_str!("fixtures/github/push.headers");
+
+/// Serve Stripe and GitHub webhooks exactly once.
+#[derive(Parser, Debug)]
+struct Args {
+    /// Address to listen on (with --demo and no BIND: a free port).
+    #[arg(long, env = "BIND")]
+    bind: Option<SocketAddr>,
+    /// PostgreSQL URL; unset: a throwaway local server.
+    #[arg(long, env = "DATABASE_URL")]
+    database_url: Option<String>,
+    /// Stripe endpoint signing secret.
+    #[arg(long, env = "STRIPE_WEBHOOK_SECRET", default_value = DEFAULT_STRIPE_SECRET, hide_default_value = true)]
+    stripe_secret: String,
+    /// GitHub webhook secret.
+    #[arg(long, env = "GITHUB_WEBHOOK_SECRET", default_value = DEFAULT_GITHUB_SECRET, hide_default_value = true)]
+    github_secret: String,
+    /// Send the fixtures (one delivery, a duplicate, 20 concurrent copies, a
+    /// tampered copy per provider), print the results and exit.
+    #[arg(long)]
+    demo: bool,
+}
+
+#[derive(Serialize)]
+struct Effect {
+    provider: String,
+    event_key: String,
+    event_type: Option<String>,
+    effect: String,
+}
+
+/// The one business effect per event, written in the claim's transaction.
+async fn apply(tx: WebhookTx, event: WebhookEvent) -> Result<StatusCode, StatusCode> {
+    let effect = describe(&event).ok_or(StatusCode::UNPROCESSABLE_ENTITY)?;
+    let client = tx.client().await.map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;
+    client
+        .execute(
+            "INSERT INTO demo_effects (provider, scope, event_key, event_type, effect) VALUES ($1, $2, $3, $4, $5)",
+            &[&event.provider(), &event.scope(), &event.key(), &event.event_type(), &effect],
+        )
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "business write failed");
+            StatusCode::INTERNAL_SERVER_ERROR
+        })?;
+    Ok(StatusCode::OK)
+}
+
+fn describe(event: &WebhookEvent) -> Option<String> {
+    let v: serde_json::Value = event.json().ok()?;
+    Some(match event.provider() {
+        "stripe" => {
+            let pi = &v["data"]["object"];
+            format!(
+                "{} {}: {} {}",
+                event.event_type()?,
+                pi["id"].as_str()?,
+                pi["amount_received"].as_i64().or(pi["amount"].as_i64())?,
+                pi["currency"].as_str().unwrap_or("?")
+            )
+        }
+        _ => {
+            let after = v["after"].as_str().unwrap_or("?");
+            format!("{} {} -> {}", event.event_type()?, v["ref"].as_str()?, after.get(..7).unwrap_or(after))
+        }
+    })
+}
+
+async fn effects(State(pool): State<Pool>) -> Result<Json<Vec<Effect>>, StatusCode> {
+    let client = pool.get().await.map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+    let rows = client
+        .query("SELECT provider, event_key, event_type, effect FROM demo_effects ORDER BY id", &[])
+        .await
+        .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
+    Ok(Json(
+        rows.iter()
+            .map(|r| Effect { provider: r.get(0), event_key: r.get(1), event_type: r.get(2), effect: r.get(3) })
+            .collect(),
+    ))
+}
+
+fn app(pool: Pool, args: &Args) -> Result<Router, webhook_idempotency::ConfigError> {
+    let stripe = WebhookLayer::builder(pool.clone(), Provider::stripe())
+        .scope("quickstart")
+        .secret(args.stripe_secret.as_str())
+        .build()?;
+    let github = WebhookLayer::builder(pool.clone(), Provider::github())
+        .scope("quickstart")
+        .secret(args.github_secret.as_str())
+        .build()?;
+    Ok(Router::new()
+        .route("/webhooks/stripe", post(apply).layer(stripe))
+        .route("/webhooks/github", post(apply).layer(github))
+        .route("/effects", get(effects))
+        .with_state(pool))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    // The demo prints its own table; the server's per-delivery log lines are
+    // then only shown at warn level (RUST_LOG overrides).
+    let default_filter = if args.demo { "warn" } else { "info" };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into()),
+        )
+        .init();
+
+    // The throwaway server lives until the end of main, then is stopped and removed.
+    let (url, _throwaway) = match &args.database_url {
+        Some(url) => {
+            println!("database: DATABASE_URL");
+            (url.clone(), None)
+        }
+        None => {
+            let pg = temp_postgres::TempPostgres::start()?;
+            println!("database: throwaway PostgreSQL on 127.0.0.1:{} (removed on exit)", pg.port());
+            (pg.url("postgres"), Some(pg))
+        }
+    };
+    let manager = Manager::from_config(url.parse()?, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let pool = Pool::builder(manager).max_size(32).build()?;
+    webhook_idempotency::migrate(&pool).await?;
+    pool.get()
+        .await?
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS demo_effects (
+                 id bigserial PRIMARY KEY, provider text NOT NULL, scope text NOT NULL, event_key text NOT NULL,
+                 event_type text, effect text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await?;
+
+    if args.stripe_secret == DEFAULT_STRIPE_SECRET {
+        println!("STRIPE_WEBHOOK_SECRET unset: using the test secret {DEFAULT_STRIPE_SECRET}");
+    }
+    if args.github_secret == DEFAULT_GITHUB_SECRET {
+        println!("GITHUB_WEBHOOK_SECRET unset: using the test secret {DEFAULT_GITHUB_SECRET}");
+    }
+
+    let bind = args.bind.unwrap_or_else(|| if args.demo { "127.0.0.1:0" } else { "127.0.0.1:3000" }.parse().unwrap());
+    let listener = tokio::net::TcpListener::bind(bind).await?;
+    let addr = listener.local_addr()?;
+    println!("listening on http://{addr}: POST /webhooks/stripe, POST /webhooks/github, GET /effects");
+    let router = app(pool, &args)?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                tokio::select! {
+                    _ = stop_rx => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            })
+            .await
+    });
+
+    let outcome = if args.demo { demo(addr, &args).await } else { Ok(()) };
+    if args.demo {
+        let _ = stop_tx.send(());
+    } else {
+        drop(stop_tx);
+    }
+    server.await??;
+    outcome
+}
+
+// ---- --demo: sign the fixtures as the providers do and send them ----
+
+struct Delivery {
+    provider: &'static str,
+    what: String,
+    status: u16,
+    replayed: bool,
+}
+
+fn headers_of(fixture: &str) -> Vec<(String, String)> {
+    fixture
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("content-length"))
+        .collect()
+}
+
+async fn deliver(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &[(String, String)],
+    body: &'static [u8],
+) -> Result<(u16, bool), reqwest::Error> {
+    let mut req = client.post(url).body(body);
+    for (k, v) in headers {
+        req = req.header(k, v);
+    }
+    let res = req.send().await?;
+    Ok((res.status().as_u16(), res.headers().get("idempotent-replayed").is_some()))
+}
+
+async fn demo(addr: SocketAddr, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let client = reqwest::Client::new();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+
+    let mut stripe_headers = headers_of(STRIPE_HEADERS);
+    let stripe_sig = stripe::sign(&SigningSecret::from(args.stripe_secret.as_str()), now, STRIPE_FIXTURE);
+    stripe_headers.push(("Stripe-Signature".into(), stripe_sig));
+    let mut github_headers = headers_of(GITHUB_HEADERS);
+    github_headers.push((
+        "X-Hub-Signature-256".into(),
+        github::sign(&SigningSecret::from(args.github_secret.as_str()), GITHUB_FIXTURE),
+    ));
+
+    let mut log = Vec::new();
+    let plans: [(&'static str, &[(String, String)], &'static [u8]); 2] =
+        [("stripe", &stripe_headers, STRIPE_FIXTURE), ("github", &github_headers, GITHUB_FIXTURE)];
+    for (provider, headers, body) in plans {
+        let url = format!("http://{addr}/webhooks/{provider}");
+        for what in ["first delivery", "duplicate"] {
+            let (status, replayed) = deliver(&client, &url, headers, body).await?;
+            log.push(Delivery { provider, what: what.into(), status, replayed });
+        }
+        let burst: Vec<_> = (0..20)
+            .map(|_| {
+                let (client, url, headers) = (client.clone(), url.clone(), headers.to_vec());
+                tokio::spawn(async move { deliver(&client, &url, &headers, body).await })
+            })
+            .collect();
+        let mut counts: BTreeMap<(u16, bool), usize> = BTreeMap::new();
+        for t in burst {
+            *counts.entry(t.await??).or_default() += 1;
+        }
+        for ((status, replayed), n) in counts {
+            log.push(Delivery { provider, what: format!("concurrent burst x{n}"), status, replayed });
+        }
+        // Same signature, one byte of the body changed.
+        let tampered: &'static [u8] = Box::leak(
+            String::from_utf8_lossy(body)
+                .replacen("2000", "9000", 1)
+                .replacen("master", "mister", 1)
+                .into_bytes()
+                .into(),
+        );
+        let (status, replayed) = deliver(&client, &url, headers, tampered).await?;
+        log.push(Delivery { provider, what: "tampered copy".into(), status, replayed });
+    }
+
+    println!();
+    println!("{:<8} {:<24} {:>6}  answer", "provider", "delivery", "status");
+    for d in &log {
+        let answer = match (d.status, d.replayed) {
+            (200, false) => "processed",
+            (200, true) => "duplicate, replayed",
+            (409, _) => "in flight, retry later",
+            (401, _) => "rejected: bad signature",
+            _ => "other",
+        };
+        println!("{:<8} {:<24} {:>6}  {}", d.provider, d.what, d.status, answer);
+    }
+
+    let effects: Vec<serde_json::Value> = client.get(format!("http://{addr}/effects")).send().await?.json().await?;
+    let mut per_event: BTreeMap<(String, String), usize> = BTreeMap::new();
+    println!();
+    println!("{:<8} {:<38} {:>7}  effect", "provider", "event", "effects");
+    for e in &effects {
+        *per_event
+            .entry((e["provider"].as_str().unwrap_or("").into(), e["event_key"].as_str().unwrap_or("").into()))
+            .or_default() += 1;
+    }
+    for ((provider, key), n) in &per_event {
+        let text =
+            effects.iter().find(|e| e["event_key"] == key.as_str()).and_then(|e| e["effect"].as_str()).unwrap_or("");
+        println!("{provider:<8} {key:<38} {n:>7}  {text}");
+    }
+    let ok = per_event.len() == 2 && per_event.values().all(|n| *n == 1);
+    println!();
+    if ok {
+        println!("OK: 2 events, 44 deliveries, exactly one effect per event");
+        Ok(())
+    } else {
+        Err("expected exactly one effect per event".into())
+    }
+}

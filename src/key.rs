@@ -209,7 +209,6 @@ impl KeyExtractor for JsonPointerKey {
 }
 
 #[cfg(test)]
-#[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
 

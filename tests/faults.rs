@@ -48,8 +48,7 @@ async fn database_stopped_answers_503_then_recovers_after_restart() {
     let db = TestDb::on(server.url("postgres").parse().unwrap()).await;
     let app = Router::new().route(
         "/webhooks/stripe",
-        post(apply_effect)
-            .layer(stripe_layer(db.pool.clone()).pool_timeout(Duration::from_secs(2)).build().unwrap()),
+        post(apply_effect).layer(stripe_layer(db.pool.clone()).pool_timeout(Duration::from_secs(2)).build().unwrap()),
     );
     assert_eq!(status(&app, stripe_request(stripe_body("evt_before"))).await.0, StatusCode::OK);
 
@@ -168,19 +167,20 @@ async fn handler_panic_rolls_back_and_the_connection_is_not_reused_in_a_transact
     let pool = db.pool(2);
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = runs.clone();
-    let app = Router::new().route(
-        "/webhooks/stripe",
-        post(move |tx: WebhookTx, event: WebhookEvent| {
-            let run = counter.fetch_add(1, Ordering::SeqCst);
-            async move {
-                insert_effect(&tx, &event).await.unwrap();
-                assert!(run > 0, "handler bug on the first run");
-                StatusCode::OK
-            }
-        })
-        .layer(stripe_layer(pool.clone()).build().unwrap()),
-    )
-    .layer(tower_http::catch_panic::CatchPanicLayer::new());
+    let app = Router::new()
+        .route(
+            "/webhooks/stripe",
+            post(move |tx: WebhookTx, event: WebhookEvent| {
+                let run = counter.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    insert_effect(&tx, &event).await.unwrap();
+                    assert!(run > 0, "handler bug on the first run");
+                    StatusCode::OK
+                }
+            })
+            .layer(stripe_layer(pool.clone()).build().unwrap()),
+        )
+        .layer(tower_http::catch_panic::CatchPanicLayer::new());
     let body = stripe_body("evt_panic");
     assert_eq!(status(&app, stripe_request(body.clone())).await.0, StatusCode::INTERNAL_SERVER_ERROR);
     assert!(eventually(Duration::from_secs(10), || async { db.idle_in_transaction().await == 0 }).await);

@@ -217,8 +217,8 @@ async fn bad_signatures_answer_401_and_store_nothing() {
 #[tokio::test]
 async fn github_missing_headers_and_bad_key_are_rejected() {
     let db = TestDb::new().await;
-    let app =
-        Router::new().route("/webhooks/github", post(apply_effect).layer(github_layer(db.pool.clone()).build().unwrap()));
+    let app = Router::new()
+        .route("/webhooks/github", post(apply_effect).layer(github_layer(db.pool.clone()).build().unwrap()));
     let strip = |name: &'static str| {
         let mut req = github_request("0b6f1e8e-0000-4000-8000-000000000001", "{}");
         req.headers_mut().remove(name);
@@ -249,8 +249,8 @@ async fn stripe_json_without_id_is_400_after_verification() {
 #[tokio::test]
 async fn github_docs_vector_passes_through_the_layer() {
     let db = TestDb::new().await;
-    let app =
-        Router::new().route("/webhooks/github", post(apply_effect).layer(github_layer(db.pool.clone()).build().unwrap()));
+    let app = Router::new()
+        .route("/webhooks/github", post(apply_effect).layer(github_layer(db.pool.clone()).build().unwrap()));
     // GitHub's worked example: secret "It's a Secret to Everybody", body "Hello, World!".
     let req = Request::post("/webhooks/github")
         .header("x-github-event", "ping")

@@ -20,11 +20,10 @@ async fn handler(req: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Inf
     assert_eq!(&body, event.body());
     let client = tx.client().await.unwrap();
     client
-        .execute("INSERT INTO effects (scope, event_key, body) VALUES ($1, $2, $3)", &[
-            &event.scope(),
-            &event.key(),
-            &body.as_ref(),
-        ])
+        .execute(
+            "INSERT INTO effects (scope, event_key, body) VALUES ($1, $2, $3)",
+            &[&event.scope(), &event.key(), &body.as_ref()],
+        )
         .await
         .unwrap();
     Ok(Response::new(Full::from(format!("applied {}", event.event_type().unwrap_or("?")))))

@@ -77,7 +77,6 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
 

@@ -221,10 +221,13 @@ impl fmt::Display for VerifyError {
 
 impl std::error::Error for VerifyError {}
 
-/// HMAC-SHA256 of the concatenation of `parts`, keyed by `secret`.
+/// HMAC-SHA256 (RFC 2104, FIPS 180-4) of the concatenation of `parts`,
+/// keyed by `secret`: 32 bytes.
 ///
-/// Feeding the parts one by one avoids copying the body into a new buffer.
-pub(crate) fn hmac_sha256(secret: &SigningSecret, parts: &[&[u8]]) -> [u8; 32] {
+/// Feeding the parts one by one avoids copying the body into a new buffer;
+/// custom verifiers can build a scheme's signed content the same way
+/// (`&[timestamp, b".", body]`).
+pub fn hmac_sha256(secret: &SigningSecret, parts: &[&[u8]]) -> [u8; 32] {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.expose()).expect("HMAC accepts keys of any length");
     for part in parts {
         mac.update(part);
@@ -232,9 +235,10 @@ pub(crate) fn hmac_sha256(secret: &SigningSecret, parts: &[&[u8]]) -> [u8; 32] {
     mac.finalize().into_bytes().into()
 }
 
-/// True when any `candidates` equals `expected`, compared in constant time.
-/// Every candidate is compared, so the time does not depend on which matched.
-pub(crate) fn any_matches<'a>(expected: &[u8], candidates: impl IntoIterator<Item = &'a [u8]>) -> bool {
+/// True when any of `candidates` equals `expected`. Each comparison is
+/// constant-time (`subtle::ConstantTimeEq`) and every candidate is compared,
+/// so the time does not reveal which one matched or how much of it did.
+pub fn any_matches<'a>(expected: &[u8], candidates: impl IntoIterator<Item = &'a [u8]>) -> bool {
     let mut found = subtle::Choice::from(0);
     for candidate in candidates {
         found |= expected.ct_eq(candidate);
@@ -257,8 +261,10 @@ pub fn check_tolerance(timestamp: u64, now: SystemTime, tolerance: Duration) -> 
     }
 }
 
-/// Every value of header `name`, in order, across repeated header lines.
-pub(crate) fn header_values<'a>(
+/// Every value of header `name` (case-insensitive), in order, across
+/// repeated header lines; a value that is not visible ASCII is
+/// [`VerifyErrorKind::MalformedHeader`].
+pub fn header_values<'a>(
     parts: &'a http::request::Parts,
     name: &'a str,
 ) -> impl Iterator<Item = Result<&'a str, VerifyError>> + 'a {

@@ -133,7 +133,6 @@ pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
     use std::time::UNIX_EPOCH;

@@ -36,8 +36,7 @@ pub fn admin_config() -> tokio_postgres::Config {
 }
 
 pub fn pool(config: tokio_postgres::Config, max_size: usize) -> Pool {
-    let manager =
-        Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     Pool::builder(manager).max_size(max_size).build().expect("pool config")
 }
 
