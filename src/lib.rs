@@ -44,3 +44,8 @@ pub use scope::Endpoint;
 pub use store::{migrate, migrate_schema};
 pub use tx::{TxClient, TxError, WebhookTx};
 pub use verify::SigningSecret;
+
+// The README's Rust examples compile as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
