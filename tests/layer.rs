@@ -408,3 +408,89 @@ async fn migrate_is_safe_twice_and_concurrently() {
     }
     assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.schema_migrations").await, 1);
 }
+
+#[tokio::test]
+async fn injected_clock_decides_the_tolerance() {
+    let db = TestDb::new().await;
+    let fixed = 1_700_000_000u64;
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(apply_effect).layer(
+            stripe_layer(db.pool.clone())
+                .clock(move || std::time::UNIX_EPOCH + Duration::from_secs(fixed))
+                .build()
+                .unwrap(),
+        ),
+    );
+    let cases = [
+        ("300 s old", fixed - 300, StatusCode::OK),
+        ("301 s old", fixed - 301, StatusCode::UNAUTHORIZED),
+        ("300 s ahead", fixed + 300, StatusCode::OK),
+        ("301 s ahead", fixed + 301, StatusCode::UNAUTHORIZED),
+        ("signed now by the wall clock", unix_now(), StatusCode::UNAUTHORIZED),
+    ];
+    for (i, (name, ts, want)) in cases.into_iter().enumerate() {
+        let req = stripe_request_at(stripe_body(&format!("evt_clock_{i}")), ts, STRIPE_SECRET);
+        assert_eq!(send(&app, req).await.0, want, "{name}");
+    }
+    assert_eq!(db.events().await, 2);
+}
+
+#[tokio::test]
+async fn resolver_picks_scope_and_secrets_from_the_route() {
+    use webhook_idempotency::scope::{Endpoint, ResolveError};
+    let db = TestDb::new().await;
+    let resolver = |parts: &http::request::Parts| {
+        // /tenants/{tenant}/stripe; the "broken" tenant's config store is down.
+        let tenant = parts.uri.path().split('/').nth(2).map(str::to_owned);
+        async move {
+            match tenant.as_deref() {
+                Some("acme") => Ok(Endpoint::new("acme", [SigningSecret::from("whsec_acme")])),
+                Some("globex") => Ok(Endpoint::new("globex", [SigningSecret::from("whsec_globex")])),
+                Some("broken") => Err(ResolveError::unavailable("tenant store timed out")),
+                _ => Err(ResolveError::not_found()),
+            }
+        }
+    };
+    let layer = webhook_idempotency::WebhookLayer::builder(db.pool.clone(), webhook_idempotency::Provider::stripe())
+        .resolver(resolver)
+        .build()
+        .unwrap();
+    let app = Router::new().route("/tenants/{tenant}/stripe", post(apply_effect).layer(layer));
+    let body = stripe_body("evt_tenant");
+    let to = |path: &str, secret: &str| {
+        let mut req = stripe_request_at(body.clone(), unix_now(), secret);
+        *req.uri_mut() = path.parse().unwrap();
+        req
+    };
+    let cases = [
+        ("acme with its secret", to("/tenants/acme/stripe", "whsec_acme"), StatusCode::OK),
+        ("globex with its secret", to("/tenants/globex/stripe", "whsec_globex"), StatusCode::OK),
+        ("globex with acme's secret", to("/tenants/globex/stripe", "whsec_acme"), StatusCode::UNAUTHORIZED),
+        ("unknown tenant", to("/tenants/initech/stripe", "whsec_acme"), StatusCode::NOT_FOUND),
+        ("resolver failure", to("/tenants/broken/stripe", "whsec_acme"), StatusCode::SERVICE_UNAVAILABLE),
+    ];
+    for (name, req, want) in cases {
+        assert_eq!(send(&app, req).await.0, want, "{name}");
+    }
+    assert_eq!(db.scalar("SELECT count(DISTINCT scope) FROM effects WHERE event_key = 'evt_tenant'").await, 2);
+    assert_eq!(db.events().await, 2);
+}
+
+#[test]
+fn builder_rejects_incomplete_configurations() {
+    let pool = support::pool("host=127.0.0.1 user=nobody".parse().unwrap(), 1);
+    let stripe = || webhook_idempotency::WebhookLayer::builder(pool.clone(), webhook_idempotency::Provider::stripe());
+    let cases = [
+        ("no scope", stripe().secret("s").build().err()),
+        ("no secret", stripe().scope("a").build().err()),
+        ("empty scope", stripe().scope("").secret("s").build().err()),
+        ("bad schema", stripe().scope("a").secret("s").schema("x;drop").build().err()),
+        ("zero limit", stripe().scope("a").secret("s").body_limit(0).build().err()),
+        ("resolver and scope", stripe().scope("a").resolver(webhook_idempotency::Endpoint::new("b", [])).build().err()),
+    ];
+    for (name, err) in cases {
+        assert!(err.is_some(), "{name}");
+    }
+    assert!(stripe().scope("a").secret("s").build().is_ok());
+}
