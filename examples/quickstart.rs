@@ -18,12 +18,15 @@
 mod temp_postgres;
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use bytes::Bytes;
 use clap::Parser;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde::Serialize;
@@ -70,7 +73,9 @@ struct Effect {
 
 /// The one business effect per event, written in the claim's transaction.
 async fn apply(tx: WebhookTx, event: WebhookEvent) -> Result<StatusCode, StatusCode> {
-    let effect = describe(&event).ok_or(StatusCode::UNPROCESSABLE_ENTITY)?;
+    // Event types this demo has no specific effect for are still recorded once.
+    let effect =
+        describe(&event).unwrap_or_else(|| format!("{} (no specific effect)", event.event_type().unwrap_or("event")));
     let client = tx.client().await.map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;
     client
         .execute(
@@ -141,6 +146,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // then only shown at warn level (RUST_LOG overrides).
     let default_filter = if args.demo { "warn" } else { "info" };
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into()),
         )
@@ -182,12 +189,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = listener.local_addr()?;
     println!("listening on http://{addr}: POST /webhooks/stripe, POST /webhooks/github, GET /effects");
     let router = app(pool, &args)?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    // Stops the server: Ctrl-C, or the end of the demo.
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
     let server = tokio::spawn(async move {
         axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 tokio::select! {
-                    _ = stop_rx => {}
+                    _ = stopped.notified() => {}
                     _ = tokio::signal::ctrl_c() => {}
                 }
             })
@@ -196,9 +205,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let outcome = if args.demo { demo(addr, &args).await } else { Ok(()) };
     if args.demo {
-        let _ = stop_tx.send(());
-    } else {
-        drop(stop_tx);
+        stop.notify_one();
     }
     server.await??;
     outcome
@@ -226,7 +233,7 @@ async fn deliver(
     client: &reqwest::Client,
     url: &str,
     headers: &[(String, String)],
-    body: &'static [u8],
+    body: Bytes,
 ) -> Result<(u16, bool), reqwest::Error> {
     let mut req = client.post(url).body(body);
     for (k, v) in headers {
@@ -236,31 +243,69 @@ async fn deliver(
     Ok((res.status().as_u16(), res.headers().get("idempotent-replayed").is_some()))
 }
 
+/// One event as its provider would send it: body and signed headers.
+struct Signed {
+    provider: &'static str,
+    headers: Vec<(String, String)>,
+    body: Bytes,
+}
+
+fn stripe_delivery(secret: &str, body: Bytes, now: u64) -> Signed {
+    let mut headers = headers_of(STRIPE_HEADERS);
+    headers.push(("Stripe-Signature".into(), stripe::sign(&SigningSecret::from(secret), now, &body)));
+    Signed { provider: "stripe", headers, body }
+}
+
+fn github_delivery(secret: &str, body: Bytes, delivery_id: &str) -> Signed {
+    let mut headers: Vec<_> =
+        headers_of(GITHUB_HEADERS).into_iter().filter(|(k, _)| !k.eq_ignore_ascii_case("x-github-delivery")).collect();
+    headers.push(("X-GitHub-Delivery".into(), delivery_id.into()));
+    headers.push(("X-Hub-Signature-256".into(), github::sign(&SigningSecret::from(secret), &body)));
+    Signed { provider: "github", headers, body }
+}
+
 async fn demo(addr: SocketAddr, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let client = reqwest::Client::new();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
-
-    let mut stripe_headers = headers_of(STRIPE_HEADERS);
-    let stripe_sig = stripe::sign(&SigningSecret::from(args.stripe_secret.as_str()), now, STRIPE_FIXTURE);
-    stripe_headers.push(("Stripe-Signature".into(), stripe_sig));
-    let mut github_headers = headers_of(GITHUB_HEADERS);
-    github_headers.push((
-        "X-Hub-Signature-256".into(),
-        github::sign(&SigningSecret::from(args.github_secret.as_str()), GITHUB_FIXTURE),
-    ));
+    let stripe_fixture = Bytes::from_static(STRIPE_FIXTURE);
+    let github_fixture = Bytes::from_static(GITHUB_FIXTURE);
+    let fixture_delivery_id = headers_of(GITHUB_HEADERS)
+        .into_iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("x-github-delivery"))
+        .map(|(_, v)| v)
+        .ok_or("push.headers has no X-GitHub-Delivery")?;
+    // A second event per provider for the concurrent burst: the fixture under
+    // another event id (Stripe) or delivery GUID (GitHub), signed anew.
+    let stripe_second = String::from_utf8(STRIPE_FIXTURE.to_vec())?.replacen(
+        "\"id\": \"evt_3MtweELkdIwHu7ix0mYVGtRj\"",
+        "\"id\": \"evt_3MtweELkdIwHu7ix0BurstDemo\"",
+        1,
+    );
+    let plans = [
+        (
+            stripe_delivery(&args.stripe_secret, stripe_fixture.clone(), now),
+            stripe_delivery(&args.stripe_secret, Bytes::from(stripe_second), now),
+            Bytes::from(String::from_utf8(STRIPE_FIXTURE.to_vec())?.replacen("2000", "9000", 1)),
+        ),
+        (
+            github_delivery(&args.github_secret, github_fixture.clone(), &fixture_delivery_id),
+            github_delivery(&args.github_secret, github_fixture, "9a8f5a40-6b6e-11f1-8e6b-0b3c4d5e6f70"),
+            Bytes::from(String::from_utf8(GITHUB_FIXTURE.to_vec())?.replacen("master", "mister", 1)),
+        ),
+    ];
 
     let mut log = Vec::new();
-    let plans: [(&'static str, &[(String, String)], &'static [u8]); 2] =
-        [("stripe", &stripe_headers, STRIPE_FIXTURE), ("github", &github_headers, GITHUB_FIXTURE)];
-    for (provider, headers, body) in plans {
+    for (first, second, tampered_body) in plans {
+        let provider = first.provider;
         let url = format!("http://{addr}/webhooks/{provider}");
         for what in ["first delivery", "duplicate"] {
-            let (status, replayed) = deliver(&client, &url, headers, body).await?;
+            let (status, replayed) = deliver(&client, &url, &first.headers, first.body.clone()).await?;
             log.push(Delivery { provider, what: what.into(), status, replayed });
         }
         let burst: Vec<_> = (0..20)
             .map(|_| {
-                let (client, url, headers) = (client.clone(), url.clone(), headers.to_vec());
+                let (client, url, headers, body) =
+                    (client.clone(), url.clone(), second.headers.clone(), second.body.clone());
                 tokio::spawn(async move { deliver(&client, &url, &headers, body).await })
             })
             .collect();
@@ -269,53 +314,45 @@ async fn demo(addr: SocketAddr, args: &Args) -> Result<(), Box<dyn std::error::E
             *counts.entry(t.await??).or_default() += 1;
         }
         for ((status, replayed), n) in counts {
-            log.push(Delivery { provider, what: format!("concurrent burst x{n}"), status, replayed });
+            log.push(Delivery { provider, what: format!("new event, 20 at once: x{n}"), status, replayed });
         }
-        // Same signature, one byte of the body changed.
-        let tampered: &'static [u8] = Box::leak(
-            String::from_utf8_lossy(body)
-                .replacen("2000", "9000", 1)
-                .replacen("master", "mister", 1)
-                .into_bytes()
-                .into(),
-        );
-        let (status, replayed) = deliver(&client, &url, headers, tampered).await?;
+        // The first event's signature over a body with one byte changed.
+        let (status, replayed) = deliver(&client, &url, &first.headers, tampered_body).await?;
         log.push(Delivery { provider, what: "tampered copy".into(), status, replayed });
     }
 
     println!();
-    println!("{:<8} {:<24} {:>6}  answer", "provider", "delivery", "status");
+    println!("{:<8} {:<30} {:>6}  answer", "provider", "delivery", "status");
     for d in &log {
         let answer = match (d.status, d.replayed) {
             (200, false) => "processed",
             (200, true) => "duplicate, replayed",
             (409, _) => "in flight, retry later",
             (401, _) => "rejected: bad signature",
-            _ => "other",
+            _ => "unexpected",
         };
-        println!("{:<8} {:<24} {:>6}  {}", d.provider, d.what, d.status, answer);
+        println!("{:<8} {:<30} {:>6}  {}", d.provider, d.what, d.status, answer);
     }
 
     let effects: Vec<serde_json::Value> = client.get(format!("http://{addr}/effects")).send().await?.json().await?;
-    let mut per_event: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut per_event: BTreeMap<(String, String), (usize, String)> = BTreeMap::new();
+    for e in &effects {
+        let key = (e["provider"].as_str().unwrap_or("").to_owned(), e["event_key"].as_str().unwrap_or("").to_owned());
+        let entry = per_event.entry(key).or_insert((0, e["effect"].as_str().unwrap_or("").to_owned()));
+        entry.0 += 1;
+    }
     println!();
     println!("{:<8} {:<38} {:>7}  effect", "provider", "event", "effects");
-    for e in &effects {
-        *per_event
-            .entry((e["provider"].as_str().unwrap_or("").into(), e["event_key"].as_str().unwrap_or("").into()))
-            .or_default() += 1;
-    }
-    for ((provider, key), n) in &per_event {
-        let text =
-            effects.iter().find(|e| e["event_key"] == key.as_str()).and_then(|e| e["effect"].as_str()).unwrap_or("");
+    for ((provider, key), (n, text)) in &per_event {
         println!("{provider:<8} {key:<38} {n:>7}  {text}");
     }
-    let ok = per_event.len() == 2 && per_event.values().all(|n| *n == 1);
+    let deliveries = 2 * 23;
+    let ok = per_event.len() == 4 && per_event.values().all(|(n, _)| *n == 1);
     println!();
     if ok {
-        println!("OK: 2 events, 44 deliveries, exactly one effect per event");
+        println!("OK: {deliveries} deliveries of 4 events (2 tampered), exactly one effect per event");
         Ok(())
     } else {
-        Err("expected exactly one effect per event".into())
+        Err(format!("expected exactly one effect for each of 4 events, got {per_event:?}").into())
     }
 }

@@ -45,6 +45,13 @@ pub use store::{migrate, migrate_schema};
 pub use tx::{TxClient, TxError, WebhookTx};
 pub use verify::SigningSecret;
 
+/// The deadpool-postgres this crate is built against: build the pool you
+/// pass to [`WebhookLayer::builder`] with it to be sure the versions match.
+pub use deadpool_postgres;
+/// The tokio-postgres this crate is built against ([`TxClient`] derefs to its
+/// `Client`).
+pub use tokio_postgres;
+
 // The README's Rust examples compile as doctests.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

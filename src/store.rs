@@ -73,6 +73,8 @@ pub async fn migrate_schema(pool: &Pool, schema: &str) -> Result<(), MigrateErro
     check_schema_name(schema).map_err(MigrateError::new)?;
     let mut client = pool.get().await.map_err(MigrateError::new)?;
     let tx = client.transaction().await.map_err(MigrateError::new)?;
+    // `IF NOT EXISTS` on existing objects only raises NOTICEs: keep them quiet.
+    tx.batch_execute("SET LOCAL client_min_messages = warning").await.map_err(MigrateError::new)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(MigrateError::new)?;
     tx.batch_execute(&format!(
         "CREATE SCHEMA IF NOT EXISTS {schema};
