@@ -3,7 +3,7 @@
 -- Run it with your own migration tool, or call `webhook_idempotency::store::migrate(&pool)`,
 -- which applies the same text (with the schema name you configure in place of
 -- `webhook_idempotency`) under an advisory lock and records it in
--- webhook_idempotency.schema_migrations.
+-- webhook_idempotency.webhook_schema_migrations.
 --
 -- One row per event, identified by (scope, provider, event_key). The primary key is the
 -- arbiter of concurrent deliveries: the layer's claim is

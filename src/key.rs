@@ -166,6 +166,10 @@ impl KeyExtractor for HeaderKey {
 
 /// The event key (and optionally the type) from the JSON body, by JSON
 /// Pointer (RFC 6901), for example `/id` and `/type` for Stripe.
+///
+/// The body is parsed with `serde_json`, whose recursion limit (128 nested
+/// arrays or objects) protects the stack: a deeper body is
+/// [`KeyErrorKind::BodyNotJson`] (400).
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct JsonPointerKey {

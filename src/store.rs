@@ -55,7 +55,7 @@ impl MigrateError {
 ///
 /// Safe to run twice and from several processes at once: each run takes a
 /// transaction-scoped advisory lock (`pg_advisory_xact_lock`), applies the
-/// [`MIGRATIONS`] not yet recorded in `schema_migrations`, and commits.
+/// [`MIGRATIONS`] not yet recorded in `webhook_schema_migrations`, and commits.
 ///
 /// # Errors
 /// [`MigrateError`] when no connection can be had or a statement fails;
@@ -78,7 +78,7 @@ pub async fn migrate_schema(pool: &Pool, schema: &str) -> Result<(), MigrateErro
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(MigrateError::new)?;
     tx.batch_execute(&format!(
         "CREATE SCHEMA IF NOT EXISTS {schema};
-         CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
+         CREATE TABLE IF NOT EXISTS {schema}.webhook_schema_migrations (
              version    integer     PRIMARY KEY,
              applied_at timestamptz NOT NULL DEFAULT now()
          );"
@@ -86,7 +86,7 @@ pub async fn migrate_schema(pool: &Pool, schema: &str) -> Result<(), MigrateErro
     .await
     .map_err(MigrateError::new)?;
     let applied: Vec<i32> = tx
-        .query(&format!("SELECT version FROM {schema}.schema_migrations"), &[])
+        .query(&format!("SELECT version FROM {schema}.webhook_schema_migrations"), &[])
         .await
         .map_err(MigrateError::new)?
         .iter()
@@ -97,7 +97,7 @@ pub async fn migrate_schema(pool: &Pool, schema: &str) -> Result<(), MigrateErro
             continue;
         }
         tx.batch_execute(&sql.replace(DEFAULT_SCHEMA, schema)).await.map_err(MigrateError::new)?;
-        tx.execute(&format!("INSERT INTO {schema}.schema_migrations (version) VALUES ($1)"), &[version])
+        tx.execute(&format!("INSERT INTO {schema}.webhook_schema_migrations (version) VALUES ($1)"), &[version])
             .await
             .map_err(MigrateError::new)?;
     }
@@ -121,18 +121,23 @@ pub(crate) fn check_schema_name(schema: &str) -> Result<(), String> {
 /// time. Parameters are always `$1 scope, $2 provider, $3 event_key`.
 #[derive(Debug)]
 pub(crate) struct Statements {
-    /// Simple-query batch: opens the claim transaction and bounds the wait
-    /// for an in-flight claim.
+    /// Simple-query batch: opens the claim transaction, reads the session's
+    /// `lock_timeout` (one row), and bounds the wait for an in-flight claim.
     pub(crate) begin: String,
-    /// Lifts the claim's `lock_timeout` for the handler's own statements.
-    pub(crate) release_lock_timeout: &'static str,
-    /// `$4 event_type` → `attempts` when this delivery claimed the event.
+    /// `$1` the session's `lock_timeout`: restores it for the handler's own
+    /// statements (`SET LOCAL ... TO DEFAULT` would reset it to the server's).
+    pub(crate) restore_lock_timeout: &'static str,
+    /// `$4 event_type` → `attempts, now()` when this delivery claimed the
+    /// event; `now()` is the transaction's start time.
     pub(crate) claim: String,
     /// → `state, response_status` of a committed row.
     pub(crate) lookup: String,
-    /// Re-claims an event whose last delivery failed. `$4 event_type` → `attempts`.
+    /// Re-claims an event whose last delivery failed. `$4 event_type` →
+    /// `attempts, now()`.
     pub(crate) reclaim: String,
-    /// `$4 response_status`: marks the claimed row done.
+    /// `$4 response_status, $5 the claim's now()`: marks the claimed row
+    /// done, only inside the claim's transaction (a handler that sent COMMIT
+    /// or ROLLBACK itself is running in another one: 0 rows).
     pub(crate) done: String,
     /// Records a failed attempt after the rollback. `$4 event_type,
     /// $5 last_error, $6 response_status`.
@@ -149,36 +154,41 @@ impl Statements {
         let pk = "scope = $1 AND provider = $2 AND event_key = $3";
         Self {
             begin: format!(
-                "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {}",
-                lock_timeout.as_millis().max(1)
+                "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT current_setting('lock_timeout'); \
+                 SET LOCAL lock_timeout = {}",
+                lock_timeout.as_millis().clamp(1, i32::MAX as u128)
             ),
-            release_lock_timeout: "SET LOCAL lock_timeout TO DEFAULT",
+            restore_lock_timeout: "SELECT set_config('lock_timeout', $1, true)",
             claim: format!(
                 "INSERT INTO {t} (scope, provider, event_key, event_type, state)
                  VALUES ($1, $2, $3, $4, 'running')
                  ON CONFLICT (scope, provider, event_key) DO NOTHING
-                 RETURNING attempts"
+                 RETURNING attempts, now()"
             ),
             lookup: format!("SELECT state, response_status FROM {t} WHERE {pk}"),
             reclaim: format!(
                 "UPDATE {t} SET state = 'running', attempts = attempts + 1,
                         event_type = coalesce($4, event_type)
                  WHERE {pk} AND state = 'failed'
-                 RETURNING attempts"
+                 RETURNING attempts, now()"
             ),
             done: format!(
                 "UPDATE {t} SET state = 'done', response_status = $4, completed_at = now()
-                 WHERE {pk} AND state = 'running'"
+                 WHERE {pk} AND state = 'running' AND now() = $5"
             ),
             record_failure: format!(
                 "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, attempts,
                                       last_error, response_status, last_failed_at)
                  VALUES ($1, $2, $3, $4, 'failed', 1, $5, $6, now())
                  ON CONFLICT (scope, provider, event_key) DO UPDATE
-                    SET attempts = e.attempts + 1, last_error = excluded.last_error,
+                    -- A committed `running` row: a handler that ended the claim's
+                    -- transaction itself; that run was counted at its claim.
+                    SET state = 'failed',
+                        attempts = e.attempts + CASE WHEN e.state = 'running' THEN 0 ELSE 1 END,
+                        last_error = excluded.last_error,
                         response_status = excluded.response_status,
                         last_failed_at = excluded.last_failed_at
-                  WHERE e.state = 'failed'"
+                  WHERE e.state IN ('failed', 'running')"
             ),
             begin_failure: "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = 1000",
             commit: "COMMIT",

@@ -263,3 +263,125 @@ async fn in_flight_duplicate_waits_then_409_and_the_first_completes() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert_eq!(db.effects().await, 1);
 }
+
+#[tokio::test]
+async fn handler_that_ends_the_transaction_itself_is_never_2xx_and_never_stuck() {
+    // The handler breaks the contract: it sends COMMIT (then answers 500 or 200).
+    for answer in [StatusCode::INTERNAL_SERVER_ERROR, StatusCode::OK] {
+        let db = TestDb::new().await;
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counter = runs.clone();
+        let app = Router::new().route(
+            "/webhooks/stripe",
+            post(move |tx: WebhookTx, event: WebhookEvent| {
+                let run = counter.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    insert_effect(&tx, &event).await.unwrap();
+                    if run == 0 {
+                        tx.client().await.unwrap().batch_execute("COMMIT").await.unwrap();
+                        return answer;
+                    }
+                    StatusCode::OK
+                }
+            })
+            .layer(stripe_layer(db.pool.clone()).build().unwrap()),
+        );
+        let body = stripe_body("evt_self_commit");
+        let first = status(&app, stripe_request(body.clone())).await.0;
+        assert!(!first.is_success(), "{answer}: got {first}");
+        let row = db.event_row("evt_self_commit").await;
+        assert!(matches!(row, Some((ref state, 1, _)) if state == "failed"), "{answer}: {row:?}");
+        // Not stuck in `running`: the next delivery is processed.
+        let (code, headers) = status(&app, stripe_request(body)).await;
+        assert_eq!((code, headers.get("idempotent-replayed").is_some()), (StatusCode::OK, false), "{answer}");
+        assert_eq!(db.event_row("evt_self_commit").await.map(|r| r.0), Some("done".into()));
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+    }
+}
+
+#[tokio::test]
+async fn handler_sees_the_connections_own_lock_timeout() {
+    let db = TestDb::new().await;
+    let pool = db.pool(1);
+    pool.get().await.unwrap().batch_execute("SET lock_timeout = '1234ms'").await.unwrap();
+    let (seen_tx, seen_rx) = once::<String>();
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(move |tx: WebhookTx| {
+            let seen = seen_tx.lock().unwrap().take().unwrap();
+            async move {
+                let value: String =
+                    tx.client().await.unwrap().query_one("SHOW lock_timeout", &[]).await.unwrap().get(0);
+                seen.send(value).unwrap();
+                StatusCode::OK
+            }
+        })
+        .layer(stripe_layer(pool).lock_timeout(Duration::from_millis(777)).build().unwrap()),
+    );
+    assert_eq!(status(&app, stripe_request(stripe_body("evt_lt"))).await.0, StatusCode::OK);
+    assert_eq!(seen_rx.await.unwrap(), "1234ms");
+}
+
+#[tokio::test]
+async fn statement_timeout_shorter_than_the_wait_gives_409_not_503() {
+    let db = TestDb::new().await;
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(&format!("ALTER DATABASE {} SET statement_timeout = '300ms'", db.name))
+        .await
+        .unwrap();
+    let pool = db.pool(8); // new connections pick the setting up
+    let (inside_tx, inside_rx) = once::<()>();
+    let (go_tx, go_rx) = oneshot::channel::<()>();
+    let go = Arc::new(Mutex::new(Some(go_rx)));
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(move |tx: WebhookTx, event: WebhookEvent| {
+            let inside = inside_tx.lock().unwrap().take();
+            let go = go.lock().unwrap().take();
+            async move {
+                insert_effect(&tx, &event).await.unwrap();
+                if let (Some(inside), Some(go)) = (inside, go) {
+                    inside.send(()).unwrap();
+                    go.await.unwrap();
+                }
+                StatusCode::OK
+            }
+        })
+        .layer(stripe_layer(pool).lock_timeout(Duration::from_secs(2)).build().unwrap()),
+    );
+    let body = stripe_body("evt_stmt_timeout");
+    let first = tokio::spawn({
+        let (app, req) = (app.clone(), stripe_request(body.clone()));
+        async move { status(&app, req).await.0 }
+    });
+    inside_rx.await.unwrap();
+    assert_eq!(status(&app, stripe_request(body)).await.0, StatusCode::CONFLICT);
+    go_tx.send(()).unwrap();
+    assert_eq!(first.await.unwrap(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn duplicate_on_a_dead_pooled_connection_is_still_replayed() {
+    let db = TestDb::new().await;
+    let pool = db.pool(1);
+    let app =
+        Router::new().route("/webhooks/stripe", post(apply_effect).layer(stripe_layer(pool.clone()).build().unwrap()));
+    let body = stripe_body("evt_dead_conn");
+    assert_eq!(status(&app, stripe_request(body.clone())).await.0, StatusCode::OK);
+    // Kill the one pooled connection's backend behind the pool's back.
+    let pid: i32 = pool.get().await.unwrap().query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    let admin = db.pool.get().await.unwrap();
+    admin.execute("SELECT pg_terminate_backend($1)", &[&pid]).await.unwrap();
+    let gone = eventually(Duration::from_secs(10), || async {
+        admin.query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", &[&pid]).await.unwrap().get::<_, i64>(0)
+            == 0
+    })
+    .await;
+    assert!(gone);
+    let (code, headers) = status(&app, stripe_request(body)).await;
+    assert_eq!((code, headers.get("idempotent-replayed").is_some()), (StatusCode::OK, true));
+    assert_eq!(db.effects().await, 1);
+}

@@ -406,7 +406,7 @@ async fn migrate_is_safe_twice_and_concurrently() {
     for r in runs {
         r.await.unwrap().expect("concurrent migrate");
     }
-    assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.schema_migrations").await, 1);
+    assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_schema_migrations").await, 1);
 }
 
 #[tokio::test]
@@ -487,10 +487,46 @@ fn builder_rejects_incomplete_configurations() {
         ("empty scope", stripe().scope("").secret("s").build().err()),
         ("bad schema", stripe().scope("a").secret("s").schema("x;drop").build().err()),
         ("zero limit", stripe().scope("a").secret("s").body_limit(0).build().err()),
+        ("lock_timeout 0", stripe().scope("a").secret("s").lock_timeout(Duration::ZERO).build().err()),
+        (
+            "lock_timeout > i32 ms",
+            stripe().scope("a").secret("s").lock_timeout(Duration::from_secs(30 * 86400)).build().err(),
+        ),
         ("resolver and scope", stripe().scope("a").resolver(webhook_idempotency::Endpoint::new("b", [])).build().err()),
     ];
     for (name, err) in cases {
         assert!(err.is_some(), "{name}");
     }
     assert!(stripe().scope("a").secret("s").build().is_ok());
+}
+
+#[tokio::test]
+async fn unsigned_request_is_rejected_before_its_body_is_read() {
+    let db = TestDb::new().await;
+    let app = stripe_app(&db, Arc::default());
+    // A body that never ends: buffering it would hang.
+    let (_keep_open, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(1);
+    let endless = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    let req = Request::post("/webhooks/stripe").body(Body::from_stream(endless)).unwrap();
+    let (status, _, _) =
+        tokio::time::timeout(Duration::from_secs(10), send(&app, req)).await.expect("answered at once");
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn migrate_into_public_ignores_another_tools_schema_migrations() {
+    let db = TestDb::new().await;
+    let c = db.pool.get().await.unwrap();
+    // golang-migrate's bookkeeping table, already at version 1.
+    c.batch_execute(
+        "CREATE TABLE public.schema_migrations (version bigint PRIMARY KEY, dirty boolean NOT NULL);
+         INSERT INTO public.schema_migrations VALUES (1, false);",
+    )
+    .await
+    .unwrap();
+    webhook_idempotency::migrate_schema(&db.pool, "public").await.expect("migrate into public");
+    let n: i64 = c.query_one("SELECT count(*) FROM public.webhook_events", &[]).await.unwrap().get(0);
+    assert_eq!(n, 0, "the table exists");
+    let theirs: i64 = c.query_one("SELECT count(*) FROM public.schema_migrations", &[]).await.unwrap().get(0);
+    assert_eq!(theirs, 1, "their bookkeeping untouched");
 }

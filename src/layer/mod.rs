@@ -271,6 +271,10 @@ impl WebhookLayerBuilder {
         crate::key::validate(self.provider.name())
             .map_err(|_| ConfigError("the provider name must be 1 to 512 bytes without NUL".into()))?;
         store::check_schema_name(&self.schema).map_err(ConfigError)?;
+        // PostgreSQL's lock_timeout is an int of milliseconds; 0 would mean no limit.
+        if self.lock_timeout.as_millis() == 0 || self.lock_timeout.as_millis() > i32::MAX as u128 {
+            return Err(ConfigError("lock_timeout must be 1 ms to 2^31-1 ms (about 24.8 days)".into()));
+        }
         if self.body_limit == 0 {
             return Err(ConfigError("the body limit must be at least 1 byte".into()));
         }

@@ -1,12 +1,14 @@
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use deadpool_postgres::Object;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio_postgres::error::SqlState;
+use tokio_postgres::SimpleQueryMessage;
 use tower_service::Service;
 use tracing::{field, Instrument};
 
@@ -94,8 +96,15 @@ struct Ids<'a> {
 }
 
 enum Claim {
-    Claimed { attempt: i32 },
-    Done { status: Option<i16> },
+    /// `started`: the claim transaction's `now()`, to check the handler did
+    /// not end it.
+    Claimed {
+        attempt: i32,
+        started: SystemTime,
+    },
+    Done {
+        status: Option<i16>,
+    },
     InFlight,
 }
 
@@ -145,6 +154,10 @@ where
     let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|len| len > config.body_limit as u64) {
         return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "payload too large\n"));
+    }
+    // Signature headers that cannot pass: 401 before reading the body.
+    if let Err(e) = config.provider.verifier_ref().precheck(&parts) {
+        return Ok(reject(StatusCode::UNAUTHORIZED, e.kind().as_str(), "invalid webhook signature\n"));
     }
     // 2. Buffer once; the limit also holds while streaming.
     let body: Bytes = match Limited::new(body, config.body_limit).collect().await {
@@ -200,57 +213,71 @@ where
         event_type: identity.event_type.as_deref(),
     };
 
-    // 6. Connection, transaction, claim.
-    let obj = match tokio::time::timeout(config.pool_timeout, config.pool.get()).await {
-        Ok(Ok(obj)) => obj,
-        Ok(Err(e)) => {
-            tracing::error!(outcome = "failed", reason = "pool", error = %e, "no database connection");
-            return Ok(unavailable(&config));
-        }
-        Err(_) => {
-            tracing::error!(
-                outcome = "failed",
-                reason = "pool_timeout",
-                "no database connection within the pool timeout"
-            );
-            return Ok(unavailable(&config));
-        }
-    };
-    let mut conn = TxConn::new(obj);
-    conn.set_open(true);
-    let claim = claim(conn.client(), &config, &ids).await;
-    let attempt = match claim {
-        Ok(Claim::Claimed { attempt }) => attempt,
-        Ok(Claim::Done { status }) => {
-            end_unclaimed(conn, &config).await;
-            tracing::info!(outcome = "duplicate", "webhook event already processed; replayed");
-            let status = match config.replay_status {
-                ReplayStatus::Stored => {
-                    status.and_then(|s| StatusCode::from_u16(u16::try_from(s).ok()?).ok()).unwrap_or(StatusCode::OK)
-                }
-                ReplayStatus::Ok => StatusCode::OK,
-            };
-            let mut res = layer_response(status, "event already processed\n");
-            res.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
-            return Ok(res);
-        }
-        Ok(Claim::InFlight) => {
-            end_unclaimed(conn, &config).await;
-            tracing::info!(outcome = "in_flight", "another delivery of this event is in flight");
-            return Ok(retry_later(&config, StatusCode::CONFLICT, "event in flight, retry later\n"));
-        }
-        Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
-            end_unclaimed(conn, &config).await;
-            tracing::info!(
-                outcome = "in_flight",
-                "another delivery of this event is still in flight after the lock timeout"
-            );
-            return Ok(retry_later(&config, StatusCode::CONFLICT, "event in flight, retry later\n"));
-        }
-        Err(e) => {
-            end_unclaimed(conn, &config).await;
-            tracing::error!(outcome = "failed", reason = "claim", sqlstate = sqlstate(&e), "claim failed");
-            return Ok(unavailable(&config));
+    // 6. Connection, transaction, claim. A pooled connection found dead (the
+    // server restarted, a backend was terminated) is closed and the claim
+    // tried once more on a fresh one: nothing commits on a dead connection.
+    let mut retried = false;
+    let (conn, attempt, started) = loop {
+        let obj = match tokio::time::timeout(config.pool_timeout, config.pool.get()).await {
+            Ok(Ok(obj)) => obj,
+            Ok(Err(e)) => {
+                tracing::error!(outcome = "failed", reason = "pool", error = %e, "no database connection");
+                return Ok(unavailable(&config));
+            }
+            Err(_) => {
+                tracing::error!(
+                    outcome = "failed",
+                    reason = "pool_timeout",
+                    "no database connection within the pool timeout"
+                );
+                return Ok(unavailable(&config));
+            }
+        };
+        let mut conn = TxConn::new(obj);
+        conn.set_open(true);
+        match claim(conn.client(), &config, &ids).await {
+            Ok(Claim::Claimed { attempt, started }) => break (conn, attempt, started),
+            Ok(Claim::Done { status }) => {
+                end_unclaimed(conn, &config).await;
+                tracing::info!(outcome = "duplicate", "webhook event already processed; replayed");
+                let status = match config.replay_status {
+                    ReplayStatus::Stored => {
+                        status.and_then(|s| StatusCode::from_u16(u16::try_from(s).ok()?).ok()).unwrap_or(StatusCode::OK)
+                    }
+                    ReplayStatus::Ok => StatusCode::OK,
+                };
+                let mut res = layer_response(status, "event already processed\n");
+                res.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+                return Ok(res);
+            }
+            Ok(Claim::InFlight) => {
+                end_unclaimed(conn, &config).await;
+                tracing::info!(outcome = "in_flight", "another delivery of this event is in flight");
+                return Ok(retry_later(&config, StatusCode::CONFLICT, "event in flight, retry later\n"));
+            }
+            // The wait for an in-flight delivery ran out: lock_timeout, or a
+            // statement_timeout shorter than it.
+            Err(e)
+                if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) || e.code() == Some(&SqlState::QUERY_CANCELED) =>
+            {
+                end_unclaimed(conn, &config).await;
+                tracing::info!(
+                    outcome = "in_flight",
+                    sqlstate = sqlstate(&e),
+                    "another delivery of this event is still in flight after the wait bound"
+                );
+                return Ok(retry_later(&config, StatusCode::CONFLICT, "event in flight, retry later\n"));
+            }
+            Err(e) if e.code().is_none() && !retried => {
+                tracing::warn!(error = %e, "pooled connection unusable; claiming on a fresh one");
+                retried = true;
+                drop(conn); // marked open: closed, not pooled
+            }
+            Err(e) => {
+                end_unclaimed(conn, &config).await;
+                tracing::error!(outcome = "failed", reason = "claim", sqlstate = sqlstate(&e), "claim failed");
+                return Ok(unavailable(&config));
+            }
         }
     };
     tracing::info!(outcome = "claimed", attempt, "webhook event claimed");
@@ -306,7 +333,7 @@ where
     }
 
     // Success: mark done and commit; only a confirmed COMMIT lets the response out.
-    match commit(conn, &config, &ids, status).await {
+    match commit(conn, &config, &ids, status, started).await {
         Ok(()) => {
             tracing::info!(outcome = "committed", status = status.as_u16(), "webhook event processed");
             Ok(response.map(|body| ResponseBody::inner(body)))
@@ -321,16 +348,25 @@ where
 /// BEGIN (READ COMMITTED, bounded lock wait) and claim the event.
 async fn claim(client: &Object, config: &Config, ids: &Ids<'_>) -> Result<Claim, tokio_postgres::Error> {
     let sql = &config.sql;
-    client.batch_execute(&sql.begin).await?;
+    let session_lock_timeout = client
+        .simple_query(&sql.begin)
+        .await?
+        .into_iter()
+        .find_map(|m| match m {
+            SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+            _ => None,
+        })
+        .unwrap_or_else(|| "0".to_owned());
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
         [&ids.scope, &ids.provider, &ids.key, &ids.event_type];
+    let claimed = |row: tokio_postgres::Row| Claim::Claimed { attempt: row.get(0), started: row.get(1) };
     let insert = client.prepare_cached(&sql.claim).await?;
     // Two rounds at most: a row removed by retention between the conflict and
     // the lookup is claimed again.
     for _ in 0..2 {
         if let Some(row) = client.query_opt(&insert, &params).await? {
-            client.batch_execute(sql.release_lock_timeout).await?;
-            return Ok(Claim::Claimed { attempt: row.get(0) });
+            restore_lock_timeout(client, config, &session_lock_timeout).await?;
+            return Ok(claimed(row));
         }
         let lookup = client.prepare_cached(&sql.lookup).await?;
         let Some(row) = client.query_opt(&lookup, &params[..3]).await? else { continue };
@@ -342,8 +378,8 @@ async fn claim(client: &Object, config: &Config, ids: &Ids<'_>) -> Result<Claim,
                 // Concurrent re-claims serialise on its row lock.
                 let reclaim = client.prepare_cached(&sql.reclaim).await?;
                 if let Some(row) = client.query_opt(&reclaim, &params).await? {
-                    client.batch_execute(sql.release_lock_timeout).await?;
-                    return Ok(Claim::Claimed { attempt: row.get(0) });
+                    restore_lock_timeout(client, config, &session_lock_timeout).await?;
+                    return Ok(claimed(row));
                 }
                 // Another delivery re-claimed it first; see how that ended.
                 let Some(row) = client.query_opt(&lookup, &params[..3]).await? else { continue };
@@ -356,6 +392,12 @@ async fn claim(client: &Object, config: &Config, ids: &Ids<'_>) -> Result<Claim,
         }
     }
     Ok(Claim::InFlight)
+}
+
+/// Gives the handler the connection's own `lock_timeout` back.
+async fn restore_lock_timeout(client: &Object, config: &Config, value: &str) -> Result<(), tokio_postgres::Error> {
+    let stmt = client.prepare_cached(config.sql.restore_lock_timeout).await?;
+    client.query_one(&stmt, &[&value]).await.map(drop)
 }
 
 /// Ends a transaction that claimed nothing. On failure the connection is
@@ -382,7 +424,13 @@ async fn rollback(mut conn: TxConn, config: &Config) -> Option<TxConn> {
 
 /// Marks the claim done and commits. `Err` carries the connection when it is
 /// still usable (the transaction was rolled back), `None` when it was closed.
-async fn commit(mut conn: TxConn, config: &Config, ids: &Ids<'_>, status: StatusCode) -> Result<(), Option<TxConn>> {
+async fn commit(
+    mut conn: TxConn,
+    config: &Config,
+    ids: &Ids<'_>,
+    status: StatusCode,
+    started: SystemTime,
+) -> Result<(), Option<TxConn>> {
     let sql = &config.sql;
     let client = conn.client();
     let code = i16::try_from(status.as_u16()).unwrap_or(i16::MAX);
@@ -390,7 +438,7 @@ async fn commit(mut conn: TxConn, config: &Config, ids: &Ids<'_>, status: Status
     // this UPDATE then fails with 25P02, where a bare COMMIT would be silently
     // turned into ROLLBACK (rust-postgres#1334).
     let marked = match client.prepare_cached(&sql.done).await {
-        Ok(done) => client.execute(&done, &[&ids.scope, &ids.provider, &ids.key, &code]).await,
+        Ok(done) => client.execute(&done, &[&ids.scope, &ids.provider, &ids.key, &code, &started]).await,
         Err(e) => Err(e),
     };
     match marked {

@@ -3,12 +3,22 @@
 //! Scheme (GitHub, "Validating webhook deliveries",
 //! <https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries>):
 //! `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>`, keyed with
-//! the webhook's secret as UTF-8 bytes. GitHub signs no timestamp, so there is
-//! no tolerance: the delivery GUID is what stops replays.
+//! the webhook's secret as UTF-8 bytes.
 //!
 //! The event key is the `X-GitHub-Delivery` GUID, which a redelivery keeps,
 //! and the event type the `X-GitHub-Event` header (GitHub, "Webhook events
 //! and payloads", delivery headers).
+//!
+//! **Limit of the scheme:** GitHub signs only the body: no timestamp, and
+//! neither `X-GitHub-Delivery` nor `X-GitHub-Event`. Whoever captured one
+//! delivery (body and signature) can send it again under a fresh delivery
+//! GUID and another event name, and it verifies and is claimed as a new
+//! event. The claim stops redeliveries and concurrent copies, not a replay
+//! by someone holding a captured request. Where that matters, make the
+//! business write idempotent on the payload's own identity (for a `push`,
+//! `repository.id` + `after`; see the design's "business key"), serve the
+//! endpoint over TLS only, and accept only GitHub's hook source addresses
+//! (the `hooks` list of `GET /meta`).
 
 use std::time::SystemTime;
 
@@ -35,7 +45,26 @@ impl GitHubVerifier {
     }
 }
 
+/// Every `sha256=` signature in the header, decoded.
+fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 32]>, VerifyError> {
+    let mut signatures = Vec::new();
+    for value in header_values(parts, SIGNATURE_HEADER) {
+        let hex_sig = value?.trim().strip_prefix("sha256=").ok_or(VerifyErrorKind::MalformedHeader)?;
+        let mut sig = [0u8; 32];
+        hex::decode_to_slice(hex_sig, &mut sig).map_err(|_| VerifyErrorKind::MalformedHeader)?;
+        signatures.push(sig);
+    }
+    if signatures.is_empty() {
+        return Err(VerifyErrorKind::MissingHeader.into());
+    }
+    Ok(signatures)
+}
+
 impl Verifier for GitHubVerifier {
+    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
+        parse(parts).map(drop)
+    }
+
     fn verify(
         &self,
         parts: &http::request::Parts,
@@ -43,17 +72,7 @@ impl Verifier for GitHubVerifier {
         secrets: &[SigningSecret],
         _now: SystemTime,
     ) -> Result<(), VerifyError> {
-        let mut signatures = Vec::new();
-        for value in header_values(parts, SIGNATURE_HEADER) {
-            let value = value?.trim();
-            let hex_sig = value.strip_prefix("sha256=").ok_or(VerifyErrorKind::MalformedHeader)?;
-            let mut sig = [0u8; 32];
-            hex::decode_to_slice(hex_sig, &mut sig).map_err(|_| VerifyErrorKind::MalformedHeader)?;
-            signatures.push(sig);
-        }
-        if signatures.is_empty() {
-            return Err(VerifyErrorKind::MissingHeader.into());
-        }
+        let signatures = parse(parts)?;
         if secrets.is_empty() {
             return Err(VerifyErrorKind::NoSecret.into());
         }

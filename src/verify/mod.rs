@@ -58,6 +58,18 @@ pub trait Verifier: Send + Sync + 'static {
         secrets: &[SigningSecret],
         now: SystemTime,
     ) -> Result<(), VerifyError>;
+
+    /// Checks the request head before the body is read, so a delivery that
+    /// cannot pass (no signature header, an unparsable one) is answered 401
+    /// without buffering up to the body limit. Must not need the secrets or
+    /// the body. The default accepts everything.
+    ///
+    /// # Errors
+    /// A [`VerifyError`] when the head alone shows the delivery will fail.
+    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
+        let _ = parts;
+        Ok(())
+    }
 }
 
 impl<F> Verifier for F
@@ -252,7 +264,10 @@ pub fn any_matches<'a>(expected: &[u8], candidates: impl IntoIterator<Item = &'a
 /// # Errors
 /// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
 pub fn check_tolerance(timestamp: u64, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
-    let signed = UNIX_EPOCH + Duration::from_secs(timestamp);
+    // Past what SystemTime can hold: certainly in the future.
+    let Some(signed) = UNIX_EPOCH.checked_add(Duration::from_secs(timestamp)) else {
+        return Err(VerifyErrorKind::TimestampInFuture.into());
+    };
     match now.duration_since(signed) {
         Ok(age) if age > tolerance => Err(VerifyErrorKind::TimestampTooOld.into()),
         Ok(_) => Ok(()),
@@ -285,6 +300,7 @@ mod tests {
             ("edge future", 1_000_000 + 300, Ok(())),
             ("too old", 1_000_000 - 301, Err(VerifyErrorKind::TimestampTooOld)),
             ("too new", 1_000_000 + 301, Err(VerifyErrorKind::TimestampInFuture)),
+            ("beyond SystemTime", u64::MAX, Err(VerifyErrorKind::TimestampInFuture)),
         ];
         for (name, ts, want) in cases {
             assert_eq!(check_tolerance(ts, now, tol).map_err(|e| e.kind()), want, "{name}");

@@ -99,6 +99,10 @@ fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
 }
 
 impl Verifier for StripeVerifier {
+    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
+        parse(parts).map(drop)
+    }
+
     fn verify(
         &self,
         parts: &http::request::Parts,
