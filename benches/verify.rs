@@ -4,14 +4,14 @@
 //! `cargo bench --bench verify`
 #![allow(missing_docs)] // criterion's macros generate undocumented functions
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use webhook_idempotency::verify::github::{self, GitHubVerifier};
 use webhook_idempotency::verify::stripe::{self, StripeVerifier};
-use webhook_idempotency::verify::{SigningSecret, Verifier};
+use webhook_idempotency::verify::{Delivery, SigningSecret, Verifier};
 
 fn parts(name: &str, value: &str) -> http::request::Parts {
     http::Request::builder().header(name, value).body(()).unwrap().into_parts().0
@@ -36,13 +36,13 @@ fn bench(c: &mut Criterion) {
         let stripe_parts = parts("stripe-signature", &stripe::sign(&secret, 1_700_000_000, &body));
         let v = StripeVerifier::new();
         group.bench_with_input(BenchmarkId::new("stripe", label), &body, |b, body| {
-            b.iter(|| v.verify(&stripe_parts, body, std::slice::from_ref(&secret), now).unwrap())
+            b.iter(|| v.verify(&Delivery::new(&stripe_parts, body, std::slice::from_ref(&secret), now)).unwrap())
         });
 
         let github_parts = parts("x-hub-signature-256", &github::sign(&secret, &body));
         let v = GitHubVerifier::new();
         group.bench_with_input(BenchmarkId::new("github", label), &body, |b, body| {
-            b.iter(|| v.verify(&github_parts, body, std::slice::from_ref(&secret), SystemTime::now()).unwrap())
+            b.iter(|| v.verify(&Delivery::new(&github_parts, body, std::slice::from_ref(&secret), now)).unwrap())
         });
     }
     group.finish();

@@ -1,11 +1,36 @@
-//! Providers: a name, a [`Verifier`] and a [`KeyExtractor`] that go together.
+//! Providers: a name, a [`Verifier`], a [`KeyExtractor`] and optionally a
+//! [`Challenge`] handshake, that go together.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::key::KeyExtractor;
-use crate::verify::Verifier;
+use crate::verify::{Delivery, Verifier};
+
+/// A provider's endpoint-verification handshake (Slack's `url_verification`,
+/// Zoom's `endpoint.url_validation`, Twitch's
+/// `webhook_callback_verification`), answered by the layer after the
+/// signature is verified and before any claim: nothing is stored.
+///
+/// `respond` returns `None` for ordinary deliveries. A blanket
+/// implementation covers closures `Fn(&Delivery<'_>) ->
+/// Option<http::Response<Bytes>>`.
+pub trait Challenge: Send + Sync + 'static {
+    /// The answer to a verified handshake request, or `None`.
+    fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>>;
+}
+
+impl<F> Challenge for F
+where
+    F: Fn(&Delivery<'_>) -> Option<http::Response<Bytes>> + Send + Sync + 'static,
+{
+    fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
+        self(delivery)
+    }
+}
 
 /// A webhook sender: its name (the `provider` column of the claim), how its
 /// deliveries are verified and where their event key lives.
@@ -18,6 +43,7 @@ pub struct Provider {
     name: Cow<'static, str>,
     verifier: Arc<dyn Verifier>,
     extractor: Arc<dyn KeyExtractor>,
+    challenge: Option<Arc<dyn Challenge>>,
 }
 
 impl fmt::Debug for Provider {
@@ -30,7 +56,7 @@ impl Provider {
     /// A provider named `name` (stored in the claim; 1 to 512 bytes) with its
     /// verifier and key extractor.
     pub fn new(name: impl Into<Cow<'static, str>>, verifier: impl Verifier, extractor: impl KeyExtractor) -> Self {
-        Self { name: name.into(), verifier: Arc::new(verifier), extractor: Arc::new(extractor) }
+        Self { name: name.into(), verifier: Arc::new(verifier), extractor: Arc::new(extractor), challenge: None }
     }
 
     /// Stripe: `Stripe-Signature` with a 300 second tolerance; key = the
@@ -70,6 +96,12 @@ impl Provider {
         self
     }
 
+    /// Answers the provider's endpoint-verification handshake in the layer.
+    pub fn challenge(mut self, challenge: impl Challenge) -> Self {
+        self.challenge = Some(Arc::new(challenge));
+        self
+    }
+
     /// The provider's name as stored in claims.
     pub fn name(&self) -> &str {
         &self.name
@@ -81,5 +113,9 @@ impl Provider {
 
     pub(crate) fn extractor_ref(&self) -> &dyn KeyExtractor {
         &*self.extractor
+    }
+
+    pub(crate) fn challenge_ref(&self) -> Option<&dyn Challenge> {
+        self.challenge.as_deref()
     }
 }

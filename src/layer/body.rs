@@ -31,7 +31,11 @@ impl<B> ResponseBody<B> {
     }
 
     pub(crate) fn layer(text: &'static str) -> Self {
-        Self { kind: Kind::Layer { body: Full::new(Bytes::from_static(text.as_bytes())) } }
+        Self::bytes(Bytes::from_static(text.as_bytes()))
+    }
+
+    pub(crate) fn bytes(body: Bytes) -> Self {
+        Self { kind: Kind::Layer { body: Full::new(body) } }
     }
 }
 

@@ -92,7 +92,17 @@ pub(crate) struct Config {
     pub(crate) success: Arc<SuccessFn>,
     pub(crate) replay_status: ReplayStatus,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) operator_replay: Option<(http::HeaderName, SigningSecret)>,
     pub(crate) sql: Statements,
+}
+
+impl Config {
+    /// True when the request carries the configured operator-replay header
+    /// with the right token (compared in constant time).
+    pub(crate) fn is_operator_replay(&self, headers: &http::HeaderMap) -> bool {
+        let Some((name, token)) = &self.operator_replay else { return false };
+        headers.get_all(name).iter().any(|v| token.matches(v.as_bytes()))
+    }
 }
 
 /// A [`tower_layer::Layer`] that makes a webhook route exactly-once. Build it
@@ -128,6 +138,7 @@ impl WebhookLayer {
             success: Arc::new(|s: StatusCode| s.is_success()),
             replay_status: ReplayStatus::Ok,
             clock: Arc::new(SystemClock),
+            operator_replay: None,
             schema: store::DEFAULT_SCHEMA.to_owned(),
         }
     }
@@ -156,6 +167,7 @@ pub struct WebhookLayerBuilder {
     success: Arc<SuccessFn>,
     replay_status: ReplayStatus,
     clock: Arc<dyn Clock>,
+    operator_replay: Option<(http::HeaderName, SigningSecret)>,
     schema: String,
 }
 
@@ -237,6 +249,16 @@ impl WebhookLayerBuilder {
         self
     }
 
+    /// Lets an operator replay an old delivery: a request whose header
+    /// `header` equals `token` skips the timestamp tolerance check (the
+    /// signature is still verified, and the claim still deduplicates).
+    /// For re-sending deliveries captured before an outage, after their
+    /// signed timestamp went stale. Keep the token out of senders' reach.
+    pub fn operator_replay(mut self, header: http::HeaderName, token: impl Into<SigningSecret>) -> Self {
+        self.operator_replay = Some((header, token.into()));
+        self
+    }
+
     /// The PostgreSQL schema holding the tables (default
     /// `webhook_idempotency`); migrate it with
     /// [`migrate_schema`](crate::store::migrate_schema).
@@ -264,6 +286,13 @@ impl WebhookLayerBuilder {
                 if self.secrets.is_empty() {
                     return Err(ConfigError("no signing secret configured".into()));
                 }
+                if let Some(i) = self.secrets.iter().position(SigningSecret::has_surrounding_whitespace) {
+                    return Err(ConfigError(format!(
+                        "signing secret #{} has leading or trailing whitespace (a newline from a file or an \
+                         environment variable?): trim it; a secret is used byte for byte",
+                        i + 1
+                    )));
+                }
                 Arc::new(Endpoint::new(scope, self.secrets))
             }
             (None, None) => return Err(ConfigError("set a scope (and secrets) or a resolver".into())),
@@ -278,6 +307,9 @@ impl WebhookLayerBuilder {
         if self.body_limit == 0 {
             return Err(ConfigError("the body limit must be at least 1 byte".into()));
         }
+        if self.operator_replay.as_ref().is_some_and(|(_, t)| t.expose().len() < 16) {
+            return Err(ConfigError("the operator replay token must be at least 16 bytes".into()));
+        }
         let retry_after = http::HeaderValue::from(self.retry_after.as_secs().max(1));
         Ok(WebhookLayer {
             config: Arc::new(Config {
@@ -291,6 +323,7 @@ impl WebhookLayerBuilder {
                 success: self.success,
                 replay_status: self.replay_status,
                 clock: self.clock,
+                operator_replay: self.operator_replay,
             }),
         })
     }

@@ -20,9 +20,7 @@
 //! endpoint over TLS only, and accept only GitHub's hook source addresses
 //! (the `hooks` list of `GET /meta`).
 
-use std::time::SystemTime;
-
-use super::{any_matches, header_values, hmac_sha256, SigningSecret, Verifier, VerifyError, VerifyErrorKind};
+use super::{any_matches, header_values, hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind};
 
 /// The header GitHub signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
@@ -65,20 +63,11 @@ impl Verifier for GitHubVerifier {
         parse(parts).map(drop)
     }
 
-    fn verify(
-        &self,
-        parts: &http::request::Parts,
-        body: &[u8],
-        secrets: &[SigningSecret],
-        _now: SystemTime,
-    ) -> Result<(), VerifyError> {
-        let signatures = parse(parts)?;
-        if secrets.is_empty() {
-            return Err(VerifyErrorKind::NoSecret.into());
-        }
+    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
+        let signatures = parse(delivery.parts)?;
         let mut matched = false;
-        for secret in secrets {
-            let expected = hmac_sha256(secret, &[body]);
+        for secret in delivery.require_secrets()? {
+            let expected = hmac_sha256(secret, &[delivery.body]);
             matched |= any_matches(&expected, signatures.iter().map(|s| &s[..]));
         }
         if matched {
@@ -98,6 +87,7 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::SystemTime;
 
     fn parts(values: &[&str]) -> http::request::Parts {
         let mut b = http::Request::builder();
@@ -115,11 +105,11 @@ mod tests {
         let expected = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
         assert_eq!(sign(&secret, b"Hello, World!"), expected);
         let v = GitHubVerifier::new();
-        assert!(v
-            .verify(&parts(&[expected]), b"Hello, World!", std::slice::from_ref(&secret), SystemTime::now())
-            .is_ok());
+        let p = parts(&[expected]);
+        let secrets = [secret];
+        assert!(v.verify(&Delivery::new(&p, b"Hello, World!", &secrets, SystemTime::now())).is_ok());
         assert_eq!(
-            v.verify(&parts(&[expected]), b"Hello, World?", &[secret], SystemTime::now()).unwrap_err().kind(),
+            v.verify(&Delivery::new(&p, b"Hello, World?", &secrets, SystemTime::now())).unwrap_err().kind(),
             VerifyErrorKind::NoMatchingSignature
         );
     }
@@ -134,8 +124,13 @@ mod tests {
             ("not hex", vec!["sha256=zz"], VerifyErrorKind::MalformedHeader),
         ];
         for (name, headers, want) in cases {
-            let got =
-                GitHubVerifier::new().verify(&parts(headers), b"x", std::slice::from_ref(&secret), SystemTime::now());
+            let p = parts(headers);
+            let got = GitHubVerifier::new().verify(&Delivery::new(
+                &p,
+                b"x",
+                std::slice::from_ref(&secret),
+                SystemTime::now(),
+            ));
             assert_eq!(got.unwrap_err().kind(), *want, "{name}");
         }
     }

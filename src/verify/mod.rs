@@ -1,20 +1,20 @@
 //! Signature verification over the raw request bytes.
 //!
-//! A [`Verifier`] sees the request head, the body exactly as received, the
-//! signing secrets resolved for the endpoint, and the current time from the
-//! layer's [`Clock`]. It answers `Ok(())` or a [`VerifyError`] whose
-//! [`kind`](VerifyError::kind) is logged; the HTTP answer is always a bare 401.
+//! A [`Verifier`] sees a [`Delivery`]: the request head, the body exactly as
+//! received, the signing secrets resolved for the endpoint, and the current
+//! time from the layer's [`Clock`]. It answers `Ok(())` or a [`VerifyError`]
+//! whose [`kind`](VerifyError::kind) is logged; the HTTP answer is always a
+//! bare 401.
 //!
 //! Presets live in one module per provider ([`stripe`](crate::verify::stripe),
 //! [`github`](crate::verify::github)). Anything else can be a closure:
 //!
 //! ```
-//! use webhook_idempotency::verify::{Verifier, VerifyError, VerifyErrorKind, SigningSecret};
-//! use std::time::SystemTime;
+//! use webhook_idempotency::verify::{Delivery, Verifier, VerifyError, VerifyErrorKind};
 //!
-//! let shared_token = |parts: &http::request::Parts, _body: &[u8], secrets: &[SigningSecret], _now: SystemTime| {
-//!     let got = parts.headers.get("x-token").ok_or(VerifyError::new(VerifyErrorKind::MissingHeader))?;
-//!     if secrets.iter().any(|s| s.matches(got.as_bytes())) {
+//! let shared_token = |d: &Delivery<'_>| {
+//!     let got = d.parts.headers.get("x-token").ok_or(VerifyError::new(VerifyErrorKind::MissingHeader))?;
+//!     if d.secrets.iter().any(|s| s.matches(got.as_bytes())) {
 //!         Ok(())
 //!     } else {
 //!         Err(VerifyError::new(VerifyErrorKind::NoMatchingSignature))
@@ -31,33 +31,116 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
+#[cfg(feature = "calendly")]
+pub mod calendly;
+#[cfg(feature = "discord")]
+pub mod discord;
 #[cfg(feature = "github")]
 pub mod github;
+#[cfg(feature = "hubspot")]
+pub mod hubspot;
+#[cfg(feature = "intercom")]
+pub mod intercom;
+#[cfg(feature = "linear")]
+pub mod linear;
+#[cfg(feature = "mailgun")]
+pub mod mailgun;
+#[cfg(feature = "paddle")]
+pub mod paddle;
+#[cfg(feature = "pagerduty")]
+pub mod pagerduty;
+#[cfg(feature = "sendgrid")]
+pub mod sendgrid;
+#[cfg(feature = "shopify")]
+pub mod shopify;
+#[cfg(feature = "slack")]
+pub mod slack;
+#[cfg(feature = "square")]
+pub mod square;
+#[cfg(feature = "standard-webhooks")]
+pub mod standard_webhooks;
 #[cfg(feature = "stripe")]
 pub mod stripe;
+#[cfg(feature = "twilio")]
+pub mod twilio;
+#[cfg(feature = "twitch")]
+pub mod twitch;
+#[cfg(feature = "typeform")]
+pub mod typeform;
+#[cfg(feature = "zoom")]
+pub mod zoom;
+
+/// What a [`Verifier`] checks: one delivery as received.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Delivery<'a> {
+    /// The request head (method, URI, headers).
+    pub parts: &'a http::request::Parts,
+    /// The raw body, byte for byte as received.
+    pub body: &'a [u8],
+    /// The endpoint's signing secrets (or verification keys); any one that
+    /// matches passes.
+    pub secrets: &'a [SigningSecret],
+    /// The current time, from the layer's [`Clock`].
+    pub now: SystemTime,
+    /// False for an operator replay: the signature is still checked, the
+    /// timestamp's age is not. Use [`Delivery::check_time`], which honours it.
+    pub check_timestamp: bool,
+}
+
+impl<'a> Delivery<'a> {
+    /// A delivery checked at `now`, timestamps included.
+    pub fn new(parts: &'a http::request::Parts, body: &'a [u8], secrets: &'a [SigningSecret], now: SystemTime) -> Self {
+        Self { parts, body, secrets, now, check_timestamp: true }
+    }
+
+    /// The same delivery without the timestamp check (an operator replay of
+    /// an old, genuinely signed delivery).
+    pub fn without_timestamp_check(mut self) -> Self {
+        self.check_timestamp = false;
+        self
+    }
+
+    /// Checks a signed Unix timestamp (seconds) against [`Delivery::now`]
+    /// with `tolerance` in both directions; always passes for an operator
+    /// replay. See [`check_tolerance`].
+    ///
+    /// # Errors
+    /// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
+    pub fn check_time(&self, timestamp: u64, tolerance: Duration) -> Result<(), VerifyError> {
+        if self.check_timestamp {
+            check_tolerance(timestamp, self.now, tolerance)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Fails with [`VerifyErrorKind::NoSecret`] when no secret is configured.
+    ///
+    /// # Errors
+    /// As above.
+    pub fn require_secrets(&self) -> Result<&'a [SigningSecret], VerifyError> {
+        if self.secrets.is_empty() {
+            Err(VerifyErrorKind::NoSecret.into())
+        } else {
+            Ok(self.secrets)
+        }
+    }
+}
 
 /// Checks that a delivery was signed by the sender.
 ///
 /// Implementations must compare signatures in constant time and must accept
-/// the delivery when any one of `secrets` matches (secret rotation).
+/// the delivery when any one of the secrets matches (secret rotation).
 ///
-/// A blanket implementation covers closures and functions with the same
-/// signature as [`Verifier::verify`].
+/// A blanket implementation covers closures `Fn(&Delivery<'_>) ->
+/// Result<(), VerifyError>`.
 pub trait Verifier: Send + Sync + 'static {
-    /// Verifies `body` (the raw bytes, unchanged) against the request head.
-    ///
-    /// `now` comes from the layer's [`Clock`]; timestamp tolerances are
-    /// measured against it.
+    /// Verifies the delivery's raw body against its head and secrets.
     ///
     /// # Errors
     /// A [`VerifyError`] saying why the delivery is not authentic.
-    fn verify(
-        &self,
-        parts: &http::request::Parts,
-        body: &[u8],
-        secrets: &[SigningSecret],
-        now: SystemTime,
-    ) -> Result<(), VerifyError>;
+    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError>;
 
     /// Checks the request head before the body is read, so a delivery that
     /// cannot pass (no signature header, an unparsable one) is answered 401
@@ -74,19 +157,10 @@ pub trait Verifier: Send + Sync + 'static {
 
 impl<F> Verifier for F
 where
-    F: Fn(&http::request::Parts, &[u8], &[SigningSecret], SystemTime) -> Result<(), VerifyError>
-        + Send
-        + Sync
-        + 'static,
+    F: Fn(&Delivery<'_>) -> Result<(), VerifyError> + Send + Sync + 'static,
 {
-    fn verify(
-        &self,
-        parts: &http::request::Parts,
-        body: &[u8],
-        secrets: &[SigningSecret],
-        now: SystemTime,
-    ) -> Result<(), VerifyError> {
-        self(parts, body, secrets, now)
+    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
+        self(delivery)
     }
 }
 
@@ -136,6 +210,14 @@ impl SigningSecret {
         &self.0
     }
 
+    /// True when the secret starts or ends with ASCII whitespace, almost
+    /// always a configuration mistake (a trailing newline from a file or an
+    /// environment variable). The layer refuses such fixed secrets at build.
+    pub fn has_surrounding_whitespace(&self) -> bool {
+        let ws = |b: &u8| b.is_ascii_whitespace();
+        self.0.first().is_some_and(ws) || self.0.last().is_some_and(ws)
+    }
+
     /// Constant-time comparison of the secret with `candidate` (for senders
     /// that send a shared token instead of a signature).
     pub fn matches(&self, candidate: &[u8]) -> bool {
@@ -146,6 +228,13 @@ impl SigningSecret {
 impl fmt::Debug for SigningSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("SigningSecret(<redacted>)")
+    }
+}
+
+/// Redacted, like `Debug`.
+impl fmt::Display for SigningSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
     }
 }
 
@@ -240,11 +329,120 @@ impl std::error::Error for VerifyError {}
 /// custom verifiers can build a scheme's signed content the same way
 /// (`&[timestamp, b".", body]`).
 pub fn hmac_sha256(secret: &SigningSecret, parts: &[&[u8]]) -> [u8; 32] {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.expose()).expect("HMAC accepts keys of any length");
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.expose()).expect("HMAC accepts keys of any length");
     for part in parts {
         mac.update(part);
     }
     mac.finalize().into_bytes().into()
+}
+
+/// The hash functions webhook senders use in HMAC signatures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// HMAC-SHA1 (20 bytes): Twilio, Intercom's legacy header.
+    Sha1,
+    /// HMAC-SHA256 (32 bytes): most senders.
+    Sha256,
+    /// HMAC-SHA512 (64 bytes).
+    Sha512,
+}
+
+/// An HMAC tag, up to 64 bytes; `as_ref()` gives its bytes.
+#[derive(Clone, Copy)]
+pub struct Tag {
+    bytes: [u8; 64],
+    len: usize,
+}
+
+impl AsRef<[u8]> for Tag {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl fmt::Debug for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Tag(<redacted>)")
+    }
+}
+
+fn mac_of<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]]) -> Tag {
+    let mut mac = <M as KeyInit>::new_from_slice(key).expect("HMAC accepts keys of any length");
+    for part in parts {
+        mac.update(part);
+    }
+    let out = mac.finalize().into_bytes();
+    let mut tag = Tag { bytes: [0; 64], len: out.len() };
+    tag.bytes[..out.len()].copy_from_slice(&out);
+    tag
+}
+
+/// HMAC (RFC 2104) with `algorithm` of the concatenation of `parts`, keyed
+/// by `secret`, without copying the parts into one buffer.
+pub fn hmac(algorithm: Algorithm, secret: &SigningSecret, parts: &[&[u8]]) -> Tag {
+    match algorithm {
+        Algorithm::Sha1 => mac_of::<Hmac<sha1::Sha1>>(secret.expose(), parts),
+        Algorithm::Sha256 => mac_of::<Hmac<Sha256>>(secret.expose(), parts),
+        Algorithm::Sha512 => mac_of::<Hmac<sha2::Sha512>>(secret.expose(), parts),
+    }
+}
+
+/// How a signature is written in its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Encoding {
+    /// Hexadecimal, either case.
+    Hex,
+    /// Standard base64 with padding (RFC 4648 section 4).
+    Base64,
+}
+
+impl Encoding {
+    /// Decodes a signature; `None` when it is not valid in this encoding.
+    pub fn decode(self, text: &str) -> Option<Vec<u8>> {
+        use base64::Engine as _;
+        match self {
+            Self::Hex => hex::decode(text).ok(),
+            Self::Base64 => base64::engine::general_purpose::STANDARD.decode(text).ok(),
+        }
+    }
+
+    /// Encodes a tag the way a sender writes it (hex in lower case).
+    pub fn encode(self, bytes: &[u8]) -> String {
+        use base64::Engine as _;
+        match self {
+            Self::Hex => hex::encode(bytes),
+            Self::Base64 => base64::engine::general_purpose::STANDARD.encode(bytes),
+        }
+    }
+}
+
+/// Parses a signed Unix timestamp in seconds: ASCII digits only, at most 20.
+///
+/// # Errors
+/// [`VerifyErrorKind::MalformedHeader`] for anything else (signs, spaces,
+/// fractions, empty).
+pub fn parse_unix_seconds(text: &str) -> Result<u64, VerifyError> {
+    if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(VerifyErrorKind::MalformedHeader.into());
+    }
+    text.parse().map_err(|_| VerifyErrorKind::MalformedHeader.into())
+}
+
+/// The single value of header `name`, as text.
+///
+/// # Errors
+/// [`VerifyErrorKind::MissingHeader`] when absent,
+/// [`VerifyErrorKind::MalformedHeader`] when not visible ASCII or when
+/// repeated with different values.
+pub fn single_header<'a>(parts: &'a http::request::Parts, name: &str) -> Result<&'a str, VerifyError> {
+    let mut values = parts.headers.get_all(name).iter();
+    let first = values.next().ok_or(VerifyErrorKind::MissingHeader)?;
+    if values.any(|v| v != first) {
+        return Err(VerifyErrorKind::MalformedHeader.into());
+    }
+    first.to_str().map_err(|_| VerifyErrorKind::MalformedHeader.into())
 }
 
 /// True when any of `candidates` equals `expected`. Each comparison is
@@ -311,6 +509,36 @@ mod tests {
     fn secret_debug_is_redacted() {
         let s = SigningSecret::from("whsec_supersecret");
         assert_eq!(format!("{s:?}"), "SigningSecret(<redacted>)");
+        assert_eq!(s.to_string(), "<redacted>");
+    }
+
+    #[test]
+    fn hmac_known_answers() {
+        // RFC 4231 test case 2 (SHA-256, SHA-512) and RFC 2202 test case 2 (SHA-1).
+        let key = SigningSecret::from("Jefe");
+        let data: &[&[u8]] = &[b"what do ya want ", b"for nothing?"];
+        let cases = [
+            (Algorithm::Sha1, "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"),
+            (Algorithm::Sha256, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
+            (
+                Algorithm::Sha512,
+                "164b7a7bfcf819e2e395fbe73b56e0a387bd64222e831fd610270cd7ea2505549758bf75c05a994a6d034f65f8f0e6fdcaeab1a34d4a6b4b636e070a38bce737",
+            ),
+        ];
+        for (alg, want) in cases {
+            assert_eq!(hex::encode(hmac(alg, &key, data)), want, "{alg:?}");
+        }
+        assert_eq!(hmac(Algorithm::Sha256, &key, data).as_ref(), &hmac_sha256(&key, data)[..]);
+    }
+
+    #[test]
+    fn unix_seconds_parsing() {
+        for ok in ["0", "1700000000", "18446744073709551615"] {
+            assert!(parse_unix_seconds(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-1", "+1", " 1", "1.5", "18446744073709551616", "abc", "123456789012345678901"] {
+            assert!(parse_unix_seconds(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -1,0 +1,1 @@
+//! calendly: preset not written yet.

@@ -1,0 +1,1 @@
+//! discord: preset not written yet.

@@ -1,0 +1,1 @@
+//! hubspot: preset not written yet.

@@ -1,0 +1,1 @@
+//! intercom: preset not written yet.

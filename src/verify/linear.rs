@@ -1,0 +1,1 @@
+//! linear: preset not written yet.

@@ -1,0 +1,1 @@
+//! mailgun: preset not written yet.

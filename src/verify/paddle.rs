@@ -1,0 +1,1 @@
+//! paddle: preset not written yet.

@@ -1,0 +1,1 @@
+//! pagerduty: preset not written yet.

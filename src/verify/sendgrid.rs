@@ -1,0 +1,1 @@
+//! sendgrid: preset not written yet.

@@ -1,0 +1,1 @@
+//! shopify: preset not written yet.

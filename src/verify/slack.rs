@@ -1,0 +1,1 @@
+//! slack: preset not written yet.

@@ -1,0 +1,1 @@
+//! square: preset not written yet.

@@ -1,0 +1,1 @@
+//! standard_webhooks: preset not written yet.

@@ -1,0 +1,1 @@
+//! twilio: preset not written yet.

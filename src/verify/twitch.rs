@@ -1,0 +1,1 @@
+//! twitch: preset not written yet.

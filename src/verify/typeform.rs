@@ -1,0 +1,1 @@
+//! typeform: preset not written yet.

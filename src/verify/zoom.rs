@@ -1,0 +1,1 @@
+//! zoom: preset not written yet.
