@@ -212,6 +212,124 @@ impl KeyExtractor for JsonPointerKey {
     }
 }
 
+/// A key for senders that send no event id: `sha256:` and the hex SHA-256
+/// of configured stable fields of the delivery.
+///
+/// Fields are headers, JSON values by pointer, and optionally a digest of
+/// the body in canonical JSON (RFC 8785 JCS, so whitespace and key order do
+/// not change the key). Each field is hashed with its kind and length, so
+/// fields cannot run into each other. Never the receipt time, a request id
+/// or a retry count: the key must be equal on every delivery of the event.
+///
+/// Provider and scope are not hashed: the claim's identity is
+/// `(provider, scope, key)` already.
+///
+/// **When a body digest is wrong:** senders that put delivery-specific
+/// values in the body (a delivery timestamp, an attempt counter, a
+/// per-delivery signature) make every retry a new key. Use stable fields
+/// instead (the resource id and the event's own time), or the body digest
+/// only for senders that resend byte-identical batches.
+///
+/// ```
+/// use webhook_idempotency::key::{DerivedKey, KeyExtractor};
+///
+/// let key = DerivedKey::new().json("/event").json("/created_at").json("/payload/uri").event_type_json("/event");
+/// let parts = http::Request::new(()).into_parts().0;
+/// let a = key.extract(&parts, br#"{"event":"invitee.created","created_at":"2026-01-01T00:00:00Z","payload":{"uri":"u"}}"#).unwrap();
+/// let b = key.extract(&parts, br#"{ "payload": {"uri": "u"}, "created_at": "2026-01-01T00:00:00Z", "event": "invitee.created" }"#).unwrap();
+/// assert_eq!(a.key, b.key);
+/// assert!(a.key.starts_with("sha256:"));
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct DerivedKey {
+    fields: Vec<Field>,
+    event_type: Option<Field>,
+}
+
+#[derive(Debug, Clone)]
+enum Field {
+    Header(http::HeaderName),
+    Json(String),
+    CanonicalBody,
+}
+
+impl DerivedKey {
+    /// A derived key with no fields yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds header `name` (must be present, same value on every delivery).
+    pub fn header(mut self, name: http::HeaderName) -> Self {
+        self.fields.push(Field::Header(name));
+        self
+    }
+
+    /// Adds the JSON value at `pointer` (RFC 6901), in canonical form.
+    pub fn json(mut self, pointer: impl Into<String>) -> Self {
+        self.fields.push(Field::Json(pointer.into()));
+        self
+    }
+
+    /// Adds the SHA-256 of the whole body in canonical JSON (RFC 8785).
+    pub fn canonical_body(mut self) -> Self {
+        self.fields.push(Field::CanonicalBody);
+        self
+    }
+
+    /// Reads the event type at JSON pointer `pointer`.
+    pub fn event_type_json(mut self, pointer: impl Into<String>) -> Self {
+        self.event_type = Some(Field::Json(pointer.into()));
+        self
+    }
+
+    /// Reads the event type from header `name`.
+    pub fn event_type_header(mut self, name: http::HeaderName) -> Self {
+        self.event_type = Some(Field::Header(name));
+        self
+    }
+}
+
+fn canonical(value: &serde_json::Value) -> Result<Vec<u8>, KeyError> {
+    serde_jcs::to_vec(value).map_err(|_| KeyErrorKind::Invalid.into())
+}
+
+impl KeyExtractor for DerivedKey {
+    fn extract(&self, parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+        use sha2::{Digest, Sha256};
+        let needs_json = self.fields.iter().chain(&self.event_type).any(|f| !matches!(f, Field::Header(_)));
+        let doc: Option<serde_json::Value> =
+            if needs_json { Some(serde_json::from_slice(body).map_err(|_| KeyErrorKind::BodyNotJson)?) } else { None };
+        if self.fields.is_empty() {
+            return Err(KeyErrorKind::Missing.into());
+        }
+        let mut hash = Sha256::new();
+        for field in &self.fields {
+            let (tag, bytes): (u8, Vec<u8>) = match field {
+                Field::Header(name) => (b'h', header_str(parts, name)?.ok_or(KeyErrorKind::Missing)?.into_bytes()),
+                Field::Json(pointer) => {
+                    let value = doc.as_ref().and_then(|d| d.pointer(pointer)).ok_or(KeyErrorKind::Missing)?;
+                    (b'j', canonical(value)?)
+                }
+                Field::CanonicalBody => {
+                    let doc = doc.as_ref().ok_or(KeyErrorKind::BodyNotJson)?;
+                    (b'b', Sha256::digest(canonical(doc)?).to_vec())
+                }
+            };
+            hash.update([tag]);
+            hash.update((bytes.len() as u64).to_be_bytes());
+            hash.update(&bytes);
+        }
+        let event_type = match &self.event_type {
+            Some(Field::Header(name)) => header_str(parts, name)?,
+            Some(Field::Json(pointer)) => doc.as_ref().and_then(|d| d.pointer(pointer)).map(scalar).transpose()?,
+            Some(Field::CanonicalBody) | None => None,
+        };
+        Ok(EventIdentity { key: format!("sha256:{}", hex::encode(hash.finalize())), event_type })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +379,32 @@ mod tests {
             let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
             assert_eq!(got, *want, "{name}");
         }
+    }
+
+    #[test]
+    fn derived_key_cases() {
+        let k = DerivedKey::new().json("/resource/id").header(http::HeaderName::from_static("x-src"));
+        let p = parts(&[("x-src", "acme")]);
+        let base = k.extract(&p, br#"{"resource":{"id":7},"noise":1}"#).unwrap().key;
+        let same = k.extract(&p, br#"{"noise":2, "resource": {"id": 7}}"#).unwrap().key;
+        assert_eq!(base, same, "other fields, whitespace and order do not matter");
+        assert_ne!(base, k.extract(&p, br#"{"resource":{"id":8}}"#).unwrap().key, "the field does");
+        assert_ne!(base, k.extract(&parts(&[("x-src", "other")]), br#"{"resource":{"id":7}}"#).unwrap().key);
+        assert_eq!(k.extract(&parts(&[]), br#"{"resource":{"id":7}}"#).unwrap_err().kind(), KeyErrorKind::Missing);
+        assert_eq!(k.extract(&p, br#"{"resource":{}}"#).unwrap_err().kind(), KeyErrorKind::Missing);
+        assert_eq!(k.extract(&p, b"not json").unwrap_err().kind(), KeyErrorKind::BodyNotJson);
+        // Fields are length-prefixed: ("ab","c") and ("a","bc") differ.
+        let two =
+            DerivedKey::new().header(http::HeaderName::from_static("x-a")).header(http::HeaderName::from_static("x-b"));
+        let ab_c = two.extract(&parts(&[("x-a", "ab"), ("x-b", "c")]), b"").unwrap().key;
+        let a_bc = two.extract(&parts(&[("x-a", "a"), ("x-b", "bc")]), b"").unwrap().key;
+        assert_ne!(ab_c, a_bc);
+        // A canonical body digest ignores formatting, not content.
+        let body_key = DerivedKey::new().canonical_body();
+        let x = body_key.extract(&p, br#"[{"a":1,"b":[1,2]}]"#).unwrap().key;
+        assert_eq!(x, body_key.extract(&p, b"[ { \"b\": [1, 2], \"a\": 1.0 } ]").unwrap().key);
+        assert_ne!(x, body_key.extract(&p, br#"[{"a":1,"b":[2,1]}]"#).unwrap().key);
+        assert_eq!(DerivedKey::new().extract(&p, b"{}").unwrap_err().kind(), KeyErrorKind::Missing);
     }
 
     #[test]

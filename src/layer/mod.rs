@@ -329,9 +329,16 @@ impl WebhookLayerBuilder {
     }
 }
 
-/// An invalid [`WebhookLayerBuilder`] configuration.
+/// An invalid configuration (of a [`WebhookLayerBuilder`], a verifier, a
+/// secret), found when it is built rather than on the first delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError(String);
+
+impl ConfigError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -35,6 +35,7 @@ use subtle::ConstantTimeEq;
 pub mod calendly;
 #[cfg(feature = "discord")]
 pub mod discord;
+pub mod generic;
 #[cfg(feature = "github")]
 pub mod github;
 #[cfg(feature = "hubspot")]
