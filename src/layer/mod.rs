@@ -29,6 +29,7 @@
 //! | situation | status |
 //! |---|---|
 //! | body over the limit | 413 |
+//! | `Content-Encoding` other than identity (gzip unless enabled) | 415 |
 //! | body unreadable (client aborted) | 400 |
 //! | no endpoint for the request (resolver) | 404 |
 //! | signature missing/invalid, timestamp outside tolerance | 401 |
@@ -87,6 +88,7 @@ pub(crate) struct Config {
     pub(crate) provider: Provider,
     pub(crate) resolver: Arc<dyn ScopeResolver>,
     pub(crate) body_limit: usize,
+    pub(crate) gzip_limit: Option<usize>,
     pub(crate) pool_timeout: Duration,
     pub(crate) retry_after: http::HeaderValue,
     pub(crate) success: Arc<SuccessFn>,
@@ -132,6 +134,7 @@ impl WebhookLayer {
             secrets: Vec::new(),
             resolver: None,
             body_limit: DEFAULT_BODY_LIMIT,
+            gzip_limit: None,
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
             pool_timeout: DEFAULT_POOL_TIMEOUT,
             retry_after: DEFAULT_RETRY_AFTER,
@@ -161,6 +164,7 @@ pub struct WebhookLayerBuilder {
     secrets: Vec<SigningSecret>,
     resolver: Option<Arc<dyn ScopeResolver>>,
     body_limit: usize,
+    gzip_limit: Option<usize>,
     lock_timeout: Duration,
     pool_timeout: Duration,
     retry_after: Duration,
@@ -206,6 +210,18 @@ impl WebhookLayerBuilder {
     /// Largest body accepted, in bytes (default 25 MiB). Larger: 413.
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
+        self
+    }
+
+    /// Accepts `Content-Encoding: gzip` bodies: they are decoded (at most
+    /// `inflated_limit` bytes, else 413; corrupt: 400) and the signature is
+    /// verified over the decoded bytes, which the handler receives with the
+    /// `Content-Encoding` header removed. Off by default: a body with any
+    /// `Content-Encoding` other than `identity` is answered 415. Enable it
+    /// only for senders that sign the uncompressed payload (none of the
+    /// presets sends compressed deliveries).
+    pub fn gzip(mut self, inflated_limit: usize) -> Self {
+        self.gzip_limit = Some(inflated_limit);
         self
     }
 
@@ -318,6 +334,7 @@ impl WebhookLayerBuilder {
                 provider: self.provider,
                 resolver,
                 body_limit: self.body_limit,
+                gzip_limit: self.gzip_limit,
                 pool_timeout: self.pool_timeout,
                 retry_after,
                 success: self.success,

@@ -156,6 +156,20 @@ where
     if declared.is_some_and(|len| len > config.body_limit as u64) {
         return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "payload too large\n"));
     }
+    // Content-Encoding: identity, or gzip when decoding is enabled; else 415.
+    let gzip = match parts.headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes().trim_ascii()) {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case(b"identity") => false,
+        Some(v)
+            if config.gzip_limit.is_some()
+                && (v.eq_ignore_ascii_case(b"gzip") || v.eq_ignore_ascii_case(b"x-gzip")) =>
+        {
+            true
+        }
+        Some(_) => {
+            return Ok(reject(StatusCode::UNSUPPORTED_MEDIA_TYPE, "content_encoding", "unsupported Content-Encoding\n"))
+        }
+    };
     // Signature headers that cannot pass: 401 before reading the body.
     if let Err(e) = config.provider.verifier_ref().precheck(&parts) {
         return Ok(reject(StatusCode::UNAUTHORIZED, e.kind().as_str(), "invalid webhook signature\n"));
@@ -167,6 +181,24 @@ where
             return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "payload too large\n"))
         }
         Err(_) => return Ok(reject(StatusCode::BAD_REQUEST, "body_unreadable", "could not read the request body\n")),
+    };
+    // gzip: verified and handed on decoded, within the inflated-size cap.
+    let mut parts = parts;
+    let body = match (gzip, config.gzip_limit) {
+        (true, Some(limit)) => match inflate(&body, limit) {
+            Ok(decoded) => {
+                parts.headers.remove(header::CONTENT_ENCODING);
+                parts.headers.remove(header::CONTENT_LENGTH);
+                decoded
+            }
+            Err(Inflate::TooLarge) => {
+                return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "inflated_too_large", "payload too large\n"))
+            }
+            Err(Inflate::Corrupt) => {
+                return Ok(reject(StatusCode::BAD_REQUEST, "gzip_corrupt", "could not decode the gzip body\n"))
+            }
+        },
+        _ => body,
     };
 
     // 3. Scope and secrets, from trusted configuration.
@@ -295,7 +327,6 @@ where
 
     // 7. Run the handler inside the claim's transaction.
     let tx = WebhookTx::new(conn);
-    let mut parts = parts;
     parts.extensions.insert(tx.clone());
     parts.extensions.insert(WebhookEvent {
         provider: ids.provider.to_owned(),
@@ -353,6 +384,24 @@ where
             record_failure(conn, &config, &ids, "transaction could not be committed", Some(status)).await;
             Ok(unavailable(&config))
         }
+    }
+}
+
+enum Inflate {
+    TooLarge,
+    Corrupt,
+}
+
+/// Decodes a gzip body, stopping one byte past `limit` decoded bytes.
+fn inflate(body: &[u8], limit: usize) -> Result<Bytes, Inflate> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    flate2::read::GzDecoder::new(body).take(cap).read_to_end(&mut out).map_err(|_| Inflate::Corrupt)?;
+    if out.len() > limit {
+        Err(Inflate::TooLarge)
+    } else {
+        Ok(out.into())
     }
 }
 
