@@ -7,8 +7,29 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::key::KeyExtractor;
-use crate::verify::{Delivery, Verifier};
+use crate::key::{EventIdentity, KeyError, KeyExtractor};
+use crate::verify::{Delivery, Verifier, VerifyError};
+
+/// Why [`Provider::check`] rejected a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// The signature did not verify (the layer answers 401).
+    Verify(VerifyError),
+    /// No usable event key (the layer answers 400).
+    Key(KeyError),
+}
+
+impl fmt::Display for CheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Verify(e) => e.fmt(f),
+            Self::Key(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for CheckError {}
 
 /// A provider's endpoint-verification handshake (Slack's `url_verification`,
 /// Zoom's `endpoint.url_validation`, Twitch's
@@ -105,6 +126,20 @@ impl Provider {
     /// The provider's name as stored in claims.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Verifies a delivery and extracts its event identity, as the layer
+    /// does, without a database: for offline checks (the `webhook-verify`
+    /// command) and tests.
+    ///
+    /// # Errors
+    /// [`CheckError::Verify`] when the signature does not verify,
+    /// [`CheckError::Key`] when no usable event key is found.
+    pub fn check(&self, delivery: &Delivery<'_>) -> Result<EventIdentity, CheckError> {
+        self.verifier.verify(delivery).map_err(CheckError::Verify)?;
+        let identity = self.extractor.extract(delivery.parts, delivery.body).map_err(CheckError::Key)?;
+        crate::key::validate(&identity.key).map_err(|k| CheckError::Key(k.into()))?;
+        Ok(identity)
     }
 
     pub(crate) fn verifier_ref(&self) -> &dyn Verifier {

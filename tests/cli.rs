@@ -1,0 +1,127 @@
+//! The `webhook-verify` command, run as a process.
+#![cfg(feature = "cli")]
+
+use std::io::Write as _;
+use std::process::{Command, Output, Stdio};
+
+use webhook_idempotency::verify::{stripe, SigningSecret};
+
+fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_webhook-verify"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(bytes) = stdin {
+        let _ = input.write_all(bytes); // a usage error exits before reading
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+}
+
+const NOW: u64 = 1_700_000_000;
+const BODY: &[u8] = b"{\n  \"id\": \"evt_cli\",\n  \"type\": \"invoice.paid\"\n}\n";
+
+fn stripe_args<'a>(header: &'a str, secret: &'a str, now: &'a str) -> Vec<&'a str> {
+    vec!["--provider", "stripe", "--secret", secret, "--header", header, "--body-file", "-", "--now", now]
+}
+
+#[test]
+fn verify_command_cases() {
+    let sig = format!("Stripe-Signature: {}", stripe::sign(&SigningSecret::from("whsec_cli"), NOW, BODY));
+    let now = NOW.to_string();
+    let later = (NOW + 3600).to_string();
+    let tampered = b"{\n  \"id\": \"evt_cli\",\n  \"type\": \"invoice.paid\"}\n";
+    let tampered_hint = {
+        use sha2::Digest as _;
+        format!("hint: body: {} bytes, SHA-256 {}", tampered.len(), hex::encode(sha2::Sha256::digest(tampered)))
+    };
+    let tampered_expect = ["invalid: no_matching_signature", tampered_hint.as_str()];
+    let cases: Vec<(&str, Vec<&str>, &[u8], i32, &[&str])> = vec![
+        (
+            "valid",
+            stripe_args(&sig, "whsec_cli", &now),
+            BODY,
+            0,
+            &["valid", "event key: evt_cli", "event type: invoice.paid"],
+        ),
+        ("tampered body", stripe_args(&sig, "whsec_cli", &now), tampered, 1, &tampered_expect),
+        (
+            "secret with a trailing newline",
+            stripe_args(&sig, "whsec_cli\n", &now),
+            BODY,
+            1,
+            &["invalid: no_matching_signature", "secret #1 has leading or trailing whitespace"],
+        ),
+        (
+            "an hour late",
+            stripe_args(&sig, "whsec_cli", &later),
+            BODY,
+            1,
+            &["invalid: timestamp_too_old", "signed timestamp 1700000000 is 3600 s older than --now 1700003600"],
+        ),
+        (
+            "no signature header",
+            vec!["--provider", "stripe", "--secret", "s", "--header", "X-Other: 1", "--body-file", "-"],
+            BODY,
+            1,
+            &["invalid: missing_header", "headers given: x-other"],
+        ),
+        (
+            "GitHub docs vector",
+            vec![
+                "--provider",
+                "github",
+                "--secret",
+                "It's a Secret to Everybody",
+                "--header",
+                "X-Hub-Signature-256: sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
+                "--header",
+                "X-GitHub-Delivery: 72d3162e-cc78-11e3-81ab-4c9367dc0958",
+                "--body-file",
+                "-",
+            ],
+            b"Hello, World!",
+            0,
+            &["valid", "event key: 72d3162e-cc78-11e3-81ab-4c9367dc0958"],
+        ),
+        (
+            "unknown provider",
+            vec!["--provider", "nope", "--secret", "s", "--body-file", "-"],
+            BODY,
+            2,
+            &["unknown provider"],
+        ),
+        ("no body file", vec!["--provider", "stripe", "--secret", "s"], BODY, 2, &["--body-file"]),
+        (
+            "bad header syntax",
+            vec!["--provider", "stripe", "--secret", "s", "--header", "novalue", "--body-file", "-"],
+            BODY,
+            2,
+            &["Name: value"],
+        ),
+        (
+            "unreadable body file",
+            vec!["--provider", "stripe", "--secret", "s", "--body-file", "/nonexistent/x"],
+            BODY,
+            2,
+            &["cannot read"],
+        ),
+    ];
+    for (name, args, stdin, code, expect) in cases {
+        let out = run(&args, Some(stdin));
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{name}: {all}");
+        for e in expect {
+            assert!(all.contains(e), "{name}: {e:?} not in {all}");
+        }
+        assert!(!all.contains("whsec_cli"), "{name}: the secret is never printed");
+    }
+}
