@@ -1,1 +1,526 @@
-//! slack: preset not written yet.
+//! Slack: the `X-Slack-Signature` header (Events API).
+//!
+//! Scheme (Slack, "Verifying requests from Slack",
+//! <https://api.slack.com/authentication/verifying-requests-from-slack>):
+//! - `X-Slack-Request-Timestamp` carries the request time in Unix seconds;
+//!   `X-Slack-Signature` carries `v0=` and the hex HMAC-SHA256 (lower case)
+//!   of the base string `v0:{timestamp}:{raw body}`, keyed with the app's
+//!   signing secret as UTF-8 bytes (used as shown, not decoded).
+//! - `v0` is the only version Slack has published; a signature of any other
+//!   version is ignored (and so cannot match). Slack sends one signature and
+//!   has no rotation overlap of its own: to rotate, configure the old and the
+//!   new secret together while Slack switches; either may match.
+//! - the timestamp must be within five minutes of now, as Slack's docs and
+//!   its SDKs check (`abs(now - timestamp) > 60 * 5` is refused); this crate
+//!   applies [`DEFAULT_TOLERANCE`] in both directions, configurable with
+//!   [`SlackVerifier::tolerance`].
+//!
+//! The event key is the Events API callback's `event_id` (`/event_id`) and
+//! the event type the inner event's `type` (`/event/type`), or the outer
+//! `type` when there is no inner event (Slack, "The Events API", callback
+//! fields, <https://api.slack.com/apis/events-api>).
+//!
+//! **Retries.** Slack retries a delivery it considers failed (no 2xx within
+//! 3 seconds) up to three times, adding `X-Slack-Retry-Num` (1, 2, 3) and
+//! `X-Slack-Retry-Reason` (Slack, "The Events API", retries,
+//! <https://api.slack.com/apis/events-api>). Each retry is a new signed
+//! request carrying the same `event_id`: it is verified like any delivery and
+//! its claim finds the first one's, so the handler does not run twice.
+//! Nothing here reads the retry headers, and no retry is refused for being a
+//! retry.
+//!
+//! **URL verification.** When a Request URL is configured Slack sends
+//! `{"token": "...", "challenge": "...", "type": "url_verification"}`, signed
+//! like any delivery. The preset's [`Challenge`](crate::provider::Challenge) answers it
+//! after the signature check and before any claim: `200`, `Content-Type:
+//! text/plain`, the `challenge` value as the body, as Slack documents
+//! (<https://api.slack.com/events/url_verification>). Nothing is stored.
+//!
+//! **Not covered.** Slash commands and interactivity payloads are signed the
+//! same way but are form-encoded and carry no `event_id`: the preset's key
+//! extractor answers 400 for them. `app_rate_limited` notifications carry no
+//! `event_id` either. Use [`SlackVerifier`] with your own key extractor for
+//! those endpoints.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::{
+    any_matches, hmac_sha256, parse_unix_seconds, single_header, Delivery, SigningSecret, Verifier, VerifyError,
+    VerifyErrorKind,
+};
+use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+
+/// The header Slack signs requests with.
+pub const SIGNATURE_HEADER: &str = "x-slack-signature";
+/// The header carrying the signed Unix timestamp.
+pub const TIMESTAMP_HEADER: &str = "x-slack-request-timestamp";
+/// The retry count header on redeliveries (informational; not read here).
+pub const RETRY_NUM_HEADER: &str = "x-slack-retry-num";
+/// The retry reason header on redeliveries (informational; not read here).
+pub const RETRY_REASON_HEADER: &str = "x-slack-retry-reason";
+
+/// Slack's documented window: five minutes.
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+
+/// Verifies the `X-Slack-Signature` header.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct SlackVerifier {
+    tolerance: Duration,
+}
+
+impl Default for SlackVerifier {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SlackVerifier {
+    /// A verifier with the default tolerance of five minutes.
+    pub fn new() -> Self {
+        Self { tolerance: DEFAULT_TOLERANCE }
+    }
+
+    /// Sets how far (both directions) `X-Slack-Request-Timestamp` may be
+    /// from now.
+    pub fn tolerance(mut self, tolerance: Duration) -> Self {
+        self.tolerance = tolerance;
+        self
+    }
+}
+
+/// The signed timestamp and the `v0` signature, if the header has one.
+#[derive(Debug, PartialEq, Eq)]
+struct Header<'a> {
+    timestamp: &'a str,
+    seconds: u64,
+    v0: Option<[u8; 32]>,
+}
+
+fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
+    let signature = single_header(parts, SIGNATURE_HEADER)?.trim();
+    let timestamp = single_header(parts, TIMESTAMP_HEADER)?.trim();
+    let seconds = parse_unix_seconds(timestamp)?;
+    let (version, hex_sig) = signature.split_once('=').ok_or(VerifyErrorKind::MalformedHeader)?;
+    let v0 = if version == "v0" {
+        let mut sig = [0u8; 32];
+        hex::decode_to_slice(hex_sig, &mut sig).map_err(|_| VerifyErrorKind::MalformedHeader)?;
+        Some(sig)
+    } else {
+        // Another version: not one this crate can check; it cannot match.
+        None
+    };
+    Ok(Header { timestamp, seconds, v0 })
+}
+
+impl Verifier for SlackVerifier {
+    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
+        parse(parts).map(drop)
+    }
+
+    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
+        let header = parse(delivery.parts)?;
+        let v0 = header.v0.ok_or(VerifyErrorKind::NoMatchingSignature)?;
+        let mut matched = false;
+        for secret in delivery.require_secrets()? {
+            let expected = hmac_sha256(secret, &[b"v0:", header.timestamp.as_bytes(), b":", delivery.body]);
+            matched |= any_matches(&expected, [&v0[..]]);
+        }
+        if !matched {
+            return Err(VerifyErrorKind::NoMatchingSignature.into());
+        }
+        delivery.check_time(header.seconds, self.tolerance)
+    }
+}
+
+/// The `X-Slack-Signature` value Slack would send for `body` at `timestamp`
+/// (Unix seconds, sent as `X-Slack-Request-Timestamp`) with `secret`:
+/// `v0={hex}`. For tests and fixtures.
+pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
+    let ts = timestamp.to_string();
+    let mac = hmac_sha256(secret, &[b"v0:", ts.as_bytes(), b":", body]);
+    format!("v0={}", hex::encode(mac))
+}
+
+/// Slack's Events API preset: [`SlackVerifier`] (five minutes), key =
+/// `/event_id`, type = `/event/type` (or `/type`), and the
+/// `url_verification` handshake answered with its `challenge`. Name:
+/// `slack`.
+pub fn provider() -> crate::Provider {
+    crate::Provider::new("slack", SlackVerifier::new(), event_identity).challenge(url_verification)
+}
+
+fn json_str(value: Option<&serde_json::Value>) -> Result<Option<String>, KeyError> {
+    match value {
+        None => Ok(None),
+        Some(serde_json::Value::String(s)) if s.is_empty() => Err(KeyErrorKind::Missing.into()),
+        Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(KeyErrorKind::Invalid.into()),
+    }
+}
+
+/// `event_id`, and the inner event's type (or the outer type).
+fn event_identity(_parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+    let doc: serde_json::Value = serde_json::from_slice(body).map_err(|_| KeyErrorKind::BodyNotJson)?;
+    let key = json_str(doc.get("event_id"))?.ok_or(KeyErrorKind::Missing)?;
+    let event_type = match doc.pointer("/event/type") {
+        Some(inner) => json_str(Some(inner))?,
+        None => json_str(doc.get("type"))?,
+    };
+    Ok(EventIdentity { key, event_type })
+}
+
+/// Answers `url_verification` with its `challenge`, as `text/plain`.
+fn url_verification(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
+    // Only a body that names the handshake is parsed here, so ordinary
+    // events are not parsed twice (the key extractor parses them).
+    const NEEDLE: &[u8] = b"url_verification";
+    if !delivery.body.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
+        return None;
+    }
+    let doc: serde_json::Value = serde_json::from_slice(delivery.body).ok()?;
+    if doc.get("type")?.as_str()? != "url_verification" {
+        return None;
+    }
+    let challenge = doc.get("challenge")?.as_str()?;
+    http::Response::builder()
+        .status(http::StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "text/plain")
+        .body(Bytes::copy_from_slice(challenge.as_bytes()))
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    fn parts(headers: &[(&str, &str)]) -> http::request::Parts {
+        let mut b = http::Request::builder().method("POST");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    const NOW: u64 = 1_700_000_000;
+
+    /// The worked example in Slack's "Verifying requests from Slack": a
+    /// slash command body, secret `8f742231b10e8888abcd99yyyzzz85a5`,
+    /// timestamp `1531420618`.
+    #[test]
+    fn slack_docs_vector() {
+        let secret = SigningSecret::from("8f742231b10e8888abcd99yyyzzz85a5");
+        let body = b"token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V\
+&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=\
+&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN\
+&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+        let expected = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503";
+        assert_eq!(sign(&secret, 1_531_420_618, body), expected);
+        let p = parts(&[(SIGNATURE_HEADER, expected), (TIMESTAMP_HEADER, "1531420618")]);
+        let secrets = [secret];
+        let v = SlackVerifier::new();
+        assert!(v.verify(&Delivery::new(&p, body, &secrets, at(1_531_420_618))).is_ok());
+        assert_eq!(
+            v.verify(&Delivery::new(&p, &body[1..], &secrets, at(1_531_420_618))).unwrap_err().kind(),
+            VerifyErrorKind::NoMatchingSignature
+        );
+    }
+
+    /// A delivery signed by Slack's Python SDK (`slack_sdk` 3.47.0,
+    /// `SignatureVerifier.generate_signature`); see
+    /// `scripts/fixtures/slack.py`.
+    #[test]
+    fn slack_sdk_fixture() {
+        let fixture: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/providers/slack/event_callback.json")).unwrap();
+        let field = |name: &str| fixture[name].as_str().unwrap().to_owned();
+        let (secret, timestamp, body, signature) =
+            (field("secret"), field("timestamp"), field("body"), field("signature"));
+        let ts: u64 = timestamp.parse().unwrap();
+        assert_eq!(sign(&SigningSecret::from(secret.as_str()), ts, body.as_bytes()), signature);
+        let p = parts(&[(SIGNATURE_HEADER, &signature), (TIMESTAMP_HEADER, &timestamp)]);
+        let secrets = [SigningSecret::from(secret.as_str())];
+        assert!(SlackVerifier::new().verify(&Delivery::new(&p, body.as_bytes(), &secrets, at(ts))).is_ok());
+        let id = event_identity(&p, body.as_bytes()).unwrap();
+        assert_eq!((id.key.as_str(), id.event_type.as_deref()), ("Ev123ABC456", Some("app_mention")));
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        let secret = SigningSecret::from("slack-signing-secret");
+        let other = SigningSecret::from("another-secret");
+        let body = br#"{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}"#;
+        let ts = NOW.to_string();
+        let good = sign(&secret, NOW, body);
+        let upper = format!("v0={}", good["v0=".len()..].to_uppercase());
+        let by_other = sign(&other, NOW, body);
+        let v1 = format!("v1={}", &good["v0=".len()..]);
+        let not_hex = format!("v0={}", "zz".repeat(32));
+        let cases: &[(&str, Vec<(&str, &str)>, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
+            ("valid", vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)], body, NOW, Ok(())),
+            ("upper-case hex", vec![(SIGNATURE_HEADER, &upper), (TIMESTAMP_HEADER, &ts)], body, NOW, Ok(())),
+            (
+                "header names any case",
+                vec![("X-Slack-Signature", &good), ("X-Slack-Request-Timestamp", &ts)],
+                body,
+                NOW,
+                Ok(()),
+            ),
+            (
+                "same header twice",
+                vec![(SIGNATURE_HEADER, &good), (SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW,
+                Ok(()),
+            ),
+            (
+                "edge of tolerance, past",
+                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW + 300,
+                Ok(()),
+            ),
+            (
+                "edge of tolerance, future",
+                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW - 300,
+                Ok(()),
+            ),
+            (
+                "tampered body",
+                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
+                b"{\"event_id\":\"Ev2\"}",
+                NOW,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                "other timestamp",
+                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, "1700000001")],
+                body,
+                NOW,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                "wrong secret",
+                vec![(SIGNATURE_HEADER, &by_other), (TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                "unknown version ignored",
+                vec![(SIGNATURE_HEADER, &v1), (TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                "stale",
+                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW + 301,
+                Err(VerifyErrorKind::TimestampTooOld),
+            ),
+            (
+                "future",
+                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW - 301,
+                Err(VerifyErrorKind::TimestampInFuture),
+            ),
+            ("no signature", vec![(TIMESTAMP_HEADER, &ts)], body, NOW, Err(VerifyErrorKind::MissingHeader)),
+            ("no timestamp", vec![(SIGNATURE_HEADER, &good)], body, NOW, Err(VerifyErrorKind::MissingHeader)),
+            (
+                "two different signatures",
+                vec![(SIGNATURE_HEADER, &good), (SIGNATURE_HEADER, &by_other), (TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "two different timestamps",
+                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts), (TIMESTAMP_HEADER, "1")],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "no version prefix",
+                vec![(SIGNATURE_HEADER, &good["v0=".len()..]), (TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "short hex",
+                vec![(SIGNATURE_HEADER, "v0=abcd"), (TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "not hex",
+                vec![(SIGNATURE_HEADER, &not_hex), (TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "non-numeric timestamp",
+                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, "17e8")],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "negative timestamp",
+                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, "-1")],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "multi-byte garbage",
+                vec![(SIGNATURE_HEADER, "v0=é"), (TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+        ];
+        let secrets = [secret];
+        for (name, headers, body, now, want) in cases {
+            let p = parts(headers);
+            let got = SlackVerifier::new().verify(&Delivery::new(&p, body, &secrets, at(*now)));
+            assert_eq!(got.map_err(|e| e.kind()), *want, "{name}");
+            // What the head alone shows fails before the body is read.
+            let head_only = matches!(want, Err(VerifyErrorKind::MissingHeader | VerifyErrorKind::MalformedHeader));
+            let want_precheck = if head_only { *want } else { Ok(()) };
+            assert_eq!(SlackVerifier::new().precheck(&p).map_err(|e| e.kind()), want_precheck, "{name} precheck");
+        }
+    }
+
+    #[test]
+    fn rotation_tolerance_and_replay() {
+        let old = SigningSecret::from("old-secret");
+        let new = SigningSecret::from("new-secret");
+        let body = b"{}";
+        let ts = NOW.to_string();
+        let header = sign(&new, NOW, body);
+        let p = parts(&[(SIGNATURE_HEADER, &header), (TIMESTAMP_HEADER, &ts)]);
+        let v = SlackVerifier::new();
+        assert!(v.verify(&Delivery::new(&p, body, &[old.clone(), new.clone()], at(NOW))).is_ok());
+        assert!(v.verify(&Delivery::new(&p, body, std::slice::from_ref(&old), at(NOW))).is_err());
+        assert_eq!(v.verify(&Delivery::new(&p, body, &[], at(NOW))).unwrap_err().kind(), VerifyErrorKind::NoSecret);
+        // A wider window accepts what the default refuses.
+        let late = at(NOW + 600);
+        let secrets = [new];
+        assert!(v.verify(&Delivery::new(&p, body, &secrets, late)).is_err());
+        assert!(v.clone().tolerance(Duration::from_secs(600)).verify(&Delivery::new(&p, body, &secrets, late)).is_ok());
+        // An operator replay skips the age check, not the signature.
+        assert!(v.verify(&Delivery::new(&p, body, &secrets, at(NOW + 86_400)).without_timestamp_check()).is_ok());
+        assert!(v.verify(&Delivery::new(&p, b"{ }", &secrets, at(NOW + 86_400)).without_timestamp_check()).is_err());
+    }
+
+    #[test]
+    fn event_keys() {
+        let p = parts(&[]);
+        let cases: &[(&str, &[u8], Result<(&str, Option<&str>), KeyErrorKind>)] = &[
+            (
+                "event callback",
+                br#"{"type":"event_callback","event_id":"Ev9","event":{"type":"reaction_added"}}"#,
+                Ok(("Ev9", Some("reaction_added"))),
+            ),
+            (
+                "no inner event",
+                br#"{"type":"app_uninstalled_team","event_id":"Ev8"}"#,
+                Ok(("Ev8", Some("app_uninstalled_team"))),
+            ),
+            ("no type", br#"{"event_id":"Ev7"}"#, Ok(("Ev7", None))),
+            ("no event_id", br#"{"type":"app_rate_limited","minute_rate_limited":1}"#, Err(KeyErrorKind::Missing)),
+            ("empty event_id", br#"{"event_id":""}"#, Err(KeyErrorKind::Missing)),
+            ("numeric event_id", br#"{"event_id":5}"#, Err(KeyErrorKind::Invalid)),
+            ("inner type not a string", br#"{"event_id":"Ev6","event":{"type":1}}"#, Err(KeyErrorKind::Invalid)),
+            ("form body", b"token=x&command=%2Fdo", Err(KeyErrorKind::BodyNotJson)),
+        ];
+        for (name, body, want) in cases {
+            let got = event_identity(&p, body);
+            let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
+            assert_eq!(got, *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn url_verification_challenge() {
+        let p = parts(&[]);
+        let docs_example = br#"{
+    "token": "Jhj5dZrVaK7ZwHHjRyZWjbDl",
+    "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P",
+    "type": "url_verification"
+}"#;
+        let answer = url_verification(&Delivery::new(&p, docs_example, &[], at(NOW))).expect("answered");
+        assert_eq!(answer.status(), http::StatusCode::OK);
+        assert_eq!(answer.headers()[http::header::CONTENT_TYPE], "text/plain");
+        assert_eq!(answer.body().as_ref(), b"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P");
+        let not_handshakes: &[(&str, &[u8])] = &[
+            ("event", br#"{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}"#),
+            ("word in a message", br#"{"type":"event_callback","event_id":"Ev1","event":{"text":"url_verification"}}"#),
+            ("no challenge", br#"{"type":"url_verification"}"#),
+            ("challenge not a string", br#"{"type":"url_verification","challenge":1}"#),
+            ("not json", b"type=url_verification"),
+        ];
+        for (name, body) in not_handshakes {
+            assert!(url_verification(&Delivery::new(&p, body, &[], at(NOW))).is_none(), "{name}");
+        }
+    }
+
+    #[test]
+    fn preset() {
+        let provider = provider();
+        assert_eq!(provider.name(), "slack");
+        assert!(provider.challenge_ref().is_some());
+        let secret = SigningSecret::from("s");
+        let body = br#"{"type":"url_verification","challenge":"abc"}"#;
+        let header = sign(&secret, NOW, body);
+        let p = parts(&[(SIGNATURE_HEADER, &header), (TIMESTAMP_HEADER, &NOW.to_string())]);
+        let secrets = [secret];
+        let d = Delivery::new(&p, body, &secrets, at(NOW));
+        assert!(provider.verifier_ref().verify(&d).is_ok());
+        assert_eq!(provider.challenge_ref().unwrap().respond(&d).unwrap().body().as_ref(), b"abc");
+    }
+
+    /// A retry is a new signed request for the same event: it verifies on
+    /// its own and carries the same key, so its claim finds the first one.
+    #[test]
+    fn retry_is_another_delivery_of_the_same_event() {
+        let provider = provider();
+        let secrets = [SigningSecret::from("s")];
+        let body = br#"{"type":"event_callback","event_id":"Ev42","event":{"type":"message"}}"#;
+        let first_ts = NOW.to_string();
+        let retry_ts = (NOW + 60).to_string();
+        let first_sig = sign(&secrets[0], NOW, body);
+        let retry_sig = sign(&secrets[0], NOW + 60, body);
+        let first = parts(&[(SIGNATURE_HEADER, &first_sig), (TIMESTAMP_HEADER, &first_ts)]);
+        let retry = parts(&[
+            (SIGNATURE_HEADER, &retry_sig),
+            (TIMESTAMP_HEADER, &retry_ts),
+            (RETRY_NUM_HEADER, "1"),
+            (RETRY_REASON_HEADER, "http_timeout"),
+        ]);
+        let mut keys = Vec::new();
+        for (p, now) in [(&first, NOW), (&retry, NOW + 60)] {
+            let d = Delivery::new(p, body, &secrets, at(now));
+            assert!(provider.verifier_ref().verify(&d).is_ok());
+            assert!(provider.challenge_ref().unwrap().respond(&d).is_none());
+            keys.push(provider.extractor_ref().extract(p, body).unwrap().key);
+        }
+        assert_eq!(keys, ["Ev42", "Ev42"]);
+    }
+}

@@ -1,1 +1,918 @@
-//! standard_webhooks: preset not written yet.
+//! Standard Webhooks and Svix: the `webhook-signature` (or `svix-signature`)
+//! header.
+//!
+//! Scheme (Standard Webhooks specification, "Verifying webhook
+//! authenticity",
+//! <https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md>;
+//! Svix, "Verifying Webhooks Manually",
+//! <https://docs.svix.com/receiving/verifying-payloads/how-manual>):
+//! - three headers: `webhook-id` (the message id), `webhook-timestamp` (Unix
+//!   seconds) and `webhook-signature`. Svix sends the same scheme as
+//!   `svix-id`, `svix-timestamp` and `svix-signature`.
+//! - the signed content is `{id}.{timestamp}.{raw body}`, the two header
+//!   values as sent.
+//! - `webhook-signature` is a space-separated list of `version,signature`
+//!   entries; several appear while keys are rotated and any one may match.
+//!   `v1` is base64 HMAC-SHA256, `v1a` is base64 Ed25519; entries of other
+//!   versions are ignored.
+//! - symmetric secrets are shown as `whsec_` + base64 of the key; the HMAC key
+//!   is the decoded bytes. Ed25519 public keys are shown as `whpk_` + base64
+//!   of the 32-byte key (private keys, `whsk_`, stay with the sender).
+//! - the timestamp must be within five minutes of now in both directions (the
+//!   official libraries' fixed tolerance); here [`DEFAULT_TOLERANCE`],
+//!   configurable with [`StandardWebhooksVerifier::tolerance`].
+//!
+//! **Secrets.** Each configured [`SigningSecret`] is read by its prefix, as
+//! the specification intends ("a unique and consistent secret format allows
+//! implementations to correctly use the correct scheme"):
+//! - `whsec_<base64>`: an HMAC key, checked against the `v1` entries. This is
+//!   what [`secret`] returns; [`SigningSecret::from`] of the dashboard's
+//!   `whsec_...` text is the same thing.
+//! - `whpk_<base64>`: an Ed25519 public key, checked against the `v1a`
+//!   entries only. This is what [`public_key`] returns. A public key is never
+//!   used as an HMAC key: anyone can read it, so a `v1` signature made with
+//!   it would prove nothing.
+//! - `whsk_...`: a private key; never used.
+//! - anything else: the raw HMAC key bytes, checked against `v1` entries
+//!   (raw keys that happen to begin with one of the prefixes above are read
+//!   as that prefix says; pass keys through [`secret`] to be sure).
+//!
+//! A secret that fails to decode is skipped, like one that does not match.
+//!
+//! **Presets.** [`provider`] (`standard-webhooks`) reads the `webhook-*`
+//! headers only. [`svix_provider`] (`svix`) reads each `svix-*` header and
+//! falls back to its `webhook-*` counterpart when absent, as the Svix
+//! libraries do, so it also accepts Svix's unbranded headers.
+//!
+//! The event key is the message id header (`webhook-id`, or `svix-id`), which
+//! the specification defines as the same on every retry of a message and
+//! meant as the idempotency key; the event type is the body's top-level
+//! `type` when the body is a JSON object with a string `type` (the
+//! specification's payload structure), and absent otherwise.
+//!
+//! At most [`MAX_ED25519_SIGNATURES`] `v1a` entries are accepted per
+//! delivery (a header with more is malformed), so a long header cannot make
+//! one request cost thousands of Ed25519 verifications. `v1` entries are
+//! cheap (one HMAC per secret) and not limited beyond the header's size.
+//! Ed25519 needs the signed content in one buffer, so it is assembled (body
+//! copied once) only when a `v1a` entry and a public key are both present.
+
+use std::time::Duration;
+
+use base64::engine::{general_purpose, DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::Engine as _;
+use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+
+use super::{
+    any_matches, header_values, hmac_sha256, parse_unix_seconds, single_header, Delivery, SigningSecret, Verifier,
+    VerifyError, VerifyErrorKind,
+};
+use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+
+/// The message id header (the event key).
+pub const ID_HEADER: &str = "webhook-id";
+/// The signed timestamp header (Unix seconds).
+pub const TIMESTAMP_HEADER: &str = "webhook-timestamp";
+/// The signature list header.
+pub const SIGNATURE_HEADER: &str = "webhook-signature";
+/// Svix's name for [`ID_HEADER`].
+pub const SVIX_ID_HEADER: &str = "svix-id";
+/// Svix's name for [`TIMESTAMP_HEADER`].
+pub const SVIX_TIMESTAMP_HEADER: &str = "svix-timestamp";
+/// Svix's name for [`SIGNATURE_HEADER`].
+pub const SVIX_SIGNATURE_HEADER: &str = "svix-signature";
+
+/// The specification's tolerance: five minutes.
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+
+/// The most `v1a` (Ed25519) entries one delivery may carry.
+pub const MAX_ED25519_SIGNATURES: usize = 8;
+
+/// Which header names a verifier reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Names {
+    /// `webhook-*` only.
+    Standard,
+    /// `svix-*`, each falling back to `webhook-*`.
+    Svix,
+}
+
+impl Names {
+    /// The id, timestamp and signature header names, in the order tried.
+    fn id(self) -> &'static [&'static str] {
+        match self {
+            Self::Standard => &[ID_HEADER],
+            Self::Svix => &[SVIX_ID_HEADER, ID_HEADER],
+        }
+    }
+
+    fn timestamp(self) -> &'static [&'static str] {
+        match self {
+            Self::Standard => &[TIMESTAMP_HEADER],
+            Self::Svix => &[SVIX_TIMESTAMP_HEADER, TIMESTAMP_HEADER],
+        }
+    }
+
+    fn signature(self) -> &'static [&'static str] {
+        match self {
+            Self::Standard => &[SIGNATURE_HEADER],
+            Self::Svix => &[SVIX_SIGNATURE_HEADER, SIGNATURE_HEADER],
+        }
+    }
+}
+
+/// The first of `names` present in the request.
+fn present(parts: &http::request::Parts, names: &'static [&'static str]) -> Option<&'static str> {
+    names.iter().copied().find(|n| parts.headers.contains_key(*n))
+}
+
+/// Verifies Standard Webhooks signatures (`v1` HMAC-SHA256 and `v1a`
+/// Ed25519).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct StandardWebhooksVerifier {
+    names: Names,
+    tolerance: Duration,
+}
+
+impl Default for StandardWebhooksVerifier {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StandardWebhooksVerifier {
+    /// A verifier of the `webhook-*` headers with the default tolerance of
+    /// five minutes.
+    pub fn new() -> Self {
+        Self { names: Names::Standard, tolerance: DEFAULT_TOLERANCE }
+    }
+
+    /// A verifier of Svix's `svix-*` headers, each falling back to its
+    /// `webhook-*` counterpart, with the default tolerance.
+    pub fn svix() -> Self {
+        Self { names: Names::Svix, tolerance: DEFAULT_TOLERANCE }
+    }
+
+    /// Sets how far (both directions) the timestamp header may be from now.
+    pub fn tolerance(mut self, tolerance: Duration) -> Self {
+        self.tolerance = tolerance;
+        self
+    }
+}
+
+/// The parsed headers: id, timestamp and the decoded signatures.
+#[derive(Debug)]
+struct Header<'a> {
+    id: &'a str,
+    timestamp: &'a str,
+    seconds: u64,
+    v1: Vec<[u8; 32]>,
+    v1a: Vec<Signature>,
+}
+
+/// Decodes standard, padded base64 of exactly `N` bytes.
+fn decode_exact<const N: usize>(text: &str) -> Option<[u8; N]> {
+    // Padded base64 of N bytes is exactly 4 * ceil(N / 3) characters; the
+    // buffer holds the decoder's estimate for that length.
+    if text.len() != N.div_ceil(3) * 4 {
+        return None;
+    }
+    let mut buf = [0u8; 96];
+    let n = general_purpose::STANDARD.decode_slice(text, &mut buf).ok()?;
+    buf.get(..n)?.try_into().ok()
+}
+
+fn parse(parts: &http::request::Parts, names: Names) -> Result<Header<'_>, VerifyError> {
+    let id_name = present(parts, names.id()).ok_or(VerifyErrorKind::MissingHeader)?;
+    let ts_name = present(parts, names.timestamp()).ok_or(VerifyErrorKind::MissingHeader)?;
+    let sig_name = present(parts, names.signature()).ok_or(VerifyErrorKind::MissingHeader)?;
+    let id = single_header(parts, id_name)?.trim();
+    if id.is_empty() {
+        return Err(VerifyErrorKind::MalformedHeader.into());
+    }
+    let timestamp = single_header(parts, ts_name)?.trim();
+    let seconds = parse_unix_seconds(timestamp)?;
+    let mut v1 = Vec::new();
+    let mut v1a = Vec::new();
+    for value in header_values(parts, sig_name) {
+        for entry in value?.split_ascii_whitespace() {
+            let (version, sig) = entry.split_once(',').ok_or(VerifyErrorKind::MalformedHeader)?;
+            // A signature of the wrong length or not base64 can never match;
+            // skip it like an unknown version instead of failing the others.
+            match version {
+                "v1" => v1.extend(decode_exact::<32>(sig)),
+                "v1a" => {
+                    if let Some(bytes) = decode_exact::<64>(sig) {
+                        if v1a.len() == MAX_ED25519_SIGNATURES {
+                            return Err(VerifyErrorKind::MalformedHeader.into());
+                        }
+                        v1a.push(Signature::from_bytes(&bytes));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    if v1.is_empty() && v1a.is_empty() {
+        return Err(VerifyErrorKind::NoMatchingSignature.into());
+    }
+    Ok(Header { id, timestamp, seconds, v1, v1a })
+}
+
+const WHSEC: &[u8] = b"whsec_";
+const WHPK: &[u8] = b"whpk_";
+const WHSK: &[u8] = b"whsk_";
+
+/// Base64 as the official libraries accept it in secrets: padding optional.
+const LENIENT: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// What a configured secret is, by its prefix.
+enum Key<'a> {
+    /// The HMAC key: the secret itself, or decoded from `whsec_` text.
+    Hmac(std::borrow::Cow<'a, SigningSecret>),
+    Public(VerifyingKey),
+    Unusable,
+}
+
+fn classify(secret: &SigningSecret) -> Key<'_> {
+    let raw = secret.expose();
+    if let Some(b64) = raw.strip_prefix(WHSEC) {
+        match LENIENT.decode(b64) {
+            Ok(key) if !key.is_empty() => Key::Hmac(std::borrow::Cow::Owned(SigningSecret::new(key))),
+            _ => Key::Unusable,
+        }
+    } else if let Some(b64) = raw.strip_prefix(WHPK) {
+        let key = std::str::from_utf8(b64).ok().and_then(decode_exact::<32>);
+        match key.and_then(|k| VerifyingKey::from_bytes(&k).ok()) {
+            Some(key) => Key::Public(key),
+            None => Key::Unusable,
+        }
+    } else if raw.starts_with(WHSK) || raw.is_empty() {
+        Key::Unusable
+    } else {
+        Key::Hmac(std::borrow::Cow::Borrowed(secret))
+    }
+}
+
+impl Verifier for StandardWebhooksVerifier {
+    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
+        parse(parts, self.names).map(drop)
+    }
+
+    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
+        let header = parse(delivery.parts, self.names)?;
+        let pieces: [&[u8]; 5] = [header.id.as_bytes(), b".", header.timestamp.as_bytes(), b".", delivery.body];
+        let mut matched = false;
+        let mut content: Option<Vec<u8>> = None;
+        for secret in delivery.require_secrets()? {
+            match classify(secret) {
+                Key::Hmac(key) if !header.v1.is_empty() => {
+                    let expected = hmac_sha256(&key, &pieces);
+                    matched |= any_matches(&expected, header.v1.iter().map(|s| &s[..]));
+                }
+                Key::Public(key) if !header.v1a.is_empty() => {
+                    let content = content.get_or_insert_with(|| pieces.concat());
+                    matched |= header.v1a.iter().any(|sig| key.verify_strict(content, sig).is_ok());
+                }
+                _ => {}
+            }
+        }
+        if !matched {
+            return Err(VerifyErrorKind::NoMatchingSignature.into());
+        }
+        delivery.check_time(header.seconds, self.tolerance)
+    }
+}
+
+/// Why a secret or key was refused by [`secret`], [`public_key`] or
+/// [`sign`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SecretError {
+    /// The text after the prefix is not base64 (whitespace included).
+    NotBase64,
+    /// The secret decodes to no bytes.
+    Empty,
+    /// A key of another kind: a `whpk_`/`whsk_` key where a `whsec_` secret
+    /// was expected, or the reverse.
+    WrongKind,
+    /// Not a 32-byte Ed25519 public key (or a weak one).
+    NotAPublicKey,
+}
+
+impl std::fmt::Display for SecretError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::NotBase64 => "the secret is not base64 after its prefix",
+            Self::Empty => "the secret is empty",
+            Self::WrongKind => "a key of another kind (whsec_, whpk_ and whsk_ are not interchangeable)",
+            Self::NotAPublicKey => "not a valid 32-byte Ed25519 public key",
+        })
+    }
+}
+
+impl std::error::Error for SecretError {}
+
+/// An endpoint's symmetric signing secret as the sender shows it
+/// (`whsec_` + base64; the prefix may be omitted, padding too), checked and
+/// returned in its canonical `whsec_` form for the verifier.
+///
+/// # Errors
+/// [`SecretError::NotBase64`], [`SecretError::Empty`], or
+/// [`SecretError::WrongKind`] for a `whpk_`/`whsk_` key. Whitespace is not
+/// trimmed.
+pub fn secret(whsec: &str) -> Result<SigningSecret, SecretError> {
+    if whsec.starts_with("whpk_") || whsec.starts_with("whsk_") {
+        return Err(SecretError::WrongKind);
+    }
+    let b64 = whsec.strip_prefix("whsec_").unwrap_or(whsec);
+    let key = LENIENT.decode(b64).map_err(|_| SecretError::NotBase64)?;
+    if key.is_empty() {
+        return Err(SecretError::Empty);
+    }
+    Ok(SigningSecret::from(format!("whsec_{}", general_purpose::STANDARD.encode(key))))
+}
+
+/// An endpoint's Ed25519 public key as the sender shows it (`whpk_` +
+/// base64 of 32 bytes; the prefix may be omitted), checked and returned in
+/// its canonical `whpk_` form for the verifier.
+///
+/// # Errors
+/// [`SecretError::NotBase64`], [`SecretError::NotAPublicKey`], or
+/// [`SecretError::WrongKind`] for a `whsec_`/`whsk_` secret.
+pub fn public_key(whpk: &str) -> Result<SigningSecret, SecretError> {
+    if whpk.starts_with("whsec_") || whpk.starts_with("whsk_") {
+        return Err(SecretError::WrongKind);
+    }
+    let b64 = whpk.strip_prefix("whpk_").unwrap_or(whpk);
+    let bytes = LENIENT.decode(b64).map_err(|_| SecretError::NotBase64)?;
+    let bytes: [u8; 32] = bytes.try_into().map_err(|_| SecretError::NotAPublicKey)?;
+    let key = VerifyingKey::from_bytes(&bytes).map_err(|_| SecretError::NotAPublicKey)?;
+    if key.is_weak() {
+        return Err(SecretError::NotAPublicKey);
+    }
+    Ok(SigningSecret::from(format!("whpk_{}", general_purpose::STANDARD.encode(bytes))))
+}
+
+/// The `whpk_` public key of the Ed25519 key with this 32-byte seed (the
+/// seed is what a `whsk_` private key encodes). For tests and fixtures.
+pub fn public_key_of(seed: &[u8; 32]) -> String {
+    format!("whpk_{}", general_purpose::STANDARD.encode(SigningKey::from_bytes(seed).verifying_key().as_bytes()))
+}
+
+/// The `v1` entry a sender would put in the signature header for `body`
+/// with message `id` at `timestamp` (Unix seconds): `v1,{base64}`. `secret`
+/// is read like the verifier reads it (`whsec_` text, as [`secret`]
+/// returns, or raw key bytes). Join several entries with a space for a
+/// rotation header. For tests and fixtures.
+///
+/// # Errors
+/// [`SecretError::WrongKind`] for a `whpk_`/`whsk_` key,
+/// [`SecretError::NotBase64`] for a `whsec_` secret that does not decode.
+pub fn sign(secret: &SigningSecret, id: &str, timestamp: u64, body: &[u8]) -> Result<String, SecretError> {
+    let key = match classify(secret) {
+        Key::Hmac(key) => key,
+        Key::Public(_) => return Err(SecretError::WrongKind),
+        Key::Unusable if secret.expose().starts_with(WHSK) => return Err(SecretError::WrongKind),
+        Key::Unusable if secret.expose().is_empty() => return Err(SecretError::Empty),
+        Key::Unusable => return Err(SecretError::NotBase64),
+    };
+    let ts = timestamp.to_string();
+    let mac = hmac_sha256(&key, &[id.as_bytes(), b".", ts.as_bytes(), b".", body]);
+    Ok(format!("v1,{}", general_purpose::STANDARD.encode(mac)))
+}
+
+/// The `v1a` entry a sender would put in the signature header for `body`
+/// with message `id` at `timestamp`, signed with the Ed25519 key whose
+/// 32-byte seed is `seed`: `v1a,{base64}`. For tests and fixtures.
+pub fn sign_ed25519(seed: &[u8; 32], id: &str, timestamp: u64, body: &[u8]) -> String {
+    let content = [id.as_bytes(), b".", timestamp.to_string().as_bytes(), b".", body].concat();
+    format!("v1a,{}", general_purpose::STANDARD.encode(SigningKey::from_bytes(seed).sign(&content).to_bytes()))
+}
+
+/// The message id header (`names` in order) as the key, and the body's
+/// top-level string `type`, if any, as the event type.
+#[derive(Debug, Clone, Copy)]
+struct MessageKey {
+    names: Names,
+}
+
+impl crate::key::KeyExtractor for MessageKey {
+    fn extract(&self, parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+        let name = present(parts, self.names.id()).ok_or(KeyErrorKind::Missing)?;
+        let mut values = parts.headers.get_all(name).iter();
+        let first = values.next().ok_or(KeyErrorKind::Missing)?;
+        if values.any(|v| v != first) {
+            return Err(KeyErrorKind::Invalid.into());
+        }
+        let key = first.to_str().map_err(|_| KeyErrorKind::Invalid)?.trim();
+        if key.is_empty() {
+            return Err(KeyErrorKind::Missing.into());
+        }
+        let event_type = serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|doc| doc.get("type")?.as_str().filter(|t| !t.is_empty()).map(str::to_owned));
+        Ok(EventIdentity { key: key.to_owned(), event_type })
+    }
+}
+
+/// The Standard Webhooks preset: [`StandardWebhooksVerifier::new`]
+/// (`webhook-*` headers, five minutes), key = `webhook-id`, type = the body's
+/// `type`. Name: `standard-webhooks`.
+pub fn provider() -> crate::Provider {
+    crate::Provider::new("standard-webhooks", StandardWebhooksVerifier::new(), MessageKey { names: Names::Standard })
+}
+
+/// The Svix preset: [`StandardWebhooksVerifier::svix`] (`svix-*` headers,
+/// falling back to `webhook-*`; five minutes), key = `svix-id` (or
+/// `webhook-id`), type = the body's `type`. Name: `svix`.
+pub fn svix_provider() -> crate::Provider {
+    crate::Provider::new("svix", StandardWebhooksVerifier::svix(), MessageKey { names: Names::Svix })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    fn parts(headers: &[(&str, &str)]) -> http::request::Parts {
+        let mut b = http::Request::builder().method("POST");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    fn check(
+        v: &StandardWebhooksVerifier,
+        p: &http::request::Parts,
+        body: &[u8],
+        secrets: &[SigningSecret],
+        now: u64,
+    ) -> Result<(), VerifyErrorKind> {
+        v.verify(&Delivery::new(p, body, secrets, at(now))).map_err(|e| e.kind())
+    }
+
+    const SEED: [u8; 32] = *b"standard webhooks unit test seed";
+
+    /// The specification repository's test vectors (its Go library,
+    /// `libraries/go/webhook_symmetric_test.go` and
+    /// `webhook_asymmetric_test.go`, `TestSymmetricWebhookSign` and
+    /// `TestAsymmetricWebhookSign`; the `v1` one is also the example in
+    /// Svix's verification documentation).
+    #[test]
+    fn spec_vectors() {
+        let id = "msg_p5jXN8AQM9LWM0D4loKWxJek";
+        let ts = 1_614_265_330;
+        let body = br#"{"test": 2432232314}"#;
+
+        let whsec = secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let v1 = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+        assert_eq!(sign(&whsec, id, ts, body).unwrap(), v1);
+        // The prefix is optional, as in the official libraries.
+        assert_eq!(sign(&secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap(), id, ts, body).unwrap(), v1);
+
+        let seed: [u8; 32] = general_purpose::STANDARD
+            .decode("VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk=")
+            .unwrap()
+            .try_into()
+            .unwrap();
+        let v1a = "v1a,tQ9V2XOqn7jL/DQenEFpqIugdBVtiMmER5mhSkXBNwM0mkATuDe6KYYUuxqtaiHeYGb7KaaBRdM5WqyeFiL8Ag==";
+        assert_eq!(sign_ed25519(&seed, id, ts, body), v1a);
+
+        let whpk = public_key(&public_key_of(&seed)).unwrap();
+        let v = StandardWebhooksVerifier::new();
+        for (name, sig, secrets) in [("v1", v1, [whsec.clone()]), ("v1a", v1a, [whpk.clone()])] {
+            let p = parts(&[(ID_HEADER, id), (TIMESTAMP_HEADER, "1614265330"), (SIGNATURE_HEADER, sig)]);
+            assert_eq!(check(&v, &p, body, &secrets, ts), Ok(()), "{name}");
+            assert_eq!(check(&v, &p, &body[1..], &secrets, ts), Err(VerifyErrorKind::NoMatchingSignature), "{name}");
+        }
+
+        // The specification's example header: both kinds in one list.
+        let both = format!("{v1} {v1a}");
+        let p = parts(&[(ID_HEADER, id), (TIMESTAMP_HEADER, "1614265330"), (SIGNATURE_HEADER, &both)]);
+        assert_eq!(check(&v, &p, body, std::slice::from_ref(&whsec), ts), Ok(()));
+        assert_eq!(check(&v, &p, body, &[whpk], ts), Ok(()));
+
+        // Svix's own verification example uses the same `v1` vector under
+        // the `svix-*` names.
+        let p = parts(&[(SVIX_ID_HEADER, id), (SVIX_TIMESTAMP_HEADER, "1614265330"), (SVIX_SIGNATURE_HEADER, v1)]);
+        assert_eq!(check(&StandardWebhooksVerifier::svix(), &p, body, &[whsec], ts), Ok(()));
+    }
+
+    /// A delivery signed by the official `standardwebhooks` 1.1.1 npm
+    /// library (`v1`, current and old secret) and by Node's Ed25519 (`v1a`);
+    /// see `scripts/fixtures/standard-webhooks.js`.
+    #[test]
+    fn standardwebhooks_library_fixture() {
+        let f: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/providers/standard-webhooks/delivery.json"))
+                .unwrap();
+        let s = |name: &str| f[name].as_str().unwrap().to_owned();
+        let (id, ts, body) = (s("id"), s("timestamp"), s("body"));
+        let now: u64 = ts.parse().unwrap();
+        let current = secret(&s("secret")).unwrap();
+        let old = secret(&s("old_secret")).unwrap();
+        let whpk = public_key(&s("public_key")).unwrap();
+        assert_eq!(sign(&current, &id, now, body.as_bytes()).unwrap(), s("signature_v1"));
+        assert_eq!(sign(&old, &id, now, body.as_bytes()).unwrap(), s("signature_v1_old"));
+        let seed: [u8; 32] = general_purpose::STANDARD
+            .decode(s("private_key").strip_prefix("whsk_").unwrap())
+            .unwrap()
+            .try_into()
+            .unwrap();
+        assert_eq!(sign_ed25519(&seed, &id, now, body.as_bytes()), s("signature_v1a"));
+        assert_eq!(public_key_of(&seed), s("public_key"));
+
+        let rotation = format!("{} {}", s("signature_v1_old"), s("signature_v1"));
+        let v = StandardWebhooksVerifier::new();
+        let cases: &[(&str, String, Vec<SigningSecret>, Result<(), VerifyErrorKind>)] = &[
+            ("v1", s("signature_v1"), vec![current.clone()], Ok(())),
+            ("v1 as dashboard text", s("signature_v1"), vec![SigningSecret::from(s("secret"))], Ok(())),
+            ("rotation header, new secret", rotation.clone(), vec![current.clone()], Ok(())),
+            ("rotation header, old secret", rotation.clone(), vec![old.clone()], Ok(())),
+            ("old signature, both secrets", s("signature_v1_old"), vec![current.clone(), old.clone()], Ok(())),
+            (
+                "old signature, new secret only",
+                s("signature_v1_old"),
+                vec![current.clone()],
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            ("v1a", s("signature_v1a"), vec![whpk.clone()], Ok(())),
+            (
+                "v1a, public key ignored for v1",
+                s("signature_v1"),
+                vec![whpk.clone()],
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                "v1a, HMAC secret ignored for v1a",
+                s("signature_v1a"),
+                vec![current.clone()],
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+        ];
+        for (name, sig, secrets, want) in cases {
+            let p = parts(&[(ID_HEADER, &id), (TIMESTAMP_HEADER, &ts), (SIGNATURE_HEADER, sig)]);
+            assert_eq!(check(&v, &p, body.as_bytes(), secrets, now), *want, "{name}");
+        }
+        let p = parts(&[(ID_HEADER, &id), (TIMESTAMP_HEADER, &ts), (SIGNATURE_HEADER, &s("signature_v1"))]);
+        let identity = provider().extractor_ref().extract(&p, body.as_bytes()).unwrap();
+        assert_eq!((identity.key.as_str(), identity.event_type.as_deref()), (id.as_str(), Some("contact.created")));
+    }
+
+    /// A delivery signed by the official `svix` 1.99.1 npm library; see
+    /// `scripts/fixtures/svix.js`.
+    #[test]
+    fn svix_library_fixture() {
+        let f: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/providers/svix/delivery.json")).unwrap();
+        let s = |name: &str| f[name].as_str().unwrap().to_owned();
+        let (id, ts, body, sig) = (s("id"), s("timestamp"), s("body"), s("signature"));
+        let now: u64 = ts.parse().unwrap();
+        let secrets = [secret(&s("secret")).unwrap()];
+        assert_eq!(sign(&secrets[0], &id, now, body.as_bytes()).unwrap(), sig);
+        let svix = svix_provider();
+        assert_eq!(svix.name(), "svix");
+        let branded = parts(&[(SVIX_ID_HEADER, &id), (SVIX_TIMESTAMP_HEADER, &ts), (SVIX_SIGNATURE_HEADER, &sig)]);
+        let unbranded = parts(&[(ID_HEADER, &id), (TIMESTAMP_HEADER, &ts), (SIGNATURE_HEADER, &sig)]);
+        for (name, p) in [("svix-*", &branded), ("webhook-*", &unbranded)] {
+            let d = Delivery::new(p, body.as_bytes(), &secrets, at(now));
+            assert!(svix.verifier_ref().verify(&d).is_ok(), "{name}");
+            let identity = svix.extractor_ref().extract(p, body.as_bytes()).unwrap();
+            assert_eq!((identity.key.as_str(), identity.event_type.as_deref()), (id.as_str(), Some("invoice.paid")));
+        }
+        // The Standard Webhooks preset reads only the webhook-* names.
+        let d = Delivery::new(&branded, body.as_bytes(), &secrets, at(now));
+        assert_eq!(provider().verifier_ref().verify(&d).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        const NOW: u64 = 1_700_000_000;
+        let key = secret("whsec_dGhlIHJlYWwgc2lnbmluZyBzZWNyZXQ=").unwrap();
+        let other = secret("whsec_c29tZSBvdGhlciBzZWNyZXQ=").unwrap();
+        let id = "msg_1";
+        let ts = NOW.to_string();
+        let body = br#"{"type":"user.created","data":{}}"#;
+        let good = sign(&key, id, NOW, body).unwrap();
+        let by_other = sign(&other, id, NOW, body).unwrap();
+        let good_v1a = sign_ed25519(&SEED, id, NOW, body);
+        let both = format!("{by_other} {good}");
+        let with_unknown = format!("v2,AAAA v1b,{} {good}", &good[3..]);
+        let extra_spaces = format!("  {by_other}   {good} ");
+        let nine_v1a = [good_v1a.as_str(); MAX_ED25519_SIGNATURES + 1].join(" ");
+        let eight_v1a = [good_v1a.as_str(); MAX_ED25519_SIGNATURES].join(" ");
+        let truncated = &good[..good.len() - 1];
+        let h = |sig: &'static str, value: &str| -> (&'static str, String) { (sig, value.to_owned()) };
+        let std3 = |sig: &str| vec![h(ID_HEADER, id), h(TIMESTAMP_HEADER, &ts), h(SIGNATURE_HEADER, sig)];
+        let cases: Vec<(&str, Vec<(&str, String)>, &[u8], u64, Result<(), VerifyErrorKind>)> = vec![
+            ("valid", std3(&good), body, NOW, Ok(())),
+            ("valid v1a", std3(&good_v1a), body, NOW, Ok(())),
+            ("two signatures, second matches", std3(&both), body, NOW, Ok(())),
+            ("unknown versions ignored", std3(&with_unknown), body, NOW, Ok(())),
+            ("extra spaces", std3(&extra_spaces), body, NOW, Ok(())),
+            ("v1a up to the limit", std3(&eight_v1a), body, NOW, Ok(())),
+            (
+                "signatures over two header lines",
+                vec![
+                    h(ID_HEADER, id),
+                    h(TIMESTAMP_HEADER, &ts),
+                    h(SIGNATURE_HEADER, &by_other),
+                    h(SIGNATURE_HEADER, &good),
+                ],
+                body,
+                NOW,
+                Ok(()),
+            ),
+            (
+                "header names any case",
+                vec![h("Webhook-Id", id), h("Webhook-Timestamp", &ts), h("Webhook-Signature", &good)],
+                body,
+                NOW,
+                Ok(()),
+            ),
+            (
+                "same id twice",
+                vec![h(ID_HEADER, id), h(ID_HEADER, id), h(TIMESTAMP_HEADER, &ts), h(SIGNATURE_HEADER, &good)],
+                body,
+                NOW,
+                Ok(()),
+            ),
+            (
+                "tampered body",
+                std3(&good),
+                br#"{"type":"user.deleted","data":{}}"#,
+                NOW,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            ("tampered body, v1a", std3(&good_v1a), b"{}", NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+            (
+                "other id",
+                vec![h(ID_HEADER, "msg_2"), h(TIMESTAMP_HEADER, &ts), h(SIGNATURE_HEADER, &good)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                "other timestamp",
+                vec![h(ID_HEADER, id), h(TIMESTAMP_HEADER, "1700000001"), h(SIGNATURE_HEADER, &good)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            ("wrong secret", std3(&by_other), body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("stale", std3(&good), body, NOW + 301, Err(VerifyErrorKind::TimestampTooOld)),
+            ("future", std3(&good), body, NOW - 301, Err(VerifyErrorKind::TimestampInFuture)),
+            ("edge past", std3(&good), body, NOW + 300, Ok(())),
+            ("edge future", std3(&good), body, NOW - 300, Ok(())),
+            (
+                "no id",
+                vec![h(TIMESTAMP_HEADER, &ts), h(SIGNATURE_HEADER, &good)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MissingHeader),
+            ),
+            (
+                "no timestamp",
+                vec![h(ID_HEADER, id), h(SIGNATURE_HEADER, &good)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MissingHeader),
+            ),
+            (
+                "no signature",
+                vec![h(ID_HEADER, id), h(TIMESTAMP_HEADER, &ts)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MissingHeader),
+            ),
+            (
+                "svix names not read",
+                vec![h(SVIX_ID_HEADER, id), h(SVIX_TIMESTAMP_HEADER, &ts), h(SVIX_SIGNATURE_HEADER, &good)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MissingHeader),
+            ),
+            (
+                "empty id",
+                vec![h(ID_HEADER, ""), h(TIMESTAMP_HEADER, &ts), h(SIGNATURE_HEADER, &good)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "two different ids",
+                vec![h(ID_HEADER, id), h(ID_HEADER, "msg_2"), h(TIMESTAMP_HEADER, &ts), h(SIGNATURE_HEADER, &good)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "two different timestamps",
+                vec![h(ID_HEADER, id), h(TIMESTAMP_HEADER, &ts), h(TIMESTAMP_HEADER, "1"), h(SIGNATURE_HEADER, &good)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "timestamp not digits",
+                vec![h(ID_HEADER, id), h(TIMESTAMP_HEADER, "1.7e9"), h(SIGNATURE_HEADER, &good)],
+                body,
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            ("entry without comma", std3("v1"), body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+            ("empty signature", std3("v1,"), body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("only unknown versions", std3("v2,abc v0,def"), body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("truncated base64", std3(truncated), body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+            (
+                "not base64",
+                std3(&format!("v1,{}", "!".repeat(44))),
+                body,
+                NOW,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            ("blank header", std3(" "), body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("too many v1a", std3(&nine_v1a), body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+            ("non-ASCII", std3("v1,é"), body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+        ];
+        let secrets = [key, SigningSecret::from(public_key_of(&SEED))];
+        let v = StandardWebhooksVerifier::new();
+        for (name, headers, body, now, want) in &cases {
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let p = parts(&headers);
+            assert_eq!(check(&v, &p, body, &secrets, *now), *want, "{name}");
+            // No usable signature is visible in the head alone, too.
+            let no_usable =
+                ["empty signature", "only unknown versions", "truncated base64", "not base64", "blank header"];
+            let head_only = matches!(want, Err(VerifyErrorKind::MissingHeader | VerifyErrorKind::MalformedHeader))
+                || no_usable.contains(name);
+            let want_precheck = if head_only { *want } else { Ok(()) };
+            assert_eq!(v.precheck(&p).map_err(|e| e.kind()), want_precheck, "{name} precheck");
+        }
+    }
+
+    #[test]
+    fn secrets_by_prefix() {
+        const NOW: u64 = 1_700_000_000;
+        let id = "msg_1";
+        let body = b"{}";
+        let raw_key = b"raw key bytes, no prefix".to_vec();
+        let raw = SigningSecret::new(raw_key.clone());
+        let whsec = SigningSecret::from(format!("whsec_{}", general_purpose::STANDARD.encode(&raw_key)));
+        let unpadded = SigningSecret::from(format!("whsec_{}", general_purpose::STANDARD_NO_PAD.encode(&raw_key)));
+        let v1 = sign(&raw, id, NOW, body).unwrap();
+        assert_eq!(sign(&whsec, id, NOW, body).unwrap(), v1);
+        let v1a = sign_ed25519(&SEED, id, NOW, body);
+        let whpk_text = public_key_of(&SEED);
+        // A public key's bytes used as an HMAC key: what an attacker could compute.
+        let pk_bytes = general_purpose::STANDARD.decode(&whpk_text[5..]).unwrap();
+        let forged_with_public = sign(&SigningSecret::new(pk_bytes.clone()), id, NOW, body).unwrap();
+        let ts = NOW.to_string();
+        let mac =
+            hmac_sha256(&SigningSecret::from(whpk_text.as_str()), &[id.as_bytes(), b".", ts.as_bytes(), b".", body]);
+        let forged_with_text = format!("v1,{}", general_purpose::STANDARD.encode(mac));
+        let p = |sig: &str| parts(&[(ID_HEADER, id), (TIMESTAMP_HEADER, &ts), (SIGNATURE_HEADER, sig)]);
+        let v = StandardWebhooksVerifier::new();
+        let whpk = SigningSecret::from(whpk_text.clone());
+        let whsk = SigningSecret::from(format!("whsk_{}", general_purpose::STANDARD.encode(SEED)));
+        let cases: &[(&str, &str, Vec<SigningSecret>, Result<(), VerifyErrorKind>)] = &[
+            ("raw key", &v1, vec![raw.clone()], Ok(())),
+            ("whsec_ text", &v1, vec![whsec.clone()], Ok(())),
+            ("whsec_ without padding", &v1, vec![unpadded], Ok(())),
+            ("whsec_ not base64", &v1, vec![SigningSecret::from("whsec_***"), raw.clone()], Ok(())),
+            (
+                "whsec_ not base64, alone",
+                &v1,
+                vec![SigningSecret::from("whsec_***")],
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            ("whpk_", &v1a, vec![whpk.clone()], Ok(())),
+            (
+                "whpk_ never an HMAC key",
+                &forged_with_public,
+                vec![whpk.clone()],
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                "whpk_ text never an HMAC key",
+                &forged_with_text,
+                vec![whpk.clone()],
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            ("whsk_ never used", &v1a, vec![whsk], Err(VerifyErrorKind::NoMatchingSignature)),
+            (
+                "whpk_ not a key",
+                &v1a,
+                vec![SigningSecret::from("whpk_AAAA")],
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            ("HMAC key not used for v1a", &v1a, vec![raw.clone()], Err(VerifyErrorKind::NoMatchingSignature)),
+            ("no secrets", &v1, vec![], Err(VerifyErrorKind::NoSecret)),
+        ];
+        for (name, sig, secrets, want) in cases {
+            assert_eq!(check(&v, &p(sig), body, secrets, NOW), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn secret_and_key_parsing() {
+        let canonical = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        for input in [canonical, "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"] {
+            assert_eq!(secret(input).unwrap().expose(), canonical.as_bytes(), "{input}");
+        }
+        assert_eq!(secret("whsec_YWJj").unwrap().expose(), b"whsec_YWJj");
+        assert_eq!(secret("whsec_YWI").unwrap().expose(), b"whsec_YWI=");
+        let bad = [
+            ("empty", "whsec_", SecretError::Empty),
+            ("not base64", "whsec_***", SecretError::NotBase64),
+            ("trailing newline", "whsec_YWJj\n", SecretError::NotBase64),
+            ("public key", "whpk_YWJj", SecretError::WrongKind),
+            ("private key", "whsk_YWJj", SecretError::WrongKind),
+        ];
+        for (name, input, want) in bad {
+            assert_eq!(secret(input).unwrap_err(), want, "{name}");
+        }
+        let whpk = public_key_of(&SEED);
+        assert_eq!(public_key(&whpk).unwrap().expose(), whpk.as_bytes());
+        assert_eq!(public_key(&whpk[5..]).unwrap().expose(), whpk.as_bytes());
+        let weak = format!(
+            "whpk_{}",
+            general_purpose::STANDARD.encode([1u8].iter().chain(&[0u8; 31]).copied().collect::<Vec<_>>())
+        );
+        let bad = [
+            ("short", "whpk_YWJj".to_owned(), SecretError::NotAPublicKey),
+            ("not base64", "whpk_***".to_owned(), SecretError::NotBase64),
+            ("symmetric secret", canonical.to_owned(), SecretError::WrongKind),
+            ("private key", "whsk_YWJj".to_owned(), SecretError::WrongKind),
+            ("weak", weak, SecretError::NotAPublicKey),
+        ];
+        for (name, input, want) in bad {
+            assert_eq!(public_key(&input).unwrap_err(), want, "{name}");
+        }
+        assert_eq!(sign(&SigningSecret::from(whpk.as_str()), "m", 1, b"").unwrap_err(), SecretError::WrongKind);
+        assert_eq!(sign(&SigningSecret::from("whsk_YWJj"), "m", 1, b"").unwrap_err(), SecretError::WrongKind);
+        assert_eq!(sign(&SigningSecret::from("whsec_***"), "m", 1, b"").unwrap_err(), SecretError::NotBase64);
+        assert_eq!(sign(&SigningSecret::new(Vec::new()), "m", 1, b"").unwrap_err(), SecretError::Empty);
+    }
+
+    #[test]
+    fn rotation_tolerance_and_replay() {
+        const NOW: u64 = 1_700_000_000;
+        let key = secret("whsec_dGhlIHJlYWwgc2lnbmluZyBzZWNyZXQ=").unwrap();
+        let body = b"{}";
+        let ts = NOW.to_string();
+        let sig = sign(&key, "msg_1", NOW, body).unwrap();
+        let p = parts(&[(ID_HEADER, "msg_1"), (TIMESTAMP_HEADER, &ts), (SIGNATURE_HEADER, &sig)]);
+        let secrets = [key];
+        let v = StandardWebhooksVerifier::new();
+        assert_eq!(check(&v, &p, body, &secrets, NOW + 600), Err(VerifyErrorKind::TimestampTooOld));
+        assert_eq!(check(&v.clone().tolerance(Duration::from_secs(600)), &p, body, &secrets, NOW + 600), Ok(()));
+        let replay = Delivery::new(&p, body, &secrets, at(NOW + 86_400)).without_timestamp_check();
+        assert!(v.verify(&replay).is_ok());
+        let forged = Delivery::new(&p, b"[]", &secrets, at(NOW + 86_400)).without_timestamp_check();
+        assert!(v.verify(&forged).is_err());
+    }
+
+    #[test]
+    fn message_keys() {
+        let std_key = MessageKey { names: Names::Standard };
+        let svix_key = MessageKey { names: Names::Svix };
+        let cases: &[(&str, MessageKey, Vec<(&str, &str)>, &[u8], Result<(&str, Option<&str>), KeyErrorKind>)] = &[
+            ("id and type", std_key, vec![(ID_HEADER, "msg_1")], br#"{"type":"a.b"}"#, Ok(("msg_1", Some("a.b")))),
+            ("no type", std_key, vec![(ID_HEADER, "msg_1")], br#"{"data":{}}"#, Ok(("msg_1", None))),
+            ("type not a string", std_key, vec![(ID_HEADER, "msg_1")], br#"{"type":3}"#, Ok(("msg_1", None))),
+            ("body not JSON", std_key, vec![(ID_HEADER, "msg_1")], b"plain text", Ok(("msg_1", None))),
+            ("nested type only", std_key, vec![(ID_HEADER, "msg_1")], br#"{"data":{"type":"x"}}"#, Ok(("msg_1", None))),
+            ("no id", std_key, vec![], b"{}", Err(KeyErrorKind::Missing)),
+            ("blank id", std_key, vec![(ID_HEADER, " ")], b"{}", Err(KeyErrorKind::Missing)),
+            ("two ids", std_key, vec![(ID_HEADER, "a"), (ID_HEADER, "b")], b"{}", Err(KeyErrorKind::Invalid)),
+            ("svix id", svix_key, vec![(SVIX_ID_HEADER, "msg_s")], b"{}", Ok(("msg_s", None))),
+            (
+                "svix prefers svix-id",
+                svix_key,
+                vec![(ID_HEADER, "msg_w"), (SVIX_ID_HEADER, "msg_s")],
+                b"{}",
+                Ok(("msg_s", None)),
+            ),
+            ("svix falls back", svix_key, vec![(ID_HEADER, "msg_w")], b"{}", Ok(("msg_w", None))),
+            ("standard ignores svix-id", std_key, vec![(SVIX_ID_HEADER, "msg_s")], b"{}", Err(KeyErrorKind::Missing)),
+        ];
+        for (name, x, headers, body, want) in cases {
+            let got = crate::key::KeyExtractor::extract(x, &parts(headers), body);
+            let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
+            assert_eq!(got, *want, "{name}");
+        }
+        assert_eq!(provider().name(), "standard-webhooks");
+        assert!(provider().challenge_ref().is_none());
+    }
+}
