@@ -1,1 +1,236 @@
-//! pagerduty: preset not written yet.
+//! PagerDuty (v3 webhooks): the `X-PagerDuty-Signature` header.
+//!
+//! Scheme (PagerDuty, "Verifying Signatures",
+//! <https://developer.pagerduty.com/docs/ZG9jOjExMDI5NTkz-verifying-signatures>,
+//! whose source is `docs/webhooks/04-Signatures.md` in the
+//! `PagerDuty/developer-docs` repository):
+//! `X-PagerDuty-Signature: v1=<hex>,v1=<hex>`, a comma-separated list with one
+//! `v1=` entry per signing secret of the subscription (several during a
+//! zero-downtime rotation; any one may match). Each is the hex (Base16)
+//! HMAC-SHA256 of the raw body, keyed with the subscription's secret as
+//! given. Entries of other versions are ignored, as PagerDuty's steps say
+//! ("select only signatures which are version `v1`"); an entry that is not
+//! 64 hex digits is skipped the same way.
+//!
+//! The event key is the body's `event.id` ("the unique id of the event") and
+//! the event type its `event.event_type` (`incident.triggered`), from the v3
+//! payload (PagerDuty, "v3 Overview", `docs/webhooks/01-v3-Overview.md` in
+//! the same repository). PagerDuty retries up to 4 times over about 20
+//! minutes; its "Behavior" page (`docs/webhooks/02-Behavior.md`) also
+//! offers the `X-Webhook-Id` header, repeated on every attempt of one
+//! webhook, for de-duplication. `event.id` is chosen because it names the
+//! event itself: two subscriptions delivering one event to the same endpoint
+//! are claimed once. Use `HeaderKey::new("x-webhook-id")` to claim per
+//! subscription instead.
+//!
+//! **Limit of the scheme:** like GitHub's, the signature covers only the
+//! body: no timestamp. A captured delivery verifies forever; the claim on
+//! `event.id` makes a replay of it a duplicate, but nothing dates it. Serve
+//! the endpoint over TLS (PagerDuty also offers mutual TLS).
+
+use super::{any_matches, header_values, hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind};
+
+/// The header PagerDuty signs deliveries with.
+pub const SIGNATURE_HEADER: &str = "x-pagerduty-signature";
+
+/// The CLI name of the preset and the `provider` column of its claims.
+pub const NAME: &str = "pagerduty";
+
+/// Verifies the `X-PagerDuty-Signature` header.
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct PagerDutyVerifier {
+    _priv: (),
+}
+
+impl PagerDutyVerifier {
+    /// A verifier for `X-PagerDuty-Signature`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// Every usable `v1` signature in the header (all header lines), decoded.
+fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 32]>, VerifyError> {
+    let mut v1 = Vec::new();
+    let mut seen_header = false;
+    for value in header_values(parts, SIGNATURE_HEADER) {
+        seen_header = true;
+        for item in value?.split(',') {
+            let Some((version, sig_hex)) = item.trim().split_once('=') else {
+                return Err(VerifyErrorKind::MalformedHeader.into());
+            };
+            let mut sig = [0u8; 32];
+            if version == "v1" && hex::decode_to_slice(sig_hex, &mut sig).is_ok() {
+                v1.push(sig);
+            }
+        }
+    }
+    if !seen_header {
+        return Err(VerifyErrorKind::MissingHeader.into());
+    }
+    if v1.is_empty() {
+        return Err(VerifyErrorKind::NoMatchingSignature.into());
+    }
+    Ok(v1)
+}
+
+impl Verifier for PagerDutyVerifier {
+    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
+        parse(parts).map(drop)
+    }
+
+    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
+        let signatures = parse(delivery.parts)?;
+        let mut matched = false;
+        for secret in delivery.require_secrets()? {
+            let expected = hmac_sha256(secret, &[delivery.body]);
+            matched |= any_matches(&expected, signatures.iter().map(|s| &s[..]));
+        }
+        if matched {
+            Ok(())
+        } else {
+            Err(VerifyErrorKind::NoMatchingSignature.into())
+        }
+    }
+}
+
+/// The `X-PagerDuty-Signature` value PagerDuty would send for `body` from a
+/// subscription with `secrets` (one during normal operation, two during a
+/// rotation): `v1={hex},v1={hex}`. For tests and fixtures.
+pub fn sign(secrets: &[SigningSecret], body: &[u8]) -> String {
+    let mut header = String::with_capacity(secrets.len() * 68);
+    for (i, secret) in secrets.iter().enumerate() {
+        if i > 0 {
+            header.push(',');
+        }
+        header.push_str("v1=");
+        header.push_str(&hex::encode(hmac_sha256(secret, &[body])));
+    }
+    header
+}
+
+/// The PagerDuty v3 preset: [`PagerDutyVerifier`]; key = the body's
+/// `event.id`, type = `event.event_type`.
+pub fn provider() -> crate::Provider {
+    crate::Provider::new(
+        NAME,
+        PagerDutyVerifier::new(),
+        crate::key::JsonPointerKey::new("/event/id").event_type("/event/event_type"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    fn parts(values: &[&str]) -> http::request::Parts {
+        let mut b = http::Request::builder();
+        for v in values {
+            b = b.header(SIGNATURE_HEADER, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
+        let p = parts(headers);
+        PagerDutyVerifier::new().verify(&Delivery::new(&p, body, secrets, SystemTime::now())).map_err(|e| e.kind())
+    }
+
+    /// The vector in PagerDuty's Go client (`PagerDuty/go-pagerduty`,
+    /// `webhookv3/webhookv3_test.go`), the implementation PagerDuty's
+    /// "Verifying Signatures" page links as its Go example.
+    #[test]
+    fn go_pagerduty_vector() {
+        let secret = SigningSecret::from("lDQHScfUeXUKaQRNF+8XIiDKZ7XX3itBAYzwU0TARw8lJqRnkKl2iB1anSb0Z+IK");
+        let body = br#"{"event":{"id":"01BWDWL3NYY7LUFPZCC28QUCMK","event_type":"incident.priority_updated","resource_type":"incident","occurred_at":"2021-04-26T17:36:27.458Z","agent":{"html_url":"https://acme.pagerduty.com/users/PLH1HKV","id":"PLH1HKV","self":"https://api.pagerduty.com/users/PLH1HKV","summary":"Tenex Engineer","type":"user_reference"},"client":null,"data":{"id":"PGR0VU2","type":"incident","self":"https://api.pagerduty.com/incidents/PGR0VU2","html_url":"https://acme.pagerduty.com/incidents/PGR0VU2","number":2,"status":"triggered","title":"A little bump in the road","service":{"html_url":"https://acme.pagerduty.com/services/PF9KMXH","id":"PF9KMXH","self":"https://api.pagerduty.com/services/PF9KMXH","summary":"API Service","type":"service_reference"},"assignees":[{"html_url":"https://acme.pagerduty.com/users/PTUXL6G","id":"PTUXL6G","self":"https://api.pagerduty.com/users/PTUXL6G","summary":"User 123","type":"user_reference"}],"escalation_policy":{"html_url":"https://acme.pagerduty.com/escalation_policies/PUS0KTE","id":"PUS0KTE","self":"https://api.pagerduty.com/escalation_policies/PUS0KTE","summary":"Default","type":"escalation_policy_reference"},"teams":[{"html_url":"https://acme.pagerduty.com/teams/PFCVPS0","id":"PFCVPS0","self":"https://api.pagerduty.com/teams/PFCVPS0","summary":"Engineering","type":"team_reference"}],"priority":{"html_url":"https://acme.pagerduty.com/account/incident_priorities","id":"PSO75BM","self":"https://api.pagerduty.com/priorities/PSO75BM","summary":"P1","type":"priority_reference"},"urgency":"high","conference_bridge":{"conference_number":1000,"conference_url":"https://example.com"},"resolve_reason":null}}}"#;
+        let good = "v1=0c0b9495b893a39e70d1fea2fe11fbe0a825f88b9f67846f6cc07dd2bc5476cd";
+        let mismatch = "v1=7020c8a7ec668a9b7012bc3dd82e483394b038f4230acc6785efbf2a7d8bcaf5";
+        assert_eq!(sign(std::slice::from_ref(&secret), body), good);
+        let secrets = [secret];
+        assert_eq!(check(&[good], body, &secrets), Ok(()));
+        assert_eq!(check(&[mismatch], body, &secrets), Err(VerifyErrorKind::NoMatchingSignature));
+        assert_eq!(check(&[], body, &secrets), Err(VerifyErrorKind::MissingHeader));
+
+        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        assert_eq!(identity.key, "01BWDWL3NYY7LUFPZCC28QUCMK");
+        assert_eq!(identity.event_type.as_deref(), Some("incident.priority_updated"));
+    }
+
+    /// Hand-computed vectors (Python's `hmac`, independent of this crate):
+    /// no official npm or PyPI package verifies PagerDuty signatures; see
+    /// `scripts/fixtures/pagerduty.py`.
+    #[test]
+    fn hand_computed_fixture() {
+        let body = include_bytes!("../../tests/fixtures/providers/pagerduty/body.json");
+        let expected: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/providers/pagerduty/expected.json")).unwrap();
+        let secret = SigningSecret::from(expected["secret"].as_str().unwrap());
+        let old = SigningSecret::from(expected["old_secret"].as_str().unwrap());
+        let single = expected["header"].as_str().unwrap();
+        let rotated = expected["rotated_header"].as_str().unwrap();
+        let with_unknown = expected["header_with_unknown_version"].as_str().unwrap();
+        assert_eq!(sign(std::slice::from_ref(&secret), body), single);
+        assert_eq!(sign(&[old.clone(), secret.clone()], body), rotated);
+        for header in [single, rotated, with_unknown] {
+            assert_eq!(check(&[header], body, std::slice::from_ref(&secret)), Ok(()), "{header}");
+        }
+        assert_eq!(check(&[rotated], body, std::slice::from_ref(&old)), Ok(()));
+        assert_eq!(check(&[single], body, std::slice::from_ref(&old)), Err(VerifyErrorKind::NoMatchingSignature));
+        assert_eq!(check(&[single], body, &[old, secret]), Ok(()));
+
+        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
+        assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        let secret = SigningSecret::from("pd_secret");
+        let other = SigningSecret::from("pd_other");
+        let body = br#"{"event":{"id":"e1","event_type":"incident.triggered"}}"#;
+        let good = sign(std::slice::from_ref(&secret), body);
+        let rotated = sign(&[other.clone(), secret.clone()], body);
+        let other_only = sign(std::slice::from_ref(&other), body);
+        let spaced = format!("{other_only}, {good}");
+        let future_version = format!("v2={},{good}", "ab".repeat(40));
+        let short_then_good = format!("v1=abcd,{good}");
+        let not_hex = format!("v1={}", "z".repeat(64));
+        let trailing = format!("{good},");
+        let cases: &[(&str, Vec<&str>, &[u8], Result<(), VerifyErrorKind>)] = &[
+            ("valid", vec![&good], body, Ok(())),
+            ("rotation, second matches", vec![&rotated], body, Ok(())),
+            ("space after comma", vec![&spaced], body, Ok(())),
+            ("other version ignored", vec![&future_version], body, Ok(())),
+            ("short v1 skipped", vec![&short_then_good], body, Ok(())),
+            ("signature on another line", vec![&other_only, &good], body, Ok(())),
+            ("tampered body", vec![&good], b"{\"event\":{\"id\":\"e2\"}}", Err(VerifyErrorKind::NoMatchingSignature)),
+            ("only another secret", vec![&other_only], body, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("missing", vec![], body, Err(VerifyErrorKind::MissingHeader)),
+            ("empty value", vec![""], body, Err(VerifyErrorKind::MalformedHeader)),
+            ("bare hex", vec![&good[3..]], body, Err(VerifyErrorKind::MalformedHeader)),
+            ("only other versions", vec!["v0=00,v2=11"], body, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("not hex", vec![&not_hex], body, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("trailing comma", vec![&trailing], body, Err(VerifyErrorKind::MalformedHeader)),
+        ];
+        for (name, headers, body, want) in cases {
+            assert_eq!(check(headers, body, std::slice::from_ref(&secret)), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn precheck_and_secrets() {
+        let v = PagerDutyVerifier::new();
+        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
+        assert_eq!(v.precheck(&parts(&["junk"])).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
+        let p = parts(&[&sign(&[SigningSecret::from("s")], b"{}")]);
+        assert!(v.precheck(&p).is_ok());
+        assert_eq!(
+            v.verify(&Delivery::new(&p, b"{}", &[], SystemTime::now())).unwrap_err().kind(),
+            VerifyErrorKind::NoSecret
+        );
+        assert_eq!(sign(&[], b"{}"), "");
+        assert_eq!(provider().name(), "pagerduty");
+    }
+}
