@@ -1,1 +1,490 @@
-//! sendgrid: preset not written yet.
+//! SendGrid Event Webhook: the `X-Twilio-Email-Event-Webhook-Signature` and
+//! `X-Twilio-Email-Event-Webhook-Timestamp` headers (ECDSA P-256).
+//!
+//! Scheme (Twilio SendGrid, "Getting Started with the Event Webhook Security
+//! Features", <https://www.twilio.com/docs/sendgrid/for-developers/tracking-events/getting-started-event-webhook-security-features>;
+//! the `EventWebhook` helpers of SendGrid's libraries, `@sendgrid/eventwebhook`
+//! on npm and `sendgrid` on PyPI, compute the same bytes):
+//! - `X-Twilio-Email-Event-Webhook-Signature` is the base64 (standard, padded)
+//!   ASN.1 DER encoding of an ECDSA signature on curve P-256 with SHA-256 over
+//!   `{X-Twilio-Email-Event-Webhook-Timestamp}{raw body}`, concatenated without
+//!   a separator (the body ends with the `\r\n` SendGrid sends).
+//! - Verification uses the public key shown in the settings of the signed
+//!   Event Webhook: base64 of a DER `SubjectPublicKeyInfo`
+//!   (`MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE...`). Configure that text as the
+//!   endpoint's [`SigningSecret`] (a PEM `-----BEGIN PUBLIC KEY-----` block is
+//!   accepted too). A secret that is not such a key matches nothing.
+//! - Signatures with a high `s` are accepted, as SendGrid's libraries do.
+//! - The timestamp is Unix seconds. SendGrid documents no tolerance and its
+//!   libraries check none; this crate applies 300 seconds in both directions
+//!   by default, configurable with [`SendGridVerifier::tolerance`]. SendGrid
+//!   retries for up to 24 hours and does not say whether a retry is signed
+//!   afresh with a new timestamp; if retries are refused as
+//!   `timestamp_too_old`, raise the tolerance.
+//! - Rotation: regenerating the key pair switches at once; configure the old
+//!   and the new public key meanwhile. Several signature header lines are all
+//!   considered.
+//!
+//! **Event key.** SendGrid POSTs a JSON array of events, each with a unique
+//! `sg_event_id`, and a retry resends the batch. The claim is per delivery,
+//! so the key is `sha256:` and the hex SHA-256 of the batch's `sg_event_id`s,
+//! sorted (each length-prefixed): a resent batch has the same key however
+//! it is serialized or ordered. SendGrid documents that an event can be
+//! delivered more than once and advises deduplicating on `sg_event_id`; a
+//! duplicate that arrives in another batch gets another key: make the
+//! handler's writes idempotent per `sg_event_id` (an upsert keyed by it).
+//! The event type is the events' common `event` (`delivered`, `open`, ...)
+//! when the batch has one, else none.
+
+use std::time::Duration;
+
+use p256::ecdsa::signature::{MultipartSigner as _, MultipartVerifier as _};
+use p256::ecdsa::{Signature, SigningKey, VerifyingKey};
+use p256::pkcs8::{DecodePublicKey as _, EncodePublicKey as _};
+use sha2::{Digest as _, Sha256};
+
+use super::{
+    header_values, parse_unix_seconds, single_header, Delivery, Encoding, SigningSecret, Verifier, VerifyError,
+    VerifyErrorKind,
+};
+use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+
+/// The header carrying the base64 DER ECDSA signature.
+pub const SIGNATURE_HEADER: &str = "x-twilio-email-event-webhook-signature";
+/// The header carrying the signed Unix timestamp (seconds).
+pub const TIMESTAMP_HEADER: &str = "x-twilio-email-event-webhook-timestamp";
+
+/// Default tolerance: 300 seconds (SendGrid documents none).
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+
+/// Verifies SendGrid's signed Event Webhook.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct SendGridVerifier {
+    tolerance: Duration,
+}
+
+impl Default for SendGridVerifier {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SendGridVerifier {
+    /// A verifier with the default tolerance of 300 seconds.
+    pub fn new() -> Self {
+        Self { tolerance: DEFAULT_TOLERANCE }
+    }
+
+    /// Sets how far (both directions) the signed timestamp may be from now.
+    pub fn tolerance(mut self, tolerance: Duration) -> Self {
+        self.tolerance = tolerance;
+        self
+    }
+}
+
+/// The timestamp as sent, its value, and every signature.
+#[derive(Debug)]
+struct Header<'a> {
+    timestamp: &'a str,
+    seconds: u64,
+    signatures: Vec<Signature>,
+}
+
+fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
+    let mut signatures = Vec::new();
+    for value in header_values(parts, SIGNATURE_HEADER) {
+        let der = Encoding::Base64.decode(value?.trim()).ok_or(VerifyErrorKind::MalformedHeader)?;
+        signatures.push(Signature::from_der(&der).map_err(|_| VerifyErrorKind::MalformedHeader)?);
+    }
+    if signatures.is_empty() {
+        return Err(VerifyErrorKind::MissingHeader.into());
+    }
+    let timestamp = single_header(parts, TIMESTAMP_HEADER)?;
+    let seconds = parse_unix_seconds(timestamp)?;
+    Ok(Header { timestamp, seconds, signatures })
+}
+
+/// The verification key a secret holds: base64 of a DER
+/// `SubjectPublicKeyInfo` (as SendGrid shows it) or the same in PEM.
+fn verifying_key(secret: &SigningSecret) -> Option<VerifyingKey> {
+    let text = std::str::from_utf8(secret.expose()).ok()?.trim();
+    if text.starts_with("-----BEGIN") {
+        VerifyingKey::from_public_key_pem(text).ok()
+    } else {
+        VerifyingKey::from_public_key_der(&Encoding::Base64.decode(text)?).ok()
+    }
+}
+
+impl Verifier for SendGridVerifier {
+    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
+        parse(parts).map(drop)
+    }
+
+    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
+        let header = parse(delivery.parts)?;
+        let message: [&[u8]; 2] = [header.timestamp.as_bytes(), delivery.body];
+        let mut matched = false;
+        for key in delivery.require_secrets()?.iter().filter_map(verifying_key) {
+            matched |= header.signatures.iter().any(|sig| key.multipart_verify(&message, sig).is_ok());
+        }
+        if !matched {
+            return Err(VerifyErrorKind::NoMatchingSignature.into());
+        }
+        delivery.check_time(header.seconds, self.tolerance)
+    }
+}
+
+/// The `X-Twilio-Email-Event-Webhook-Signature` value SendGrid would send for
+/// `body` at `timestamp` (Unix seconds, sent as
+/// `X-Twilio-Email-Event-Webhook-Timestamp`), signed with `key`: base64 of the
+/// DER signature (deterministic, RFC 6979). For tests and fixtures.
+pub fn sign(key: &SigningKey, timestamp: u64, body: &[u8]) -> String {
+    let sig: Signature = key.multipart_sign(&[timestamp.to_string().as_bytes(), body]);
+    Encoding::Base64.encode(sig.to_der().as_bytes())
+}
+
+/// The verification key as SendGrid shows it (base64 of the DER
+/// `SubjectPublicKeyInfo`): the [`SigningSecret`] text to configure for a
+/// key made with [`sign`]'s `SigningKey`.
+pub fn public_key_base64(key: &VerifyingKey) -> String {
+    // Encoding a valid P-256 point as SubjectPublicKeyInfo cannot fail.
+    key.to_public_key_der().map(|der| Encoding::Base64.encode(der.as_bytes())).unwrap_or_default()
+}
+
+/// SendGrid's event identity: key `sha256:<hex>` of the batch's sorted
+/// `sg_event_id`s, type = the events' common `event` (see the module docs).
+///
+/// # Errors
+/// [`KeyErrorKind::BodyNotJson`] for a body that is not JSON,
+/// [`KeyErrorKind::Invalid`] when it is not an array of objects or an
+/// `sg_event_id` is not a string, [`KeyErrorKind::Missing`] for an empty
+/// batch or an event without `sg_event_id`.
+pub fn batch_identity(_parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+    let doc: serde_json::Value = serde_json::from_slice(body).map_err(|_| KeyErrorKind::BodyNotJson)?;
+    let events = doc.as_array().ok_or(KeyErrorKind::Invalid)?;
+    if events.is_empty() {
+        return Err(KeyErrorKind::Missing.into());
+    }
+    let mut ids = Vec::with_capacity(events.len());
+    let mut types = events.iter().map(|e| e.get("event").and_then(serde_json::Value::as_str));
+    let first_type = types.next().flatten();
+    let common_type = first_type.filter(|t| types.all(|other| other == Some(*t)));
+    for event in events {
+        match event.as_object().ok_or(KeyErrorKind::Invalid)?.get("sg_event_id") {
+            Some(serde_json::Value::String(id)) if !id.is_empty() => ids.push(id.as_str()),
+            Some(serde_json::Value::String(_)) | None => return Err(KeyErrorKind::Missing.into()),
+            Some(_) => return Err(KeyErrorKind::Invalid.into()),
+        }
+    }
+    ids.sort_unstable();
+    let mut hash = Sha256::new();
+    for id in ids {
+        hash.update((id.len() as u64).to_be_bytes());
+        hash.update(id.as_bytes());
+    }
+    Ok(EventIdentity {
+        key: format!("sha256:{}", hex::encode(hash.finalize())),
+        event_type: common_type.filter(|t| !t.is_empty()).map(str::to_owned),
+    })
+}
+
+/// The SendGrid preset: [`SendGridVerifier`] (300 s), key from
+/// [`batch_identity`]. The CLI name is `sendgrid`.
+pub fn provider() -> crate::Provider {
+    crate::Provider::new("sendgrid", SendGridVerifier::new(), batch_identity)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    fn parts(signatures: &[&str], timestamps: &[&str]) -> http::request::Parts {
+        let mut b = http::Request::builder();
+        for v in signatures {
+            b = b.header(SIGNATURE_HEADER, *v);
+        }
+        for v in timestamps {
+            b = b.header(TIMESTAMP_HEADER, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    fn check(
+        v: &SendGridVerifier,
+        key: &str,
+        body: &[u8],
+        sig: &str,
+        ts: &str,
+        now: u64,
+    ) -> Result<(), VerifyErrorKind> {
+        let p = parts(&[sig], &[ts]);
+        let secrets = [SigningSecret::from(key)];
+        v.verify(&Delivery::new(&p, body, &secrets, at(now))).map_err(|e| e.kind())
+    }
+
+    /// SendGrid's published sample: public key, payload, signature and
+    /// timestamp of its "Verify the signature" example, used by the official
+    /// libraries' examples and tests (sendgrid-java `examples/eventwebhook`,
+    /// sendgrid-go, sendgrid-python, sendgrid-ruby, sendgrid-php
+    /// `EventWebhookTest`). sendgrid-go's test also publishes the private key
+    /// (SEC1 `MHcCAQEEIEQmZgBE...`), whose scalar is `DOCS_PRIVATE_KEY`.
+    const DOCS_PUBLIC_KEY: &str = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA==";
+    const DOCS_PAYLOAD: &str = r#"{"category":"example_payload","event":"test_event","message_id":"message_id"}"#;
+    const DOCS_SIGNATURE: &str =
+        "MEUCIQCtIHJeH93Y+qpYeWrySphQgpNGNr/U+UyUlBkU6n7RAwIgJTz2C+8a8xonZGi6BpSzoQsbVRamr2nlxFDWYNH2j/0=";
+    const DOCS_TIMESTAMP: &str = "1588788367";
+    const DOCS_PRIVATE_KEY: &str = "442666004487d0dc53dccc977e1cccadf1a2fe0062f9bd3f7afbacd07674d5ed";
+
+    #[test]
+    fn docs_sample() {
+        let v = SendGridVerifier::new();
+        let now = 1_588_788_367;
+        let cases: &[(&str, &str, &str, &str, &str, Result<(), VerifyErrorKind>)] = &[
+            ("valid", DOCS_PUBLIC_KEY, DOCS_PAYLOAD, DOCS_SIGNATURE, DOCS_TIMESTAMP, Ok(())),
+            ("payload changed", DOCS_PUBLIC_KEY, "payload", DOCS_SIGNATURE, DOCS_TIMESTAMP, Err(VerifyErrorKind::NoMatchingSignature)),
+            (
+                "timestamp changed",
+                DOCS_PUBLIC_KEY,
+                DOCS_PAYLOAD,
+                DOCS_SIGNATURE,
+                "1388788367",
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                // sendgrid-nodejs's "bad signature": one base64 digit changed.
+                "signature changed",
+                DOCS_PUBLIC_KEY,
+                DOCS_PAYLOAD,
+                "MEUCIQCtIHJeH93Y+qpYeWrySphQgpNGNr/U+UyUlBkU6n7RAwIgJTz2C+8a8xonZGi6BpSzoQsbVRamr2nlxFDWYNH3j/0=",
+                DOCS_TIMESTAMP,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                // sendgrid-nodejs's "invalid key".
+                "other key",
+                "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEqTxd43gyp8IOEto2LdIfjRQrIbsd4SXZkLW6jDutdhXSJCWHw8REntlo7aNDthvj+y7GjUuFDb/R1NGe1OPzpA==",
+                DOCS_PAYLOAD,
+                DOCS_SIGNATURE,
+                DOCS_TIMESTAMP,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            ("not a key", "c2VjcmV0", DOCS_PAYLOAD, DOCS_SIGNATURE, DOCS_TIMESTAMP, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("non-numeric timestamp", DOCS_PUBLIC_KEY, DOCS_PAYLOAD, DOCS_SIGNATURE, "timestamp", Err(VerifyErrorKind::MalformedHeader)),
+        ];
+        for (name, key, payload, sig, ts, want) in cases {
+            assert_eq!(check(&v, key, payload.as_bytes(), sig, ts, now), *want, "{name}");
+        }
+        // The same key as PEM.
+        let pem = format!(
+            "-----BEGIN PUBLIC KEY-----\n{}\n{}\n-----END PUBLIC KEY-----",
+            &DOCS_PUBLIC_KEY[..64],
+            &DOCS_PUBLIC_KEY[64..]
+        );
+        assert_eq!(check(&v, &pem, DOCS_PAYLOAD.as_bytes(), DOCS_SIGNATURE, DOCS_TIMESTAMP, now), Ok(()));
+        // The published private key signs what the published public key verifies.
+        let key = SigningKey::from_slice(&hex::decode(DOCS_PRIVATE_KEY).unwrap()).unwrap();
+        assert_eq!(public_key_base64(key.verifying_key()), DOCS_PUBLIC_KEY);
+        let ours = sign(&key, 1_588_788_367, DOCS_PAYLOAD.as_bytes());
+        assert_eq!(check(&v, DOCS_PUBLIC_KEY, DOCS_PAYLOAD.as_bytes(), &ours, DOCS_TIMESTAMP, now), Ok(()));
+    }
+
+    /// The fixed vectors of `@sendgrid/eventwebhook@8.0.0`'s own spec
+    /// (`src/eventwebhook.spec.js`): one event, and two events with `\r\n`
+    /// between them (its signature has a high `s`).
+    #[test]
+    fn sdk_spec_vectors() {
+        let v = SendGridVerifier::new().tolerance(Duration::from_secs(u64::MAX / 4));
+        let single = concat!(
+            r#"[{"email":"hello@world.com","event":"dropped","reason":"Bounced Address","sg_event_id":"ZHJvcC0xMDk5NDkxOS1MUnpYbF9OSFN0T0doUTRrb2ZTbV9BLTA","#,
+            r#""sg_message_id":"LRzXl_NHStOGhQ4kofSm_A.filterdrecv-p3mdw1-756b745b58-kmzbl-18-5F5FC76C-9.0","#,
+            r#""smtp-id":"<LRzXl_NHStOGhQ4kofSm_A@ismtpd0039p1iad1.sendgrid.net>","timestamp":1600112492}]"#,
+            "\r\n"
+        );
+        let multiple = concat!(
+            r#"[{"email":"invalid@gmail.com","event":"processed","send_at":0,"sg_event_id":"cHJvY2Vzc2VkLTE5OTQyMTEyLXFOd0JMZ1BRUWpXNkRKdktRd1NBYnctMA","#,
+            r#""sg_message_id":"qNwBLgPQQjW6DJvKQwSAbw.filterdrecv-canary-547b64655b-cw6zx-1-6089EA4A-56.0","#,
+            r#""smtp-id":"<qNwBLgPQQjW6DJvKQwSAbw@ismtpd0178p1mdw1.sendgrid.net>","timestamp":1619651146},"#,
+            "\r\n",
+            r#"{"email":"invalid@gmail.com","event":"bounce","ip":"167.89.101.76","#,
+            r#""reason":"552 5.2.2 The email account that you tried to reach is over quota and inactive. Please direct the recipient to https://support.google.com/mail/?p=OverQuotaPerm c17si1130468pgv.34 - gsmtp","#,
+            r#""sg_event_id":"Ym91bmNlLTAtMTk5NDIxMTItcU53QkxnUFFRalc2REp2S1F3U0Fidy0w","#,
+            r#""sg_message_id":"qNwBLgPQQjW6DJvKQwSAbw.filterdrecv-canary-547b64655b-cw6zx-1-6089EA4A-56.0","#,
+            r#""smtp-id":"<qNwBLgPQQjW6DJvKQwSAbw@ismtpd0178p1mdw1.sendgrid.net>","status":"5.2.2","timestamp":1619651147,"tls":1,"type":"blocked"}]"#,
+            "\r\n"
+        );
+        let single_key = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g==";
+        let single_sig =
+            "MEUCIGHQVtGj+Y3LkG9fLcxf3qfI10QysgDWmMOVmxG0u6ZUAiEAyBiXDWzM+uOe5W0JuG+luQAbPIqHh89M15TluLtEZtM=";
+        let multi_key = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEQ4LIFtWztlsF7skFqOncjD1lun4H5w8XOhyOArHW9RcIx/FfEzx6cikC/yPfUvwaX/JScE7Fc9CJD2afQ9Ok3Q==";
+        let multi_sig =
+            "MEYCIQC/I4o6vCgqRYrTljjoVWB/GRWNtxeePlLMHr3x9ETeRQIhAIpV+03nREPTTHWSW0wIOA0EoMPdcNgXa70yCaqDJlu5";
+        let high_s = Signature::from_der(&Encoding::Base64.decode(multi_sig).unwrap()).unwrap();
+        assert_ne!(high_s.normalize_s(), high_s);
+        let cases: &[(&str, &str, &str, &str, &str, Result<(), VerifyErrorKind>)] = &[
+            ("single event", single_key, single, single_sig, "1600112502", Ok(())),
+            ("multiple events, high s", multi_key, multiple, multi_sig, "1619651159", Ok(())),
+            (
+                "without the final CRLF",
+                single_key,
+                single.trim_end(),
+                single_sig,
+                "1600112502",
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            ("keys swapped", multi_key, single, single_sig, "1600112502", Err(VerifyErrorKind::NoMatchingSignature)),
+        ];
+        for (name, key, body, sig, ts, want) in cases {
+            assert_eq!(check(&v, key, body.as_bytes(), sig, ts, 1_700_000_000), *want, "{name}");
+        }
+        let id = batch_identity(&parts(&[], &[]), multiple.as_bytes()).unwrap();
+        assert_eq!(id.event_type, None);
+        assert!(id.key.starts_with("sha256:"));
+        assert_eq!(batch_identity(&parts(&[], &[]), single.as_bytes()).unwrap().event_type.as_deref(), Some("dropped"));
+    }
+
+    /// Fixture from `scripts/fixtures/sendgrid.js`: signed with node:crypto
+    /// (ECDSA P-256, SHA-256, DER) and accepted by `@sendgrid/eventwebhook@8.0.0`
+    /// and by `sendgrid==6.12.5` (Python).
+    #[test]
+    fn sdk_fixture() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/providers/sendgrid/sdk.json")).unwrap();
+        assert_eq!(doc["npm"], "valid");
+        assert_eq!(doc["pypi"], "valid");
+        let s = |k: &str| doc[k].as_str().unwrap();
+        let ts: u64 = s("timestamp").parse().unwrap();
+        let v = SendGridVerifier::new();
+        assert_eq!(check(&v, s("public_key"), s("body").as_bytes(), s("signature"), s("timestamp"), ts + 10), Ok(()));
+        assert_eq!(
+            check(
+                &v,
+                s("public_key"),
+                s("body").replace("delivered", "bounce").as_bytes(),
+                s("signature"),
+                s("timestamp"),
+                ts
+            ),
+            Err(VerifyErrorKind::NoMatchingSignature)
+        );
+        let id = provider().extractor_ref().extract(&parts(&[], &[]), s("body").as_bytes()).unwrap();
+        assert_eq!(id.event_type.as_deref(), Some("delivered"));
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        let key = SigningKey::from_slice(&[7u8; 32]).unwrap();
+        let other = SigningKey::from_slice(&[9u8; 32]).unwrap();
+        let public = public_key_base64(key.verifying_key());
+        let now = 1_700_000_000u64;
+        let ts = now.to_string();
+        let body = b"[{\"email\":\"a@example.com\",\"event\":\"delivered\",\"sg_event_id\":\"ZGVsaXZlcmVk\"}]\r\n";
+        let good = sign(&key, now, body);
+        let bad = sign(&other, now, body);
+        let spaced = format!(" {good} ");
+        let no_padding = good.trim_end_matches('=').to_owned();
+        let raw_sig = {
+            let sig = Signature::from_der(&Encoding::Base64.decode(&good).unwrap()).unwrap();
+            Encoding::Base64.encode(&sig.to_bytes())
+        };
+        let cases: &[(&str, Vec<&str>, Vec<&str>, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
+            ("valid", vec![&good], vec![&ts], body, now, Ok(())),
+            ("spaces around", vec![&spaced], vec![&ts], body, now, Ok(())),
+            ("two lines, one good", vec![&bad, &good], vec![&ts], body, now, Ok(())),
+            ("same timestamp twice", vec![&good], vec![&ts, &ts], body, now, Ok(())),
+            ("tampered body", vec![&good], vec![&ts], b"[]", now, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("other key", vec![&bad], vec![&ts], body, now, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("other timestamp", vec![&good], vec!["1700000001"], body, now, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("stale", vec![&good], vec![&ts], body, now + 301, Err(VerifyErrorKind::TimestampTooOld)),
+            ("future", vec![&good], vec![&ts], body, now - 301, Err(VerifyErrorKind::TimestampInFuture)),
+            ("no signature", vec![], vec![&ts], body, now, Err(VerifyErrorKind::MissingHeader)),
+            ("no timestamp", vec![&good], vec![], body, now, Err(VerifyErrorKind::MissingHeader)),
+            ("two timestamps", vec![&good], vec![&ts, "1"], body, now, Err(VerifyErrorKind::MalformedHeader)),
+            ("not base64", vec!["***"], vec![&ts], body, now, Err(VerifyErrorKind::MalformedHeader)),
+            ("unpadded base64", vec![&no_padding], vec![&ts], body, now, Err(VerifyErrorKind::MalformedHeader)),
+            ("raw r||s, not DER", vec![&raw_sig], vec![&ts], body, now, Err(VerifyErrorKind::MalformedHeader)),
+            ("empty", vec![""], vec![&ts], body, now, Err(VerifyErrorKind::MalformedHeader)),
+            (
+                "bad line beside a good one",
+                vec!["***", &good],
+                vec![&ts],
+                body,
+                now,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+        ];
+        let v = SendGridVerifier::new();
+        let secrets = [SigningSecret::from(public.as_str())];
+        for (name, sigs, stamps, body, now, want) in cases {
+            let p = parts(sigs, stamps);
+            let got = v.verify(&Delivery::new(&p, body, &secrets, at(*now)));
+            assert_eq!(got.map_err(|e| e.kind()), *want, "{name}");
+            let pre = v.precheck(&p).map_err(|e| e.kind());
+            match want {
+                Err(k @ (VerifyErrorKind::MissingHeader | VerifyErrorKind::MalformedHeader)) => {
+                    assert_eq!(pre, Err(*k), "{name}")
+                }
+                _ => assert_eq!(pre, Ok(()), "{name}"),
+            }
+        }
+        let p = parts(&[&good], &[&ts]);
+        assert_eq!(v.verify(&Delivery::new(&p, body, &[], at(now))).unwrap_err().kind(), VerifyErrorKind::NoSecret);
+    }
+
+    #[test]
+    fn rotation_and_replay() {
+        let old = SigningKey::from_slice(&[1u8; 32]).unwrap();
+        let new = SigningKey::from_slice(&[2u8; 32]).unwrap();
+        let now = 1_700_000_000u64;
+        let body = b"[]\r\n";
+        let sig = sign(&new, now, body);
+        let ts = now.to_string();
+        let p = parts(&[&sig], &[&ts]);
+        let old_secret = SigningSecret::from(public_key_base64(old.verifying_key()));
+        let new_secret = SigningSecret::from(public_key_base64(new.verifying_key()));
+        let v = SendGridVerifier::new();
+        let both = [SigningSecret::from("not a key"), old_secret.clone(), new_secret.clone()];
+        assert!(v.verify(&Delivery::new(&p, body, &both, at(now))).is_ok());
+        assert!(v.verify(&Delivery::new(&p, body, std::slice::from_ref(&old_secret), at(now))).is_err());
+        let late = at(now + 86_400);
+        let only_new = [new_secret];
+        assert!(v.verify(&Delivery::new(&p, body, &only_new, late)).is_err());
+        assert!(v.verify(&Delivery::new(&p, body, &only_new, late).without_timestamp_check()).is_ok());
+        assert!(v.verify(&Delivery::new(&p, b"[ ]\r\n", &only_new, late).without_timestamp_check()).is_err());
+    }
+
+    #[test]
+    fn batch_key_cases() {
+        let p = parts(&[], &[]);
+        let ab = br#"[{"sg_event_id":"a","event":"open"},{"sg_event_id":"b","event":"open"}]"#;
+        let ba = br#"[ {"event":"open","sg_event_id":"b"}, {"event":"open","sg_event_id":"a"} ]"#;
+        let abc = br#"[{"sg_event_id":"a","event":"open"},{"sg_event_id":"bc","event":"open"}]"#;
+        let a_bc = br#"[{"sg_event_id":"ab","event":"open"},{"sg_event_id":"c","event":"open"}]"#;
+        let id = batch_identity(&p, ab).unwrap();
+        assert_eq!(id.event_type.as_deref(), Some("open"));
+        assert_eq!(batch_identity(&p, ba).unwrap(), id);
+        assert_ne!(batch_identity(&p, abc).unwrap().key, batch_identity(&p, a_bc).unwrap().key);
+        assert_eq!(id.key.len(), "sha256:".len() + 64);
+
+        let cases: &[(&str, &[u8], Result<Option<&str>, KeyErrorKind>)] = &[
+            ("mixed types", br#"[{"sg_event_id":"a","event":"open"},{"sg_event_id":"b","event":"click"}]"#, Ok(None)),
+            ("no type", br#"[{"sg_event_id":"a"}]"#, Ok(None)),
+            ("not json", b"sg_event_id=a", Err(KeyErrorKind::BodyNotJson)),
+            ("object", br#"{"sg_event_id":"a"}"#, Err(KeyErrorKind::Invalid)),
+            ("empty batch", b"[]", Err(KeyErrorKind::Missing)),
+            ("missing id", br#"[{"sg_event_id":"a"},{"event":"open"}]"#, Err(KeyErrorKind::Missing)),
+            ("empty id", br#"[{"sg_event_id":""}]"#, Err(KeyErrorKind::Missing)),
+            ("numeric id", br#"[{"sg_event_id":1}]"#, Err(KeyErrorKind::Invalid)),
+            ("not an object", br#"["a"]"#, Err(KeyErrorKind::Invalid)),
+        ];
+        for (name, body, want) in cases {
+            let got = batch_identity(&p, body).map(|i| i.event_type).map_err(|e| e.kind());
+            assert_eq!(got.as_ref().map(|t| t.as_deref()).map_err(|e| *e), *want, "{name}");
+        }
+    }
+}
