@@ -80,28 +80,100 @@ impl Provider {
         Self { name: name.into(), verifier: Arc::new(verifier), extractor: Arc::new(extractor), challenge: None }
     }
 
-    /// Stripe: `Stripe-Signature` with a 300 second tolerance; key = the
-    /// Event `id`, type = `type`. See [`crate::verify::stripe`].
+    /// Stripe (`Stripe-Signature`, 300 s tolerance; key = the Event `id`). See [`crate::verify::stripe`].
     #[cfg(feature = "stripe")]
     pub fn stripe() -> Self {
-        Self::new(
-            "stripe",
-            crate::verify::stripe::StripeVerifier::new(),
-            crate::key::JsonPointerKey::new("/id").event_type("/type"),
-        )
+        crate::verify::stripe::provider()
     }
 
-    /// GitHub: `X-Hub-Signature-256`; key = `X-GitHub-Delivery`, type =
-    /// `X-GitHub-Event`. See [`crate::verify::github`].
+    /// GitHub (`X-Hub-Signature-256`; key = `X-GitHub-Delivery`). See [`crate::verify::github`].
     #[cfg(feature = "github")]
     pub fn github() -> Self {
-        use crate::verify::github;
-        Self::new(
-            "github",
-            github::GitHubVerifier::new(),
-            crate::key::HeaderKey::new(http::HeaderName::from_static(github::DELIVERY_HEADER))
-                .event_type(http::HeaderName::from_static(github::EVENT_HEADER)),
-        )
+        crate::verify::github::provider()
+    }
+
+    /// Slack (`X-Slack-Signature` `v0=`, 300 s; key = `event_id`; answers `url_verification`). See [`crate::verify::slack`].
+    #[cfg(feature = "slack")]
+    pub fn slack() -> Self {
+        crate::verify::slack::provider()
+    }
+
+    /// Standard Webhooks (`webhook-id`/`-timestamp`/`-signature`, `v1` and `v1a`; key = `webhook-id`). See [`crate::verify::standard_webhooks`].
+    #[cfg(feature = "standard-webhooks")]
+    pub fn standard_webhooks() -> Self {
+        crate::verify::standard_webhooks::provider()
+    }
+
+    /// Svix (the Standard Webhooks scheme under `svix-*` headers). See [`crate::verify::standard_webhooks`].
+    #[cfg(feature = "standard-webhooks")]
+    pub fn svix() -> Self {
+        crate::verify::standard_webhooks::svix_provider()
+    }
+
+    /// Discord interactions (Ed25519; key = the interaction `id`; answers PING). See [`crate::verify::discord`].
+    #[cfg(feature = "discord")]
+    pub fn discord() -> Self {
+        crate::verify::discord::provider()
+    }
+
+    /// Paddle Billing (`Paddle-Signature` `ts=;h1=`, 5 s; key = `event_id`). See [`crate::verify::paddle`].
+    #[cfg(feature = "paddle")]
+    pub fn paddle() -> Self {
+        crate::verify::paddle::provider()
+    }
+
+    /// Linear (`Linear-Signature`, `webhookTimestamp` within 60 s; key = `Linear-Delivery`). See [`crate::verify::linear`].
+    #[cfg(feature = "linear")]
+    pub fn linear() -> Self {
+        crate::verify::linear::provider()
+    }
+
+    /// PagerDuty v3 (`X-PagerDuty-Signature` `v1=`; key = `event.id`). See [`crate::verify::pagerduty`].
+    #[cfg(feature = "pagerduty")]
+    pub fn pagerduty() -> Self {
+        crate::verify::pagerduty::provider()
+    }
+
+    /// Calendly (`Calendly-Webhook-Signature` `t=,v1=`, 180 s; derived key). See [`crate::verify::calendly`].
+    #[cfg(feature = "calendly")]
+    pub fn calendly() -> Self {
+        crate::verify::calendly::provider()
+    }
+
+    /// Typeform (`Typeform-Signature` `sha256=` base64; key = `event_id`). See [`crate::verify::typeform`].
+    #[cfg(feature = "typeform")]
+    pub fn typeform() -> Self {
+        crate::verify::typeform::provider()
+    }
+
+    /// Intercom (`X-Hub-Signature` `sha1=`; key = the notification `id`). See [`crate::verify::intercom`].
+    #[cfg(feature = "intercom")]
+    pub fn intercom() -> Self {
+        crate::verify::intercom::provider()
+    }
+
+    /// Zoom (`x-zm-signature` `v0=`, 300 s; derived key; answers `endpoint.url_validation`). See [`crate::verify::zoom`].
+    #[cfg(feature = "zoom")]
+    pub fn zoom() -> Self {
+        crate::verify::zoom::provider()
+    }
+
+    /// Twitch EventSub (`Twitch-Eventsub-Message-Signature`, 600 s; key = the message id; answers the callback verification). See [`crate::verify::twitch`].
+    #[cfg(feature = "twitch")]
+    pub fn twitch() -> Self {
+        crate::verify::twitch::provider()
+    }
+
+    /// Mailgun (signature in the body, 900 s; key = `event-data.id`). See [`crate::verify::mailgun`].
+    #[cfg(feature = "mailgun")]
+    pub fn mailgun() -> Self {
+        crate::verify::mailgun::provider()
+    }
+
+    /// SendGrid Event Webhook (ECDSA P-256; derived key over the batch's `sg_event_id`s). See [`crate::verify::sendgrid`].
+    #[cfg(feature = "sendgrid")]
+    pub fn sendgrid() -> Self {
+        crate::verify::sendgrid::provider()
     }
 
     /// Replaces the verifier, for example a preset with another tolerance:

@@ -78,6 +78,17 @@ impl Verifier for GitHubVerifier {
     }
 }
 
+/// The GitHub preset: [`GitHubVerifier`], key = `X-GitHub-Delivery`, type =
+/// `X-GitHub-Event`. The CLI name is `github`.
+pub fn provider() -> crate::Provider {
+    crate::Provider::new(
+        "github",
+        GitHubVerifier::new(),
+        crate::key::HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
+            .event_type(http::HeaderName::from_static(EVENT_HEADER)),
+    )
+}
+
 /// The `X-Hub-Signature-256` value GitHub would send for `body` with
 /// `secret`: `sha256={hex}`. For tests and fixtures.
 pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {

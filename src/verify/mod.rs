@@ -6,8 +6,9 @@
 //! whose [`kind`](VerifyError::kind) is logged; the HTTP answer is always a
 //! bare 401.
 //!
-//! Presets live in one module per provider ([`stripe`](crate::verify::stripe),
-//! [`github`](crate::verify::github)). Anything else can be a closure:
+//! Presets live in one module per provider ([`stripe`], [`github`], ...;
+//! each behind its feature), [`generic::HmacVerifier`] configures the common
+//! HMAC shapes, and anything else can be a closure:
 //!
 //! ```
 //! use webhook_idempotency::verify::{Delivery, Verifier, VerifyError, VerifyErrorKind};

@@ -116,6 +116,12 @@ impl Verifier for StripeVerifier {
     }
 }
 
+/// The Stripe preset: [`StripeVerifier`] (300 s), key = the Event `id`
+/// (`evt_...`), type = `type`. The CLI name is `stripe`.
+pub fn provider() -> crate::Provider {
+    crate::Provider::new("stripe", StripeVerifier::new(), crate::key::JsonPointerKey::new("/id").event_type("/type"))
+}
+
 /// The `Stripe-Signature` value Stripe would send for `body` at `timestamp`
 /// (Unix seconds) with `secret`: `t={timestamp},v1={hex}`. For tests and
 /// fixtures.

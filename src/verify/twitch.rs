@@ -37,6 +37,8 @@
 //! `notification` and `revocation` messages both reach the handler; the
 //! `Twitch-Eventsub-Message-Type` header tells them apart.
 
+use time::format_description::well_known::Rfc3339;
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -158,107 +160,21 @@ pub fn sign(secret: &SigningSecret, message_id: &str, timestamp: &str, body: &[u
 }
 
 /// `unix_seconds` as an RFC 3339 UTC timestamp, `YYYY-MM-DDTHH:MM:SSZ`, for
-/// the `Twitch-Eventsub-Message-Timestamp` header of test deliveries.
+/// the `Twitch-Eventsub-Message-Timestamp` header of test deliveries; empty
+/// past year 9999.
 pub fn format_timestamp(unix_seconds: u64) -> String {
-    // u64 seconds / 86400 fits i64 comfortably.
-    let days = i64::try_from(unix_seconds / 86_400).unwrap_or(i64::MAX / 2);
-    let rem = unix_seconds % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    i64::try_from(unix_seconds)
+        .ok()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
-/// `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The inverse of [`days_from_civil`].
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-fn is_leap(year: i64) -> bool {
-    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-}
-
-/// ASCII digits only, as a number; `None` for anything else.
-fn digits(bytes: Option<&[u8]>) -> Option<i64> {
-    let bytes = bytes?;
-    if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(bytes.iter().fold(0i64, |n, b| n * 10 + i64::from(b - b'0')))
-}
-
-/// Parses an RFC 3339 `date-time` (RFC 3339 section 5.6:
-/// `YYYY-MM-DD"T"HH:MM:SS[.fraction]("Z"/±HH:MM)`, `T` and `Z` in either
-/// case) to Unix seconds, dropping the fraction. `None` for anything else,
-/// including impossible dates; a leap second (`:60`) counts as the next
-/// second. Never panics.
+/// Parses an RFC 3339 `date-time` (RFC 3339 section 5.6) to Unix seconds,
+/// dropping the fraction, with the `time` crate. `None` for anything else,
+/// impossible dates included.
 fn parse_rfc3339(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
-    let sep = |i: usize, c: u8| b.get(i) == Some(&c);
-    let year = digits(b.get(0..4))?;
-    let month = digits(b.get(5..7))?;
-    let day = digits(b.get(8..10))?;
-    let hour = digits(b.get(11..13))?;
-    let minute = digits(b.get(14..16))?;
-    let second = digits(b.get(17..19))?;
-    if !(sep(4, b'-') && sep(7, b'-') && (sep(10, b'T') || sep(10, b't')) && sep(13, b':') && sep(16, b':')) {
-        return None;
-    }
-    let mut rest = b.get(19..)?;
-    if let Some(fraction) = rest.strip_prefix(b".") {
-        let n = fraction.iter().take_while(|c| c.is_ascii_digit()).count();
-        if n == 0 {
-            return None;
-        }
-        rest = fraction.get(n..)?;
-    }
-    let offset = match rest {
-        b"Z" | b"z" => 0,
-        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
-            let (h, m) = (digits(Some(&[*h1, *h2]))?, digits(Some(&[*m1, *m2]))?);
-            if h > 23 || m > 59 {
-                return None;
-            }
-            let minutes = h * 60 + m;
-            if *sign == b'+' {
-                minutes
-            } else {
-                -minutes
-            }
-        }
-        _ => return None,
-    };
-    let month_days = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if is_leap(year) => 29,
-        2 => 28,
-        _ => return None,
-    };
-    if day < 1 || day > month_days || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    Some(days * 86_400 + hour * 3600 + minute * 60 + second - offset * 60)
+    time::OffsetDateTime::parse(text, &Rfc3339).ok().map(time::OffsetDateTime::unix_timestamp)
 }
 
 /// Answers Twitch's `webhook_callback_verification` message (after
@@ -334,7 +250,8 @@ mod tests {
             ("2023-11-14T17:13:20-05:00", Some(1_700_000_000)),
             ("2000-02-29T00:00:00Z", Some(951_782_400)),
             ("1969-12-31T23:59:59Z", Some(-1)),
-            ("2016-12-31T23:59:60Z", Some(1_483_228_800)),
+            // A leap second reads as the last nanosecond of :59.
+            ("2016-12-31T23:59:60Z", Some(1_483_228_799)),
             ("9999-12-31T23:59:59Z", Some(253_402_300_799)),
             ("2023-02-29T00:00:00Z", None),
             ("1900-02-29T00:00:00Z", None),
@@ -344,7 +261,8 @@ mod tests {
             ("2023-11-14T24:00:00Z", None),
             ("2023-11-14T22:60:00Z", None),
             ("2023-11-14T22:13:61Z", None),
-            ("2023-11-14 22:13:20Z", None),
+            // RFC 3339 section 5.6 lets applications use a space for the T.
+            ("2023-11-14 22:13:20Z", Some(1_700_000_000)),
             ("2023-11-14T22:13:20", None),
             ("2023-11-14T22:13:20.Z", None),
             ("2023-11-14T22:13:20+0200", None),
