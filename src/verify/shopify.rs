@@ -1,1 +1,375 @@
-//! shopify: preset not written yet.
+//! Shopify: the `X-Shopify-Hmac-Sha256` header.
+//!
+//! Scheme (Shopify, "Verify webhook deliveries",
+//! <https://shopify.dev/docs/apps/build/webhooks/verify-deliveries>, and
+//! "Deliver webhooks through HTTPS",
+//! <https://shopify.dev/docs/apps/build/webhooks/subscribe/https>):
+//! `X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256 of the raw body>`, keyed with
+//! the app's client secret (the API secret key) as UTF-8 bytes. One
+//! signature per delivery; no timestamp, no prefix.
+//!
+//! Shopify's Events deliveries (developer preview,
+//! <https://shopify.dev/docs/apps/build/events/verify-deliveries>) sign the
+//! same way but name their headers without the `X-`: `Shopify-Hmac-Sha256`,
+//! `Shopify-Event-Id`, `Shopify-Webhook-Id`, `Shopify-Topic`. This preset
+//! accepts either family (as `@shopify/shopify-api` does); every signature
+//! found in either header is tried.
+//!
+//! **Rotation:** after the client secret is rotated, Shopify may keep
+//! signing with the old one for up to an hour; configure both secrets for
+//! that time (any one that matches passes).
+//!
+//! **Event key** ([`ShopifyKey`]): Shopify's "Ignore duplicate webhooks"
+//! (<https://shopify.dev/docs/apps/build/webhooks/ignore-duplicates>) names
+//! `X-Shopify-Event-Id` ("the same value across more than one webhook
+//! indicates a duplicate"); its newer "Verify webhook deliveries" page and
+//! the app template's `webhookId` ("the idempotency key") name
+//! `X-Shopify-Webhook-Id`. The default reads the event id and falls back to
+//! the webhook id when a delivery has none. The two differ when one event
+//! reaches the endpoint through several subscriptions to the same topic
+//! (Shopify sends one webhook per subscription): the event id claims the
+//! event once for all of them, the webhook id once per subscription. Pick
+//! [`ShopifyKey::WebhookId`] when the subscriptions differ (other fields, API
+//! versions or filters) and each copy must be handled. The event type is
+//! `X-Shopify-Topic` (`orders/create`).
+//!
+//! **Limit of the scheme:** as with GitHub, only the body is signed: no
+//! timestamp, and none of the id or topic headers. Whoever captured one
+//! delivery can send it again under a fresh event id and it verifies. The
+//! claim stops Shopify's retries and concurrent copies, not a replay by
+//! someone holding a captured request; make business writes idempotent on
+//! the payload's own identity (an order's `id` and `updated_at`).
+
+use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
+
+use super::{
+    any_matches, header_values, hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+};
+
+/// The header Shopify signs webhook deliveries with.
+pub const SIGNATURE_HEADER: &str = "x-shopify-hmac-sha256";
+/// The header carrying the event id (the default event key).
+pub const EVENT_ID_HEADER: &str = "x-shopify-event-id";
+/// The header carrying the webhook (delivery) id, equal on retries.
+pub const WEBHOOK_ID_HEADER: &str = "x-shopify-webhook-id";
+/// The header carrying the topic (the event type).
+pub const TOPIC_HEADER: &str = "x-shopify-topic";
+
+/// Events deliveries' signature header (no `X-`).
+pub const EVENTS_SIGNATURE_HEADER: &str = "shopify-hmac-sha256";
+/// Events deliveries' event id header.
+pub const EVENTS_EVENT_ID_HEADER: &str = "shopify-event-id";
+/// Events deliveries' webhook id header.
+pub const EVENTS_WEBHOOK_ID_HEADER: &str = "shopify-webhook-id";
+/// Events deliveries' topic header.
+pub const EVENTS_TOPIC_HEADER: &str = "shopify-topic";
+
+/// Verifies the `X-Shopify-Hmac-Sha256` (or `Shopify-Hmac-Sha256`) header.
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct ShopifyVerifier {
+    _priv: (),
+}
+
+impl ShopifyVerifier {
+    /// A verifier for Shopify's body HMAC.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// A base64 HMAC-SHA256 tag: exactly 32 bytes, nothing else.
+fn decode_tag(text: &str) -> Option<[u8; 32]> {
+    // 32 bytes are 44 base64 characters with padding; refuse anything longer
+    // before decoding so a long header allocates nothing.
+    if text.len() != 44 {
+        return None;
+    }
+    Encoding::Base64.decode(text)?.try_into().ok()
+}
+
+/// Every signature in either signature header, decoded.
+fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 32]>, VerifyError> {
+    let mut signatures = Vec::new();
+    for name in [SIGNATURE_HEADER, EVENTS_SIGNATURE_HEADER] {
+        for value in header_values(parts, name) {
+            let tag = decode_tag(value?.trim()).ok_or(VerifyErrorKind::MalformedHeader)?;
+            signatures.push(tag);
+        }
+    }
+    if signatures.is_empty() {
+        return Err(VerifyErrorKind::MissingHeader.into());
+    }
+    Ok(signatures)
+}
+
+impl Verifier for ShopifyVerifier {
+    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
+        parse(parts).map(drop)
+    }
+
+    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
+        let signatures = parse(delivery.parts)?;
+        let mut matched = false;
+        for secret in delivery.require_secrets()? {
+            let expected = hmac_sha256(secret, &[delivery.body]);
+            matched |= any_matches(&expected, signatures.iter().map(|s| &s[..]));
+        }
+        if matched {
+            Ok(())
+        } else {
+            Err(VerifyErrorKind::NoMatchingSignature.into())
+        }
+    }
+}
+
+/// The `X-Shopify-Hmac-Sha256` value Shopify would send for `body` with
+/// `secret`: standard base64 with padding. For tests and fixtures.
+pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
+    Encoding::Base64.encode(&hmac_sha256(secret, &[body]))
+}
+
+/// Where a Shopify delivery's event key is read. Each header is looked up
+/// under its webhook name (`X-Shopify-...`) and then its Events name
+/// (`Shopify-...`); the type is always the topic header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ShopifyKey {
+    /// `X-Shopify-Event-Id`, or `X-Shopify-Webhook-Id` when the delivery has
+    /// no event id. The default.
+    #[default]
+    EventIdThenWebhookId,
+    /// `X-Shopify-Event-Id` only: one claim per event, whatever the number of
+    /// subscriptions that delivered it.
+    EventId,
+    /// `X-Shopify-Webhook-Id` only: one claim per subscription's delivery.
+    WebhookId,
+}
+
+/// The single, non-blank value of the first of `names` present.
+fn first_header(parts: &http::request::Parts, names: [&str; 2]) -> Result<Option<String>, KeyError> {
+    for name in names {
+        let mut values = parts.headers.get_all(name).iter();
+        let Some(first) = values.next() else { continue };
+        // Two different values for one header make the key ambiguous.
+        if values.any(|v| v != first) {
+            return Err(KeyErrorKind::Invalid.into());
+        }
+        let text = first.to_str().map_err(|_| KeyErrorKind::Invalid)?.trim();
+        if !text.is_empty() {
+            return Ok(Some(text.to_owned()));
+        }
+    }
+    Ok(None)
+}
+
+impl KeyExtractor for ShopifyKey {
+    fn extract(&self, parts: &http::request::Parts, _body: &[u8]) -> Result<EventIdentity, KeyError> {
+        let event_id = || first_header(parts, [EVENT_ID_HEADER, EVENTS_EVENT_ID_HEADER]);
+        let webhook_id = || first_header(parts, [WEBHOOK_ID_HEADER, EVENTS_WEBHOOK_ID_HEADER]);
+        let key = match self {
+            Self::EventIdThenWebhookId => match event_id()? {
+                Some(id) => Some(id),
+                None => webhook_id()?,
+            },
+            Self::EventId => event_id()?,
+            Self::WebhookId => webhook_id()?,
+        };
+        let key = key.ok_or(KeyErrorKind::Missing)?;
+        let event_type = first_header(parts, [TOPIC_HEADER, EVENTS_TOPIC_HEADER])?;
+        Ok(EventIdentity { key, event_type })
+    }
+}
+
+/// The Shopify preset: [`ShopifyVerifier`], key [`ShopifyKey::default`]
+/// (`X-Shopify-Event-Id`, falling back to `X-Shopify-Webhook-Id`), type
+/// `X-Shopify-Topic`. Another key policy:
+/// `shopify::provider().key_extractor(ShopifyKey::WebhookId)`.
+pub fn provider() -> crate::Provider {
+    crate::Provider::new("shopify", ShopifyVerifier::new(), ShopifyKey::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    fn parts(headers: &[(&str, &str)]) -> http::request::Parts {
+        let mut b = http::Request::builder().method("POST").uri("/webhooks/shopify");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    fn verify(headers: &[(&str, &str)], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
+        let p = parts(headers);
+        ShopifyVerifier::new().verify(&Delivery::new(&p, body, secrets, SystemTime::now())).map_err(|e| e.kind())
+    }
+
+    /// The fixed vector in `@shopify/shopify-api`'s own webhook tests
+    /// (`lib/webhooks/__tests__/validate.test.ts`: secret `test_secret_key`
+    /// from `test-config.ts`, body `{"foo": "bar"}`).
+    #[test]
+    fn shopify_sdk_test_vector() {
+        let secret = SigningSecret::from("test_secret_key");
+        let body = br#"{"foo": "bar"}"#;
+        let expected = "B23tXN681gZ0qIWNRrgtzBE9XSDo5yaUu6wfmhu3a7g=";
+        assert_eq!(sign(&secret, body), expected);
+        assert_eq!(verify(&[(SIGNATURE_HEADER, expected)], body, std::slice::from_ref(&secret)), Ok(()));
+        assert_eq!(
+            verify(&[(SIGNATURE_HEADER, expected)], br#"{"foo": "baz"}"#, &[secret]),
+            Err(VerifyErrorKind::NoMatchingSignature)
+        );
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        secret: String,
+        body: String,
+        headers: std::collections::BTreeMap<String, String>,
+        events_headers: std::collections::BTreeMap<String, String>,
+    }
+
+    /// Signed by `@shopify/shopify-api@13.1.0` and accepted by its
+    /// `webhooks.validate` (`scripts/fixtures/shopify.js`), in both header
+    /// families.
+    #[test]
+    fn shopify_sdk_fixture() {
+        let f: Fixture = serde_json::from_str(include_str!("../../tests/fixtures/providers/shopify/sdk.json")).unwrap();
+        let secret = SigningSecret::from(f.secret.as_str());
+        for (family, headers) in [("webhooks", &f.headers), ("events", &f.events_headers)] {
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let p = parts(&headers);
+            let secrets = [secret.clone()];
+            let d = Delivery::new(&p, f.body.as_bytes(), &secrets, SystemTime::now());
+            assert_eq!(ShopifyVerifier::new().verify(&d), Ok(()), "{family}");
+            assert_eq!(
+                ShopifyVerifier::new()
+                    .verify(&Delivery::new(&p, b"{}", &secrets, SystemTime::now()))
+                    .unwrap_err()
+                    .kind(),
+                VerifyErrorKind::NoMatchingSignature,
+                "{family} tampered"
+            );
+            let id = provider().extractor_ref().extract(&p, f.body.as_bytes()).unwrap();
+            let want_key = if family == "webhooks" {
+                &f.headers["X-Shopify-Event-Id"]
+            } else {
+                &f.events_headers["Shopify-Event-Id"]
+            };
+            assert_eq!(&id.key, want_key, "{family}");
+            assert_eq!(id.event_type.as_deref(), Some("orders/create"), "{family}");
+        }
+        assert_eq!(sign(&secret, f.body.as_bytes()), f.headers["X-Shopify-Hmac-Sha256"]);
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        let secret = SigningSecret::from("shpss_current");
+        let old = SigningSecret::from("shpss_old");
+        let body = br#"{"id":1}"#;
+        let good = sign(&secret, body);
+        let by_old = sign(&old, body);
+        let wrong = sign(&SigningSecret::from("other"), body);
+        let spaced = format!(" {good} ");
+        let hex_sig = "ab".repeat(32);
+        let stars = "*".repeat(44);
+        let long = "A".repeat(100_000);
+        let current = std::slice::from_ref(&secret);
+        let h = SIGNATURE_HEADER;
+        let cases: &[(&str, Vec<(&str, &str)>, &[u8], &[SigningSecret], Result<(), VerifyErrorKind>)] = &[
+            ("valid", vec![(h, &good)], body, current, Ok(())),
+            ("header name case-insensitive", vec![("X-Shopify-Hmac-SHA256", &good)], body, current, Ok(())),
+            ("surrounding spaces", vec![(h, &spaced)], body, current, Ok(())),
+            ("events header", vec![(EVENTS_SIGNATURE_HEADER, &good)], body, current, Ok(())),
+            ("tampered body", vec![(h, &good)], b"{\"id\":2}", current, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("wrong secret", vec![(h, &wrong)], body, current, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("old secret only in rotation list", vec![(h, &by_old)], body, &[secret.clone(), old.clone()], Ok(())),
+            ("two lines, one good", vec![(h, &wrong), (h, &good)], body, current, Ok(())),
+            ("duplicate lines", vec![(h, &good), (h, &good)], body, current, Ok(())),
+            ("missing", vec![], body, current, Err(VerifyErrorKind::MissingHeader)),
+            ("hex instead of base64", vec![(h, &hex_sig)], body, current, Err(VerifyErrorKind::MalformedHeader)),
+            ("short", vec![(h, "AAAA")], body, current, Err(VerifyErrorKind::MalformedHeader)),
+            ("not base64", vec![(h, &stars)], body, current, Err(VerifyErrorKind::MalformedHeader)),
+            (
+                "one line malformed",
+                vec![(h, &good), (h, "garbage")],
+                body,
+                current,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            ("long header", vec![(h, &long)], body, current, Err(VerifyErrorKind::MalformedHeader)),
+            ("no secret", vec![(h, &good)], body, &[], Err(VerifyErrorKind::NoSecret)),
+        ];
+        for (name, headers, body, secrets, want) in cases {
+            assert_eq!(verify(headers, body, secrets), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn precheck_needs_a_parsable_header() {
+        let v = ShopifyVerifier::new();
+        let good = sign(&SigningSecret::from("s"), b"");
+        assert!(v.precheck(&parts(&[(SIGNATURE_HEADER, &good)])).is_ok());
+        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
+        assert_eq!(
+            v.precheck(&parts(&[(SIGNATURE_HEADER, "x")])).unwrap_err().kind(),
+            VerifyErrorKind::MalformedHeader
+        );
+        // Not visible ASCII.
+        let mut p = parts(&[]);
+        p.headers.insert(SIGNATURE_HEADER, http::HeaderValue::from_bytes(b"\xff\xfe").unwrap());
+        assert_eq!(v.precheck(&p).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
+    }
+
+    #[test]
+    fn key_policies() {
+        type Want = Result<(&'static str, Option<&'static str>), KeyErrorKind>;
+        let both = vec![(EVENT_ID_HEADER, "evt-1"), (WEBHOOK_ID_HEADER, "wh-1"), (TOPIC_HEADER, "orders/create")];
+        let webhook_only = vec![(WEBHOOK_ID_HEADER, "wh-1"), (TOPIC_HEADER, "orders/create")];
+        let events =
+            vec![(EVENTS_EVENT_ID_HEADER, "evt-2"), (EVENTS_WEBHOOK_ID_HEADER, "wh-2"), (EVENTS_TOPIC_HEADER, "t")];
+        let cases: Vec<(&str, ShopifyKey, Vec<(&str, &str)>, Want)> = vec![
+            ("default, event id", ShopifyKey::default(), both.clone(), Ok(("evt-1", Some("orders/create")))),
+            ("default, fallback", ShopifyKey::default(), webhook_only.clone(), Ok(("wh-1", Some("orders/create")))),
+            (
+                "default, blank event id",
+                ShopifyKey::default(),
+                vec![(EVENT_ID_HEADER, " "), (WEBHOOK_ID_HEADER, "wh-1")],
+                Ok(("wh-1", None)),
+            ),
+            ("default, events family", ShopifyKey::default(), events.clone(), Ok(("evt-2", Some("t")))),
+            ("event id only", ShopifyKey::EventId, both.clone(), Ok(("evt-1", Some("orders/create")))),
+            ("event id only, absent", ShopifyKey::EventId, webhook_only, Err(KeyErrorKind::Missing)),
+            ("webhook id", ShopifyKey::WebhookId, both, Ok(("wh-1", Some("orders/create")))),
+            ("webhook id, events family", ShopifyKey::WebhookId, events, Ok(("wh-2", Some("t")))),
+            ("nothing", ShopifyKey::default(), vec![(TOPIC_HEADER, "t")], Err(KeyErrorKind::Missing)),
+            (
+                "two event ids",
+                ShopifyKey::default(),
+                vec![(EVENT_ID_HEADER, "a"), (EVENT_ID_HEADER, "b")],
+                Err(KeyErrorKind::Invalid),
+            ),
+            (
+                "same event id twice",
+                ShopifyKey::default(),
+                vec![(EVENT_ID_HEADER, "a"), (EVENT_ID_HEADER, "a")],
+                Ok(("a", None)),
+            ),
+        ];
+        for (name, x, headers, want) in cases {
+            let got = x.extract(&parts(&headers), b"");
+            let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
+            assert_eq!(got, want, "{name}");
+        }
+        let mut p = parts(&[]);
+        p.headers.insert(EVENT_ID_HEADER, http::HeaderValue::from_bytes(b"\xff").unwrap());
+        assert_eq!(ShopifyKey::default().extract(&p, b"").unwrap_err().kind(), KeyErrorKind::Invalid);
+    }
+
+    #[test]
+    fn preset_name() {
+        assert_eq!(provider().name(), "shopify");
+    }
+}

@@ -1,1 +1,272 @@
-//! square: preset not written yet.
+//! Square: the `x-square-hmacsha256-signature` header.
+//!
+//! Scheme (Square, "Verify and Validate an Event Notification",
+//! <https://developer.squareup.com/docs/webhooks/step3validate>):
+//! `x-square-hmacsha256-signature: <base64 HMAC-SHA256>` over
+//! `{notification URL}{raw body}`, keyed with the webhook subscription's
+//! signature key as UTF-8 bytes. One signature per delivery; no timestamp.
+//! The legacy `x-square-signature` header (HMAC-SHA1) is not checked.
+//!
+//! The notification URL is the subscription's URL **exactly as registered
+//! in Square** (scheme, host, path, query, trailing slash): it is
+//! configuration ([`SquareVerifier::new`], [`provider`]), never rebuilt from
+//! the request, whose `Host` and path a proxy may rewrite and an attacker
+//! may choose. Each subscription (URL and key) is one endpoint.
+//!
+//! **Rotation:** a subscription's signature key can be replaced in the
+//! Developer Console or with `UpdateWebhookSubscriptionSignatureKey`;
+//! configure the old and the new key while notifications signed with the
+//! old one may still arrive (any one that matches passes).
+//!
+//! The event key is the notification's `event_id` (Square, "Manage Webhook
+//! Operations", <https://developer.squareup.com/docs/webhooks/step4manage>:
+//! "a generated idempotency value ... Design your application to use this
+//! value to bypass processing if it's a repeated value"), and the event type
+//! its `type` (`payment.updated`).
+//!
+//! **Limit of the scheme:** the body carries `created_at` but nothing binds
+//! a delivery to the time it is sent, so a captured notification verifies
+//! forever. Its `event_id` is signed with it, though: a replay is a
+//! duplicate of the event it copies, which the claim absorbs.
+
+use super::{
+    any_matches, header_values, hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+};
+
+/// The header Square signs notifications with.
+pub const SIGNATURE_HEADER: &str = "x-square-hmacsha256-signature";
+
+/// Verifies `x-square-hmacsha256-signature` for one notification URL.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct SquareVerifier {
+    notification_url: String,
+}
+
+impl SquareVerifier {
+    /// A verifier for the subscription whose notification URL is
+    /// `notification_url`, byte for byte as registered in Square (for example
+    /// `https://example.com/webhooks/square`).
+    pub fn new(notification_url: impl Into<String>) -> Self {
+        Self { notification_url: notification_url.into() }
+    }
+
+    /// The notification URL the signature covers.
+    pub fn notification_url(&self) -> &str {
+        &self.notification_url
+    }
+}
+
+/// A base64 HMAC-SHA256 tag: exactly 32 bytes, nothing else.
+fn decode_tag(text: &str) -> Option<[u8; 32]> {
+    // 32 bytes are 44 base64 characters with padding; refuse anything longer
+    // before decoding so a long header allocates nothing.
+    if text.len() != 44 {
+        return None;
+    }
+    Encoding::Base64.decode(text)?.try_into().ok()
+}
+
+/// Every signature in the header (one per line), decoded.
+fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 32]>, VerifyError> {
+    let mut signatures = Vec::new();
+    for value in header_values(parts, SIGNATURE_HEADER) {
+        signatures.push(decode_tag(value?.trim()).ok_or(VerifyErrorKind::MalformedHeader)?);
+    }
+    if signatures.is_empty() {
+        return Err(VerifyErrorKind::MissingHeader.into());
+    }
+    Ok(signatures)
+}
+
+impl Verifier for SquareVerifier {
+    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
+        parse(parts).map(drop)
+    }
+
+    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
+        let signatures = parse(delivery.parts)?;
+        let mut matched = false;
+        for secret in delivery.require_secrets()? {
+            let expected = hmac_sha256(secret, &[self.notification_url.as_bytes(), delivery.body]);
+            matched |= any_matches(&expected, signatures.iter().map(|s| &s[..]));
+        }
+        if matched {
+            Ok(())
+        } else {
+            Err(VerifyErrorKind::NoMatchingSignature.into())
+        }
+    }
+}
+
+/// The `x-square-hmacsha256-signature` value Square would send for `body`
+/// posted to `notification_url` with signature key `secret`. For tests and
+/// fixtures.
+pub fn sign(secret: &SigningSecret, notification_url: &str, body: &[u8]) -> String {
+    Encoding::Base64.encode(&hmac_sha256(secret, &[notification_url.as_bytes(), body]))
+}
+
+/// The Square preset for the subscription registered with `notification_url`
+/// (exactly as entered in Square): [`SquareVerifier`], key `/event_id`, type
+/// `/type`.
+pub fn provider(notification_url: impl Into<String>) -> crate::Provider {
+    crate::Provider::new(
+        "square",
+        SquareVerifier::new(notification_url),
+        crate::key::JsonPointerKey::new("/event_id").event_type("/type"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::KeyErrorKind;
+    use std::time::SystemTime;
+
+    fn parts(values: &[&str]) -> http::request::Parts {
+        let mut b = http::Request::builder().method("POST").uri("https://attacker.example/other?x=1");
+        for v in values {
+            b = b.header(SIGNATURE_HEADER, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    fn verify(url: &str, values: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
+        let p = parts(values);
+        SquareVerifier::new(url).verify(&Delivery::new(&p, body, secrets, SystemTime::now())).map_err(|e| e.kind())
+    }
+
+    /// The fixed vectors in Square's Node.js SDK tests
+    /// (`square-nodejs-sdk`, `test/utilities/webhooksHelper.test.ts`).
+    #[test]
+    fn square_sdk_test_vectors() {
+        let body = r#"{"merchant_id":"MLEFBHHSJGVHD","type":"webhooks.test_notification","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f","created_at":"2022-07-13T20:30:59.037339943Z","data":{"type":"webhooks","id":"bc368e64-01aa-407e-b46e-3231809b1129"}}"#;
+        let url = "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9";
+        let key = SigningSecret::from("Ibxx_5AKakO-3qeNVR61Dw");
+        let sig = "GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4=";
+        let cases: &[(&str, &str, &str, &str, &str, Result<(), VerifyErrorKind>)] = &[
+            ("pass", url, body, "Ibxx_5AKakO-3qeNVR61Dw", sig, Ok(())),
+            (
+                "unescaped chars",
+                "https://webhook.site/webhooks",
+                r#"{"data":{"type":"webhooks","id":"fake_id"}}"#,
+                "signature-key",
+                "W3FlCNk5IA3ZQ2LHTWoajvzfaDu/OwY2tNHIHC3IUOA=",
+                Ok(()),
+            ),
+            (
+                "escaped chars",
+                "https://webhook.site/webhooks",
+                r#"{"data":{"type":"webhooks","id":">id<"}}"#,
+                "signature-key",
+                "Cxt7+aTi4rKgcA0bC4g9EHdVtLSDWdqccmL5MvihU4U=",
+                Ok(()),
+            ),
+            (
+                "url mismatch",
+                "https://webhook.site/79a4f3a-dcfa-49ee-bac5-9d0edad886b9",
+                body,
+                "Ibxx_5AKakO-3qeNVR61Dw",
+                sig,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            ("wrong key", url, body, "MCmhFRxGX82xMwg5FsaoQA", sig, Err(VerifyErrorKind::NoMatchingSignature)),
+            // A 20-byte (HMAC-SHA1 sized) value can never match.
+            (
+                "invalid header",
+                url,
+                body,
+                "Ibxx_5AKakO-3qeNVR61Dw",
+                "1z2n3DEJJiUPKcPzQo1ftvbxGdw=",
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "body mismatch",
+                url,
+                &body.replace("2022-07-13", "2022-06-13"),
+                "Ibxx_5AKakO-3qeNVR61Dw",
+                sig,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+        ];
+        for (name, url, body, key, sig, want) in cases {
+            assert_eq!(verify(url, &[sig], body.as_bytes(), &[SigningSecret::from(*key)]), *want, "{name}");
+        }
+        assert_eq!(sign(&key, url, body.as_bytes()), sig);
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Fixture {
+        notification_url: String,
+        signature_key: String,
+        body: String,
+        signature: String,
+    }
+
+    /// Made by [`sign`] and accepted by the `square@46.0.0` SDK's
+    /// `WebhooksHelper.verifySignature` and the legacy
+    /// `isValidWebhookEventSignature` (`scripts/fixtures/square.js`).
+    #[test]
+    fn square_sdk_fixture() {
+        let f: Fixture = serde_json::from_str(include_str!("../../tests/fixtures/providers/square/sdk.json")).unwrap();
+        let key = SigningSecret::from(f.signature_key.as_str());
+        assert_eq!(sign(&key, &f.notification_url, f.body.as_bytes()), f.signature);
+        let secrets = [key];
+        assert_eq!(verify(&f.notification_url, &[&f.signature], f.body.as_bytes(), &secrets), Ok(()));
+        let p = parts(&[&f.signature]);
+        let id = provider(f.notification_url.as_str()).extractor_ref().extract(&p, f.body.as_bytes()).unwrap();
+        assert_eq!(id.key, "5e8c6f1a-2d8b-4c3e-9a41-0b7f3d2e6c19");
+        assert_eq!(id.event_type.as_deref(), Some("payment.updated"));
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        let url = "https://example.com/webhooks/square";
+        let key = SigningSecret::from("sig-key-new");
+        let old = SigningSecret::from("sig-key-old");
+        let body = br#"{"event_id":"e1","type":"payment.created"}"#;
+        let good = sign(&key, url, body);
+        let by_old = sign(&old, url, body);
+        let other_url = sign(&key, "https://example.com/webhooks/square/", body);
+        let current = std::slice::from_ref(&key);
+        let cases: &[(&str, Vec<&str>, &[u8], &[SigningSecret], Result<(), VerifyErrorKind>)] = &[
+            ("valid", vec![&good], body, current, Ok(())),
+            ("tampered body", vec![&good], b"{}", current, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("signed for another URL", vec![&other_url], body, current, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("old key only", vec![&by_old], body, current, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("rotation: both keys configured", vec![&by_old], body, &[key.clone(), old.clone()], Ok(())),
+            ("two lines, one good", vec![&by_old, &good], body, current, Ok(())),
+            ("duplicate lines", vec![&good, &good], body, current, Ok(())),
+            ("missing", vec![], body, current, Err(VerifyErrorKind::MissingHeader)),
+            ("malformed", vec!["not base64!"], body, current, Err(VerifyErrorKind::MalformedHeader)),
+            ("empty", vec![""], body, current, Err(VerifyErrorKind::MalformedHeader)),
+            ("no secret", vec![&good], body, &[], Err(VerifyErrorKind::NoSecret)),
+        ];
+        for (name, values, body, secrets, want) in cases {
+            assert_eq!(verify(url, values, body, secrets), *want, "{name}");
+        }
+        // The request's own URI plays no part (parts() uses another host).
+        assert_eq!(SquareVerifier::new(url).notification_url(), url);
+    }
+
+    #[test]
+    fn precheck_and_key() {
+        let v = SquareVerifier::new("https://example.com/");
+        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
+        assert_eq!(v.precheck(&parts(&["x"])).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
+        assert!(v.precheck(&parts(&[&sign(&SigningSecret::from("k"), "u", b"")])).is_ok());
+        let x = provider("https://example.com/");
+        let p = parts(&[]);
+        let cases: &[(&str, &[u8], Result<(&str, Option<&str>), KeyErrorKind>)] = &[
+            ("both", br#"{"event_id":"e","type":"t"}"#, Ok(("e", Some("t")))),
+            ("no event_id", br#"{"id":"e","type":"t"}"#, Err(KeyErrorKind::Missing)),
+            ("not json", b"event_id=e", Err(KeyErrorKind::BodyNotJson)),
+        ];
+        for (name, body, want) in cases {
+            let got = x.extractor_ref().extract(&p, body);
+            let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
+            assert_eq!(got, *want, "{name}");
+        }
+        assert_eq!(x.name(), "square");
+    }
+}
