@@ -176,6 +176,38 @@ impl Provider {
         crate::verify::sendgrid::provider()
     }
 
+    /// Shopify (`X-Shopify-Hmac-Sha256` base64; key = `X-Shopify-Event-Id`, else
+    /// `X-Shopify-Webhook-Id`). See [`crate::verify::shopify`].
+    #[cfg(feature = "shopify")]
+    pub fn shopify() -> Self {
+        crate::verify::shopify::provider()
+    }
+
+    /// Square (`x-square-hmacsha256-signature` over the notification URL +
+    /// body; key = `event_id`). `notification_url` is the URL exactly as
+    /// registered in Square. See [`crate::verify::square`].
+    #[cfg(feature = "square")]
+    pub fn square(notification_url: impl Into<String>) -> Self {
+        crate::verify::square::provider(notification_url)
+    }
+
+    /// Twilio (`X-Twilio-Signature`, HMAC-SHA1 over the URL + sorted POST
+    /// parameters or `bodySHA256`; key = `I-Twilio-Idempotency-Token`).
+    /// `public_base_url` is the scheme and host Twilio calls. See
+    /// [`crate::verify::twilio`].
+    #[cfg(feature = "twilio")]
+    pub fn twilio(public_base_url: impl Into<String>) -> Self {
+        crate::verify::twilio::provider(public_base_url)
+    }
+
+    /// HubSpot signature v3 (`X-HubSpot-Signature-v3` over method + URI + body +
+    /// timestamp, 300 s; derived batch key). `public_base_url` is the scheme
+    /// and host HubSpot calls. See [`crate::verify::hubspot`].
+    #[cfg(feature = "hubspot")]
+    pub fn hubspot(public_base_url: impl Into<String>) -> Self {
+        crate::verify::hubspot::provider(public_base_url)
+    }
+
     /// Replaces the verifier, for example a preset with another tolerance:
     /// `Provider::stripe().verifier(StripeVerifier::new().tolerance(d))`.
     pub fn verifier(mut self, verifier: impl Verifier) -> Self {

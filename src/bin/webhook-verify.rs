@@ -25,7 +25,9 @@ use webhook_idempotency::Provider;
 #[derive(Parser, Debug)]
 #[command(name = "webhook-verify", version)]
 struct Args {
-    /// The sender: stripe, github (more with each preset; see --help).
+    /// The sender: stripe, github, slack, standard-webhooks, svix, shopify,
+    /// square, twilio, paddle, linear, hubspot, pagerduty, zoom, twitch,
+    /// intercom, mailgun, calendly, typeform, discord, sendgrid.
     #[arg(long)]
     provider: String,
     /// A signing secret, exactly as configured (repeat for rotation).
@@ -54,13 +56,65 @@ struct Args {
 /// A usage error: message, exit status 2.
 struct Usage(String);
 
-fn provider(name: &str, url: Option<&str>) -> Result<Provider, Usage> {
-    let _ = url;
-    match name {
-        "stripe" => Ok(Provider::stripe()),
-        "github" => Ok(Provider::github()),
-        other => Err(Usage(format!("unknown provider {other:?}; known: stripe, github"))),
+/// The preset names, as `--provider` takes them.
+const PROVIDERS: &[&str] = &[
+    "stripe",
+    "github",
+    "slack",
+    "standard-webhooks",
+    "svix",
+    "shopify",
+    "square",
+    "twilio",
+    "paddle",
+    "linear",
+    "hubspot",
+    "pagerduty",
+    "zoom",
+    "twitch",
+    "intercom",
+    "mailgun",
+    "calendly",
+    "typeform",
+    "discord",
+    "sendgrid",
+];
+
+/// The `scheme://host[:port]` of a URL, for presets that sign the full URL
+/// from a configured public base plus the request's path and query.
+fn base_of(url: &str) -> Result<String, Usage> {
+    let uri: http::Uri = url.parse().map_err(|_| Usage(format!("--url {url:?} is not a URL")))?;
+    match (uri.scheme_str(), uri.authority()) {
+        (Some(scheme), Some(authority)) => Ok(format!("{scheme}://{authority}")),
+        _ => Err(Usage(format!("--url {url:?} needs a scheme and a host"))),
     }
+}
+
+fn provider(name: &str, url: Option<&str>) -> Result<Provider, Usage> {
+    let need_url = || url.ok_or_else(|| Usage(format!("--provider {name} signs the URL: give --url")));
+    Ok(match name {
+        "stripe" => Provider::stripe(),
+        "github" => Provider::github(),
+        "slack" => Provider::slack(),
+        "standard-webhooks" => Provider::standard_webhooks(),
+        "svix" => Provider::svix(),
+        "shopify" => Provider::shopify(),
+        "square" => Provider::square(need_url()?),
+        "twilio" => Provider::twilio(base_of(need_url()?)?),
+        "paddle" => Provider::paddle(),
+        "linear" => Provider::linear(),
+        "hubspot" => Provider::hubspot(base_of(need_url()?)?),
+        "pagerduty" => Provider::pagerduty(),
+        "zoom" => Provider::zoom(),
+        "twitch" => Provider::twitch(),
+        "intercom" => Provider::intercom(),
+        "mailgun" => Provider::mailgun(),
+        "calendly" => Provider::calendly(),
+        "typeform" => Provider::typeform(),
+        "discord" => Provider::discord(),
+        "sendgrid" => Provider::sendgrid(),
+        other => return Err(Usage(format!("unknown provider {other:?}; known: {}", PROVIDERS.join(", ")))),
+    })
 }
 
 fn request(args: &Args) -> Result<http::request::Parts, Usage> {
