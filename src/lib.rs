@@ -19,9 +19,13 @@
 //! | feature | default | what |
 //! |---|---|---|
 //! | `axum` | yes | `FromRequestParts` for [`WebhookTx`] and [`WebhookEvent`] |
-//! | `stripe` | yes | [`Provider::stripe`], [`verify::stripe`] |
-//! | `github` | yes | [`Provider::github`], [`verify::github`] |
-//! | `full` | no | all of the above |
+//! | `stripe`, `github` | yes | [`Provider::stripe`], [`Provider::github`] |
+//! | `slack`, `standard-webhooks` (`svix` too), `shopify`, `square`, `twilio`, `paddle`, `linear`, `hubspot`, `pagerduty`, `zoom`, `twitch`, `intercom`, `mailgun`, `calendly`, `typeform`, `discord`, `sendgrid` | no | one preset each: `Provider::<name>()` and `verify::<name>` |
+//! | `cli` | no | the `webhook-verify` command (enables every preset) |
+//! | `full` | no | every preset and `axum` |
+//!
+//! Without a preset: [`verify::generic::HmacVerifier`] for the common HMAC
+//! shapes, [`key::DerivedKey`] for senders without an event id.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
