@@ -123,20 +123,83 @@ async fn effects(State(pool): State<Pool>) -> Result<Json<Vec<Effect>>, StatusCo
     ))
 }
 
-fn app(pool: Pool, args: &Args) -> Result<Router, webhook_idempotency::ConfigError> {
-    let stripe = WebhookLayer::builder(pool.clone(), Provider::stripe())
-        .scope("quickstart")
-        .secret(args.stripe_secret.as_str())
-        .build()?;
-    let github = WebhookLayer::builder(pool.clone(), Provider::github())
-        .scope("quickstart")
-        .secret(args.github_secret.as_str())
-        .build()?;
-    Ok(Router::new()
-        .route("/webhooks/stripe", post(apply).layer(stripe))
-        .route("/webhooks/github", post(apply).layer(github))
-        .route("/effects", get(effects))
-        .with_state(pool))
+fn app(pool: Pool, args: &Args, addr: SocketAddr) -> Result<Router, webhook_idempotency::ConfigError> {
+    let mut presets = vec![
+        ("stripe", Provider::stripe(), args.stripe_secret.clone()),
+        ("github", Provider::github(), args.github_secret.clone()),
+    ];
+    presets.extend(other_presets(addr));
+    let mut router = Router::new();
+    let mut mounted = Vec::new();
+    for (name, provider, secret) in presets {
+        let layer = WebhookLayer::builder(pool.clone(), provider).scope("quickstart").secret(secret).build()?;
+        router = router.route(&format!("/webhooks/{name}"), post(apply).layer(layer));
+        mounted.push(name);
+    }
+    println!("presets: POST /webhooks/{{{}}}", mounted.join(","));
+    Ok(router.route("/effects", get(effects)).with_state(pool))
+}
+
+/// The secret for preset `name`: `$NAME_WEBHOOK_SECRET`, else a test default.
+#[allow(dead_code)] // unused when no optional preset is enabled
+fn secret_for(name: &str, default: &str) -> String {
+    let var = format!("{}_WEBHOOK_SECRET", name.to_uppercase().replace('-', "_"));
+    std::env::var(&var).unwrap_or_else(|_| default.to_owned())
+}
+
+/// The optional presets compiled in (`cargo run --all-features --example
+/// quickstart` serves all of them), each on `/webhooks/<name>` with
+/// `$NAME_WEBHOOK_SECRET` or a test secret. Discord and SendGrid verify with
+/// public keys: they are served when `DISCORD_PUBLIC_KEY` /
+/// `SENDGRID_PUBLIC_KEY` are set.
+#[allow(unused_mut, unused_variables)]
+fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
+    let base = format!("http://{addr}");
+    let mut v: Vec<(&'static str, Provider, String)> = Vec::new();
+    let test = "quickstart-test-secret";
+    // base64("quickstart-test-secret"), in the Standard Webhooks `whsec_` form.
+    let whsec = "whsec_cXVpY2tzdGFydC10ZXN0LXNlY3JldA==";
+    #[cfg(feature = "slack")]
+    v.push(("slack", Provider::slack(), secret_for("slack", test)));
+    #[cfg(feature = "standard-webhooks")]
+    v.push(("standard-webhooks", Provider::standard_webhooks(), secret_for("standard-webhooks", whsec)));
+    #[cfg(feature = "standard-webhooks")]
+    v.push(("svix", Provider::svix(), secret_for("svix", whsec)));
+    #[cfg(feature = "shopify")]
+    v.push(("shopify", Provider::shopify(), secret_for("shopify", test)));
+    #[cfg(feature = "square")]
+    v.push(("square", Provider::square(format!("{base}/webhooks/square")), secret_for("square", test)));
+    #[cfg(feature = "twilio")]
+    v.push(("twilio", Provider::twilio(base.clone()), secret_for("twilio", test)));
+    #[cfg(feature = "paddle")]
+    v.push(("paddle", Provider::paddle(), secret_for("paddle", test)));
+    #[cfg(feature = "linear")]
+    v.push(("linear", Provider::linear(), secret_for("linear", test)));
+    #[cfg(feature = "hubspot")]
+    v.push(("hubspot", Provider::hubspot(base.clone()), secret_for("hubspot", test)));
+    #[cfg(feature = "pagerduty")]
+    v.push(("pagerduty", Provider::pagerduty(), secret_for("pagerduty", test)));
+    #[cfg(feature = "zoom")]
+    v.push(("zoom", Provider::zoom(), secret_for("zoom", test)));
+    #[cfg(feature = "twitch")]
+    v.push(("twitch", Provider::twitch(), secret_for("twitch", test)));
+    #[cfg(feature = "intercom")]
+    v.push(("intercom", Provider::intercom(), secret_for("intercom", test)));
+    #[cfg(feature = "mailgun")]
+    v.push(("mailgun", Provider::mailgun(), secret_for("mailgun", test)));
+    #[cfg(feature = "calendly")]
+    v.push(("calendly", Provider::calendly(), secret_for("calendly", test)));
+    #[cfg(feature = "typeform")]
+    v.push(("typeform", Provider::typeform(), secret_for("typeform", test)));
+    #[cfg(feature = "discord")]
+    if let Ok(key) = std::env::var("DISCORD_PUBLIC_KEY") {
+        v.push(("discord", Provider::discord(), key));
+    }
+    #[cfg(feature = "sendgrid")]
+    if let Ok(key) = std::env::var("SENDGRID_PUBLIC_KEY") {
+        v.push(("sendgrid", Provider::sendgrid(), key));
+    }
+    v
 }
 
 #[tokio::main]
@@ -187,8 +250,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bind = args.bind.unwrap_or_else(|| if args.demo { "127.0.0.1:0" } else { "127.0.0.1:3000" }.parse().unwrap());
     let listener = tokio::net::TcpListener::bind(bind).await?;
     let addr = listener.local_addr()?;
-    println!("listening on http://{addr}: POST /webhooks/stripe, POST /webhooks/github, GET /effects");
-    let router = app(pool, &args)?;
+    let router = app(pool, &args, addr)?;
+    println!("listening on http://{addr}: POST /webhooks/<preset>, GET /effects");
     // Stops the server: Ctrl-C, or the end of the demo.
     let stop = Arc::new(tokio::sync::Notify::new());
     let stopped = Arc::clone(&stop);
