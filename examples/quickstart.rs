@@ -199,6 +199,9 @@ fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
     if let Ok(key) = std::env::var("SENDGRID_PUBLIC_KEY") {
         v.push(("sendgrid", Provider::sendgrid(), key));
     }
+    if !v.is_empty() {
+        println!("other presets: $<PRESET>_WEBHOOK_SECRET, else the test secret {test} ({whsec} for standard-webhooks, svix)");
+    }
     v
 }
 
