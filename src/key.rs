@@ -217,7 +217,8 @@ impl KeyExtractor for JsonPointerKey {
 ///
 /// Fields are headers, JSON values by pointer, and optionally a digest of
 /// the body in canonical JSON (RFC 8785 JCS, so whitespace and key order do
-/// not change the key). Each field is hashed with its kind and length, so
+/// not change the key). Integers beyond 2^53, which JCS would round to the
+/// nearest double, are hashed exactly. Each field is hashed with its kind and length, so
 /// fields cannot run into each other. Never the receipt time, a request id
 /// or a retry count: the key must be equal on every delivery of the event.
 ///
@@ -291,8 +292,43 @@ impl DerivedKey {
     }
 }
 
+/// RFC 8785 writes every number as an IEEE 754 double, so integers beyond
+/// 2^53 that differ only in their low digits (snowflake ids) would hash
+/// equal. Such integers are replaced by a tagged string of their exact
+/// decimal form before canonicalization.
+fn exact_integers(value: &serde_json::Value) -> std::borrow::Cow<'_, serde_json::Value> {
+    use serde_json::Value;
+    use std::borrow::Cow;
+    const EXACT: u64 = 1 << 53;
+    match value {
+        Value::Number(n)
+            if n.as_u64().is_some_and(|u| u > EXACT) || n.as_i64().is_some_and(|i| i.unsigned_abs() > EXACT) =>
+        {
+            Cow::Owned(Value::String(format!("\u{0}integer:{n}")))
+        }
+        Value::Array(items) => {
+            let mapped: Vec<_> = items.iter().map(exact_integers).collect();
+            if mapped.iter().all(|m| matches!(m, Cow::Borrowed(_))) {
+                Cow::Borrowed(value)
+            } else {
+                Cow::Owned(Value::Array(mapped.into_iter().map(Cow::into_owned).collect()))
+            }
+        }
+        Value::Object(map) => {
+            if map.values().all(|v| matches!(exact_integers(v), Cow::Borrowed(_))) {
+                Cow::Borrowed(value)
+            } else {
+                Cow::Owned(Value::Object(
+                    map.iter().map(|(k, v)| (k.clone(), exact_integers(v).into_owned())).collect(),
+                ))
+            }
+        }
+        _ => Cow::Borrowed(value),
+    }
+}
+
 fn canonical(value: &serde_json::Value) -> Result<Vec<u8>, KeyError> {
-    serde_jcs::to_vec(value).map_err(|_| KeyErrorKind::Invalid.into())
+    serde_jcs::to_vec(&*exact_integers(value)).map_err(|_| KeyErrorKind::Invalid.into())
 }
 
 impl KeyExtractor for DerivedKey {
@@ -405,6 +441,14 @@ mod tests {
         assert_eq!(x, body_key.extract(&p, b"[ { \"b\": [1, 2], \"a\": 1.0 } ]").unwrap().key);
         assert_ne!(x, body_key.extract(&p, br#"[{"a":1,"b":[2,1]}]"#).unwrap().key);
         assert_eq!(DerivedKey::new().extract(&p, b"{}").unwrap_err().kind(), KeyErrorKind::Missing);
+        // Snowflake-sized integers differing in their low digits stay apart.
+        let id = DerivedKey::new().json("/object/id");
+        let one = id.extract(&p, br#"{"object":{"id":1180000000000000001}}"#).unwrap().key;
+        let two = id.extract(&p, br#"{"object":{"id":1180000000000000002}}"#).unwrap().key;
+        assert_ne!(one, two);
+        let nested = |b: &[u8]| body_key.extract(&p, b).unwrap().key;
+        assert_ne!(nested(br#"[{"id":9007199254740993}]"#), nested(br#"[{"id":9007199254740992}]"#));
+        assert_ne!(nested(br#"{"id":-9007199254740993}"#), nested(br#"{"id":-9007199254740992}"#));
     }
 
     #[test]

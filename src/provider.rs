@@ -246,6 +246,17 @@ impl Provider {
         Ok(identity)
     }
 
+    /// Verifies a delivery and, when it is the provider's endpoint-verification
+    /// handshake, returns the answer the layer would send (nothing claimed).
+    /// `Ok(None)` for ordinary deliveries and providers without a handshake.
+    ///
+    /// # Errors
+    /// The [`VerifyError`] when the signature does not verify.
+    pub fn handshake(&self, delivery: &Delivery<'_>) -> Result<Option<http::Response<Bytes>>, VerifyError> {
+        self.verifier.verify(delivery)?;
+        Ok(self.challenge.as_ref().and_then(|c| c.respond(delivery)))
+    }
+
     pub(crate) fn verifier_ref(&self) -> &dyn Verifier {
         &*self.verifier
     }

@@ -125,3 +125,106 @@ fn verify_command_cases() {
         assert!(!all.contains("whsec_cli"), "{name}: the secret is never printed");
     }
 }
+
+#[test]
+fn verify_command_presets_keys_and_handshakes() {
+    use webhook_idempotency::verify::{slack, square, standard_webhooks};
+    let now = NOW.to_string();
+    let challenge = br#"{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
+    let slack_sig = format!("X-Slack-Signature: {}", slack::sign(&SigningSecret::from("slack-secret"), NOW, challenge));
+    let slack_ts = format!("X-Slack-Request-Timestamp: {NOW}");
+
+    let seed = [3u8; 32];
+    let whpk = standard_webhooks::public_key_of(&seed);
+    let sw_body = br#"{"type":"invoice.paid"}"#;
+    let v1a = standard_webhooks::sign_ed25519(&seed, "msg_1", NOW, sw_body);
+    // A v1 (HMAC) signature keyed with the public key's text: must never verify.
+    let forged = standard_webhooks::sign(&SigningSecret::from(whpk.as_str()), "msg_1", NOW, sw_body)
+        .unwrap_or_else(|_| "v1,AAAA".into());
+    let bare_key = whpk.trim_start_matches("whpk_").to_owned();
+    let sw = |sig: &str, key: &str| -> Vec<String> {
+        ["--provider", "standard-webhooks", "--public-key", key, "--header", "webhook-id: msg_1", "--header"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([format!("webhook-timestamp: {NOW}"), "--header".into(), format!("webhook-signature: {sig}")])
+            .chain(["--body-file", "-", "--now", &now].iter().map(|s| s.to_string()))
+            .collect()
+    };
+
+    let square_url = "https://example.com/webhooks/square";
+    let square_body = b"{\"event_id\":\"e\\u001b[31mred\",\"type\":\"payment.updated\"}";
+    let square_sig = format!(
+        "x-square-hmacsha256-signature: {}",
+        square::sign(&SigningSecret::from("sq-key"), square_url, square_body)
+    );
+
+    type Case = (&'static str, Vec<String>, &'static [u8], i32, Vec<&'static str>);
+    let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let cases: Vec<Case> = vec![
+        (
+            "slack url_verification",
+            owned(&[
+                "--provider",
+                "slack",
+                "--secret",
+                "slack-secret",
+                "--header",
+                &slack_sig,
+                "--header",
+                &slack_ts,
+                "--body-file",
+                "-",
+                "--now",
+                &now,
+            ]),
+            challenge,
+            0,
+            vec!["valid", "handshake: answered by the layer with 200 OK, nothing claimed"],
+        ),
+        ("v1a with the whpk_ key", sw(&v1a, &whpk), sw_body, 0, vec!["valid", "event key: msg_1"]),
+        ("v1a with the bare key", sw(&v1a, &bare_key), sw_body, 0, vec!["valid", "event key: msg_1"]),
+        ("v1 keyed with the public key", sw(&forged, &bare_key), sw_body, 1, vec!["invalid"]),
+        (
+            "square, control characters escaped",
+            owned(&[
+                "--provider",
+                "square",
+                "--secret",
+                "sq-key",
+                "--url",
+                square_url,
+                "--header",
+                &square_sig,
+                "--body-file",
+                "-",
+            ]),
+            square_body,
+            0,
+            vec!["valid", "event key: e\\u{1b}[31mred"],
+        ),
+        (
+            "square without --url",
+            owned(&["--provider", "square", "--secret", "sq-key", "--header", &square_sig, "--body-file", "-"]),
+            square_body,
+            2,
+            vec!["give --url"],
+        ),
+        (
+            "public key for an HMAC preset",
+            owned(&["--provider", "stripe", "--public-key", "abc", "--body-file", "-"]),
+            b"{}",
+            2,
+            vec!["verifies with secrets"],
+        ),
+    ];
+    for (name, args, stdin, code, expect) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&args, Some(stdin));
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{name}: {all}");
+        for e in expect {
+            assert!(all.contains(e), "{name}: {e:?} not in {all}");
+        }
+        assert!(!all.contains('\u{1b}'), "{name}: no raw escape reaches the terminal");
+    }
+}

@@ -198,23 +198,59 @@ fn hints(
     out
 }
 
+/// The sender's text with control characters escaped, so a body cannot
+/// drive the operator's terminal.
+fn printable(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect()
+}
+
+/// Secrets and public keys in the form each preset's verifier expects: the
+/// Standard Webhooks family tells HMAC secrets (`whsec_`) from public keys
+/// (`whpk_`) by prefix, so a public key given without its prefix must never
+/// become an HMAC key.
+fn key_material(provider: &str, secrets: &[String], public_keys: &[String]) -> Result<Vec<SigningSecret>, Usage> {
+    let mut out = Vec::new();
+    for s in secrets {
+        out.push(match provider {
+            "standard-webhooks" | "svix" => webhook_idempotency::verify::standard_webhooks::secret(s)
+                .map_err(|e| Usage(format!("--secret #{}: {e}", out.len() + 1)))?,
+            _ => SigningSecret::from(s.as_str()),
+        });
+    }
+    for k in public_keys {
+        out.push(match provider {
+            "standard-webhooks" | "svix" => webhook_idempotency::verify::standard_webhooks::public_key(k)
+                .map_err(|e| Usage(format!("--public-key {k:?}: {e}")))?,
+            "discord" => webhook_idempotency::verify::discord::public_key(k)
+                .map_err(|e| Usage(format!("--public-key {k:?}: {e}")))?,
+            "sendgrid" => SigningSecret::from(k.as_str()),
+            other => return Err(Usage(format!("--provider {other} verifies with secrets, not public keys"))),
+        });
+    }
+    if out.is_empty() {
+        return Err(Usage("give at least one --secret (or --public-key)".into()));
+    }
+    Ok(out)
+}
+
 fn run(args: &Args) -> Result<bool, Usage> {
     let provider = provider(&args.provider, args.url.as_deref())?;
     let parts = request(args)?;
     let body = read_body(&args.body_file)?;
-    let secrets: Vec<SigningSecret> =
-        args.secrets.iter().chain(&args.public_keys).map(|s| SigningSecret::from(s.as_str())).collect();
-    if secrets.is_empty() {
-        return Err(Usage("give at least one --secret (or --public-key)".into()));
-    }
+    let secrets = key_material(&args.provider, &args.secrets, &args.public_keys)?;
     let now = args.now.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
     let delivery = Delivery::new(&parts, &body, &secrets, UNIX_EPOCH + Duration::from_secs(now));
+    if let Ok(Some(answer)) = provider.handshake(&delivery) {
+        println!("valid");
+        println!("handshake: answered by the layer with {}, nothing claimed", answer.status());
+        return Ok(true);
+    }
     match provider.check(&delivery) {
         Ok(identity) => {
             println!("valid");
-            println!("event key: {}", identity.key);
+            println!("event key: {}", printable(&identity.key));
             if let Some(t) = identity.event_type {
-                println!("event type: {t}");
+                println!("event type: {}", printable(&t));
             }
             Ok(true)
         }

@@ -231,6 +231,14 @@ impl HmacVerifierBuilder {
         if matches!(v.content, SignedContent::IdTimestampBody { .. }) && v.id_header.is_none() {
             return Err(ConfigError::new("this signed content includes a message id: set id_header"));
         }
+        // A timestamp or id the signature does not cover would be a window the
+        // sender's attacker sets: refuse the configuration.
+        if !needs_ts && v.timestamp_header.is_some() {
+            return Err(ConfigError::new("timestamp_header is set but the signed content has no timestamp"));
+        }
+        if !matches!(v.content, SignedContent::IdTimestampBody { .. }) && v.id_header.is_some() {
+            return Err(ConfigError::new("id_header is set but the signed content has no id"));
+        }
         if matches!(&v.content, SignedContent::UrlBody { url } if url.is_empty()) {
             return Err(ConfigError::new("the signed URL is empty"));
         }
@@ -382,6 +390,8 @@ mod tests {
                     .build()
                     .err(),
             ),
+            ("unsigned timestamp header", HmacVerifier::builder("x").timestamp_header("x-ts").build().err()),
+            ("unsigned id header", HmacVerifier::builder("x").id_header("x-id").build().err()),
             (
                 "empty url",
                 HmacVerifier::builder("x").signed_content(SignedContent::UrlBody { url: String::new() }).build().err(),

@@ -31,6 +31,12 @@
 //! preset. The event type is the body's `type` and `action` joined by a dot
 //! (`Issue.create`, `Comment.remove`), or the `Linear-Event` header
 //! (`Issue`) when the body lacks them.
+//!
+//! **Limit of the scheme:** `Linear-Delivery` is not signed. Whoever captured
+//! a delivery can resend it within the 60-second window under a fresh
+//! `Linear-Delivery`, and it is claimed as a new event. Make the business
+//! write idempotent on the payload's own identity (`data.id` with `action`
+//! and `updatedAt`) where that matters.
 
 use std::fmt;
 use std::time::{Duration, UNIX_EPOCH};

@@ -91,9 +91,17 @@ struct Header<'a> {
     signatures: Vec<Signature>,
 }
 
+/// Most signature lines checked per delivery: each is an ECDSA verification
+/// per configured key, so more is refused as malformed rather than letting
+/// one request cost hundreds of verifications.
+pub const MAX_SIGNATURES: usize = 4;
+
 fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
     let mut signatures = Vec::new();
     for value in header_values(parts, SIGNATURE_HEADER) {
+        if signatures.len() == MAX_SIGNATURES {
+            return Err(VerifyErrorKind::MalformedHeader.into());
+        }
         let der = Encoding::Base64.decode(value?.trim()).ok_or(VerifyErrorKind::MalformedHeader)?;
         signatures.push(Signature::from_der(&der).map_err(|_| VerifyErrorKind::MalformedHeader)?);
     }
@@ -486,5 +494,14 @@ mod tests {
             let got = batch_identity(&p, body).map(|i| i.event_type).map_err(|e| e.kind());
             assert_eq!(got.as_ref().map(|t| t.as_deref()).map_err(|e| *e), *want, "{name}");
         }
+    }
+
+    #[test]
+    fn more_than_max_signature_lines_is_malformed() {
+        let sig = "MEUCIQCtIHJeH93Y+qpYeWrySphQgpNGNr/U+UyUlBkU6n7RAwIgJTz/C+1hK6gV9bmz3cK3UxJY3xZ4c+cvxJ8FwgA8nIA=";
+        let lines = vec![sig; MAX_SIGNATURES + 1];
+        let err = parse(&parts(&lines, &["1588788367"])).map(|_| ()).unwrap_err();
+        assert_eq!(err.kind(), VerifyErrorKind::MalformedHeader);
+        assert!(parse(&parts(&[sig; MAX_SIGNATURES], &["1588788367"])).is_ok());
     }
 }

@@ -37,8 +37,8 @@
 //! "event_ts":<ms>}`, and the `x-zm-trackingid` header is a per-request
 //! tracking id whose stability across retries Zoom does not document. The
 //! key is therefore derived from the payload: `sha256:` and the hex SHA-256 of
-//! the body in canonical JSON form (object keys sorted, no whitespace,
-//! serde_json's number and string formatting), so a retry of the same event
+//! the body in canonical JSON (RFC 8785 through [`crate::key::DerivedKey`],
+//! large integers kept exact), so a retry of the same event
 //! has the same key whatever its key order or spacing, and two different
 //! events (two participants joining one meeting in the same millisecond:
 //! same `event`, `event_ts` and `payload.object.id`, different
@@ -48,8 +48,8 @@
 
 use std::time::Duration;
 
+use crate::key::KeyExtractor as _;
 use bytes::Bytes;
-use sha2::{Digest as _, Sha256};
 
 use super::{
     any_matches, header_values, hmac_sha256, parse_unix_seconds, single_header, Delivery, SigningSecret, Verifier,
@@ -193,15 +193,15 @@ impl crate::provider::Challenge for UrlValidation {
         let Some(plain) = doc.pointer("/payload/plainToken").and_then(|t| t.as_str()) else {
             return Some(json_response(http::StatusCode::BAD_REQUEST, br#"{"error":"no plainToken"}"#.to_vec()));
         };
-        // The token that verified the request (during a rotation, the one Zoom
-        // holds now); the first configured one otherwise.
-        let secret = parse(delivery.parts).ok().and_then(|h| {
-            delivery.secrets.iter().find(|s| {
-                let mac = expected(s, h.timestamp, delivery.body);
-                any_matches(&mac, h.v0.iter().map(|v| &v[..]))
-            })
-        });
-        let secret = secret.or_else(|| delivery.secrets.first())?;
+        // The token that verified this request (during a rotation, the one
+        // Zoom holds now). None verifies: no answer, so the handshake can never
+        // sign attacker-chosen text with a secret (an HMAC oracle), whatever
+        // verifier the provider was configured with.
+        let h = parse(delivery.parts).ok()?;
+        let secret = delivery.secrets.iter().find(|s| {
+            let mac = expected(s, h.timestamp, delivery.body);
+            any_matches(&mac, h.v0.iter().map(|v| &v[..]))
+        })?;
         let answer = serde_json::json!({
             "plainToken": plain,
             "encryptedToken": encrypted_token(secret, plain),
@@ -210,62 +210,22 @@ impl crate::provider::Challenge for UrlValidation {
     }
 }
 
-/// Writes `value` in canonical JSON: object keys sorted by their UTF-8
-/// bytes, no whitespace, strings and numbers as serde_json writes them.
-fn canonical_json(value: &serde_json::Value, out: &mut Vec<u8>) {
-    use serde_json::Value;
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push(b'{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                canonical_scalar(&Value::String(key.clone()), out);
-                out.push(b':');
-                canonical_json(item, out);
-            }
-            out.push(b'}');
-        }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                canonical_json(item, out);
-            }
-            out.push(b']');
-        }
-        scalar => canonical_scalar(scalar, out),
-    }
-}
-
-fn canonical_scalar(value: &serde_json::Value, out: &mut Vec<u8>) {
-    // Writing a scalar to a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, value);
-}
-
-/// Zoom's event identity: key `sha256:<hex>` of the canonical JSON body,
-/// type `event` (see the module docs).
+/// Zoom's event identity: key `sha256:<hex>` over `event` and the body in
+/// canonical JSON ([`crate::key::DerivedKey`]: RFC 8785, large integers
+/// exact), type `event` (see the module docs).
 ///
 /// # Errors
 /// [`KeyErrorKind::BodyNotJson`] for a body that is not JSON,
 /// [`KeyErrorKind::Invalid`] when it is not an object or `event` is not a
 /// string, [`KeyErrorKind::Missing`] when `event` is absent or empty.
-pub fn event_identity(_parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
     let doc: serde_json::Value = serde_json::from_slice(body).map_err(|_| KeyErrorKind::BodyNotJson)?;
-    let event = match doc.as_object().ok_or(KeyErrorKind::Invalid)?.get("event") {
-        Some(serde_json::Value::String(s)) if !s.is_empty() => s.clone(),
+    match doc.as_object().ok_or(KeyErrorKind::Invalid)?.get("event") {
+        Some(serde_json::Value::String(s)) if !s.is_empty() => {}
         Some(serde_json::Value::String(_)) | None => return Err(KeyErrorKind::Missing.into()),
         Some(_) => return Err(KeyErrorKind::Invalid.into()),
-    };
-    let mut canonical = Vec::with_capacity(body.len());
-    canonical_json(&doc, &mut canonical);
-    let key = format!("sha256:{}", hex::encode(Sha256::digest(&canonical)));
-    Ok(EventIdentity { key, event_type: Some(event) })
+    }
+    crate::key::DerivedKey::new().canonical_body().event_type_json("/event").extract(parts, body)
 }
 
 /// The Zoom preset: [`ZoomVerifier`] (300 s), key from [`event_identity`],
@@ -469,13 +429,6 @@ mod tests {
         assert_eq!(a.event_type.as_deref(), Some("meeting.participant_joined"));
         assert_eq!(event_identity(&p, reordered).unwrap(), a);
         assert_ne!(event_identity(&p, other_participant).unwrap().key, a.key);
-
-        let mut out = Vec::new();
-        canonical_json(&serde_json::from_slice(reordered).unwrap(), &mut out);
-        assert_eq!(
-            std::str::from_utf8(&out).unwrap(),
-            r#"{"event":"meeting.participant_joined","event_ts":1700000000123,"payload":{"account_id":"a","object":{"id":"85","participant":{"join_time":"2024-01-01T00:00:00Z","user_id":"u1"}}}}"#
-        );
 
         let cases: &[(&str, &[u8], KeyErrorKind)] = &[
             ("not json", b"event=x", KeyErrorKind::BodyNotJson),
