@@ -157,6 +157,13 @@ fn cases(b: &[u8]) -> Vec<Case> {
             b,
         ),
         case(
+            "generic (HMAC-SHA256)",
+            generic::HmacVerifier::builder("x-sig").build().unwrap(),
+            "/",
+            vec![("x-sig", hex::encode(hmac(Algorithm::Sha256, &s, &[b])))],
+            b,
+        ),
+        case(
             "generic (HMAC-SHA512)",
             generic::HmacVerifier::builder("x-sig").algorithm(Algorithm::Sha512).build().unwrap(),
             "/",
@@ -215,6 +222,13 @@ fn bench(c: &mut Criterion) {
                 mac.finalize()
             })
         });
+        // The floors for the presets on other hashes.
+        let secret = SigningSecret::from(SECRET);
+        for (label, alg) in [("raw HMAC-SHA1", Algorithm::Sha1), ("raw HMAC-SHA512", Algorithm::Sha512)] {
+            group.bench_with_input(BenchmarkId::from_parameter(label), &b, |bench, body| {
+                bench.iter(|| hmac(alg, &secret, &[body]))
+            });
+        }
         for case in cases(&b) {
             let delivery = Delivery::new(&case.parts, &case.body, &case.secrets, now);
             case.verifier.verify(&delivery).unwrap_or_else(|e| panic!("{}: {e}", case.name));

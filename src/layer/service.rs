@@ -180,7 +180,10 @@ where
         Err(e) if e.is::<LengthLimitError>() => {
             return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "payload too large\n"))
         }
-        Err(_) => return Ok(reject(StatusCode::BAD_REQUEST, "body_unreadable", "could not read the request body\n")),
+        Err(_) => {
+            let reason = crate::verify::VerifyErrorKind::BodyUnavailable.as_str();
+            return Ok(reject(StatusCode::BAD_REQUEST, reason, "could not read the request body\n"));
+        }
     };
     // gzip: verified and handed on decoded, within the inflated-size cap.
     let mut parts = parts;

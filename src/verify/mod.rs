@@ -269,6 +269,10 @@ pub enum VerifyErrorKind {
     TimestampInFuture,
     /// No signing secret is configured for the endpoint.
     NoSecret,
+    /// The body could not be read in full (the client aborted or the
+    /// connection failed), so there was nothing to verify. The layer answers
+    /// 400 for it.
+    BodyUnavailable,
 }
 
 impl VerifyErrorKind {
@@ -281,6 +285,7 @@ impl VerifyErrorKind {
             Self::TimestampTooOld => "timestamp_too_old",
             Self::TimestampInFuture => "timestamp_in_future",
             Self::NoSecret => "no_secret",
+            Self::BodyUnavailable => "body_unavailable",
         }
     }
 }
