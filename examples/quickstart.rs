@@ -192,12 +192,14 @@ fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
     #[cfg(feature = "typeform")]
     v.push(("typeform", Provider::typeform(), secret_for("typeform", test)));
     #[cfg(feature = "discord")]
-    if let Ok(key) = std::env::var("DISCORD_PUBLIC_KEY") {
-        v.push(("discord", Provider::discord(), key));
+    match std::env::var("DISCORD_PUBLIC_KEY") {
+        Ok(key) => v.push(("discord", Provider::discord(), key)),
+        Err(_) => println!("discord not served: set DISCORD_PUBLIC_KEY (the application's public key)"),
     }
     #[cfg(feature = "sendgrid")]
-    if let Ok(key) = std::env::var("SENDGRID_PUBLIC_KEY") {
-        v.push(("sendgrid", Provider::sendgrid(), key));
+    match std::env::var("SENDGRID_PUBLIC_KEY") {
+        Ok(key) => v.push(("sendgrid", Provider::sendgrid(), key)),
+        Err(_) => println!("sendgrid not served: set SENDGRID_PUBLIC_KEY (the Event Webhook verification key)"),
     }
     if !v.is_empty() {
         println!("other presets: $<PRESET>_WEBHOOK_SECRET, else the test secret {test} ({whsec} for standard-webhooks, svix)");
@@ -274,6 +276,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         stop.notify_one();
     }
     server.await??;
+    if _throwaway.is_some() {
+        println!("stopped; the throwaway PostgreSQL is being removed");
+    }
     outcome
 }
 
