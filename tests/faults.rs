@@ -16,21 +16,6 @@ use tokio::sync::oneshot;
 use tower::ServiceExt;
 use webhook_idempotency::{WebhookEvent, WebhookTx};
 
-async fn insert_effect(tx: &WebhookTx, event: &WebhookEvent) -> Result<(), tokio_postgres::Error> {
-    let client = tx.client().await.expect("open transaction");
-    client
-        .execute("INSERT INTO effects (scope, event_key) VALUES ($1, $2)", &[&event.scope(), &event.key()])
-        .await
-        .map(drop)
-}
-
-async fn apply_effect(tx: WebhookTx, event: WebhookEvent) -> StatusCode {
-    match insert_effect(&tx, &event).await {
-        Ok(()) => StatusCode::OK,
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
 async fn status(app: &Router, req: Request<Body>) -> (StatusCode, http::HeaderMap) {
     let res = app.clone().oneshot(req).await.unwrap();
     (res.status(), res.headers().clone())

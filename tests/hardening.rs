@@ -15,19 +15,7 @@ use http_body_util::BodyExt;
 use support::*;
 use tower::ServiceExt;
 use webhook_idempotency::verify::{github, stripe};
-use webhook_idempotency::{SigningSecret, WebhookEvent, WebhookTx};
-
-async fn record(tx: WebhookTx, event: WebhookEvent) -> StatusCode {
-    let client = tx.client().await.unwrap();
-    client
-        .execute(
-            "INSERT INTO effects (scope, event_key, body) VALUES ($1, $2, $3)",
-            &[&event.scope(), &event.key(), &event.body().as_ref()],
-        )
-        .await
-        .unwrap();
-    StatusCode::OK
-}
+use webhook_idempotency::SigningSecret;
 
 async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Bytes) {
     let res = app.clone().oneshot(req).await.unwrap();
@@ -42,8 +30,8 @@ fn v1_of(header: &str) -> &str {
 #[tokio::test]
 async fn stripe_header_shapes() {
     let db = TestDb::new().await;
-    let app =
-        Router::new().route("/webhooks/stripe", post(record).layer(stripe_layer(db.pool.clone()).build().unwrap()));
+    let app = Router::new()
+        .route("/webhooks/stripe", post(apply_effect).layer(stripe_layer(db.pool.clone()).build().unwrap()));
     let ts = unix_now();
     let secret = SigningSecret::from(STRIPE_SECRET);
     let build = |id: &str, lines: &[String]| {
@@ -77,8 +65,8 @@ async fn stripe_header_shapes() {
 #[tokio::test]
 async fn github_header_shapes() {
     let db = TestDb::new().await;
-    let app =
-        Router::new().route("/webhooks/github", post(record).layer(github_layer(db.pool.clone()).build().unwrap()));
+    let app = Router::new()
+        .route("/webhooks/github", post(apply_effect).layer(github_layer(db.pool.clone()).build().unwrap()));
     let body = b"{\"zen\":\"Design for failure.\"}";
     let sig = github::sign(&SigningSecret::from(GITHUB_SECRET), body);
     let zeros = format!("sha256={}", "0".repeat(64));
@@ -109,8 +97,8 @@ async fn github_header_shapes() {
 async fn header_names_are_case_insensitive_on_the_wire() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let db = TestDb::new().await;
-    let app =
-        Router::new().route("/webhooks/github", post(record).layer(github_layer(db.pool.clone()).build().unwrap()));
+    let app = Router::new()
+        .route("/webhooks/github", post(apply_effect).layer(github_layer(db.pool.clone()).build().unwrap()));
     let addr = serve(app).await;
     let body = b"{}";
     let sig = github::sign(&SigningSecret::from(GITHUB_SECRET), body);
@@ -135,10 +123,10 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 #[tokio::test]
 async fn content_encoding_is_415_unless_gzip_is_enabled() {
     let db = TestDb::new().await;
-    let plain =
-        Router::new().route("/webhooks/github", post(record).layer(github_layer(db.pool.clone()).build().unwrap()));
+    let plain = Router::new()
+        .route("/webhooks/github", post(apply_effect).layer(github_layer(db.pool.clone()).build().unwrap()));
     let with_gzip = Router::new()
-        .route("/webhooks/github", post(record).layer(github_layer(db.pool.clone()).gzip(4096).build().unwrap()));
+        .route("/webhooks/github", post(apply_effect).layer(github_layer(db.pool.clone()).gzip(4096).build().unwrap()));
     let decoded = b"{\"action\":\"opened\"}\n".to_vec();
     let secret = SigningSecret::from(GITHUB_SECRET);
     let req = |delivery: &str, encoding: &str, body: Vec<u8>, signed_over: &[u8]| {
@@ -186,7 +174,7 @@ async fn operator_replay_skips_the_age_check_not_the_signature() {
     let header = http::HeaderName::from_static("x-webhook-operator-replay");
     let app = Router::new().route(
         "/webhooks/stripe",
-        post(record).layer(stripe_layer(db.pool.clone()).operator_replay(header.clone(), token).build().unwrap()),
+        post(apply_effect).layer(stripe_layer(db.pool.clone()).operator_replay(header.clone(), token).build().unwrap()),
     );
     let day_old = unix_now() - 86_400;
     let with = |id: &str, token: Option<&str>, tamper: bool| {
@@ -230,7 +218,7 @@ async fn challenge_is_answered_after_verification_without_a_claim() {
         .secret(GITHUB_SECRET)
         .build()
         .unwrap();
-    let app = Router::new().route("/hook", post(record).layer(layer));
+    let app = Router::new().route("/hook", post(apply_effect).layer(layer));
     let secret = SigningSecret::from(GITHUB_SECRET);
     let req = |body: &'static [u8], signed: &[u8]| {
         Request::post("/hook")

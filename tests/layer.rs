@@ -16,19 +16,6 @@ use support::*;
 use tower::ServiceExt;
 use webhook_idempotency::{SigningSecret, WebhookEvent, WebhookTx};
 
-/// The business effect: one row in `effects` per handler run that commits.
-async fn apply_effect(tx: WebhookTx, event: WebhookEvent) -> StatusCode {
-    let client = tx.client().await.expect("transaction open during the handler");
-    client
-        .execute(
-            "INSERT INTO effects (scope, event_key, body) VALUES ($1, $2, $3)",
-            &[&event.scope(), &event.key(), &event.body().as_ref()],
-        )
-        .await
-        .expect("business insert");
-    StatusCode::OK
-}
-
 fn stripe_app(db: &TestDb, runs: Arc<AtomicUsize>) -> Router {
     Router::new().route(
         "/webhooks/stripe",

@@ -14,19 +14,10 @@ use serde_json::json;
 use support::*;
 use tower::ServiceExt;
 use webhook_idempotency::verify::*;
-use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
+use webhook_idempotency::{Provider, SigningSecret, WebhookLayer};
 
 const SECRET: &str = "provider-test-secret-0123456789";
 const SEED: [u8; 32] = [7; 32];
-
-async fn record(tx: WebhookTx, event: WebhookEvent) -> StatusCode {
-    let client = tx.client().await.unwrap();
-    client
-        .execute("INSERT INTO effects (scope, event_key) VALUES ($1, $2)", &[&event.scope(), &event.key()])
-        .await
-        .unwrap();
-    StatusCode::OK
-}
 
 fn secret() -> SigningSecret {
     SigningSecret::from(SECRET)
@@ -378,7 +369,7 @@ async fn every_preset_processes_once_replays_and_refuses_tampering() {
             .secret(case.secret.as_str())
             .build()
             .unwrap();
-        let app = Router::new().route("/hook", post(record).layer(layer));
+        let app = Router::new().route("/hook", post(apply_effect).layer(layer));
         for n in [1, 2] {
             let first = app.clone().oneshot((case.make)(n, false)).await.unwrap();
             assert_eq!(first.status(), StatusCode::OK, "{name} #{n}: first delivery");

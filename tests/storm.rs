@@ -9,20 +9,10 @@ use std::time::Duration;
 
 use axum::routing::post;
 use axum::Router;
-use http::StatusCode;
 use support::*;
 use tokio::sync::Mutex;
 use webhook_idempotency::verify::stripe;
-use webhook_idempotency::{SigningSecret, WebhookEvent, WebhookTx};
-
-async fn record(tx: WebhookTx, event: WebhookEvent) -> StatusCode {
-    let client = tx.client().await.unwrap();
-    client
-        .execute("INSERT INTO effects (scope, event_key) VALUES ($1, $2)", &[&event.scope(), &event.key()])
-        .await
-        .unwrap();
-    StatusCode::OK
-}
+use webhook_idempotency::SigningSecret;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn storm_of_1000_deliveries_of_100_events_from_64_clients() {
@@ -32,7 +22,8 @@ async fn storm_of_1000_deliveries_of_100_events_from_64_clients() {
     let db = TestDb::new().await;
     let app = Router::new().route(
         "/webhooks/stripe",
-        post(record).layer(stripe_layer(db.pool(CLIENTS + 8)).lock_timeout(Duration::from_secs(10)).build().unwrap()),
+        post(apply_effect)
+            .layer(stripe_layer(db.pool(CLIENTS + 8)).lock_timeout(Duration::from_secs(10)).build().unwrap()),
     );
     let addr = serve(app).await;
     // Every event COPIES times, in a fixed pseudo-random order (a full-cycle

@@ -15,7 +15,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use http::Request;
 use tokio_postgres::NoTls;
 use webhook_idempotency::verify::{github, stripe};
-use webhook_idempotency::{Provider, SigningSecret, WebhookLayer, WebhookLayerBuilder};
+use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookLayerBuilder, WebhookTx};
 
 pub use temp_postgres::TempPostgres;
 
@@ -122,6 +122,27 @@ impl TestDb {
             .await
             .unwrap()
             .get(0)
+    }
+}
+
+/// The business effect the tests count: one `effects` row (scope, event key,
+/// raw body) written through the claim's transaction.
+pub async fn insert_effect(tx: &WebhookTx, event: &WebhookEvent) -> Result<(), tokio_postgres::Error> {
+    let client = tx.client().await.expect("transaction open during the handler");
+    client
+        .execute(
+            "INSERT INTO effects (scope, event_key, body) VALUES ($1, $2, $3)",
+            &[&event.scope(), &event.key(), &event.body().as_ref()],
+        )
+        .await
+        .map(drop)
+}
+
+/// A handler applying [`insert_effect`]: 200, or 500 when the write fails.
+pub async fn apply_effect(tx: WebhookTx, event: WebhookEvent) -> http::StatusCode {
+    match insert_effect(&tx, &event).await {
+        Ok(()) => http::StatusCode::OK,
+        Err(_) => http::StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
