@@ -4,8 +4,13 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
+use std::sync::OnceLock;
+
 use deadpool_postgres::Object;
 use tokio::sync::{Mutex, OwnedMutexGuard};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, ToStatement};
 
 /// A pooled connection with the claim's transaction open on it.
 ///
@@ -18,15 +23,24 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 pub(crate) struct TxConn {
     obj: Option<Object>,
     open: bool,
+    /// The first retryable error a handler statement met (deadlock,
+    /// serialization failure, lock timeout): the layer answers 503 +
+    /// Retry-After instead of the handler's failure.
+    retryable: OnceLock<SqlState>,
 }
 
 impl TxConn {
     pub(crate) fn new(obj: Object) -> Self {
-        Self { obj: Some(obj), open: false }
+        Self { obj: Some(obj), open: false, retryable: OnceLock::new() }
     }
 
     pub(crate) fn client(&self) -> &Object {
         self.obj.as_ref().expect("TxConn holds its connection until dropped")
+    }
+
+    /// The retryable SQLSTATE a handler statement failed with, if any.
+    pub(crate) fn retryable(&self) -> Option<&SqlState> {
+        self.retryable.get()
     }
 
     /// Marks a transaction as open on the connection (before sending BEGIN).
@@ -127,6 +141,90 @@ impl TxClient {
     /// The statement does not parse, or the connection failed.
     pub async fn prepare_cached(&self, query: &str) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
         self.conn().prepare_cached(query).await
+    }
+
+    /// [`tokio_postgres::Client::execute`], noting a retryable failure.
+    ///
+    /// These wrappers (`execute`, `query`, `query_one`, `query_opt`,
+    /// `batch_execute`) shadow the client's methods of the same names. When
+    /// one fails with a deadlock (40P01), a serialization failure (40001) or
+    /// a lock timeout (55P03), the layer answers 503 + `Retry-After` after
+    /// rolling back, whatever status the handler returned: the sender's
+    /// retry will succeed (PostgreSQL docs, "Serialization Failure Handling").
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::execute`].
+    pub async fn execute<T>(&self, statement: &T, params: &[&(dyn ToSql + Sync)]) -> Result<u64, tokio_postgres::Error>
+    where
+        T: ?Sized + ToStatement,
+    {
+        self.note(self.conn().execute(statement, params).await)
+    }
+
+    /// [`tokio_postgres::Client::query`], noting a retryable failure.
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::query`].
+    pub async fn query<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, tokio_postgres::Error>
+    where
+        T: ?Sized + ToStatement,
+    {
+        self.note(self.conn().query(statement, params).await)
+    }
+
+    /// [`tokio_postgres::Client::query_one`], noting a retryable failure.
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::query_one`].
+    pub async fn query_one<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, tokio_postgres::Error>
+    where
+        T: ?Sized + ToStatement,
+    {
+        self.note(self.conn().query_one(statement, params).await)
+    }
+
+    /// [`tokio_postgres::Client::query_opt`], noting a retryable failure.
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::query_opt`].
+    pub async fn query_opt<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, tokio_postgres::Error>
+    where
+        T: ?Sized + ToStatement,
+    {
+        self.note(self.conn().query_opt(statement, params).await)
+    }
+
+    /// [`tokio_postgres::Client::batch_execute`], noting a retryable failure.
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::batch_execute`].
+    pub async fn batch_execute(&self, query: &str) -> Result<(), tokio_postgres::Error> {
+        self.note(self.conn().batch_execute(query).await)
+    }
+
+    fn note<R>(&self, result: Result<R, tokio_postgres::Error>) -> Result<R, tokio_postgres::Error> {
+        if let Err(e) = &result {
+            let retryable =
+                [SqlState::T_R_DEADLOCK_DETECTED, SqlState::T_R_SERIALIZATION_FAILURE, SqlState::LOCK_NOT_AVAILABLE];
+            if let Some(code) = e.code().filter(|c| retryable.contains(c)) {
+                if let Some(conn) = self.guard.as_ref() {
+                    let _ = conn.retryable.set(code.clone());
+                }
+            }
+        }
+        result
     }
 
     fn conn(&self) -> &Object {

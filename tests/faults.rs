@@ -370,3 +370,64 @@ async fn duplicate_on_a_dead_pooled_connection_is_still_replayed() {
     assert_eq!((code, headers.get("idempotent-replayed").is_some()), (StatusCode::OK, true));
     assert_eq!(db.effects().await, 1);
 }
+
+#[tokio::test]
+async fn deadlock_between_two_events_is_503_retryable_and_the_retry_succeeds() {
+    let db = TestDb::new().await;
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(
+            "CREATE TABLE accounts (id int PRIMARY KEY, n int NOT NULL); INSERT INTO accounts VALUES (1, 0), (2, 0);",
+        )
+        .await
+        .unwrap();
+    // The first run of each event locks one row, waits for the other event to
+    // lock the other row, then asks for it: a deadlock PostgreSQL breaks.
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let first_runs = Arc::new(AtomicUsize::new(0));
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(move |tx: WebhookTx, event: WebhookEvent| {
+            let (barrier, first_runs) = (barrier.clone(), first_runs.clone());
+            async move {
+                let (a, b) = if event.key() == "evt_lock_a" { (1, 2) } else { (2, 1) };
+                let client = tx.client().await.unwrap();
+                let bump = "UPDATE accounts SET n = n + 1 WHERE id = $1";
+                if client.execute(bump, &[&a]).await.is_err() {
+                    return StatusCode::INTERNAL_SERVER_ERROR;
+                }
+                if first_runs.fetch_add(1, Ordering::SeqCst) < 2 {
+                    barrier.wait().await;
+                }
+                if client.execute(bump, &[&b]).await.is_err() {
+                    return StatusCode::INTERNAL_SERVER_ERROR; // the handler's own failure answer
+                }
+                drop(client);
+                apply_effect(tx, event).await
+            }
+        })
+        .layer(stripe_layer(db.pool.clone()).build().unwrap()),
+    );
+    let send_both = ["evt_lock_a", "evt_lock_b"].map(|key| {
+        let (app, req) = (app.clone(), stripe_request(stripe_body(key)));
+        tokio::spawn(async move { status(&app, req).await })
+    });
+    let mut answers = Vec::new();
+    for t in send_both {
+        answers.push(t.await.unwrap());
+    }
+    let codes: Vec<StatusCode> = answers.iter().map(|(c, _)| *c).collect();
+    assert!(codes.contains(&StatusCode::OK), "one of the two completes: {codes:?}");
+    assert!(codes.contains(&StatusCode::SERVICE_UNAVAILABLE), "the deadlock victim is 503, not 500: {codes:?}");
+    let (_, victim_headers) = answers.iter().find(|(c, _)| *c == StatusCode::SERVICE_UNAVAILABLE).unwrap();
+    assert!(victim_headers.get("retry-after").is_some());
+    assert_eq!(db.effects().await, 1);
+    // The sender retries both: the victim is processed now, the other replayed.
+    for key in ["evt_lock_a", "evt_lock_b"] {
+        assert_eq!(status(&app, stripe_request(stripe_body(key))).await.0, StatusCode::OK, "{key}");
+    }
+    assert_eq!(db.effects().await, 2);
+    assert_eq!(db.scalar("SELECT sum(n)::bigint FROM accounts").await, 4, "each event bumped both rows once");
+}

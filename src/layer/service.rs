@@ -370,6 +370,24 @@ where
         }
     };
     let status = response.status();
+    if let Some(code) = conn.retryable().cloned() {
+        // A deadlock, serialization failure or lock timeout in the handler:
+        // the sender's retry will succeed, so say so instead of passing on the
+        // handler's failure (or a success over an aborted transaction).
+        let conn = rollback(conn, &config).await;
+        record_failure(conn, &config, &ids, "retryable conflict in the handler's transaction", Some(status)).await;
+        tracing::warn!(
+            outcome = "failed",
+            reason = "retryable_conflict",
+            sqlstate = code.code(),
+            "handler hit a retryable conflict; rolled back"
+        );
+        return Ok(retry_later(
+            &config,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "conflict with a concurrent delivery, retry later\n",
+        ));
+    }
     if !(config.success)(status) {
         let conn = rollback(conn, &config).await;
         record_failure(conn, &config, &ids, "handler answered a non-success status", Some(status)).await;
