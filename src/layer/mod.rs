@@ -31,6 +31,7 @@
 //! | body over the limit | 413 |
 //! | `Content-Encoding` other than identity (gzip unless enabled) | 415 |
 //! | body unreadable (client aborted) | 400 |
+//! | body not received within `body_timeout` (30 s) | 408 |
 //! | no endpoint for the request (resolver) | 404 |
 //! | signature missing/invalid, timestamp outside tolerance | 401 |
 //! | event key missing, too long, or with NUL | 400 |
@@ -63,6 +64,8 @@ use crate::verify::{Clock, SigningSecret, SystemClock};
 
 /// Default body limit: 25 MiB (GitHub caps payloads at 25 MB).
 pub const DEFAULT_BODY_LIMIT: usize = 25 * 1024 * 1024;
+/// Default bound on reading the whole body: 30 seconds.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default wait for a delivery of the same event already in flight: 5 seconds.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default wait for a pooled connection: 5 seconds.
@@ -89,6 +92,7 @@ pub(crate) struct Config {
     pub(crate) resolver: Arc<dyn ScopeResolver>,
     pub(crate) body_limit: usize,
     pub(crate) gzip_limit: Option<usize>,
+    pub(crate) body_timeout: Duration,
     pub(crate) pool_timeout: Duration,
     pub(crate) retry_after: http::HeaderValue,
     pub(crate) success: Arc<SuccessFn>,
@@ -135,6 +139,7 @@ impl WebhookLayer {
             resolver: None,
             body_limit: DEFAULT_BODY_LIMIT,
             gzip_limit: None,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
             pool_timeout: DEFAULT_POOL_TIMEOUT,
             retry_after: DEFAULT_RETRY_AFTER,
@@ -165,6 +170,7 @@ pub struct WebhookLayerBuilder {
     resolver: Option<Arc<dyn ScopeResolver>>,
     body_limit: usize,
     gzip_limit: Option<usize>,
+    body_timeout: Duration,
     lock_timeout: Duration,
     pool_timeout: Duration,
     retry_after: Duration,
@@ -210,6 +216,15 @@ impl WebhookLayerBuilder {
     /// Largest body accepted, in bytes (default 25 MiB). Larger: 413.
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
+        self
+    }
+
+    /// The longest a client may take to send the whole body (default 30 s);
+    /// a slower one (a client trickling bytes) is answered 408 and nothing is
+    /// stored. Bounds how long a connection and its buffer are held before
+    /// the signature can even be checked.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
         self
     }
 
@@ -335,6 +350,7 @@ impl WebhookLayerBuilder {
                 resolver,
                 body_limit: self.body_limit,
                 gzip_limit: self.gzip_limit,
+                body_timeout: self.body_timeout,
                 pool_timeout: self.pool_timeout,
                 retry_after,
                 success: self.success,

@@ -175,7 +175,11 @@ where
         return Ok(reject(StatusCode::UNAUTHORIZED, e.kind().as_str(), "invalid webhook signature\n"));
     }
     // 2. Buffer once; the limit also holds while streaming.
-    let body: Bytes = match Limited::new(body, config.body_limit).collect().await {
+    let read = tokio::time::timeout(config.body_timeout, Limited::new(body, config.body_limit).collect()).await;
+    let Ok(read) = read else {
+        return Ok(reject(StatusCode::REQUEST_TIMEOUT, "body_timeout", "request body not received in time\n"));
+    };
+    let body: Bytes = match read {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<LengthLimitError>() => {
             return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "payload too large\n"))
