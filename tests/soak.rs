@@ -1,0 +1,213 @@
+//! Soak under random faults: a sender that retries every non-2xx and every
+//! lost response (as real senders do) delivers events, with duplicates,
+//! while a fault injector terminates backends, severs the TCP connections
+//! between the app and PostgreSQL (an in-process proxy), and restarts
+//! PostgreSQL. At the end every event's effect exists exactly once.
+//!
+//! Short form in `cargo test`. Long form (at least 10,000 deliveries):
+//! `SOAK_EVENTS=4000 cargo test --all-features --test soak -- --nocapture`.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::routing::post;
+use axum::Router;
+use support::*;
+use tokio::task::JoinHandle;
+use webhook_idempotency::verify::stripe;
+use webhook_idempotency::SigningSecret;
+
+/// A TCP proxy in front of PostgreSQL whose connections can be cut at once.
+struct Proxy {
+    port: u16,
+    conns: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start(target: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let registry = conns.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                let mut list = registry.lock().unwrap();
+                list.retain(|t| !t.is_finished());
+                list.push(task);
+            }
+        });
+        Self { port, conns }
+    }
+
+    /// Cuts every open connection; returns how many.
+    fn sever(&self) -> usize {
+        let mut list = self.conns.lock().unwrap();
+        let n = list.iter().filter(|t| !t.is_finished()).count();
+        for t in list.drain(..) {
+            t.abort();
+        }
+        n
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn soak_with_random_faults_applies_every_effect_exactly_once() {
+    if std::env::var("SOAK_LOG").is_ok() {
+        let _ = tracing_subscriber::fmt().with_env_filter("webhook_idempotency=debug").with_test_writer().try_init();
+    }
+    let events: usize = std::env::var("SOAK_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500);
+    let server = Arc::new(TempPostgres::start().unwrap());
+    let admin: tokio_postgres::Config = server.url("postgres").parse().unwrap();
+    let db = TestDb::on(admin.clone()).await;
+    let proxy = Proxy::start(server.port()).await;
+    let via_proxy = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
+    let app_pool = pool(via_proxy.parse().unwrap(), 16);
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(apply_effect).layer(
+            stripe_layer(app_pool.clone())
+                .pool_timeout(Duration::from_secs(1))
+                .lock_timeout(Duration::from_secs(1))
+                .retry_after(Duration::from_secs(1))
+                .build()
+                .unwrap(),
+        ),
+    );
+    let addr = serve(app).await;
+
+    // The sender: every event is delivered 1 to 3 times (duplicates), each
+    // delivery retried until it gets a 2xx; a timeout counts as a lost response.
+    let deliveries = Arc::new(AtomicUsize::new(0));
+    let answers: Arc<Mutex<BTreeMap<String, usize>>> = Arc::default();
+    let queue: Arc<Mutex<Vec<usize>>> =
+        Arc::new(Mutex::new((0..events).flat_map(|e| std::iter::repeat_n(e, 1 + e % 3)).rev().collect()));
+    let ts = unix_now();
+    let senders: Vec<_> = (0..32)
+        .map(|_| {
+            let (queue, deliveries, answers) = (queue.clone(), deliveries.clone(), answers.clone());
+            tokio::spawn(async move {
+                let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+                let secret = SigningSecret::from(STRIPE_SECRET);
+                loop {
+                    let Some(e) = queue.lock().unwrap().pop() else { break };
+                    let body = stripe_body(&format!("evt_soak_{e:05}"));
+                    let mut last = String::new();
+                    for attempt in 0.. {
+                        assert!(attempt < 200, "event {e} never acknowledged; last answer {last}");
+                        deliveries.fetch_add(1, Ordering::Relaxed);
+                        let sent = client
+                            .post(format!("http://{addr}/webhooks/stripe"))
+                            .header("stripe-signature", stripe::sign(&secret, ts, &body))
+                            .body(body.clone())
+                            .send()
+                            .await;
+                        let label = match &sent {
+                            Ok(res) => res.status().as_u16().to_string(),
+                            Err(_) => "lost".to_owned(),
+                        };
+                        last.clone_from(&label);
+                        *answers.lock().unwrap().entry(label).or_default() += 1;
+                        if sent.is_ok_and(|r| r.status().is_success()) {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await; // the sender's retry backoff
+                    }
+                }
+            })
+        })
+        .collect();
+
+    // The fault injector, until the sender is done.
+    let done = Arc::new(AtomicBool::new(false));
+    let injector = {
+        let (done, server, db_name) = (done.clone(), server.clone(), db.name.clone());
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            let mut faults: BTreeMap<&'static str, usize> = BTreeMap::new();
+            let mut round = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(75)).await; // fault pacing, not synchronisation
+                round += 1;
+                match round % 10 {
+                    0 if round % 40 == 0 => {
+                        let s = server.clone();
+                        tokio::task::spawn_blocking(move || {
+                            s.stop_server().unwrap();
+                            s.start_server().unwrap();
+                        })
+                        .await
+                        .unwrap();
+                        *faults.entry("postgres restarted").or_default() += 1;
+                    }
+                    1 | 4 | 7 => {
+                        if proxy.sever() > 0 {
+                            *faults.entry("tcp connections severed").or_default() += 1;
+                        }
+                    }
+                    _ => {
+                        if let Ok((client, conn)) = admin.connect(tokio_postgres::NoTls).await {
+                            tokio::spawn(conn);
+                            let killed = client
+                                .query(
+                                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                                     WHERE datname = $1 AND pid <> pg_backend_pid() ORDER BY random() LIMIT 1",
+                                    &[&db_name],
+                                )
+                                .await
+                                .map(|rows| rows.len())
+                                .unwrap_or(0);
+                            if killed > 0 {
+                                *faults.entry("backend terminated").or_default() += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            faults
+        })
+    };
+    for s in senders {
+        s.await.unwrap();
+    }
+    done.store(true, Ordering::Relaxed);
+    let faults = injector.await.unwrap();
+
+    // Every event exactly once, none lost.
+    let c = db.pool.get().await.unwrap();
+    let per_event: Vec<i64> = c
+        .query("SELECT count(*) FROM effects GROUP BY event_key", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let duplicated = per_event.iter().filter(|n| **n > 1).count();
+    let lost = events - per_event.len();
+    let done_rows = db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = 'done'").await;
+    println!(
+        "soak: {} deliveries of {events} events; answers {:?}; faults {faults:?}; effects {}; lost {lost}; duplicated {duplicated}",
+        deliveries.load(Ordering::Relaxed),
+        answers.lock().unwrap(),
+        per_event.iter().sum::<i64>(),
+    );
+    assert_eq!(lost, 0, "every event applied");
+    assert_eq!(duplicated, 0, "no event applied twice");
+    assert_eq!(done_rows, events as i64);
+    assert!(faults.values().sum::<usize>() > 0, "faults were injected: {faults:?}");
+    assert!(eventually(Duration::from_secs(10), || async { db.idle_in_transaction().await == 0 }).await);
+    // The app's pool is fully usable after the faults.
+    let held: Vec<_> = futures_util::future::join_all((0..16).map(|_| app_pool.get())).await;
+    for conn in held {
+        let conn = conn.expect("pool usable");
+        conn.execute("SELECT 1", &[]).await.expect("connection usable");
+    }
+}
