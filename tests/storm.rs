@@ -69,3 +69,97 @@ async fn storm_of_1000_deliveries_of_100_events_from_64_clients() {
     assert_eq!(db.effects().await, EVENTS as i64);
     assert_eq!(db.scalar("SELECT count(DISTINCT event_key) FROM effects").await, EVENTS as i64);
 }
+
+/// Kills the child process on drop, so a failing test leaves no server behind.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn storm_split_over_four_server_processes_sharing_one_postgres() {
+    const EVENTS: usize = 100;
+    const COPIES: usize = 10;
+    const SERVERS: usize = 4;
+    let db = TestDb::new().await;
+    // The quickstart example binary, built by `cargo test` next to this test binary.
+    let exe = std::env::current_exe().unwrap();
+    let quickstart = exe.parent().unwrap().parent().unwrap().join("examples").join("quickstart");
+    assert!(quickstart.exists(), "{} not built", quickstart.display());
+    let url = {
+        let host = match db.config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            _ => "127.0.0.1".into(),
+        };
+        let port = db.config.get_ports().first().copied().unwrap_or(5432);
+        let user = db.config.get_user().unwrap_or("postgres");
+        format!("postgresql://{user}@{host}:{port}/{}", db.name)
+    };
+    // Started one after another (each creates the demo table if missing).
+    let mut servers = Vec::new();
+    let mut addrs = Vec::new();
+    let http = reqwest::Client::new();
+    for _ in 0..SERVERS {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new(&quickstart)
+            .env("DATABASE_URL", &url)
+            .env("BIND", format!("127.0.0.1:{port}"))
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        servers.push(Child(child));
+        let up = eventually(Duration::from_secs(30), || {
+            let http = http.clone();
+            async move { http.get(format!("http://127.0.0.1:{port}/effects")).send().await.is_ok() }
+        })
+        .await;
+        assert!(up, "server on {port} came up");
+        addrs.push(port);
+    }
+    let total = EVENTS * COPIES;
+    let order: Vec<usize> = (0..total).map(|i| (i * 7919) % total).collect();
+    let queue = Arc::new(Mutex::new(order.into_iter()));
+    let ts = unix_now();
+    let secret = SigningSecret::from("whsec_quickstart_test_secret");
+    let clients: Vec<_> = (0..64)
+        .map(|_| {
+            let (queue, secret, addrs) = (queue.clone(), secret.clone(), addrs.clone());
+            tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                let mut seen: BTreeMap<u16, usize> = BTreeMap::new();
+                loop {
+                    let Some(slot) = queue.lock().await.next() else { break };
+                    // Copy k of an event goes to server k % SERVERS: every event hits every process.
+                    let (event, server) = (slot % EVENTS, addrs[(slot / EVENTS) % SERVERS]);
+                    let body = stripe_body(&format!("evt_procs_{event:03}"));
+                    let res = client
+                        .post(format!("http://127.0.0.1:{server}/webhooks/stripe"))
+                        .header("stripe-signature", stripe::sign(&secret, ts, &body))
+                        .body(body)
+                        .send()
+                        .await
+                        .unwrap();
+                    *seen.entry(res.status().as_u16()).or_default() += 1;
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut answers: BTreeMap<u16, usize> = BTreeMap::new();
+    for c in clients {
+        for (k, n) in c.await.unwrap() {
+            *answers.entry(k).or_default() += n;
+        }
+    }
+    assert!(answers.keys().all(|s| *s < 500), "no 5xx: {answers:?}");
+    let effects = db.scalar("SELECT count(*) FROM demo_effects").await;
+    let distinct = db.scalar("SELECT count(DISTINCT event_key) FROM demo_effects").await;
+    assert_eq!((effects, distinct), (EVENTS as i64, EVENTS as i64), "answers {answers:?}");
+    drop(servers);
+}
