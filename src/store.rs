@@ -149,13 +149,14 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
-    pub(crate) fn new(schema: &str, lock_timeout: Duration) -> Self {
+    pub(crate) fn new(schema: &str, lock_timeout: Duration, isolation: crate::layer::IsolationLevel) -> Self {
         let t = format!("{schema}.webhook_events");
         let pk = "scope = $1 AND provider = $2 AND event_key = $3";
         Self {
             begin: format!(
-                "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT current_setting('lock_timeout'); \
+                "BEGIN ISOLATION LEVEL {}; SELECT current_setting('lock_timeout'); \
                  SET LOCAL lock_timeout = {}",
+                isolation.sql(),
                 lock_timeout.as_millis().clamp(1, i32::MAX as u128)
             ),
             restore_lock_timeout: "SELECT set_config('lock_timeout', $1, true)",

@@ -174,3 +174,146 @@ async fn two_events_about_the_same_object_are_both_processed() {
     }
     assert_eq!(db.effects().await, 2);
 }
+
+#[tokio::test]
+async fn response_lost_after_commit_the_retry_is_a_duplicate() {
+    use tokio::io::AsyncWriteExt;
+    let db = TestDb::new().await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(move |tx: WebhookTx, event: WebhookEvent| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            apply_effect(tx, event)
+        })
+        .layer(stripe_layer(db.pool.clone()).build().unwrap()),
+    );
+    let addr = serve(app.clone()).await;
+    let body = stripe_body("evt_lost_response");
+    let sig = webhook_idempotency::verify::stripe::sign(
+        &webhook_idempotency::SigningSecret::from(STRIPE_SECRET),
+        unix_now(),
+        &body,
+    );
+    // The sender's connection: request sent, then it goes away without reading
+    // the answer once the effect is committed (a timeout or a dropped link on
+    // the way back).
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /webhooks/stripe HTTP/1.1\r\nhost: x\r\nstripe-signature: {sig}\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body).await.unwrap();
+    assert!(eventually(Duration::from_secs(10), || async { db.effects().await == 1 }).await, "committed");
+    drop(stream); // the 2xx never reaches the sender
+                  // The sender retries: answered as a duplicate, the handler does not run again.
+    let res = app.clone().oneshot(stripe_request(body)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.headers().get("idempotent-replayed").unwrap(), "true");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(db.effects().await, 1);
+}
+
+#[tokio::test]
+async fn serializable_isolation_conflicts_are_retryable_never_2xx_or_500() {
+    use webhook_idempotency::IsolationLevel;
+    let db = TestDb::new().await;
+    // Write skew: each handler counts the effects, waits for the other to have
+    // counted too, then writes. At SERIALIZABLE one of the two fails (40001).
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let first_runs = Arc::new(AtomicUsize::new(0));
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(move |tx: WebhookTx, event: WebhookEvent| {
+            let (barrier, first_runs) = (barrier.clone(), first_runs.clone());
+            async move {
+                let client = tx.client().await.unwrap();
+                if client.query_one("SELECT count(*) FROM effects", &[]).await.is_err() {
+                    return StatusCode::INTERNAL_SERVER_ERROR;
+                }
+                if first_runs.fetch_add(1, Ordering::SeqCst) < 2 {
+                    barrier.wait().await;
+                }
+                drop(client);
+                apply_effect(tx, event).await
+            }
+        })
+        .layer(stripe_layer(db.pool.clone()).isolation_level(IsolationLevel::Serializable).build().unwrap()),
+    );
+    let both = ["evt_skew_a", "evt_skew_b"].map(|key| {
+        let (app, req) = (app.clone(), stripe_request(stripe_body(key)));
+        tokio::spawn(async move {
+            let res = app.oneshot(req).await.unwrap();
+            (res.status(), res.headers().contains_key("retry-after"))
+        })
+    });
+    let mut answers = Vec::new();
+    for t in both {
+        answers.push(t.await.unwrap());
+    }
+    assert!(answers.contains(&(StatusCode::OK, false)), "{answers:?}");
+    assert!(
+        answers.contains(&(StatusCode::SERVICE_UNAVAILABLE, true)),
+        "the serialization victim is 503 + Retry-After: {answers:?}"
+    );
+    for key in ["evt_skew_a", "evt_skew_b"] {
+        assert_eq!(status(&app, stripe_request(stripe_body(key))).await, StatusCode::OK, "{key}: the retry succeeds");
+    }
+    assert_eq!(db.effects().await, 2);
+}
+
+#[tokio::test]
+async fn serializable_concurrent_duplicate_is_409_not_5xx() {
+    use webhook_idempotency::IsolationLevel;
+    let db = TestDb::new().await;
+    let (inside_tx, inside_rx) = tokio::sync::oneshot::channel::<()>();
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let gates = Arc::new(std::sync::Mutex::new(Some((inside_tx, go_rx))));
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(move |tx: WebhookTx, event: WebhookEvent| {
+            let gate = gates.lock().unwrap().take();
+            async move {
+                let status = apply_effect(tx, event).await;
+                if let Some((inside, go)) = gate {
+                    inside.send(()).unwrap();
+                    go.await.unwrap();
+                }
+                status
+            }
+        })
+        .layer(stripe_layer(db.pool.clone()).isolation_level(IsolationLevel::Serializable).build().unwrap()),
+    );
+    let body = stripe_body("evt_ser_dup");
+    let first = tokio::spawn({
+        let (app, req) = (app.clone(), stripe_request(body.clone()));
+        async move { app.oneshot(req).await.unwrap().status() }
+    });
+    inside_rx.await.unwrap();
+    // The duplicate's claim waits on the first one's row...
+    let second = tokio::spawn({
+        let (app, req) = (app.clone(), stripe_request(body.clone()));
+        async move { app.oneshot(req).await.unwrap() }
+    });
+    // ...until the first commits (its claim then fails with 40001 at SERIALIZABLE).
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            db.scalar(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .await
+                > 0
+        })
+        .await
+    );
+    go_tx.send(()).unwrap();
+    assert_eq!(first.await.unwrap(), StatusCode::OK);
+    let second = second.await.unwrap();
+    assert_eq!(second.status(), StatusCode::CONFLICT);
+    assert!(second.headers().contains_key("retry-after"));
+    let again = app.clone().oneshot(stripe_request(body)).await.unwrap();
+    assert_eq!((again.status(), again.headers().contains_key("idempotent-replayed")), (StatusCode::OK, true));
+    assert_eq!(db.effects().await, 1);
+}

@@ -73,6 +73,39 @@ pub const DEFAULT_POOL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default `Retry-After` on 409 and 503: 5 seconds.
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
 
+/// The isolation level of the claim's transaction (PostgreSQL docs,
+/// "Transaction Isolation").
+///
+/// READ COMMITTED, the default, is what the claim is designed for: a
+/// delivery that finds another delivery's claim waits, then sees it
+/// committed (a duplicate) or rolled back (it claims). At REPEATABLE READ
+/// and SERIALIZABLE, PostgreSQL answers that case with a serialization
+/// failure (40001) instead; the layer then answers 409 + `Retry-After` and
+/// the retry is a duplicate. Choose a stricter level only when the handler's
+/// own writes need it; its serialization failures are answered 503 +
+/// `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum IsolationLevel {
+    /// `READ COMMITTED` (the default).
+    #[default]
+    ReadCommitted,
+    /// `REPEATABLE READ`.
+    RepeatableRead,
+    /// `SERIALIZABLE`.
+    Serializable,
+}
+
+impl IsolationLevel {
+    pub(crate) fn sql(self) -> &'static str {
+        match self {
+            Self::ReadCommitted => "READ COMMITTED",
+            Self::RepeatableRead => "REPEATABLE READ",
+            Self::Serializable => "SERIALIZABLE",
+        }
+    }
+}
+
 /// How a duplicate of a done event is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -140,6 +173,7 @@ impl WebhookLayer {
             body_limit: DEFAULT_BODY_LIMIT,
             gzip_limit: None,
             body_timeout: DEFAULT_BODY_TIMEOUT,
+            isolation: IsolationLevel::ReadCommitted,
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
             pool_timeout: DEFAULT_POOL_TIMEOUT,
             retry_after: DEFAULT_RETRY_AFTER,
@@ -171,6 +205,7 @@ pub struct WebhookLayerBuilder {
     body_limit: usize,
     gzip_limit: Option<usize>,
     body_timeout: Duration,
+    isolation: IsolationLevel,
     lock_timeout: Duration,
     pool_timeout: Duration,
     retry_after: Duration,
@@ -216,6 +251,13 @@ impl WebhookLayerBuilder {
     /// Largest body accepted, in bytes (default 25 MiB). Larger: 413.
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
+        self
+    }
+
+    /// The isolation level of the claim's transaction, which the handler's
+    /// writes share (default READ COMMITTED; see [`IsolationLevel`]).
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.isolation = level;
         self
     }
 
@@ -344,7 +386,7 @@ impl WebhookLayerBuilder {
         let retry_after = http::HeaderValue::from(self.retry_after.as_secs().max(1));
         Ok(WebhookLayer {
             config: Arc::new(Config {
-                sql: Statements::new(&self.schema, self.lock_timeout),
+                sql: Statements::new(&self.schema, self.lock_timeout, self.isolation),
                 pool: self.pool,
                 provider: self.provider,
                 resolver,

@@ -20,6 +20,15 @@ use crate::verify::Delivery;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// SQLSTATEs of a claim that lost to another delivery of the same event:
+/// answered 409 + `Retry-After` (a duplicate is never a 5xx).
+const CLAIM_CONFLICTS: [SqlState; 4] = [
+    SqlState::LOCK_NOT_AVAILABLE,
+    SqlState::QUERY_CANCELED,
+    SqlState::T_R_SERIALIZATION_FAILURE,
+    SqlState::T_R_DEADLOCK_DETECTED,
+];
+
 /// The header set on answers to duplicates of a done event.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 
@@ -307,9 +316,9 @@ where
             }
             // The wait for an in-flight delivery ran out: lock_timeout, or a
             // statement_timeout shorter than it.
-            Err(e)
-                if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) || e.code() == Some(&SqlState::QUERY_CANCELED) =>
-            {
+            // At REPEATABLE READ / SERIALIZABLE a claim that waited for a
+            // committed one fails with 40001; crossed claims deadlock with 40P01.
+            Err(e) if e.code().is_some_and(|c| CLAIM_CONFLICTS.contains(c)) => {
                 end_unclaimed(conn, &config).await;
                 tracing::info!(
                     outcome = "in_flight",
