@@ -47,7 +47,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::{
-    any_matches, header_values, hmac_sha256, parse_unix_seconds, Delivery, SigningSecret, Verifier, VerifyError,
+    header_values, hmac_sha256, match_any_secret, parse_unix_seconds, Delivery, SigningSecret, Verifier, VerifyError,
     VerifyErrorKind,
 };
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
@@ -139,14 +139,9 @@ impl Verifier for CalendlyVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let header = parse(delivery.parts)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let expected = hmac_sha256(secret, &[header.timestamp.as_bytes(), b".", delivery.body]);
-            matched |= any_matches(&expected, header.v1.iter().map(|s| &s[..]));
-        }
-        if !matched {
-            return Err(VerifyErrorKind::NoMatchingSignature.into());
-        }
+        match_any_secret(delivery, header.v1.iter().map(|s| &s[..]), |secret| {
+            hmac_sha256(secret, &[header.timestamp.as_bytes(), b".", delivery.body])
+        })?;
         delivery.check_time(header.seconds, self.tolerance)
     }
 }

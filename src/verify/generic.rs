@@ -30,8 +30,8 @@ use std::time::Duration;
 use http::HeaderName;
 
 use super::{
-    any_matches, header_values, hmac, parse_unix_seconds, single_header, Algorithm, Delivery, Encoding, SigningSecret,
-    Verifier, VerifyError, VerifyErrorKind,
+    header_values, hmac, match_any_secret, parse_unix_seconds, single_header, Algorithm, Delivery, Encoding,
+    SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 use crate::ConfigError;
 
@@ -265,14 +265,7 @@ impl Verifier for HmacVerifier {
         let id = self.id_header.as_ref().map(|h| single_header(d.parts, h.as_str())).transpose()?;
         let parts =
             self.content_parts(id.unwrap_or_default().as_bytes(), ts_text.unwrap_or_default().as_bytes(), d.body);
-        let mut matched = false;
-        for secret in d.require_secrets()? {
-            let expected = hmac(self.algorithm, secret, &parts);
-            matched |= any_matches(expected.as_ref(), signatures.iter().map(Vec::as_slice));
-        }
-        if !matched {
-            return Err(VerifyErrorKind::NoMatchingSignature.into());
-        }
+        match_any_secret(d, signatures.iter().map(Vec::as_slice), |secret| hmac(self.algorithm, secret, &parts))?;
         match timestamp {
             Some(ts) => d.check_time(ts, self.tolerance),
             None => Ok(()),

@@ -20,7 +20,9 @@
 //! endpoint over TLS only, and accept only GitHub's hook source addresses
 //! (the `hooks` list of `GET /meta`).
 
-use super::{any_matches, header_values, hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind};
+use super::{
+    header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+};
 
 /// The header GitHub signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
@@ -65,16 +67,7 @@ impl Verifier for GitHubVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let signatures = parse(delivery.parts)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let expected = hmac_sha256(secret, &[delivery.body]);
-            matched |= any_matches(&expected, signatures.iter().map(|s| &s[..]));
-        }
-        if matched {
-            Ok(())
-        } else {
-            Err(VerifyErrorKind::NoMatchingSignature.into())
-        }
+        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| hmac_sha256(secret, &[delivery.body]))
     }
 }
 

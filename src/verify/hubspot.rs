@@ -56,7 +56,7 @@ use sha2::Digest as _;
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 
 use super::{
-    any_matches, header_values, hmac_sha256, parse_unix_seconds, single_header, Delivery, Encoding, SigningSecret,
+    header_values, hmac_sha256, match_any_secret, parse_unix_seconds, single_header, Delivery, Encoding, SigningSecret,
     Verifier, VerifyError, VerifyErrorKind,
 };
 
@@ -204,14 +204,9 @@ impl Verifier for HubSpotVerifier {
         let path_and_query = delivery.parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
         let uri = decode_reserved(&format!("{}{path_and_query}", self.base));
         let method = delivery.parts.method.as_str().as_bytes();
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let expected = hmac_sha256(secret, &[method, uri.as_bytes(), delivery.body, header.timestamp.as_bytes()]);
-            matched |= any_matches(&expected, header.signatures.iter().map(|s| &s[..]));
-        }
-        if !matched {
-            return Err(VerifyErrorKind::NoMatchingSignature.into());
-        }
+        match_any_secret(delivery, header.signatures.iter().map(|s| &s[..]), |secret| {
+            hmac_sha256(secret, &[method, uri.as_bytes(), delivery.body, header.timestamp.as_bytes()])
+        })?;
         check_millis(delivery, header.millis, self.tolerance)
     }
 }

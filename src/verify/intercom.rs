@@ -26,7 +26,7 @@
 //! duplicate. Serve the endpoint over TLS.
 
 use super::{
-    any_matches, header_values, hmac, Algorithm, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+    header_values, hmac, match_any_secret, Algorithm, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 
 /// The header Intercom signs deliveries with.
@@ -71,16 +71,9 @@ impl Verifier for IntercomVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let signatures = parse(delivery.parts)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let expected = hmac(Algorithm::Sha1, secret, &[delivery.body]);
-            matched |= any_matches(expected.as_ref(), signatures.iter().map(|s| &s[..]));
-        }
-        if matched {
-            Ok(())
-        } else {
-            Err(VerifyErrorKind::NoMatchingSignature.into())
-        }
+        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| {
+            hmac(Algorithm::Sha1, secret, &[delivery.body])
+        })
     }
 }
 

@@ -43,7 +43,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
-use super::{any_matches, header_values, hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind};
+use super::{
+    header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+};
 use crate::key::{EventIdentity, HeaderKey, KeyError, KeyExtractor};
 
 /// The header Linear signs deliveries with.
@@ -180,14 +182,7 @@ impl Verifier for LinearVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let signatures = parse(delivery.parts)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let expected = hmac_sha256(secret, &[delivery.body]);
-            matched |= any_matches(&expected, signatures.iter().map(|s| &s[..]));
-        }
-        if !matched {
-            return Err(VerifyErrorKind::NoMatchingSignature.into());
-        }
+        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| hmac_sha256(secret, &[delivery.body]))?;
         // Read only once the body is known to be Linear's.
         let millis = webhook_timestamp(delivery.body)?;
         check_millis(delivery, millis, self.tolerance)

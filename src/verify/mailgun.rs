@@ -42,7 +42,7 @@ use std::time::Duration;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::{
-    any_matches, hmac_sha256, parse_unix_seconds, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+    hmac_sha256, match_any_secret, parse_unix_seconds, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 
 /// Default tolerance: 900 seconds, as Mailgun's Python SDK.
@@ -242,14 +242,9 @@ fn parse(body: &[u8]) -> Result<Signed, VerifyError> {
 impl Verifier for MailgunVerifier {
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let signed = parse(delivery.body)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let expected = hmac_sha256(secret, &[signed.timestamp.as_bytes(), signed.token.as_bytes()]);
-            matched |= any_matches(&expected, signed.signatures.iter().map(|s| &s[..]));
-        }
-        if !matched {
-            return Err(VerifyErrorKind::NoMatchingSignature.into());
-        }
+        match_any_secret(delivery, signed.signatures.iter().map(|s| &s[..]), |secret| {
+            hmac_sha256(secret, &[signed.timestamp.as_bytes(), signed.token.as_bytes()])
+        })?;
         delivery.check_time(signed.seconds, self.tolerance)
     }
 }

@@ -452,6 +452,34 @@ pub fn single_header<'a>(parts: &'a http::request::Parts, name: &str) -> Result<
     first.to_str().map_err(|_| VerifyErrorKind::MalformedHeader.into())
 }
 
+/// Passes when, for any of the delivery's secrets, `mac(secret)` equals any
+/// of `candidates`: every secret and every candidate is compared, each in
+/// constant time ([`any_matches`]), so the time does not reveal which pair
+/// matched. The shared end of every HMAC preset.
+///
+/// # Errors
+/// [`VerifyErrorKind::NoSecret`] without secrets,
+/// [`VerifyErrorKind::NoMatchingSignature`] when nothing matches.
+pub fn match_any_secret<'c, T, I>(
+    delivery: &Delivery<'_>,
+    candidates: I,
+    mac: impl Fn(&SigningSecret) -> T,
+) -> Result<(), VerifyError>
+where
+    T: AsRef<[u8]>,
+    I: IntoIterator<Item = &'c [u8]> + Clone,
+{
+    let mut matched = false;
+    for secret in delivery.require_secrets()? {
+        matched |= any_matches(mac(secret).as_ref(), candidates.clone());
+    }
+    if matched {
+        Ok(())
+    } else {
+        Err(VerifyErrorKind::NoMatchingSignature.into())
+    }
+}
+
 /// True when any of `candidates` equals `expected`. Each comparison is
 /// constant-time (`subtle::ConstantTimeEq`) and every candidate is compared,
 /// so the time does not reveal which one matched or how much of it did.

@@ -30,7 +30,7 @@
 use std::time::Duration;
 
 use super::{
-    any_matches, header_values, hmac_sha256, parse_unix_seconds, Delivery, SigningSecret, Verifier, VerifyError,
+    header_values, hmac_sha256, match_any_secret, parse_unix_seconds, Delivery, SigningSecret, Verifier, VerifyError,
     VerifyErrorKind,
 };
 
@@ -123,14 +123,9 @@ impl Verifier for PaddleVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let header = parse(delivery.parts)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let expected = hmac_sha256(secret, &[header.timestamp.as_bytes(), b":", delivery.body]);
-            matched |= any_matches(&expected, header.h1.iter().map(|s| &s[..]));
-        }
-        if !matched {
-            return Err(VerifyErrorKind::NoMatchingSignature.into());
-        }
+        match_any_secret(delivery, header.h1.iter().map(|s| &s[..]), |secret| {
+            hmac_sha256(secret, &[header.timestamp.as_bytes(), b":", delivery.body])
+        })?;
         delivery.check_time(header.seconds, self.tolerance)
     }
 }

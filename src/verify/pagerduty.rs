@@ -28,7 +28,9 @@
 //! `event.id` makes a replay of it a duplicate, but nothing dates it. Serve
 //! the endpoint over TLS (PagerDuty also offers mutual TLS).
 
-use super::{any_matches, header_values, hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind};
+use super::{
+    header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+};
 
 /// The header PagerDuty signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-pagerduty-signature";
@@ -82,16 +84,7 @@ impl Verifier for PagerDutyVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let signatures = parse(delivery.parts)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let expected = hmac_sha256(secret, &[delivery.body]);
-            matched |= any_matches(&expected, signatures.iter().map(|s| &s[..]));
-        }
-        if matched {
-            Ok(())
-        } else {
-            Err(VerifyErrorKind::NoMatchingSignature.into())
-        }
+        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| hmac_sha256(secret, &[delivery.body]))
     }
 }
 

@@ -47,7 +47,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{
-    any_matches, hmac_sha256, parse_unix_seconds, single_header, Delivery, SigningSecret, Verifier, VerifyError,
+    hmac_sha256, match_any_secret, parse_unix_seconds, single_header, Delivery, SigningSecret, Verifier, VerifyError,
     VerifyErrorKind,
 };
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
@@ -123,14 +123,9 @@ impl Verifier for SlackVerifier {
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let header = parse(delivery.parts)?;
         let v0 = header.v0.ok_or(VerifyErrorKind::NoMatchingSignature)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let expected = hmac_sha256(secret, &[b"v0:", header.timestamp.as_bytes(), b":", delivery.body]);
-            matched |= any_matches(&expected, [&v0[..]]);
-        }
-        if !matched {
-            return Err(VerifyErrorKind::NoMatchingSignature.into());
-        }
+        match_any_secret(delivery, [&v0[..]], |secret| {
+            hmac_sha256(secret, &[b"v0:", header.timestamp.as_bytes(), b":", delivery.body])
+        })?;
         delivery.check_time(header.seconds, self.tolerance)
     }
 }

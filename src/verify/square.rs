@@ -30,7 +30,8 @@
 //! duplicate of the event it copies, which the claim absorbs.
 
 use super::{
-    any_matches, header_values, hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+    header_values, hmac_sha256, match_any_secret, Delivery, Encoding, SigningSecret, Verifier, VerifyError,
+    VerifyErrorKind,
 };
 
 /// The header Square signs notifications with.
@@ -86,16 +87,9 @@ impl Verifier for SquareVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let signatures = parse(delivery.parts)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let expected = hmac_sha256(secret, &[self.notification_url.as_bytes(), delivery.body]);
-            matched |= any_matches(&expected, signatures.iter().map(|s| &s[..]));
-        }
-        if matched {
-            Ok(())
-        } else {
-            Err(VerifyErrorKind::NoMatchingSignature.into())
-        }
+        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| {
+            hmac_sha256(secret, &[self.notification_url.as_bytes(), delivery.body])
+        })
     }
 }
 

@@ -18,7 +18,9 @@
 
 use std::time::Duration;
 
-use super::{any_matches, header_values, hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind};
+use super::{
+    header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+};
 
 /// The header Stripe signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "stripe-signature";
@@ -104,14 +106,9 @@ impl Verifier for StripeVerifier {
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let header = parse(delivery.parts)?;
         let ts: u64 = header.timestamp.parse().map_err(|_| VerifyErrorKind::MalformedHeader)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let expected = hmac_sha256(secret, &[header.timestamp.as_bytes(), b".", delivery.body]);
-            matched |= any_matches(&expected, header.v1.iter().map(|s| &s[..]));
-        }
-        if !matched {
-            return Err(VerifyErrorKind::NoMatchingSignature.into());
-        }
+        match_any_secret(delivery, header.v1.iter().map(|s| &s[..]), |secret| {
+            hmac_sha256(secret, &[header.timestamp.as_bytes(), b".", delivery.body])
+        })?;
         delivery.check_time(ts, self.tolerance)
     }
 }

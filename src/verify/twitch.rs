@@ -44,7 +44,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{
-    any_matches, header_values, hmac_sha256, single_header, Delivery, SigningSecret, Verifier, VerifyError,
+    header_values, hmac_sha256, match_any_secret, single_header, Delivery, SigningSecret, Verifier, VerifyError,
     VerifyErrorKind,
 };
 
@@ -138,14 +138,9 @@ impl Verifier for TwitchVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let header = parse(delivery.parts)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let mac = expected(secret, header.id, header.timestamp, delivery.body);
-            matched |= any_matches(&mac, header.sha256.iter().map(|s| &s[..]));
-        }
-        if !matched {
-            return Err(VerifyErrorKind::NoMatchingSignature.into());
-        }
+        match_any_secret(delivery, header.sha256.iter().map(|s| &s[..]), |secret| {
+            expected(secret, header.id, header.timestamp, delivery.body)
+        })?;
         // Before 1970: as old as the check can tell.
         delivery.check_time(u64::try_from(header.seconds).unwrap_or(0), self.tolerance)
     }

@@ -18,7 +18,8 @@
 //! on `event_id` turns a replay into a duplicate; serve the endpoint over TLS.
 
 use super::{
-    any_matches, header_values, hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+    header_values, hmac_sha256, match_any_secret, Delivery, Encoding, SigningSecret, Verifier, VerifyError,
+    VerifyErrorKind,
 };
 
 /// The header Typeform signs deliveries with.
@@ -69,16 +70,7 @@ impl Verifier for TypeformVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let signatures = parse(delivery.parts)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let expected = hmac_sha256(secret, &[delivery.body]);
-            matched |= any_matches(&expected, signatures.iter().map(|s| &s[..]));
-        }
-        if matched {
-            Ok(())
-        } else {
-            Err(VerifyErrorKind::NoMatchingSignature.into())
-        }
+        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| hmac_sha256(secret, &[delivery.body]))
     }
 }
 

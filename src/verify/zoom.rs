@@ -52,8 +52,8 @@ use crate::key::KeyExtractor as _;
 use bytes::Bytes;
 
 use super::{
-    any_matches, header_values, hmac_sha256, parse_unix_seconds, single_header, Delivery, SigningSecret, Verifier,
-    VerifyError, VerifyErrorKind,
+    any_matches, header_values, hmac_sha256, match_any_secret, parse_unix_seconds, single_header, Delivery,
+    SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 
@@ -138,14 +138,9 @@ impl Verifier for ZoomVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let header = parse(delivery.parts)?;
-        let mut matched = false;
-        for secret in delivery.require_secrets()? {
-            let mac = expected(secret, header.timestamp, delivery.body);
-            matched |= any_matches(&mac, header.v0.iter().map(|s| &s[..]));
-        }
-        if !matched {
-            return Err(VerifyErrorKind::NoMatchingSignature.into());
-        }
+        match_any_secret(delivery, header.v0.iter().map(|s| &s[..]), |secret| {
+            expected(secret, header.timestamp, delivery.body)
+        })?;
         delivery.check_time(header.seconds, self.tolerance)
     }
 }
