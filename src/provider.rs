@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyExtractor};
-use crate::verify::{Delivery, Verifier, VerifyError};
+use crate::verify::{Delivery, KeyMaterialError, Verifier, VerifyError};
 
 /// Why [`Provider::check`] rejected a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub enum CheckError {
     Verify(VerifyError),
     /// No usable event key (the layer answers 400).
     Key(KeyError),
+    /// The configured key material authenticates nothing (an empty secret, a
+    /// bare `whsec_`): the layer refuses to build with it.
+    KeyMaterial(KeyMaterialError),
 }
 
 impl fmt::Display for CheckError {
@@ -25,6 +28,7 @@ impl fmt::Display for CheckError {
         match self {
             Self::Verify(e) => e.fmt(f),
             Self::Key(e) => e.fmt(f),
+            Self::KeyMaterial(e) => e.fmt(f),
         }
     }
 }
@@ -237,9 +241,11 @@ impl Provider {
     /// command) and tests.
     ///
     /// # Errors
+    /// [`CheckError::KeyMaterial`] when the secrets authenticate nothing,
     /// [`CheckError::Verify`] when the signature does not verify,
     /// [`CheckError::Key`] when no usable event key is found.
     pub fn check(&self, delivery: &Delivery<'_>) -> Result<EventIdentity, CheckError> {
+        self.verifier.check_secrets(delivery.secrets).map_err(CheckError::KeyMaterial)?;
         self.verifier.verify(delivery).map_err(CheckError::Verify)?;
         let identity = self.extractor.extract(delivery.parts, delivery.body).map_err(CheckError::Key)?;
         crate::key::validate(&identity.key).map_err(|k| CheckError::Key(k.into()))?;

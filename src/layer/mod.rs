@@ -344,8 +344,11 @@ impl WebhookLayerBuilder {
     ///
     /// # Errors
     /// [`ConfigError`] when neither a scope nor a resolver is set, both are,
-    /// the fixed endpoint has no secret, a name is invalid, or the body limit
-    /// is 0.
+    /// the fixed endpoint's key material cannot authenticate anything (no
+    /// secret, an empty one, a bare `whsec_`, or what the provider's
+    /// [`Verifier::check_secrets`](crate::verify::Verifier::check_secrets)
+    /// refuses; the message names the provider), a name is invalid, or the
+    /// body limit is 0.
     pub fn build(self) -> Result<WebhookLayer, ConfigError> {
         let resolver: Arc<dyn ScopeResolver> = match (self.resolver, self.scope) {
             (Some(_), Some(_)) => return Err(ConfigError("set either a resolver or a fixed scope, not both".into())),
@@ -356,8 +359,8 @@ impl WebhookLayerBuilder {
             (None, Some(scope)) => {
                 crate::key::validate(&scope)
                     .map_err(|_| ConfigError("the scope must be 1 to 512 bytes without NUL".into()))?;
-                if self.secrets.is_empty() {
-                    return Err(ConfigError("no signing secret configured".into()));
+                if let Err(e) = self.provider.verifier_ref().check_secrets(&self.secrets) {
+                    return Err(ConfigError(format!("{} layer: {e}", self.provider.name())));
                 }
                 if let Some(i) = self.secrets.iter().position(SigningSecret::has_surrounding_whitespace) {
                     return Err(ConfigError(format!(

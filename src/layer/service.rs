@@ -233,6 +233,16 @@ where
         return Ok(layer_response(StatusCode::INTERNAL_SERVER_ERROR, "webhook endpoint misconfigured\n"));
     }
     span.record("scope", endpoint.scope.as_str());
+    if let Err(e) = config.provider.verifier_ref().check_secrets(&endpoint.secrets) {
+        tracing::error!(
+            outcome = "failed",
+            reason = "unusable_secret",
+            scope = endpoint.scope.as_str(),
+            error = %e,
+            "scope resolver returned key material that authenticates nothing; refused"
+        );
+        return Ok(layer_response(StatusCode::INTERNAL_SERVER_ERROR, "webhook endpoint misconfigured\n"));
+    }
 
     // 4. Signature over the raw bytes.
     let now = config.clock.now();

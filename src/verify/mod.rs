@@ -25,7 +25,9 @@
 //! assert_verifier(&shared_token);
 //! ```
 
+use std::any::Any;
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, KeyInit, Mac};
@@ -117,12 +119,15 @@ impl<'a> Delivery<'a> {
         }
     }
 
-    /// Fails with [`VerifyErrorKind::NoSecret`] when no secret is configured.
+    /// The secrets to verify with. Fails with [`VerifyErrorKind::NoSecret`]
+    /// when none is configured or one is empty: an empty HMAC key
+    /// authenticates nothing (the layer refuses such key material before
+    /// verifying; this keeps direct users of a verifier safe too).
     ///
     /// # Errors
     /// As above.
     pub fn require_secrets(&self) -> Result<&'a [SigningSecret], VerifyError> {
-        if self.secrets.is_empty() {
+        if self.secrets.is_empty() || self.secrets.iter().any(|s| s.expose().is_empty()) {
             Err(VerifyErrorKind::NoSecret.into())
         } else {
             Ok(self.secrets)
@@ -154,6 +159,27 @@ pub trait Verifier: Send + Sync + 'static {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
         let _ = parts;
         Ok(())
+    }
+
+    /// Checks that the endpoint's key material can authenticate anything:
+    /// called by [`WebhookLayerBuilder::build`](crate::WebhookLayerBuilder::build)
+    /// for fixed secrets (a failure is a [`ConfigError`](crate::ConfigError)
+    /// naming the provider) and by the layer for every endpoint a
+    /// [`ScopeResolver`](crate::scope::ScopeResolver) returns (a failure is
+    /// answered 500 and logged at ERROR with the scope; nothing is stored).
+    ///
+    /// The default is [`check_key_material`]: at least one secret, none
+    /// empty, none that is only a provider prefix such as a bare `whsec_`.
+    /// Presets with a documented format override it (Standard Webhooks: the
+    /// `whsec_` prefix and 24 to 64 key bytes; Discord and SendGrid: a valid
+    /// public key) and may decode the secrets here, once, through
+    /// [`SigningSecret::parsed`].
+    ///
+    /// # Errors
+    /// A [`KeyMaterialError`] saying which secret is unusable and why (never
+    /// the secret itself).
+    fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
+        check_key_material(secrets)
     }
 }
 
@@ -198,18 +224,40 @@ impl Clock for SystemClock {
 /// `whsec_...` string, used as the HMAC key byte for byte).
 ///
 /// `Debug` prints `SigningSecret(<redacted>)`: secrets never reach logs.
+///
+/// A verifier that must decode or parse the secret (a base64 `whsec_` key, an
+/// Ed25519 or P-256 public key) does it once per secret with
+/// [`SigningSecret::parsed`]; clones share that cache, so a secret fixed on
+/// the layer is decoded when the layer is built (by
+/// [`Verifier::check_secrets`]), never per delivery.
 #[derive(Clone)]
-pub struct SigningSecret(Vec<u8>);
+pub struct SigningSecret {
+    bytes: Vec<u8>,
+    parsed: Arc<OnceLock<Arc<dyn Any + Send + Sync>>>,
+}
 
 impl SigningSecret {
     /// A secret from its bytes, used as given (no trimming, no decoding).
     pub fn new(secret: impl Into<Vec<u8>>) -> Self {
-        Self(secret.into())
+        Self { bytes: secret.into(), parsed: Arc::default() }
     }
 
     /// The secret's bytes, to key an HMAC.
     pub fn expose(&self) -> &[u8] {
-        &self.0
+        &self.bytes
+    }
+
+    /// The secret parsed by `parse` (a decoded key, a public key), computed
+    /// on the first call and cached for this secret and its clones. When the
+    /// cache already holds another type (two verifiers parsing one secret
+    /// differently), the result is computed again and not cached.
+    pub fn parsed<T: Any + Send + Sync>(&self, parse: impl FnOnce(&[u8]) -> T) -> Arc<T> {
+        if let Some(cached) = self.parsed.get() {
+            return Arc::clone(cached).downcast::<T>().unwrap_or_else(|_| Arc::new(parse(&self.bytes)));
+        }
+        let value = Arc::new(parse(&self.bytes));
+        let _ = self.parsed.set(Arc::clone(&value) as Arc<dyn Any + Send + Sync>);
+        value
     }
 
     /// True when the secret starts or ends with ASCII whitespace, almost
@@ -217,13 +265,13 @@ impl SigningSecret {
     /// environment variable). The layer refuses such fixed secrets at build.
     pub fn has_surrounding_whitespace(&self) -> bool {
         let ws = |b: &u8| b.is_ascii_whitespace();
-        self.0.first().is_some_and(ws) || self.0.last().is_some_and(ws)
+        self.bytes.first().is_some_and(ws) || self.bytes.last().is_some_and(ws)
     }
 
     /// Constant-time comparison of the secret with `candidate` (for senders
     /// that send a shared token instead of a signature).
     pub fn matches(&self, candidate: &[u8]) -> bool {
-        self.0.ct_eq(candidate).into()
+        self.bytes.ct_eq(candidate).into()
     }
 }
 
@@ -328,6 +376,118 @@ impl fmt::Display for VerifyError {
 }
 
 impl std::error::Error for VerifyError {}
+
+/// Why configured key material cannot authenticate deliveries. See
+/// [`KeyMaterialError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyMaterialErrorKind {
+    /// No secret is configured at all.
+    NoSecret,
+    /// A secret of zero bytes (what `${VAR}` gives for an unset variable):
+    /// anyone can compute an HMAC with an empty key.
+    Empty,
+    /// A secret that is only a provider prefix (a bare `whsec_`), so no key
+    /// follows it.
+    OnlyPrefix,
+    /// Not in the format the provider issues (a missing `whsec_` prefix,
+    /// text that is not base64, a private key where a public one belongs).
+    Malformed,
+    /// Fewer key bytes than the provider's documented minimum.
+    TooShort,
+    /// More key bytes than the provider's documented maximum.
+    TooLong,
+    /// A public key that does not decode to a valid key (Ed25519, P-256).
+    InvalidPublicKey,
+}
+
+impl KeyMaterialErrorKind {
+    /// A stable `snake_case` name for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoSecret => "no_secret",
+            Self::Empty => "empty_secret",
+            Self::OnlyPrefix => "only_prefix",
+            Self::Malformed => "malformed_secret",
+            Self::TooShort => "secret_too_short",
+            Self::TooLong => "secret_too_long",
+            Self::InvalidPublicKey => "invalid_public_key",
+        }
+    }
+}
+
+impl fmt::Display for KeyMaterialErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Unusable key material, from [`Verifier::check_secrets`]: which secret (its
+/// position in the configured list) and why, with a hint; never the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyMaterialError {
+    kind: KeyMaterialErrorKind,
+    index: Option<usize>,
+    hint: &'static str,
+}
+
+impl KeyMaterialError {
+    /// An error of `kind` about the secret at `index` (0-based; `None` for
+    /// the list as a whole), with a short `hint` on how to fix it.
+    pub fn new(kind: KeyMaterialErrorKind, index: Option<usize>, hint: &'static str) -> Self {
+        Self { kind, index, hint }
+    }
+
+    /// Why the key material is unusable.
+    pub fn kind(&self) -> KeyMaterialErrorKind {
+        self.kind
+    }
+
+    /// The position of the offending secret in the configured list, 0-based.
+    pub fn index(&self) -> Option<usize> {
+        self.index
+    }
+}
+
+impl fmt::Display for KeyMaterialError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.index {
+            Some(i) => write!(f, "signing secret #{} is unusable ({}): {}", i + 1, self.kind, self.hint),
+            None => write!(f, "signing secrets unusable ({}): {}", self.kind, self.hint),
+        }
+    }
+}
+
+impl std::error::Error for KeyMaterialError {}
+
+/// Prefixes providers print in front of key material; a secret that is only
+/// one of them holds no key.
+const BARE_PREFIXES: [&[u8]; 3] = [b"whsec_", b"whpk_", b"whsk_"];
+
+/// The default [`Verifier::check_secrets`]: at least one secret, and none
+/// empty or only a provider prefix (`whsec_`, `whpk_`, `whsk_`).
+///
+/// # Errors
+/// [`KeyMaterialErrorKind::NoSecret`], [`KeyMaterialErrorKind::Empty`] or
+/// [`KeyMaterialErrorKind::OnlyPrefix`].
+pub fn check_key_material(secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
+    if secrets.is_empty() {
+        let hint = "configure the signing secret the provider shows for this endpoint";
+        return Err(KeyMaterialError::new(KeyMaterialErrorKind::NoSecret, None, hint));
+    }
+    for (i, secret) in secrets.iter().enumerate() {
+        let bytes = secret.expose();
+        if bytes.is_empty() {
+            let hint = "the secret is empty (an unset environment variable?); anyone can sign with an empty key";
+            return Err(KeyMaterialError::new(KeyMaterialErrorKind::Empty, Some(i), hint));
+        }
+        if BARE_PREFIXES.contains(&bytes) {
+            let hint = "the secret is only a prefix; copy the whole secret";
+            return Err(KeyMaterialError::new(KeyMaterialErrorKind::OnlyPrefix, Some(i), hint));
+        }
+    }
+    Ok(())
+}
 
 /// HMAC-SHA256 (RFC 2104, FIPS 180-4) of the concatenation of `parts`,
 /// keyed by `secret`: 32 bytes.
