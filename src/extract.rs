@@ -9,8 +9,9 @@ use crate::event::WebhookEvent;
 use crate::tx::WebhookTx;
 
 /// Rejection of the [`WebhookTx`] and [`WebhookEvent`] extractors: the route
-/// is not behind [`WebhookLayer`](crate::WebhookLayer). A 500 whose body
-/// says which layer to add; the same text is logged.
+/// is not behind [`WebhookLayer`](crate::WebhookLayer). Answered with a bare
+/// 500; the explanation ([`body_text`](Self::body_text), which layer to add)
+/// is logged at ERROR, never sent, since the client is unauthenticated.
 #[derive(Debug, Clone, Copy)]
 pub struct MissingWebhookLayer {
     extractor: &'static str,
@@ -22,7 +23,7 @@ impl MissingWebhookLayer {
         StatusCode::INTERNAL_SERVER_ERROR
     }
 
-    /// The explanation sent as the body.
+    /// The explanation for the log (the response body is a generic text).
     pub fn body_text(&self) -> String {
         format!(
             "{} extractor used on a route without WebhookLayer: add `.layer(WebhookLayer::builder(pool, provider)...build()?)` to this route",
@@ -42,7 +43,7 @@ impl std::error::Error for MissingWebhookLayer {}
 impl IntoResponse for MissingWebhookLayer {
     fn into_response(self) -> Response {
         tracing::error!("{}", self.body_text());
-        (self.status(), self.body_text()).into_response()
+        (self.status(), "internal server error\n").into_response()
     }
 }
 

@@ -69,6 +69,7 @@ pub struct Provider {
     verifier: Arc<dyn Verifier>,
     extractor: Arc<dyn KeyExtractor>,
     challenge: Option<Arc<dyn Challenge>>,
+    methods: Cow<'static, [http::Method]>,
 }
 
 impl fmt::Debug for Provider {
@@ -81,7 +82,29 @@ impl Provider {
     /// A provider named `name` (stored in the claim; 1 to 512 bytes) with its
     /// verifier and key extractor.
     pub fn new(name: impl Into<Cow<'static, str>>, verifier: impl Verifier, extractor: impl KeyExtractor) -> Self {
-        Self { name: name.into(), verifier: Arc::new(verifier), extractor: Arc::new(extractor), challenge: None }
+        Self {
+            name: name.into(),
+            verifier: Arc::new(verifier),
+            extractor: Arc::new(extractor),
+            challenge: None,
+            methods: Cow::Borrowed(&[http::Method::POST]),
+        }
+    }
+
+    /// The HTTP methods the provider sends deliveries with (default `POST`
+    /// only; the Twilio preset also allows `GET`, which Twilio uses when a
+    /// webhook is configured for it). The layer answers any other method 405
+    /// with `Allow` before reading the body or verifying anything, which also
+    /// makes a layer applied to a whole router instead of the webhook route
+    /// obvious (`GET /health` answers 405, not 401).
+    pub fn methods(mut self, methods: impl Into<Vec<http::Method>>) -> Self {
+        self.methods = Cow::Owned(methods.into());
+        self
+    }
+
+    /// The methods set by [`Provider::methods`].
+    pub fn allowed_methods(&self) -> &[http::Method] {
+        &self.methods
     }
 
     /// Stripe (`Stripe-Signature`, 300 s tolerance; key = the Event `id`). See [`crate::verify::stripe`].
@@ -201,7 +224,9 @@ impl Provider {
     /// [`crate::verify::twilio`].
     #[cfg(feature = "twilio")]
     pub fn twilio(public_base_url: impl Into<String>) -> Self {
-        crate::verify::twilio::provider(public_base_url)
+        // Twilio sends GET when a webhook is configured for it; the signature
+        // then covers the URL with its query.
+        crate::verify::twilio::provider(public_base_url).methods([http::Method::POST, http::Method::GET])
     }
 
     /// HubSpot signature v3 (`X-HubSpot-Signature-v3` over method + URI + body +

@@ -12,12 +12,12 @@
 //!   yet committed waits for that transaction; in READ COMMITTED it then
 //!   inserts (the other rolled back) or returns no row (it committed). The
 //!   claim therefore runs in READ COMMITTED, whatever the server default.
-//! - `lock_timeout` bounds that wait with SQLSTATE 55P03.
+//! - `lock_timeout` bounds that wait with SQLSTATE 55P03; the layer sets it
+//!   to 1 ms and waits between attempts without holding a connection.
 //! - A claim that finds a committed row writes nothing and takes no
 //!   transaction id: duplicates cost no WAL.
 
 use std::fmt;
-use std::time::Duration;
 
 use deadpool_postgres::Pool;
 
@@ -117,6 +117,12 @@ pub(crate) fn check_schema_name(schema: &str) -> Result<(), String> {
     }
 }
 
+/// How long one claim attempt waits for the row lock of an in-flight
+/// delivery of the same event, in milliseconds (PostgreSQL's `lock_timeout`,
+/// whose smallest effective value is 1 ms; 0 would mean no limit). The layer
+/// waits for an in-flight delivery between attempts, without a connection.
+const CLAIM_LOCK_WAIT_MS: u32 = 1;
+
 /// The statements the layer runs, with the schema spliced in once at build
 /// time. Parameters are always `$1 scope, $2 provider, $3 event_key`.
 #[derive(Debug)]
@@ -149,15 +155,14 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
-    pub(crate) fn new(schema: &str, lock_timeout: Duration, isolation: crate::layer::IsolationLevel) -> Self {
+    pub(crate) fn new(schema: &str, isolation: crate::layer::IsolationLevel) -> Self {
         let t = format!("{schema}.webhook_events");
         let pk = "scope = $1 AND provider = $2 AND event_key = $3";
         Self {
             begin: format!(
                 "BEGIN ISOLATION LEVEL {}; SELECT current_setting('lock_timeout'); \
-                 SET LOCAL lock_timeout = {}",
+                 SET LOCAL lock_timeout = {CLAIM_LOCK_WAIT_MS}",
                 isolation.sql(),
-                lock_timeout.as_millis().clamp(1, i32::MAX as u128)
             ),
             restore_lock_timeout: "SELECT set_config('lock_timeout', $1, true)",
             claim: format!(

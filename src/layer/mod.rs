@@ -22,9 +22,13 @@
 //!    otherwise 503. Any other response rolls back, records the failed
 //!    attempt, and passes through;
 //! 8. already done: 200 with `Idempotent-Replayed: true`, the handler not
-//!    called. Held by another delivery in flight: wait up to
-//!    [`lock_timeout`](WebhookLayerBuilder::lock_timeout), then 409 +
-//!    `Retry-After`.
+//!    called. Held by another delivery in flight: the claim gives up on the
+//!    row lock after 1 ms and returns its connection to the pool, then
+//!    checks again with backoff (10 ms doubling to 200 ms) for up to
+//!    [`lock_timeout`](WebhookLayerBuilder::lock_timeout): replayed once the
+//!    other delivery commits, claimed if it rolled back, else 409 +
+//!    `Retry-After`. A waiting duplicate holds no pooled connection between
+//!    checks.
 //!
 //! | situation | status |
 //! |---|---|
@@ -43,6 +47,7 @@
 //! | handler still holding `WebhookTx` after answering | 500, rolled back |
 
 mod body;
+mod buffer;
 mod future;
 pub(crate) mod service;
 
@@ -126,6 +131,8 @@ pub(crate) struct Config {
     pub(crate) body_limit: usize,
     pub(crate) gzip_limit: Option<usize>,
     pub(crate) body_timeout: Duration,
+    /// How long a duplicate keeps checking an in-flight claim.
+    pub(crate) lock_timeout: Duration,
     pub(crate) pool_timeout: Duration,
     pub(crate) retry_after: http::HeaderValue,
     pub(crate) success: Arc<SuccessFn>,
@@ -137,10 +144,19 @@ pub(crate) struct Config {
 
 impl Config {
     /// True when the request carries the configured operator-replay header
-    /// with the right token (compared in constant time).
+    /// with the right token. The SHA-256 digests of the header value and the
+    /// token are compared in constant time, so neither the token's content
+    /// nor its length shows in the timing.
     pub(crate) fn is_operator_replay(&self, headers: &http::HeaderMap) -> bool {
+        use sha2::{Digest as _, Sha256};
+        use subtle::ConstantTimeEq as _;
         let Some((name, token)) = &self.operator_replay else { return false };
-        headers.get_all(name).iter().any(|v| token.matches(v.as_bytes()))
+        let want = Sha256::digest(token.expose());
+        let mut found = subtle::Choice::from(0);
+        for value in headers.get_all(name) {
+            found |= Sha256::digest(value.as_bytes()).ct_eq(&want);
+        }
+        found.into()
     }
 }
 
@@ -283,8 +299,14 @@ impl WebhookLayerBuilder {
     }
 
     /// How long a delivery waits for another delivery of the same event that
-    /// is in flight (default 5 s) before answering 409. Enforced by
-    /// PostgreSQL's `lock_timeout` on the claim; millisecond resolution.
+    /// is in flight (default 5 s) before answering 409 + `Retry-After`.
+    ///
+    /// The wait holds no pooled connection: each check is one claim attempt
+    /// whose row-lock wait PostgreSQL bounds to 1 ms (`lock_timeout`, SQLSTATE
+    /// 55P03), after which the connection goes back to the pool; checks repeat
+    /// with backoff (10 ms doubling to 200 ms) until this bound. So copies of
+    /// an event whose handler is slow cannot exhaust the pool. Millisecond
+    /// resolution; 1 ms to 2^31-1 ms.
     pub fn lock_timeout(mut self, timeout: Duration) -> Self {
         self.lock_timeout = timeout;
         self
@@ -389,7 +411,8 @@ impl WebhookLayerBuilder {
         let retry_after = http::HeaderValue::from(self.retry_after.as_secs().max(1));
         Ok(WebhookLayer {
             config: Arc::new(Config {
-                sql: Statements::new(&self.schema, self.lock_timeout, self.isolation),
+                sql: Statements::new(&self.schema, self.isolation),
+                lock_timeout: self.lock_timeout,
                 pool: self.pool,
                 provider: self.provider,
                 resolver,

@@ -6,12 +6,12 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use deadpool_postgres::Object;
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::SimpleQueryMessage;
 use tower_service::Service;
 use tracing::{field, Instrument};
 
+use super::buffer::{read_limited, ReadError};
 use super::{Config, ReplayStatus, ResponseBody, ResponseFuture};
 use crate::event::WebhookEvent;
 use crate::key::KeyErrorKind;
@@ -28,6 +28,11 @@ const CLAIM_CONFLICTS: [SqlState; 4] = [
     SqlState::T_R_SERIALIZATION_FAILURE,
     SqlState::T_R_DEADLOCK_DETECTED,
 ];
+
+/// The first pause before checking again on an event another delivery holds.
+const IN_FLIGHT_FIRST_CHECK: std::time::Duration = std::time::Duration::from_millis(10);
+/// The longest pause between checks (the backoff doubles up to it).
+const IN_FLIGHT_MAX_CHECK: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The header set on answers to duplicates of a done event.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
@@ -88,6 +93,8 @@ where
         let config = Arc::clone(&self.config);
         let span = tracing::info_span!(
             "webhook",
+            method = %req.method(),
+            path = req.uri().path(),
             provider = config.provider.name(),
             scope = field::Empty,
             key = field::Empty,
@@ -160,60 +167,88 @@ where
     let span = tracing::Span::current();
     let (parts, body) = req.into_parts();
 
+    // Methods the provider never sends: 405 before anything else (a layer put
+    // on a whole router shows up here, not as a 401 on every page).
+    if !config.provider.allowed_methods().contains(&parts.method) {
+        tracing::warn!(
+            outcome = "rejected",
+            reason = "method_not_allowed",
+            status = 405,
+            "{} webhooks are not sent with this method: is the layer on the webhook route only (route_layer)?",
+            config.provider.name()
+        );
+        let mut res = layer_response(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+        let allow = config.provider.allowed_methods().iter().map(http::Method::as_str).collect::<Vec<_>>().join(", ");
+        if let Ok(allow) = HeaderValue::from_str(&allow) {
+            res.headers_mut().insert(header::ALLOW, allow);
+        }
+        return Ok(res);
+    }
     // 1. Size limit, from Content-Length before reading.
     let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|len| len > config.body_limit as u64) {
         return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "payload too large\n"));
     }
     // Content-Encoding: identity, or gzip when decoding is enabled; else 415.
-    let gzip = match parts.headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes().trim_ascii()) {
-        None => false,
-        Some(v) if v.eq_ignore_ascii_case(b"identity") => false,
-        Some(v)
-            if config.gzip_limit.is_some()
-                && (v.eq_ignore_ascii_case(b"gzip") || v.eq_ignore_ascii_case(b"x-gzip")) =>
-        {
-            true
-        }
-        Some(_) => {
+    // Several header lines are one comma-separated list (RFC 9110, 5.3).
+    let gzip = match content_encoding(&parts.headers, config.gzip_limit.is_some()) {
+        Ok(gzip) => gzip,
+        Err(()) => {
             return Ok(reject(StatusCode::UNSUPPORTED_MEDIA_TYPE, "content_encoding", "unsupported Content-Encoding\n"))
         }
     };
     // Signature headers that cannot pass: 401 before reading the body.
     if let Err(e) = config.provider.verifier_ref().precheck(&parts) {
+        if e.kind() == crate::verify::VerifyErrorKind::MissingHeader {
+            tracing::warn!(
+                outcome = "rejected",
+                reason = e.kind().as_str(),
+                status = 401,
+                "no {} signature header: a request the provider did not sign, or a route that should not be \
+                 behind this layer",
+                config.provider.name()
+            );
+            return Ok(layer_response(StatusCode::UNAUTHORIZED, "invalid webhook signature\n"));
+        }
         return Ok(reject(StatusCode::UNAUTHORIZED, e.kind().as_str(), "invalid webhook signature\n"));
     }
-    // 2. Buffer once; the limit also holds while streaming.
-    let read = tokio::time::timeout(config.body_timeout, Limited::new(body, config.body_limit).collect()).await;
+    // 2. Buffer once, into one buffer; the limit also holds while streaming.
+    let read = tokio::time::timeout(config.body_timeout, read_limited(body, config.body_limit, declared)).await;
     let Ok(read) = read else {
         return Ok(reject(StatusCode::REQUEST_TIMEOUT, "body_timeout", "request body not received in time\n"));
     };
     let body: Bytes = match read {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<LengthLimitError>() => {
+        Ok(body) => body,
+        Err(ReadError::TooLarge) => {
             return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "payload too large\n"))
         }
-        Err(_) => {
+        Err(ReadError::Unavailable) => {
             let reason = crate::verify::VerifyErrorKind::BodyUnavailable.as_str();
             return Ok(reject(StatusCode::BAD_REQUEST, reason, "could not read the request body\n"));
         }
     };
     // gzip: verified and handed on decoded, within the inflated-size cap.
+    // Inflating costs CPU in proportion to the inflated size (up to about
+    // 1000:1 over the bytes received): it runs on the blocking pool, never on
+    // an async worker thread.
     let mut parts = parts;
     let body = match (gzip, config.gzip_limit) {
-        (true, Some(limit)) => match inflate(&body, limit) {
-            Ok(decoded) => {
-                parts.headers.remove(header::CONTENT_ENCODING);
-                parts.headers.remove(header::CONTENT_LENGTH);
-                decoded
+        (true, Some(limit)) => {
+            let inflated = tokio::task::spawn_blocking(move || inflate(&body, limit)).await;
+            match inflated.unwrap_or(Err(Inflate::Corrupt)) {
+                Ok(decoded) => {
+                    parts.headers.remove(header::CONTENT_ENCODING);
+                    parts.headers.remove(header::CONTENT_LENGTH);
+                    decoded
+                }
+                Err(Inflate::TooLarge) => {
+                    return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "inflated_too_large", "payload too large\n"))
+                }
+                Err(Inflate::Corrupt) => {
+                    return Ok(reject(StatusCode::BAD_REQUEST, "gzip_corrupt", "could not decode the gzip body\n"))
+                }
             }
-            Err(Inflate::TooLarge) => {
-                return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "inflated_too_large", "payload too large\n"))
-            }
-            Err(Inflate::Corrupt) => {
-                return Ok(reject(StatusCode::BAD_REQUEST, "gzip_corrupt", "could not decode the gzip body\n"))
-            }
-        },
+        }
         _ => body,
     };
 
@@ -244,21 +279,44 @@ where
         return Ok(layer_response(StatusCode::INTERNAL_SERVER_ERROR, "webhook endpoint misconfigured\n"));
     }
 
-    // 4. Signature over the raw bytes.
-    let now = config.clock.now();
-    let mut delivery = Delivery::new(&parts, &body, &endpoint.secrets, now);
-    if config.is_operator_replay(&parts.headers) {
+    // 4. Signature over the raw bytes; a large body is verified on the
+    // blocking pool so hashing it does not stall other requests.
+    let replay = config.is_operator_replay(&parts.headers);
+    if let Some((name, _)) = &config.operator_replay {
+        // The token is for the layer only: the handler never sees it.
+        parts.headers.remove(name);
+    }
+    if replay {
         // Signature checked as always; only the timestamp's age is not.
         tracing::info!(outcome = "operator_replay", "operator replay: timestamp tolerance not applied");
-        delivery = delivery.without_timestamp_check();
     }
-    if let Err(e) = config.provider.verifier_ref().verify(&delivery) {
-        return Ok(reject(StatusCode::UNAUTHORIZED, e.kind().as_str(), "invalid webhook signature\n"));
+    let (parts, verified) = if body.len() >= OFFLOAD_VERIFY_BYTES {
+        let (config, body) = (Arc::clone(&config), body.clone());
+        let secrets = endpoint.secrets.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            let verified = verify(&config, &parts, &body, &secrets, replay);
+            (parts, verified)
+        });
+        match task.await {
+            Ok(done) => done,
+            Err(_) => {
+                tracing::error!(outcome = "failed", reason = "verifier_panicked", "signature verification panicked");
+                return Ok(layer_response(StatusCode::INTERNAL_SERVER_ERROR, "webhook verification error\n"));
+            }
+        }
+    } else {
+        let verified = verify(&config, &parts, &body, &endpoint.secrets, replay);
+        (parts, verified)
+    };
+    match verified {
+        Err(e) => return Ok(reject(StatusCode::UNAUTHORIZED, e.kind().as_str(), "invalid webhook signature\n")),
+        Ok(Some(answer)) => {
+            tracing::info!(outcome = "challenge", "endpoint verification handshake answered; nothing claimed");
+            return Ok(answer.map(ResponseBody::bytes));
+        }
+        Ok(None) => {}
     }
-    if let Some(answer) = config.provider.challenge_ref().and_then(|c| c.respond(&delivery)) {
-        tracing::info!(outcome = "challenge", "endpoint verification handshake answered; nothing claimed");
-        return Ok(answer.map(ResponseBody::bytes));
-    }
+    let mut parts = parts;
 
     // 5. Event key and type.
     let identity = match config.provider.extractor_ref().extract(&parts, &body) {
@@ -285,7 +343,11 @@ where
     // 6. Connection, transaction, claim. A pooled connection found dead (the
     // server restarted, a backend was terminated) is closed and the claim
     // tried once more on a fresh one: nothing commits on a dead connection.
+    // A claim held by another delivery in flight gives its connection back
+    // and is checked again with backoff until `lock_timeout`.
     let mut retried = false;
+    let deadline = tokio::time::Instant::now() + config.lock_timeout;
+    let mut backoff = IN_FLIGHT_FIRST_CHECK;
     let (conn, attempt, started) = loop {
         let obj = match tokio::time::timeout(config.pool_timeout, config.pool.get()).await {
             Ok(Ok(obj)) => obj,
@@ -304,7 +366,7 @@ where
         };
         let mut conn = TxConn::new(obj);
         conn.set_open(true);
-        match claim(conn.client(), &config, &ids).await {
+        let in_flight = match claim(conn.client(), &config, &ids).await {
             Ok(Claim::Claimed { attempt, started }) => break (conn, attempt, started),
             Ok(Claim::Done { status }) => {
                 end_unclaimed(conn, &config).await;
@@ -321,33 +383,44 @@ where
             }
             Ok(Claim::InFlight) => {
                 end_unclaimed(conn, &config).await;
-                tracing::info!(outcome = "in_flight", "another delivery of this event is in flight");
-                return Ok(retry_later(&config, StatusCode::CONFLICT, "event in flight, retry later\n"));
+                None
             }
-            // The wait for an in-flight delivery ran out: lock_timeout, or a
-            // statement_timeout shorter than it.
-            // At REPEATABLE READ / SERIALIZABLE a claim that waited for a
-            // committed one fails with 40001; crossed claims deadlock with 40P01.
+            // The row lock of an in-flight delivery was not free within the
+            // claim's 1 ms lock_timeout (or a shorter statement_timeout). At
+            // REPEATABLE READ / SERIALIZABLE a claim that met a committed one
+            // fails with 40001; crossed claims deadlock with 40P01. Each is
+            // checked again in a new transaction.
             Err(e) if e.code().is_some_and(|c| CLAIM_CONFLICTS.contains(c)) => {
                 end_unclaimed(conn, &config).await;
-                tracing::info!(
-                    outcome = "in_flight",
-                    sqlstate = sqlstate(&e),
-                    "another delivery of this event is still in flight after the wait bound"
-                );
-                return Ok(retry_later(&config, StatusCode::CONFLICT, "event in flight, retry later\n"));
+                Some(e)
             }
             Err(e) if e.code().is_none() && !retried => {
                 tracing::warn!(error = %e, "pooled connection unusable; claiming on a fresh one");
                 retried = true;
                 drop(conn); // marked open: closed, not pooled
+                continue;
             }
             Err(e) => {
                 end_unclaimed(conn, &config).await;
                 tracing::error!(outcome = "failed", reason = "claim", sqlstate = sqlstate(&e), "claim failed");
                 return Ok(unavailable(&config));
             }
+        };
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            tracing::info!(
+                outcome = "in_flight",
+                sqlstate = in_flight.as_ref().map(sqlstate),
+                "another delivery of this event is still in flight after the wait bound"
+            );
+            return Ok(retry_later(&config, StatusCode::CONFLICT, "event in flight, retry later\n"));
         }
+        if backoff == IN_FLIGHT_FIRST_CHECK {
+            tracing::debug!(outcome = "waiting", "another delivery of this event is in flight; checking again");
+        }
+        // No connection is held while waiting.
+        tokio::time::sleep(backoff.min(deadline - now)).await;
+        backoff = (backoff * 2).min(IN_FLIGHT_MAX_CHECK);
     };
     tracing::info!(outcome = "claimed", attempt, "webhook event claimed");
 
@@ -362,7 +435,15 @@ where
         attempt: u32::try_from(attempt).unwrap_or(0),
         body: body.clone(),
     });
-    let req = Request::from_parts(parts, ReqBody::from(body));
+    #[cfg(feature = "axum")]
+    let body_len = body.len();
+    #[allow(unused_mut)]
+    let mut req = Request::from_parts(parts, ReqBody::from(body));
+    // axum's body extractors (`Json`, `Bytes`, `String`) read the same bytes
+    // under the layer's limit, not axum's own 2 MB default: a body the layer
+    // accepted and claimed is never refused after the claim for its size.
+    #[cfg(feature = "axum")]
+    axum_core::extract::DefaultBodyLimit::max(config.body_limit.max(body_len)).apply(&mut req);
     let result = match poll_fn(|cx| inner.poll_ready(cx)).await {
         Ok(()) => inner.call(req).await,
         Err(e) => Err(e),
@@ -429,6 +510,51 @@ where
             Ok(unavailable(&config))
         }
     }
+}
+
+/// Bodies of this many bytes or more are verified on tokio's blocking pool:
+/// an HMAC-SHA256 over 64 KiB takes about 50 µs, the budget above which
+/// tokio's docs advise against blocking an async worker thread.
+const OFFLOAD_VERIFY_BYTES: usize = 64 * 1024;
+
+/// Verifies the delivery and answers the provider's handshake: `Ok(None)`
+/// for an ordinary verified delivery, `Ok(Some(answer))` for a verified
+/// handshake, `Err` when the signature does not verify.
+fn verify(
+    config: &Config,
+    parts: &http::request::Parts,
+    body: &[u8],
+    secrets: &[crate::verify::SigningSecret],
+    operator_replay: bool,
+) -> Result<Option<http::Response<Bytes>>, crate::verify::VerifyError> {
+    let mut delivery = Delivery::new(parts, body, secrets, config.clock.now());
+    if operator_replay {
+        delivery = delivery.without_timestamp_check();
+    }
+    config.provider.verifier_ref().verify(&delivery)?;
+    Ok(config.provider.challenge_ref().and_then(|c| c.respond(&delivery)))
+}
+
+/// Whether the body is gzip (`Ok(true)`), identity (`Ok(false)`), or in an
+/// encoding the layer does not decode (`Err`). Every `Content-Encoding` line
+/// counts, as one comma-separated list (RFC 9110, section 5.3): `identity`
+/// entries are ignored, one `gzip` (or `x-gzip`) is accepted when `gzip` is
+/// enabled, anything else (a second `gzip` included) is refused.
+fn content_encoding(headers: &http::HeaderMap, gzip_enabled: bool) -> Result<bool, ()> {
+    let mut gzip = false;
+    for line in headers.get_all(header::CONTENT_ENCODING) {
+        for coding in line.as_bytes().split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            if coding.is_empty() || coding.eq_ignore_ascii_case(b"identity") {
+                continue;
+            }
+            let is_gzip = coding.eq_ignore_ascii_case(b"gzip") || coding.eq_ignore_ascii_case(b"x-gzip");
+            if !is_gzip || !gzip_enabled || gzip {
+                return Err(());
+            }
+            gzip = true;
+        }
+    }
+    Ok(gzip)
 }
 
 enum Inflate {

@@ -75,7 +75,11 @@ pub mod typeform;
 pub mod zoom;
 
 /// What a [`Verifier`] checks: one delivery as received.
-#[derive(Debug, Clone, Copy)]
+///
+/// `Debug` shows the method, the path, the header names, the body's length
+/// and the number of secrets; never header values (signatures, tokens), the
+/// body or the secrets.
+#[derive(Clone, Copy)]
 #[non_exhaustive]
 pub struct Delivery<'a> {
     /// The request head (method, URI, headers).
@@ -90,6 +94,20 @@ pub struct Delivery<'a> {
     /// False for an operator replay: the signature is still checked, the
     /// timestamp's age is not. Use [`Delivery::check_time`], which honours it.
     pub check_timestamp: bool,
+}
+
+impl fmt::Debug for Delivery<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delivery")
+            .field("method", &self.parts.method)
+            .field("path", &self.parts.uri.path())
+            .field("headers", &self.parts.headers.keys().collect::<Vec<_>>())
+            .field("body_len", &self.body.len())
+            .field("secrets", &self.secrets.len())
+            .field("now", &self.now)
+            .field("check_timestamp", &self.check_timestamp)
+            .finish()
+    }
 }
 
 impl<'a> Delivery<'a> {
@@ -698,6 +716,22 @@ mod tests {
         for (name, ts, want) in cases {
             assert_eq!(check_tolerance(ts, now, tol).map_err(|e| e.kind()), want, "{name}");
         }
+    }
+
+    #[test]
+    fn delivery_debug_shows_no_values() {
+        let (parts, ()) = http::Request::post("/hook?token=q")
+            .header("stripe-signature", "t=1,v1=deadbeef")
+            .header("x-replay-token", "operator-secret-token")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let secrets = [SigningSecret::from("whsec_supersecret")];
+        let shown = format!("{:?}", Delivery::new(&parts, b"{\"card\":\"4242\"}", &secrets, UNIX_EPOCH));
+        for hidden in ["deadbeef", "operator-secret-token", "4242", "supersecret", "token=q"] {
+            assert!(!shown.contains(hidden), "{hidden} in {shown}");
+        }
+        assert!(shown.contains("stripe-signature") && shown.contains("body_len: 15"), "{shown}");
     }
 
     #[test]
