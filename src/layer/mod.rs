@@ -65,7 +65,7 @@ pub use service::{WebhookService, IDEMPOTENT_REPLAYED};
 use crate::provider::Provider;
 use crate::scope::{Endpoint, ScopeResolver};
 use crate::store::{self, Statements};
-use crate::verify::{Clock, SigningSecret, SystemClock};
+use crate::verify::{Clock, KeyMaterialError, SigningSecret, SystemClock};
 
 /// Default body limit: 25 MiB (GitHub caps payloads at 25 MB).
 pub const DEFAULT_BODY_LIMIT: usize = 25 * 1024 * 1024;
@@ -373,19 +373,19 @@ impl WebhookLayerBuilder {
     /// body limit is 0.
     pub fn build(self) -> Result<WebhookLayer, ConfigError> {
         let resolver: Arc<dyn ScopeResolver> = match (self.resolver, self.scope) {
-            (Some(_), Some(_)) => return Err(ConfigError("set either a resolver or a fixed scope, not both".into())),
+            (Some(_), Some(_)) => return Err(ConfigError::new("set either a resolver or a fixed scope, not both")),
             (Some(_), None) if !self.secrets.is_empty() => {
-                return Err(ConfigError("with a resolver, secrets come from the resolver".into()))
+                return Err(ConfigError::new("with a resolver, secrets come from the resolver"))
             }
             (Some(r), None) => r,
             (None, Some(scope)) => {
                 crate::key::validate(&scope)
-                    .map_err(|_| ConfigError("the scope must be 1 to 512 bytes without NUL".into()))?;
+                    .map_err(|_| ConfigError::new("the scope must be 1 to 512 bytes without NUL"))?;
                 if let Err(e) = self.provider.verifier_ref().check_secrets(&self.secrets) {
-                    return Err(ConfigError(format!("{} layer: {e}", self.provider.name())));
+                    return Err(ConfigError(format!("{} layer: {e}", self.provider.name()), Some(e)));
                 }
                 if let Some(i) = self.secrets.iter().position(SigningSecret::has_surrounding_whitespace) {
-                    return Err(ConfigError(format!(
+                    return Err(ConfigError::new(format!(
                         "signing secret #{} has leading or trailing whitespace (a newline from a file or an \
                          environment variable?): trim it; a secret is used byte for byte",
                         i + 1
@@ -393,20 +393,20 @@ impl WebhookLayerBuilder {
                 }
                 Arc::new(Endpoint::new(scope, self.secrets))
             }
-            (None, None) => return Err(ConfigError("set a scope (and secrets) or a resolver".into())),
+            (None, None) => return Err(ConfigError::new("set a scope (and secrets) or a resolver")),
         };
         crate::key::validate(self.provider.name())
-            .map_err(|_| ConfigError("the provider name must be 1 to 512 bytes without NUL".into()))?;
-        store::check_schema_name(&self.schema).map_err(ConfigError)?;
+            .map_err(|_| ConfigError::new("the provider name must be 1 to 512 bytes without NUL"))?;
+        store::check_schema_name(&self.schema).map_err(ConfigError::new)?;
         // PostgreSQL's lock_timeout is an int of milliseconds; 0 would mean no limit.
         if self.lock_timeout.as_millis() == 0 || self.lock_timeout.as_millis() > i32::MAX as u128 {
-            return Err(ConfigError("lock_timeout must be 1 ms to 2^31-1 ms (about 24.8 days)".into()));
+            return Err(ConfigError::new("lock_timeout must be 1 ms to 2^31-1 ms (about 24.8 days)"));
         }
         if self.body_limit == 0 {
-            return Err(ConfigError("the body limit must be at least 1 byte".into()));
+            return Err(ConfigError::new("the body limit must be at least 1 byte"));
         }
         if self.operator_replay.as_ref().is_some_and(|(_, t)| t.expose().len() < 16) {
-            return Err(ConfigError("the operator replay token must be at least 16 bytes".into()));
+            return Err(ConfigError::new("the operator replay token must be at least 16 bytes"));
         }
         let retry_after = http::HeaderValue::from(self.retry_after.as_secs().max(1));
         Ok(WebhookLayer {
@@ -432,12 +432,20 @@ impl WebhookLayerBuilder {
 
 /// An invalid configuration (of a [`WebhookLayerBuilder`], a verifier, a
 /// secret), found when it is built rather than on the first delivery.
+///
+/// Unusable key material carries the [`KeyMaterialError`] as its
+/// [`source`](std::error::Error::source), with its kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(String);
+pub struct ConfigError(String, Option<KeyMaterialError>);
 
 impl ConfigError {
     pub(crate) fn new(message: impl Into<String>) -> Self {
-        Self(message.into())
+        Self(message.into(), None)
+    }
+
+    /// The key-material problem behind this error, if that is what it is.
+    pub fn key_material(&self) -> Option<&KeyMaterialError> {
+        self.1.as_ref()
     }
 }
 
@@ -447,4 +455,8 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.1.as_ref().map(|e| e as _)
+    }
+}
