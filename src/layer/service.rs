@@ -94,7 +94,7 @@ where
         let span = tracing::info_span!(
             "webhook",
             method = %req.method(),
-            path = req.uri().path(),
+            path = %req.uri().path(),
             provider = config.provider.name(),
             scope = field::Empty,
             key = field::Empty,
