@@ -42,9 +42,10 @@ pub mod verify;
 
 pub use event::WebhookEvent;
 pub use layer::IDEMPOTENT_REPLAYED;
-pub use layer::{ConfigError, IsolationLevel, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService};
+pub use layer::{ConfigError, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService};
 pub use provider::Provider;
 pub use scope::Endpoint;
+pub use store::IsolationLevel;
 pub use store::{migrate, migrate_schema};
 pub use tx::{TxClient, TxError, WebhookTx};
 pub use verify::SigningSecret;

@@ -21,6 +21,50 @@ use std::fmt;
 
 use deadpool_postgres::Pool;
 
+mod claim;
+mod conn;
+mod statements;
+
+pub use claim::{
+    Claim, ClaimError, ClaimErrorKind, ClaimStore, ClaimStoreBuilder, ClaimedEvent, CommitError, CommitErrorKind,
+    ScopedEvent,
+};
+pub(crate) use conn::TxConn;
+pub(crate) use statements::Statements;
+
+/// The isolation level of the claim's transaction (PostgreSQL docs,
+/// "Transaction Isolation").
+///
+/// READ COMMITTED, the default, is what the claim is designed for: a
+/// delivery that finds another delivery's claim waits, then sees it
+/// committed (a duplicate) or rolled back (it claims). At REPEATABLE READ
+/// and SERIALIZABLE, PostgreSQL answers that case with a serialization
+/// failure (40001) instead; the claim then checks again in a new
+/// transaction, which sees the committed claim (a duplicate). Choose a stricter level only when the handler's
+/// own writes need it; its serialization failures are answered 503 +
+/// `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum IsolationLevel {
+    /// `READ COMMITTED` (the default).
+    #[default]
+    ReadCommitted,
+    /// `REPEATABLE READ`.
+    RepeatableRead,
+    /// `SERIALIZABLE`.
+    Serializable,
+}
+
+impl IsolationLevel {
+    pub(crate) fn sql(self) -> &'static str {
+        match self {
+            Self::ReadCommitted => "READ COMMITTED",
+            Self::RepeatableRead => "REPEATABLE READ",
+            Self::Serializable => "SERIALIZABLE",
+        }
+    }
+}
+
 /// The default schema holding the tables.
 pub const DEFAULT_SCHEMA: &str = "webhook_idempotency";
 
@@ -114,92 +158,6 @@ pub(crate) fn check_schema_name(schema: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("invalid schema name {schema:?}: use ASCII letters, digits and _"))
-    }
-}
-
-/// How long one claim attempt waits for the row lock of an in-flight
-/// delivery of the same event, in milliseconds (PostgreSQL's `lock_timeout`,
-/// whose smallest effective value is 1 ms; 0 would mean no limit). The layer
-/// waits for an in-flight delivery between attempts, without a connection.
-const CLAIM_LOCK_WAIT_MS: u32 = 1;
-
-/// The statements the layer runs, with the schema spliced in once at build
-/// time. Parameters are always `$1 scope, $2 provider, $3 event_key`.
-#[derive(Debug)]
-pub(crate) struct Statements {
-    /// Simple-query batch: opens the claim transaction, reads the session's
-    /// `lock_timeout` (one row), and bounds the wait for an in-flight claim.
-    pub(crate) begin: String,
-    /// `$1` the session's `lock_timeout`: restores it for the handler's own
-    /// statements (`SET LOCAL ... TO DEFAULT` would reset it to the server's).
-    pub(crate) restore_lock_timeout: &'static str,
-    /// `$4 event_type` → `attempts, now()` when this delivery claimed the
-    /// event; `now()` is the transaction's start time.
-    pub(crate) claim: String,
-    /// → `state, response_status` of a committed row.
-    pub(crate) lookup: String,
-    /// Re-claims an event whose last delivery failed. `$4 event_type` →
-    /// `attempts, now()`.
-    pub(crate) reclaim: String,
-    /// `$4 response_status, $5 the claim's now()`: marks the claimed row
-    /// done, only inside the claim's transaction (a handler that sent COMMIT
-    /// or ROLLBACK itself is running in another one: 0 rows).
-    pub(crate) done: String,
-    /// Records a failed attempt after the rollback. `$4 event_type,
-    /// $5 last_error, $6 response_status`.
-    pub(crate) record_failure: String,
-    /// Simple-query batch: transaction for [`Statements::record_failure`].
-    pub(crate) begin_failure: &'static str,
-    pub(crate) commit: &'static str,
-    pub(crate) rollback: &'static str,
-}
-
-impl Statements {
-    pub(crate) fn new(schema: &str, isolation: crate::layer::IsolationLevel) -> Self {
-        let t = format!("{schema}.webhook_events");
-        let pk = "scope = $1 AND provider = $2 AND event_key = $3";
-        Self {
-            begin: format!(
-                "BEGIN ISOLATION LEVEL {}; SELECT current_setting('lock_timeout'); \
-                 SET LOCAL lock_timeout = {CLAIM_LOCK_WAIT_MS}",
-                isolation.sql(),
-            ),
-            restore_lock_timeout: "SELECT set_config('lock_timeout', $1, true)",
-            claim: format!(
-                "INSERT INTO {t} (scope, provider, event_key, event_type, state)
-                 VALUES ($1, $2, $3, $4, 'running')
-                 ON CONFLICT (scope, provider, event_key) DO NOTHING
-                 RETURNING attempts, now()"
-            ),
-            lookup: format!("SELECT state, response_status FROM {t} WHERE {pk}"),
-            reclaim: format!(
-                "UPDATE {t} SET state = 'running', attempts = attempts + 1,
-                        event_type = coalesce($4, event_type)
-                 WHERE {pk} AND state = 'failed'
-                 RETURNING attempts, now()"
-            ),
-            done: format!(
-                "UPDATE {t} SET state = 'done', response_status = $4, completed_at = now()
-                 WHERE {pk} AND state = 'running' AND now() = $5"
-            ),
-            record_failure: format!(
-                "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, attempts,
-                                      last_error, response_status, last_failed_at)
-                 VALUES ($1, $2, $3, $4, 'failed', 1, $5, $6, now())
-                 ON CONFLICT (scope, provider, event_key) DO UPDATE
-                    -- A committed `running` row: a handler that ended the claim's
-                    -- transaction itself; that run was counted at its claim.
-                    SET state = 'failed',
-                        attempts = e.attempts + CASE WHEN e.state = 'running' THEN 0 ELSE 1 END,
-                        last_error = excluded.last_error,
-                        response_status = excluded.response_status,
-                        last_failed_at = excluded.last_failed_at
-                  WHERE e.state IN ('failed', 'running')"
-            ),
-            begin_failure: "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = 1000",
-            commit: "COMMIT",
-            rollback: "ROLLBACK",
-        }
     }
 }
 

@@ -4,73 +4,16 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use std::sync::OnceLock;
-
 use deadpool_postgres::Object;
 use tokio::sync::{Mutex, OwnedMutexGuard};
-use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, ToStatement};
 
-/// A pooled connection with the claim's transaction open on it.
-///
-/// While `open`, dropping it (a dropped request future, a panicking
-/// handler, a handler that kept the transaction) detaches the connection
-/// from the pool (`Object::take`), asks the server to cancel any running
-/// statement, and closes it, so PostgreSQL rolls the transaction back. It
-/// never goes back to the pool inside a transaction: deadpool recycles at
-/// checkout, and none of its recycling methods notices an open transaction.
-pub(crate) struct TxConn {
-    obj: Option<Object>,
-    open: bool,
-    /// The first retryable error a handler statement met (deadlock,
-    /// serialization failure, lock timeout): the layer answers 503 +
-    /// Retry-After instead of the handler's failure.
-    retryable: OnceLock<SqlState>,
-}
+use crate::store::TxConn;
 
-impl TxConn {
-    pub(crate) fn new(obj: Object) -> Self {
-        Self { obj: Some(obj), open: false, retryable: OnceLock::new() }
-    }
-
-    pub(crate) fn client(&self) -> &Object {
-        self.obj.as_ref().expect("TxConn holds its connection until dropped")
-    }
-
-    /// The retryable SQLSTATE a handler statement failed with, if any.
-    pub(crate) fn retryable(&self) -> Option<&SqlState> {
-        self.retryable.get()
-    }
-
-    /// Marks a transaction as open on the connection (before sending BEGIN).
-    pub(crate) fn set_open(&mut self, open: bool) {
-        self.open = open;
-    }
-}
-
-impl Drop for TxConn {
-    fn drop(&mut self) {
-        if !self.open {
-            return; // back to the pool, outside any transaction
-        }
-        let Some(obj) = self.obj.take() else { return };
-        let client = Object::take(obj);
-        tracing::warn!("closing a connection abandoned inside a webhook transaction");
-        let cancel = client.cancel_token();
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                rt.spawn(async move {
-                    // A dropped query future does not stop the statement on the
-                    // server; the cancel request does. Then the close rolls back.
-                    let _ = cancel.cancel_query(tokio_postgres::NoTls).await;
-                    drop(client);
-                });
-            }
-            Err(_) => drop(client),
-        }
-    }
-}
+/// A clone of [`WebhookTx`] still borrows the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InUse;
 
 /// The transaction holding this delivery's claim. The handler's business
 /// writes go through it, so they commit (or roll back) together with the
@@ -120,10 +63,15 @@ impl WebhookTx {
         }
     }
 
-    /// Takes the connection back for the layer. `Err(())` when a clone still
-    /// holds a [`TxClient`] after the handler answered.
-    pub(crate) fn take(&self) -> Result<Option<TxConn>, ()> {
-        self.slot.try_lock().map(|mut g| g.take()).map_err(|_| ())
+    /// Takes the connection back for the store. [`InUse`] when a clone still
+    /// holds a [`TxClient`] after the work answered.
+    pub(crate) fn take(&self) -> Result<Option<TxConn>, InUse> {
+        self.slot.try_lock().map(|mut g| g.take()).map_err(|_| InUse)
+    }
+
+    /// Runs `f` on the connection when it is here and not borrowed.
+    pub(crate) fn peek<R>(&self, f: impl FnOnce(&TxConn) -> R) -> Option<R> {
+        self.slot.try_lock().ok().and_then(|g| g.as_ref().map(f))
     }
 }
 
@@ -215,14 +163,8 @@ impl TxClient {
     }
 
     fn note<R>(&self, result: Result<R, tokio_postgres::Error>) -> Result<R, tokio_postgres::Error> {
-        if let Err(e) = &result {
-            let retryable =
-                [SqlState::T_R_DEADLOCK_DETECTED, SqlState::T_R_SERIALIZATION_FAILURE, SqlState::LOCK_NOT_AVAILABLE];
-            if let Some(code) = e.code().filter(|c| retryable.contains(c)) {
-                if let Some(conn) = self.guard.as_ref() {
-                    let _ = conn.retryable.set(code.clone());
-                }
-            }
+        if let Some(conn) = self.guard.as_ref() {
+            conn.note(&result);
         }
         result
     }

@@ -64,7 +64,8 @@ pub use service::{WebhookService, IDEMPOTENT_REPLAYED};
 
 use crate::provider::Provider;
 use crate::scope::{Endpoint, ScopeResolver};
-use crate::store::{self, Statements};
+pub use crate::store::IsolationLevel;
+use crate::store::{self, ClaimStore};
 use crate::verify::{Clock, KeyMaterialError, SigningSecret, SystemClock};
 
 /// Default body limit: 25 MiB (GitHub caps payloads at 25 MB).
@@ -77,39 +78,6 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_POOL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default `Retry-After` on 409 and 503: 5 seconds.
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
-
-/// The isolation level of the claim's transaction (PostgreSQL docs,
-/// "Transaction Isolation").
-///
-/// READ COMMITTED, the default, is what the claim is designed for: a
-/// delivery that finds another delivery's claim waits, then sees it
-/// committed (a duplicate) or rolled back (it claims). At REPEATABLE READ
-/// and SERIALIZABLE, PostgreSQL answers that case with a serialization
-/// failure (40001) instead; the layer then answers 409 + `Retry-After` and
-/// the retry is a duplicate. Choose a stricter level only when the handler's
-/// own writes need it; its serialization failures are answered 503 +
-/// `Retry-After`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum IsolationLevel {
-    /// `READ COMMITTED` (the default).
-    #[default]
-    ReadCommitted,
-    /// `REPEATABLE READ`.
-    RepeatableRead,
-    /// `SERIALIZABLE`.
-    Serializable,
-}
-
-impl IsolationLevel {
-    pub(crate) fn sql(self) -> &'static str {
-        match self {
-            Self::ReadCommitted => "READ COMMITTED",
-            Self::RepeatableRead => "REPEATABLE READ",
-            Self::Serializable => "SERIALIZABLE",
-        }
-    }
-}
 
 /// How a duplicate of a done event is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -125,21 +93,17 @@ pub enum ReplayStatus {
 type SuccessFn = dyn Fn(StatusCode) -> bool + Send + Sync;
 
 pub(crate) struct Config {
-    pub(crate) pool: Pool,
+    pub(crate) store: ClaimStore,
     pub(crate) provider: Provider,
     pub(crate) resolver: Arc<dyn ScopeResolver>,
     pub(crate) body_limit: usize,
     pub(crate) gzip_limit: Option<usize>,
     pub(crate) body_timeout: Duration,
-    /// How long a duplicate keeps checking an in-flight claim.
-    pub(crate) lock_timeout: Duration,
-    pub(crate) pool_timeout: Duration,
     pub(crate) retry_after: http::HeaderValue,
     pub(crate) success: Arc<SuccessFn>,
     pub(crate) replay_status: ReplayStatus,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) operator_replay: Option<(http::HeaderName, SigningSecret)>,
-    pub(crate) sql: Statements,
 }
 
 impl Config {
@@ -411,15 +375,17 @@ impl WebhookLayerBuilder {
         let retry_after = http::HeaderValue::from(self.retry_after.as_secs().max(1));
         Ok(WebhookLayer {
             config: Arc::new(Config {
-                sql: Statements::new(&self.schema, self.isolation),
-                lock_timeout: self.lock_timeout,
-                pool: self.pool,
+                store: ClaimStore::builder(self.pool)
+                    .schema(self.schema)
+                    .isolation_level(self.isolation)
+                    .pool_timeout(self.pool_timeout)
+                    .in_flight_wait(self.lock_timeout)
+                    .build()?,
                 provider: self.provider,
                 resolver,
                 body_limit: self.body_limit,
                 gzip_limit: self.gzip_limit,
                 body_timeout: self.body_timeout,
-                pool_timeout: self.pool_timeout,
                 retry_after,
                 success: self.success,
                 replay_status: self.replay_status,

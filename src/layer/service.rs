@@ -1,13 +1,9 @@
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::SystemTime;
 
 use bytes::Bytes;
-use deadpool_postgres::Object;
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use tokio_postgres::error::SqlState;
-use tokio_postgres::SimpleQueryMessage;
 use tower_service::Service;
 use tracing::{field, Instrument};
 
@@ -15,24 +11,10 @@ use super::buffer::{read_limited, ReadError};
 use super::{Config, ReplayStatus, ResponseBody, ResponseFuture};
 use crate::event::WebhookEvent;
 use crate::key::KeyErrorKind;
-use crate::tx::{TxConn, WebhookTx};
+use crate::store::{Claim, CommitErrorKind, ScopedEvent};
 use crate::verify::Delivery;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// SQLSTATEs of a claim that lost to another delivery of the same event:
-/// answered 409 + `Retry-After` (a duplicate is never a 5xx).
-const CLAIM_CONFLICTS: [SqlState; 4] = [
-    SqlState::LOCK_NOT_AVAILABLE,
-    SqlState::QUERY_CANCELED,
-    SqlState::T_R_SERIALIZATION_FAILURE,
-    SqlState::T_R_DEADLOCK_DETECTED,
-];
-
-/// The first pause before checking again on an event another delivery holds.
-const IN_FLIGHT_FIRST_CHECK: std::time::Duration = std::time::Duration::from_millis(10);
-/// The longest pause between checks (the backoff doubles up to it).
-const IN_FLIGHT_MAX_CHECK: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The header set on answers to duplicates of a done event.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
@@ -42,8 +24,8 @@ pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 ///
 /// The inner service receives the request with the same bytes as body (built
 /// with `ReqBody::from(Bytes)`, as `axum::body::Body` and
-/// `http_body_util::Full<Bytes>` allow) and with [`WebhookTx`] and
-/// [`WebhookEvent`] in its extensions.
+/// `http_body_util::Full<Bytes>` allow) and with [`WebhookTx`](crate::WebhookTx)
+/// and [`WebhookEvent`] in its extensions.
 pub struct WebhookService<S> {
     inner: S,
     config: Arc<Config>,
@@ -104,27 +86,6 @@ where
     }
 }
 
-/// The identity columns of the claim, borrowed for statement parameters.
-struct Ids<'a> {
-    scope: &'a str,
-    provider: &'a str,
-    key: &'a str,
-    event_type: Option<&'a str>,
-}
-
-enum Claim {
-    /// `started`: the claim transaction's `now()`, to check the handler did
-    /// not end it.
-    Claimed {
-        attempt: i32,
-        started: SystemTime,
-    },
-    Done {
-        status: Option<i16>,
-    },
-    InFlight,
-}
-
 fn layer_response<B>(status: StatusCode, text: &'static str) -> Response<ResponseBody<B>> {
     let mut res = Response::new(ResponseBody::layer(text));
     *res.status_mut() = status;
@@ -145,12 +106,6 @@ fn unavailable<B>(config: &Config) -> Response<ResponseBody<B>> {
 fn reject<B>(status: StatusCode, reason: &'static str, text: &'static str) -> Response<ResponseBody<B>> {
     tracing::warn!(outcome = "rejected", reason, status = status.as_u16(), "webhook delivery rejected");
     layer_response(status, text)
-}
-
-/// The SQLSTATE of a database error, for logs (never the message, which may
-/// quote values).
-fn sqlstate(e: &tokio_postgres::Error) -> &str {
-    e.code().map_or("connection", SqlState::code)
 }
 
 async fn handle<S, ReqBody, ResBody>(
@@ -333,106 +288,41 @@ where
     if let Some(t) = &identity.event_type {
         span.record("event_type", t.as_str());
     }
-    let ids = Ids {
-        scope: &endpoint.scope,
-        provider: config.provider.name(),
-        key: &identity.key,
-        event_type: identity.event_type.as_deref(),
-    };
+    let event = ScopedEvent::new(config.provider.name(), endpoint.scope, identity.key).with_type(identity.event_type);
 
-    // 6. Connection, transaction, claim. A pooled connection found dead (the
-    // server restarted, a backend was terminated) is closed and the claim
-    // tried once more on a fresh one: nothing commits on a dead connection.
-    // A claim held by another delivery in flight gives its connection back
-    // and is checked again with backoff until `lock_timeout`.
-    let mut retried = false;
-    let deadline = tokio::time::Instant::now() + config.lock_timeout;
-    let mut backoff = IN_FLIGHT_FIRST_CHECK;
-    let (conn, attempt, started) = loop {
-        let obj = match tokio::time::timeout(config.pool_timeout, config.pool.get()).await {
-            Ok(Ok(obj)) => obj,
-            Ok(Err(e)) => {
-                tracing::error!(outcome = "failed", reason = "pool", error = %e, "no database connection");
-                return Ok(unavailable(&config));
-            }
-            Err(_) => {
-                tracing::error!(
-                    outcome = "failed",
-                    reason = "pool_timeout",
-                    "no database connection within the pool timeout"
-                );
-                return Ok(unavailable(&config));
-            }
-        };
-        let mut conn = TxConn::new(obj);
-        conn.set_open(true);
-        let in_flight = match claim(conn.client(), &config, &ids).await {
-            Ok(Claim::Claimed { attempt, started }) => break (conn, attempt, started),
-            Ok(Claim::Done { status }) => {
-                end_unclaimed(conn, &config).await;
-                tracing::info!(outcome = "duplicate", "webhook event already processed; replayed");
-                let status = match config.replay_status {
-                    ReplayStatus::Stored => {
-                        status.and_then(|s| StatusCode::from_u16(u16::try_from(s).ok()?).ok()).unwrap_or(StatusCode::OK)
-                    }
-                    ReplayStatus::Ok => StatusCode::OK,
-                };
-                let mut res = layer_response(status, "event already processed\n");
-                res.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
-                return Ok(res);
-            }
-            Ok(Claim::InFlight) => {
-                end_unclaimed(conn, &config).await;
-                None
-            }
-            // The row lock of an in-flight delivery was not free within the
-            // claim's 1 ms lock_timeout (or a shorter statement_timeout). At
-            // REPEATABLE READ / SERIALIZABLE a claim that met a committed one
-            // fails with 40001; crossed claims deadlock with 40P01. Each is
-            // checked again in a new transaction.
-            Err(e) if e.code().is_some_and(|c| CLAIM_CONFLICTS.contains(c)) => {
-                end_unclaimed(conn, &config).await;
-                Some(e)
-            }
-            Err(e) if e.code().is_none() && !retried => {
-                tracing::warn!(error = %e, "pooled connection unusable; claiming on a fresh one");
-                retried = true;
-                drop(conn); // marked open: closed, not pooled
-                continue;
-            }
-            Err(e) => {
-                end_unclaimed(conn, &config).await;
-                tracing::error!(outcome = "failed", reason = "claim", sqlstate = sqlstate(&e), "claim failed");
-                return Ok(unavailable(&config));
-            }
-        };
-        let now = tokio::time::Instant::now();
-        if now >= deadline {
-            tracing::info!(
-                outcome = "in_flight",
-                sqlstate = in_flight.as_ref().map(sqlstate),
-                "another delivery of this event is still in flight after the wait bound"
-            );
+    // 6. Claim: a pooled connection, a transaction, `INSERT ... ON CONFLICT`.
+    let claimed = match config.store.claim(&event).await {
+        Ok(Claim::Claimed(claimed)) => claimed,
+        Ok(Claim::Done { status }) => {
+            tracing::info!(outcome = "duplicate", "webhook event already processed; replayed");
+            let status = match config.replay_status {
+                ReplayStatus::Stored => status.and_then(|s| StatusCode::from_u16(s).ok()).unwrap_or(StatusCode::OK),
+                ReplayStatus::Ok => StatusCode::OK,
+            };
+            let mut res = layer_response(status, "event already processed\n");
+            res.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+            return Ok(res);
+        }
+        Ok(Claim::InFlight) => {
+            tracing::info!(outcome = "in_flight", "another delivery of this event is in flight");
             return Ok(retry_later(&config, StatusCode::CONFLICT, "event in flight, retry later\n"));
         }
-        if backoff == IN_FLIGHT_FIRST_CHECK {
-            tracing::debug!(outcome = "waiting", "another delivery of this event is in flight; checking again");
+        Err(e) => {
+            tracing::error!(outcome = "failed", reason = "claim", kind = ?e.kind(), sqlstate = e.sqlstate(), "claim failed");
+            return Ok(unavailable(&config));
         }
-        // No connection is held while waiting.
-        tokio::time::sleep(backoff.min(deadline - now)).await;
-        backoff = (backoff * 2).min(IN_FLIGHT_MAX_CHECK);
     };
+    let attempt = claimed.attempt();
     tracing::info!(outcome = "claimed", attempt, "webhook event claimed");
 
     // 7. Run the handler inside the claim's transaction.
-    let tx = WebhookTx::new(conn);
-    parts.extensions.insert(tx.clone());
+    parts.extensions.insert(claimed.tx());
     parts.extensions.insert(WebhookEvent {
-        provider: ids.provider.to_owned(),
-        scope: ids.scope.to_owned(),
-        key: ids.key.to_owned(),
-        event_type: ids.event_type.map(str::to_owned),
-        attempt: u32::try_from(attempt).unwrap_or(0),
+        provider: event.provider().to_owned(),
+        scope: event.scope().to_owned(),
+        key: event.key().to_owned(),
+        event_type: event.get_event_type().map(str::to_owned),
+        attempt,
         body: body.clone(),
     });
     #[cfg(feature = "axum")]
@@ -449,41 +339,49 @@ where
         Err(e) => Err(e),
     };
 
-    let conn = match tx.take() {
-        Ok(Some(conn)) => conn,
-        Ok(None) | Err(()) => {
-            // A clone of WebhookTx still holds the connection (a task the handler
-            // spawned). It is closed, never pooled, when that clone drops.
-            tracing::error!(
-                outcome = "failed",
-                reason = "tx_still_in_use",
-                "the handler answered while still holding WebhookTx; rolled back"
-            );
-            return Ok(layer_response(StatusCode::INTERNAL_SERVER_ERROR, "webhook handler error\n"));
+    // 8. Commit on success, roll back and record the attempt otherwise.
+    let (response, failure) = match result {
+        Err(e) => (Err(e), Some(("inner service returned an error", None))),
+        Ok(response) => {
+            let status = response.status();
+            let failure = if claimed.retryable_conflict().is_some() {
+                Some(("retryable conflict in the handler's transaction", Some(status)))
+            } else if !(config.success)(status) {
+                Some(("handler answered a non-success status", Some(status)))
+            } else {
+                None
+            };
+            (Ok(response), failure)
         }
     };
-    drop(tx);
-
-    let response = match result {
-        Ok(response) => response,
-        Err(e) => {
-            let conn = rollback(conn, &config).await;
-            record_failure(conn, &config, &ids, "inner service returned an error", None).await;
-            tracing::error!(outcome = "failed", reason = "service_error", "inner service failed; rolled back");
-            return Err(e);
-        }
+    let retryable = claimed.retryable_conflict();
+    let Some((error, status)) = failure else {
+        let Ok(response) = response else { unreachable!("a service error is a failure") };
+        let status = response.status();
+        return match claimed.commit(status.as_u16()).await {
+            Ok(()) => {
+                tracing::info!(outcome = "committed", status = status.as_u16(), "webhook event processed");
+                Ok(response.map(ResponseBody::inner))
+            }
+            Err(e) if e.kind() == CommitErrorKind::StillInUse => Ok(still_in_use()),
+            Err(e) => {
+                tracing::error!(outcome = "failed", reason = ?e.kind(), sqlstate = e.sqlstate(), "not committed");
+                Ok(unavailable(&config))
+            }
+        };
     };
-    let status = response.status();
-    if let Some(code) = conn.retryable().cloned() {
+    if claimed.fail(error, status.map(|s| s.as_u16())).await.is_err() {
+        return Ok(still_in_use());
+    }
+    let response = response?;
+    if let Some(code) = retryable {
         // A deadlock, serialization failure or lock timeout in the handler:
         // the sender's retry will succeed, so say so instead of passing on the
         // handler's failure (or a success over an aborted transaction).
-        let conn = rollback(conn, &config).await;
-        record_failure(conn, &config, &ids, "retryable conflict in the handler's transaction", Some(status)).await;
         tracing::warn!(
             outcome = "failed",
             reason = "retryable_conflict",
-            sqlstate = code.code(),
+            sqlstate = code,
             "handler hit a retryable conflict; rolled back"
         );
         return Ok(retry_later(
@@ -492,24 +390,19 @@ where
             "conflict with a concurrent delivery, retry later\n",
         ));
     }
-    if !(config.success)(status) {
-        let conn = rollback(conn, &config).await;
-        record_failure(conn, &config, &ids, "handler answered a non-success status", Some(status)).await;
-        tracing::warn!(outcome = "failed", status = status.as_u16(), "handler did not succeed; rolled back");
-        return Ok(response.map(|body| ResponseBody::inner(body)));
-    }
+    tracing::warn!(outcome = "failed", status = response.status().as_u16(), "handler did not succeed; rolled back");
+    Ok(response.map(ResponseBody::inner))
+}
 
-    // Success: mark done and commit; only a confirmed COMMIT lets the response out.
-    match commit(conn, &config, &ids, status, started).await {
-        Ok(()) => {
-            tracing::info!(outcome = "committed", status = status.as_u16(), "webhook event processed");
-            Ok(response.map(|body| ResponseBody::inner(body)))
-        }
-        Err(conn) => {
-            record_failure(conn, &config, &ids, "transaction could not be committed", Some(status)).await;
-            Ok(unavailable(&config))
-        }
-    }
+/// The handler answered while a clone of `WebhookTx` (a task it spawned)
+/// still holds the connection: rolled back when that clone drops.
+fn still_in_use<B>() -> Response<ResponseBody<B>> {
+    tracing::error!(
+        outcome = "failed",
+        reason = "tx_still_in_use",
+        "the handler answered while still holding WebhookTx; rolled back"
+    );
+    layer_response(StatusCode::INTERNAL_SERVER_ERROR, "webhook handler error\n")
 }
 
 /// Bodies of this many bytes or more are verified on tokio's blocking pool:
@@ -572,177 +465,5 @@ fn inflate(body: &[u8], limit: usize) -> Result<Bytes, Inflate> {
         Err(Inflate::TooLarge)
     } else {
         Ok(out.into())
-    }
-}
-
-/// BEGIN (READ COMMITTED, bounded lock wait) and claim the event.
-async fn claim(client: &Object, config: &Config, ids: &Ids<'_>) -> Result<Claim, tokio_postgres::Error> {
-    let sql = &config.sql;
-    let session_lock_timeout = client
-        .simple_query(&sql.begin)
-        .await?
-        .into_iter()
-        .find_map(|m| match m {
-            SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-            _ => None,
-        })
-        .unwrap_or_else(|| "0".to_owned());
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-        [&ids.scope, &ids.provider, &ids.key, &ids.event_type];
-    let claimed = |row: tokio_postgres::Row| Claim::Claimed { attempt: row.get(0), started: row.get(1) };
-    let insert = client.prepare_cached(&sql.claim).await?;
-    // Two rounds at most: a row removed by retention between the conflict and
-    // the lookup is claimed again.
-    for _ in 0..2 {
-        if let Some(row) = client.query_opt(&insert, &params).await? {
-            restore_lock_timeout(client, config, &session_lock_timeout).await?;
-            return Ok(claimed(row));
-        }
-        let lookup = client.prepare_cached(&sql.lookup).await?;
-        let Some(row) = client.query_opt(&lookup, &params[..3]).await? else { continue };
-        let state: &str = row.get(0);
-        match state {
-            "done" => return Ok(Claim::Done { status: row.get(1) }),
-            "failed" => {
-                // The last delivery failed and was recorded: take the row over.
-                // Concurrent re-claims serialise on its row lock.
-                let reclaim = client.prepare_cached(&sql.reclaim).await?;
-                if let Some(row) = client.query_opt(&reclaim, &params).await? {
-                    restore_lock_timeout(client, config, &session_lock_timeout).await?;
-                    return Ok(claimed(row));
-                }
-                // Another delivery re-claimed it first; see how that ended.
-                let Some(row) = client.query_opt(&lookup, &params[..3]).await? else { continue };
-                return Ok(match row.get::<_, &str>(0) {
-                    "done" => Claim::Done { status: row.get(1) },
-                    _ => Claim::InFlight,
-                });
-            }
-            _ => return Ok(Claim::InFlight),
-        }
-    }
-    Ok(Claim::InFlight)
-}
-
-/// Gives the handler the connection's own `lock_timeout` back.
-async fn restore_lock_timeout(client: &Object, config: &Config, value: &str) -> Result<(), tokio_postgres::Error> {
-    let stmt = client.prepare_cached(config.sql.restore_lock_timeout).await?;
-    client.query_one(&stmt, &[&value]).await.map(drop)
-}
-
-/// Ends a transaction that claimed nothing. On failure the connection is
-/// dropped while marked open, so it is closed instead of pooled.
-async fn end_unclaimed(mut conn: TxConn, config: &Config) {
-    if conn.client().batch_execute(config.sql.rollback).await.is_ok() {
-        conn.set_open(false);
-    }
-}
-
-/// Rolls back and returns the connection if it is reusable.
-async fn rollback(mut conn: TxConn, config: &Config) -> Option<TxConn> {
-    match conn.client().batch_execute(config.sql.rollback).await {
-        Ok(()) => {
-            conn.set_open(false);
-            Some(conn)
-        }
-        Err(e) => {
-            tracing::warn!(sqlstate = sqlstate(&e), "rollback failed; closing the connection");
-            None
-        }
-    }
-}
-
-/// Marks the claim done and commits. `Err` carries the connection when it is
-/// still usable (the transaction was rolled back), `None` when it was closed.
-async fn commit(
-    mut conn: TxConn,
-    config: &Config,
-    ids: &Ids<'_>,
-    status: StatusCode,
-    started: SystemTime,
-) -> Result<(), Option<TxConn>> {
-    let sql = &config.sql;
-    let client = conn.client();
-    let code = i16::try_from(status.as_u16()).unwrap_or(i16::MAX);
-    // A handler that swallowed a failed statement left the transaction aborted:
-    // this UPDATE then fails with 25P02, where a bare COMMIT would be silently
-    // turned into ROLLBACK (rust-postgres#1334).
-    let marked = match client.prepare_cached(&sql.done).await {
-        Ok(done) => client.execute(&done, &[&ids.scope, &ids.provider, &ids.key, &code, &started]).await,
-        Err(e) => Err(e),
-    };
-    match marked {
-        Ok(1) => {}
-        Ok(n) => {
-            tracing::error!(
-                outcome = "failed",
-                reason = "claim_lost",
-                rows = n,
-                "the claim row is gone from the transaction; rolled back"
-            );
-            return Err(rollback(conn, config).await);
-        }
-        Err(e) => {
-            tracing::error!(
-                outcome = "failed",
-                reason = "tx_aborted",
-                sqlstate = sqlstate(&e),
-                "transaction unusable after the handler; rolled back"
-            );
-            return Err(rollback(conn, config).await);
-        }
-    }
-    match client.batch_execute(sql.commit).await {
-        Ok(()) => {
-            conn.set_open(false);
-            Ok(())
-        }
-        Err(e) => {
-            // Unknown outcome: PostgreSQL may or may not have committed. The
-            // connection is closed; a retry finds out (done → replayed).
-            tracing::error!(
-                outcome = "failed",
-                reason = "commit",
-                sqlstate = sqlstate(&e),
-                "commit failed or its result is unknown"
-            );
-            Err(None)
-        }
-    }
-}
-
-/// Records a failed attempt outside the rolled-back transaction, on `conn`
-/// when it survived, else on a fresh pooled connection. Best effort: a
-/// failure to record is logged, never turned into the response.
-async fn record_failure(conn: Option<TxConn>, config: &Config, ids: &Ids<'_>, error: &str, status: Option<StatusCode>) {
-    let mut conn = match conn {
-        Some(conn) => conn,
-        None => match tokio::time::timeout(config.pool_timeout, config.pool.get()).await {
-            Ok(Ok(obj)) => TxConn::new(obj),
-            _ => {
-                tracing::warn!("failed attempt not recorded: no database connection");
-                return;
-            }
-        },
-    };
-    let sql = &config.sql;
-    let code = status.map(|s| i16::try_from(s.as_u16()).unwrap_or(i16::MAX));
-    conn.set_open(true);
-    let client = conn.client();
-    let result = async {
-        client.batch_execute(sql.begin_failure).await?;
-        let stmt = client.prepare_cached(&sql.record_failure).await?;
-        client.execute(&stmt, &[&ids.scope, &ids.provider, &ids.key, &ids.event_type, &error, &code]).await?;
-        client.batch_execute(sql.commit).await
-    }
-    .await;
-    match result {
-        Ok(()) => conn.set_open(false),
-        Err(e) => {
-            // Typically another delivery holds the event (lock timeout): it
-            // will record its own outcome.
-            tracing::warn!(sqlstate = sqlstate(&e), "failed attempt not recorded");
-            end_unclaimed(conn, config).await;
-        }
     }
 }

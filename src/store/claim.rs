@@ -1,0 +1,657 @@
+//! The claim protocol, without HTTP: claim an event, do its work inside the
+//! claim's transaction, then commit (marking it done) or fail (rolling back
+//! and recording the attempt).
+//!
+//! [`WebhookLayer`](crate::WebhookLayer) runs it for every verified
+//! delivery; anything else that must process an event exactly once (a queue
+//! consumer, the inbox worker) can run it the same way:
+//!
+//! ```no_run
+//! # async fn run(pool: deadpool_postgres::Pool) -> Result<(), Box<dyn std::error::Error>> {
+//! use webhook_idempotency::store::{Claim, ClaimStore, ScopedEvent};
+//!
+//! let store = ClaimStore::builder(pool).build()?;
+//! let event = ScopedEvent::new("sqs", "orders", "msg-8f14e45f").event_type("order.paid");
+//! match store.claim(&event).await? {
+//!     Claim::Claimed(claimed) => {
+//!         let client = claimed.tx().client().await?;
+//!         client.execute("INSERT INTO paid_orders (id) VALUES ($1)", &[&"ord_1"]).await?;
+//!         drop(client);
+//!         claimed.commit(200).await?; // the claim and the insert, in one COMMIT
+//!     }
+//!     Claim::Done { .. } => {}  // processed before: nothing to do
+//!     Claim::InFlight => {}     // another worker holds it: try later
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! The states of one claim, and who may move between them:
+//! - [`ClaimStore::claim`] begins a READ COMMITTED transaction (or the
+//!   configured level) and inserts `(provider, scope, key)` as `running`
+//!   with `INSERT ... ON CONFLICT DO NOTHING`. The primary key decides races,
+//!   across processes too. A row another transaction holds is waited on for
+//!   1 ms (`lock_timeout`, SQLSTATE 55P03), then checked again without a
+//!   connection, with backoff, for up to the store's in-flight wait.
+//! - [`ClaimedEvent`] owns the open transaction: [`commit`](ClaimedEvent::commit)
+//!   marks the row `done` and commits; [`fail`](ClaimedEvent::fail) rolls
+//!   back and records the failed attempt in a transaction of its own;
+//!   dropping it closes the connection (PostgreSQL rolls back). A connection
+//!   inside a transaction never returns to the pool.
+//! - A `failed` row is claimed again by the next delivery (`attempts` + 1);
+//!   a `done` row answers [`Claim::Done`] with the status the handler gave.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use deadpool_postgres::{Object, Pool};
+use tokio::time::Instant;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::SimpleQueryMessage;
+
+use super::{IsolationLevel, Statements, TxConn};
+use crate::tx::WebhookTx;
+
+/// The first pause before checking again on an event another delivery holds.
+const IN_FLIGHT_FIRST_CHECK: Duration = Duration::from_millis(10);
+/// The longest pause between checks (the backoff doubles up to it).
+const IN_FLIGHT_MAX_CHECK: Duration = Duration::from_millis(200);
+
+/// SQLSTATEs of a claim attempt that met another delivery of the same event:
+/// its row lock not free within the claim's 1 ms `lock_timeout` (55P03) or a
+/// shorter `statement_timeout` (57014), a committed claim newer than the
+/// snapshot at REPEATABLE READ / SERIALIZABLE (40001), crossed claims
+/// (40P01). Each is checked again in a new transaction.
+const CLAIM_CONFLICTS: [SqlState; 4] = [
+    SqlState::LOCK_NOT_AVAILABLE,
+    SqlState::QUERY_CANCELED,
+    SqlState::T_R_SERIALIZATION_FAILURE,
+    SqlState::T_R_DEADLOCK_DETECTED,
+];
+
+/// An event as the store knows it: `(provider, scope, key)` is its identity,
+/// the event type is stored beside it. Each part is 1 to 512 bytes without
+/// NUL (checked by the layer; the database refuses NUL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopedEvent {
+    provider: String,
+    scope: String,
+    key: String,
+    event_type: Option<String>,
+}
+
+impl ScopedEvent {
+    /// The event `key` from `provider` in `scope`.
+    pub fn new(provider: impl Into<String>, scope: impl Into<String>, key: impl Into<String>) -> Self {
+        Self { provider: provider.into(), scope: scope.into(), key: key.into(), event_type: None }
+    }
+
+    /// With its event type (`payment_intent.succeeded`, `push`).
+    #[must_use]
+    pub fn event_type(mut self, event_type: impl Into<String>) -> Self {
+        self.event_type = Some(event_type.into());
+        self
+    }
+
+    /// The provider name.
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// The scope (tenant).
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// The idempotency key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The event type, if known.
+    pub fn get_event_type(&self) -> Option<&str> {
+        self.event_type.as_deref()
+    }
+
+    pub(crate) fn with_type(mut self, event_type: Option<String>) -> Self {
+        self.event_type = event_type;
+        self
+    }
+}
+
+/// Builds a [`ClaimStore`].
+#[derive(Debug)]
+#[must_use]
+pub struct ClaimStoreBuilder {
+    pool: Pool,
+    schema: String,
+    isolation: IsolationLevel,
+    pool_timeout: Duration,
+    in_flight_wait: Duration,
+}
+
+impl ClaimStoreBuilder {
+    /// The schema holding the tables (default [`DEFAULT_SCHEMA`](super::DEFAULT_SCHEMA)).
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The claim transaction's isolation level (default READ COMMITTED).
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.isolation = level;
+        self
+    }
+
+    /// How long to wait for a pooled connection (default 5 s).
+    pub fn pool_timeout(mut self, timeout: Duration) -> Self {
+        self.pool_timeout = timeout;
+        self
+    }
+
+    /// How long a claim keeps checking an event another claim holds before
+    /// answering [`Claim::InFlight`] (default 5 s; zero: check once). No
+    /// connection is held between checks.
+    pub fn in_flight_wait(mut self, wait: Duration) -> Self {
+        self.in_flight_wait = wait;
+        self
+    }
+
+    /// Builds the store.
+    ///
+    /// # Errors
+    /// [`ConfigError`](crate::ConfigError) for a schema name that is not a
+    /// plain identifier.
+    pub fn build(self) -> Result<ClaimStore, crate::ConfigError> {
+        super::check_schema_name(&self.schema).map_err(crate::ConfigError::new)?;
+        Ok(ClaimStore {
+            inner: Arc::new(Inner {
+                sql: Statements::new(&self.schema, self.isolation),
+                pool: self.pool,
+                pool_timeout: self.pool_timeout,
+                in_flight_wait: self.in_flight_wait,
+            }),
+        })
+    }
+}
+
+/// Claims events in PostgreSQL: the protocol the layer and the workers share.
+/// Cheap to clone. See the [module docs](self).
+#[derive(Clone)]
+pub struct ClaimStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    sql: Statements,
+    pool_timeout: Duration,
+    in_flight_wait: Duration,
+}
+
+impl fmt::Debug for ClaimStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClaimStore").field("in_flight_wait", &self.inner.in_flight_wait).finish_non_exhaustive()
+    }
+}
+
+/// What [`ClaimStore::claim`] found.
+#[derive(Debug)]
+#[must_use]
+pub enum Claim {
+    /// This caller owns the event: do its work in [`ClaimedEvent::tx`], then
+    /// commit or fail.
+    Claimed(ClaimedEvent),
+    /// Processed before; `status` is the HTTP status the handler answered
+    /// then (absent for rows written without one).
+    Done {
+        /// The stored response status.
+        status: Option<u16>,
+    },
+    /// Another claim still held it when the in-flight wait ran out.
+    InFlight,
+}
+
+/// Why a claim could not be made. Nothing was stored.
+#[derive(Debug)]
+pub struct ClaimError {
+    kind: ClaimErrorKind,
+    source: Option<tokio_postgres::Error>,
+}
+
+/// See [`ClaimError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ClaimErrorKind {
+    /// No pooled connection could be had (the server is down, refused the
+    /// login, or the pool is closed).
+    Unavailable,
+    /// No pooled connection within the pool timeout.
+    PoolTimeout,
+    /// A claim statement failed on the server or the connection broke.
+    Database,
+}
+
+impl ClaimError {
+    /// What went wrong.
+    pub fn kind(&self) -> ClaimErrorKind {
+        self.kind
+    }
+
+    /// The SQLSTATE of the failed statement, when the server answered one.
+    pub fn sqlstate(&self) -> Option<&str> {
+        self.source.as_ref().and_then(|e| e.code()).map(SqlState::code)
+    }
+}
+
+impl fmt::Display for ClaimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.kind, self.sqlstate()) {
+            (ClaimErrorKind::Unavailable, _) => f.write_str("claim failed: no database connection"),
+            (ClaimErrorKind::PoolTimeout, _) => {
+                f.write_str("claim failed: no database connection within the pool timeout")
+            }
+            (_, Some(code)) => write!(f, "claim failed: SQLSTATE {code}"),
+            (_, None) => f.write_str("claim failed: the connection broke"),
+        }
+    }
+}
+
+impl std::error::Error for ClaimError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_ref().map(|e| e as _)
+    }
+}
+
+impl ClaimStore {
+    /// A store on `pool`'s database; see [`ClaimStoreBuilder`] for the defaults.
+    pub fn builder(pool: Pool) -> ClaimStoreBuilder {
+        ClaimStoreBuilder {
+            pool,
+            schema: super::DEFAULT_SCHEMA.to_owned(),
+            isolation: IsolationLevel::ReadCommitted,
+            pool_timeout: Duration::from_secs(5),
+            in_flight_wait: Duration::from_secs(5),
+        }
+    }
+
+    async fn connection(&self) -> Result<Object, ClaimError> {
+        match tokio::time::timeout(self.inner.pool_timeout, self.inner.pool.get()).await {
+            Ok(Ok(obj)) => Ok(obj),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "no database connection");
+                Err(ClaimError { kind: ClaimErrorKind::Unavailable, source: None })
+            }
+            Err(_) => Err(ClaimError { kind: ClaimErrorKind::PoolTimeout, source: None }),
+        }
+    }
+
+    /// Claims `event`.
+    ///
+    /// A pooled connection found dead (the server restarted, its backend was
+    /// terminated) is closed and the claim tried once more on a fresh one.
+    /// An event another claim holds is checked again with backoff (10 ms
+    /// doubling to 200 ms) until the in-flight wait runs out, holding no
+    /// connection between checks.
+    ///
+    /// # Errors
+    /// [`ClaimError`]: no connection, or a claim statement failed (the
+    /// schema missing, the database read-only, ...). Nothing was claimed.
+    pub async fn claim(&self, event: &ScopedEvent) -> Result<Claim, ClaimError> {
+        let deadline = Instant::now() + self.inner.in_flight_wait;
+        let mut backoff = IN_FLIGHT_FIRST_CHECK;
+        let mut retried = false;
+        loop {
+            let obj = self.connection().await?;
+            let conflict = match self.attempt(obj, event).await {
+                Ok(Attempt::Claimed(conn, attempt, started)) => {
+                    let attempt = u32::try_from(attempt).unwrap_or(0);
+                    return Ok(Claim::Claimed(ClaimedEvent {
+                        tx: WebhookTx::new(conn),
+                        attempt,
+                        started,
+                        event: event.clone(),
+                        store: self.clone(),
+                    }));
+                }
+                Ok(Attempt::Done(status)) => {
+                    return Ok(Claim::Done { status: status.and_then(|s| u16::try_from(s).ok()) });
+                }
+                Ok(Attempt::InFlight) => None,
+                Err(e) if e.code().is_some_and(|c| CLAIM_CONFLICTS.contains(c)) => Some(e),
+                Err(e) if e.code().is_none() && !retried => {
+                    tracing::warn!(error = %e, "pooled connection unusable; claiming on a fresh one");
+                    retried = true;
+                    continue;
+                }
+                Err(e) => return Err(ClaimError { kind: ClaimErrorKind::Database, source: Some(e) }),
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                tracing::info!(
+                    sqlstate = conflict.as_ref().and_then(|e| e.code()).map(SqlState::code),
+                    "another delivery of this event is still in flight after the wait bound"
+                );
+                return Ok(Claim::InFlight);
+            }
+            if backoff == IN_FLIGHT_FIRST_CHECK {
+                tracing::debug!(outcome = "waiting", "another delivery of this event is in flight; checking again");
+            }
+            // No connection is held while waiting.
+            tokio::time::sleep(backoff.min(deadline - now)).await;
+            backoff = (backoff * 2).min(IN_FLIGHT_MAX_CHECK);
+        }
+    }
+
+    /// One claim attempt on `obj`: a transaction that either stays open
+    /// (claimed) or is ended before returning. On error the connection is
+    /// closed unless the rollback was confirmed.
+    async fn attempt(&self, obj: Object, event: &ScopedEvent) -> Result<Attempt, tokio_postgres::Error> {
+        let sql = &self.inner.sql;
+        let (conn, messages) = TxConn::begin(obj, &sql.begin).await?;
+        let session_lock_timeout = messages
+            .into_iter()
+            .find_map(|m| match m {
+                SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+                _ => None,
+            })
+            .unwrap_or_else(|| "0".to_owned());
+        match claim_in(&conn, sql, event).await {
+            Ok(Some((attempt, started))) => {
+                // Give the handler the connection's own lock_timeout back.
+                let restore = conn.client().prepare_cached(sql.restore_lock_timeout).await?;
+                conn.client().query_one(&restore, &[&session_lock_timeout]).await?;
+                Ok(Attempt::Claimed(conn, attempt, started))
+            }
+            Ok(None) => {
+                let state = lookup(&conn, sql, event).await;
+                // Nothing claimed: end the transaction (the connection is
+                // closed if the ROLLBACK is not confirmed).
+                let _ = conn.rollback().await;
+                Ok(state)
+            }
+            Err(e) => {
+                // Only the error's kind matters to the caller; a failed
+                // rollback closes the connection.
+                let _ = conn.rollback().await;
+                Err(e)
+            }
+        }
+    }
+}
+
+enum Attempt {
+    Claimed(TxConn, i32, SystemTime),
+    Done(Option<i16>),
+    InFlight,
+}
+
+/// The claim statements inside an open transaction: `Some((attempts,
+/// now()))` when this transaction owns the event, `None` when another
+/// delivery's committed or in-flight row stands.
+async fn claim_in(
+    conn: &TxConn,
+    sql: &Statements,
+    event: &ScopedEvent,
+) -> Result<Option<(i32, SystemTime)>, tokio_postgres::Error> {
+    let client = conn.client();
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+        [&event.scope, &event.provider, &event.key, &event.event_type];
+    let insert = client.prepare_cached(&sql.claim).await?;
+    // Two rounds at most: a row removed by retention between the conflict and
+    // the lookup is claimed again.
+    for _ in 0..2 {
+        if let Some(row) = client.query_opt(&insert, &params).await? {
+            return Ok(Some((row.get(0), row.get(1))));
+        }
+        let lookup = client.prepare_cached(&sql.lookup).await?;
+        let Some(row) = client.query_opt(&lookup, &params[..3]).await? else { continue };
+        if row.get::<_, &str>(0) != "failed" {
+            return Ok(None);
+        }
+        // The last delivery failed and was recorded: take the row over.
+        // Concurrent re-claims serialise on its row lock.
+        let reclaim = client.prepare_cached(&sql.reclaim).await?;
+        return Ok(client.query_opt(&reclaim, &params).await?.map(|row| (row.get(0), row.get(1))));
+    }
+    Ok(None)
+}
+
+/// How a row this transaction did not claim stands: done (with its status)
+/// or still held by another delivery.
+async fn lookup(conn: &TxConn, sql: &Statements, event: &ScopedEvent) -> Attempt {
+    let client = conn.client();
+    let found = match client.prepare_cached(&sql.lookup).await {
+        Ok(stmt) => client.query_opt(&stmt, &[&event.scope, &event.provider, &event.key]).await,
+        Err(e) => Err(e),
+    };
+    match found {
+        Ok(Some(row)) if row.get::<_, &str>(0) == "done" => Attempt::Done(row.get(1)),
+        _ => Attempt::InFlight,
+    }
+}
+
+/// An event this caller claimed: its transaction is open. Do the event's
+/// work through [`tx`](Self::tx), then [`commit`](Self::commit) or
+/// [`fail`](Self::fail). Dropping it instead closes the connection and
+/// PostgreSQL rolls back (nothing recorded; the next delivery claims again).
+#[must_use = "a claimed event is rolled back when dropped: commit or fail it"]
+pub struct ClaimedEvent {
+    tx: WebhookTx,
+    attempt: u32,
+    /// The claim transaction's `now()`: the done-marking checks the row is
+    /// still being marked inside this very transaction.
+    started: SystemTime,
+    event: ScopedEvent,
+    store: ClaimStore,
+}
+
+impl fmt::Debug for ClaimedEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClaimedEvent").field("event", &self.event).field("attempt", &self.attempt).finish()
+    }
+}
+
+/// Why [`ClaimedEvent::commit`] did not commit. The event is not done; where
+/// the connection survived, the failed attempt is recorded.
+#[derive(Debug)]
+pub struct CommitError {
+    kind: CommitErrorKind,
+    source: Option<tokio_postgres::Error>,
+}
+
+/// See [`CommitError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CommitErrorKind {
+    /// A clone of the [`WebhookTx`] still holds the connection (a task the
+    /// handler spawned): rolled back when that clone drops.
+    StillInUse,
+    /// The transaction was already aborted (a statement failed and the error
+    /// was swallowed): PostgreSQL would have turned COMMIT into ROLLBACK
+    /// (rust-postgres#1334). Rolled back.
+    Aborted,
+    /// The claim row was not found in this transaction: the work ended the
+    /// transaction itself (sent COMMIT or ROLLBACK). Rolled back.
+    ClaimLost,
+    /// COMMIT was sent and no answer came, or it failed: PostgreSQL may or
+    /// may not have committed. The next claim finds out (done, or claims again).
+    Unknown,
+}
+
+impl CommitError {
+    /// What went wrong.
+    pub fn kind(&self) -> CommitErrorKind {
+        self.kind
+    }
+
+    /// The SQLSTATE of the failed statement, when there was one.
+    pub fn sqlstate(&self) -> Option<&str> {
+        self.source.as_ref().and_then(|e| e.code()).map(SqlState::code)
+    }
+}
+
+impl fmt::Display for CommitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            CommitErrorKind::StillInUse => "the transaction handle is still in use",
+            CommitErrorKind::Aborted => "the transaction was aborted by a failed statement",
+            CommitErrorKind::ClaimLost => "the claim is no longer in this transaction",
+            CommitErrorKind::Unknown => "the commit failed or its outcome is unknown",
+        };
+        match self.sqlstate() {
+            Some(code) => write!(f, "not committed: {what} (SQLSTATE {code})"),
+            None => write!(f, "not committed: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for CommitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_ref().map(|e| e as _)
+    }
+}
+
+impl ClaimedEvent {
+    /// The transaction holding the claim: the event's writes go through it
+    /// and commit with it. Clones are the same transaction.
+    pub fn tx(&self) -> WebhookTx {
+        self.tx.clone()
+    }
+
+    /// Which run this is for the event: 1 the first time, higher after
+    /// recorded failures.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The claimed event.
+    pub fn event(&self) -> &ScopedEvent {
+        &self.event
+    }
+
+    /// The SQLSTATE of a retryable conflict (deadlock 40P01, serialization
+    /// failure 40001, lock timeout 55P03) a statement through
+    /// [`tx`](Self::tx) met: the work should fail and be retried.
+    pub fn retryable_conflict(&self) -> Option<&'static str> {
+        self.tx.peek(TxConn::retryable).flatten()
+    }
+
+    /// Marks the event done with `status` (the HTTP status of the work's
+    /// answer, kept for replays) and commits, together with every write made
+    /// through [`tx`](Self::tx). Only `Ok` means committed.
+    ///
+    /// The done-marking `UPDATE` runs first inside the transaction: in an
+    /// aborted transaction it fails (25P02), where a bare COMMIT would be
+    /// answered ROLLBACK without an error (rust-postgres#1334); and it matches
+    /// the row only when the transaction's `now()` is the claim's, so work
+    /// that ended the transaction itself is caught.
+    ///
+    /// # Errors
+    /// [`CommitError`]; the failed attempt is recorded unless the handle is
+    /// still in use.
+    pub async fn commit(self, status: u16) -> Result<(), CommitError> {
+        let conn = self.take()?;
+        let sql = &self.store.inner.sql;
+        let code = i16::try_from(status).unwrap_or(i16::MAX);
+        let ev = &self.event;
+        let marked = match conn.client().prepare_cached(&sql.done).await {
+            Ok(done) => conn.client().execute(&done, &[&ev.scope, &ev.provider, &ev.key, &code, &self.started]).await,
+            Err(e) => Err(e),
+        };
+        let error = match marked {
+            Ok(1) => match conn.commit().await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    // The connection is closed; a retry finds out (done → replayed).
+                    tracing::error!(sqlstate = sqlstate(&e), "commit failed or its result is unknown");
+                    self.store.record_failure(ev, "transaction could not be committed", Some(status)).await;
+                    return Err(CommitError { kind: CommitErrorKind::Unknown, source: Some(e) });
+                }
+            },
+            Ok(rows) => {
+                tracing::error!(rows, "the claim row is gone from the transaction; rolled back");
+                CommitError { kind: CommitErrorKind::ClaimLost, source: None }
+            }
+            Err(e) => {
+                tracing::error!(sqlstate = sqlstate(&e), "transaction unusable after the work; rolled back");
+                CommitError { kind: CommitErrorKind::Aborted, source: Some(e) }
+            }
+        };
+        rollback(conn).await;
+        self.store.record_failure(ev, "transaction could not be committed", Some(status)).await;
+        Err(error)
+    }
+
+    /// Rolls back the work and records a failed attempt (`attempts`, the
+    /// error text, the status if any, the time) in a transaction of its own,
+    /// so the next delivery claims the event again.
+    ///
+    /// # Errors
+    /// [`CommitErrorKind::StillInUse`] when a clone of the handle still
+    /// holds the connection (it is rolled back when that clone drops;
+    /// nothing is recorded).
+    pub async fn fail(self, error: &str, status: Option<u16>) -> Result<(), CommitError> {
+        let conn = self.take()?;
+        rollback(conn).await;
+        self.store.record_failure(&self.event, error, status).await;
+        Ok(())
+    }
+
+    fn take(&self) -> Result<TxConn, CommitError> {
+        match self.tx.take() {
+            Ok(Some(conn)) => Ok(conn),
+            Ok(None) | Err(crate::tx::InUse) => Err(CommitError { kind: CommitErrorKind::StillInUse, source: None }),
+        }
+    }
+}
+
+/// Rolls back; a confirmed ROLLBACK returns the connection to the pool,
+/// a failed one closes it.
+async fn rollback(conn: TxConn) {
+    if let Err(e) = conn.rollback().await {
+        tracing::warn!(sqlstate = sqlstate(&e), "rollback failed; closing the connection");
+    }
+}
+
+impl ClaimStore {
+    /// Records a failed attempt outside the rolled-back transaction, on a
+    /// pooled connection. Best effort: a failure to record is logged.
+    async fn record_failure(&self, event: &ScopedEvent, error: &str, status: Option<u16>) {
+        let Ok(obj) = self.connection().await else {
+            tracing::warn!("failed attempt not recorded: no database connection");
+            return;
+        };
+        let sql = &self.inner.sql;
+        let code = status.map(|s| i16::try_from(s).unwrap_or(i16::MAX));
+        let result = async {
+            let (conn, _) = TxConn::begin(obj, sql.begin_failure).await?;
+            let recorded = async {
+                let stmt = conn.client().prepare_cached(&sql.record_failure).await?;
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+                    [&event.scope, &event.provider, &event.key, &event.event_type, &error, &code];
+                conn.client().execute(&stmt, &params).await
+            }
+            .await;
+            match recorded {
+                Ok(_) => conn.commit().await,
+                Err(e) => {
+                    let _ = conn.rollback().await;
+                    Err(e)
+                }
+            }
+        }
+        .await;
+        if let Err(e) = result {
+            // Typically another delivery holds the event (lock timeout): it
+            // will record its own outcome.
+            tracing::warn!(sqlstate = sqlstate(&e), "failed attempt not recorded");
+        }
+    }
+}
+
+/// The SQLSTATE of a database error, for logs (never the message, which may
+/// quote values).
+pub(crate) fn sqlstate(e: &tokio_postgres::Error) -> &str {
+    e.code().map_or("connection", SqlState::code)
+}

@@ -1,0 +1,113 @@
+//! The driver-specific part of the claim protocol (tokio-postgres with
+//! deadpool): a pooled connection is either outside any transaction (a plain
+//! deadpool [`Object`], which goes back to the pool when dropped) or inside
+//! the claim's transaction (a [`TxConn`], which never does).
+//!
+//! There is no flag to keep in step: [`TxConn::begin`] turns an `Object`
+//! into a `TxConn` before `BEGIN` is sent, and only a confirmed `COMMIT` or
+//! `ROLLBACK` ([`TxConn::commit`], [`TxConn::rollback`]) gives the `Object`
+//! back. Every other way out drops the `TxConn`, which detaches the
+//! connection from the pool, cancels its running statement and closes it, so
+//! PostgreSQL rolls the transaction back. deadpool recycles at checkout, and
+//! none of its recycling methods notices an open transaction.
+//!
+//! An sqlx driver would provide the same three things over a
+//! `PoolConnection<Postgres>`: begin (the `BEGIN` batch and the claim
+//! statements of [`Statements`](super::Statements)), commit/rollback that
+//! release the connection only when confirmed, and a drop that closes
+//! (`PoolConnection::detach` + `close`) instead of releasing.
+
+use std::sync::OnceLock;
+
+use deadpool_postgres::Object;
+use tokio_postgres::error::SqlState;
+
+/// A pooled connection with a transaction open on it.
+pub(crate) struct TxConn {
+    obj: Option<Object>,
+    /// The first retryable error a handler statement met (deadlock,
+    /// serialization failure, lock timeout): the layer answers 503 +
+    /// `Retry-After` instead of the handler's failure.
+    retryable: OnceLock<&'static str>,
+}
+
+/// SQLSTATEs after which the sender's retry will succeed (PostgreSQL docs,
+/// "Serialization Failure Handling"), with their codes.
+const RETRYABLE: [(SqlState, &str); 3] = [
+    (SqlState::T_R_DEADLOCK_DETECTED, "40P01"),
+    (SqlState::T_R_SERIALIZATION_FAILURE, "40001"),
+    (SqlState::LOCK_NOT_AVAILABLE, "55P03"),
+];
+
+impl TxConn {
+    /// Sends `begin` (a simple-query batch that opens a transaction) on
+    /// `obj`. The connection counts as inside a transaction from before the
+    /// batch is sent: if it fails half-way, dropping the returned error's
+    /// `TxConn`-less state closes the connection.
+    pub(crate) async fn begin(
+        obj: Object,
+        begin: &str,
+    ) -> Result<(Self, Vec<tokio_postgres::SimpleQueryMessage>), tokio_postgres::Error> {
+        let conn = Self { obj: Some(obj), retryable: OnceLock::new() };
+        let messages = conn.client().simple_query(begin).await?;
+        Ok((conn, messages))
+    }
+
+    pub(crate) fn client(&self) -> &Object {
+        self.obj.as_ref().expect("TxConn holds its connection until released or dropped")
+    }
+
+    /// The retryable SQLSTATE a handler statement failed with, if any.
+    pub(crate) fn retryable(&self) -> Option<&'static str> {
+        self.retryable.get().copied()
+    }
+
+    /// Notes `result`'s SQLSTATE when it is a retryable conflict.
+    pub(crate) fn note<R>(&self, result: &Result<R, tokio_postgres::Error>) {
+        if let Err(e) = result {
+            if let Some((_, code)) = RETRYABLE.iter().find(|(state, _)| e.code() == Some(state)) {
+                let _ = self.retryable.set(code);
+            }
+        }
+    }
+
+    /// `COMMIT`. `Ok`: committed, the connection is back in the pool. `Err`:
+    /// the outcome is unknown (PostgreSQL may have committed) and the
+    /// connection is closed.
+    pub(crate) async fn commit(self) -> Result<(), tokio_postgres::Error> {
+        self.end("COMMIT").await
+    }
+
+    /// `ROLLBACK`. `Ok`: the connection is back in the pool; `Err`: closed
+    /// (PostgreSQL rolls back when the session ends).
+    pub(crate) async fn rollback(self) -> Result<(), tokio_postgres::Error> {
+        self.end("ROLLBACK").await
+    }
+
+    async fn end(mut self, sql: &str) -> Result<(), tokio_postgres::Error> {
+        self.client().batch_execute(sql).await?;
+        // Confirmed: outside any transaction, the connection may be pooled.
+        drop(self.obj.take());
+        Ok(())
+    }
+}
+
+impl Drop for TxConn {
+    fn drop(&mut self) {
+        let Some(obj) = self.obj.take() else { return }; // released after COMMIT/ROLLBACK
+        let client = Object::take(obj);
+        tracing::warn!("closing a connection abandoned inside a webhook transaction");
+        let cancel = client.cancel_token();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    // A dropped query future does not stop the statement on the
+                    // server; the cancel request does. Then the close rolls back.
+                    let _ = cancel.cancel_query(tokio_postgres::NoTls).await;
+                    drop(client);
+                });
+            }
+            Err(_) => drop(client),
+        }
+    }
+}
