@@ -587,6 +587,22 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any double written in its shortest form, and any integer up to
+        /// 2^53, is encoded exactly as RFC 8785 (`serde_jcs`) encodes it.
+        #[test]
+        fn canonical_is_jcs_for_doubles(
+            x in proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO,
+            i in -(1i64 << 53)..=(1i64 << 53),
+        ) {
+            for value in [serde_json::json!(x), serde_json::json!(i)] {
+                let text = value.to_string();
+                let node = json::parse(text.as_bytes()).unwrap();
+                proptest::prop_assert_eq!(canonical(&node).unwrap(), serde_jcs::to_vec(&value).unwrap(), "{}", text);
+            }
+        }
+    }
+
     /// Security review item 7: nesting used to cost 2^depth.
     #[test]
     fn derived_key_depth() {

@@ -287,7 +287,6 @@ impl<'a> Node<'a> {
             _ => None,
         })
     }
-
 }
 
 /// Appends the canonical encoding of `node` to `out`.
@@ -467,7 +466,11 @@ mod tests {
     #[test]
     fn grammar() {
         let cases: &[(&str, &[u8], Result<&str, KeyErrorKind>)] = &[
-            ("sorted by UTF-16", "{\"\u{e000}\":1,\"\u{10000}\":2,\"b\":3}".as_bytes(), Ok("{\"b\":3,\"\u{10000}\":2,\"\u{e000}\":1}")),
+            (
+                "sorted by UTF-16",
+                "{\"\u{e000}\":1,\"\u{10000}\":2,\"b\":3}".as_bytes(),
+                Ok("{\"b\":3,\"\u{10000}\":2,\"\u{e000}\":1}"),
+            ),
             ("escapes", br#""\u0041\/\ud83d\ude00\u001f\u007f""#, Ok("\"A/\u{1f600}\\u001f\u{7f}\"")),
             ("whitespace", b" \t\r\n[ 1 , {} ] \n", Ok("[1,{}]")),
             ("duplicate member", br#"{"a":1,"a":1}"#, Err(KeyErrorKind::DuplicateMember)),

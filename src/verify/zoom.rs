@@ -431,7 +431,18 @@ mod tests {
         assert_eq!(event_identity(&p, reordered).unwrap(), a);
         assert_ne!(event_identity(&p, other_participant).unwrap().key, a.key);
 
+        let nested = |depth: usize| {
+            let open = r#"{"event":"meeting.started","payload":"#.repeat(depth);
+            format!("{open}9007199254740993{}", "}".repeat(depth)).into_bytes()
+        };
+        // 24 levels took 7 s before keys were read in linear time.
+        let deep = event_identity(&p, &nested(24)).unwrap();
+        assert_ne!(deep.key, event_identity(&p, &nested(23)).unwrap().key);
+        let too_deep = nested(1000);
         let cases: &[(&str, &[u8], KeyErrorKind)] = &[
+            ("too deep", &too_deep, KeyErrorKind::TooDeep),
+            ("duplicate member", br#"{"event":"a","payload":{"id":1,"id":2}}"#, KeyErrorKind::DuplicateMember),
+            ("null event", br#"{"event":null}"#, KeyErrorKind::Invalid),
             ("not json", b"event=x", KeyErrorKind::BodyNotJson),
             ("array", b"[]", KeyErrorKind::Invalid),
             ("no event", br#"{"payload":{}}"#, KeyErrorKind::Missing),
