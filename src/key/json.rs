@@ -497,6 +497,27 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+
+        /// On short token soups (no exponents, so no number out of a
+        /// double's range), this reader accepts exactly what `serde_json`
+        /// accepts, except that it refuses duplicate member names.
+        #[test]
+        fn accepts_what_serde_json_accepts(tokens in proptest::collection::vec(proptest::sample::select(&[
+            "{", "}", "[", "]", ",", ":", " ", "\"a\"", "\"b\"", "\"", "\\", "\\u00e9", "\\ud83d", "\\ude00", "\\ud83d\\ude00", "\\n",
+            "\\x", "1", "0", "-", ".", "true", "null", "\u{1}", "\u{e9}",
+        ][..]), 0..14)) {
+            let text = tokens.concat();
+            let ours = parse(text.as_bytes()).map(|_| ());
+            let theirs = serde_json::from_str::<serde_json::Value>(&text).map(|_| ());
+            match ours {
+                Err(KeyErrorKind::DuplicateMember) => proptest::prop_assert!(theirs.is_ok(), "{}", text),
+                _ => proptest::prop_assert_eq!(ours.is_ok(), theirs.is_ok(), "{}", text),
+            }
+        }
+    }
+
     #[test]
     fn depth_limit() {
         let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
