@@ -2,12 +2,16 @@
 //! of the body, the signed timestamp or the signature fails. The MACs here
 //! are written from each provider's documented formula, not with the
 //! presets' own `sign` helpers.
+//!
+//! And: event keys are injective. Two JSON values get one key exactly when
+//! they mean the same value, whatever their spelling.
 #![cfg(feature = "full")]
 
 use std::time::{Duration, UNIX_EPOCH};
 
 use proptest::collection::vec;
 use proptest::prelude::*;
+use webhook_idempotency::key::{DerivedKey, JsonPointerKey, KeyExtractor};
 use webhook_idempotency::verify::generic::{HmacVerifier, SignedContent};
 use webhook_idempotency::verify::{hmac, Algorithm, Delivery, Encoding, SigningSecret, Verifier};
 
@@ -204,6 +208,232 @@ proptest! {
             if scheme.timestamped {
                 let flipped = ts ^ (1u64 << (pick % 40));
                 prop_assert!(!verifies(&scheme, &secret, flipped, &sig, &body), "{}: flipped timestamp bit", scheme.name);
+            }
+        }
+    }
+}
+
+/// A JSON value as the sender means it: strings unescaped, numbers as exact
+/// decimals (`0.digits × 10^point`, digits without leading or trailing
+/// zeros), objects as maps. Two models are equal exactly when two events
+/// are the same event.
+#[derive(Debug, Clone, PartialEq)]
+enum Model {
+    Null,
+    Bool(bool),
+    Zero,
+    Number { negative: bool, digits: String, point: i64 },
+    String(String),
+    Array(Vec<Model>),
+    Object(std::collections::BTreeMap<String, Model>),
+}
+
+fn model_number() -> impl Strategy<Value = Model> {
+    // Near neighbours (equal but for the last digits) and the 2^53 and 2^64
+    // boundaries, where rounding to a double or to 64 bits would collide.
+    let digits = prop_oneof![
+        Just("1".to_owned()),
+        Just("15".to_owned()),
+        Just("9007199254740993".to_owned()),
+        Just("9007199254740992".to_owned()),
+        Just("18446744073709551617".to_owned()),
+        Just("18446744073709551616".to_owned()),
+        "1844674407370955161[1-9]",
+        "1000000000000000[0-9]{0,3}[1-9]",
+        "[1-9]([0-9]{0,22}[1-9])?",
+    ];
+    let point = prop_oneof![Just(1i64), Just(16), Just(20), -25i64..25];
+    prop_oneof![
+        1 => Just(Model::Zero),
+        8 => (any::<bool>(), digits, point).prop_map(|(negative, digits, point)| Model::Number { negative, digits, point }),
+    ]
+}
+
+fn model_string() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("\u{0}integer:9007199254740993".to_owned()),
+        Just("#int:42".to_owned()),
+        Just("42".to_owned()),
+        Just("null".to_owned()),
+        "[ab#:/\"\\\\\u{0}\u{1f}\u{7f}é\u{e000}😀]{0,4}",
+    ]
+}
+
+fn model() -> impl Strategy<Value = Model> {
+    let leaf = prop_oneof![
+        Just(Model::Null),
+        any::<bool>().prop_map(Model::Bool),
+        model_number(),
+        model_string().prop_map(Model::String),
+    ];
+    leaf.prop_recursive(4, 24, 4, |inner| {
+        prop_oneof![
+            vec(inner.clone(), 0..4).prop_map(Model::Array),
+            proptest::collection::btree_map("[ab\u{e000}😀]{0,2}", inner, 0..4).prop_map(Model::Object),
+        ]
+    })
+}
+
+/// Writes `model` as JSON text, the spelling varied by `style` (whitespace,
+/// member order, escapes, number layout), never the meaning.
+fn spell(model: &Model, style: u64, out: &mut String) {
+    let bit = |n: u32| style.rotate_right(n) & 1 == 1;
+    let ws = if bit(0) { " \n" } else { "" };
+    match model {
+        Model::Null => out.push_str("null"),
+        Model::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Model::Zero => out.push_str(if bit(1) { "-0.0e5" } else { "0" }),
+        Model::Number { negative, digits, point } => {
+            if *negative {
+                out.push('-');
+            }
+            let k = digits.len() as i64;
+            if bit(2) {
+                // d.ddd000e±x
+                out.push_str(&digits[..1]);
+                out.push('.');
+                out.push_str(&digits[1..]);
+                out.push_str("00");
+                out.push_str(&format!("{}{}", if bit(3) { "E" } else { "e" }, point - 1));
+            } else if *point >= k {
+                out.push_str(digits);
+                out.push_str(&"0".repeat((point - k) as usize));
+                if bit(3) {
+                    out.push_str(".000");
+                }
+            } else if *point > 0 {
+                out.push_str(&format!("{}.{}", &digits[..*point as usize], &digits[*point as usize..]));
+            } else {
+                out.push_str(&format!("0.{}{digits}", "0".repeat(-point as usize)));
+            }
+        }
+        Model::String(s) => spell_string(s, style, out),
+        Model::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(ws);
+                spell(item, style.rotate_left(7) ^ i as u64, out);
+            }
+            out.push_str(ws);
+            out.push(']');
+        }
+        Model::Object(members) => {
+            out.push('{');
+            let mut members: Vec<_> = members.iter().collect();
+            if bit(4) {
+                members.reverse();
+            }
+            for (i, (name, value)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(ws);
+                spell_string(name, style.rotate_left(3), out);
+                out.push(':');
+                out.push_str(ws);
+                spell(value, style.rotate_left(11) ^ i as u64, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn spell_string(s: &str, style: u64, out: &mut String) {
+    out.push('"');
+    for (i, c) in s.chars().enumerate() {
+        let escape = style.rotate_right(i as u32 + 5) & 1 == 1;
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '/' if escape => out.push_str("\\/"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 || escape => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04X}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn spelled(model: &Model, style: u64) -> String {
+    let mut out = String::new();
+    spell(model, style, &mut out);
+    out
+}
+
+/// `model` with its first number's last digit changed (a value that rounds
+/// like it), or `model` itself when it holds no number.
+fn neighbour(model: &Model) -> Model {
+    fn go(m: &mut Model) -> bool {
+        match m {
+            Model::Number { digits, .. } => {
+                let last = digits.pop().unwrap().to_digit(10).unwrap();
+                digits.push(char::from_digit(last % 9 + 1, 10).unwrap());
+                true
+            }
+            Model::Array(items) => items.iter_mut().any(go),
+            Model::Object(members) => members.values_mut().any(go),
+            _ => false,
+        }
+    }
+    let mut m = model.clone();
+    go(&mut m);
+    m
+}
+
+fn key_of(extractor: &dyn KeyExtractor, body: &str) -> String {
+    let parts = http::Request::new(()).into_parts().0;
+    match extractor.extract(&parts, body.as_bytes()) {
+        Ok(identity) => identity.key,
+        Err(e) => panic!("{body}: {:?}", e.kind()),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// DerivedKey: two bodies get one key exactly when they mean one value,
+    /// for a field by pointer and for the whole canonical body.
+    #[test]
+    fn derived_keys_are_injective(a in model(), b in model(), sa in any::<u64>(), sb in any::<u64>()) {
+        for b in [b, a.clone(), neighbour(&a)] {
+            let field = DerivedKey::new().json("/v");
+            let (ta, tb) = (spelled(&a, sa), spelled(&b, sb));
+            let (ka, kb) = (key_of(&field, &format!(r#"{{"v":{ta}}}"#)), key_of(&field, &format!(r#"{{ "v" : {tb} }}"#)));
+            prop_assert_eq!(ka == kb, a == b, "json(/v): {} vs {}", ta, tb);
+            let body = DerivedKey::new().canonical_body();
+            prop_assert_eq!(key_of(&body, &ta) == key_of(&body, &tb), a == b, "canonical_body: {} vs {}", ta, tb);
+        }
+    }
+
+    /// JsonPointerKey: strings and 64-bit integers, distinct as (type, value).
+    #[test]
+    fn pointer_keys_are_injective(
+        a in prop_oneof![model_string().prop_filter("non-empty", |s| !s.is_empty() && !s.contains('\0')).prop_map(Ok), any::<i64>().prop_map(|i| Err(i128::from(i))), any::<u64>().prop_map(|u| Err(i128::from(u)))],
+        b in prop_oneof![model_string().prop_filter("non-empty", |s| !s.is_empty() && !s.contains('\0')).prop_map(Ok), (-50i128..50).prop_map(Err)],
+        sa in any::<u64>(),
+        sb in any::<u64>(),
+    ) {
+        let key = JsonPointerKey::new("/id");
+        let body = |v: &Result<String, i128>, style| match v {
+            Ok(s) => format!(r#"{{"id":{}}}"#, spelled(&Model::String(s.clone()), style)),
+            Err(i) => format!(r#"{{"id":{i}}}"#),
+        };
+        for b in [b, a.clone()] {
+            let (ba, bb) = (body(&a, sa), body(&b, sb));
+            prop_assert_eq!(key_of(&key, &ba) == key_of(&key, &bb), a == b, "{} vs {}", ba, bb);
+            // A string's key is its text unless it starts with '#'.
+            if let Ok(s) = &a {
+                if !s.starts_with('#') {
+                    prop_assert_eq!(&key_of(&key, &ba), s);
+                }
             }
         }
     }

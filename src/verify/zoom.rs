@@ -38,7 +38,7 @@
 //! tracking id whose stability across retries Zoom does not document. The
 //! key is therefore derived from the payload: `sha256:` and the hex SHA-256 of
 //! the body in canonical JSON (RFC 8785 through [`crate::key::DerivedKey`],
-//! large integers kept exact), so a retry of the same event
+//! numbers kept exact), so a retry of the same event
 //! has the same key whatever its key order or spacing, and two different
 //! events (two participants joining one meeting in the same millisecond:
 //! same `event`, `event_ts` and `payload.object.id`, different
@@ -48,7 +48,6 @@
 
 use std::time::Duration;
 
-use crate::key::KeyExtractor as _;
 use bytes::Bytes;
 
 use super::{
@@ -206,21 +205,28 @@ impl crate::provider::Challenge for UrlValidation {
 }
 
 /// Zoom's event identity: key `sha256:<hex>` over `event` and the body in
-/// canonical JSON ([`crate::key::DerivedKey`]: RFC 8785, large integers
-/// exact), type `event` (see the module docs).
+/// canonical JSON ([`crate::key::DerivedKey`]: RFC 8785, numbers exact),
+/// type `event` (see the module docs).
 ///
 /// # Errors
 /// [`KeyErrorKind::BodyNotJson`] for a body that is not JSON,
-/// [`KeyErrorKind::Invalid`] when it is not an object or `event` is not a
-/// string, [`KeyErrorKind::Missing`] when `event` is absent or empty.
+/// [`KeyErrorKind::TooDeep`] for one nesting deeper than
+/// [`crate::key::MAX_JSON_DEPTH`], [`KeyErrorKind::DuplicateMember`] for an
+/// object naming a member twice, [`KeyErrorKind::Invalid`] when it is not an
+/// object or `event` is not a string, [`KeyErrorKind::Missing`] when `event`
+/// is absent or empty.
 pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
-    let doc: serde_json::Value = serde_json::from_slice(body).map_err(|_| KeyErrorKind::BodyNotJson)?;
-    match doc.as_object().ok_or(KeyErrorKind::Invalid)?.get("event") {
-        Some(serde_json::Value::String(s)) if !s.is_empty() => {}
-        Some(serde_json::Value::String(_)) | None => return Err(KeyErrorKind::Missing.into()),
+    use crate::key::json::{self, Node};
+    let doc = json::parse(body)?;
+    if !matches!(doc, Node::Object(_)) {
+        return Err(KeyErrorKind::Invalid.into());
+    }
+    match doc.pointer("/event") {
+        Some(Node::String(s)) if !s.is_empty() => {}
+        Some(Node::String(_)) | None => return Err(KeyErrorKind::Missing.into()),
         Some(_) => return Err(KeyErrorKind::Invalid.into()),
     }
-    crate::key::DerivedKey::new().canonical_body().event_type_json("/event").extract(parts, body)
+    crate::key::DerivedKey::new().canonical_body().event_type_json("/event").extract_parsed(parts, Some(&doc))
 }
 
 /// The Zoom preset: [`ZoomVerifier`] (300 s), key from [`event_identity`],
@@ -425,7 +431,18 @@ mod tests {
         assert_eq!(event_identity(&p, reordered).unwrap(), a);
         assert_ne!(event_identity(&p, other_participant).unwrap().key, a.key);
 
+        let nested = |depth: usize| {
+            let open = r#"{"event":"meeting.started","payload":"#.repeat(depth);
+            format!("{open}9007199254740993{}", "}".repeat(depth)).into_bytes()
+        };
+        // 24 levels took 7 s before keys were read in linear time.
+        let deep = event_identity(&p, &nested(24)).unwrap();
+        assert_ne!(deep.key, event_identity(&p, &nested(23)).unwrap().key);
+        let too_deep = nested(1000);
         let cases: &[(&str, &[u8], KeyErrorKind)] = &[
+            ("too deep", &too_deep, KeyErrorKind::TooDeep),
+            ("duplicate member", br#"{"event":"a","payload":{"id":1,"id":2}}"#, KeyErrorKind::DuplicateMember),
+            ("null event", br#"{"event":null}"#, KeyErrorKind::Invalid),
             ("not json", b"event=x", KeyErrorKind::BodyNotJson),
             ("array", b"[]", KeyErrorKind::Invalid),
             ("no event", br#"{"payload":{}}"#, KeyErrorKind::Missing),
