@@ -916,7 +916,12 @@ mod tests {
         let cases: &[(&str, &str, Vec<SigningSecret>, Result<(), VerifyErrorKind>)] = &[
             ("whsec_ text", &v1, vec![whsec.clone()], Ok(())),
             ("whsec_ without padding", &v1_25, vec![unpadded], Ok(())),
-            ("whsec_ not base64, beside a good one", &v1, vec![SigningSecret::from("whsec_***"), whsec.clone()], Ok(())),
+            (
+                "whsec_ not base64, beside a good one",
+                &v1,
+                vec![SigningSecret::from("whsec_***"), whsec.clone()],
+                Ok(()),
+            ),
             ("whsec_ not base64, alone", &v1, vec![SigningSecret::from("whsec_***")], none),
             ("raw key bytes never an HMAC key", &v1, vec![SigningSecret::new(raw_key.clone())], none),
             ("whsec_ key under 24 bytes not used", &mac(&short_key), vec![short], none),
@@ -975,8 +980,16 @@ mod tests {
                 vec![SigningSecret::from(pk_b64.as_str())],
                 Err((K::Malformed, Some(0))),
             ),
-            ("unprefixed text", vec![SigningSecret::from("a long raw secret, no prefix")], Err((K::Malformed, Some(0)))),
-            ("whsk_ private key", vec![SigningSecret::from(format!("whsk_{}", b64(&SEED)))], Err((K::Malformed, Some(0)))),
+            (
+                "unprefixed text",
+                vec![SigningSecret::from("a long raw secret, no prefix")],
+                Err((K::Malformed, Some(0))),
+            ),
+            (
+                "whsk_ private key",
+                vec![SigningSecret::from(format!("whsk_{}", b64(&SEED)))],
+                Err((K::Malformed, Some(0))),
+            ),
             ("whpk_ not base64", vec![SigningSecret::from("whpk_***")], Err((K::Malformed, Some(0)))),
             ("whpk_ of 3 bytes", vec![SigningSecret::from("whpk_YWJj")], Err((K::InvalidPublicKey, Some(0)))),
             ("whpk_ not a curve point", vec![SigningSecret::from(not_a_point)], Err((K::InvalidPublicKey, Some(0)))),
