@@ -69,6 +69,7 @@ pub struct Provider {
     verifier: Arc<dyn Verifier>,
     extractor: Arc<dyn KeyExtractor>,
     challenge: Option<Arc<dyn Challenge>>,
+    default_body_limit: Option<usize>,
 }
 
 impl fmt::Debug for Provider {
@@ -81,7 +82,13 @@ impl Provider {
     /// A provider named `name` (stored in the claim; 1 to 512 bytes) with its
     /// verifier and key extractor.
     pub fn new(name: impl Into<Cow<'static, str>>, verifier: impl Verifier, extractor: impl KeyExtractor) -> Self {
-        Self { name: name.into(), verifier: Arc::new(verifier), extractor: Arc::new(extractor), challenge: None }
+        Self {
+            name: name.into(),
+            verifier: Arc::new(verifier),
+            extractor: Arc::new(extractor),
+            challenge: None,
+            default_body_limit: None,
+        }
     }
 
     /// Stripe (`Stripe-Signature`, 300 s tolerance; key = the Event `id`). See [`crate::verify::stripe`].
@@ -229,6 +236,21 @@ impl Provider {
     pub fn challenge(mut self, challenge: impl Challenge) -> Self {
         self.challenge = Some(Arc::new(challenge));
         self
+    }
+
+    /// Sets the body limit, in bytes, this provider's deliveries need at most:
+    /// the layer uses it when the application sets no `body_limit` of its
+    /// own. Presets whose verifier must parse the body set one (Twilio:
+    /// [`crate::verify::twilio::DEFAULT_BODY_LIMIT`], 64 KiB).
+    pub fn with_body_limit(mut self, bytes: usize) -> Self {
+        self.default_body_limit = Some(bytes);
+        self
+    }
+
+    /// The body limit, in bytes, set by [`Provider::with_body_limit`];
+    /// `None` when the provider asks for none (the layer's default applies).
+    pub fn default_body_limit(&self) -> Option<usize> {
+        self.default_body_limit
     }
 
     /// The provider's name as stored in claims.

@@ -436,7 +436,7 @@ impl std::fmt::Display for SecretError {
 impl std::error::Error for SecretError {}
 
 /// An endpoint's symmetric signing secret as the sender shows it: `whsec_`
-/// + base64 (padding optional) of [`MIN_SECRET_BYTES`] to
+/// followed by base64 (padding optional) of [`MIN_SECRET_BYTES`] to
 /// [`MAX_SECRET_BYTES`] bytes. The prefix is required: unprefixed text could
 /// be a `whpk_` public key pasted without its prefix, and a public key used
 /// as an HMAC key lets anyone who reads it sign `v1` deliveries. Returned in
