@@ -59,6 +59,12 @@
 //! Verifying needs the timestamp and the body in one buffer (the
 //! `ed25519-dalek` API takes one message slice), so the body is copied once
 //! per delivery; Ed25519 verification itself costs far more than the copy.
+//!
+//! **Signed / not signed**
+//! (<https://discord.com/developers/docs/interactions/overview#setting-up-an-endpoint>):
+//! `X-Signature-Timestamp` and the raw body are signed, so the event key (the
+//! body's `id`) and the event type (the body's `type`) are signed. Other
+//! headers are not.
 
 use std::sync::Arc;
 use std::time::Duration;

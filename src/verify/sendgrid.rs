@@ -41,6 +41,12 @@
 //! handler's writes idempotent per `sg_event_id` (an upsert keyed by it).
 //! The event type is the events' common `event` (`delivered`, `open`, ...)
 //! when the batch has one, else none.
+//!
+//! **Signed / not signed**
+//! (<https://www.twilio.com/docs/sendgrid/for-developers/tracking-events/getting-started-event-webhook-security-features>):
+//! `X-Twilio-Email-Event-Webhook-Timestamp` and the raw body are signed, so
+//! the event key (derived from the body's `sg_event_id`s) and the event type
+//! (the events' common `event`) are signed. Other headers are not.
 
 use std::sync::Arc;
 use std::time::Duration;

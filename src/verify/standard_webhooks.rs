@@ -66,6 +66,12 @@
 //! cheap (one HMAC per secret) and not limited beyond the header's size.
 //! Ed25519 needs the signed content in one buffer, so it is assembled (body
 //! copied once) only when a `v1a` entry and a public key are both present.
+//!
+//! **Signed / not signed** (the specification's "Signature scheme",
+//! <https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md>):
+//! the message id header, the timestamp header and the raw body are signed,
+//! so the event key (`webhook-id` / `svix-id`) and the event type (the body's
+//! `type`) are signed. Other headers are not.
 
 use std::time::Duration;
 

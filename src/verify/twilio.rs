@@ -53,6 +53,25 @@
 //! captured a request can send it again (with a fresh idempotency token)
 //! and it verifies. Make business writes idempotent on the parameters' own
 //! identity (`MessageSid` + status, `CallSid` + status).
+//!
+//! **Size limits.** The form parameters must be decoded and sorted before
+//! the HMAC, so an unsigned form body is work the sender makes us do. A form
+//! body over [`MAX_FORM_BYTES`] (64 KiB) or [`MAX_FORM_PARAMS`] (1,000)
+//! parameters is refused before any parameter is decoded
+//! ([`VerifyErrorKind::MalformedHeader`]; a `Content-Length` over the byte
+//! limit already from the head), and within the limits the parameters are
+//! sorted as slices borrowed from the body and fed to the HMAC without
+//! copies. Twilio's bodies are a few KB (see the constants for the
+//! reasoning; Twilio documents no maximum); [`TwilioVerifier::form_limits`]
+//! raises them. The preset also asks the layer for a body limit of
+//! [`DEFAULT_BODY_LIMIT`] (64 KiB) when the application sets none.
+//!
+//! **Signed / not signed**
+//! (<https://www.twilio.com/docs/usage/webhooks/webhooks-security>): the full
+//! URL and the form parameters (or, for a JSON body, the URL whose
+//! `bodySHA256` covers the body) are signed. The event key
+//! (`I-Twilio-Idempotency-Token`) is a header and **not signed**; there is no
+//! event type. No other header is signed.
 
 use hmac::{Hmac, KeyInit, Mac as _};
 use sha2::Digest as _;
