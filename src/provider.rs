@@ -70,6 +70,7 @@ pub struct Provider {
     extractor: Arc<dyn KeyExtractor>,
     challenge: Option<Arc<dyn Challenge>>,
     methods: Cow<'static, [http::Method]>,
+    default_body_limit: Option<usize>,
 }
 
 impl fmt::Debug for Provider {
@@ -88,6 +89,7 @@ impl Provider {
             extractor: Arc::new(extractor),
             challenge: None,
             methods: Cow::Borrowed(&[http::Method::POST]),
+            default_body_limit: None,
         }
     }
 
@@ -254,6 +256,21 @@ impl Provider {
     pub fn challenge(mut self, challenge: impl Challenge) -> Self {
         self.challenge = Some(Arc::new(challenge));
         self
+    }
+
+    /// Sets the body limit, in bytes, this provider's deliveries need at most:
+    /// the layer uses it when the application sets no `body_limit` of its
+    /// own. Presets whose verifier must parse the body set one (Twilio:
+    /// [`crate::verify::twilio::DEFAULT_BODY_LIMIT`], 64 KiB).
+    pub fn with_body_limit(mut self, bytes: usize) -> Self {
+        self.default_body_limit = Some(bytes);
+        self
+    }
+
+    /// The body limit, in bytes, set by [`Provider::with_body_limit`];
+    /// `None` when the provider asks for none (the layer's default applies).
+    pub fn default_body_limit(&self) -> Option<usize> {
+        self.default_body_limit
     }
 
     /// The provider's name as stored in claims.

@@ -150,7 +150,7 @@ impl WebhookLayer {
             scope: None,
             secrets: Vec::new(),
             resolver: None,
-            body_limit: DEFAULT_BODY_LIMIT,
+            body_limit: None,
             gzip_limit: None,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             isolation: IsolationLevel::ReadCommitted,
@@ -182,7 +182,7 @@ pub struct WebhookLayerBuilder {
     scope: Option<String>,
     secrets: Vec<SigningSecret>,
     resolver: Option<Arc<dyn ScopeResolver>>,
-    body_limit: usize,
+    body_limit: Option<usize>,
     gzip_limit: Option<usize>,
     body_timeout: Duration,
     isolation: IsolationLevel,
@@ -228,9 +228,11 @@ impl WebhookLayerBuilder {
         self
     }
 
-    /// Largest body accepted, in bytes (default 25 MiB). Larger: 413.
+    /// Largest body accepted, in bytes. Larger: 413. Default: the preset's own
+    /// limit where it has one ([`Provider::default_body_limit`]; Twilio: 64 KiB),
+    /// else 25 MiB (GitHub sends up to 25 MB).
     pub fn body_limit(mut self, bytes: usize) -> Self {
-        self.body_limit = bytes;
+        self.body_limit = Some(bytes);
         self
     }
 
@@ -366,7 +368,8 @@ impl WebhookLayerBuilder {
         if self.lock_timeout.as_millis() == 0 || self.lock_timeout.as_millis() > i32::MAX as u128 {
             return Err(ConfigError::new("lock_timeout must be 1 ms to 2^31-1 ms (about 24.8 days)"));
         }
-        if self.body_limit == 0 {
+        let body_limit = self.body_limit.or(self.provider.default_body_limit()).unwrap_or(DEFAULT_BODY_LIMIT);
+        if body_limit == 0 {
             return Err(ConfigError::new("the body limit must be at least 1 byte"));
         }
         if self.operator_replay.as_ref().is_some_and(|(_, t)| t.expose().len() < 16) {
@@ -383,7 +386,7 @@ impl WebhookLayerBuilder {
                     .build()?,
                 provider: self.provider,
                 resolver,
-                body_limit: self.body_limit,
+                body_limit,
                 gzip_limit: self.gzip_limit,
                 body_timeout: self.body_timeout,
                 retry_after,

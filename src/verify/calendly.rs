@@ -41,6 +41,12 @@
 //! a non-string, is a key error (400): override the extractor with
 //! [`crate::Provider::key_extractor`] for such events. The event type is
 //! `event`.
+//!
+//! **Signed / not signed**
+//! (<https://developer.calendly.com/api-docs/overview/webhooks/webhook-signatures>):
+//! the `t=` timestamp and the raw body are signed, so the event key (derived
+//! from the body) and the event type (the body's `event`) are signed. Other
+//! headers are not.
 
 use std::time::Duration;
 

@@ -9,9 +9,16 @@
 //! - it verifies with the application's public key, shown in hex in the
 //!   Developer Portal. That key is the endpoint's "secret" here: give it as
 //!   [`SigningSecret::from`] of the 64 hex digits, or through
-//!   [`public_key`], which checks it and keeps its 32 raw bytes; secrets of
-//!   any other shape are skipped. Several configured keys are all tried (an
-//!   endpoint shared by two applications, or a key being replaced).
+//!   [`public_key`], which checks it and keeps its 32 raw bytes. Anything
+//!   else (a typo, the application's 32-character client secret, a bot
+//!   token) is refused
+//!   by [`DiscordVerifier`]'s [`Verifier::check_secrets`] with
+//!   [`KeyMaterialErrorKind::InvalidPublicKey`] when the layer is built (or
+//!   the resolver returns it), instead of failing every delivery as a
+//!   signature mismatch; the verifier itself skips it. Each key is parsed
+//!   once and cached on the secret ([`SigningSecret::parsed`]). Several
+//!   configured keys are all tried (an endpoint shared by two applications,
+//!   or a key being replaced).
 //! - signatures are checked with `ed25519-dalek`'s `verify_strict`, which
 //!   also refuses small-order keys and signature points; no secret is
 //!   involved, so the check need not be constant-time.
@@ -52,13 +59,23 @@
 //! Verifying needs the timestamp and the body in one buffer (the
 //! `ed25519-dalek` API takes one message slice), so the body is copied once
 //! per delivery; Ed25519 verification itself costs far more than the copy.
+//!
+//! **Signed / not signed**
+//! (<https://discord.com/developers/docs/interactions/overview#setting-up-an-endpoint>):
+//! `X-Signature-Timestamp` and the raw body are signed, so the event key (the
+//! body's `id`) and the event type (the body's `type`) are signed. Other
+//! headers are not.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 
-use super::{parse_unix_seconds, single_header, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind};
+use super::{
+    check_key_material, parse_unix_seconds, single_header, Delivery, KeyMaterialError, KeyMaterialErrorKind,
+    SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+};
 
 /// The header carrying the hex Ed25519 signature.
 pub const SIGNATURE_HEADER: &str = "x-signature-ed25519";
@@ -112,19 +129,47 @@ fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
     Ok(Header { timestamp, seconds, signature: Signature::from_bytes(&bytes) })
 }
 
-/// The public key a configured secret holds: 32 raw bytes or 64 hex digits.
-fn verifying_key(secret: &SigningSecret) -> Option<VerifyingKey> {
-    let raw = secret.expose();
+/// The public key a configured secret holds (32 raw bytes or 64 hex
+/// digits), parsed on first use and cached on the secret
+/// ([`SigningSecret::parsed`]); `None` when it is no valid, non-weak key.
+fn verifying_key(secret: &SigningSecret) -> Arc<Option<VerifyingKey>> {
+    secret.parsed(parse_key)
+}
+
+fn parse_key(raw: &[u8]) -> Option<VerifyingKey> {
     let mut bytes = [0u8; 32];
     match raw.len() {
+        // 32 printable ASCII characters are text (the application's client
+        // secret is 32 such characters), not raw key bytes: a real key is
+        // all printable with probability about (95/256)^32, 1e-14.
+        32 if raw.iter().all(|b| b.is_ascii_graphic()) => return None,
         32 => bytes.copy_from_slice(raw),
         64 => hex::decode_to_slice(raw, &mut bytes).ok()?,
         _ => return None,
     }
-    VerifyingKey::from_bytes(&bytes).ok()
+    VerifyingKey::from_bytes(&bytes).ok().filter(|key| !key.is_weak())
 }
 
 impl Verifier for DiscordVerifier {
+    /// Every secret must be a valid Ed25519 public key (64 hex digits or 32
+    /// raw bytes): a wrong one would otherwise fail every delivery as a
+    /// signature mismatch. Parses each once (cached on the secret).
+    ///
+    /// # Errors
+    /// [`KeyMaterialErrorKind::NoSecret`], [`KeyMaterialErrorKind::Empty`],
+    /// or [`KeyMaterialErrorKind::InvalidPublicKey`].
+    fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
+        check_key_material(secrets)?;
+        match secrets.iter().position(|s| verifying_key(s).is_none()) {
+            Some(i) => Err(KeyMaterialError::new(
+                KeyMaterialErrorKind::InvalidPublicKey,
+                Some(i),
+                "a Discord public key is the application's 64 hex digits from the Developer Portal",
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
         parse(parts).map(drop)
     }
@@ -135,8 +180,12 @@ impl Verifier for DiscordVerifier {
         let mut message = Vec::with_capacity(header.timestamp.len() + delivery.body.len());
         message.extend_from_slice(header.timestamp.as_bytes());
         message.extend_from_slice(delivery.body);
-        let matched =
-            secrets.iter().filter_map(verifying_key).any(|key| key.verify_strict(&message, &header.signature).is_ok());
+        let matched = secrets.iter().any(|secret| {
+            verifying_key(secret)
+                .as_ref()
+                .as_ref()
+                .is_some_and(|key| key.verify_strict(&message, &header.signature).is_ok())
+        });
         if !matched {
             return Err(VerifyErrorKind::NoMatchingSignature.into());
         }
@@ -423,6 +472,60 @@ mod tests {
         assert!(v.verify(&replay).is_ok());
         let forged = Delivery::new(&p, b"{}", std::slice::from_ref(&mine), at(NOW + 86_400)).without_timestamp_check();
         assert!(v.verify(&forged).is_err());
+    }
+
+    #[test]
+    fn check_secrets_cases() {
+        use KeyMaterialErrorKind as K;
+        let good = public_key_of(&SEED);
+        let raw = public_key(&good).unwrap();
+        // Printable text whose 32 bytes happen to be a valid curve point
+        // (about half of all texts are): refused as text all the same.
+        let printable_point = (0u64..)
+            .map(|n| format!("client-secret-{n:018}"))
+            .find(|t| VerifyingKey::from_bytes(t.as_bytes().try_into().unwrap()).is_ok_and(|k| !k.is_weak()))
+            .unwrap();
+        let cases: Vec<(&str, Vec<SigningSecret>, Result<(), (K, Option<usize>)>)> = vec![
+            ("hex key", vec![SigningSecret::from(good.as_str())], Ok(())),
+            ("upper-case hex key", vec![SigningSecret::from(good.to_uppercase())], Ok(())),
+            ("raw 32 bytes", vec![raw.clone()], Ok(())),
+            ("two keys", vec![raw.clone(), SigningSecret::from(public_key_of(&OTHER_SEED))], Ok(())),
+            ("no secret", vec![], Err((K::NoSecret, None))),
+            ("empty", vec![SigningSecret::from("")], Err((K::Empty, Some(0)))),
+            ("not hex", vec![SigningSecret::from("z".repeat(64))], Err((K::InvalidPublicKey, Some(0)))),
+            ("short", vec![SigningSecret::from(&good[..62])], Err((K::InvalidPublicKey, Some(0)))),
+            (
+                "32-character client secret",
+                vec![SigningSecret::from("aBcDeFgHiJkLmNoPqRsTuVwXyZ012345")],
+                Err((K::InvalidPublicKey, Some(0))),
+            ),
+            (
+                "not a curve point",
+                vec![SigningSecret::from(format!("02{}", "0".repeat(62)))],
+                Err((K::InvalidPublicKey, Some(0))),
+            ),
+            (
+                "small order",
+                vec![SigningSecret::from(format!("01{}", "0".repeat(62)))],
+                Err((K::InvalidPublicKey, Some(0))),
+            ),
+            ("trailing newline", vec![SigningSecret::from(format!("{good}\n"))], Err((K::InvalidPublicKey, Some(0)))),
+            (
+                "printable text that is a point",
+                vec![SigningSecret::from(printable_point)],
+                Err((K::InvalidPublicKey, Some(0))),
+            ),
+            ("second key bad", vec![raw.clone(), SigningSecret::from("nope")], Err((K::InvalidPublicKey, Some(1)))),
+        ];
+        for (name, secrets, want) in &cases {
+            let got = DiscordVerifier::new().check_secrets(secrets).map_err(|e| (e.kind(), e.index()));
+            assert_eq!(got, *want, "{name}");
+        }
+        // Parsed once, shared by clones.
+        let secret = SigningSecret::from(good.as_str());
+        DiscordVerifier::new().check_secrets(std::slice::from_ref(&secret)).unwrap();
+        let cached = secret.clone().parsed::<Option<VerifyingKey>>(|_| panic!("parsed a second time"));
+        assert_eq!(cached.as_ref().map(|k| hex::encode(k.as_bytes())), Some(good));
     }
 
     #[test]

@@ -19,6 +19,15 @@
 //! `repository.id` + `after`; see the design's "business key"), serve the
 //! endpoint over TLS only, and accept only GitHub's hook source addresses
 //! (the `hooks` list of `GET /meta`).
+//!
+//! **Signed / not signed**
+//! (<https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries>):
+//! only the raw body is signed. The event key (`X-GitHub-Delivery`) and the
+//! event type (`X-GitHub-Event`) are headers and **not signed**: a captured
+//! body re-sent with another delivery GUID is a new event, and with another
+//! `X-GitHub-Event` it is stored under that type (the body does not name its
+//! event). Route on the body's content, not on the stored type, where it
+//! matters.
 
 use super::{
     header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,

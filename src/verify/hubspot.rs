@@ -48,6 +48,13 @@
 //! their own identity as well. A body that is not such a batch (a workflow
 //! webhook action, a CRM card fetch) has no key (400): give those endpoints
 //! their own [`KeyExtractor`] with [`crate::Provider::key_extractor`].
+//!
+//! **Signed / not signed**
+//! (<https://developers.hubspot.com/docs/apps/developer-platform/build-apps/authentication/request-validation>):
+//! the method, the full URI, the raw body and `X-HubSpot-Request-Timestamp`
+//! are signed, so the event key (derived from the body's events) and the
+//! event type (their common `subscriptionType`) are signed. Other headers are
+//! not.
 
 use std::time::{Duration, UNIX_EPOCH};
 

@@ -24,6 +24,12 @@
 //! signed but Intercom sets no acceptance window on them. A captured
 //! delivery verifies forever; the claim on `id` makes its replay a
 //! duplicate. Serve the endpoint over TLS.
+//!
+//! **Signed / not signed**
+//! (<https://developers.intercom.com/docs/references/webhooks/webhook-models>):
+//! only the raw body is signed (no timestamp); the event key (the
+//! notification's `id`) and the event type (its `topic`) come from it and are
+//! signed. Headers are not.
 
 use super::{
     header_values, hmac, match_any_secret, Algorithm, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,

@@ -37,6 +37,13 @@
 //! `Linear-Delivery`, and it is claimed as a new event. Make the business
 //! write idempotent on the payload's own identity (`data.id` with `action`
 //! and `updatedAt`) where that matters.
+//!
+//! **Signed / not signed** (<https://linear.app/developers/webhooks>): only the
+//! raw body is signed (its `webhookTimestamp` included). The event key
+//! (`Linear-Delivery`) is a header and **not signed**. The event type is
+//! signed when it comes from the body (`type` and `action`); the
+//! `Linear-Event` header it falls back to when the body lacks them is not.
+//! Other headers are not signed.
 
 use std::fmt;
 use std::time::{Duration, UNIX_EPOCH};

@@ -35,6 +35,13 @@
 //! **Event key.** `event-data.id`, Mailgun's unique event id, which a retry
 //! keeps; the event type is `event-data.event` (`delivered`, `opened`, ...).
 //! (Mailgun, "Webhooks", payload and "Automatic Retries".)
+//!
+//! **Signed / not signed**
+//! (<https://documentation.mailgun.com/docs/mailgun/user-manual/webhooks/securing-webhooks>):
+//! only the `signature` object's `timestamp` and `token` are signed. The rest
+//! of the body is **not signed**: the event key (`event-data.id`) and the event
+//! type (`event-data.event`) can be changed by whoever holds one signed
+//! `signature` object (see the limit above). Headers are not signed.
 
 use std::fmt;
 use std::time::Duration;

@@ -26,6 +26,12 @@
 //! deduplicate on `event_id`: a replayed notification gets a new
 //! `notification_id` but keeps the `event_id`, and one event sent to several
 //! destinations has one `event_id` too.
+//!
+//! **Signed / not signed**
+//! (<https://developer.paddle.com/webhooks/about/signature-verification>): the
+//! `ts` of `Paddle-Signature` and the raw body are signed, so the event key
+//! (the body's `event_id`) and the event type (the body's `event_type`) are
+//! signed. Other headers are not.
 
 use std::time::Duration;
 

@@ -27,6 +27,12 @@
 //! body: no timestamp. A captured delivery verifies forever; the claim on
 //! `event.id` makes a replay of it a duplicate, but nothing dates it. Serve
 //! the endpoint over TLS (PagerDuty also offers mutual TLS).
+//!
+//! **Signed / not signed**
+//! (<https://developer.pagerduty.com/docs/ZG9jOjExMDI5NTkz-verifying-signatures>):
+//! only the raw body is signed (no timestamp); the event key (`event.id`) and
+//! the event type (`event.event_type`) come from it and are signed. Headers are
+//! not.
 
 use super::{
     header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,

@@ -13,7 +13,13 @@
 //!   Event Webhook: base64 of a DER `SubjectPublicKeyInfo`
 //!   (`MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE...`). Configure that text as the
 //!   endpoint's [`SigningSecret`] (a PEM `-----BEGIN PUBLIC KEY-----` block is
-//!   accepted too). A secret that is not such a key matches nothing.
+//!   accepted too). A secret that is not such a key (the webhook's
+//!   verification key pasted in part, an API key) is refused by
+//!   [`SendGridVerifier`]'s [`Verifier::check_secrets`] with
+//!   [`KeyMaterialErrorKind::InvalidPublicKey`] when the layer is built (or
+//!   the resolver returns it), instead of failing every delivery as a
+//!   signature mismatch; the verifier itself skips it. Each key is parsed
+//!   once and cached on the secret ([`SigningSecret::parsed`]).
 //! - Signatures with a high `s` are accepted, as SendGrid's libraries do.
 //! - The timestamp is Unix seconds. SendGrid documents no tolerance and its
 //!   libraries check none; this crate applies 300 seconds in both directions
@@ -35,7 +41,14 @@
 //! handler's writes idempotent per `sg_event_id` (an upsert keyed by it).
 //! The event type is the events' common `event` (`delivered`, `open`, ...)
 //! when the batch has one, else none.
+//!
+//! **Signed / not signed**
+//! (<https://www.twilio.com/docs/sendgrid/for-developers/tracking-events/getting-started-event-webhook-security-features>):
+//! `X-Twilio-Email-Event-Webhook-Timestamp` and the raw body are signed, so
+//! the event key (derived from the body's `sg_event_id`s) and the event type
+//! (the events' common `event`) are signed. Other headers are not.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use p256::ecdsa::signature::{MultipartSigner as _, MultipartVerifier as _};
@@ -44,8 +57,8 @@ use p256::pkcs8::{DecodePublicKey as _, EncodePublicKey as _};
 use sha2::{Digest as _, Sha256};
 
 use super::{
-    header_values, parse_unix_seconds, single_header, Delivery, Encoding, SigningSecret, Verifier, VerifyError,
-    VerifyErrorKind,
+    check_key_material, header_values, parse_unix_seconds, single_header, Delivery, Encoding, KeyMaterialError,
+    KeyMaterialErrorKind, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 
@@ -113,10 +126,16 @@ fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
     Ok(Header { timestamp, seconds, signatures })
 }
 
-/// The verification key a secret holds: base64 of a DER
-/// `SubjectPublicKeyInfo` (as SendGrid shows it) or the same in PEM.
-fn verifying_key(secret: &SigningSecret) -> Option<VerifyingKey> {
-    let text = std::str::from_utf8(secret.expose()).ok()?.trim();
+/// The verification key a secret holds (base64 of a DER
+/// `SubjectPublicKeyInfo`, as SendGrid shows it, or the same in PEM),
+/// parsed on first use and cached on the secret ([`SigningSecret::parsed`]);
+/// `None` when it is no P-256 public key.
+fn verifying_key(secret: &SigningSecret) -> Arc<Option<VerifyingKey>> {
+    secret.parsed(parse_key)
+}
+
+fn parse_key(raw: &[u8]) -> Option<VerifyingKey> {
+    let text = std::str::from_utf8(raw).ok()?.trim();
     if text.starts_with("-----BEGIN") {
         VerifyingKey::from_public_key_pem(text).ok()
     } else {
@@ -125,6 +144,25 @@ fn verifying_key(secret: &SigningSecret) -> Option<VerifyingKey> {
 }
 
 impl Verifier for SendGridVerifier {
+    /// Every secret must be a P-256 public key (base64 DER
+    /// `SubjectPublicKeyInfo` or PEM): a wrong one would otherwise fail every
+    /// delivery as a signature mismatch. Parses each once (cached).
+    ///
+    /// # Errors
+    /// [`KeyMaterialErrorKind::NoSecret`], [`KeyMaterialErrorKind::Empty`],
+    /// or [`KeyMaterialErrorKind::InvalidPublicKey`].
+    fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
+        check_key_material(secrets)?;
+        match secrets.iter().position(|s| verifying_key(s).is_none()) {
+            Some(i) => Err(KeyMaterialError::new(
+                KeyMaterialErrorKind::InvalidPublicKey,
+                Some(i),
+                "a SendGrid verification key is the base64 public key (MFkwEwYH...) shown in the Event Webhook settings",
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
         parse(parts).map(drop)
     }
@@ -133,8 +171,10 @@ impl Verifier for SendGridVerifier {
         let header = parse(delivery.parts)?;
         let message: [&[u8]; 2] = [header.timestamp.as_bytes(), delivery.body];
         let mut matched = false;
-        for key in delivery.require_secrets()?.iter().filter_map(verifying_key) {
-            matched |= header.signatures.iter().any(|sig| key.multipart_verify(&message, sig).is_ok());
+        for secret in delivery.require_secrets()? {
+            if let Some(key) = verifying_key(secret).as_ref() {
+                matched |= header.signatures.iter().any(|sig| key.multipart_verify(&message, sig).is_ok());
+            }
         }
         if !matched {
             return Err(VerifyErrorKind::NoMatchingSignature.into());
@@ -464,6 +504,53 @@ mod tests {
         assert!(v.verify(&Delivery::new(&p, body, &only_new, late)).is_err());
         assert!(v.verify(&Delivery::new(&p, body, &only_new, late).without_timestamp_check()).is_ok());
         assert!(v.verify(&Delivery::new(&p, b"[ ]\r\n", &only_new, late).without_timestamp_check()).is_err());
+    }
+
+    #[test]
+    fn check_secrets_cases() {
+        use KeyMaterialErrorKind as K;
+        let pem = format!(
+            "-----BEGIN PUBLIC KEY-----\n{}\n{}\n-----END PUBLIC KEY-----\n",
+            &DOCS_PUBLIC_KEY[..64],
+            &DOCS_PUBLIC_KEY[64..]
+        );
+        // The start of a P-384 key in the same DER form (truncated).
+        let p384 = "MHYwEAYHKoZIzj0CAQYFK4EEACIDYgAE";
+        // The published key with its point's last byte changed: off the curve.
+        let off_curve = {
+            let mut der = Encoding::Base64.decode(DOCS_PUBLIC_KEY).unwrap();
+            *der.last_mut().unwrap() ^= 1;
+            Encoding::Base64.encode(&der)
+        };
+        let cases: Vec<(&str, Vec<SigningSecret>, Result<(), (K, Option<usize>)>)> = vec![
+            ("published key", vec![SigningSecret::from(DOCS_PUBLIC_KEY)], Ok(())),
+            ("PEM", vec![SigningSecret::from(pem.as_str())], Ok(())),
+            ("no secret", vec![], Err((K::NoSecret, None))),
+            ("empty", vec![SigningSecret::from("")], Err((K::Empty, Some(0)))),
+            ("not base64", vec![SigningSecret::from("***")], Err((K::InvalidPublicKey, Some(0)))),
+            (
+                "an API key",
+                vec![SigningSecret::from("SG.abcdefghijklmnop.qrstuvwxyz")],
+                Err((K::InvalidPublicKey, Some(0))),
+            ),
+            ("truncated", vec![SigningSecret::from(&DOCS_PUBLIC_KEY[..60])], Err((K::InvalidPublicKey, Some(0)))),
+            ("off the curve", vec![SigningSecret::from(off_curve)], Err((K::InvalidPublicKey, Some(0)))),
+            ("P-384 prefix", vec![SigningSecret::from(p384)], Err((K::InvalidPublicKey, Some(0)))),
+            (
+                "second key bad",
+                vec![SigningSecret::from(DOCS_PUBLIC_KEY), SigningSecret::from("c2VjcmV0")],
+                Err((K::InvalidPublicKey, Some(1))),
+            ),
+        ];
+        for (name, secrets, want) in &cases {
+            let got = SendGridVerifier::new().check_secrets(secrets).map_err(|e| (e.kind(), e.index()));
+            assert_eq!(got, *want, "{name}");
+        }
+        // Parsed once, shared by clones.
+        let secret = SigningSecret::from(DOCS_PUBLIC_KEY);
+        SendGridVerifier::new().check_secrets(std::slice::from_ref(&secret)).unwrap();
+        let cached = secret.clone().parsed::<Option<VerifyingKey>>(|_| panic!("parsed a second time"));
+        assert_eq!(cached.as_ref().as_ref().map(public_key_base64).as_deref(), Some(DOCS_PUBLIC_KEY));
     }
 
     #[test]

@@ -39,6 +39,13 @@
 //! claim stops Shopify's retries and concurrent copies, not a replay by
 //! someone holding a captured request; make business writes idempotent on
 //! the payload's own identity (an order's `id` and `updated_at`).
+//!
+//! **Signed / not signed**
+//! (<https://shopify.dev/docs/apps/build/webhooks/verify-deliveries>): only
+//! the raw body is signed. The event key (`X-Shopify-Event-Id` or
+//! `X-Shopify-Webhook-Id`, or their unprefixed Events forms) and the event
+//! type (`X-Shopify-Topic`) are headers and **not signed**: a captured body
+//! re-sent with other id or topic headers verifies.
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 

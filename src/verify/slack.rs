@@ -41,6 +41,13 @@
 //! extractor answers 400 for them. `app_rate_limited` notifications carry no
 //! `event_id` either. Use [`SlackVerifier`] with your own key extractor for
 //! those endpoints.
+//!
+//! **Signed / not signed**
+//! (<https://api.slack.com/authentication/verifying-requests-from-slack>):
+//! the raw body and `X-Slack-Request-Timestamp` are signed, so the event key
+//! (the body's `event_id`) and the event type (the body's `event.type` or
+//! `type`) are signed. Other headers, `X-Slack-Retry-Num` and
+//! `X-Slack-Retry-Reason` included, are not.
 
 use std::time::Duration;
 

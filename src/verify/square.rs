@@ -28,6 +28,11 @@
 //! a delivery to the time it is sent, so a captured notification verifies
 //! forever. Its `event_id` is signed with it, though: a replay is a
 //! duplicate of the event it copies, which the claim absorbs.
+//!
+//! **Signed / not signed** (<https://developer.squareup.com/docs/webhooks/step3validate>):
+//! the configured notification URL and the raw body are signed, so the event
+//! key (the body's `event_id`) and the event type (the body's `type`) are
+//! signed. Headers are not.
 
 use super::{
     header_values, hmac_sha256, match_any_secret, Delivery, Encoding, SigningSecret, Verifier, VerifyError,

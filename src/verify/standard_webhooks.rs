@@ -24,20 +24,30 @@
 //!
 //! **Secrets.** Each configured [`SigningSecret`] is read by its prefix, as
 //! the specification intends ("a unique and consistent secret format allows
-//! implementations to correctly use the correct scheme"):
-//! - `whsec_<base64>`: an HMAC key, checked against the `v1` entries. This is
+//! implementations to correctly use the correct scheme"), and the prefix is
+//! required:
+//! - `whsec_<base64>`: an HMAC key of [`MIN_SECRET_BYTES`] to
+//!   [`MAX_SECRET_BYTES`] bytes (the specification's "At least 24 bytes
+//!   (192 bits, 512 maximum)"), checked against the `v1` entries. This is
 //!   what [`secret`] returns; [`SigningSecret::from`] of the dashboard's
-//!   `whsec_...` text is the same thing.
+//!   `whsec_...` text is the same thing. Padding is optional, as in the
+//!   official libraries.
 //! - `whpk_<base64>`: an Ed25519 public key, checked against the `v1a`
 //!   entries only. This is what [`public_key`] returns. A public key is never
 //!   used as an HMAC key: anyone can read it, so a `v1` signature made with
 //!   it would prove nothing.
-//! - `whsk_...`: a private key; never used.
-//! - anything else: the raw HMAC key bytes, checked against `v1` entries
-//!   (raw keys that happen to begin with one of the prefixes above are read
-//!   as that prefix says; pass keys through [`secret`] to be sure).
+//! - `whsk_...` (the sender's private key) and anything without a prefix are
+//!   refused. Raw key bytes are not accepted: an unprefixed secret cannot be
+//!   told from a public key pasted without its `whpk_`, which as an HMAC key
+//!   would let anyone holding the public key sign `v1` deliveries.
 //!
-//! A secret that fails to decode is skipped, like one that does not match.
+//! [`StandardWebhooksVerifier`]'s [`Verifier::check_secrets`] enforces this
+//! when the layer is built (fixed secrets) and for every endpoint a resolver
+//! returns, with a [`KeyMaterialErrorKind`] per case; the verifier itself
+//! skips a secret that fails it, like one that does not match. Each secret
+//! is decoded once, in constant time (`base64ct`), and the decoded key is
+//! cached on the secret ([`SigningSecret::parsed`]), never decoded per
+//! delivery.
 //!
 //! **Presets.** [`provider`] (`standard-webhooks`) reads the `webhook-*`
 //! headers only. [`svix_provider`] (`svix`) reads each `svix-*` header and
@@ -56,16 +66,25 @@
 //! cheap (one HMAC per secret) and not limited beyond the header's size.
 //! Ed25519 needs the signed content in one buffer, so it is assembled (body
 //! copied once) only when a `v1a` entry and a public key are both present.
+//!
+//! **Signed / not signed** (the specification's "Signature scheme",
+//! <https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md>):
+//! the message id header, the timestamp header and the raw body are signed,
+//! so the event key (`webhook-id` / `svix-id`) and the event type (the body's
+//! `type`) are signed. Other headers are not.
 
 use std::time::Duration;
 
-use base64::engine::{general_purpose, DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use std::sync::Arc;
+
+use base64::engine::general_purpose;
 use base64::Engine as _;
+use base64ct::{Base64, Base64Unpadded, Encoding as _};
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 
 use super::{
-    any_matches, header_values, hmac_sha256, parse_unix_seconds, single_header, Delivery, SigningSecret, Verifier,
-    VerifyError, VerifyErrorKind,
+    any_matches, check_key_material, header_values, hmac_sha256, parse_unix_seconds, single_header, Delivery,
+    KeyMaterialError, KeyMaterialErrorKind, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 
@@ -224,41 +243,134 @@ const WHSEC: &[u8] = b"whsec_";
 const WHPK: &[u8] = b"whpk_";
 const WHSK: &[u8] = b"whsk_";
 
-/// Base64 as the official libraries accept it in secrets: padding optional.
-const LENIENT: GeneralPurpose = GeneralPurpose::new(
-    &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-);
+/// Fewest bytes a `whsec_` key may decode to: the specification's symmetric
+/// "Signing secret: Random. At least 24 bytes (192 bits, 512 maximum)"
+/// (section "Signature scheme"). Svix issues exactly 24.
+pub const MIN_SECRET_BYTES: usize = 24;
 
-/// What a configured secret is, by its prefix.
-enum Key<'a> {
-    /// The HMAC key: the secret itself, or decoded from `whsec_` text.
-    Hmac(std::borrow::Cow<'a, SigningSecret>),
+/// Most bytes a `whsec_` key may decode to: the same line's "512 maximum",
+/// read as bits (64 bytes).
+pub const MAX_SECRET_BYTES: usize = 64;
+
+/// A configured secret, read by its prefix and decoded once (cached on the
+/// [`SigningSecret`] through [`SigningSecret::parsed`]).
+enum Key {
+    /// The decoded `whsec_` key bytes, for `v1` (HMAC-SHA256).
+    Hmac(SigningSecret),
+    /// The decoded `whpk_` key, for `v1a` (Ed25519).
     Public(VerifyingKey),
-    Unusable,
 }
 
-fn classify(secret: &SigningSecret) -> Key<'_> {
-    let raw = secret.expose();
-    if let Some(b64) = raw.strip_prefix(WHSEC) {
-        match LENIENT.decode(b64) {
-            Ok(key) if !key.is_empty() => Key::Hmac(std::borrow::Cow::Owned(SigningSecret::new(key))),
-            _ => Key::Unusable,
-        }
-    } else if let Some(b64) = raw.strip_prefix(WHPK) {
-        let key = std::str::from_utf8(b64).ok().and_then(decode_exact::<32>);
-        match key.and_then(|k| VerifyingKey::from_bytes(&k).ok()) {
-            Some(key) => Key::Public(key),
-            None => Key::Unusable,
-        }
-    } else if raw.starts_with(WHSK) || raw.is_empty() {
-        Key::Unusable
+/// A secret's classification, or why it authenticates nothing.
+type Classified = Result<Key, KeyMaterialErrorKind>;
+
+/// The secret's classification, computed on first use and cached for the
+/// secret and its clones.
+fn classify(secret: &SigningSecret) -> Arc<Classified> {
+    secret.parsed(classify_bytes)
+}
+
+/// Standard base64 (RFC 4648 section 4), padding optional as the official
+/// libraries accept it, decoded in constant time with `base64ct` (the
+/// timing does not depend on the secret's characters).
+fn decode_secret_base64(text: &[u8]) -> Option<Vec<u8>> {
+    // Padded input is a multiple of four characters; unpadded input of such a
+    // length needs no padding, so the padded decoder takes it too.
+    let mut buf = vec![0u8; text.len() / 4 * 3 + 3];
+    let n = if text.len() % 4 == 0 {
+        Base64::decode(text, &mut buf).ok()?.len()
     } else {
-        Key::Hmac(std::borrow::Cow::Borrowed(secret))
+        Base64Unpadded::decode(text, &mut buf).ok()?.len()
+    };
+    buf.truncate(n);
+    Some(buf)
+}
+
+/// Reads a secret by its prefix; see the module docs.
+fn classify_bytes(raw: &[u8]) -> Classified {
+    if raw.is_empty() {
+        return Err(KeyMaterialErrorKind::Empty);
+    }
+    if [WHSEC, WHPK, WHSK].contains(&raw) {
+        return Err(KeyMaterialErrorKind::OnlyPrefix);
+    }
+    if let Some(b64) = raw.strip_prefix(WHSEC) {
+        let key = decode_secret_base64(b64).ok_or(KeyMaterialErrorKind::Malformed)?;
+        return match key.len() {
+            n if n < MIN_SECRET_BYTES => Err(KeyMaterialErrorKind::TooShort),
+            n if n > MAX_SECRET_BYTES => Err(KeyMaterialErrorKind::TooLong),
+            _ => Ok(Key::Hmac(SigningSecret::new(key))),
+        };
+    }
+    if let Some(b64) = raw.strip_prefix(WHPK) {
+        // A public key: no secret to protect, any base64 decoder would do.
+        let bytes = decode_secret_base64(b64).ok_or(KeyMaterialErrorKind::Malformed)?;
+        let bytes: [u8; 32] = bytes.try_into().map_err(|_| KeyMaterialErrorKind::InvalidPublicKey)?;
+        return match VerifyingKey::from_bytes(&bytes) {
+            Ok(key) if !key.is_weak() => Ok(Key::Public(key)),
+            _ => Err(KeyMaterialErrorKind::InvalidPublicKey),
+        };
+    }
+    // `whsk_` is the sender's private key; anything unprefixed may be a
+    // public key pasted without its `whpk_`, which must never key an HMAC.
+    Err(KeyMaterialErrorKind::Malformed)
+}
+
+/// The fix to suggest for a refused secret.
+fn hint(raw: &[u8], kind: KeyMaterialErrorKind) -> &'static str {
+    match kind {
+        KeyMaterialErrorKind::TooShort => "a whsec_ key must decode to at least 24 bytes (Standard Webhooks)",
+        KeyMaterialErrorKind::TooLong => "a whsec_ key must decode to at most 64 bytes (Standard Webhooks)",
+        KeyMaterialErrorKind::InvalidPublicKey => "a whpk_ key must be base64 of a valid 32-byte Ed25519 public key",
+        KeyMaterialErrorKind::Malformed if raw.starts_with(WHSK) => {
+            "whsk_ is the sender's private key; configure the whpk_ public key"
+        }
+        KeyMaterialErrorKind::Malformed if raw.starts_with(WHSEC) || raw.starts_with(WHPK) => {
+            "the text after the prefix is not base64"
+        }
+        KeyMaterialErrorKind::Malformed => {
+            "copy the secret with its whsec_ (or whpk_) prefix; an unprefixed secret is ambiguous"
+        }
+        _ => "copy the whole secret, with its whsec_ or whpk_ prefix",
+    }
+}
+
+/// The [`SecretError`] for a secret [`classify_bytes`] refused.
+fn secret_error(raw: &[u8], kind: KeyMaterialErrorKind) -> SecretError {
+    if raw.starts_with(WHPK) || raw.starts_with(WHSK) {
+        return SecretError::WrongKind;
+    }
+    match kind {
+        KeyMaterialErrorKind::TooShort => SecretError::TooShort,
+        KeyMaterialErrorKind::TooLong => SecretError::TooLong,
+        KeyMaterialErrorKind::Empty | KeyMaterialErrorKind::OnlyPrefix => SecretError::Empty,
+        KeyMaterialErrorKind::Malformed if raw.starts_with(WHSEC) => SecretError::NotBase64,
+        _ => SecretError::MissingPrefix,
     }
 }
 
 impl Verifier for StandardWebhooksVerifier {
+    /// Every secret must be `whsec_` + base64 of [`MIN_SECRET_BYTES`] to
+    /// [`MAX_SECRET_BYTES`] bytes, or `whpk_` + base64 of a valid Ed25519
+    /// public key; decodes each once (cached on the secret).
+    ///
+    /// # Errors
+    /// [`KeyMaterialErrorKind::NoSecret`], [`KeyMaterialErrorKind::Empty`],
+    /// [`KeyMaterialErrorKind::OnlyPrefix`] (a bare `whsec_`),
+    /// [`KeyMaterialErrorKind::Malformed`] (no prefix, a `whsk_` private key,
+    /// not base64), [`KeyMaterialErrorKind::TooShort`],
+    /// [`KeyMaterialErrorKind::TooLong`], or
+    /// [`KeyMaterialErrorKind::InvalidPublicKey`] for a bad `whpk_` key.
+    fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
+        check_key_material(secrets)?;
+        for (i, secret) in secrets.iter().enumerate() {
+            if let Err(kind) = &*classify(secret) {
+                return Err(KeyMaterialError::new(*kind, Some(i), hint(secret.expose(), *kind)));
+            }
+        }
+        Ok(())
+    }
+
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
         parse(parts, self.names).map(drop)
     }
@@ -269,12 +381,14 @@ impl Verifier for StandardWebhooksVerifier {
         let mut matched = false;
         let mut content: Option<Vec<u8>> = None;
         for secret in delivery.require_secrets()? {
-            match classify(secret) {
-                Key::Hmac(key) if !header.v1.is_empty() => {
-                    let expected = hmac_sha256(&key, &pieces);
+            // A secret `check_secrets` refuses is skipped here too, so direct
+            // users of the verifier never key an HMAC with it.
+            match &*classify(secret) {
+                Ok(Key::Hmac(key)) if !header.v1.is_empty() => {
+                    let expected = hmac_sha256(key, &pieces);
                     matched |= any_matches(&expected, header.v1.iter().map(|s| &s[..]));
                 }
-                Key::Public(key) if !header.v1a.is_empty() => {
+                Ok(Key::Public(key)) if !header.v1a.is_empty() => {
                     let content = content.get_or_insert_with(|| pieces.concat());
                     matched |= header.v1a.iter().any(|sig| key.verify_strict(content, sig).is_ok());
                 }
@@ -302,6 +416,13 @@ pub enum SecretError {
     WrongKind,
     /// Not a 32-byte Ed25519 public key (or a weak one).
     NotAPublicKey,
+    /// A symmetric secret without its `whsec_` prefix. Unprefixed text is
+    /// refused: it cannot be told from a public key pasted without `whpk_`.
+    MissingPrefix,
+    /// A `whsec_` key of fewer than [`MIN_SECRET_BYTES`] bytes.
+    TooShort,
+    /// A `whsec_` key of more than [`MAX_SECRET_BYTES`] bytes.
+    TooLong,
 }
 
 impl std::fmt::Display for SecretError {
@@ -311,35 +432,40 @@ impl std::fmt::Display for SecretError {
             Self::Empty => "the secret is empty",
             Self::WrongKind => "a key of another kind (whsec_, whpk_ and whsk_ are not interchangeable)",
             Self::NotAPublicKey => "not a valid 32-byte Ed25519 public key",
+            Self::MissingPrefix => "a Standard Webhooks secret starts with whsec_; copy it whole",
+            Self::TooShort => "the whsec_ key is shorter than 24 bytes",
+            Self::TooLong => "the whsec_ key is longer than 64 bytes",
         })
     }
 }
 
 impl std::error::Error for SecretError {}
 
-/// An endpoint's symmetric signing secret as the sender shows it
-/// (`whsec_` + base64; the prefix may be omitted, padding too), checked and
-/// returned in its canonical `whsec_` form for the verifier.
+/// An endpoint's symmetric signing secret as the sender shows it: `whsec_`
+/// followed by base64 (padding optional) of [`MIN_SECRET_BYTES`] to
+/// [`MAX_SECRET_BYTES`] bytes. The prefix is required: unprefixed text could
+/// be a `whpk_` public key pasted without its prefix, and a public key used
+/// as an HMAC key lets anyone who reads it sign `v1` deliveries. Returned in
+/// its canonical form (`whsec_` + padded base64), decoded once.
 ///
 /// # Errors
-/// [`SecretError::NotBase64`], [`SecretError::Empty`], or
-/// [`SecretError::WrongKind`] for a `whpk_`/`whsk_` key. Whitespace is not
-/// trimmed.
+/// [`SecretError::MissingPrefix`], [`SecretError::NotBase64`],
+/// [`SecretError::Empty`], [`SecretError::TooShort`],
+/// [`SecretError::TooLong`], or [`SecretError::WrongKind`] for a
+/// `whpk_`/`whsk_` key. Whitespace is not trimmed.
 pub fn secret(whsec: &str) -> Result<SigningSecret, SecretError> {
-    if whsec.starts_with("whpk_") || whsec.starts_with("whsk_") {
-        return Err(SecretError::WrongKind);
+    let raw = whsec.as_bytes();
+    match classify_bytes(raw) {
+        Ok(Key::Hmac(key)) => Ok(SigningSecret::from(format!("whsec_{}", Base64::encode_string(key.expose())))),
+        Ok(Key::Public(_)) => Err(SecretError::WrongKind),
+        Err(kind) => Err(secret_error(raw, kind)),
     }
-    let b64 = whsec.strip_prefix("whsec_").unwrap_or(whsec);
-    let key = LENIENT.decode(b64).map_err(|_| SecretError::NotBase64)?;
-    if key.is_empty() {
-        return Err(SecretError::Empty);
-    }
-    Ok(SigningSecret::from(format!("whsec_{}", general_purpose::STANDARD.encode(key))))
 }
 
 /// An endpoint's Ed25519 public key as the sender shows it (`whpk_` +
-/// base64 of 32 bytes; the prefix may be omitted), checked and returned in
-/// its canonical `whpk_` form for the verifier.
+/// base64 of 32 bytes; the prefix may be omitted, since reading any text as
+/// a public key gives nobody a way to sign), checked and returned in its
+/// canonical `whpk_` form for the verifier.
 ///
 /// # Errors
 /// [`SecretError::NotBase64`], [`SecretError::NotAPublicKey`], or
@@ -349,7 +475,7 @@ pub fn public_key(whpk: &str) -> Result<SigningSecret, SecretError> {
         return Err(SecretError::WrongKind);
     }
     let b64 = whpk.strip_prefix("whpk_").unwrap_or(whpk);
-    let bytes = LENIENT.decode(b64).map_err(|_| SecretError::NotBase64)?;
+    let bytes = decode_secret_base64(b64.as_bytes()).ok_or(SecretError::NotBase64)?;
     let bytes: [u8; 32] = bytes.try_into().map_err(|_| SecretError::NotAPublicKey)?;
     let key = VerifyingKey::from_bytes(&bytes).map_err(|_| SecretError::NotAPublicKey)?;
     if key.is_weak() {
@@ -366,24 +492,20 @@ pub fn public_key_of(seed: &[u8; 32]) -> String {
 
 /// The `v1` entry a sender would put in the signature header for `body`
 /// with message `id` at `timestamp` (Unix seconds): `v1,{base64}`. `secret`
-/// is read like the verifier reads it (`whsec_` text, as [`secret`]
-/// returns, or raw key bytes). Join several entries with a space for a
-/// rotation header. For tests and fixtures.
+/// is read like the verifier reads it: `whsec_` text, as [`secret`] returns
+/// it. Join several entries with a space for a rotation header. For tests
+/// and fixtures.
 ///
 /// # Errors
-/// [`SecretError::WrongKind`] for a `whpk_`/`whsk_` key,
-/// [`SecretError::NotBase64`] for a `whsec_` secret that does not decode.
+/// As [`secret`]: [`SecretError::WrongKind`] for a `whpk_`/`whsk_` key,
+/// [`SecretError::NotBase64`], [`SecretError::MissingPrefix`], ...
 pub fn sign(secret: &SigningSecret, id: &str, timestamp: u64, body: &[u8]) -> Result<String, SecretError> {
-    let key = match classify(secret) {
-        Key::Hmac(key) => key,
-        Key::Public(_) => return Err(SecretError::WrongKind),
-        Key::Unusable if secret.expose().starts_with(WHSK) => return Err(SecretError::WrongKind),
-        Key::Unusable if secret.expose().is_empty() => return Err(SecretError::Empty),
-        Key::Unusable => return Err(SecretError::NotBase64),
+    let key = match &*classify(secret) {
+        Ok(Key::Hmac(key)) => hmac_sha256(key, &[id.as_bytes(), b".", timestamp.to_string().as_bytes(), b".", body]),
+        Ok(Key::Public(_)) => return Err(SecretError::WrongKind),
+        Err(kind) => return Err(secret_error(secret.expose(), *kind)),
     };
-    let ts = timestamp.to_string();
-    let mac = hmac_sha256(&key, &[id.as_bytes(), b".", ts.as_bytes(), b".", body]);
-    Ok(format!("v1,{}", general_purpose::STANDARD.encode(mac)))
+    Ok(format!("v1,{}", general_purpose::STANDARD.encode(key)))
 }
 
 /// The `v1a` entry a sender would put in the signature header for `body`
@@ -477,8 +599,9 @@ mod tests {
         let whsec = secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
         let v1 = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
         assert_eq!(sign(&whsec, id, ts, body).unwrap(), v1);
-        // The prefix is optional, as in the official libraries.
-        assert_eq!(sign(&secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap(), id, ts, body).unwrap(), v1);
+        // The official libraries also take the text without `whsec_`; this
+        // crate requires the prefix (see the module docs).
+        assert_eq!(secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap_err(), SecretError::MissingPrefix);
 
         let seed: [u8; 32] = general_purpose::STANDARD
             .decode("VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk=")
@@ -534,6 +657,9 @@ mod tests {
 
         let rotation = format!("{} {}", s("signature_v1_old"), s("signature_v1"));
         let v = StandardWebhooksVerifier::new();
+        // The SDK's own secrets pass the key-material check.
+        let dashboard = SigningSecret::from(s("secret"));
+        assert_eq!(v.check_secrets(&[current.clone(), old.clone(), whpk.clone(), dashboard]), Ok(()));
         let cases: &[(&str, String, Vec<SigningSecret>, Result<(), VerifyErrorKind>)] = &[
             ("v1", s("signature_v1"), vec![current.clone()], Ok(())),
             ("v1 as dashboard text", s("signature_v1"), vec![SigningSecret::from(s("secret"))], Ok(())),
@@ -598,8 +724,8 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         const NOW: u64 = 1_700_000_000;
-        let key = secret("whsec_dGhlIHJlYWwgc2lnbmluZyBzZWNyZXQ=").unwrap();
-        let other = secret("whsec_c29tZSBvdGhlciBzZWNyZXQ=").unwrap();
+        let key = secret("whsec_dGhlIHJlYWwgc2lnbmluZyBzZWNyZXQh").unwrap();
+        let other = secret("whsec_c29tZSBvdGhlciBzaWduaW5nIHNlY3JldA==").unwrap();
         let id = "msg_1";
         let ts = NOW.to_string();
         let body = br#"{"type":"user.created","data":{}}"#;
@@ -766,57 +892,57 @@ mod tests {
         const NOW: u64 = 1_700_000_000;
         let id = "msg_1";
         let body = b"{}";
+        let ts = NOW.to_string();
+        let mac = |key: &[u8]| {
+            let tag = hmac_sha256(&SigningSecret::new(key), &[id.as_bytes(), b".", ts.as_bytes(), b".", body]);
+            format!("v1,{}", general_purpose::STANDARD.encode(tag))
+        };
         let raw_key = b"raw key bytes, no prefix".to_vec();
-        let raw = SigningSecret::new(raw_key.clone());
         let whsec = SigningSecret::from(format!("whsec_{}", general_purpose::STANDARD.encode(&raw_key)));
-        let unpadded = SigningSecret::from(format!("whsec_{}", general_purpose::STANDARD_NO_PAD.encode(&raw_key)));
-        let v1 = sign(&raw, id, NOW, body).unwrap();
-        assert_eq!(sign(&whsec, id, NOW, body).unwrap(), v1);
+        let v1 = sign(&whsec, id, NOW, body).unwrap();
+        assert_eq!(v1, mac(&raw_key));
+        let key25 = b"raw key bytes, no prefix!".to_vec();
+        let v1_25 = mac(&key25);
+        let unpadded = SigningSecret::from(format!("whsec_{}", general_purpose::STANDARD_NO_PAD.encode(&key25)));
         let v1a = sign_ed25519(&SEED, id, NOW, body);
         let whpk_text = public_key_of(&SEED);
-        // A public key's bytes used as an HMAC key: what an attacker could compute.
-        let pk_bytes = general_purpose::STANDARD.decode(&whpk_text[5..]).unwrap();
-        let forged_with_public = sign(&SigningSecret::new(pk_bytes.clone()), id, NOW, body).unwrap();
-        let ts = NOW.to_string();
-        let mac =
-            hmac_sha256(&SigningSecret::from(whpk_text.as_str()), &[id.as_bytes(), b".", ts.as_bytes(), b".", body]);
-        let forged_with_text = format!("v1,{}", general_purpose::STANDARD.encode(mac));
+        let pk_b64 = &whpk_text["whpk_".len()..];
+        // What anyone holding the public key can compute: an HMAC keyed by
+        // the key's bytes, or by its text with or without the prefix.
+        let forged_with_public = mac(&general_purpose::STANDARD.decode(pk_b64).unwrap());
+        let forged_with_text = mac(whpk_text.as_bytes());
+        let forged_with_bare_text = mac(pk_b64.as_bytes());
+        let short_key = vec![9u8; MIN_SECRET_BYTES - 1];
+        let short = SigningSecret::from(format!("whsec_{}", general_purpose::STANDARD.encode(&short_key)));
         let p = |sig: &str| parts(&[(ID_HEADER, id), (TIMESTAMP_HEADER, &ts), (SIGNATURE_HEADER, sig)]);
         let v = StandardWebhooksVerifier::new();
         let whpk = SigningSecret::from(whpk_text.clone());
         let whsk = SigningSecret::from(format!("whsk_{}", general_purpose::STANDARD.encode(SEED)));
+        let none = Err(VerifyErrorKind::NoMatchingSignature);
         let cases: &[(&str, &str, Vec<SigningSecret>, Result<(), VerifyErrorKind>)] = &[
-            ("raw key", &v1, vec![raw.clone()], Ok(())),
             ("whsec_ text", &v1, vec![whsec.clone()], Ok(())),
-            ("whsec_ without padding", &v1, vec![unpadded], Ok(())),
-            ("whsec_ not base64", &v1, vec![SigningSecret::from("whsec_***"), raw.clone()], Ok(())),
+            ("whsec_ without padding", &v1_25, vec![unpadded], Ok(())),
             (
-                "whsec_ not base64, alone",
+                "whsec_ not base64, beside a good one",
                 &v1,
-                vec![SigningSecret::from("whsec_***")],
-                Err(VerifyErrorKind::NoMatchingSignature),
+                vec![SigningSecret::from("whsec_***"), whsec.clone()],
+                Ok(()),
             ),
+            ("whsec_ not base64, alone", &v1, vec![SigningSecret::from("whsec_***")], none),
+            ("raw key bytes never an HMAC key", &v1, vec![SigningSecret::new(raw_key.clone())], none),
+            ("whsec_ key under 24 bytes not used", &mac(&short_key), vec![short], none),
             ("whpk_", &v1a, vec![whpk.clone()], Ok(())),
+            ("whpk_ never an HMAC key", &forged_with_public, vec![whpk.clone()], none),
+            ("whpk_ text never an HMAC key", &forged_with_text, vec![whpk.clone()], none),
             (
-                "whpk_ never an HMAC key",
-                &forged_with_public,
-                vec![whpk.clone()],
-                Err(VerifyErrorKind::NoMatchingSignature),
+                "public key without whpk_ never an HMAC key",
+                &forged_with_bare_text,
+                vec![SigningSecret::from(pk_b64)],
+                none,
             ),
-            (
-                "whpk_ text never an HMAC key",
-                &forged_with_text,
-                vec![whpk.clone()],
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            ("whsk_ never used", &v1a, vec![whsk], Err(VerifyErrorKind::NoMatchingSignature)),
-            (
-                "whpk_ not a key",
-                &v1a,
-                vec![SigningSecret::from("whpk_AAAA")],
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            ("HMAC key not used for v1a", &v1a, vec![raw.clone()], Err(VerifyErrorKind::NoMatchingSignature)),
+            ("whsk_ never used", &v1a, vec![whsk], none),
+            ("whpk_ not a key", &v1a, vec![SigningSecret::from("whpk_AAAA")], none),
+            ("HMAC key not used for v1a", &v1a, vec![whsec.clone()], none),
             ("no secrets", &v1, vec![], Err(VerifyErrorKind::NoSecret)),
         ];
         for (name, sig, secrets, want) in cases {
@@ -824,18 +950,105 @@ mod tests {
         }
     }
 
+    /// `check_secrets` refuses key material that authenticates nothing, or
+    /// that anyone could sign with, naming the secret and the reason.
+    #[test]
+    fn check_secrets_cases() {
+        let b64 = |bytes: &[u8]| general_purpose::STANDARD.encode(bytes);
+        let whsec = |n: usize| SigningSecret::from(format!("whsec_{}", b64(&vec![5u8; n])));
+        let whpk = SigningSecret::from(public_key_of(&SEED));
+        let pk_b64 = public_key_of(&SEED)["whpk_".len()..].to_owned();
+        let not_a_point = format!("whpk_{}", b64(&[[2u8].as_slice(), &[0u8; 31]].concat()));
+        let weak = format!("whpk_{}", b64(&[[1u8].as_slice(), &[0u8; 31]].concat()));
+        use KeyMaterialErrorKind as K;
+        let cases: Vec<(&str, Vec<SigningSecret>, Result<(), (K, Option<usize>)>)> = vec![
+            ("whsec_, 24 bytes", vec![whsec(MIN_SECRET_BYTES)], Ok(())),
+            ("whsec_, 64 bytes", vec![whsec(MAX_SECRET_BYTES)], Ok(())),
+            ("whsec_ official example", vec![SigningSecret::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")], Ok(())),
+            ("whsec_ unpadded", vec![SigningSecret::from("whsec_c29tZSBvdGhlciBzaWduaW5nIHNlY3JldA")], Ok(())),
+            ("whpk_", vec![whpk.clone()], Ok(())),
+            ("both kinds", vec![whsec(32), whpk.clone()], Ok(())),
+            ("no secret", vec![], Err((K::NoSecret, None))),
+            ("empty", vec![SigningSecret::from("")], Err((K::Empty, Some(0)))),
+            ("bare whsec_", vec![SigningSecret::from("whsec_")], Err((K::OnlyPrefix, Some(0)))),
+            ("bare whpk_", vec![SigningSecret::from("whpk_")], Err((K::OnlyPrefix, Some(0)))),
+            ("whsec_ + 23 bytes", vec![whsec(MIN_SECRET_BYTES - 1)], Err((K::TooShort, Some(0)))),
+            ("whsec_ + 65 bytes", vec![whsec(MAX_SECRET_BYTES + 1)], Err((K::TooLong, Some(0)))),
+            ("whsec_ + 1 byte", vec![whsec(1)], Err((K::TooShort, Some(0)))),
+            ("whsec_ not base64", vec![SigningSecret::from("whsec_***")], Err((K::Malformed, Some(0)))),
+            (
+                "whsec_ with a trailing newline",
+                vec![SigningSecret::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n")],
+                Err((K::Malformed, Some(0))),
+            ),
+            (
+                "unprefixed base64 of an Ed25519 public key",
+                vec![SigningSecret::from(pk_b64.as_str())],
+                Err((K::Malformed, Some(0))),
+            ),
+            (
+                "unprefixed text",
+                vec![SigningSecret::from("a long raw secret, no prefix")],
+                Err((K::Malformed, Some(0))),
+            ),
+            (
+                "whsk_ private key",
+                vec![SigningSecret::from(format!("whsk_{}", b64(&SEED)))],
+                Err((K::Malformed, Some(0))),
+            ),
+            ("whpk_ not base64", vec![SigningSecret::from("whpk_***")], Err((K::Malformed, Some(0)))),
+            ("whpk_ of 3 bytes", vec![SigningSecret::from("whpk_YWJj")], Err((K::InvalidPublicKey, Some(0)))),
+            ("whpk_ not a curve point", vec![SigningSecret::from(not_a_point)], Err((K::InvalidPublicKey, Some(0)))),
+            ("whpk_ of small order", vec![SigningSecret::from(weak)], Err((K::InvalidPublicKey, Some(0)))),
+            ("second secret bad", vec![whsec(32), whsec(8)], Err((K::TooShort, Some(1)))),
+        ];
+        for v in [StandardWebhooksVerifier::new(), StandardWebhooksVerifier::svix()] {
+            for (name, secrets, want) in &cases {
+                let got = v.check_secrets(secrets).map_err(|e| (e.kind(), e.index()));
+                assert_eq!(got, *want, "{name}");
+            }
+        }
+        // Through the preset, as `Provider::check` and the layer call it.
+        let p = parts(&[]);
+        let short = [whsec(MIN_SECRET_BYTES - 1)];
+        let d = Delivery::new(&p, b"{}", &short, UNIX_EPOCH);
+        match provider().check(&d) {
+            Err(crate::provider::CheckError::KeyMaterial(e)) => assert_eq!(e.kind(), K::TooShort),
+            other => panic!("expected a key material error, got {other:?}"),
+        }
+    }
+
+    /// The classification is computed once per secret and shared by clones.
+    #[test]
+    fn secrets_decoded_once() {
+        let secret = SigningSecret::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+        let clone = secret.clone();
+        StandardWebhooksVerifier::new().check_secrets(std::slice::from_ref(&secret)).unwrap();
+        let cached = clone.parsed::<Classified>(|_| panic!("decoded a second time"));
+        assert!(matches!(&*cached, Ok(Key::Hmac(k)) if k.expose().len() == 24));
+        assert!(Arc::ptr_eq(&cached, &classify(&secret)));
+    }
+
     #[test]
     fn secret_and_key_parsing() {
         let canonical = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-        for input in [canonical, "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"] {
-            assert_eq!(secret(input).unwrap().expose(), canonical.as_bytes(), "{input}");
+        assert_eq!(secret(canonical).unwrap().expose(), canonical.as_bytes());
+        let padded = "whsec_c29tZSBvdGhlciBzaWduaW5nIHNlY3JldA==";
+        assert_eq!(secret(padded).unwrap().expose(), padded.as_bytes());
+        assert_eq!(secret(padded.trim_end_matches('=')).unwrap().expose(), padded.as_bytes(), "unpadded");
+        let sized = |n: usize| format!("whsec_{}", general_purpose::STANDARD.encode(vec![7u8; n]));
+        for n in [MIN_SECRET_BYTES, MAX_SECRET_BYTES] {
+            assert!(secret(&sized(n)).is_ok(), "{n} bytes");
         }
-        assert_eq!(secret("whsec_YWJj").unwrap().expose(), b"whsec_YWJj");
-        assert_eq!(secret("whsec_YWI").unwrap().expose(), b"whsec_YWI=");
+        let (short, long) = (sized(MIN_SECRET_BYTES - 1), sized(MAX_SECRET_BYTES + 1));
         let bad = [
             ("empty", "whsec_", SecretError::Empty),
+            ("no prefix", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", SecretError::MissingPrefix),
+            ("23 bytes", &short, SecretError::TooShort),
+            ("65 bytes", &long, SecretError::TooLong),
             ("not base64", "whsec_***", SecretError::NotBase64),
-            ("trailing newline", "whsec_YWJj\n", SecretError::NotBase64),
+            ("trailing newline", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n", SecretError::NotBase64),
+            ("non-canonical last character", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSx=", SecretError::NotBase64),
             ("public key", "whpk_YWJj", SecretError::WrongKind),
             ("private key", "whsk_YWJj", SecretError::WrongKind),
         ];
@@ -863,12 +1076,14 @@ mod tests {
         assert_eq!(sign(&SigningSecret::from("whsk_YWJj"), "m", 1, b"").unwrap_err(), SecretError::WrongKind);
         assert_eq!(sign(&SigningSecret::from("whsec_***"), "m", 1, b"").unwrap_err(), SecretError::NotBase64);
         assert_eq!(sign(&SigningSecret::new(Vec::new()), "m", 1, b"").unwrap_err(), SecretError::Empty);
+        assert_eq!(sign(&SigningSecret::from("raw key"), "m", 1, b"").unwrap_err(), SecretError::MissingPrefix);
+        assert_eq!(sign(&SigningSecret::from(short.as_str()), "m", 1, b"").unwrap_err(), SecretError::TooShort);
     }
 
     #[test]
     fn rotation_tolerance_and_replay() {
         const NOW: u64 = 1_700_000_000;
-        let key = secret("whsec_dGhlIHJlYWwgc2lnbmluZyBzZWNyZXQ=").unwrap();
+        let key = secret("whsec_dGhlIHJlYWwgc2lnbmluZyBzZWNyZXQh").unwrap();
         let body = b"{}";
         let ts = NOW.to_string();
         let sig = sign(&key, "msg_1", NOW, body).unwrap();

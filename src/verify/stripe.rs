@@ -15,6 +15,12 @@
 //! The event key is the Event's `id` (`evt_...`) in the body and the event
 //! type its `type` (Stripe, "Handle duplicate events",
 //! <https://docs.stripe.com/webhooks#handle-duplicate-events>).
+//!
+//! **Signed / not signed** (<https://docs.stripe.com/webhooks#verify-manually>):
+//! the raw body and the `t=` timestamp are signed, so the event key (the
+//! body's `id`) and the event type (the body's `type`) are signed. No other
+//! header is: the handler must not trust any header but `Stripe-Signature`'s
+//! timestamp.
 
 use std::time::Duration;
 

@@ -53,9 +53,27 @@
 //! captured a request can send it again (with a fresh idempotency token)
 //! and it verifies. Make business writes idempotent on the parameters' own
 //! identity (`MessageSid` + status, `CallSid` + status).
+//!
+//! **Size limits.** The form parameters must be decoded and sorted before
+//! the HMAC, so an unsigned form body is work the sender makes us do. A form
+//! body over [`MAX_FORM_BYTES`] (64 KiB) or [`MAX_FORM_PARAMS`] (1,000)
+//! parameters is refused before any parameter is decoded
+//! ([`VerifyErrorKind::MalformedHeader`]; a `Content-Length` over the byte
+//! limit already from the head), and within the limits the parameters are
+//! sorted as slices borrowed from the body and fed to the HMAC without
+//! copies. Twilio's bodies are a few KB (see the constants for the
+//! reasoning; Twilio documents no maximum); [`TwilioVerifier::form_limits`]
+//! raises them. The preset also asks the layer for a body limit of
+//! [`DEFAULT_BODY_LIMIT`] (64 KiB) when the application sets none.
+//!
+//! **Signed / not signed**
+//! (<https://www.twilio.com/docs/usage/webhooks/webhooks-security>): the full
+//! URL and the form parameters (or, for a JSON body, the URL whose
+//! `bodySHA256` covers the body) are signed. The event key
+//! (`I-Twilio-Idempotency-Token`) is a header and **not signed**; there is no
+//! event type. No other header is signed.
 
-use std::borrow::Cow;
-
+use hmac::{Hmac, KeyInit, Mac as _};
 use sha2::Digest as _;
 use subtle::ConstantTimeEq as _;
 
@@ -80,7 +98,33 @@ pub const BODY_HASH_PARAM: &str = "bodySHA256";
 pub struct TwilioVerifier {
     /// The configured base URL without trailing `/`, then its port variant.
     bases: Vec<String>,
+    max_params: usize,
+    max_form_bytes: usize,
 }
+
+/// Most form parameters verified in one request (default of
+/// [`TwilioVerifier::form_limits`]). Twilio's largest documented parameter
+/// sets are tens of entries: an incoming message has about 20 base
+/// parameters, up to 10 media (`MediaUrl{N}` and `MediaContentType{N}`, 20
+/// more) and about 10 geographic ones (Messaging, "Our request to your
+/// webhook URL", <https://www.twilio.com/docs/messaging/guides/webhook-request>);
+/// voice requests are of the same order. 1,000 is more than ten times that.
+pub const MAX_FORM_PARAMS: usize = 1_000;
+
+/// Most bytes of form body verified (default of
+/// [`TwilioVerifier::form_limits`]): 64 KiB. Twilio documents no request
+/// size; its bodies are a few KB (a message `Body` is at most 1,600
+/// characters, at worst 6,400 UTF-8 bytes and 19,200 percent-encoded, and
+/// media arrive as URLs, not content), so 64 KiB leaves three times the
+/// worst message. Products that put JSON attributes in a parameter
+/// (TaskRouter, Conversations) may send more: raise this and the layer's
+/// `body_limit` for such endpoints.
+pub const MAX_FORM_BYTES: usize = 64 * 1024;
+
+/// The body limit the Twilio preset asks of the layer when the application
+/// sets none ([`crate::Provider::default_body_limit`]): [`MAX_FORM_BYTES`],
+/// so an oversized body is answered 413 before it is buffered.
+pub const DEFAULT_BODY_LIMIT: usize = MAX_FORM_BYTES;
 
 impl TwilioVerifier {
     /// A verifier for requests Twilio sends to `public_base_url` (for example
@@ -96,7 +140,21 @@ impl TwilioVerifier {
         if let Some(variant) = port_variant(&bases[0]) {
             bases.push(variant);
         }
-        Self { bases }
+        Self { bases, max_params: MAX_FORM_PARAMS, max_form_bytes: MAX_FORM_BYTES }
+    }
+
+    /// Sets the most form parameters (default [`MAX_FORM_PARAMS`]) and the
+    /// most bytes of form body (default [`MAX_FORM_BYTES`]) a request may
+    /// have. A form body over either is refused
+    /// ([`VerifyErrorKind::MalformedHeader`]) before any parameter is
+    /// decoded, sorted or hashed; a `Content-Length` over the byte limit is
+    /// refused from the head alone ([`Verifier::precheck`]). JSON bodies
+    /// (`bodySHA256`) are hashed, not parsed, and are bounded only by the
+    /// layer's body limit.
+    pub fn form_limits(mut self, max_params: usize, max_bytes: usize) -> Self {
+        self.max_params = max_params;
+        self.max_form_bytes = max_bytes;
+        self
     }
 
     /// The public base URL, as configured without its trailing `/`.
@@ -210,18 +268,140 @@ fn is_form_post(parts: &http::request::Parts) -> bool {
             .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
 }
 
-/// The decoded form parameters in signing order: sorted by name, then value,
-/// each distinct pair once.
-fn sorted_params(body: &[u8]) -> Vec<(Cow<'_, str>, Cow<'_, str>)> {
-    let mut params: Vec<_> = form_urlencoded::parse(body).collect();
-    params.sort_unstable();
-    params.dedup();
-    params
+/// The bytes of a form-encoded name or value as `form_urlencoded` decodes
+/// them (`+` is a space, `%XX` a byte, a `%` without two hex digits stays),
+/// produced lazily from the raw slice so nothing is allocated.
+#[derive(Clone)]
+struct Decoded<'a> {
+    rest: &'a [u8],
+}
+
+fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+impl Iterator for Decoded<'_> {
+    type Item = u8;
+
+    fn next(&mut self) -> Option<u8> {
+        let (byte, rest) = match *self.rest {
+            [] => return None,
+            [b'+', ref rest @ ..] => (b' ', rest),
+            [b'%', hi, lo, ref rest @ ..] if hex_digit(hi).is_some() && hex_digit(lo).is_some() => {
+                (hex_digit(hi)? << 4 | hex_digit(lo)?, rest)
+            }
+            [b, ref rest @ ..] => (b, rest),
+        };
+        self.rest = rest;
+        Some(byte)
+    }
+}
+
+fn decoded(raw: &[u8]) -> Decoded<'_> {
+    Decoded { rest: raw }
+}
+
+/// One form parameter: its raw (still encoded) name and value, borrowed
+/// from the body.
+type RawParam<'a> = (&'a [u8], &'a [u8]);
+
+/// The form parameters in signing order, borrowed from the body: split on
+/// `&` (empty pieces skipped) and at the first `=`, sorted by decoded name
+/// then decoded value, each distinct pair once (as Twilio's SDKs sign a
+/// repeated name). At most `max_params` are collected; the decoded bytes are
+/// compared lazily, never copied.
+///
+/// Decoded bytes are signed as they are: Twilio sends UTF-8, and a body that
+/// does not decode to UTF-8 is not one Twilio signed.
+///
+/// # Errors
+/// [`VerifyErrorKind::MalformedHeader`] past `max_params` parameters.
+fn sorted_params(body: &[u8], max_params: usize) -> Result<Vec<RawParam<'_>>, VerifyError> {
+    let mut params = Vec::new();
+    for piece in body.split(|b| *b == b'&').filter(|p| !p.is_empty()) {
+        if params.len() == max_params {
+            return Err(VerifyErrorKind::MalformedHeader.into());
+        }
+        params.push(match piece.iter().position(|b| *b == b'=') {
+            Some(i) => (&piece[..i], &piece[i + 1..]),
+            None => (piece, &b""[..]),
+        });
+    }
+    let order = |a: &RawParam<'_>, b: &RawParam<'_>| {
+        decoded(a.0).cmp(decoded(b.0)).then_with(|| decoded(a.1).cmp(decoded(b.1)))
+    };
+    params.sort_unstable_by(order);
+    params.dedup_by(|a, b| order(a, b).is_eq());
+    Ok(params)
+}
+
+/// An HMAC fed piece by piece.
+enum Mac {
+    Sha1(Hmac<sha1::Sha1>),
+    Sha256(Hmac<sha2::Sha256>),
+}
+
+impl Mac {
+    fn new(algorithm: Algorithm, key: &[u8]) -> Self {
+        // HMAC accepts keys of any length; `algorithm()` gives only SHA-1
+        // or SHA-256.
+        match algorithm {
+            Algorithm::Sha256 => Self::Sha256(KeyInit::new_from_slice(key).expect("any key length")),
+            _ => Self::Sha1(KeyInit::new_from_slice(key).expect("any key length")),
+        }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        match self {
+            Self::Sha1(m) => m.update(bytes),
+            Self::Sha256(m) => m.update(bytes),
+        }
+    }
+
+    /// Feeds decoded bytes through a small buffer.
+    fn update_decoded(&mut self, bytes: Decoded<'_>) {
+        let mut buf = [0u8; 256];
+        let mut len = 0;
+        for byte in bytes {
+            buf[len] = byte;
+            len += 1;
+            if len == buf.len() {
+                self.update(&buf);
+                len = 0;
+            }
+        }
+        self.update(&buf[..len]);
+    }
+
+    fn matches(self, candidates: &[Vec<u8>]) -> bool {
+        let tag = match self {
+            Self::Sha1(m) => m.finalize().into_bytes().to_vec(),
+            Self::Sha256(m) => m.finalize().into_bytes().to_vec(),
+        };
+        any_matches(&tag, candidates.iter().map(Vec::as_slice))
+    }
 }
 
 impl Verifier for TwilioVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        let header = parse(parts)?;
+        // A form body larger than the limit cannot be verified: refuse it
+        // before it is read.
+        let declared = parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        let over = declared.is_some_and(|n| n > self.max_form_bytes as u64);
+        if over && header.body_hash.is_none() && is_form_post(parts) {
+            return Err(VerifyErrorKind::MalformedHeader.into());
+        }
+        Ok(())
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
@@ -229,23 +409,27 @@ impl Verifier for TwilioVerifier {
         let params = if header.body_hash.is_some() || delivery.body.is_empty() {
             Vec::new()
         } else if is_form_post(delivery.parts) {
-            sorted_params(delivery.body)
+            // Bounded before anything is decoded, sorted or hashed.
+            if delivery.body.len() > self.max_form_bytes {
+                return Err(VerifyErrorKind::MalformedHeader.into());
+            }
+            sorted_params(delivery.body, self.max_params)?
         } else {
             // A body the signature does not cover.
             return Err(VerifyErrorKind::NoMatchingSignature.into());
         };
         let path_and_query = delivery.parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-        let mut signed: Vec<&[u8]> = Vec::with_capacity(2 + 2 * params.len());
-        signed.extend([&b""[..], path_and_query.as_bytes()]);
-        for (name, value) in &params {
-            signed.extend([name.as_bytes(), value.as_bytes()]);
-        }
         let mut matched = false;
         for secret in delivery.require_secrets()? {
             for base in &self.bases {
-                signed[0] = base.as_bytes();
-                let expected = hmac(header.algorithm, secret, &signed);
-                matched |= any_matches(expected.as_ref(), header.signatures.iter().map(Vec::as_slice));
+                let mut mac = Mac::new(header.algorithm, secret.expose());
+                mac.update(base.as_bytes());
+                mac.update(path_and_query.as_bytes());
+                for (name, value) in &params {
+                    mac.update_decoded(decoded(name));
+                    mac.update_decoded(decoded(value));
+                }
+                matched |= mac.matches(&header.signatures);
             }
         }
         if !matched {
@@ -294,13 +478,16 @@ pub fn body_sha256(body: &[u8]) -> String {
 
 /// The Twilio preset for requests reaching the service at `public_base_url`
 /// (see [`TwilioVerifier::new`]): [`TwilioVerifier`], key the
-/// `I-Twilio-Idempotency-Token` header, no event type.
+/// `I-Twilio-Idempotency-Token` header, no event type, and a default body
+/// limit of [`DEFAULT_BODY_LIMIT`] bytes (used when the layer's
+/// `body_limit` is not set).
 pub fn provider(public_base_url: impl Into<String>) -> crate::Provider {
     crate::Provider::new(
         "twilio",
         TwilioVerifier::new(public_base_url),
         crate::key::HeaderKey::new(http::HeaderName::from_static(IDEMPOTENCY_HEADER)),
     )
+    .with_body_limit(DEFAULT_BODY_LIMIT)
 }
 
 #[cfg(test)]
@@ -761,6 +948,137 @@ mod tests {
             let p = request(method, uri, &headers);
             assert_eq!(check(base, &p, body, secrets), want, "{name}");
         }
+    }
+
+    /// A form POST to `https://example.com/sms` signed with `token` over
+    /// the decoded `params`, body as Twilio would encode it.
+    fn signed_form(params: &[(String, String)]) -> (http::request::Parts, Vec<u8>) {
+        let pairs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let sig = sign(&SigningSecret::from("token"), "https://example.com/sms", &pairs);
+        let body = form_urlencoded::Serializer::new(String::new()).extend_pairs(&pairs).finish().into_bytes();
+        (request("POST", "/sms", &[("content-type", FORM), (SIGNATURE_HEADER, &sig)]), body)
+    }
+
+    fn params(n: usize) -> Vec<(String, String)> {
+        (0..n).map(|i| (format!("P{i:04}"), format!("v {i}+%"))).collect()
+    }
+
+    #[test]
+    fn form_limits() {
+        let token = [SigningSecret::from("token")];
+        let fake =
+            request("POST", "/sms", &[("content-type", FORM), (SIGNATURE_HEADER, "AAAAAAAAAAAAAAAAAAAAAAAAAAA=")]);
+        let big_value = vec![("Body".to_owned(), "x".repeat(MAX_FORM_BYTES - "Body=".len()))];
+        let over_value = vec![("Body".to_owned(), "x".repeat(MAX_FORM_BYTES - "Body=".len() + 1))];
+        let at_count = signed_form(&params(MAX_FORM_PARAMS));
+        let over_count = signed_form(&params(MAX_FORM_PARAMS + 1));
+        let at_bytes = signed_form(&big_value);
+        let over_bytes = signed_form(&over_value);
+        assert_eq!(at_bytes.1.len(), MAX_FORM_BYTES);
+        let amp = b"a&".repeat(25 << 19);
+        let amp_64k = b"a&".repeat(MAX_FORM_BYTES / 2);
+        let empty_pieces = signed_form(&params(2));
+        let padded = [b"&&&".as_slice(), &empty_pieces.1, b"&&"].concat();
+        let cases: Vec<(&str, &http::request::Parts, &[u8], Result<(), VerifyErrorKind>)> = vec![
+            ("1,000 parameters", &at_count.0, &at_count.1, Ok(())),
+            ("1,001 parameters", &over_count.0, &over_count.1, Err(VerifyErrorKind::MalformedHeader)),
+            ("64 KiB", &at_bytes.0, &at_bytes.1, Ok(())),
+            ("64 KiB + 1", &over_bytes.0, &over_bytes.1, Err(VerifyErrorKind::MalformedHeader)),
+            ("empty pieces are no parameters", &empty_pieces.0, &padded, Ok(())),
+            ("25 MiB of a&, fake signature", &fake, &amp, Err(VerifyErrorKind::MalformedHeader)),
+            ("64 KiB of a&, fake signature", &fake, &amp_64k, Err(VerifyErrorKind::MalformedHeader)),
+        ];
+        for (name, p, body, want) in cases {
+            assert_eq!(check("https://example.com", p, body, &token), want, "{name}");
+        }
+        // Limits are configurable.
+        let v = TwilioVerifier::new("https://example.com").form_limits(2, 1 << 20);
+        let three = signed_form(&params(3));
+        let got = v.verify(&Delivery::new(&three.0, &three.1, &token, SystemTime::now())).map_err(|e| e.kind());
+        assert_eq!(got, Err(VerifyErrorKind::MalformedHeader));
+        let v = v.form_limits(3, 1 << 20);
+        assert!(v.verify(&Delivery::new(&three.0, &three.1, &token, SystemTime::now())).is_ok());
+        // A declared length over the limit is refused from the head, for a
+        // form POST only (a JSON body is hashed, not parsed).
+        let with_length = |ct: &str, uri: &str, len: usize| {
+            let sig = sign(&SigningSecret::from("token"), "https://example.com/sms", &[]);
+            let len = len.to_string();
+            let p = request("POST", uri, &[("content-type", ct), (SIGNATURE_HEADER, &sig), ("content-length", &len)]);
+            TwilioVerifier::new("https://example.com").precheck(&p).map_err(|e| e.kind())
+        };
+        let json_uri = format!("/sms?bodySHA256={}", body_sha256(b"{}"));
+        assert_eq!(with_length(FORM, "/sms", MAX_FORM_BYTES), Ok(()));
+        assert_eq!(with_length(FORM, "/sms", MAX_FORM_BYTES + 1), Err(VerifyErrorKind::MalformedHeader));
+        assert_eq!(with_length(FORM, "/sms", 25 << 20), Err(VerifyErrorKind::MalformedHeader));
+        assert_eq!(with_length("application/json", &json_uri, 25 << 20), Ok(()));
+        // The preset asks the layer for a matching body limit.
+        assert_eq!(provider("https://example.com").default_body_limit(), Some(DEFAULT_BODY_LIMIT));
+    }
+
+    /// The unsigned 25 MiB `a&` body once took seconds and hundreds of MB
+    /// (every parameter decoded, collected and sorted before the HMAC). Now
+    /// it, and a 64 KiB `a&` body within the byte limit, are refused in less
+    /// than 20 times what verifying a genuine form costs in the same run
+    /// (best of several runs each, so one preempted run does not decide).
+    #[test]
+    fn oversized_forms_are_refused_quickly() {
+        fn best(runs: usize, mut f: impl FnMut()) -> std::time::Duration {
+            (0..runs)
+                .map(|_| {
+                    let start = std::time::Instant::now();
+                    f();
+                    start.elapsed()
+                })
+                .min()
+                .unwrap()
+        }
+        let token = [SigningSecret::from("token")];
+        let v = TwilioVerifier::new("https://example.com");
+        let genuine: Vec<(String, String)> = [
+            ("MessageSid", "SM0123456789abcdef0123456789abcdef"),
+            ("AccountSid", "AC0123456789abcdef0123456789abcdef"),
+            ("From", "+14155550100"),
+            ("To", "+14155550101"),
+            ("Body", "Hello from Twilio, a message of ordinary length."),
+            ("NumMedia", "0"),
+            ("NumSegments", "1"),
+            ("SmsStatus", "received"),
+            ("ApiVersion", "2010-04-01"),
+            ("FromCity", "SAN FRANCISCO"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let (p, body) = signed_form(&genuine);
+        let verify_genuine =
+            best(20, || assert!(v.verify(&Delivery::new(&p, &body, &token, SystemTime::now())).is_ok()));
+        let fake =
+            request("POST", "/sms", &[("content-type", FORM), (SIGNATURE_HEADER, "AAAAAAAAAAAAAAAAAAAAAAAAAAA=")]);
+        for (name, attack) in [("25 MiB", b"a&".repeat(25 << 19)), ("64 KiB", b"a&".repeat(MAX_FORM_BYTES / 2))] {
+            let refuse = best(20, || {
+                let got = v.verify(&Delivery::new(&fake, &attack, &token, SystemTime::now()));
+                assert_eq!(got.unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
+            });
+            eprintln!("{name} of a&: refused in {refuse:?}; a genuine form verifies in {verify_genuine:?}");
+            assert!(refuse < verify_genuine * 20, "{name}: {refuse:?} vs {verify_genuine:?}");
+        }
+    }
+
+    /// Sorting the borrowed slices by their decoded bytes gives the order
+    /// the SDKs sign in (decoded strings, then values).
+    #[test]
+    fn params_sorted_by_decoded_bytes() {
+        let body = b"b=2&a%3D=1&a=z&a=%41&+c=3&a=z&%zz=4";
+        let got: Vec<(Vec<u8>, Vec<u8>)> = sorted_params(body, 100)
+            .unwrap()
+            .into_iter()
+            .map(|(n, v)| (decoded(n).collect(), decoded(v).collect()))
+            .collect();
+        let mut want: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
+        want.sort_unstable();
+        want.dedup();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = want.into_iter().map(|(n, v)| (n.into_bytes(), v.into_bytes())).collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -24,18 +24,37 @@
 //!   until the old subscriptions are deleted.
 //!
 //! **Challenge.** Right after a subscription is created Twitch sends a
-//! message of type `webhook_callback_verification` (the
-//! `Twitch-Eventsub-Message-Type` header) whose body holds `challenge`. It is
-//! signed like any message, so it passes [`TwitchVerifier`] first; then
-//! [`CallbackVerification`] answers `200` with the raw challenge as
-//! `text/plain`, as Twitch requires. Nothing is claimed.
+//! message of type `webhook_callback_verification` whose body holds
+//! `challenge`. It is signed like any message, so it passes
+//! [`TwitchVerifier`] first; then [`CallbackVerification`] answers `200`
+//! with the raw challenge as `text/plain`, as Twitch requires. Nothing is
+//! claimed. The signed body decides, not the unsigned
+//! `Twitch-Eventsub-Message-Type` header: a body with a string `challenge`
+//! is always answered as the handshake (a captured handshake relabelled
+//! `notification` is not stored as an event); a message labelled a
+//! handshake without one is answered `400`.
 //!
-//! **Event key.** `Twitch-Eventsub-Message-Id`, which Twitch keeps when it
-//! resends a message (EventSub, "Handling duplicate events",
-//! <https://dev.twitch.tv/docs/eventsub/#handling-duplicate-events>); the
-//! event type is `Twitch-Eventsub-Subscription-Type` (`channel.follow`).
-//! `notification` and `revocation` messages both reach the handler; the
-//! `Twitch-Eventsub-Message-Type` header tells them apart.
+//! **Event key and type.** The key is `Twitch-Eventsub-Message-Id`, which
+//! Twitch keeps when it resends a message (EventSub, "Handling duplicate
+//! events", <https://dev.twitch.tv/docs/eventsub/#handling-duplicate-events>)
+//! and which the signature covers. The event type is the signed body's
+//! `subscription.type` (`channel.follow`; EventSub, "Handling webhook
+//! events", the notification, revocation and challenge bodies all carry the
+//! `subscription` object), never the `Twitch-Eventsub-Subscription-Type`
+//! header: headers other than the id and timestamp are not signed, so a
+//! captured message re-sent inside the window with another type header
+//! would otherwise be stored under that type. `notification` and
+//! `revocation` messages both reach the handler: tell them apart from the
+//! signed body (a notification has `event` or `events`; a revocation has
+//! neither and its `subscription.status` gives the reason), not from the
+//! `Twitch-Eventsub-Message-Type` header.
+//!
+//! **Signed / not signed.** Signed: the message id (event key), the
+//! timestamp and the raw body (so the event type, taken from the body).
+//! Not signed: every other header, `Twitch-Eventsub-Message-Type`,
+//! `Twitch-Eventsub-Subscription-Type`, `-Subscription-Version` and
+//! `-Message-Retry` included; the handler must not trust them
+//! (<https://dev.twitch.tv/docs/eventsub/handling-webhook-events/#verifying-the-event-message>).
 
 use time::format_description::well_known::Rfc3339;
 
@@ -47,6 +66,7 @@ use super::{
     header_values, hmac_sha256, match_any_secret, single_header, Delivery, SigningSecret, Verifier, VerifyError,
     VerifyErrorKind,
 };
+use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 
 /// The header Twitch signs messages with.
 pub const SIGNATURE_HEADER: &str = "twitch-eventsub-message-signature";
@@ -55,9 +75,10 @@ pub const MESSAGE_ID_HEADER: &str = "twitch-eventsub-message-id";
 /// The header carrying the RFC 3339 send time (signed).
 pub const TIMESTAMP_HEADER: &str = "twitch-eventsub-message-timestamp";
 /// The header carrying the message type (`notification`,
-/// `webhook_callback_verification`, `revocation`).
+/// `webhook_callback_verification`, `revocation`). Not signed.
 pub const MESSAGE_TYPE_HEADER: &str = "twitch-eventsub-message-type";
-/// The header carrying the subscription type (the event type).
+/// The header carrying the subscription type. Not signed: the preset takes
+/// the event type from the body's `subscription.type` instead.
 pub const SUBSCRIPTION_TYPE_HEADER: &str = "twitch-eventsub-subscription-type";
 /// The message type of the subscription handshake.
 pub const CALLBACK_VERIFICATION: &str = "webhook_callback_verification";
@@ -187,30 +208,55 @@ fn plain_response(status: http::StatusCode, body: Bytes) -> http::Response<Bytes
 
 impl crate::provider::Challenge for CallbackVerification {
     fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
-        if single_header(delivery.parts, MESSAGE_TYPE_HEADER).ok()? != CALLBACK_VERIFICATION {
-            return None;
-        }
+        // The signed body decides: only the handshake carries `challenge`.
+        // The unsigned type header alone never turns a handshake into an
+        // event (a replayed handshake relabelled `notification` is still
+        // answered, not stored).
         let challenge = serde_json::from_slice::<serde_json::Value>(delivery.body)
             .ok()
             .and_then(|doc| doc.get("challenge").and_then(|c| c.as_str()).map(|c| Bytes::from(c.to_owned())));
-        Some(match challenge {
-            Some(challenge) => plain_response(http::StatusCode::OK, challenge),
-            None => plain_response(http::StatusCode::BAD_REQUEST, Bytes::from_static(b"no challenge\n")),
-        })
+        let labelled = single_header(delivery.parts, MESSAGE_TYPE_HEADER).is_ok_and(|t| t == CALLBACK_VERIFICATION);
+        match challenge {
+            Some(challenge) => Some(plain_response(http::StatusCode::OK, challenge)),
+            None if labelled => {
+                Some(plain_response(http::StatusCode::BAD_REQUEST, Bytes::from_static(b"no challenge\n")))
+            }
+            None => None,
+        }
     }
 }
 
-/// The Twitch EventSub preset: [`TwitchVerifier`] (600 s), key =
-/// `Twitch-Eventsub-Message-Id`, type = `Twitch-Eventsub-Subscription-Type`,
-/// and the [`CallbackVerification`] handshake. The CLI name is `twitch`.
+/// Twitch's event identity: key = `Twitch-Eventsub-Message-Id` (signed),
+/// type = the signed body's `subscription.type` (`channel.follow`), never
+/// the unsigned `Twitch-Eventsub-Subscription-Type` header. No type when
+/// the body has none.
+///
+/// # Errors
+/// [`KeyErrorKind::Missing`] without a message id,
+/// [`KeyErrorKind::Invalid`] for two different ids or one that is not
+/// visible ASCII.
+pub fn message_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+    let mut values = parts.headers.get_all(MESSAGE_ID_HEADER).iter();
+    let first = values.next().ok_or(KeyErrorKind::Missing)?;
+    if values.any(|v| v != first) {
+        return Err(KeyErrorKind::Invalid.into());
+    }
+    let key = first.to_str().map_err(|_| KeyErrorKind::Invalid)?.trim();
+    if key.is_empty() {
+        return Err(KeyErrorKind::Missing.into());
+    }
+    let event_type = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|doc| doc.pointer("/subscription/type")?.as_str().filter(|t| !t.is_empty()).map(str::to_owned));
+    Ok(EventIdentity { key: key.to_owned(), event_type })
+}
+
+/// The Twitch EventSub preset: [`TwitchVerifier`] (600 s), identity from
+/// [`message_identity`] (key = `Twitch-Eventsub-Message-Id`, type = the
+/// body's `subscription.type`), and the [`CallbackVerification`] handshake.
+/// The CLI name is `twitch`.
 pub fn provider() -> crate::Provider {
-    crate::Provider::new(
-        "twitch",
-        TwitchVerifier::new(),
-        crate::key::HeaderKey::new(http::HeaderName::from_static(MESSAGE_ID_HEADER))
-            .event_type(http::HeaderName::from_static(SUBSCRIPTION_TYPE_HEADER)),
-    )
-    .challenge(CallbackVerification)
+    crate::Provider::new("twitch", TwitchVerifier::new(), message_identity).challenge(CallbackVerification)
 }
 
 #[cfg(test)]
@@ -321,6 +367,91 @@ mod tests {
             let tampered = [body, b" "].concat();
             let d = Delivery::new(&p, &tampered, &secrets, at(now));
             assert!(TwitchVerifier::new().verify(&d).is_err(), "{name}");
+        }
+    }
+
+    /// A captured message re-sent inside the window with other unsigned
+    /// headers still verifies (the headers are not signed), but its type is
+    /// the signed body's and a handshake stays a handshake.
+    #[test]
+    fn unsigned_type_headers_are_not_trusted() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/providers/twitch/twurple.json")).unwrap();
+        let secrets = [SigningSecret::from(doc["secret"].as_str().unwrap())];
+        let message = |name: &str, overrides: &[(&str, &str)]| {
+            let m = &doc[name];
+            let mut headers: Vec<(String, String)> = m["headers"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(k, _)| !overrides.iter().any(|(o, _)| k.eq_ignore_ascii_case(o)))
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+                .collect();
+            headers.extend(overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let ts = m["headers"]["Twitch-Eventsub-Message-Timestamp"].as_str().unwrap();
+            (parts(&pairs), m["body"].as_str().unwrap().as_bytes().to_vec(), parse_rfc3339(ts).unwrap() as u64)
+        };
+        let x = provider();
+        let cases: &[(&str, &str, &[(&str, &str)], Option<&str>, Option<http::StatusCode>)] = &[
+            ("genuine notification", "notification", &[], Some("channel.follow"), None),
+            (
+                "subscription type header spoofed",
+                "notification",
+                &[(SUBSCRIPTION_TYPE_HEADER, "channel.subscribe")],
+                Some("channel.follow"),
+                None,
+            ),
+            (
+                "subscription type header removed",
+                "notification",
+                &[(SUBSCRIPTION_TYPE_HEADER, "")],
+                Some("channel.follow"),
+                None,
+            ),
+            (
+                "notification relabelled revocation",
+                "notification",
+                &[(MESSAGE_TYPE_HEADER, "revocation")],
+                Some("channel.follow"),
+                None,
+            ),
+            (
+                "handshake relabelled notification",
+                "verification",
+                &[(MESSAGE_TYPE_HEADER, "notification"), (SUBSCRIPTION_TYPE_HEADER, "channel.ban")],
+                Some("channel.follow"),
+                Some(http::StatusCode::OK),
+            ),
+        ];
+        for (name, which, overrides, want_type, want_answer) in cases {
+            let (p, body, now) = message(which, overrides);
+            let d = Delivery::new(&p, &body, &secrets, at(now + 30));
+            assert!(x.verifier_ref().verify(&d).is_ok(), "{name}: the type headers are not signed");
+            let identity = x.extractor_ref().extract(&p, &body).unwrap();
+            assert_eq!(identity.event_type.as_deref(), *want_type, "{name}");
+            let answer = x.challenge_ref().unwrap().respond(&d).map(|r| r.status());
+            assert_eq!(answer, *want_answer, "{name}");
+        }
+    }
+
+    #[test]
+    fn message_identity_cases() {
+        let id = (MESSAGE_ID_HEADER, "m-1");
+        let cases: &[(&str, Vec<(&str, &str)>, &[u8], Result<(&str, Option<&str>), KeyErrorKind>)] = &[
+            ("id and type", vec![id], br#"{"subscription":{"type":"a.b"}}"#, Ok(("m-1", Some("a.b")))),
+            ("type header ignored", vec![id, (SUBSCRIPTION_TYPE_HEADER, "x.y")], b"{}", Ok(("m-1", None))),
+            ("type not a string", vec![id], br#"{"subscription":{"type":1}}"#, Ok(("m-1", None))),
+            ("top-level type ignored", vec![id], br#"{"type":"a.b"}"#, Ok(("m-1", None))),
+            ("body not JSON", vec![id], b"type=a.b", Ok(("m-1", None))),
+            ("no id", vec![], b"{}", Err(KeyErrorKind::Missing)),
+            ("blank id", vec![(MESSAGE_ID_HEADER, " ")], b"{}", Err(KeyErrorKind::Missing)),
+            ("two ids", vec![id, (MESSAGE_ID_HEADER, "m-2")], b"{}", Err(KeyErrorKind::Invalid)),
+        ];
+        for (name, headers, body, want) in cases {
+            let got = message_identity(&parts(headers), body);
+            let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
+            assert_eq!(got, *want, "{name}");
         }
     }
 
@@ -449,8 +580,20 @@ mod tests {
                 br#"{"challenge":"pogchamp-kappa-360noscope-vohiyo","subscription":{}}"#,
                 Some((http::StatusCode::OK, b"pogchamp-kappa-360noscope-vohiyo")),
             ),
-            ("notification", Some("notification"), br#"{"challenge":"x"}"#, None),
-            ("no type", None, br#"{"challenge":"x"}"#, None),
+            (
+                "challenge in the signed body, labelled notification",
+                Some("notification"),
+                br#"{"challenge":"x"}"#,
+                Some((http::StatusCode::OK, b"x")),
+            ),
+            (
+                "challenge in the signed body, no type header",
+                None,
+                br#"{"challenge":"x"}"#,
+                Some((http::StatusCode::OK, b"x")),
+            ),
+            ("notification", Some("notification"), br#"{"subscription":{},"event":{}}"#, None),
+            ("no type, no challenge", None, br#"{"subscription":{}}"#, None),
             (
                 "no challenge",
                 Some(CALLBACK_VERIFICATION),

@@ -16,6 +16,12 @@
 //! **Limit of the scheme:** like GitHub's, the signature covers only the
 //! body, with no timestamp: a captured delivery verifies forever. The claim
 //! on `event_id` turns a replay into a duplicate; serve the endpoint over TLS.
+//!
+//! **Signed / not signed**
+//! (<https://www.typeform.com/developers/webhooks/secure-your-webhooks/>):
+//! only the raw body is signed (no timestamp); the event key (`event_id`) and
+//! the event type (`event_type`) come from it and are signed. Headers are
+//! not.
 
 use super::{
     header_values, hmac_sha256, match_any_secret, Delivery, Encoding, SigningSecret, Verifier, VerifyError,

@@ -45,6 +45,11 @@
 //! `payload.object.participant`) never share one. It assumes that a retry
 //! resends the same body (same `event_ts` and payload), which Zoom does not
 //! contradict but does not state either. The event type is `event`.
+//!
+//! **Signed / not signed** (<https://developers.zoom.us/docs/api/webhooks/#verify-webhook-events>):
+//! `x-zm-request-timestamp` and the raw body are signed, so the event key
+//! (derived from the canonical body) and the event type (the body's `event`)
+//! are signed. Other headers, `x-zm-trackingid` included, are not.
 
 use std::time::Duration;
 
