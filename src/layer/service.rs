@@ -344,6 +344,7 @@ where
             }
             Err(e) => {
                 end_unclaimed(conn, &config).await;
+                crate::store::report_unmigrated(&config.sql, &e); // 3F000/42P01: says to run migrate, once
                 tracing::error!(outcome = "failed", reason = "claim", sqlstate = sqlstate(&e), "claim failed");
                 return Ok(unavailable(&config));
             }
