@@ -9,6 +9,13 @@
 //! `WebhookLayer`; their handler writes one row per event into `demo_effects`
 //! through `WebhookTx`. `GET /effects` lists the rows as JSON.
 //!
+//! `--demo` checks six outcomes and exits non-zero when one differs: first
+//! delivery processed, duplicate replayed, 20 concurrent copies applied once,
+//! tampered copy rejected, a handler failure rolled back and its retry
+//! processed (attempts counted in the table), and a copy sent while the first
+//! delivery is still running answered 409. Without `RUST_LOG`, the server's
+//! log lines (warn and above) are held and printed after the tables.
+//!
 //! Database: `DATABASE_URL`, or a throwaway PostgreSQL started here and
 //! removed on exit (needs the PostgreSQL server binaries; as root it runs
 //! the server as the `postgres` user). Secrets: `STRIPE_WEBHOOK_SECRET` and
@@ -20,9 +27,10 @@ mod temp_postgres;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -41,6 +49,21 @@ const STRIPE_FIXTURE: &[u8] = include_bytes!("fixtures/stripe/payment_intent.suc
 const STRIPE_HEADERS: &str = include_str!("fixtures/stripe/payment_intent.succeeded.headers");
 const GITHUB_FIXTURE: &[u8] = include_bytes!("fixtures/github/push.json");
 const GITHUB_HEADERS: &str = include_str!("fixtures/github/push.headers");
+
+/// `--demo` events the handler treats specially (by event id suffix).
+const FAILS_ONCE: &str = "FailsOnce";
+const SLOW: &str = "SlowInFlight";
+/// The demo route's wait for an in-flight delivery of the same event.
+const DEMO_LOCK_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// Signals between `--demo` and the handler: the slow event's handler says it
+/// holds the claim, then waits for the demo to release it.
+#[derive(Default)]
+struct DemoHooks {
+    enabled: bool,
+    slow_started: tokio::sync::Notify,
+    slow_release: tokio::sync::Notify,
+}
 
 /// Serve Stripe and GitHub webhooks exactly once.
 #[derive(Parser, Debug)]
@@ -72,7 +95,16 @@ struct Effect {
 }
 
 /// The one business effect per event, written in the claim's transaction.
-async fn apply(tx: WebhookTx, event: WebhookEvent) -> Result<StatusCode, StatusCode> {
+///
+/// With `--demo`: an event whose id ends in `FailsOnce` writes its effect and
+/// then fails on its first attempt (the layer rolls the effect back and
+/// records the attempt), succeeding on the retry; one ending in
+/// `SlowInFlight` holds its claim until the demo releases it.
+async fn apply(
+    Extension(hooks): Extension<Arc<DemoHooks>>,
+    tx: WebhookTx,
+    event: WebhookEvent,
+) -> Result<StatusCode, StatusCode> {
     // Event types this demo has no specific effect for are still recorded once.
     let effect =
         describe(&event).unwrap_or_else(|| format!("{} (no specific effect)", event.event_type().unwrap_or("event")));
@@ -87,6 +119,15 @@ async fn apply(tx: WebhookTx, event: WebhookEvent) -> Result<StatusCode, StatusC
             tracing::error!(error = %e, "business write failed");
             StatusCode::INTERNAL_SERVER_ERROR
         })?;
+    if hooks.enabled && event.key().ends_with(FAILS_ONCE) && event.attempt() == 1 {
+        // The effect above is rolled back with the claim.
+        return Err(StatusCode::INTERNAL_SERVER_ERROR);
+    }
+    if hooks.enabled && event.key().ends_with(SLOW) {
+        hooks.slow_started.notify_one();
+        // Bounded, so a demo that never releases cannot hang the server.
+        let _ = tokio::time::timeout(Duration::from_secs(30), hooks.slow_release.notified()).await;
+    }
     Ok(StatusCode::OK)
 }
 
@@ -123,7 +164,12 @@ async fn effects(State(pool): State<Pool>) -> Result<Json<Vec<Effect>>, StatusCo
     ))
 }
 
-fn app(pool: Pool, args: &Args, addr: SocketAddr) -> Result<Router, webhook_idempotency::ConfigError> {
+fn app(
+    pool: Pool,
+    args: &Args,
+    addr: SocketAddr,
+    hooks: Arc<DemoHooks>,
+) -> Result<Router, webhook_idempotency::ConfigError> {
     let mut presets = vec![
         ("stripe", Provider::stripe(), args.stripe_secret.clone()),
         ("github", Provider::github(), args.github_secret.clone()),
@@ -136,8 +182,18 @@ fn app(pool: Pool, args: &Args, addr: SocketAddr) -> Result<Router, webhook_idem
         router = router.route(&format!("/webhooks/{name}"), post(apply).layer(layer));
         mounted.push(name);
     }
+    if args.demo {
+        // The same endpoint with a short wait for in-flight deliveries, for the
+        // demo's "copy while the first is running" case.
+        let layer = WebhookLayer::builder(pool.clone(), Provider::stripe())
+            .scope("quickstart")
+            .secret(args.stripe_secret.clone())
+            .lock_timeout(DEMO_LOCK_TIMEOUT)
+            .build()?;
+        router = router.route("/webhooks/stripe-short-wait", post(apply).layer(layer));
+    }
     println!("presets: POST /webhooks/{{{}}}", mounted.join(","));
-    Ok(router.route("/effects", get(effects)).with_state(pool))
+    Ok(router.route("/effects", get(effects)).layer(Extension(hooks)).with_state(pool))
 }
 
 /// The secret for preset `name`: `$NAME_WEBHOOK_SECRET`, else a test default.
@@ -211,16 +267,21 @@ fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    // The demo prints its own table; the server's per-delivery log lines are
-    // then only shown at warn level (RUST_LOG overrides).
-    let default_filter = if args.demo { "warn" } else { "info" };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into()),
-        )
-        .init();
+    // The demo prints its own tables: without RUST_LOG, the server's log lines
+    // (warn and above) are held and printed after them, not in between.
+    let held = HeldLog::default();
+    let env_filter = tracing_subscriber::EnvFilter::try_from_default_env();
+    let hold = args.demo && env_filter.is_err();
+    let filter = env_filter.unwrap_or_else(|_| (if args.demo { "warn" } else { "info" }).into());
+    if hold {
+        tracing_subscriber::fmt().with_writer(held.clone()).with_ansi(false).with_env_filter(filter).init();
+    } else {
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_env_filter(filter)
+            .init();
+    }
 
     // The throwaway server lives until the end of main, then is stopped and removed.
     let (url, _throwaway) = match &args.database_url {
@@ -256,7 +317,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bind = args.bind.unwrap_or_else(|| if args.demo { "127.0.0.1:0" } else { "127.0.0.1:3000" }.parse().unwrap());
     let listener = tokio::net::TcpListener::bind(bind).await?;
     let addr = listener.local_addr()?;
-    let router = app(pool, &args, addr)?;
+    let hooks = Arc::new(DemoHooks { enabled: args.demo, ..DemoHooks::default() });
+    let router = app(pool.clone(), &args, addr, Arc::clone(&hooks))?;
     println!("listening on http://{addr}: POST /webhooks/<preset>, GET /effects");
     // Stops the server: Ctrl-C, or the end of the demo.
     let stop = Arc::new(tokio::sync::Notify::new());
@@ -272,15 +334,49 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .await
     });
 
-    let outcome = if args.demo { demo(addr, &args).await } else { Ok(()) };
+    let outcome = if args.demo { demo(addr, &args, &pool, &hooks).await } else { Ok(()) };
     if args.demo {
         stop.notify_one();
     }
     server.await??;
+    if hold {
+        let lines = held.take();
+        if !lines.is_empty() {
+            eprintln!("\nserver log during the demo (warn and above; RUST_LOG=info shows all, live):");
+            eprint!("{lines}");
+        }
+    }
     if _throwaway.is_some() {
         println!("stopped; the throwaway PostgreSQL is being removed");
     }
     outcome
+}
+
+/// Log output held in memory until the demo has printed its tables.
+#[derive(Clone, Default)]
+struct HeldLog(Arc<Mutex<Vec<u8>>>);
+
+impl HeldLog {
+    fn take(&self) -> String {
+        String::from_utf8_lossy(&std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))).into_owned()
+    }
+}
+
+impl std::io::Write for HeldLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for HeldLog {
+    type Writer = HeldLog;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
 }
 
 // ---- --demo: sign the fixtures as the providers do and send them ----
@@ -290,6 +386,8 @@ struct Delivery {
     what: String,
     status: u16,
     replayed: bool,
+    /// The answer the demo expects; a row where it differs fails the demo.
+    expected: bool,
 }
 
 fn headers_of(fixture: &str) -> Vec<(String, String)> {
@@ -336,7 +434,17 @@ fn github_delivery(secret: &str, body: Bytes, delivery_id: &str) -> Signed {
     Signed { provider: "github", headers, body }
 }
 
-async fn demo(addr: SocketAddr, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+/// The Stripe fixture under another event id, signed anew.
+fn stripe_with_id(secret: &str, id: &str, now: u64) -> Result<Signed, Box<dyn std::error::Error>> {
+    let body = String::from_utf8(STRIPE_FIXTURE.to_vec())?.replacen(
+        "\"id\": \"evt_3MtweELkdIwHu7ix0mYVGtRj\"",
+        &format!("\"id\": \"{id}\""),
+        1,
+    );
+    Ok(stripe_delivery(secret, Bytes::from(body), now))
+}
+
+async fn demo(addr: SocketAddr, args: &Args, pool: &Pool, hooks: &DemoHooks) -> Result<(), Box<dyn std::error::Error>> {
     let client = reqwest::Client::new();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
     let stripe_fixture = Bytes::from_static(STRIPE_FIXTURE);
@@ -348,15 +456,10 @@ async fn demo(addr: SocketAddr, args: &Args) -> Result<(), Box<dyn std::error::E
         .ok_or("push.headers has no X-GitHub-Delivery")?;
     // A second event per provider for the concurrent burst: the fixture under
     // another event id (Stripe) or delivery GUID (GitHub), signed anew.
-    let stripe_second = String::from_utf8(STRIPE_FIXTURE.to_vec())?.replacen(
-        "\"id\": \"evt_3MtweELkdIwHu7ix0mYVGtRj\"",
-        "\"id\": \"evt_3MtweELkdIwHu7ix0BurstDemo\"",
-        1,
-    );
     let plans = [
         (
             stripe_delivery(&args.stripe_secret, stripe_fixture.clone(), now),
-            stripe_delivery(&args.stripe_secret, Bytes::from(stripe_second), now),
+            stripe_with_id(&args.stripe_secret, "evt_3MtweELkdIwHu7ix0BurstDemo", now)?,
             Bytes::from(String::from_utf8(STRIPE_FIXTURE.to_vec())?.replacen("2000", "9000", 1)),
         ),
         (
@@ -367,13 +470,18 @@ async fn demo(addr: SocketAddr, args: &Args) -> Result<(), Box<dyn std::error::E
     ];
 
     let mut log = Vec::new();
+    let mut attempts_note = String::new();
     for (first, second, tampered_body) in plans {
         let provider = first.provider;
         let url = format!("http://{addr}/webhooks/{provider}");
-        for what in ["first delivery", "duplicate"] {
+        // 1. first delivery, 2. duplicate.
+        for (what, want_replayed) in [("first delivery", false), ("duplicate", true)] {
             let (status, replayed) = deliver(&client, &url, &first.headers, first.body.clone()).await?;
-            log.push(Delivery { provider, what: what.into(), status, replayed });
+            let expected = status == 200 && replayed == want_replayed;
+            log.push(Delivery { provider, what: what.into(), status, replayed, expected });
         }
+        // 3. 20 concurrent copies of a new event: one processed; the others
+        // replayed (or 409 if the first ran past the lock wait).
         let burst: Vec<_> = (0..20)
             .map(|_| {
                 let (client, url, headers, body) =
@@ -385,25 +493,97 @@ async fn demo(addr: SocketAddr, args: &Args) -> Result<(), Box<dyn std::error::E
         for t in burst {
             *counts.entry(t.await??).or_default() += 1;
         }
+        let processed = counts.get(&(200, false)).copied().unwrap_or(0);
         for ((status, replayed), n) in counts {
-            log.push(Delivery { provider, what: format!("new event, 20 at once: x{n}"), status, replayed });
+            let expected = processed == 1 && matches!((status, replayed), (200, _) | (409, _));
+            let what = format!("new event, 20 at once: x{n}");
+            log.push(Delivery { provider, what, status, replayed, expected });
         }
-        // The first event's signature over a body with one byte changed.
+        // 4. The first event's signature over a body with one byte changed.
         let (status, replayed) = deliver(&client, &url, &first.headers, tampered_body).await?;
-        log.push(Delivery { provider, what: "tampered copy".into(), status, replayed });
+        log.push(Delivery { provider, what: "tampered copy".into(), status, replayed, expected: status == 401 });
+        if provider != "stripe" {
+            continue;
+        }
+
+        // 5. The handler fails on the first attempt: rolled back, attempt
+        // recorded; the sender's retry is processed.
+        let failing = stripe_with_id(&args.stripe_secret, &format!("evt_3MtweELkdIwHu7ix0{FAILS_ONCE}"), now)?;
+        for (what, want) in [("handler fails (attempt 1)", 500), ("retry (attempt 2)", 200)] {
+            let (status, replayed) = deliver(&client, &url, &failing.headers, failing.body.clone()).await?;
+            let expected = status == want && !replayed;
+            log.push(Delivery { provider, what: what.into(), status, replayed, expected });
+        }
+        let row = pool
+            .get()
+            .await?
+            .query_one(
+                "SELECT state, attempts FROM webhook_idempotency.webhook_events
+                 WHERE provider = 'stripe' AND scope = 'quickstart' AND event_key = $1",
+                &[&format!("evt_3MtweELkdIwHu7ix0{FAILS_ONCE}")],
+            )
+            .await?;
+        let (state, attempts): (String, i32) = (row.get(0), row.get(1));
+        let recorded = state == "done" && attempts == 2;
+        attempts_note = format!("failed-then-retried event: state {state}, attempts {attempts} (expected done, 2)");
+        log.push(Delivery {
+            provider,
+            what: format!("  table: {state}, attempts {attempts}"),
+            status: 0,
+            replayed: false,
+            expected: recorded,
+        });
+
+        // 6. A copy while the first delivery is still running: the route
+        // waits DEMO_LOCK_TIMEOUT for it, then answers 409 + Retry-After.
+        let slow = stripe_with_id(&args.stripe_secret, &format!("evt_3MtweELkdIwHu7ix0{SLOW}"), now)?;
+        let short_wait = format!("http://{addr}/webhooks/stripe-short-wait");
+        let original = {
+            let (client, url, headers, body) =
+                (client.clone(), short_wait.clone(), slow.headers.clone(), slow.body.clone());
+            tokio::spawn(async move { deliver(&client, &url, &headers, body).await })
+        };
+        // The handler holds the claim from here until released.
+        tokio::time::timeout(Duration::from_secs(30), hooks.slow_started.notified())
+            .await
+            .map_err(|_| "the slow delivery's handler never started")?;
+        let copy = client.post(&short_wait).body(slow.body.clone());
+        let copy = slow.headers.iter().fold(copy, |req, (k, v)| req.header(k, v)).send().await?;
+        let retry_after = copy.headers().get("retry-after").is_some();
+        let (status, replayed) = (copy.status().as_u16(), copy.headers().get("idempotent-replayed").is_some());
+        hooks.slow_release.notify_one();
+        log.push(Delivery {
+            provider,
+            what: "copy while the first runs".into(),
+            status,
+            replayed,
+            expected: status == 409 && retry_after,
+        });
+        let (status, replayed) = original.await??;
+        log.push(Delivery {
+            provider,
+            what: "  ... the first, released".into(),
+            status,
+            replayed,
+            expected: status == 200 && !replayed,
+        });
     }
 
     println!();
     println!("{:<8} {:<30} {:>6}  answer", "provider", "delivery", "status");
     for d in &log {
         let answer = match (d.status, d.replayed) {
+            (0, _) => "attempts recorded in webhook_events",
             (200, false) => "processed",
             (200, true) => "duplicate, replayed",
             (409, _) => "in flight, retry later",
             (401, _) => "rejected: bad signature",
+            (500, _) => "handler failed: rolled back, attempt recorded",
             _ => "unexpected",
         };
-        println!("{:<8} {:<30} {:>6}  {}", d.provider, d.what, d.status, answer);
+        let status = if d.status == 0 { String::new() } else { d.status.to_string() };
+        let mark = if d.expected { "" } else { "   <-- NOT AS EXPECTED" };
+        println!("{:<8} {:<30} {:>6}  {answer}{mark}", d.provider, d.what, status);
     }
 
     let effects: Vec<serde_json::Value> = client.get(format!("http://{addr}/effects")).send().await?.json().await?;
@@ -418,13 +598,20 @@ async fn demo(addr: SocketAddr, args: &Args) -> Result<(), Box<dyn std::error::E
     for ((provider, key), (n, text)) in &per_event {
         println!("{provider:<8} {key:<38} {n:>7}  {text}");
     }
-    let deliveries = 2 * 23;
-    let ok = per_event.len() == 4 && per_event.values().all(|(n, _)| *n == 1);
     println!();
-    if ok {
-        println!("OK: {deliveries} deliveries of 4 events (2 tampered), exactly one effect per event");
+    // Per provider: first, duplicate, 20 at once, tampered; Stripe: 2 + 2 more.
+    let deliveries = 2 * (1 + 1 + 20 + 1) + 4;
+    let one_each = per_event.len() == 6 && per_event.values().all(|(n, _)| *n == 1);
+    let unexpected: Vec<_> = log.iter().filter(|d| !d.expected).map(|d| format!("{} {}", d.provider, d.what)).collect();
+    if one_each && unexpected.is_empty() {
+        println!(
+            "OK: {deliveries} deliveries of 6 events (2 tampered copies), every answer as expected, \
+             exactly one effect per event; {attempts_note}"
+        );
         Ok(())
+    } else if !unexpected.is_empty() {
+        Err(format!("answers not as expected: {}", unexpected.join("; ")).into())
     } else {
-        Err(format!("expected exactly one effect for each of 4 events, got {per_event:?}").into())
+        Err(format!("expected exactly one effect for each of 6 events, got {per_event:?}").into())
     }
 }

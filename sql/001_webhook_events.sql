@@ -2,8 +2,9 @@
 --
 -- Run it with your own migration tool, or call `webhook_idempotency::store::migrate(&pool)`,
 -- which applies the same text (with the schema name you configure in place of
--- `webhook_idempotency`) under an advisory lock and records it in
--- webhook_idempotency.webhook_schema_migrations.
+-- `webhook_idempotency`) under an advisory lock. Either way the file records its
+-- version in webhook_idempotency.webhook_schema_migrations (last statement), which
+-- the layer's schema check (`webhook_idempotency::store::check_schema`) reads.
 --
 -- One row per event, identified by (scope, provider, event_key). The primary key is the
 -- arbiter of concurrent deliveries: the layer's claim is
@@ -45,3 +46,10 @@ CREATE TABLE IF NOT EXISTS webhook_idempotency.webhook_events (
 -- Retention deletes by age.
 CREATE INDEX IF NOT EXISTS webhook_events_received_at
     ON webhook_idempotency.webhook_events (received_at);
+
+-- The applied version, read by `check_schema`. `migrate` creates this table first.
+CREATE TABLE IF NOT EXISTS webhook_idempotency.webhook_schema_migrations (
+    version    integer     PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO webhook_idempotency.webhook_schema_migrations (version) VALUES (1) ON CONFLICT (version) DO NOTHING;

@@ -15,6 +15,46 @@
 //! for signature schemes, [`key`] for event keys, [`scope`] for tenants and
 //! [`store`] for the SQL and migrations.
 //!
+//! # Example
+//! A Stripe endpoint on axum whose handler inserts one row per event, in the
+//! claim's transaction (default features; needs a PostgreSQL at
+//! `DATABASE_URL`):
+//!
+//! ```rust,no_run
+//! use axum::{http::StatusCode, routing::post, Router};
+//! use webhook_idempotency::deadpool_postgres::{Manager, Pool};
+//! use webhook_idempotency::{store, tokio_postgres, Provider, WebhookEvent, WebhookLayer, WebhookTx};
+//!
+//! async fn stripe_webhook(tx: WebhookTx, event: WebhookEvent) -> StatusCode {
+//!     let Ok(db) = tx.client().await else { return StatusCode::INTERNAL_SERVER_ERROR };
+//!     // Commits with the claim when this handler answers 2xx; rolled back otherwise.
+//!     let sql = "INSERT INTO payments (stripe_event_id, payload) VALUES ($1, $2)";
+//!     match db.execute(sql, &[&event.key(), &event.body().as_ref()]).await {
+//!         Ok(_) => StatusCode::OK,
+//!         Err(_) => StatusCode::INTERNAL_SERVER_ERROR, // nothing kept; Stripe retries
+//!     }
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let url = std::env::var("DATABASE_URL")?;
+//!     let pool = Pool::builder(Manager::new(url.parse()?, tokio_postgres::NoTls)).max_size(16).build()?;
+//!     // Creates or updates the tables; a failure names its SQLSTATE and server.
+//!     if let Err(e) = webhook_idempotency::migrate(&pool).await {
+//!         eprintln!("{e} ({:?})", e.kind());
+//!         return Err(e.into());
+//!     }
+//!     store::check_schema(&pool, store::DEFAULT_SCHEMA).await?; // what the layer will need
+//!     let layer = WebhookLayer::builder(pool, Provider::stripe())
+//!         .scope("acct_main")
+//!         .secret(std::env::var("STRIPE_WEBHOOK_SECRET")?)
+//!         .build()?;
+//!     let app = Router::new().route("/webhooks/stripe", post(stripe_webhook).layer(layer));
+//!     axum::serve(tokio::net::TcpListener::bind("0.0.0.0:3000").await?, app).await?;
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # Features
 //! | feature | default | what |
 //! |---|---|---|

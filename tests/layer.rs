@@ -373,15 +373,6 @@ async fn webhook_tx_after_the_response_is_an_error_not_a_hang() {
 }
 
 #[tokio::test]
-async fn extractor_without_the_layer_says_which_layer_to_add() {
-    let app = Router::new().route("/x", post(|_tx: WebhookTx| async { StatusCode::OK }));
-    let (status, _, text) = send(&app, Request::post("/x").body(Body::empty()).unwrap()).await;
-    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
-    let text = String::from_utf8(text.to_vec()).unwrap();
-    assert!(text.contains("WebhookLayer"), "{text}");
-}
-
-#[tokio::test]
 async fn migrate_is_safe_twice_and_concurrently() {
     let db = TestDb::new().await; // already migrated once
     let runs: Vec<_> = (0..4)

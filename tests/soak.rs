@@ -138,7 +138,7 @@ async fn soak_with_random_faults_applies_every_effect_exactly_once() {
                 tokio::time::sleep(Duration::from_millis(75)).await; // fault pacing, not synchronisation
                 round += 1;
                 match round % 10 {
-                    0 if round % 40 == 0 => {
+                    0 if round.is_multiple_of(40) => {
                         let s = server.clone();
                         tokio::task::spawn_blocking(move || {
                             s.stop_server().unwrap();

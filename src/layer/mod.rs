@@ -126,6 +126,45 @@ impl Config {
 
 /// A [`tower_layer::Layer`] that makes a webhook route exactly-once. Build it
 /// with [`WebhookLayer::builder`].
+///
+/// One layer per route (provider and scope); it is cheap to clone. It works
+/// on any `tower` service whose request body is built from [`bytes::Bytes`]
+/// (axum's `Body`, `http_body_util::Full<Bytes>`):
+///
+/// ```rust,no_run
+/// use std::convert::Infallible;
+///
+/// use bytes::Bytes;
+/// use http::{Request, Response, StatusCode};
+/// use http_body_util::Full;
+/// use tower::{Layer, ServiceExt};
+/// use webhook_idempotency::deadpool_postgres::{Manager, Pool};
+/// use webhook_idempotency::{tokio_postgres, Provider, WebhookEvent, WebhookLayer, WebhookTx};
+///
+/// async fn handler(req: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {
+///     let tx = req.extensions().get::<WebhookTx>().expect("inside WebhookLayer").clone();
+///     let event = req.extensions().get::<WebhookEvent>().expect("inside WebhookLayer");
+///     let status = match tx.client().await {
+///         Ok(db) => match db.execute("INSERT INTO pushes (delivery) VALUES ($1)", &[&event.key()]).await {
+///             Ok(_) => StatusCode::OK,
+///             Err(_) => StatusCode::INTERNAL_SERVER_ERROR, // rolled back; GitHub may redeliver
+///         },
+///         Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
+///     };
+///     let mut res = Response::new(Full::default());
+///     *res.status_mut() = status;
+///     Ok(res)
+/// }
+///
+/// # async fn run(request: Request<Full<Bytes>>) -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = Pool::builder(Manager::new("postgresql://app@localhost/app".parse()?, tokio_postgres::NoTls)).build()?;
+/// let layer = WebhookLayer::builder(pool, Provider::github()).scope("org_main").secret("It's a Secret").build()?;
+/// let service = layer.layer(tower::service_fn(handler));
+/// let response = service.oneshot(request).await?; // 2xx committed, 200 replayed, 401, 409, 503, ...
+/// # drop(response);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct WebhookLayer {
     config: Arc<Config>,
@@ -175,6 +214,27 @@ impl<S> tower_layer::Layer<S> for WebhookLayer {
 }
 
 /// Builder for [`WebhookLayer`]. Every setter takes `self` by value.
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// use webhook_idempotency::deadpool_postgres::{Manager, Pool};
+/// use webhook_idempotency::{tokio_postgres, Provider, ReplayStatus, WebhookLayer};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = Pool::builder(Manager::new("postgresql://app@localhost/app".parse()?, tokio_postgres::NoTls)).build()?;
+/// let layer = WebhookLayer::builder(pool, Provider::stripe())
+///     .scope("acct_main")
+///     .secret("whsec_new") // rotation: either secret passes
+///     .secret("whsec_old")
+///     .lock_timeout(Duration::from_secs(2)) // in-flight duplicate: 409 after 2 s
+///     .replay_status(ReplayStatus::Stored)
+///     .schema("webhooks") // migrated with store::migrate_schema(&pool, "webhooks")
+///     .build()?; // ConfigError: no scope, an unusable secret, an invalid name, ...
+/// # drop(layer);
+/// # Ok(())
+/// # }
+/// ```
 #[must_use]
 pub struct WebhookLayerBuilder {
     pool: Pool,

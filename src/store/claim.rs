@@ -324,7 +324,10 @@ impl ClaimStore {
                     retried = true;
                     continue;
                 }
-                Err(e) => return Err(ClaimError { kind: ClaimErrorKind::Database, source: Some(e) }),
+                Err(e) => {
+                    super::report_unmigrated(&self.inner.sql, &e);
+                    return Err(ClaimError { kind: ClaimErrorKind::Database, source: Some(e) });
+                }
             };
             let now = Instant::now();
             if now >= deadline {

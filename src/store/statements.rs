@@ -16,6 +16,8 @@ const CLAIM_LOCK_WAIT_MS: u32 = 1;
 /// time. Parameters are always `$1 scope, $2 provider, $3 event_key`.
 #[derive(Debug)]
 pub(crate) struct Statements {
+    /// The schema the statements name.
+    pub(crate) schema: String,
     /// Simple-query batch: opens the claim transaction, reads the session's
     /// `lock_timeout` (one row), and bounds the wait for an in-flight claim.
     pub(crate) begin: String,
@@ -46,6 +48,7 @@ impl Statements {
         let t = format!("{schema}.webhook_events");
         let pk = "scope = $1 AND provider = $2 AND event_key = $3";
         Self {
+            schema: schema.to_owned(),
             begin: format!(
                 "BEGIN ISOLATION LEVEL {}; SELECT current_setting('lock_timeout'); \
                  SET LOCAL lock_timeout = {CLAIM_LOCK_WAIT_MS}",

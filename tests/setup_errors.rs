@@ -1,0 +1,188 @@
+//! First use: errors that say why (SQLSTATE, server message, host:port,
+//! never the password), the schema check, and the layer's advice when its
+//! schema was never migrated.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use http::StatusCode;
+use support::*;
+use tokio_postgres::NoTls;
+use tower::ServiceExt;
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::SubscriberExt;
+use webhook_idempotency::store::{self, MigrateErrorKind, MIGRATIONS};
+
+const PASSWORD: &str = "pw-that-must-never-show-9f3a";
+
+/// A loopback port nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A fresh, empty (unmigrated) database on the test server.
+async fn empty_database(tag: &str) -> tokio_postgres::Config {
+    let admin = admin_config();
+    let name = format!("fu_{tag}_{}", std::process::id());
+    let (client, conn) = admin.connect(NoTls).await.unwrap();
+    tokio::spawn(conn);
+    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let mut config = admin;
+    config.dbname(&name);
+    config
+}
+
+#[tokio::test]
+async fn migrate_errors_carry_kind_sqlstate_and_endpoint_but_no_password() {
+    let port = closed_port();
+    let cases: Vec<(&str, tokio_postgres::Config, MigrateErrorKind, &[&str])> = vec![
+        (
+            "database does not exist",
+            {
+                let mut c = admin_config();
+                c.dbname("no_such_database_here").password(PASSWORD);
+                c
+            },
+            MigrateErrorKind::DatabaseMissing,
+            &["3D000"],
+        ),
+        (
+            "role does not exist",
+            {
+                let mut c = admin_config();
+                c.user("no_such_role_here").password(PASSWORD);
+                c
+            },
+            MigrateErrorKind::Authentication,
+            // 28000 under trust/peer authentication, 28P01 under password methods.
+            &["28000", "28P01"],
+        ),
+        (
+            "closed port",
+            {
+                // A new config: `host`/`port` on a copy would add a second host.
+                let mut c = tokio_postgres::Config::new();
+                c.host("127.0.0.1").port(port).user("postgres").dbname("postgres").password(PASSWORD);
+                c
+            },
+            MigrateErrorKind::Connect,
+            &[],
+        ),
+    ];
+    for (name, config, kind, sqlstates) in cases {
+        let err = store::migrate(&pool(config, 1)).await.expect_err(name);
+        assert_eq!(err.kind(), kind, "{name}: {err}");
+        match err.sqlstate() {
+            Some(code) => assert!(sqlstates.contains(&code), "{name}: sqlstate {code}"),
+            None => assert!(sqlstates.is_empty(), "{name}: no sqlstate in {err}"),
+        }
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains(PASSWORD), "{name}: the password is shown: {shown}");
+        if kind == MigrateErrorKind::Connect {
+            assert!(err.to_string().contains(&format!("127.0.0.1:{port}")), "{name}: no host:port in {err}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn check_schema_says_whether_the_schema_is_migrated() {
+    let config = empty_database("check").await;
+    let pool = pool(config, 2);
+    let client = pool.get().await.unwrap();
+    client
+        .batch_execute(
+            "CREATE SCHEMA bare;
+             CREATE SCHEMA unrecorded;
+             CREATE TABLE unrecorded.webhook_schema_migrations (version integer PRIMARY KEY);
+             CREATE SCHEMA old;
+             CREATE TABLE old.webhook_schema_migrations (version integer PRIMARY KEY);
+             INSERT INTO old.webhook_schema_migrations VALUES (0);",
+        )
+        .await
+        .unwrap();
+    // The shipped SQL run by hand, as a migration tool would.
+    let by_hand = MIGRATIONS.iter().map(|(_, sql)| sql.replace(store::DEFAULT_SCHEMA, "by_hand")).collect::<String>();
+    client.batch_execute(&by_hand).await.unwrap();
+    store::migrate_schema(&pool, "migrated").await.unwrap();
+
+    let cases: &[(&str, &str, Option<MigrateErrorKind>)] = &[
+        ("migrated with migrate_schema", "migrated", None),
+        ("migrated by running the SQL files", "by_hand", None),
+        ("schema does not exist", "absent", Some(MigrateErrorKind::NotMigrated)),
+        ("schema without tables", "bare", Some(MigrateErrorKind::NotMigrated)),
+        ("version table records nothing", "unrecorded", Some(MigrateErrorKind::NotMigrated)),
+        ("older version recorded", "old", Some(MigrateErrorKind::Outdated)),
+        ("invalid name", "a;b", Some(MigrateErrorKind::InvalidSchemaName)),
+    ];
+    for (name, schema, want) in cases {
+        let got = store::check_schema(&pool, schema).await.map_err(|e| e.kind());
+        assert_eq!(got, want.map_or(Ok(()), Err), "{name}");
+    }
+}
+
+/// One captured log event: level and fields (`message` included).
+type Captured = Arc<Mutex<Vec<(tracing::Level, BTreeMap<String, String>)>>>;
+
+struct Capture(Captured);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Fields(BTreeMap<String, String>);
+        impl Visit for Fields {
+            fn record_str(&mut self, field: &Field, value: &str) {
+                self.0.insert(field.name().to_owned(), value.to_owned());
+            }
+            fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+                self.0.insert(field.name().to_owned(), format!("{value:?}"));
+            }
+        }
+        let mut fields = Fields(BTreeMap::new());
+        event.record(&mut fields);
+        self.0.lock().unwrap().push((*event.metadata().level(), fields.0));
+    }
+}
+
+#[tokio::test]
+async fn layer_on_an_unmigrated_schema_answers_503_and_says_to_migrate_once() {
+    let db = TestDb::new().await;
+    db.pool.get().await.unwrap().batch_execute("CREATE SCHEMA no_tables").await.unwrap();
+    let cases = [
+        // PostgreSQL reports a missing schema in a DML statement as a missing
+        // relation: 42P01 both times.
+        ("schema missing", "never_migrated", "42P01"),
+        ("schema without tables", "no_tables", "42P01"),
+    ];
+    for (name, schema, sqlstate) in cases {
+        let captured = Captured::default();
+        let subscriber = tracing_subscriber::registry().with(Capture(Arc::clone(&captured)));
+        // Current-thread runtime: the layer's future runs on this thread.
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let svc = tower::Layer::layer(
+            &stripe_layer(db.pool.clone()).schema(schema).build().unwrap(),
+            tower::service_fn(|_req: http::Request<axum::body::Body>| async {
+                Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::empty()))
+            }),
+        );
+        for n in 0..2 {
+            let res = svc.clone().oneshot(stripe_request(stripe_body(&format!("evt_unmigrated_{n}")))).await.unwrap();
+            assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE, "{name}: delivery {n}");
+        }
+        let advice: Vec<_> = captured
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, f)| f.get("reason").map(String::as_str) == Some("schema_not_migrated"))
+            .cloned()
+            .collect();
+        assert_eq!(advice.len(), 1, "{name}: logged once for two deliveries: {advice:?}");
+        let (level, fields) = &advice[0];
+        assert_eq!(*level, tracing::Level::ERROR, "{name}");
+        assert_eq!(fields.get("schema").map(String::as_str), Some(schema), "{name}");
+        assert_eq!(fields.get("sqlstate").map(String::as_str), Some(sqlstate), "{name}");
+        let message = fields.get("message").map(String::as_str).unwrap_or("");
+        assert!(message.contains(&format!("migrate_schema(&pool, \"{schema}\")")), "{name}: {message}");
+    }
+    assert_eq!(db.events().await, 0);
+}
