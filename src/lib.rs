@@ -82,7 +82,9 @@ pub mod verify;
 
 pub use event::WebhookEvent;
 pub use layer::IDEMPOTENT_REPLAYED;
-pub use layer::{ConfigError, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService};
+pub use layer::{
+    ConfigError, Rejection, RejectionKind, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService,
+};
 pub use provider::Provider;
 pub use scope::Endpoint;
 pub use store::IsolationLevel;

@@ -49,6 +49,7 @@
 mod body;
 mod buffer;
 mod future;
+mod rejection;
 pub(crate) mod service;
 
 use std::fmt;
@@ -60,6 +61,7 @@ use http::StatusCode;
 
 pub use body::ResponseBody;
 pub use future::ResponseFuture;
+pub use rejection::{Rejection, RejectionKind};
 pub use service::{WebhookService, IDEMPOTENT_REPLAYED};
 
 use crate::provider::Provider;
@@ -104,6 +106,7 @@ pub(crate) struct Config {
     pub(crate) replay_status: ReplayStatus,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) operator_replay: Option<(http::HeaderName, SigningSecret)>,
+    pub(crate) rejection_responder: Option<rejection::RejectionResponder>,
 }
 
 impl Config {
@@ -200,6 +203,7 @@ impl WebhookLayer {
             replay_status: ReplayStatus::Ok,
             clock: Arc::new(SystemClock),
             operator_replay: None,
+            rejection_responder: None,
             schema: store::DEFAULT_SCHEMA.to_owned(),
         }
     }
@@ -253,6 +257,7 @@ pub struct WebhookLayerBuilder {
     replay_status: ReplayStatus,
     clock: Arc<dyn Clock>,
     operator_replay: Option<(http::HeaderName, SigningSecret)>,
+    rejection_responder: Option<rejection::RejectionResponder>,
     schema: String,
 }
 
@@ -370,6 +375,20 @@ impl WebhookLayerBuilder {
         self
     }
 
+    /// Shapes the body of the layer's own refusals (401, 413, 409, 503, ...;
+    /// see [`RejectionKind`]), for example as RFC 9457 problem details. The
+    /// layer keeps the status the kind gives, and adds `Retry-After`, `Allow`
+    /// and the [`Rejection`] extension; headers the function sets are kept.
+    /// The default body is one short line of text. Never put secrets, the
+    /// payload or database errors in it: the client is unauthenticated.
+    pub fn rejection_response(
+        mut self,
+        shape: impl Fn(&Rejection) -> http::Response<bytes::Bytes> + Send + Sync + 'static,
+    ) -> Self {
+        self.rejection_responder = Some(Arc::new(shape));
+        self
+    }
+
     /// Lets an operator replay an old delivery: a request whose header
     /// `header` equals `token` skips the timestamp tolerance check (the
     /// signature is still verified, and the claim still deduplicates).
@@ -454,6 +473,7 @@ impl WebhookLayerBuilder {
                 replay_status: self.replay_status,
                 clock: self.clock,
                 operator_replay: self.operator_replay,
+                rejection_responder: self.rejection_responder,
             }),
         })
     }

@@ -8,6 +8,7 @@ use tower_service::Service;
 use tracing::{field, Instrument};
 
 use super::buffer::{read_limited, ReadError};
+use super::rejection::{self, Rejection, RejectionKind};
 use super::{Config, ReplayStatus, ResponseBody, ResponseFuture};
 use crate::event::WebhookEvent;
 use crate::key::KeyErrorKind;
@@ -86,26 +87,9 @@ where
     }
 }
 
-fn layer_response<B>(status: StatusCode, text: &'static str) -> Response<ResponseBody<B>> {
-    let mut res = Response::new(ResponseBody::layer(text));
-    *res.status_mut() = status;
-    res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    res
-}
-
-fn retry_later<B>(config: &Config, status: StatusCode, text: &'static str) -> Response<ResponseBody<B>> {
-    let mut res = layer_response(status, text);
-    res.headers_mut().insert(header::RETRY_AFTER, config.retry_after.clone());
-    res
-}
-
-fn unavailable<B>(config: &Config) -> Response<ResponseBody<B>> {
-    retry_later(config, StatusCode::SERVICE_UNAVAILABLE, "webhook store unavailable, retry later\n")
-}
-
-fn reject<B>(status: StatusCode, reason: &'static str, text: &'static str) -> Response<ResponseBody<B>> {
-    tracing::warn!(outcome = "rejected", reason, status = status.as_u16(), "webhook delivery rejected");
-    layer_response(status, text)
+/// The layer's own answer for `kind` (see [`RejectionKind`] for the table).
+fn refuse<B>(config: &Config, kind: RejectionKind, reason: &'static str) -> Response<ResponseBody<B>> {
+    rejection::respond(Rejection::new(kind, reason), config.rejection_responder.as_ref(), &config.retry_after)
 }
 
 async fn handle<S, ReqBody, ResBody>(
@@ -125,14 +109,11 @@ where
     // Methods the provider never sends: 405 before anything else (a layer put
     // on a whole router shows up here, not as a 401 on every page).
     if !config.provider.allowed_methods().contains(&parts.method) {
-        tracing::warn!(
-            outcome = "rejected",
-            reason = "method_not_allowed",
-            status = 405,
+        tracing::debug!(
             "{} webhooks are not sent with this method: is the layer on the webhook route only (route_layer)?",
             config.provider.name()
         );
-        let mut res = layer_response(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+        let mut res = refuse(&config, RejectionKind::MethodNotAllowed, "method_not_allowed");
         let allow = config.provider.allowed_methods().iter().map(http::Method::as_str).collect::<Vec<_>>().join(", ");
         if let Ok(allow) = HeaderValue::from_str(&allow) {
             res.headers_mut().insert(header::ALLOW, allow);
@@ -142,44 +123,36 @@ where
     // 1. Size limit, from Content-Length before reading.
     let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|len| len > config.body_limit as u64) {
-        return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "payload too large\n"));
+        return Ok(refuse(&config, RejectionKind::BodyTooLarge, "declared_too_large"));
     }
     // Content-Encoding: identity, or gzip when decoding is enabled; else 415.
     // Several header lines are one comma-separated list (RFC 9110, 5.3).
     let gzip = match content_encoding(&parts.headers, config.gzip_limit.is_some()) {
         Ok(gzip) => gzip,
-        Err(()) => {
-            return Ok(reject(StatusCode::UNSUPPORTED_MEDIA_TYPE, "content_encoding", "unsupported Content-Encoding\n"))
-        }
+        Err(()) => return Ok(refuse(&config, RejectionKind::UnsupportedEncoding, "content_encoding")),
     };
     // Signature headers that cannot pass: 401 before reading the body.
     if let Err(e) = config.provider.verifier_ref().precheck(&parts) {
         if e.kind() == crate::verify::VerifyErrorKind::MissingHeader {
-            tracing::warn!(
-                outcome = "rejected",
-                reason = e.kind().as_str(),
-                status = 401,
+            tracing::debug!(
                 "no {} signature header: a request the provider did not sign, or a route that should not be \
                  behind this layer",
                 config.provider.name()
             );
-            return Ok(layer_response(StatusCode::UNAUTHORIZED, "invalid webhook signature\n"));
         }
-        return Ok(reject(StatusCode::UNAUTHORIZED, e.kind().as_str(), "invalid webhook signature\n"));
+        return Ok(refuse(&config, RejectionKind::InvalidSignature, e.kind().as_str()));
     }
     // 2. Buffer once, into one buffer; the limit also holds while streaming.
     let read = tokio::time::timeout(config.body_timeout, read_limited(body, config.body_limit, declared)).await;
     let Ok(read) = read else {
-        return Ok(reject(StatusCode::REQUEST_TIMEOUT, "body_timeout", "request body not received in time\n"));
+        return Ok(refuse(&config, RejectionKind::BodyTimeout, "body_timeout"));
     };
     let body: Bytes = match read {
         Ok(body) => body,
-        Err(ReadError::TooLarge) => {
-            return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "payload too large\n"))
-        }
+        Err(ReadError::TooLarge) => return Ok(refuse(&config, RejectionKind::BodyTooLarge, "body_too_large")),
         Err(ReadError::Unavailable) => {
             let reason = crate::verify::VerifyErrorKind::BodyUnavailable.as_str();
-            return Ok(reject(StatusCode::BAD_REQUEST, reason, "could not read the request body\n"));
+            return Ok(refuse(&config, RejectionKind::BodyUnreadable, reason));
         }
     };
     // gzip: verified and handed on decoded, within the inflated-size cap.
@@ -197,11 +170,9 @@ where
                     decoded
                 }
                 Err(Inflate::TooLarge) => {
-                    return Ok(reject(StatusCode::PAYLOAD_TOO_LARGE, "inflated_too_large", "payload too large\n"))
+                    return Ok(refuse(&config, RejectionKind::BodyTooLarge, "inflated_too_large"))
                 }
-                Err(Inflate::Corrupt) => {
-                    return Ok(reject(StatusCode::BAD_REQUEST, "gzip_corrupt", "could not decode the gzip body\n"))
-                }
+                Err(Inflate::Corrupt) => return Ok(refuse(&config, RejectionKind::BodyUnreadable, "gzip_corrupt")),
             }
         }
         _ => body,
@@ -210,28 +181,24 @@ where
     // 3. Scope and secrets, from trusted configuration.
     let endpoint = match config.resolver.resolve(&parts).await {
         Ok(endpoint) => endpoint,
-        Err(e) if e.is_not_found() => {
-            return Ok(reject(StatusCode::NOT_FOUND, "unknown_endpoint", "no webhook endpoint here\n"))
-        }
+        Err(e) if e.is_not_found() => return Ok(refuse(&config, RejectionKind::UnknownEndpoint, "unknown_endpoint")),
         Err(e) => {
-            tracing::error!(outcome = "failed", reason = "scope_resolver", error = %e, "scope resolver failed");
-            return Ok(unavailable(&config));
+            tracing::error!(error = %e, "scope resolver failed");
+            return Ok(refuse(&config, RejectionKind::StoreUnavailable, "scope_resolver"));
         }
     };
     if crate::key::validate(&endpoint.scope).is_err() {
-        tracing::error!(outcome = "failed", reason = "invalid_scope", "scope resolver returned an unusable scope");
-        return Ok(layer_response(StatusCode::INTERNAL_SERVER_ERROR, "webhook endpoint misconfigured\n"));
+        tracing::error!("scope resolver returned an unusable scope");
+        return Ok(refuse(&config, RejectionKind::Misconfigured, "invalid_scope"));
     }
     span.record("scope", endpoint.scope.as_str());
     if let Err(e) = config.provider.verifier_ref().check_secrets(&endpoint.secrets) {
         tracing::error!(
-            outcome = "failed",
-            reason = "unusable_secret",
             scope = endpoint.scope.as_str(),
             error = %e,
             "scope resolver returned key material that authenticates nothing; refused"
         );
-        return Ok(layer_response(StatusCode::INTERNAL_SERVER_ERROR, "webhook endpoint misconfigured\n"));
+        return Ok(refuse(&config, RejectionKind::Misconfigured, e.kind().as_str()));
     }
 
     // 4. Signature over the raw bytes; a large body is verified on the
@@ -246,17 +213,16 @@ where
         tracing::info!(outcome = "operator_replay", "operator replay: timestamp tolerance not applied");
     }
     let (parts, verified) = if body.len() >= OFFLOAD_VERIFY_BYTES {
-        let (config, body) = (Arc::clone(&config), body.clone());
+        let (shared, body) = (Arc::clone(&config), body.clone());
         let secrets = endpoint.secrets.clone();
         let task = tokio::task::spawn_blocking(move || {
-            let verified = verify(&config, &parts, &body, &secrets, replay);
+            let verified = verify(&shared, &parts, &body, &secrets, replay);
             (parts, verified)
         });
         match task.await {
             Ok(done) => done,
             Err(_) => {
-                tracing::error!(outcome = "failed", reason = "verifier_panicked", "signature verification panicked");
-                return Ok(layer_response(StatusCode::INTERNAL_SERVER_ERROR, "webhook verification error\n"));
+                return Ok(refuse(&config, RejectionKind::Misconfigured, "verifier_panicked"));
             }
         }
     } else {
@@ -264,7 +230,7 @@ where
         (parts, verified)
     };
     match verified {
-        Err(e) => return Ok(reject(StatusCode::UNAUTHORIZED, e.kind().as_str(), "invalid webhook signature\n")),
+        Err(e) => return Ok(refuse(&config, RejectionKind::InvalidSignature, e.kind().as_str())),
         Ok(Some(answer)) => {
             tracing::info!(outcome = "challenge", "endpoint verification handshake answered; nothing claimed");
             return Ok(answer.map(ResponseBody::bytes));
@@ -276,13 +242,13 @@ where
     // 5. Event key and type.
     let identity = match config.provider.extractor_ref().extract(&parts, &body) {
         Ok(identity) => identity,
-        Err(e) => return Ok(reject(StatusCode::BAD_REQUEST, e.kind().as_str(), "no usable event id\n")),
+        Err(e) => return Ok(refuse(&config, RejectionKind::InvalidEventKey, e.kind().as_str())),
     };
     let checked = crate::key::validate(&identity.key)
         .and_then(|()| identity.event_type.as_deref().map_or(Ok(()), crate::key::validate));
     if let Err(kind) = checked {
         let reason = if kind == KeyErrorKind::Missing { "event_type_empty" } else { kind.as_str() };
-        return Ok(reject(StatusCode::BAD_REQUEST, reason, "no usable event id\n"));
+        return Ok(refuse(&config, RejectionKind::InvalidEventKey, reason));
     }
     span.record("key", identity.key.as_str());
     if let Some(t) = &identity.event_type {
@@ -299,17 +265,18 @@ where
                 ReplayStatus::Stored => status.and_then(|s| StatusCode::from_u16(s).ok()).unwrap_or(StatusCode::OK),
                 ReplayStatus::Ok => StatusCode::OK,
             };
-            let mut res = layer_response(status, "event already processed\n");
+            let mut res = Response::new(ResponseBody::layer("event already processed\n"));
+            *res.status_mut() = status;
+            res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
             res.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
             return Ok(res);
         }
         Ok(Claim::InFlight) => {
-            tracing::info!(outcome = "in_flight", "another delivery of this event is in flight");
-            return Ok(retry_later(&config, StatusCode::CONFLICT, "event in flight, retry later\n"));
+            return Ok(refuse(&config, RejectionKind::InFlight, "in_flight"));
         }
         Err(e) => {
-            tracing::error!(outcome = "failed", reason = "claim", kind = ?e.kind(), sqlstate = e.sqlstate(), "claim failed");
-            return Ok(unavailable(&config));
+            tracing::error!(error = %e, "claim failed");
+            return Ok(refuse(&config, RejectionKind::StoreUnavailable, "claim"));
         }
     };
     let attempt = claimed.attempt();
@@ -363,32 +330,22 @@ where
                 tracing::info!(outcome = "committed", status = status.as_u16(), "webhook event processed");
                 Ok(response.map(ResponseBody::inner))
             }
-            Err(e) if e.kind() == CommitErrorKind::StillInUse => Ok(still_in_use()),
+            Err(e) if e.kind() == CommitErrorKind::StillInUse => Ok(still_in_use(&config)),
             Err(e) => {
-                tracing::error!(outcome = "failed", reason = ?e.kind(), sqlstate = e.sqlstate(), "not committed");
-                Ok(unavailable(&config))
+                tracing::error!(error = %e, "not committed");
+                Ok(refuse(&config, RejectionKind::StoreUnavailable, "commit"))
             }
         };
     };
     if claimed.fail(error, status.map(|s| s.as_u16())).await.is_err() {
-        return Ok(still_in_use());
+        return Ok(still_in_use(&config));
     }
     let response = response?;
     if let Some(code) = retryable {
         // A deadlock, serialization failure or lock timeout in the handler:
         // the sender's retry will succeed, so say so instead of passing on the
         // handler's failure (or a success over an aborted transaction).
-        tracing::warn!(
-            outcome = "failed",
-            reason = "retryable_conflict",
-            sqlstate = code,
-            "handler hit a retryable conflict; rolled back"
-        );
-        return Ok(retry_later(
-            &config,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "conflict with a concurrent delivery, retry later\n",
-        ));
+        return Ok(refuse(&config, RejectionKind::RetryableConflict, code));
     }
     tracing::warn!(outcome = "failed", status = response.status().as_u16(), "handler did not succeed; rolled back");
     Ok(response.map(ResponseBody::inner))
@@ -396,13 +353,9 @@ where
 
 /// The handler answered while a clone of `WebhookTx` (a task it spawned)
 /// still holds the connection: rolled back when that clone drops.
-fn still_in_use<B>() -> Response<ResponseBody<B>> {
-    tracing::error!(
-        outcome = "failed",
-        reason = "tx_still_in_use",
-        "the handler answered while still holding WebhookTx; rolled back"
-    );
-    layer_response(StatusCode::INTERNAL_SERVER_ERROR, "webhook handler error\n")
+fn still_in_use<B>(config: &Config) -> Response<ResponseBody<B>> {
+    tracing::error!("the handler answered while still holding WebhookTx; rolled back");
+    refuse(config, RejectionKind::HandlerError, "tx_still_in_use")
 }
 
 /// Bodies of this many bytes or more are verified on tokio's blocking pool:

@@ -307,7 +307,7 @@ impl ClaimStore {
                 Ok(Attempt::Claimed(conn, attempt, started)) => {
                     let attempt = u32::try_from(attempt).unwrap_or(0);
                     return Ok(Claim::Claimed(ClaimedEvent {
-                        tx: WebhookTx::new(conn),
+                        tx: WebhookTx::new(*conn),
                         attempt,
                         started,
                         event: event.clone(),
@@ -364,7 +364,7 @@ impl ClaimStore {
                 // Give the handler the connection's own lock_timeout back.
                 let restore = conn.client().prepare_cached(sql.restore_lock_timeout).await?;
                 conn.client().query_one(&restore, &[&session_lock_timeout]).await?;
-                Ok(Attempt::Claimed(conn, attempt, started))
+                Ok(Attempt::Claimed(Box::new(conn), attempt, started))
             }
             Ok(None) => {
                 let state = lookup(&conn, sql, event).await;
@@ -384,7 +384,7 @@ impl ClaimStore {
 }
 
 enum Attempt {
-    Claimed(TxConn, i32, SystemTime),
+    Claimed(Box<TxConn>, i32, SystemTime),
     Done(Option<i16>),
     InFlight,
 }

@@ -277,7 +277,7 @@ fn decode_secret_base64(text: &[u8]) -> Option<Vec<u8>> {
     // Padded input is a multiple of four characters; unpadded input of such a
     // length needs no padding, so the padded decoder takes it too.
     let mut buf = vec![0u8; text.len() / 4 * 3 + 3];
-    let n = if text.len() % 4 == 0 {
+    let n = if text.len().is_multiple_of(4) {
         Base64::decode(text, &mut buf).ok()?.len()
     } else {
         Base64Unpadded::decode(text, &mut buf).ok()?.len()
