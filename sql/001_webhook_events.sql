@@ -1,8 +1,9 @@
 -- webhook-idempotency schema, migration 1: the claim table.
 --
 -- Run it with your own migration tool, or call `webhook_idempotency::store::migrate(&pool)`,
--- which applies the same text (with the schema name you configure in place of
--- `webhook_idempotency`) under an advisory lock. Either way the file records its
+-- which applies the same text under an advisory lock. The schema appears only as the
+-- quoted identifier "webhook_idempotency" (the placeholder `migrate_schema` replaces with
+-- the schema you configure); edit that token to install under another schema by hand. Either way the file records its
 -- version in webhook_idempotency.webhook_schema_migrations (last statement), which
 -- the layer's schema check (`webhook_idempotency::store::check_schema`) reads.
 --
@@ -12,9 +13,9 @@
 -- inside the transaction that also carries the handler's business writes.
 -- `scope` comes first so the table can be distributed by scope (Citus) unchanged.
 
-CREATE SCHEMA IF NOT EXISTS webhook_idempotency;
+CREATE SCHEMA IF NOT EXISTS "webhook_idempotency";
 
-CREATE TABLE IF NOT EXISTS webhook_idempotency.webhook_events (
+CREATE TABLE IF NOT EXISTS "webhook_idempotency".webhook_events (
     scope            text        NOT NULL CHECK (octet_length(scope) BETWEEN 1 AND 512),
     provider         text        NOT NULL CHECK (octet_length(provider) BETWEEN 1 AND 512),
     event_key        text        NOT NULL CHECK (octet_length(event_key) BETWEEN 1 AND 512),
@@ -45,11 +46,11 @@ CREATE TABLE IF NOT EXISTS webhook_idempotency.webhook_events (
 
 -- Retention deletes by age.
 CREATE INDEX IF NOT EXISTS webhook_events_received_at
-    ON webhook_idempotency.webhook_events (received_at);
+    ON "webhook_idempotency".webhook_events (received_at);
 
 -- The applied version, read by `check_schema`. `migrate` creates this table first.
-CREATE TABLE IF NOT EXISTS webhook_idempotency.webhook_schema_migrations (
+CREATE TABLE IF NOT EXISTS "webhook_idempotency".webhook_schema_migrations (
     version    integer     PRIMARY KEY,
     applied_at timestamptz NOT NULL DEFAULT now()
 );
-INSERT INTO webhook_idempotency.webhook_schema_migrations (version) VALUES (1) ON CONFLICT (version) DO NOTHING;
+INSERT INTO "webhook_idempotency".webhook_schema_migrations (version) VALUES (1) ON CONFLICT (version) DO NOTHING;

@@ -68,8 +68,9 @@ impl IsolationLevel {
 /// The default schema holding the tables.
 pub const DEFAULT_SCHEMA: &str = "webhook_idempotency";
 
-/// The shipped migrations, in order: `(version, SQL)`. The SQL names the
-/// default schema; [`migrate_schema`] substitutes another.
+/// The shipped migrations, in order: `(version, SQL)`. The SQL names its
+/// schema only as the quoted identifier `"webhook_idempotency"`, the
+/// placeholder [`migrate_schema`] replaces.
 pub const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../sql/001_webhook_events.sql"))];
 
 /// Key of the advisory lock serialising migrations across processes.
@@ -251,7 +252,7 @@ pub async fn migrate(pool: &Pool) -> Result<(), MigrateError> {
     migrate_schema(pool, DEFAULT_SCHEMA).await
 }
 
-/// [`migrate`] into the schema `schema` (a plain identifier: ASCII letters,
+/// [`migrate`] into the schema `schema` (a plain identifier: lower-case ASCII letters,
 /// digits and `_`, not starting with a digit, at most 63 bytes).
 ///
 /// # Errors
@@ -289,7 +290,7 @@ pub async fn migrate_schema(pool: &Pool, schema: &str) -> Result<(), MigrateErro
             continue;
         }
         let step = format!("migrate: apply migration {version} to schema {schema}");
-        tx.batch_execute(&sql.replace(DEFAULT_SCHEMA, schema)).await.map_err(err(&step))?;
+        tx.batch_execute(&with_schema(sql, schema)).await.map_err(err(&step))?;
         // The shipped files record their own version; older ones did not.
         tx.execute(
             &format!(
@@ -416,16 +417,26 @@ pub(crate) fn report_unmigrated(sql: &Statements, e: &tokio_postgres::Error) {
     }
 }
 
+/// The placeholder the shipped SQL names its schema by: the quoted identifier
+/// `"webhook_idempotency"`, and nothing else in the files is spelled so.
+const SCHEMA_PLACEHOLDER: &str = "\"webhook_idempotency\"";
+
+/// A shipped migration with its schema placeholder replaced by `schema` (a
+/// checked plain identifier, quoted the same way).
+fn with_schema(sql: &str, schema: &str) -> String {
+    sql.replace(SCHEMA_PLACEHOLDER, &format!("\"{schema}\""))
+}
+
 /// Checks `schema` is a plain identifier, safe to splice into SQL.
 pub(crate) fn check_schema_name(schema: &str) -> Result<(), String> {
     let ok = !schema.is_empty()
         && schema.len() <= 63
-        && schema.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && schema.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
         && !schema.as_bytes()[0].is_ascii_digit();
     if ok {
         Ok(())
     } else {
-        Err(format!("invalid schema name {schema:?}: use ASCII letters, digits and _"))
+        Err(format!("invalid schema name {schema:?}: use lower-case ASCII letters, digits and _"))
     }
 }
 
@@ -438,7 +449,7 @@ mod tests {
         for ok in ["webhook_idempotency", "w", "_x1"] {
             assert!(check_schema_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "1abc", "a-b", "a;drop", "a b", "\"q\"", &"a".repeat(64)] {
+        for bad in ["", "1abc", "a-b", "a;drop", "a b", "\"q\"", "Tenant", &"a".repeat(64)] {
             assert!(check_schema_name(bad).is_err(), "{bad}");
         }
     }
@@ -470,10 +481,24 @@ mod tests {
     }
 
     #[test]
-    fn shipped_sql_names_only_the_default_schema() {
-        for (_, sql) in MIGRATIONS {
-            assert!(sql.contains("webhook_idempotency.webhook_events"));
-            assert!(!sql.to_lowercase().contains("public."));
+    fn shipped_sql_names_its_schema_only_by_the_placeholder() {
+        for (version, sql) in MIGRATIONS {
+            assert!(sql.contains("\"webhook_idempotency\".webhook_events"), "{version}");
+            assert!(!sql.to_lowercase().contains("public."), "{version}");
+            // Outside comments, the schema's name appears only as the placeholder.
+            let code: String = sql.lines().filter(|l| !l.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n");
+            assert_eq!(
+                code.matches("webhook_idempotency").count(),
+                code.matches(SCHEMA_PLACEHOLDER).count(),
+                "migration {version}: a bare schema name would escape migrate_schema"
+            );
+            let moved = with_schema(sql, "tenant_a");
+            assert!(!moved
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("--"))
+                .any(|l| l.contains("webhook_idempotency")));
+            // Comments (which name the crate's Rust paths) are left alone.
+            assert!(moved.contains("webhook_idempotency::store::migrate"));
         }
     }
 }

@@ -1,7 +1,6 @@
 //! [`WebhookTx`]: the claim's transaction, handed to the handler.
 
 use std::fmt;
-use std::ops::Deref;
 use std::sync::Arc;
 
 use deadpool_postgres::Object;
@@ -75,8 +74,10 @@ impl WebhookTx {
     }
 }
 
-/// The connection inside a [`WebhookTx`], borrowed. Dereferences to
-/// [`tokio_postgres::Client`]; drop it to let others use the transaction.
+/// The connection inside a [`WebhookTx`], borrowed; drop it to let others use
+/// the transaction. Its methods wrap [`tokio_postgres::Client`]'s and notice
+/// retryable conflicts (see [`TxClient::execute`]); [`TxClient::raw`] gives
+/// the client itself, without that detection.
 pub struct TxClient {
     guard: OwnedMutexGuard<Option<TxConn>>,
 }
@@ -162,6 +163,37 @@ impl TxClient {
         self.note(self.conn().batch_execute(query).await)
     }
 
+    /// [`tokio_postgres::Client::simple_query`], noting a retryable failure.
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::simple_query`].
+    pub async fn simple_query(
+        &self,
+        query: &str,
+    ) -> Result<Vec<tokio_postgres::SimpleQueryMessage>, tokio_postgres::Error> {
+        self.note(self.conn().simple_query(query).await)
+    }
+
+    /// [`tokio_postgres::Client::prepare`] (preparing cannot meet a conflict).
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::prepare`].
+    pub async fn prepare(&self, query: &str) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
+        self.conn().prepare(query).await
+    }
+
+    /// The underlying [`tokio_postgres::Client`], for what the wrappers do
+    /// not cover (`query_raw`, `copy_in`, helpers taking `&Client`).
+    ///
+    /// Statements sent through it bypass the retryable-conflict detection:
+    /// a deadlock (40P01), serialization failure (40001) or lock timeout
+    /// (55P03) met there is not noticed by the layer, which then passes the
+    /// handler's own answer on. Return a non-2xx for such errors yourself, or
+    /// use the wrappers. Do not send `COMMIT`, `ROLLBACK` or `BEGIN`.
+    pub fn raw(&self) -> &tokio_postgres::Client {
+        self.conn()
+    }
+
     fn note<R>(&self, result: Result<R, tokio_postgres::Error>) -> Result<R, tokio_postgres::Error> {
         if let Some(conn) = self.guard.as_ref() {
             conn.note(&result);
@@ -171,14 +203,6 @@ impl TxClient {
 
     fn conn(&self) -> &Object {
         self.guard.as_ref().expect("TxClient exists only while the slot is full").client()
-    }
-}
-
-impl Deref for TxClient {
-    type Target = tokio_postgres::Client;
-
-    fn deref(&self) -> &tokio_postgres::Client {
-        self.conn()
     }
 }
 
