@@ -264,7 +264,7 @@ impl http_body::Body for FuzzBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.hint.clone()
+        self.hint
     }
 }
 
