@@ -228,3 +228,218 @@ fn verify_command_presets_keys_and_handshakes() {
         assert!(!all.contains('\u{1b}'), "{name}: no raw escape reaches the terminal");
     }
 }
+
+/// Key material and misplaced values never reach the output; bad numbers,
+/// endless bodies and unusable secrets are usage errors (exit 2), not panics.
+#[test]
+fn verify_command_usage_errors_never_print_key_material() {
+    use webhook_idempotency::verify::slack;
+    const LEAK: &str = "whsec_LEAKED0secret";
+    let sig = format!("Stripe-Signature: {}", stripe::sign(&SigningSecret::from("-starts-with-hyphen"), NOW, BODY));
+    let now = NOW.to_string();
+    let limit = BODY.len().to_string();
+    let limit_short = (BODY.len() - 1).to_string();
+    let challenge = br#"{"token":"x","challenge":"c","type":"url_verification"}"#;
+    let empty_key_sig = format!("X-Slack-Signature: {}", slack::sign(&SigningSecret::from(""), NOW, challenge));
+    let slack_ts = format!("X-Slack-Request-Timestamp: {NOW}");
+    let base = |extra: &[&'static str]| -> Vec<String> {
+        ["--provider", "stripe", "--secret", "s", "--body-file", "-"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let cases: Vec<(&str, Vec<String>, &[u8], i32, &[&str])> = vec![
+        ("--now u64::MAX", base(&["--now", "18446744073709551615"]), BODY, 2, &["--now"]),
+        ("--now past 9999-12-31", base(&["--now", "253402300800"]), BODY, 2, &["--now"]),
+        (
+            "--now at 9999-12-31",
+            owned(&["--provider", "stripe", "--secret=-starts-with-hyphen", "--header", &sig, "--body-file", "-"])
+                .into_iter()
+                .chain(owned(&["--now", "253402300799"]))
+                .collect(),
+            BODY,
+            1,
+            &["invalid: timestamp_too_old", "older than --now 253402300799"],
+        ),
+        ("secret given to --now", base(&["--now", LEAK]), BODY, 2, &["--now"]),
+        ("secret given to --body-limit", base(&["--body-limit", LEAK]), BODY, 2, &["--body-limit"]),
+        ("secret as a positional argument", base(&[LEAK]), BODY, 2, &["not shown"]),
+        ("secret after --", base(&["--", LEAK]), BODY, 2, &["not shown"]),
+        ("misspelled flag with the secret", base(&["--secrt", LEAK]), BODY, 2, &["did you mean --secret"]),
+        (
+            "misspelled flag, secret after =",
+            base(&["--secrt=whsec_LEAKED0secret"]),
+            BODY,
+            2,
+            &["did you mean --secret"],
+        ),
+        ("--secret given twice in one", base(&["--secret", "a", LEAK]), BODY, 2, &["its own --secret"]),
+        (
+            "secret given to --provider",
+            owned(&["--provider", LEAK, "--secret", "s", "--body-file", "-"]),
+            BODY,
+            2,
+            &["unknown provider"],
+        ),
+        ("secret given to --header", base(&["--header", LEAK]), BODY, 2, &["--header #1"]),
+        ("secret in a header name", base(&["--header", "whsec_LEAKED0secret\u{7f}: x"]), BODY, 2, &["--header #1"]),
+        (
+            "secret in a bad header value",
+            base(&["--header", "X: whsec_LEAKED0secret\u{7f}"]),
+            BODY,
+            2,
+            &["--header #1"],
+        ),
+        ("secret given to --method", base(&["--method", "whsec_LEAKED0secret("]), BODY, 2, &["--method"]),
+        ("secret given to --url", base(&["--url", "whsec_LEAKED0secret^"]), BODY, 2, &["--url"]),
+        (
+            "secret given to --url of a URL-signing preset",
+            owned(&["--provider", "twilio", "--secret", "s", "--url", "/whsec_LEAKED0secret", "--body-file", "-"]),
+            BODY,
+            2,
+            &["--url"],
+        ),
+        (
+            "secret given to --body-file",
+            owned(&["--provider", "stripe", "--secret", "s", "--body-file", LEAK]),
+            BODY,
+            2,
+            &["cannot read --body-file"],
+        ),
+        (
+            "secret given to --public-key (Discord)",
+            owned(&["--provider", "discord", "--public-key", LEAK, "--body-file", "-"]),
+            BODY,
+            2,
+            &["--public-key #1"],
+        ),
+        (
+            "secret given to --public-key (Standard Webhooks)",
+            owned(&["--provider", "standard-webhooks", "--public-key", LEAK, "--body-file", "-"]),
+            BODY,
+            2,
+            &["--public-key #1"],
+        ),
+        (
+            "public key given to --secret (Standard Webhooks)",
+            owned(&["--provider", "standard-webhooks", "--secret", "whpk_LEAKED0key", "--body-file", "-"]),
+            BODY,
+            2,
+            &["--secret #1"],
+        ),
+        (
+            "empty secret",
+            owned(&["--provider", "stripe", "--secret", "", "--body-file", "-"]),
+            BODY,
+            2,
+            &["empty_secret"],
+        ),
+        (
+            "empty secret beside a good one",
+            owned(&["--provider", "stripe", "--secret", LEAK, "--secret=", "--body-file", "-"]),
+            BODY,
+            2,
+            &["empty_secret", "#2"],
+        ),
+        (
+            "bare whsec_",
+            owned(&["--provider", "stripe", "--secret", "whsec_", "--body-file", "-"]),
+            BODY,
+            2,
+            &["only_prefix"],
+        ),
+        (
+            "bare whsec_ (Standard Webhooks)",
+            owned(&["--provider", "standard-webhooks", "--secret", "whsec_", "--body-file", "-"]),
+            BODY,
+            2,
+            &["--secret #1"],
+        ),
+        (
+            "handshake signed with an empty key",
+            owned(&[
+                "--provider",
+                "slack",
+                "--secret",
+                "",
+                "--header",
+                &empty_key_sig,
+                "--header",
+                &slack_ts,
+                "--body-file",
+                "-",
+                "--now",
+                &now,
+            ]),
+            challenge,
+            2,
+            &["empty_secret"],
+        ),
+        (
+            "secret starting with a hyphen",
+            owned(&[
+                "--provider",
+                "stripe",
+                "--secret",
+                "-starts-with-hyphen",
+                "--header",
+                &sig,
+                "--body-file",
+                "-",
+                "--now",
+                &now,
+            ]),
+            BODY,
+            0,
+            &["valid", "event key: evt_cli"],
+        ),
+        (
+            "body of exactly --body-limit bytes",
+            owned(&[
+                "--provider",
+                "stripe",
+                "--secret=-starts-with-hyphen",
+                "--header",
+                &sig,
+                "--body-file",
+                "-",
+                "--now",
+                &now,
+                "--body-limit",
+                &limit,
+            ]),
+            BODY,
+            0,
+            &["valid"],
+        ),
+        (
+            "stdin one byte over --body-limit",
+            owned(&["--provider", "stripe", "--secret", "s", "--body-file", "-", "--body-limit", &limit_short]),
+            BODY,
+            2,
+            &["--body-limit"],
+        ),
+        (
+            "endless body file",
+            owned(&["--provider", "stripe", "--secret", LEAK, "--body-file", "/dev/zero"]),
+            b"",
+            2,
+            &["--body-limit"],
+        ),
+        ("--body-limit 0", base(&["--body-limit", "0"]), BODY, 2, &["--body-limit"]),
+        ("--body-limit over 1 GiB", base(&["--body-limit", "1073741825"]), BODY, 2, &["--body-limit"]),
+    ];
+    for (name, args, stdin, code, expect) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&args, Some(stdin));
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{name}: {all}");
+        for e in expect {
+            assert!(all.contains(e), "{name}: {e:?} not in {all}");
+        }
+        assert!(!all.contains("LEAKED0"), "{name}: key material printed: {all}");
+        assert!(!all.contains("panicked"), "{name}: {all}");
+    }
+}

@@ -10,13 +10,29 @@
 //! Prints `valid` and the event key, or `invalid: <kind>` with hints (the
 //! timestamp's age, the body's length and SHA-256, a secret with
 //! surrounding whitespace). Exit status: 0 valid, 1 invalid, 2 usage error.
+//!
+//! Usage errors never print a secret or public key: argument errors name the
+//! flag but not the value given (a secret passed to the wrong flag, or as a
+//! stray positional argument, stays out of the terminal and the shell's
+//! logs), and key material the provider refuses (an empty secret, a bare
+//! `whsec_`, see [`Verifier::check_secrets`]) is reported by position and
+//! kind, e.g. `key material unusable: empty_secret`.
+//!
+//! Limits: the body is read up to `--body-limit` bytes (default 25 MiB, the
+//! layer's [`DEFAULT_BODY_LIMIT`]); a longer one is a usage error, so
+//! `--body-file /dev/zero` ends. `--now` is 0 to 253402300799
+//! (9999-12-31T23:59:59Z).
+//!
+//! [`Verifier::check_secrets`]: webhook_idempotency::verify::Verifier::check_secrets
 
 use std::io::Read as _;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use clap::Parser;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{CommandFactory as _, Parser};
 use sha2::{Digest, Sha256};
+use webhook_idempotency::layer::DEFAULT_BODY_LIMIT;
 use webhook_idempotency::provider::CheckError;
 use webhook_idempotency::verify::{Delivery, SigningSecret, VerifyErrorKind};
 use webhook_idempotency::Provider;
@@ -30,11 +46,13 @@ struct Args {
     /// intercom, mailgun, calendly, typeform, discord, sendgrid.
     #[arg(long)]
     provider: String,
-    /// A signing secret, exactly as configured (repeat for rotation).
-    #[arg(long = "secret", value_name = "S")]
+    /// A signing secret, exactly as configured (repeat for rotation). May
+    /// start with `-`. Never printed.
+    #[arg(long = "secret", value_name = "S", allow_hyphen_values = true)]
     secrets: Vec<String>,
-    /// A public key, for asymmetric schemes (repeatable).
-    #[arg(long = "public-key", value_name = "K")]
+    /// A public key, for asymmetric schemes (repeatable). May start with `-`.
+    /// Never printed.
+    #[arg(long = "public-key", value_name = "K", allow_hyphen_values = true)]
     public_keys: Vec<String>,
     /// A request header, `Name: value` (repeatable, in order).
     #[arg(long = "header", value_name = "NAME: VALUE")]
@@ -42,16 +60,27 @@ struct Args {
     /// The raw body as received; `-` reads standard input.
     #[arg(long, value_name = "PATH")]
     body_file: String,
+    /// The most body bytes read: 25 MiB by default (the layer's default body
+    /// limit), at most 1 GiB. A longer body is a usage error.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_BODY_LIMIT as u64,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_BODY_LIMIT))]
+    body_limit: u64,
     /// The URL the sender signed, where the scheme signs it.
     #[arg(long)]
     url: Option<String>,
     /// The HTTP method, where the scheme signs it.
     #[arg(long, default_value = "POST")]
     method: String,
-    /// The time to check timestamps against, in Unix seconds (default: now).
-    #[arg(long, value_name = "UNIX_SECONDS")]
+    /// The time to check timestamps against, in Unix seconds, 0 to
+    /// 253402300799 (9999-12-31T23:59:59Z) (default: now).
+    #[arg(long, value_name = "UNIX_SECONDS", value_parser = clap::value_parser!(u64).range(0..=MAX_NOW))]
     now: Option<u64>,
 }
+
+/// The largest `--now`: 9999-12-31T23:59:59Z, in Unix seconds.
+const MAX_NOW: u64 = 253_402_300_799;
+/// The largest `--body-limit`: 1 GiB.
+const MAX_BODY_LIMIT: u64 = 1 << 30;
 
 /// A usage error: message, exit status 2.
 struct Usage(String);
@@ -83,10 +112,10 @@ const PROVIDERS: &[&str] = &[
 /// The `scheme://host[:port]` of a URL, for presets that sign the full URL
 /// from a configured public base plus the request's path and query.
 fn base_of(url: &str) -> Result<String, Usage> {
-    let uri: http::Uri = url.parse().map_err(|_| Usage(format!("--url {url:?} is not a URL")))?;
+    let uri: http::Uri = url.parse().map_err(|_| Usage("--url is not a URL".into()))?;
     match (uri.scheme_str(), uri.authority()) {
         (Some(scheme), Some(authority)) => Ok(format!("{scheme}://{authority}")),
-        _ => Err(Usage(format!("--url {url:?} needs a scheme and a host"))),
+        _ => Err(Usage("--url needs a scheme and a host".into())),
     }
 }
 
@@ -113,29 +142,49 @@ fn provider(name: &str, url: Option<&str>) -> Result<Provider, Usage> {
         "typeform" => Provider::typeform(),
         "discord" => Provider::discord(),
         "sendgrid" => Provider::sendgrid(),
-        other => return Err(Usage(format!("unknown provider {other:?}; known: {}", PROVIDERS.join(", ")))),
+        // The value is not echoed: it may be a secret given to the wrong flag.
+        _ => return Err(Usage(format!("unknown provider given to --provider; known: {}", PROVIDERS.join(", ")))),
     })
 }
 
 fn request(args: &Args) -> Result<http::request::Parts, Usage> {
-    let mut builder = http::Request::builder().method(args.method.as_str()).uri(args.url.as_deref().unwrap_or("/"));
-    for h in &args.headers {
-        let (name, value) =
-            h.split_once(':').ok_or_else(|| Usage(format!("--header {h:?}: expected 'Name: value'")))?;
-        builder = builder.header(name.trim(), value.trim_start());
+    // No message below echoes a value: any of them may be a secret given to
+    // the wrong flag.
+    let method =
+        http::Method::from_bytes(args.method.as_bytes()).map_err(|_| Usage("--method is not an HTTP method".into()))?;
+    let uri: http::Uri = args.url.as_deref().unwrap_or("/").parse().map_err(|_| Usage("--url is not a URL".into()))?;
+    let mut req = http::Request::new(());
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    for (i, h) in args.headers.iter().enumerate() {
+        let n = i + 1;
+        let (name, value) = h.split_once(':').ok_or_else(|| Usage(format!("--header #{n}: expected 'Name: value'")))?;
+        let name = http::HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| Usage(format!("--header #{n}: invalid header name")))?;
+        let value = http::HeaderValue::from_str(value.trim_start())
+            .map_err(|_| Usage(format!("--header #{n}: invalid header value")))?;
+        req.headers_mut().append(name, value);
     }
-    let req = builder.body(()).map_err(|e| Usage(format!("invalid request: {e}")))?;
     Ok(req.into_parts().0)
 }
 
-fn read_body(path: &str) -> Result<Vec<u8>, Usage> {
+/// Reads at most `limit` bytes (plus one, to tell a body of exactly `limit`
+/// bytes from a longer one), so an endless input (`/dev/zero`, a pipe) ends.
+fn read_body(path: &str, limit: u64) -> Result<Vec<u8>, Usage> {
     let mut body = Vec::new();
+    let cap = limit.saturating_add(1);
     let read = if path == "-" {
-        std::io::stdin().read_to_end(&mut body).map(drop)
+        std::io::stdin().lock().take(cap).read_to_end(&mut body).map(drop)
     } else {
-        std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut body)).map(drop)
+        std::fs::File::open(path).and_then(|f| f.take(cap).read_to_end(&mut body)).map(drop)
     };
-    read.map_err(|e| Usage(format!("cannot read the body from {path}: {e}")))?;
+    // The path is not echoed: it may be a secret given to the wrong flag.
+    read.map_err(|e| Usage(format!("cannot read --body-file: {}", e.kind())))?;
+    if body.len() as u64 > limit {
+        return Err(Usage(format!(
+            "the body is longer than --body-limit ({limit} bytes; the layer answers such a delivery 413)"
+        )));
+    }
     Ok(body)
 }
 
@@ -217,12 +266,12 @@ fn key_material(provider: &str, secrets: &[String], public_keys: &[String]) -> R
             _ => SigningSecret::from(s.as_str()),
         });
     }
-    for k in public_keys {
+    for (n_keys, k) in public_keys.iter().enumerate() {
         out.push(match provider {
             "standard-webhooks" | "svix" => webhook_idempotency::verify::standard_webhooks::public_key(k)
-                .map_err(|e| Usage(format!("--public-key {k:?}: {e}")))?,
+                .map_err(|e| Usage(format!("--public-key #{}: {e}", n_keys + 1)))?,
             "discord" => webhook_idempotency::verify::discord::public_key(k)
-                .map_err(|e| Usage(format!("--public-key {k:?}: {e}")))?,
+                .map_err(|e| Usage(format!("--public-key #{}: {e}", n_keys + 1)))?,
             "sendgrid" => SigningSecret::from(k.as_str()),
             other => return Err(Usage(format!("--provider {other} verifies with secrets, not public keys"))),
         });
@@ -236,16 +285,25 @@ fn key_material(provider: &str, secrets: &[String], public_keys: &[String]) -> R
 fn run(args: &Args) -> Result<bool, Usage> {
     let provider = provider(&args.provider, args.url.as_deref())?;
     let parts = request(args)?;
-    let body = read_body(&args.body_file)?;
+    let body = read_body(&args.body_file, args.body_limit)?;
     let secrets = key_material(&args.provider, &args.secrets, &args.public_keys)?;
     let now = args.now.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
-    let delivery = Delivery::new(&parts, &body, &secrets, UNIX_EPOCH + Duration::from_secs(now));
+    let at = UNIX_EPOCH
+        .checked_add(Duration::from_secs(now))
+        .ok_or_else(|| Usage(format!("--now must be at most {MAX_NOW} (9999-12-31T23:59:59Z)")))?;
+    let delivery = Delivery::new(&parts, &body, &secrets, at);
+    // Key material first: a handshake must not verify under a key that
+    // authenticates nothing (an empty secret), as the layer refuses to build.
+    let checked = provider.check(&delivery);
+    if let Err(CheckError::KeyMaterial(e)) = &checked {
+        return Err(Usage(format!("key material unusable: {e}")));
+    }
     if let Ok(Some(answer)) = provider.handshake(&delivery) {
         println!("valid");
         println!("handshake: answered by the layer with {}, nothing claimed", answer.status());
         return Ok(true);
     }
-    match provider.check(&delivery) {
+    match checked {
         Ok(identity) => {
             println!("valid");
             println!("event key: {}", printable(&identity.key));
@@ -261,22 +319,82 @@ fn run(args: &Args) -> Result<bool, Usage> {
             }
             Ok(false)
         }
-        Err(e) => {
-            println!(
-                "invalid: {}",
-                match &e {
-                    CheckError::Key(k) => k.kind().as_str(),
-                    _ => "unknown",
-                }
-            );
+        Err(CheckError::Key(k)) => {
+            println!("invalid: {}", k.kind().as_str());
             println!("hint: the signature is valid, but the event key the layer needs is missing or unusable");
+            Ok(false)
+        }
+        Err(_) => {
+            println!("invalid: unknown");
             Ok(false)
         }
     }
 }
 
+/// The flag names this command defines (`--secret`, ...): the only argument
+/// text an error message may repeat.
+fn defined_flags() -> Vec<String> {
+    Args::command().get_arguments().filter_map(|a| a.get_long()).map(|l| format!("--{l}")).collect()
+}
+
+/// `text` (`--now <UNIX_SECONDS>`, `--secret`) when its flag is one this
+/// command defines, else `None`.
+fn known_flag<'a>(text: &'a str, flags: &[String]) -> Option<&'a str> {
+    let flag = text.split([' ', '=']).next()?;
+    flags.iter().any(|f| f == flag).then_some(text)
+}
+
+/// A command-line error, worded without any value the user gave.
+///
+/// clap's own messages quote the rejected value (`invalid value 'whsec_...'
+/// for '--now'`) or the unexpected argument (a secret typed without its
+/// flag); this rebuilds the message from the error kind and the names of
+/// flags this command defines. Help and version are clap's own output.
+fn usage_message(e: &clap::Error) -> String {
+    let flags = defined_flags();
+    let names = |kind: ContextKind| -> Vec<&str> {
+        match e.get(kind) {
+            Some(ContextValue::String(s)) => known_flag(s, &flags).into_iter().collect(),
+            Some(ContextValue::Strings(v)) => v.iter().filter_map(|s| known_flag(s, &flags)).collect(),
+            _ => Vec::new(),
+        }
+    };
+    let arg = names(ContextKind::InvalidArg).join(", ");
+    let suggestion = match names(ContextKind::SuggestedArg).as_slice() {
+        [] => String::new(),
+        s => format!("; did you mean {}?", s.join(" or ")),
+    };
+    let message = match e.kind() {
+        ErrorKind::UnknownArgument => format!(
+            "an argument is not one this command takes (not shown, as it may be a secret){suggestion}\n\
+             Give each secret after its own --secret."
+        ),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation => {
+            format!("invalid value (not shown) for {arg}")
+        }
+        ErrorKind::MissingRequiredArgument => format!("missing required arguments: {arg}"),
+        ErrorKind::NoEquals => format!("{arg} needs its value after '='"),
+        ErrorKind::ArgumentConflict => format!("{arg} given more than once or with a conflicting flag"),
+        ErrorKind::TooManyValues | ErrorKind::TooFewValues | ErrorKind::WrongNumberOfValues => {
+            format!("wrong number of values for {arg}")
+        }
+        ErrorKind::InvalidUtf8 => "an argument is not valid UTF-8".into(),
+        other => format!("invalid arguments ({other})"),
+    };
+    format!(
+        "{message}\nUsage: webhook-verify --provider <PROVIDER> --secret <S> --body-file <PATH> [OPTIONS]; see --help"
+    )
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse(); // exits with status 2 on a usage error
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => e.exit(),
+        Err(e) => {
+            eprintln!("webhook-verify: {}", usage_message(&e));
+            return ExitCode::from(2);
+        }
+    };
     match run(&args) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
