@@ -65,6 +65,9 @@ pub enum KeyErrorKind {
     /// which of the two values the event means is ambiguous, and RFC 8785
     /// §3.1 requires I-JSON (RFC 7493 §2.3: names unique).
     DuplicateMember,
+    /// The event type is present but empty, longer than [`MAX_KEY_BYTES`]
+    /// bytes, or contains NUL.
+    InvalidEventType,
 }
 
 /// Longest event key, event type and scope accepted, in bytes. The shipped
@@ -87,6 +90,7 @@ impl KeyErrorKind {
             Self::ContainsNul => "key_contains_nul",
             Self::TooDeep => "json_too_deep",
             Self::DuplicateMember => "json_duplicate_member",
+            Self::InvalidEventType => "event_type_invalid",
         }
     }
 }

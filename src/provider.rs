@@ -289,8 +289,23 @@ impl Provider {
     pub fn check(&self, delivery: &Delivery<'_>) -> Result<EventIdentity, CheckError> {
         self.verifier.check_secrets(delivery.secrets).map_err(CheckError::KeyMaterial)?;
         self.verifier.verify(delivery).map_err(CheckError::Verify)?;
-        let identity = self.extractor.extract(delivery.parts, delivery.body).map_err(CheckError::Key)?;
-        crate::key::validate(&identity.key).map_err(|k| CheckError::Key(k.into()))?;
+        self.identify(delivery.parts, delivery.body).map_err(CheckError::Key)
+    }
+
+    /// The identity the layer claims a verified delivery under: the key
+    /// extractor's answer, with the key (1 to 512 bytes, no NUL) and the event
+    /// type when present (the same bounds) checked. The layer and
+    /// [`Provider::check`] (so `webhook-verify`) decide with this one function.
+    ///
+    /// # Errors
+    /// The extractor's [`KeyError`]; [`KeyErrorKind::TooLong`](crate::key::KeyErrorKind)
+    /// and the like for an unusable key; `InvalidEventType` for an unusable type.
+    pub fn identify(&self, parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+        let identity = self.extractor.extract(parts, body)?;
+        crate::key::validate(&identity.key)?;
+        if let Some(t) = &identity.event_type {
+            crate::key::validate(t).map_err(|_| crate::key::KeyErrorKind::InvalidEventType)?;
+        }
         Ok(identity)
     }
 
@@ -307,10 +322,6 @@ impl Provider {
 
     pub(crate) fn verifier_ref(&self) -> &dyn Verifier {
         &*self.verifier
-    }
-
-    pub(crate) fn extractor_ref(&self) -> &dyn KeyExtractor {
-        &*self.extractor
     }
 
     pub(crate) fn challenge_ref(&self) -> Option<&dyn Challenge> {

@@ -81,28 +81,40 @@ where
     }
 }
 
-/// Why no endpoint could be resolved.
+/// Why no endpoint could be resolved: [`kind`](Self::kind), and a detail
+/// that is logged, never sent to the client.
 #[derive(Debug)]
 pub struct ResolveError {
-    not_found: bool,
+    kind: ResolveErrorKind,
     detail: String,
+}
+
+/// What a [`ResolveError`] means for the delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ResolveErrorKind {
+    /// No endpoint is configured for this request: 404, nothing stored.
+    NotFound,
+    /// The configuration could not be read (its store is down): 503 +
+    /// `Retry-After`, nothing stored.
+    Unavailable,
 }
 
 impl ResolveError {
     /// No endpoint is configured for this request: 404.
     pub fn not_found() -> Self {
-        Self { not_found: true, detail: "no endpoint configured for this request".into() }
+        Self { kind: ResolveErrorKind::NotFound, detail: "no endpoint configured for this request".into() }
     }
 
     /// The configuration could not be read (its store is down): 503. The
     /// detail is logged, never sent to the client.
     pub fn unavailable(detail: impl fmt::Display) -> Self {
-        Self { not_found: false, detail: detail.to_string() }
+        Self { kind: ResolveErrorKind::Unavailable, detail: detail.to_string() }
     }
 
-    /// True for [`ResolveError::not_found`].
-    pub fn is_not_found(&self) -> bool {
-        self.not_found
+    /// What the error means.
+    pub fn kind(&self) -> ResolveErrorKind {
+        self.kind
     }
 }
 

@@ -70,3 +70,38 @@ async fn a_layer_on_the_whole_router_shows_as_405_with_method_and_path_logged() 
     // The webhook route itself still works.
     assert_eq!(status(&app, stripe_request(stripe_body("evt_whole"))).await.0, StatusCode::OK);
 }
+
+/// `webhook-verify` (through `Provider::check`) and the layer decide what
+/// passes with one function: the same deliveries pass and fail in both.
+#[tokio::test]
+async fn the_offline_check_and_the_layer_agree() {
+    use webhook_idempotency::verify::{github, Delivery};
+    use webhook_idempotency::{Provider, SigningSecret};
+    let db = TestDb::new().await;
+    let app = Router::new()
+        .route("/webhooks/github", post(apply_effect).layer(github_layer(db.pool.clone()).build().unwrap()));
+    let body = br#"{"zen":"agree"}"#.to_vec();
+    let with = |event: &str, delivery: &str| {
+        Request::post("/webhooks/github")
+            .header("x-github-event", event)
+            .header("x-github-delivery", delivery)
+            .header("x-hub-signature-256", github::sign(&SigningSecret::from(GITHUB_SECRET), &body))
+            .body(Body::from(body.clone()))
+            .unwrap()
+    };
+    let cases = [
+        ("ordinary", with("push", "d-1"), true),
+        ("empty event type: no type", with("", "d-2"), true),
+        ("event type over 512 bytes", with(&"x".repeat(513), "d-3"), false),
+        ("delivery id over 512 bytes", with("push", &"d".repeat(513)), false),
+    ];
+    let secrets = [SigningSecret::from(GITHUB_SECRET)];
+    for (name, req, passes) in cases {
+        let (parts, _) = Request::from_parts(req.into_parts().0.clone(), ()).into_parts();
+        let offline = Provider::github().check(&Delivery::new(&parts, &body, &secrets, std::time::SystemTime::now()));
+        assert_eq!(offline.is_ok(), passes, "{name}: offline {offline:?}");
+        let req = Request::from_parts(parts, Body::from(body.clone()));
+        let (code, _) = status(&app, req).await;
+        assert_eq!(code.is_success(), passes, "{name}: layer {code}");
+    }
+}

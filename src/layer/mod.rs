@@ -418,41 +418,63 @@ impl WebhookLayerBuilder {
     /// body limit is 0.
     pub fn build(self) -> Result<WebhookLayer, ConfigError> {
         let resolver: Arc<dyn ScopeResolver> = match (self.resolver, self.scope) {
-            (Some(_), Some(_)) => return Err(ConfigError::new("set either a resolver or a fixed scope, not both")),
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::of(
+                    ConfigErrorKind::Endpoint,
+                    "set either a resolver or a fixed scope, not both",
+                ))
+            }
             (Some(_), None) if !self.secrets.is_empty() => {
-                return Err(ConfigError::new("with a resolver, secrets come from the resolver"))
+                return Err(ConfigError::of(
+                    ConfigErrorKind::SecretsWithResolver,
+                    "with a resolver, secrets come from the resolver",
+                ))
             }
             (Some(r), None) => r,
             (None, Some(scope)) => {
-                crate::key::validate(&scope)
-                    .map_err(|_| ConfigError::new("the scope must be 1 to 512 bytes without NUL"))?;
+                crate::key::validate(&scope).map_err(|_| {
+                    ConfigError::of(ConfigErrorKind::InvalidName, "the scope must be 1 to 512 bytes without NUL")
+                })?;
                 if let Err(e) = self.provider.verifier_ref().check_secrets(&self.secrets) {
-                    return Err(ConfigError(format!("{} layer: {e}", self.provider.name()), Some(e)));
+                    let message = format!("{} layer: {e}", self.provider.name());
+                    return Err(ConfigError { kind: ConfigErrorKind::KeyMaterial, message, key_material: Some(e) });
                 }
                 if let Some(i) = self.secrets.iter().position(SigningSecret::has_surrounding_whitespace) {
-                    return Err(ConfigError::new(format!(
-                        "signing secret #{} has leading or trailing whitespace (a newline from a file or an \
+                    return Err(ConfigError::of(
+                        ConfigErrorKind::SecretWhitespace,
+                        format!(
+                            "signing secret #{} has leading or trailing whitespace (a newline from a file or an \
                          environment variable?): trim it; a secret is used byte for byte",
-                        i + 1
-                    )));
+                            i + 1
+                        ),
+                    ));
                 }
                 Arc::new(Endpoint::new(scope, self.secrets))
             }
-            (None, None) => return Err(ConfigError::new("set a scope (and secrets) or a resolver")),
+            (None, None) => {
+                return Err(ConfigError::of(ConfigErrorKind::Endpoint, "set a scope (and secrets) or a resolver"))
+            }
         };
-        crate::key::validate(self.provider.name())
-            .map_err(|_| ConfigError::new("the provider name must be 1 to 512 bytes without NUL"))?;
-        store::check_schema_name(&self.schema).map_err(ConfigError::new)?;
+        crate::key::validate(self.provider.name()).map_err(|_| {
+            ConfigError::of(ConfigErrorKind::InvalidName, "the provider name must be 1 to 512 bytes without NUL")
+        })?;
+        store::check_schema_name(&self.schema).map_err(|m| ConfigError::of(ConfigErrorKind::InvalidSchema, m))?;
         // PostgreSQL's lock_timeout is an int of milliseconds; 0 would mean no limit.
         if self.lock_timeout.as_millis() == 0 || self.lock_timeout.as_millis() > i32::MAX as u128 {
-            return Err(ConfigError::new("lock_timeout must be 1 ms to 2^31-1 ms (about 24.8 days)"));
+            return Err(ConfigError::of(
+                ConfigErrorKind::InvalidLimit,
+                "lock_timeout must be 1 ms to 2^31-1 ms (about 24.8 days)",
+            ));
         }
         let body_limit = self.body_limit.or(self.provider.default_body_limit()).unwrap_or(DEFAULT_BODY_LIMIT);
         if body_limit == 0 {
-            return Err(ConfigError::new("the body limit must be at least 1 byte"));
+            return Err(ConfigError::of(ConfigErrorKind::InvalidLimit, "the body limit must be at least 1 byte"));
         }
         if self.operator_replay.as_ref().is_some_and(|(_, t)| t.expose().len() < 16) {
-            return Err(ConfigError::new("the operator replay token must be at least 16 bytes"));
+            return Err(ConfigError::of(
+                ConfigErrorKind::WeakReplayToken,
+                "the operator replay token must be at least 16 bytes",
+            ));
         }
         let retry_after = http::HeaderValue::from(self.retry_after.as_secs().max(1));
         Ok(WebhookLayer {
@@ -482,30 +504,69 @@ impl WebhookLayerBuilder {
 /// An invalid configuration (of a [`WebhookLayerBuilder`], a verifier, a
 /// secret), found when it is built rather than on the first delivery.
 ///
-/// Unusable key material carries the [`KeyMaterialError`] as its
-/// [`source`](std::error::Error::source), with its kind.
+/// [`kind`](Self::kind) says what is wrong; unusable key material also
+/// carries the [`KeyMaterialError`] ([`key_material`](Self::key_material),
+/// and as the [`source`](std::error::Error::source)). The message names the
+/// provider where it matters and never contains a secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(String, Option<KeyMaterialError>);
+pub struct ConfigError {
+    kind: ConfigErrorKind,
+    message: String,
+    key_material: Option<KeyMaterialError>,
+}
+
+/// What a [`ConfigError`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConfigErrorKind {
+    /// Neither a fixed scope nor a resolver, or both.
+    Endpoint,
+    /// Secrets set beside a resolver (the resolver supplies them).
+    SecretsWithResolver,
+    /// A scope or provider name that is not 1 to 512 bytes without NUL.
+    InvalidName,
+    /// Key material that authenticates nothing (see [`ConfigError::key_material`]).
+    KeyMaterial,
+    /// A fixed secret with leading or trailing whitespace.
+    SecretWhitespace,
+    /// A schema name that is not a plain lower-case identifier.
+    InvalidSchema,
+    /// A limit or timeout out of its range (body limit 0, `lock_timeout`).
+    InvalidLimit,
+    /// The operator-replay token is shorter than 16 bytes.
+    WeakReplayToken,
+    /// A verifier's own configuration is inconsistent (the generic HMAC builder).
+    InvalidVerifier,
+}
 
 impl ConfigError {
     pub(crate) fn new(message: impl Into<String>) -> Self {
-        Self(message.into(), None)
+        Self::of(ConfigErrorKind::InvalidVerifier, message)
+    }
+
+    pub(crate) fn of(kind: ConfigErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into(), key_material: None }
+    }
+
+    /// What is wrong.
+    pub fn kind(&self) -> ConfigErrorKind {
+        self.kind
     }
 
     /// The key-material problem behind this error, if that is what it is.
     pub fn key_material(&self) -> Option<&KeyMaterialError> {
-        self.1.as_ref()
+        self.key_material.as_ref()
     }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid webhook layer configuration: {}", self.0)
+        write!(f, "invalid webhook layer configuration: {}", self.message)
     }
 }
 
 impl std::error::Error for ConfigError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.1.as_ref().map(|e| e as _)
+        self.key_material.as_ref().map(|e| e as _)
     }
 }

@@ -11,7 +11,6 @@ use super::buffer::{read_limited, ReadError};
 use super::rejection::{self, Rejection, RejectionKind};
 use super::{Config, ReplayStatus, ResponseBody, ResponseFuture};
 use crate::event::WebhookEvent;
-use crate::key::KeyErrorKind;
 use crate::store::{Claim, CommitErrorKind, ScopedEvent};
 use crate::verify::Delivery;
 
@@ -181,7 +180,9 @@ where
     // 3. Scope and secrets, from trusted configuration.
     let endpoint = match config.resolver.resolve(&parts).await {
         Ok(endpoint) => endpoint,
-        Err(e) if e.is_not_found() => return Ok(refuse(&config, RejectionKind::UnknownEndpoint, "unknown_endpoint")),
+        Err(e) if e.kind() == crate::scope::ResolveErrorKind::NotFound => {
+            return Ok(refuse(&config, RejectionKind::UnknownEndpoint, "unknown_endpoint"))
+        }
         Err(e) => {
             tracing::error!(error = %e, "scope resolver failed");
             return Ok(refuse(&config, RejectionKind::StoreUnavailable, "scope_resolver"));
@@ -240,16 +241,10 @@ where
     let mut parts = parts;
 
     // 5. Event key and type.
-    let identity = match config.provider.extractor_ref().extract(&parts, &body) {
+    let identity = match config.provider.identify(&parts, &body) {
         Ok(identity) => identity,
         Err(e) => return Ok(refuse(&config, RejectionKind::InvalidEventKey, e.kind().as_str())),
     };
-    let checked = crate::key::validate(&identity.key)
-        .and_then(|()| identity.event_type.as_deref().map_or(Ok(()), crate::key::validate));
-    if let Err(kind) = checked {
-        let reason = if kind == KeyErrorKind::Missing { "event_type_empty" } else { kind.as_str() };
-        return Ok(refuse(&config, RejectionKind::InvalidEventKey, reason));
-    }
     span.record("key", identity.key.as_str());
     if let Some(t) = &identity.event_type {
         span.record("event_type", t.as_str());

@@ -163,7 +163,8 @@ impl ClaimStoreBuilder {
     /// [`ConfigError`](crate::ConfigError) for a schema name that is not a
     /// plain identifier.
     pub fn build(self) -> Result<ClaimStore, crate::ConfigError> {
-        super::check_schema_name(&self.schema).map_err(crate::ConfigError::new)?;
+        super::check_schema_name(&self.schema)
+            .map_err(|m| crate::ConfigError::of(crate::layer::ConfigErrorKind::InvalidSchema, m))?;
         Ok(ClaimStore {
             inner: Arc::new(Inner {
                 sql: Statements::new(&self.schema, self.isolation),
