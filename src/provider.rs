@@ -324,6 +324,11 @@ impl Provider {
         &*self.verifier
     }
 
+    #[cfg(test)]
+    pub(crate) fn extractor_ref(&self) -> &dyn KeyExtractor {
+        &*self.extractor
+    }
+
     pub(crate) fn challenge_ref(&self) -> Option<&dyn Challenge> {
         self.challenge.as_deref()
     }
