@@ -27,7 +27,7 @@ mod statements;
 
 pub use claim::{
     Claim, ClaimError, ClaimErrorKind, ClaimStore, ClaimStoreBuilder, ClaimedEvent, CommitError, CommitErrorKind,
-    ScopedEvent,
+    ScopedEvent, DEFAULT_DATABASE_TIMEOUT,
 };
 pub(crate) use conn::TxConn;
 pub(crate) use statements::Statements;

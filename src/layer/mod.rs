@@ -204,6 +204,7 @@ impl WebhookLayer {
             clock: Arc::new(SystemClock),
             operator_replay: None,
             rejection_responder: None,
+            database_timeout: store::DEFAULT_DATABASE_TIMEOUT,
             schema: store::DEFAULT_SCHEMA.to_owned(),
         }
     }
@@ -258,6 +259,7 @@ pub struct WebhookLayerBuilder {
     clock: Arc<dyn Clock>,
     operator_replay: Option<(http::HeaderName, SigningSecret)>,
     rejection_responder: Option<rejection::RejectionResponder>,
+    database_timeout: Duration,
     schema: String,
 }
 
@@ -375,6 +377,19 @@ impl WebhookLayerBuilder {
         self
     }
 
+    /// The client-side deadline of each database step on the request path
+    /// (default 2 s): one claim attempt, the done-marking with its COMMIT,
+    /// the failure record. Past it the connection is discarded, never
+    /// pooled, and the sender gets 503 + `Retry-After`; a COMMIT whose answer
+    /// never came is an unknown outcome (the retry finds the event done, or
+    /// claims it again). It bounds what PostgreSQL's own timeouts cannot: a
+    /// network that stops answering without closing. See
+    /// [`ClaimStoreBuilder::database_timeout`](crate::store::ClaimStoreBuilder::database_timeout).
+    pub fn database_timeout(mut self, timeout: Duration) -> Self {
+        self.database_timeout = timeout;
+        self
+    }
+
     /// Shapes the body of the layer's own refusals (401, 413, 409, 503, ...;
     /// see [`RejectionKind`]), for example as RFC 9457 problem details. The
     /// layer keeps the status the kind gives, and adds `Retry-After`, `Allow`
@@ -484,6 +499,7 @@ impl WebhookLayerBuilder {
                     .isolation_level(self.isolation)
                     .pool_timeout(self.pool_timeout)
                     .in_flight_wait(self.lock_timeout)
+                    .database_timeout(self.database_timeout)
                     .build()?,
                 provider: self.provider,
                 resolver,

@@ -128,6 +128,7 @@ pub struct ClaimStoreBuilder {
     isolation: IsolationLevel,
     pool_timeout: Duration,
     in_flight_wait: Duration,
+    database_timeout: Duration,
 }
 
 impl ClaimStoreBuilder {
@@ -157,6 +158,21 @@ impl ClaimStoreBuilder {
         self
     }
 
+    /// The client-side deadline of each database step on the request path
+    /// (one claim attempt, the done-marking with its COMMIT, the failure
+    /// record), default 2 s: well under the senders' own timeouts (Slack 3 s,
+    /// Shopify 5 s, GitHub 10 s). A step past it has its connection discarded
+    /// (detached from the pool, its statement cancelled, closed), never
+    /// pooled; a claim answers [`ClaimErrorKind::Timeout`], a commit
+    /// [`CommitErrorKind::Unknown`]. It covers what PostgreSQL's own timeouts
+    /// cannot: a network that stops answering without closing (a NAT or
+    /// firewall dropping the connection's mapping), where the server never
+    /// sees the statement.
+    pub fn database_timeout(mut self, timeout: Duration) -> Self {
+        self.database_timeout = timeout;
+        self
+    }
+
     /// Builds the store.
     ///
     /// # Errors
@@ -171,6 +187,7 @@ impl ClaimStoreBuilder {
                 pool: self.pool,
                 pool_timeout: self.pool_timeout,
                 in_flight_wait: self.in_flight_wait,
+                database_timeout: self.database_timeout,
             }),
         })
     }
@@ -188,6 +205,7 @@ struct Inner {
     sql: Statements,
     pool_timeout: Duration,
     in_flight_wait: Duration,
+    database_timeout: Duration,
 }
 
 impl fmt::Debug for ClaimStore {
@@ -231,6 +249,9 @@ pub enum ClaimErrorKind {
     PoolTimeout,
     /// A claim statement failed on the server or the connection broke.
     Database,
+    /// The database did not answer within the step timeout
+    /// ([`ClaimStoreBuilder::database_timeout`]); the connection was discarded.
+    Timeout,
 }
 
 impl ClaimError {
@@ -251,6 +272,9 @@ impl fmt::Display for ClaimError {
             (ClaimErrorKind::Unavailable, _) => f.write_str("claim failed: no database connection"),
             (ClaimErrorKind::PoolTimeout, _) => {
                 f.write_str("claim failed: no database connection within the pool timeout")
+            }
+            (ClaimErrorKind::Timeout, _) => {
+                f.write_str("claim failed: the database did not answer within the step timeout")
             }
             (_, Some(code)) => write!(f, "claim failed: SQLSTATE {code}"),
             (_, None) => f.write_str("claim failed: the connection broke"),
@@ -273,6 +297,7 @@ impl ClaimStore {
             isolation: IsolationLevel::ReadCommitted,
             pool_timeout: Duration::from_secs(5),
             in_flight_wait: Duration::from_secs(5),
+            database_timeout: DEFAULT_DATABASE_TIMEOUT,
         }
     }
 
@@ -304,7 +329,13 @@ impl ClaimStore {
         let mut retried = false;
         loop {
             let obj = self.connection().await?;
-            let conflict = match self.attempt(obj, event).await {
+            let Ok(attempted) = tokio::time::timeout(self.inner.database_timeout, self.attempt(obj, event)).await
+            else {
+                // The attempt's connection was dropped with it: discarded.
+                tracing::error!(timeout = ?self.inner.database_timeout, "claim: no answer from the database in time");
+                return Err(ClaimError { kind: ClaimErrorKind::Timeout, source: None });
+            };
+            let conflict = match attempted {
                 Ok(Attempt::Claimed(conn, attempt, started)) => {
                     let attempt = u32::try_from(attempt).unwrap_or(0);
                     return Ok(Claim::Claimed(ClaimedEvent {
@@ -320,8 +351,12 @@ impl ClaimStore {
                 }
                 Ok(Attempt::InFlight) => None,
                 Err(e) if e.code().is_some_and(|c| CLAIM_CONFLICTS.contains(c)) => Some(e),
-                Err(e) if e.code().is_none() && !retried => {
-                    tracing::warn!(error = %e, "pooled connection unusable; claiming on a fresh one");
+                Err(e) if session_unusable(&e) && !retried => {
+                    tracing::warn!(
+                        sqlstate = sqlstate(&e),
+                        "pooled connection cannot serve the claim (closed, read-only, shutting down); \
+                         discarded, claiming on a fresh one"
+                    );
                     retried = true;
                     continue;
                 }
@@ -375,9 +410,11 @@ impl ClaimStore {
                 Ok(state)
             }
             Err(e) => {
-                // Only the error's kind matters to the caller; a failed
-                // rollback closes the connection.
-                let _ = conn.rollback().await;
+                // A session that cannot serve writes (a demoted primary) or is
+                // going away is discarded; otherwise a failed rollback closes it.
+                if !session_unusable(&e) {
+                    let _ = conn.rollback().await;
+                }
                 Err(e)
             }
         }
@@ -556,6 +593,23 @@ impl ClaimedEvent {
     /// still in use.
     pub async fn commit(self, status: u16) -> Result<(), CommitError> {
         let conn = self.take()?;
+        let step = self.store.inner.database_timeout;
+        let result = match tokio::time::timeout(step, self.mark_done_and_commit(conn, status)).await {
+            Ok(result) => result,
+            Err(_) => {
+                // The connection went with the dropped step: discarded. Whether
+                // COMMIT reached the server is unknown; the next claim finds out.
+                tracing::error!(timeout = ?step, "commit: no answer from the database in time");
+                Err(CommitError { kind: CommitErrorKind::Unknown, source: None })
+            }
+        };
+        if result.is_err() {
+            self.store.record_failure(&self.event, "transaction could not be committed", Some(status)).await;
+        }
+        result
+    }
+
+    async fn mark_done_and_commit(&self, conn: TxConn, status: u16) -> Result<(), CommitError> {
         let sql = &self.store.inner.sql;
         let code = i16::try_from(status).unwrap_or(i16::MAX);
         let ev = &self.event;
@@ -564,18 +618,21 @@ impl ClaimedEvent {
             Err(e) => Err(e),
         };
         let error = match marked {
-            Ok(1) => match conn.commit().await {
-                Ok(()) => return Ok(()),
-                Err(e) => {
+            Ok(1) => {
+                return conn.commit().await.map_err(|e| {
                     // The connection is closed; a retry finds out (done → replayed).
                     tracing::error!(sqlstate = sqlstate(&e), "commit failed or its result is unknown");
-                    self.store.record_failure(ev, "transaction could not be committed", Some(status)).await;
-                    return Err(CommitError { kind: CommitErrorKind::Unknown, source: Some(e) });
-                }
-            },
+                    CommitError { kind: CommitErrorKind::Unknown, source: Some(e) }
+                });
+            }
             Ok(rows) => {
                 tracing::error!(rows, "the claim row is gone from the transaction; rolled back");
                 CommitError { kind: CommitErrorKind::ClaimLost, source: None }
+            }
+            Err(e) if session_unusable(&e) => {
+                tracing::error!(sqlstate = sqlstate(&e), "connection unusable at commit; discarded");
+                drop(conn);
+                return Err(CommitError { kind: CommitErrorKind::Unknown, source: Some(e) });
             }
             Err(e) => {
                 tracing::error!(sqlstate = sqlstate(&e), "transaction unusable after the work; rolled back");
@@ -583,7 +640,6 @@ impl ClaimedEvent {
             }
         };
         rollback(conn).await;
-        self.store.record_failure(ev, "transaction could not be committed", Some(status)).await;
         Err(error)
     }
 
@@ -597,7 +653,9 @@ impl ClaimedEvent {
     /// nothing is recorded).
     pub async fn fail(self, error: &str, status: Option<u16>) -> Result<(), CommitError> {
         let conn = self.take()?;
-        rollback(conn).await;
+        if tokio::time::timeout(self.store.inner.database_timeout, rollback(conn)).await.is_err() {
+            tracing::error!("rollback: no answer from the database in time; connection discarded");
+        }
         self.store.record_failure(&self.event, error, status).await;
         Ok(())
     }
@@ -628,7 +686,7 @@ impl ClaimStore {
         };
         let sql = &self.inner.sql;
         let code = status.map(|s| i16::try_from(s).unwrap_or(i16::MAX));
-        let result = async {
+        let record = async {
             let (conn, _) = TxConn::begin(obj, sql.begin_failure).await?;
             let recorded = async {
                 let stmt = conn.client().prepare_cached(&sql.record_failure).await?;
@@ -640,16 +698,42 @@ impl ClaimStore {
             match recorded {
                 Ok(_) => conn.commit().await,
                 Err(e) => {
-                    let _ = conn.rollback().await;
+                    if !session_unusable(&e) {
+                        let _ = conn.rollback().await;
+                    }
                     Err(e)
                 }
             }
-        }
-        .await;
+        };
+        let Ok(result) = tokio::time::timeout(self.inner.database_timeout, record).await else {
+            tracing::warn!("failed attempt not recorded: no answer from the database in time");
+            return;
+        };
         if let Err(e) = result {
             // Typically another delivery holds the event (lock timeout): it
             // will record its own outcome.
             tracing::warn!(sqlstate = sqlstate(&e), "failed attempt not recorded");
+        }
+    }
+}
+
+/// The default of [`ClaimStoreBuilder::database_timeout`].
+pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// True when the error says this session cannot serve the claim and must not
+/// go back to the pool: no SQLSTATE (the connection closed or broke), a
+/// read-only transaction (25006: the server was demoted to a replica after a
+/// failover while new sessions reach the new primary), a connection
+/// exception (class 08), an administrator or crash shutdown, or a server not
+/// accepting connections yet (57P01, 57P02, 57P03). PostgreSQL docs,
+/// "PostgreSQL Error Codes".
+fn session_unusable(e: &tokio_postgres::Error) -> bool {
+    match e.code() {
+        None => true,
+        Some(code) => {
+            code == &SqlState::READ_ONLY_SQL_TRANSACTION
+                || code.code().starts_with("08")
+                || [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW].contains(code)
         }
     }
 }

@@ -1,0 +1,215 @@
+//! The database infrastructure production runs on: a failover that leaves
+//! pooled sessions read-only, and a network that stops answering without
+//! closing.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::routing::post;
+use axum::Router;
+use http::{Request, StatusCode};
+use support::*;
+use tokio::sync::watch;
+use tower::ServiceExt;
+
+async fn status(app: &Router, req: Request<Body>) -> StatusCode {
+    app.clone().oneshot(req).await.unwrap().status()
+}
+
+/// A TCP proxy in front of PostgreSQL. `blackhole()` makes every flow open
+/// at that moment stop forwarding bytes in both directions without closing
+/// (no FIN, no RST), as a NAT or firewall that dropped its mapping does; flows
+/// opened afterwards work.
+struct Proxy {
+    port: u16,
+    generation: watch::Sender<u64>,
+    cut_once: AtomicBool,
+}
+
+impl Proxy {
+    async fn start(target: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (generation, _) = watch::channel(0u64);
+        let gen = generation.clone();
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let mut frozen = gen.subscribe();
+                let born = *frozen.borrow();
+                tokio::spawn(async move {
+                    let mut inbound = inbound;
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else { return };
+                    let freeze = async move {
+                        let _ = frozen.wait_for(|g| *g > born).await;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        // Both sockets stay open and silent until the test ends.
+                        () = freeze => std::future::pending::<()>().await,
+                    }
+                });
+            }
+        });
+        Self { port, generation, cut_once: AtomicBool::new(false) }
+    }
+
+    fn blackhole(&self) {
+        self.generation.send_modify(|g| *g += 1);
+    }
+}
+
+/// Input from the reliability review: a pool of 4 warmed, then the pooled
+/// sessions become read-only while new sessions stay writable (a primary
+/// demoted to a replica after a failover); 30 deliveries. Before, all 30 were
+/// 503 for as long as the process lived.
+#[tokio::test]
+async fn read_only_pooled_sessions_after_a_failover_are_replaced() {
+    // Its own server: the failover is a server-wide setting.
+    let server = TempPostgres::start().unwrap();
+    let admin: tokio_postgres::Config = server.url("postgres").parse().unwrap();
+    let db = TestDb::on(admin.clone()).await;
+    let app_pool = db.pool(4);
+    let app = Router::new()
+        .route("/webhooks/stripe", post(apply_effect).layer(stripe_layer(app_pool.clone()).build().unwrap()));
+    // Warm four pooled sessions at once.
+    let warm: Vec<_> =
+        (0..4).map(|i| app.clone().oneshot(stripe_request(stripe_body(&format!("evt_warm_{i}"))))).collect();
+    for res in futures_util::future::join_all(warm).await {
+        assert_eq!(res.unwrap().status(), StatusCode::OK);
+    }
+    assert_eq!(app_pool.status().size, 4);
+
+    // Old sessions read-only (server default, applied by reload), new sessions writable (database default).
+    let (admin_client, conn) = admin.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    admin_client
+        .batch_execute(&format!("ALTER DATABASE {} SET default_transaction_read_only = off", db.name))
+        .await
+        .unwrap();
+    admin_client.batch_execute("ALTER SYSTEM SET default_transaction_read_only = on").await.unwrap();
+    admin_client.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+    // The reload reaches every backend: a pooled session now refuses writes.
+    let probe = app_pool.get().await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            probe.query_one("SHOW default_transaction_read_only", &[]).await.unwrap().get::<_, String>(0) == "on"
+        })
+        .await
+    );
+    drop(probe);
+
+    let mut answers = Vec::new();
+    for i in 0..30 {
+        answers.push(status(&app, stripe_request(stripe_body(&format!("evt_after_{i}")))).await.as_u16());
+    }
+    let unavailable = answers.iter().filter(|&&s| s == 503).count();
+    let first_ok = answers.iter().position(|&s| s == 200).expect("the pool heals");
+    println!("answers after the failover: {answers:?}");
+    assert!(unavailable <= 4, "at most a handful of 503s: {answers:?}");
+    assert!(answers[first_ok..].iter().all(|&s| s == 200), "200s once healed: {answers:?}");
+    assert_eq!(db.effects().await, 4 + answers.iter().filter(|&&s| s == 200).count() as i64);
+    admin_client.batch_execute("ALTER SYSTEM RESET default_transaction_read_only").await.unwrap();
+}
+
+/// Input from the reliability review: pooled connections through a proxy
+/// that stops forwarding on existing flows without closing them; 3
+/// deliveries with a 90 s client timeout. Before, none was answered.
+#[tokio::test]
+async fn a_silently_dead_network_is_answered_503_and_the_connections_replaced() {
+    let db = TestDb::new().await;
+    let proxy = Proxy::start(admin_config().get_ports()[0]).await;
+    let via_proxy = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
+    let app_pool = pool(via_proxy.parse().unwrap(), 2);
+    let timeout = Duration::from_millis(700);
+    let layer = stripe_layer(app_pool.clone()).database_timeout(timeout).build().unwrap();
+    let app = Router::new().route("/webhooks/stripe", post(apply_effect).layer(layer));
+    let warm: Vec<_> = (0..2).map(|i| app.clone().oneshot(stripe_request(stripe_body(&format!("evt_w{i}"))))).collect();
+    for res in futures_util::future::join_all(warm).await {
+        assert_eq!(res.unwrap().status(), StatusCode::OK);
+    }
+    assert_eq!(app_pool.status().size, 2);
+
+    proxy.blackhole();
+    let mut answers = Vec::new();
+    for i in 0..3 {
+        let started = Instant::now();
+        let answer = tokio::time::timeout(
+            Duration::from_secs(90),
+            status(&app, stripe_request(stripe_body(&format!("evt_d{i}")))),
+        )
+        .await
+        .expect("answered within the client's 90 s");
+        answers.push((answer, started.elapsed()));
+    }
+    println!("answers through the dead network: {answers:?}");
+    for (answer, took) in &answers {
+        assert!(*answer == StatusCode::SERVICE_UNAVAILABLE || *answer == StatusCode::OK, "{answers:?}");
+        assert!(*took < timeout * 4, "bounded by the database timeout: {answers:?}");
+    }
+    // Each dead connection answered one 503 and was discarded; fresh ones work.
+    assert!(answers.iter().filter(|(a, _)| *a == StatusCode::SERVICE_UNAVAILABLE).count() <= 2, "{answers:?}");
+    assert_eq!(answers.last().unwrap().0, StatusCode::OK, "the dead connections were replaced: {answers:?}");
+    // The events answered 503 were not lost: their retries are processed once.
+    for (i, (answer, _)) in answers.iter().enumerate() {
+        if *answer == StatusCode::SERVICE_UNAVAILABLE {
+            assert_eq!(status(&app, stripe_request(stripe_body(&format!("evt_d{i}")))).await, StatusCode::OK);
+        }
+        assert_eq!(db.effects_for(&format!("evt_d{i}")).await, 1);
+    }
+}
+
+/// The network dies while the handler runs: the COMMIT's answer never comes.
+/// The sender gets 503 (never a 2xx), and the outcome stays decidable: the
+/// retry after the stuck backend is gone finds the event done or claims it.
+#[tokio::test]
+async fn a_commit_whose_answer_never_comes_is_503_and_the_retry_decides() {
+    let db = TestDb::new().await;
+    let proxy = Arc::new(Proxy::start(admin_config().get_ports()[0]).await);
+    let via_proxy = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
+    let app_pool = pool(via_proxy.parse().unwrap(), 2);
+    let handler = {
+        let proxy = Arc::clone(&proxy);
+        move |tx: webhook_idempotency::WebhookTx, event: webhook_idempotency::WebhookEvent| {
+            let proxy = Arc::clone(&proxy);
+            async move {
+                let code = apply_effect(tx, event.clone()).await;
+                // The first run of evt_cut loses its network before the commit.
+                if event.key() == "evt_cut" && !proxy.cut_once.swap(true, Ordering::SeqCst) {
+                    proxy.blackhole();
+                }
+                code
+            }
+        }
+    };
+    let layer = stripe_layer(app_pool)
+        .database_timeout(Duration::from_millis(700))
+        .lock_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let app = Router::new().route("/webhooks/stripe", post(handler).layer(layer));
+    let answer = tokio::time::timeout(Duration::from_secs(30), status(&app, stripe_request(stripe_body("evt_cut"))))
+        .await
+        .expect("answered");
+    assert_eq!(answer, StatusCode::SERVICE_UNAVAILABLE);
+    // The server still holds the stuck transaction until its session ends;
+    // end it as the server's own keepalive would, then retry.
+    db.scalar(&format!(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '{}' AND pid <> pg_backend_pid()
+           AND state = 'idle in transaction'",
+        db.name
+    ))
+    .await;
+    let mut retry = StatusCode::CONFLICT;
+    for _ in 0..20 {
+        retry = status(&app, stripe_request(stripe_body("evt_cut"))).await;
+        if retry != StatusCode::CONFLICT {
+            break;
+        }
+    }
+    assert_eq!(retry, StatusCode::OK, "the retry claims the rolled-back event");
+    assert_eq!(db.effects_for("evt_cut").await, 1);
+}
