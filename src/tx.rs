@@ -84,12 +84,20 @@ pub struct TxClient {
 
 impl TxClient {
     /// Like [`tokio_postgres::Client::prepare`], cached per pooled
-    /// connection (deadpool's statement cache).
+    /// connection (deadpool's statement cache); prepared afresh, not cached,
+    /// when the layer is set for a transaction-mode pooler.
     ///
     /// # Errors
     /// The statement does not parse, or the connection failed.
     pub async fn prepare_cached(&self, query: &str) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
-        self.conn().prepare_cached(query).await
+        let conn = self.guard.as_ref().expect("TxClient exists only while the slot is full");
+        if conn.caches_statements() {
+            conn.client().prepare_cached(query).await
+        } else {
+            // Behind a transaction-mode pooler a cached statement may not exist
+            // on the next transaction's server session: prepare afresh.
+            conn.client().prepare(query).await
+        }
     }
 
     /// [`tokio_postgres::Client::execute`], noting a retryable failure.

@@ -205,6 +205,7 @@ impl WebhookLayer {
             operator_replay: None,
             rejection_responder: None,
             database_timeout: store::DEFAULT_DATABASE_TIMEOUT,
+            transaction_pooler: false,
             schema: store::DEFAULT_SCHEMA.to_owned(),
         }
     }
@@ -260,6 +261,7 @@ pub struct WebhookLayerBuilder {
     operator_replay: Option<(http::HeaderName, SigningSecret)>,
     rejection_responder: Option<rejection::RejectionResponder>,
     database_timeout: Duration,
+    transaction_pooler: bool,
     schema: String,
 }
 
@@ -390,6 +392,21 @@ impl WebhookLayerBuilder {
         self
     }
 
+    /// Set when `DATABASE_URL` goes through a transaction-mode pooler
+    /// (PgBouncer `pool_mode = transaction`, Supavisor, RDS Proxy). The layer
+    /// then caches no named prepared statement on its connections (a pooler
+    /// may run each transaction on another server session, where the cached
+    /// statement does not exist: SQLSTATE 26000) and sends its statements
+    /// unnamed, with their types, in one round trip each. The handler's own
+    /// statements must do the same: `TxClient::execute(sql_text, ..)` and
+    /// `query(..)` with text are fine (prepared and closed inside the
+    /// transaction), [`TxClient::prepare_cached`](crate::TxClient::prepare_cached)
+    /// prepares afresh in this mode. Default off.
+    pub fn transaction_pooler(mut self, behind_pooler: bool) -> Self {
+        self.transaction_pooler = behind_pooler;
+        self
+    }
+
     /// Shapes the body of the layer's own refusals (401, 413, 409, 503, ...;
     /// see [`RejectionKind`]), for example as RFC 9457 problem details. The
     /// layer keeps the status the kind gives, and adds `Retry-After`, `Allow`
@@ -500,6 +517,7 @@ impl WebhookLayerBuilder {
                     .pool_timeout(self.pool_timeout)
                     .in_flight_wait(self.lock_timeout)
                     .database_timeout(self.database_timeout)
+                    .transaction_pooler(self.transaction_pooler)
                     .build()?,
                 provider: self.provider,
                 resolver,

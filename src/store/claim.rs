@@ -47,7 +47,11 @@ use std::time::{Duration, SystemTime};
 use deadpool_postgres::{Object, Pool};
 use tokio::time::Instant;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
 use tokio_postgres::SimpleQueryMessage;
+
+/// The parameter types of the claim statements: scope, provider, key, type.
+const TEXT4: [Type; 4] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT];
 
 use super::{IsolationLevel, Statements, TxConn};
 use crate::tx::WebhookTx;
@@ -129,6 +133,7 @@ pub struct ClaimStoreBuilder {
     pool_timeout: Duration,
     in_flight_wait: Duration,
     database_timeout: Duration,
+    transaction_pooler: bool,
 }
 
 impl ClaimStoreBuilder {
@@ -173,6 +178,19 @@ impl ClaimStoreBuilder {
         self
     }
 
+    /// Set when the pool's connections go through a transaction-mode pooler
+    /// (PgBouncer `pool_mode = transaction`, Supavisor, RDS Proxy), which may
+    /// run each transaction on another server session: the store then sends
+    /// its statements unnamed, with their parameter types, in one round trip
+    /// each, and caches no prepared statement on the connection
+    /// ([`TxClient::prepare_cached`](crate::TxClient::prepare_cached) prepares
+    /// afresh too). Default off: statements are prepared once per pooled
+    /// connection.
+    pub fn transaction_pooler(mut self, behind_pooler: bool) -> Self {
+        self.transaction_pooler = behind_pooler;
+        self
+    }
+
     /// Builds the store.
     ///
     /// # Errors
@@ -188,6 +206,7 @@ impl ClaimStoreBuilder {
                 pool_timeout: self.pool_timeout,
                 in_flight_wait: self.in_flight_wait,
                 database_timeout: self.database_timeout,
+                transaction_pooler: self.transaction_pooler,
             }),
         })
     }
@@ -206,6 +225,7 @@ struct Inner {
     pool_timeout: Duration,
     in_flight_wait: Duration,
     database_timeout: Duration,
+    transaction_pooler: bool,
 }
 
 impl fmt::Debug for ClaimStore {
@@ -298,6 +318,7 @@ impl ClaimStore {
             pool_timeout: Duration::from_secs(5),
             in_flight_wait: Duration::from_secs(5),
             database_timeout: DEFAULT_DATABASE_TIMEOUT,
+            transaction_pooler: false,
         }
     }
 
@@ -387,7 +408,7 @@ impl ClaimStore {
     /// closed unless the rollback was confirmed.
     async fn attempt(&self, obj: Object, event: &ScopedEvent) -> Result<Attempt, tokio_postgres::Error> {
         let sql = &self.inner.sql;
-        let (conn, messages) = TxConn::begin(obj, &sql.begin).await?;
+        let (conn, messages) = TxConn::begin(obj, &sql.begin, !self.inner.transaction_pooler).await?;
         let session_lock_timeout = messages
             .into_iter()
             .find_map(|m| match m {
@@ -398,8 +419,7 @@ impl ClaimStore {
         match claim_in(&conn, sql, event).await {
             Ok(Some((attempt, started))) => {
                 // Give the handler the connection's own lock_timeout back.
-                let restore = conn.client().prepare_cached(sql.restore_lock_timeout).await?;
-                conn.client().query_one(&restore, &[&session_lock_timeout]).await?;
+                conn.query(sql.restore_lock_timeout, &[&session_lock_timeout], &[Type::TEXT]).await?;
                 Ok(Attempt::Claimed(Box::new(conn), attempt, started))
             }
             Ok(None) => {
@@ -435,25 +455,22 @@ async fn claim_in(
     sql: &Statements,
     event: &ScopedEvent,
 ) -> Result<Option<(i32, SystemTime)>, tokio_postgres::Error> {
-    let client = conn.client();
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
         [&event.scope, &event.provider, &event.key, &event.event_type];
-    let insert = client.prepare_cached(&sql.claim).await?;
+    let first = |rows: Vec<tokio_postgres::Row>| rows.into_iter().next();
     // Two rounds at most: a row removed by retention between the conflict and
     // the lookup is claimed again.
     for _ in 0..2 {
-        if let Some(row) = client.query_opt(&insert, &params).await? {
+        if let Some(row) = first(conn.query(&sql.claim, &params, &TEXT4).await?) {
             return Ok(Some((row.get(0), row.get(1))));
         }
-        let lookup = client.prepare_cached(&sql.lookup).await?;
-        let Some(row) = client.query_opt(&lookup, &params[..3]).await? else { continue };
+        let Some(row) = first(conn.query(&sql.lookup, &params[..3], &TEXT4[..3]).await?) else { continue };
         if row.get::<_, &str>(0) != "failed" {
             return Ok(None);
         }
         // The last delivery failed and was recorded: take the row over.
         // Concurrent re-claims serialise on its row lock.
-        let reclaim = client.prepare_cached(&sql.reclaim).await?;
-        return Ok(client.query_opt(&reclaim, &params).await?.map(|row| (row.get(0), row.get(1))));
+        return Ok(first(conn.query(&sql.reclaim, &params, &TEXT4).await?).map(|row| (row.get(0), row.get(1))));
     }
     Ok(None)
 }
@@ -461,12 +478,8 @@ async fn claim_in(
 /// How a row this transaction did not claim stands: done (with its status)
 /// or still held by another delivery.
 async fn lookup(conn: &TxConn, sql: &Statements, event: &ScopedEvent) -> Attempt {
-    let client = conn.client();
-    let found = match client.prepare_cached(&sql.lookup).await {
-        Ok(stmt) => client.query_opt(&stmt, &[&event.scope, &event.provider, &event.key]).await,
-        Err(e) => Err(e),
-    };
-    match found {
+    let found = conn.query(&sql.lookup, &[&event.scope, &event.provider, &event.key], &TEXT4[..3]).await;
+    match found.map(|rows| rows.into_iter().next()) {
         Ok(Some(row)) if row.get::<_, &str>(0) == "done" => Attempt::Done(row.get(1)),
         _ => Attempt::InFlight,
     }
@@ -613,10 +626,10 @@ impl ClaimedEvent {
         let sql = &self.store.inner.sql;
         let code = i16::try_from(status).unwrap_or(i16::MAX);
         let ev = &self.event;
-        let marked = match conn.client().prepare_cached(&sql.done).await {
-            Ok(done) => conn.client().execute(&done, &[&ev.scope, &ev.provider, &ev.key, &code, &self.started]).await,
-            Err(e) => Err(e),
-        };
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&ev.scope, &ev.provider, &ev.key, &code, &self.started];
+        let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2, Type::TIMESTAMPTZ];
+        let marked = conn.query(&sql.done, &params, &types).await.map(|rows| rows.len());
         let error = match marked {
             Ok(1) => {
                 return conn.commit().await.map_err(|e| {
@@ -687,12 +700,12 @@ impl ClaimStore {
         let sql = &self.inner.sql;
         let code = status.map(|s| i16::try_from(s).unwrap_or(i16::MAX));
         let record = async {
-            let (conn, _) = TxConn::begin(obj, sql.begin_failure).await?;
+            let (conn, _) = TxConn::begin(obj, sql.begin_failure, !self.inner.transaction_pooler).await?;
             let recorded = async {
-                let stmt = conn.client().prepare_cached(&sql.record_failure).await?;
                 let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
                     [&event.scope, &event.provider, &event.key, &event.event_type, &error, &code];
-                conn.client().execute(&stmt, &params).await
+                let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2];
+                conn.query(&sql.record_failure, &params, &types).await
             }
             .await;
             match recorded {

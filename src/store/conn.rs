@@ -21,10 +21,16 @@ use std::sync::OnceLock;
 
 use deadpool_postgres::Object;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
 
 /// A pooled connection with a transaction open on it.
 pub(crate) struct TxConn {
     obj: Option<Object>,
+    /// Named prepared statements, cached per pooled connection (deadpool's
+    /// cache); off behind a transaction-mode pooler, where each transaction
+    /// may run on another server session.
+    cache: bool,
     /// The first retryable error a handler statement met (deadlock,
     /// serialization failure, lock timeout): the layer answers 503 +
     /// `Retry-After` instead of the handler's failure.
@@ -47,14 +53,41 @@ impl TxConn {
     pub(crate) async fn begin(
         obj: Object,
         begin: &str,
+        cache: bool,
     ) -> Result<(Self, Vec<tokio_postgres::SimpleQueryMessage>), tokio_postgres::Error> {
-        let conn = Self { obj: Some(obj), retryable: OnceLock::new() };
+        let conn = Self { obj: Some(obj), cache, retryable: OnceLock::new() };
         let messages = conn.client().simple_query(begin).await?;
         Ok((conn, messages))
     }
 
     pub(crate) fn client(&self) -> &Object {
         self.obj.as_ref().expect("TxConn holds its connection until released or dropped")
+    }
+
+    /// Whether statements may be prepared once and cached on the connection.
+    pub(crate) fn caches_statements(&self) -> bool {
+        self.cache
+    }
+
+    /// Runs one of the store's statements: prepared once and cached on the
+    /// connection, or, behind a transaction-mode pooler, as an unnamed
+    /// statement with its parameter types given (one round trip, nothing
+    /// left on the server session).
+    pub(crate) async fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        types: &[Type],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let client = self.client();
+        if self.cache {
+            let stmt = client.prepare_cached(sql).await?;
+            client.query(&stmt, params).await
+        } else {
+            let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+                params.iter().zip(types).map(|(p, t)| (*p, t.clone())).collect();
+            client.query_typed(sql, &typed).await
+        }
     }
 
     /// The retryable SQLSTATE a handler statement failed with, if any.

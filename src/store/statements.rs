@@ -70,7 +70,8 @@ impl Statements {
             ),
             done: format!(
                 "UPDATE {t} SET state = 'done', response_status = $4, completed_at = now()
-                 WHERE {pk} AND state = 'running' AND now() = $5"
+                 WHERE {pk} AND state = 'running' AND now() = $5
+                 RETURNING 1"
             ),
             record_failure: format!(
                 "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, attempts,
