@@ -2,8 +2,6 @@
 //! a fresh database per test, signed deliveries, an HTTP server on loopback.
 #![allow(dead_code, unreachable_pub)]
 
-pub mod temp_postgres;
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
@@ -17,7 +15,7 @@ use tokio_postgres::NoTls;
 use webhook_idempotency::verify::{github, stripe};
 use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookLayerBuilder, WebhookTx};
 
-pub use temp_postgres::TempPostgres;
+pub use webhook_test_support::TempPostgres;
 
 pub const STRIPE_SECRET: &str = "whsec_test_secret_for_the_suite";
 pub const GITHUB_SECRET: &str = "It's a Secret to Everybody";
