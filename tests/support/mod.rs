@@ -39,7 +39,8 @@ pub fn pool(config: tokio_postgres::Config, max_size: usize) -> Pool {
 }
 
 /// A database of its own for one test, migrated, with an `effects` table
-/// (deliberately without a unique key: a duplicate effect shows as a row).
+/// (deliberately without a unique key: a duplicate effect shows as a row;
+/// `provider` and `event_type` are optional, written by the store API test).
 pub struct TestDb {
     pub name: String,
     pub config: tokio_postgres::Config,
@@ -65,8 +66,9 @@ impl TestDb {
             .await
             .unwrap()
             .batch_execute(
-                "CREATE TABLE effects (id bigserial PRIMARY KEY, scope text NOT NULL, event_key text NOT NULL,
-                                       body bytea, created_at timestamptz NOT NULL DEFAULT now())",
+                "CREATE TABLE effects (id bigserial PRIMARY KEY, provider text, scope text NOT NULL,
+                                       event_key text NOT NULL, event_type text, body bytea,
+                                       created_at timestamptz NOT NULL DEFAULT now())",
             )
             .await
             .unwrap();
