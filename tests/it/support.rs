@@ -217,6 +217,25 @@ pub async fn serve(router: axum::Router) -> SocketAddr {
     addr
 }
 
+/// Sets `subscriber` as the current thread's default until the guard drops,
+/// as `tracing::subscriber::set_default`, such that it sees every event of
+/// its thread, whatever other test threads of this process did first.
+///
+/// Each callsite caches whether a subscriber wants it. While a single
+/// subscriber exists, tracing decides that with the subscriber of the thread
+/// that hits the callsite first: a test thread without one (the soak's
+/// workers, in this one test process) would cache "never", and a capture on
+/// another thread would miss those lines. A second subscriber, alive for the
+/// whole process and wanting nothing, makes tracing ask every live subscriber
+/// instead.
+pub fn set_default_subscriber(
+    subscriber: impl tracing::Subscriber + Send + Sync + 'static,
+) -> tracing::subscriber::DefaultGuard {
+    static ASK_EVERY_SUBSCRIBER: OnceLock<tracing::Dispatch> = OnceLock::new();
+    ASK_EVERY_SUBSCRIBER.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
+    tracing::subscriber::set_default(subscriber)
+}
+
 /// Log lines captured from `tracing` for the current thread (a
 /// `#[tokio::test]` runtime runs the layer on the test's thread), in the
 /// plain `fmt` format without colours.
@@ -232,7 +251,8 @@ impl Logs {
             .with_ansi(false)
             .with_writer(logs.clone())
             .finish();
-        (logs.clone(), tracing::subscriber::set_default(subscriber))
+        let guard = set_default_subscriber(subscriber);
+        (logs.clone(), guard)
     }
 
     pub fn text(&self) -> String {

@@ -2,17 +2,15 @@
 //! comma-joined headers, header case, unknown signature schemes,
 //! Content-Encoding, operator replays, handshakes, secret hygiene.
 
-mod support;
-
 use std::io::Write as _;
 
+use crate::support::*;
 use axum::body::Body;
 use axum::routing::post;
 use axum::Router;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use support::*;
 use tower::ServiceExt;
 use webhook_idempotency::verify::{github, stripe};
 use webhook_idempotency::SigningSecret;
@@ -236,7 +234,7 @@ async fn challenge_is_answered_after_verification_without_a_claim() {
 
 #[test]
 fn secrets_with_surrounding_whitespace_are_a_build_error() {
-    let pool = support::pool("host=127.0.0.1 user=nobody".parse().unwrap(), 1);
+    let pool = crate::support::pool("host=127.0.0.1 user=nobody".parse().unwrap(), 1);
     for bad in ["whsec_abc\n", " whsec_abc", "whsec_abc\r\n", "\twhsec"] {
         let err = stripe_layer(pool.clone()).secret(bad).build().unwrap_err();
         assert!(err.to_string().contains("whitespace"), "{bad:?}: {err}");

@@ -2,17 +2,15 @@
 //! mid-handler, a slow body, a replay after retention, two events for one
 //! object.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use axum::body::Body;
 use axum::routing::post;
 use axum::Router;
 use http::{Request, StatusCode};
-use support::*;
 use tower::ServiceExt;
 use webhook_idempotency::{WebhookEvent, WebhookTx};
 

@@ -1,13 +1,11 @@
 //! Size limits over a real HTTP connection: 413, not a connection reset.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use axum::routing::post;
 use axum::Router;
 use http::StatusCode;
-use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn raw_exchange(addr: std::net::SocketAddr, head: String, body_len: usize) -> std::io::Result<String> {

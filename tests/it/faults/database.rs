@@ -1,17 +1,15 @@
 //! Faults for real: a stopped server, killed backends, dropped futures,
 //! panics, an exhausted pool, an in-flight duplicate.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use axum::body::Body;
 use axum::routing::post;
 use axum::Router;
 use http::{Request, StatusCode};
-use support::*;
 use tokio::sync::oneshot;
 use tower::ServiceExt;
 use webhook_idempotency::{WebhookEvent, WebhookTx};

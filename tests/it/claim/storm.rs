@@ -1,15 +1,13 @@
 //! Storm: 1,000 deliveries of 100 distinct events in shuffled order from 64
 //! concurrent HTTP clients against one server: exactly 100 effects, no 5xx.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use axum::routing::post;
 use axum::Router;
-use support::*;
 use tokio::sync::Mutex;
 use webhook_idempotency::verify::stripe;
 use webhook_idempotency::SigningSecret;

@@ -2,13 +2,11 @@
 //! never the password), the schema check, and the layer's advice when its
 //! schema was never migrated.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use crate::support::*;
 use http::StatusCode;
-use support::*;
 use tokio_postgres::NoTls;
 use tower::ServiceExt;
 use tracing::field::{Field, Visit};
@@ -158,7 +156,7 @@ async fn layer_on_an_unmigrated_schema_answers_503_and_says_to_migrate_once() {
         let captured = Captured::default();
         let subscriber = tracing_subscriber::registry().with(Capture(Arc::clone(&captured)));
         // Current-thread runtime: the layer's future runs on this thread.
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let _guard = set_default_subscriber(subscriber);
         let svc = tower::Layer::layer(
             &stripe_layer(db.pool.clone()).schema(schema).build().unwrap(),
             tower::service_fn(|_req: http::Request<axum::body::Body>| async {

@@ -1,18 +1,16 @@
 //! The layer end to end on a real PostgreSQL: claims, duplicates, failures,
 //! verification and bodies.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use axum::body::Body;
 use axum::routing::post;
 use axum::Router;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use support::*;
 use tower::ServiceExt;
 use webhook_idempotency::{SigningSecret, WebhookEvent, WebhookTx};
 
@@ -457,7 +455,7 @@ async fn resolver_picks_scope_and_secrets_from_the_route() {
 
 #[test]
 fn builder_rejects_incomplete_configurations() {
-    let pool = support::pool("host=127.0.0.1 user=nobody".parse().unwrap(), 1);
+    let pool = crate::support::pool("host=127.0.0.1 user=nobody".parse().unwrap(), 1);
     let stripe = || webhook_idempotency::WebhookLayer::builder(pool.clone(), webhook_idempotency::Provider::stripe());
     let cases = [
         ("no scope", stripe().secret("s").build().err()),
