@@ -1,29 +1,8 @@
-//! Faults for real: a stopped server, killed backends, dropped futures,
-//! panics, an exhausted pool, an in-flight duplicate.
+//! The database failing or fighting: a stopped server, killed backends, a
+//! dead pooled connection, an exhausted pool, a deadlock, SERIALIZABLE
+//! conflicts.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use crate::support::*;
-use axum::body::Body;
-use axum::routing::post;
-use axum::Router;
-use http::{Request, StatusCode};
-use tokio::sync::oneshot;
-use tower::ServiceExt;
-use webhook_idempotency::{WebhookEvent, WebhookTx};
-
-async fn status(app: &Router, req: Request<Body>) -> (StatusCode, http::HeaderMap) {
-    let res = app.clone().oneshot(req).await.unwrap();
-    (res.status(), res.headers().clone())
-}
-
-/// A one-shot channel the test can take out of a `Fn` handler.
-fn once<T>() -> (Arc<Mutex<Option<oneshot::Sender<T>>>>, oneshot::Receiver<T>) {
-    let (tx, rx) = oneshot::channel();
-    (Arc::new(Mutex::new(Some(tx))), rx)
-}
+use super::*;
 
 #[tokio::test]
 async fn database_stopped_answers_503_then_recovers_after_restart() {
@@ -100,87 +79,6 @@ async fn terminated_backend_mid_handler_is_not_2xx_and_the_retry_succeeds() {
 }
 
 #[tokio::test]
-async fn dropped_request_future_leaves_no_idle_in_transaction_backend() {
-    let db = TestDb::new().await;
-    let pool = db.pool(4);
-    let (inside_tx, inside_rx) = once::<()>();
-    let app = Router::new().route(
-        "/webhooks/stripe",
-        post(move |tx: WebhookTx, event: WebhookEvent| {
-            let inside = inside_tx.lock().unwrap().take();
-            async move {
-                insert_effect(&tx, &event).await.unwrap();
-                if let Some(inside) = inside {
-                    inside.send(()).unwrap();
-                    std::future::pending::<()>().await; // the client goes away meanwhile
-                }
-                StatusCode::OK
-            }
-        })
-        .layer(stripe_layer(pool.clone()).lock_timeout(Duration::from_secs(10)).build().unwrap()),
-    );
-    let body = stripe_body("evt_dropped");
-    let pending = tokio::spawn({
-        let app = app.clone();
-        let req = stripe_request(body.clone());
-        async move { status(&app, req).await }
-    });
-    inside_rx.await.unwrap();
-    assert_eq!(db.idle_in_transaction().await, 1, "the claim's transaction is open");
-    pending.abort();
-    assert!(pending.await.unwrap_err().is_cancelled());
-
-    assert!(
-        eventually(Duration::from_secs(10), || async { db.idle_in_transaction().await == 0 }).await,
-        "the abandoned transaction's backend is gone"
-    );
-    // The pool keeps serving, and the claim was rolled back (not a 409 or a replay).
-    for _ in 0..8 {
-        drop(pool.get().await.unwrap());
-    }
-    let (code, headers) = status(&app, stripe_request(body)).await;
-    assert_eq!(code, StatusCode::OK);
-    assert!(headers.get("idempotent-replayed").is_none());
-    assert_eq!(db.effects().await, 1);
-}
-
-#[tokio::test]
-async fn handler_panic_rolls_back_and_the_connection_is_not_reused_in_a_transaction() {
-    let db = TestDb::new().await;
-    let pool = db.pool(2);
-    let runs = Arc::new(AtomicUsize::new(0));
-    let counter = runs.clone();
-    let app = Router::new()
-        .route(
-            "/webhooks/stripe",
-            post(move |tx: WebhookTx, event: WebhookEvent| {
-                let run = counter.fetch_add(1, Ordering::SeqCst);
-                async move {
-                    insert_effect(&tx, &event).await.unwrap();
-                    assert!(run > 0, "handler bug on the first run");
-                    StatusCode::OK
-                }
-            })
-            .layer(stripe_layer(pool.clone()).build().unwrap()),
-        )
-        .layer(tower_http::catch_panic::CatchPanicLayer::new());
-    let body = stripe_body("evt_panic");
-    assert_eq!(status(&app, stripe_request(body.clone())).await.0, StatusCode::INTERNAL_SERVER_ERROR);
-    assert!(eventually(Duration::from_secs(10), || async { db.idle_in_transaction().await == 0 }).await);
-    // Every connection the pool hands out now is outside a transaction.
-    let a = pool.get().await.unwrap();
-    let b = pool.get().await.unwrap();
-    for c in [&a, &b] {
-        c.query_one("SELECT 1", &[]).await.unwrap();
-    }
-    assert_eq!(db.idle_in_transaction().await, 0);
-    drop((a, b));
-    assert_eq!(status(&app, stripe_request(body)).await.0, StatusCode::OK);
-    assert_eq!(db.effects().await, 1);
-    assert_eq!(runs.load(Ordering::SeqCst), 2);
-}
-
-#[tokio::test]
 async fn pool_exhausted_answers_503_within_the_configured_wait() {
     let db = TestDb::new().await;
     let pool = db.pool(1);
@@ -199,151 +97,6 @@ async fn pool_exhausted_answers_503_within_the_configured_wait() {
     assert!(took < wait + Duration::from_secs(3), "answered after {took:?}");
     drop(held);
     assert_eq!(status(&app, stripe_request(stripe_body("evt_pool"))).await.0, StatusCode::OK);
-}
-
-#[tokio::test]
-async fn in_flight_duplicate_waits_then_409_and_the_first_completes() {
-    let db = TestDb::new().await;
-    let (inside_tx, inside_rx) = once::<()>();
-    let (go_tx, go_rx) = oneshot::channel::<()>();
-    let go = Arc::new(Mutex::new(Some(go_rx)));
-    let runs = Arc::new(AtomicUsize::new(0));
-    let counter = runs.clone();
-    let lock_timeout = Duration::from_millis(300);
-    let app = Router::new().route(
-        "/webhooks/stripe",
-        post(move |tx: WebhookTx, event: WebhookEvent| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            let inside = inside_tx.lock().unwrap().take();
-            let go = go.lock().unwrap().take();
-            async move {
-                insert_effect(&tx, &event).await.unwrap();
-                if let (Some(inside), Some(go)) = (inside, go) {
-                    inside.send(()).unwrap();
-                    go.await.unwrap();
-                }
-                StatusCode::OK
-            }
-        })
-        .layer(stripe_layer(db.pool.clone()).lock_timeout(lock_timeout).build().unwrap()),
-    );
-    let body = stripe_body("evt_slow");
-    let first = tokio::spawn({
-        let app = app.clone();
-        let req = stripe_request(body.clone());
-        async move { status(&app, req).await.0 }
-    });
-    inside_rx.await.unwrap();
-    let started = Instant::now();
-    let (code, headers) = status(&app, stripe_request(body.clone())).await;
-    assert_eq!(code, StatusCode::CONFLICT);
-    assert!(headers.get("retry-after").is_some());
-    assert!(started.elapsed() >= lock_timeout, "waited the bound first");
-    go_tx.send(()).unwrap();
-    assert_eq!(first.await.unwrap(), StatusCode::OK);
-    let (code, headers) = status(&app, stripe_request(body)).await;
-    assert_eq!((code, headers.get("idempotent-replayed").unwrap().to_str().unwrap()), (StatusCode::OK, "true"));
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
-    assert_eq!(db.effects().await, 1);
-}
-
-#[tokio::test]
-async fn handler_that_ends_the_transaction_itself_is_never_2xx_and_never_stuck() {
-    // The handler breaks the contract: it sends COMMIT (then answers 500 or 200).
-    for answer in [StatusCode::INTERNAL_SERVER_ERROR, StatusCode::OK] {
-        let db = TestDb::new().await;
-        let runs = Arc::new(AtomicUsize::new(0));
-        let counter = runs.clone();
-        let app = Router::new().route(
-            "/webhooks/stripe",
-            post(move |tx: WebhookTx, event: WebhookEvent| {
-                let run = counter.fetch_add(1, Ordering::SeqCst);
-                async move {
-                    insert_effect(&tx, &event).await.unwrap();
-                    if run == 0 {
-                        tx.client().await.unwrap().batch_execute("COMMIT").await.unwrap();
-                        return answer;
-                    }
-                    StatusCode::OK
-                }
-            })
-            .layer(stripe_layer(db.pool.clone()).build().unwrap()),
-        );
-        let body = stripe_body("evt_self_commit");
-        let first = status(&app, stripe_request(body.clone())).await.0;
-        assert!(!first.is_success(), "{answer}: got {first}");
-        let row = db.event_row("evt_self_commit").await;
-        assert!(matches!(row, Some((ref state, 1, _)) if state == "failed"), "{answer}: {row:?}");
-        // Not stuck in `running`: the next delivery is processed.
-        let (code, headers) = status(&app, stripe_request(body)).await;
-        assert_eq!((code, headers.get("idempotent-replayed").is_some()), (StatusCode::OK, false), "{answer}");
-        assert_eq!(db.event_row("evt_self_commit").await.map(|r| r.0), Some("done".into()));
-        assert_eq!(runs.load(Ordering::SeqCst), 2);
-    }
-}
-
-#[tokio::test]
-async fn handler_sees_the_connections_own_lock_timeout() {
-    let db = TestDb::new().await;
-    let pool = db.pool(1);
-    pool.get().await.unwrap().batch_execute("SET lock_timeout = '1234ms'").await.unwrap();
-    let (seen_tx, seen_rx) = once::<String>();
-    let app = Router::new().route(
-        "/webhooks/stripe",
-        post(move |tx: WebhookTx| {
-            let seen = seen_tx.lock().unwrap().take().unwrap();
-            async move {
-                let value: String =
-                    tx.client().await.unwrap().query_one("SHOW lock_timeout", &[]).await.unwrap().get(0);
-                seen.send(value).unwrap();
-                StatusCode::OK
-            }
-        })
-        .layer(stripe_layer(pool).lock_timeout(Duration::from_millis(777)).build().unwrap()),
-    );
-    assert_eq!(status(&app, stripe_request(stripe_body("evt_lt"))).await.0, StatusCode::OK);
-    assert_eq!(seen_rx.await.unwrap(), "1234ms");
-}
-
-#[tokio::test]
-async fn statement_timeout_shorter_than_the_wait_gives_409_not_503() {
-    let db = TestDb::new().await;
-    db.pool
-        .get()
-        .await
-        .unwrap()
-        .batch_execute(&format!("ALTER DATABASE {} SET statement_timeout = '300ms'", db.name))
-        .await
-        .unwrap();
-    let pool = db.pool(8); // new connections pick the setting up
-    let (inside_tx, inside_rx) = once::<()>();
-    let (go_tx, go_rx) = oneshot::channel::<()>();
-    let go = Arc::new(Mutex::new(Some(go_rx)));
-    let app = Router::new().route(
-        "/webhooks/stripe",
-        post(move |tx: WebhookTx, event: WebhookEvent| {
-            let inside = inside_tx.lock().unwrap().take();
-            let go = go.lock().unwrap().take();
-            async move {
-                insert_effect(&tx, &event).await.unwrap();
-                if let (Some(inside), Some(go)) = (inside, go) {
-                    inside.send(()).unwrap();
-                    go.await.unwrap();
-                }
-                StatusCode::OK
-            }
-        })
-        .layer(stripe_layer(pool).lock_timeout(Duration::from_secs(2)).build().unwrap()),
-    );
-    let body = stripe_body("evt_stmt_timeout");
-    let first = tokio::spawn({
-        let (app, req) = (app.clone(), stripe_request(body.clone()));
-        async move { status(&app, req).await.0 }
-    });
-    inside_rx.await.unwrap();
-    assert_eq!(status(&app, stripe_request(body)).await.0, StatusCode::CONFLICT);
-    go_tx.send(()).unwrap();
-    assert_eq!(first.await.unwrap(), StatusCode::OK);
 }
 
 #[tokio::test]
@@ -428,4 +181,105 @@ async fn deadlock_between_two_events_is_503_retryable_and_the_retry_succeeds() {
     }
     assert_eq!(db.effects().await, 2);
     assert_eq!(db.scalar("SELECT sum(n)::bigint FROM accounts").await, 4, "each event bumped both rows once");
+}
+
+#[tokio::test]
+async fn serializable_isolation_conflicts_are_retryable_never_2xx_or_500() {
+    use webhook_idempotency::IsolationLevel;
+    let db = TestDb::new().await;
+    // Write skew: each handler counts the effects, waits for the other to have
+    // counted too, then writes. At SERIALIZABLE one of the two fails (40001).
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let first_runs = Arc::new(AtomicUsize::new(0));
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(move |tx: WebhookTx, event: WebhookEvent| {
+            let (barrier, first_runs) = (barrier.clone(), first_runs.clone());
+            async move {
+                let client = tx.client().await.unwrap();
+                if client.query_one("SELECT count(*) FROM effects", &[]).await.is_err() {
+                    return StatusCode::INTERNAL_SERVER_ERROR;
+                }
+                if first_runs.fetch_add(1, Ordering::SeqCst) < 2 {
+                    barrier.wait().await;
+                }
+                drop(client);
+                apply_effect(tx, event).await
+            }
+        })
+        .layer(stripe_layer(db.pool.clone()).isolation_level(IsolationLevel::Serializable).build().unwrap()),
+    );
+    let both = ["evt_skew_a", "evt_skew_b"].map(|key| {
+        let (app, req) = (app.clone(), stripe_request(stripe_body(key)));
+        tokio::spawn(async move {
+            let res = app.oneshot(req).await.unwrap();
+            (res.status(), res.headers().contains_key("retry-after"))
+        })
+    });
+    let mut answers = Vec::new();
+    for t in both {
+        answers.push(t.await.unwrap());
+    }
+    assert!(answers.contains(&(StatusCode::OK, false)), "{answers:?}");
+    assert!(
+        answers.contains(&(StatusCode::SERVICE_UNAVAILABLE, true)),
+        "the serialization victim is 503 + Retry-After: {answers:?}"
+    );
+    for key in ["evt_skew_a", "evt_skew_b"] {
+        assert_eq!(
+            status_code(&app, stripe_request(stripe_body(key))).await,
+            StatusCode::OK,
+            "{key}: the retry succeeds"
+        );
+    }
+    assert_eq!(db.effects().await, 2);
+}
+
+#[tokio::test]
+async fn serializable_concurrent_duplicate_is_replayed_not_5xx() {
+    use webhook_idempotency::IsolationLevel;
+    let db = TestDb::new().await;
+    let (inside_tx, inside_rx) = tokio::sync::oneshot::channel::<()>();
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let gates = Arc::new(std::sync::Mutex::new(Some((inside_tx, go_rx))));
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(move |tx: WebhookTx, event: WebhookEvent| {
+            let gate = gates.lock().unwrap().take();
+            async move {
+                let status = apply_effect(tx, event).await;
+                if let Some((inside, go)) = gate {
+                    inside.send(()).unwrap();
+                    go.await.unwrap();
+                }
+                status
+            }
+        })
+        .layer(stripe_layer(db.pool.clone()).isolation_level(IsolationLevel::Serializable).build().unwrap()),
+    );
+    let body = stripe_body("evt_ser_dup");
+    let first = tokio::spawn({
+        let (app, req) = (app.clone(), stripe_request(body.clone()));
+        async move { app.oneshot(req).await.unwrap().status() }
+    });
+    let (logs, _guard) = Logs::capture();
+    inside_rx.await.unwrap();
+    // The duplicate finds the first one's row in flight and checks again...
+    let second = tokio::spawn({
+        let (app, req) = (app.clone(), stripe_request(body.clone()));
+        async move { app.oneshot(req).await.unwrap() }
+    });
+    // ...until the first commits; a check in a transaction whose snapshot
+    // predates that commit fails with 40001 at SERIALIZABLE and is retried in
+    // a new one, which sees the event done.
+    let waiting = || !logs.lines_with(&["another delivery of this event is in flight"]).is_empty();
+    assert!(eventually(Duration::from_secs(10), || std::future::ready(waiting())).await);
+    go_tx.send(()).unwrap();
+    assert_eq!(first.await.unwrap(), StatusCode::OK);
+    let second = second.await.unwrap();
+    assert_eq!(second.status(), StatusCode::OK);
+    assert_eq!(second.headers().get("idempotent-replayed").unwrap(), "true");
+    let again = app.clone().oneshot(stripe_request(body)).await.unwrap();
+    assert_eq!((again.status(), again.headers().contains_key("idempotent-replayed")), (StatusCode::OK, true));
+    assert_eq!(db.effects().await, 1);
 }
