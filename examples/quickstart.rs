@@ -17,12 +17,10 @@
 //! log lines (warn and above) are held and printed after the tables.
 //!
 //! Database: `DATABASE_URL`, or a throwaway PostgreSQL started here and
-//! removed on exit (needs the PostgreSQL server binaries; as root it runs
-//! the server as the `postgres` user). Secrets: `STRIPE_WEBHOOK_SECRET` and
+//! removed on exit by the tests' harness (`test-support/`; needs the
+//! PostgreSQL server binaries; as root it runs the server as the `postgres`
+//! user). Secrets: `STRIPE_WEBHOOK_SECRET` and
 //! `GITHUB_WEBHOOK_SECRET`, with test defaults.
-
-#[path = "../tests/support/temp_postgres.rs"]
-mod temp_postgres;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -290,7 +288,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             (url.clone(), None)
         }
         None => {
-            let pg = temp_postgres::TempPostgres::start()?;
+            let pg = webhook_test_support::TempPostgres::start()?;
             println!("database: throwaway PostgreSQL on 127.0.0.1:{} (removed on exit)", pg.port());
             (pg.url("postgres"), Some(pg))
         }

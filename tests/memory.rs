@@ -1,7 +1,8 @@
 //! Peak memory of one unauthenticated request, from the process's own
 //! statistics (`VmHWM` in `/proc/self/status`, reset through
 //! `/proc/self/clear_refs`). One test in its own binary, so nothing else runs
-//! in the process meanwhile.
+//! in the process meanwhile: keep it out of the shared test binary
+//! (`tests/it/`), whose other tests would count in this process's memory.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

@@ -1,14 +1,14 @@
-//! First use: errors that say why (SQLSTATE, server message, host:port,
-//! never the password), the schema check, and the layer's advice when its
-//! schema was never migrated.
-
-mod support;
+//! Setup: migrations (safe twice and concurrently, beside another tool's
+//! `schema_migrations`), errors that say why (SQLSTATE, server message,
+//! host:port, never the password), the schema check, the layer's advice when
+//! its schema was never migrated, and builder configurations refused.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use crate::support::*;
 use http::StatusCode;
-use support::*;
 use tokio_postgres::NoTls;
 use tower::ServiceExt;
 use tracing::field::{Field, Visit};
@@ -158,7 +158,7 @@ async fn layer_on_an_unmigrated_schema_answers_503_and_says_to_migrate_once() {
         let captured = Captured::default();
         let subscriber = tracing_subscriber::registry().with(Capture(Arc::clone(&captured)));
         // Current-thread runtime: the layer's future runs on this thread.
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let _guard = set_default_subscriber(subscriber);
         let svc = tower::Layer::layer(
             &stripe_layer(db.pool.clone()).schema(schema).build().unwrap(),
             tower::service_fn(|_req: http::Request<axum::body::Body>| async {
@@ -185,4 +185,60 @@ async fn layer_on_an_unmigrated_schema_answers_503_and_says_to_migrate_once() {
         assert!(message.contains(&format!("migrate_schema(&pool, \"{schema}\")")), "{name}: {message}");
     }
     assert_eq!(db.events().await, 0);
+}
+
+#[tokio::test]
+async fn migrate_is_safe_twice_and_concurrently() {
+    let db = TestDb::new().await; // already migrated once
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let pool = db.pool.clone();
+            tokio::spawn(async move { webhook_idempotency::migrate(&pool).await })
+        })
+        .collect();
+    for r in runs {
+        r.await.unwrap().expect("concurrent migrate");
+    }
+    assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_schema_migrations").await, 1);
+}
+
+#[tokio::test]
+async fn migrate_into_public_ignores_another_tools_schema_migrations() {
+    let db = TestDb::new().await;
+    let c = db.pool.get().await.unwrap();
+    // golang-migrate's bookkeeping table, already at version 1.
+    c.batch_execute(
+        "CREATE TABLE public.schema_migrations (version bigint PRIMARY KEY, dirty boolean NOT NULL);
+         INSERT INTO public.schema_migrations VALUES (1, false);",
+    )
+    .await
+    .unwrap();
+    webhook_idempotency::migrate_schema(&db.pool, "public").await.expect("migrate into public");
+    let n: i64 = c.query_one("SELECT count(*) FROM public.webhook_events", &[]).await.unwrap().get(0);
+    assert_eq!(n, 0, "the table exists");
+    let theirs: i64 = c.query_one("SELECT count(*) FROM public.schema_migrations", &[]).await.unwrap().get(0);
+    assert_eq!(theirs, 1, "their bookkeeping untouched");
+}
+
+#[test]
+fn builder_rejects_incomplete_configurations() {
+    let pool = crate::support::pool("host=127.0.0.1 user=nobody".parse().unwrap(), 1);
+    let stripe = || webhook_idempotency::WebhookLayer::builder(pool.clone(), webhook_idempotency::Provider::stripe());
+    let cases = [
+        ("no scope", stripe().secret("s").build().err()),
+        ("no secret", stripe().scope("a").build().err()),
+        ("empty scope", stripe().scope("").secret("s").build().err()),
+        ("bad schema", stripe().scope("a").secret("s").schema("x;drop").build().err()),
+        ("zero limit", stripe().scope("a").secret("s").body_limit(0).build().err()),
+        ("lock_timeout 0", stripe().scope("a").secret("s").lock_timeout(Duration::ZERO).build().err()),
+        (
+            "lock_timeout > i32 ms",
+            stripe().scope("a").secret("s").lock_timeout(Duration::from_secs(30 * 86400)).build().err(),
+        ),
+        ("resolver and scope", stripe().scope("a").resolver(webhook_idempotency::Endpoint::new("b", [])).build().err()),
+    ];
+    for (name, err) in cases {
+        assert!(err.is_some(), "{name}");
+    }
+    assert!(stripe().scope("a").secret("s").build().is_ok());
 }

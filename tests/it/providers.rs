@@ -4,14 +4,12 @@
 //! examples and SDK fixtures in each `src/verify/<provider>.rs`.
 #![cfg(feature = "full")]
 
-mod support;
-
+use crate::support::*;
 use axum::body::Body;
 use axum::routing::post;
 use axum::Router;
 use http::{Request, StatusCode};
 use serde_json::json;
-use support::*;
 use tower::ServiceExt;
 use webhook_idempotency::verify::*;
 use webhook_idempotency::{Provider, SigningSecret, WebhookLayer};

@@ -2,8 +2,6 @@
 //! a fresh database per test, signed deliveries, an HTTP server on loopback.
 #![allow(dead_code, unreachable_pub)]
 
-pub mod temp_postgres;
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
@@ -17,7 +15,7 @@ use tokio_postgres::NoTls;
 use webhook_idempotency::verify::{github, stripe};
 use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookLayerBuilder, WebhookTx};
 
-pub use temp_postgres::TempPostgres;
+pub use webhook_test_support::TempPostgres;
 
 pub const STRIPE_SECRET: &str = "whsec_test_secret_for_the_suite";
 pub const GITHUB_SECRET: &str = "It's a Secret to Everybody";
@@ -41,7 +39,8 @@ pub fn pool(config: tokio_postgres::Config, max_size: usize) -> Pool {
 }
 
 /// A database of its own for one test, migrated, with an `effects` table
-/// (deliberately without a unique key: a duplicate effect shows as a row).
+/// (deliberately without a unique key: a duplicate effect shows as a row;
+/// `provider` and `event_type` are optional, written by the store API test).
 pub struct TestDb {
     pub name: String,
     pub config: tokio_postgres::Config,
@@ -67,8 +66,9 @@ impl TestDb {
             .await
             .unwrap()
             .batch_execute(
-                "CREATE TABLE effects (id bigserial PRIMARY KEY, scope text NOT NULL, event_key text NOT NULL,
-                                       body bytea, created_at timestamptz NOT NULL DEFAULT now())",
+                "CREATE TABLE effects (id bigserial PRIMARY KEY, provider text, scope text NOT NULL,
+                                       event_key text NOT NULL, event_type text, body bytea,
+                                       created_at timestamptz NOT NULL DEFAULT now())",
             )
             .await
             .unwrap();
@@ -217,6 +217,25 @@ pub async fn serve(router: axum::Router) -> SocketAddr {
     addr
 }
 
+/// Sets `subscriber` as the current thread's default until the guard drops,
+/// as `tracing::subscriber::set_default`, such that it sees every event of
+/// its thread, whatever other test threads of this process did first.
+///
+/// Each callsite caches whether a subscriber wants it. While a single
+/// subscriber exists, tracing decides that with the subscriber of the thread
+/// that hits the callsite first: a test thread without one (the soak's
+/// workers, in this one test process) would cache "never", and a capture on
+/// another thread would miss those lines. A second subscriber, alive for the
+/// whole process and wanting nothing, makes tracing ask every live subscriber
+/// instead.
+pub fn set_default_subscriber(
+    subscriber: impl tracing::Subscriber + Send + Sync + 'static,
+) -> tracing::subscriber::DefaultGuard {
+    static ASK_EVERY_SUBSCRIBER: OnceLock<tracing::Dispatch> = OnceLock::new();
+    ASK_EVERY_SUBSCRIBER.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
+    tracing::subscriber::set_default(subscriber)
+}
+
 /// Log lines captured from `tracing` for the current thread (a
 /// `#[tokio::test]` runtime runs the layer on the test's thread), in the
 /// plain `fmt` format without colours.
@@ -232,7 +251,8 @@ impl Logs {
             .with_ansi(false)
             .with_writer(logs.clone())
             .finish();
-        (logs.clone(), tracing::subscriber::set_default(subscriber))
+        let guard = set_default_subscriber(subscriber);
+        (logs.clone(), guard)
     }
 
     pub fn text(&self) -> String {

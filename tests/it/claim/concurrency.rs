@@ -1,15 +1,13 @@
 //! Concurrent deliveries of one event over real HTTP connections.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use axum::routing::post;
 use axum::Router;
 use http::StatusCode;
-use support::*;
 use tokio::sync::Barrier;
 use webhook_idempotency::{verify::stripe, SigningSecret, WebhookEvent, WebhookTx};
 

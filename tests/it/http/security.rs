@@ -3,19 +3,17 @@
 //! hold pooled connections, and what an unauthenticated client or a handler
 //! can learn.
 
-mod support;
-
 use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use axum::body::Body;
 use axum::routing::post;
 use axum::Router;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use support::*;
 use tokio::sync::Notify;
 use tower::ServiceExt;
 use webhook_idempotency::scope::Endpoint;

@@ -1,14 +1,12 @@
 //! The layer without axum: a plain `tower::service_fn` handler reads
 //! `WebhookTx` and `WebhookEvent` from the request extensions.
 
-mod support;
-
 use std::convert::Infallible;
 
+use crate::support::*;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use support::*;
 use tower::{Layer, ServiceExt};
 use webhook_idempotency::verify::github;
 use webhook_idempotency::{SigningSecret, WebhookEvent, WebhookTx};

@@ -1,11 +1,9 @@
 //! The claim protocol through the store API alone, without HTTP: what the
 //! inbox and outbox workers build on.
 
-mod support;
-
 use std::time::Duration;
 
-use support::*;
+use crate::support::*;
 use webhook_idempotency::store::{Claim, ClaimStore, CommitErrorKind, ScopedEvent};
 
 fn event(key: &str) -> ScopedEvent {

@@ -1,15 +1,14 @@
 //! Storm: 1,000 deliveries of 100 distinct events in shuffled order from 64
-//! concurrent HTTP clients against one server: exactly 100 effects, no 5xx.
-
-mod support;
+//! concurrent HTTP clients against one server, then against four server
+//! processes sharing one database: exactly 100 effects, no 5xx.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use axum::routing::post;
 use axum::Router;
-use support::*;
 use tokio::sync::Mutex;
 use webhook_idempotency::verify::stripe;
 use webhook_idempotency::SigningSecret;
@@ -80,16 +79,44 @@ impl Drop for Child {
     }
 }
 
+/// Set for [`storm_server_process`] when this test binary runs as one of the
+/// storm's server processes: `DATABASE_URL BIND` (space-separated).
+const SERVER_ENV: &str = "WEBHOOK_IT_STORM_SERVER";
+
+/// Not a test: the entry point of one server process of
+/// [`storm_split_over_four_server_processes_sharing_one_postgres`], which
+/// starts this same test binary filtered to this function with
+/// [`SERVER_ENV`] set. Serves the suite's Stripe layer ([`stripe_layer`],
+/// the suite's own secret) and [`apply_effect`] on `BIND` over the shared
+/// database, plus `GET /ready`, until killed or until its standard input
+/// closes (the test process is gone). Without [`SERVER_ENV`] it returns at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a server process started by storm_split_over_four_server_processes_sharing_one_postgres"]
+async fn storm_server_process() {
+    let Ok(setting) = std::env::var(SERVER_ENV) else { return };
+    let (url, bind) = setting.split_once(' ').expect("DATABASE_URL BIND");
+    let app = Router::new()
+        .route(
+            "/webhooks/stripe",
+            post(apply_effect).layer(stripe_layer(pool(url.parse().unwrap(), 16)).build().unwrap()),
+        )
+        .route("/ready", axum::routing::get(|| async { "ready" }));
+    let listener = tokio::net::TcpListener::bind(bind).await.unwrap();
+    let orphaned = tokio::task::spawn_blocking(|| {
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+    });
+    tokio::select! {
+        served = axum::serve(listener, app) => served.unwrap(),
+        _ = orphaned => {}
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn storm_split_over_four_server_processes_sharing_one_postgres() {
     const EVENTS: usize = 100;
     const COPIES: usize = 10;
     const SERVERS: usize = 4;
     let db = TestDb::new().await;
-    // The quickstart example binary, built by `cargo test` next to this test binary.
-    let exe = std::env::current_exe().unwrap();
-    let quickstart = exe.parent().unwrap().parent().unwrap().join("examples").join("quickstart");
-    assert!(quickstart.exists(), "{} not built", quickstart.display());
     let url = {
         let host = match db.config.get_hosts().first() {
             Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
@@ -99,16 +126,16 @@ async fn storm_split_over_four_server_processes_sharing_one_postgres() {
         let user = db.config.get_user().unwrap_or("postgres");
         format!("postgresql://{user}@{host}:{port}/{}", db.name)
     };
-    // Started one after another (each creates the demo table if missing).
+    // Each server is this test binary again, running only `storm_server_process`.
     let mut servers = Vec::new();
     let mut addrs = Vec::new();
     let http = reqwest::Client::new();
     for _ in 0..SERVERS {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = std::process::Command::new(&quickstart)
-            .env("DATABASE_URL", &url)
-            .env("BIND", format!("127.0.0.1:{port}"))
-            .env("RUST_LOG", "warn")
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["claim::storm::storm_server_process", "--exact", "--ignored", "--nocapture"])
+            .env(SERVER_ENV, format!("{url} 127.0.0.1:{port}"))
+            .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -116,7 +143,7 @@ async fn storm_split_over_four_server_processes_sharing_one_postgres() {
         servers.push(Child(child));
         let up = eventually(Duration::from_secs(30), || {
             let http = http.clone();
-            async move { http.get(format!("http://127.0.0.1:{port}/effects")).send().await.is_ok() }
+            async move { http.get(format!("http://127.0.0.1:{port}/ready")).send().await.is_ok() }
         })
         .await;
         assert!(up, "server on {port} came up");
@@ -126,7 +153,7 @@ async fn storm_split_over_four_server_processes_sharing_one_postgres() {
     let order: Vec<usize> = (0..total).map(|i| (i * 7919) % total).collect();
     let queue = Arc::new(Mutex::new(order.into_iter()));
     let ts = unix_now();
-    let secret = SigningSecret::from("whsec_quickstart_test_secret");
+    let secret = SigningSecret::from(STRIPE_SECRET);
     let clients: Vec<_> = (0..64)
         .map(|_| {
             let (queue, secret, addrs) = (queue.clone(), secret.clone(), addrs.clone());
@@ -158,8 +185,8 @@ async fn storm_split_over_four_server_processes_sharing_one_postgres() {
         }
     }
     assert!(answers.keys().all(|s| *s < 500), "no 5xx: {answers:?}");
-    let effects = db.scalar("SELECT count(*) FROM demo_effects").await;
-    let distinct = db.scalar("SELECT count(DISTINCT event_key) FROM demo_effects").await;
+    let effects = db.effects().await;
+    let distinct = db.scalar("SELECT count(DISTINCT event_key) FROM effects").await;
     assert_eq!((effects, distinct), (EVENTS as i64, EVENTS as i64), "answers {answers:?}");
     drop(servers);
 }

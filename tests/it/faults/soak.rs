@@ -5,18 +5,18 @@
 //! PostgreSQL. At the end every event's effect exists exactly once.
 //!
 //! Short form in `cargo test`. Long form (at least 10,000 deliveries):
-//! `SOAK_EVENTS=4000 cargo test --all-features --test soak -- --nocapture`.
-
-mod support;
+//! `SOAK_EVENTS=4000 cargo test --all-features --test it faults::soak -- --nocapture`
+//! (`SOAK_LOG=1` adds the layer's DEBUG lines; it sets the process-wide
+//! subscriber, so run the soak alone then, as here).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::*;
 use axum::routing::post;
 use axum::Router;
-use support::*;
 use tokio::task::JoinHandle;
 use webhook_idempotency::verify::stripe;
 use webhook_idempotency::SigningSecret;

@@ -1,4 +1,6 @@
-//! A throwaway PostgreSQL server for tests and the quickstart.
+//! A throwaway PostgreSQL server for webhook-idempotency's tests and its
+//! quickstart example. Internal (`publish = false`); nothing here is
+//! webhook-specific.
 //!
 //! `initdb` into a fresh temporary directory, a server on a free loopback
 //! port, run as the `postgres` user when this process is root (PostgreSQL
@@ -9,7 +11,7 @@
 //!
 //! Binaries: `$PG_BIN`, else `initdb` on `PATH`, else the newest
 //! `/usr/lib/postgresql/*/bin` (Debian's layout).
-#![allow(dead_code, unreachable_pub)]
+#![forbid(unsafe_code)]
 
 use std::io;
 use std::net::TcpListener;
@@ -68,7 +70,14 @@ fn check(status: io::Result<std::process::Output>, what: &str) -> io::Result<()>
 }
 
 impl TempPostgres {
-    /// Creates and starts a new server.
+    /// Creates and starts a new server (`initdb`, then [`start_server`](Self::start_server)
+    /// on a free port, up to five ports tried).
+    ///
+    /// # Errors
+    ///
+    /// [`io::ErrorKind::NotFound`] when the server binaries are not found; any
+    /// other error of `initdb`, `pg_ctl start` (with their output in the
+    /// message), the temporary directory, or, as root, a missing `postgres` user.
     pub fn start() -> io::Result<Self> {
         let bin = find_bin()?;
         let as_postgres = nix::unistd::geteuid().is_root();
@@ -133,7 +142,12 @@ impl TempPostgres {
     }
 
     /// Starts the server (again) on its port, waiting until it accepts
-    /// connections.
+    /// connections (at most 60 seconds).
+    ///
+    /// # Errors
+    ///
+    /// `pg_ctl start` failed (its output is in the message), for example
+    /// because the port was taken meanwhile.
     pub fn start_server(&self) -> io::Result<()> {
         let options = format!(
             "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} -c fsync=off \
@@ -155,6 +169,10 @@ impl TempPostgres {
 
     /// Stops the server (fast shutdown: open transactions roll back,
     /// committed data stays) and waits until it is down.
+    ///
+    /// # Errors
+    ///
+    /// `pg_ctl stop` failed (its output is in the message).
     pub fn stop_server(&self) -> io::Result<()> {
         check(
             self.command("pg_ctl").arg("-D").arg(self.data_dir()).args(["-w", "-m", "fast", "stop"]).output(),

@@ -2,13 +2,11 @@
 //! limit, the layer on a whole router, logs that say where a refusal came
 //! from.
 
-mod support;
-
+use crate::support::*;
 use axum::body::Body;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use http::{Request, StatusCode};
-use support::*;
 use tower::ServiceExt;
 use webhook_idempotency::{WebhookEvent, WebhookTx};
 

@@ -1,0 +1,22 @@
+//! The integration tests, one binary grouped by topic, on a real PostgreSQL
+//! (`support`: one throwaway server per run of this binary, a fresh database
+//! per test). One binary means one build and one server per `cargo test`.
+//!
+//! Run one topic with its module path, e.g.
+//! `cargo test --all-features --test it faults::` or
+//! `cargo test --all-features --test it http::verification::`.
+//!
+//! Not here: `tests/memory.rs` stays a binary of its own, because it measures
+//! the whole process's peak resident memory and nothing else may run in that
+//! process meanwhile.
+
+mod support;
+
+mod claim;
+mod cli;
+mod faults;
+mod http;
+mod properties;
+mod providers;
+mod setup;
+mod tower;
