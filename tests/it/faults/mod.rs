@@ -3,6 +3,7 @@
 
 mod database;
 mod handler;
+mod network;
 mod soak;
 mod timeouts;
 

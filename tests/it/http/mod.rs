@@ -5,6 +5,7 @@
 mod bodies;
 mod claims;
 mod first_use;
+mod rejections;
 mod security;
 mod verification;
 

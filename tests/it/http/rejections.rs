@@ -1,16 +1,14 @@
 //! The layer's refusals carry their kind in the response extensions, and a
 //! builder hook shapes their body.
 
-mod support;
-
+use crate::support::*;
+use ::tower::ServiceExt;
 use axum::body::Body;
 use axum::routing::post;
 use axum::Router;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use support::*;
-use tower::ServiceExt;
 use webhook_idempotency::{Rejection, RejectionKind};
 
 fn problem(rejection: &Rejection) -> http::Response<Bytes> {

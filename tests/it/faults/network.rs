@@ -2,19 +2,17 @@
 //! pooled sessions read-only, and a network that stops answering without
 //! closing.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
+use ::tower::ServiceExt;
 use axum::body::Body;
 use axum::routing::post;
 use axum::Router;
 use http::{Request, StatusCode};
-use support::*;
 use tokio::sync::watch;
-use tower::ServiceExt;
 
 async fn status(app: &Router, req: Request<Body>) -> StatusCode {
     app.clone().oneshot(req).await.unwrap().status()
