@@ -87,7 +87,7 @@ async fn a_resolver_returning_an_empty_secret_gets_no_2xx_and_an_error_log_namin
     assert!(!status.is_success(), "github: {status}");
     assert_eq!(db.events().await, 0, "nothing claimed");
     assert_eq!(db.effects().await, 0, "nothing applied");
-    let errors = logs.lines_with(&["ERROR", "tenant_empty", "empty_secret"]);
+    let errors = logs.lines_with(&["ERROR", "tenant_empty", "empty_secret", "authenticates nothing"]);
     assert_eq!(errors.len(), 2, "one ERROR line per delivery naming the scope: {}", logs.text());
 }
 
