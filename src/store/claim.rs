@@ -117,6 +117,18 @@ impl ScopedEvent {
         self.event_type.as_deref()
     }
 
+    pub(crate) fn scope_ref(&self) -> &String {
+        &self.scope
+    }
+
+    pub(crate) fn provider_ref(&self) -> &String {
+        &self.provider
+    }
+
+    pub(crate) fn key_ref(&self) -> &String {
+        &self.key
+    }
+
     pub(crate) fn with_type(mut self, event_type: Option<String>) -> Self {
         self.event_type = event_type;
         self
@@ -275,6 +287,10 @@ pub enum ClaimErrorKind {
 }
 
 impl ClaimError {
+    pub(crate) fn of(kind: ClaimErrorKind, source: Option<tokio_postgres::Error>) -> Self {
+        Self { kind, source }
+    }
+
     /// What went wrong.
     pub fn kind(&self) -> ClaimErrorKind {
         self.kind
@@ -531,9 +547,16 @@ pub enum CommitErrorKind {
     /// COMMIT was sent and no answer came, or it failed: PostgreSQL may or
     /// may not have committed. The next claim finds out (done, or claims again).
     Unknown,
+    /// An inbox lease was taken over (it expired): another worker owns the
+    /// row now, and this work was rolled back.
+    LeaseLost,
 }
 
 impl CommitError {
+    pub(crate) fn of(kind: CommitErrorKind, source: Option<tokio_postgres::Error>) -> Self {
+        Self { kind, source }
+    }
+
     /// What went wrong.
     pub fn kind(&self) -> CommitErrorKind {
         self.kind
@@ -552,6 +575,7 @@ impl fmt::Display for CommitError {
             CommitErrorKind::Aborted => "the transaction was aborted by a failed statement",
             CommitErrorKind::ClaimLost => "the claim is no longer in this transaction",
             CommitErrorKind::Unknown => "the commit failed or its outcome is unknown",
+            CommitErrorKind::LeaseLost => "the inbox lease was taken over",
         };
         match self.sqlstate() {
             Some(code) => write!(f, "not committed: {what} (SQLSTATE {code})"),
@@ -740,7 +764,7 @@ pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(2);
 /// exception (class 08), an administrator or crash shutdown, or a server not
 /// accepting connections yet (57P01, 57P02, 57P03). PostgreSQL docs,
 /// "PostgreSQL Error Codes".
-fn session_unusable(e: &tokio_postgres::Error) -> bool {
+pub(crate) fn session_unusable(e: &tokio_postgres::Error) -> bool {
     match e.code() {
         None => true,
         Some(code) => {
