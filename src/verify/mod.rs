@@ -74,6 +74,25 @@ pub mod typeform;
 #[cfg(feature = "zoom")]
 pub mod zoom;
 
+#[cfg(all(
+    test,
+    feature = "stripe",
+    feature = "paddle",
+    feature = "calendly",
+    feature = "slack",
+    feature = "zoom",
+    feature = "twitch",
+    feature = "github",
+    feature = "intercom",
+    feature = "typeform",
+    feature = "shopify",
+    feature = "pagerduty",
+    feature = "square"
+))]
+mod conformance;
+#[cfg(test)]
+pub(crate) mod test_support;
+
 /// What a [`Verifier`] checks: one delivery as received.
 ///
 /// `Debug` shows the method, the path, the header names, the body's length
