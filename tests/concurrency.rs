@@ -11,7 +11,7 @@ use axum::Router;
 use http::StatusCode;
 use support::*;
 use tokio::sync::Barrier;
-use webhook_idempotency::{verify::stripe, SigningSecret, WebhookEvent, WebhookTx};
+use webhook_idempotency::{providers::stripe, SigningSecret, WebhookEvent, WebhookTx};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_deliveries_of_one_event_apply_one_effect() {

@@ -14,7 +14,7 @@ use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use support::*;
 use tower::ServiceExt;
-use webhook_idempotency::verify::{github, stripe};
+use webhook_idempotency::providers::{github, stripe};
 use webhook_idempotency::SigningSecret;
 
 async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Bytes) {
@@ -204,7 +204,7 @@ async fn operator_replay_skips_the_age_check_not_the_signature() {
 #[tokio::test]
 async fn challenge_is_answered_after_verification_without_a_claim() {
     use webhook_idempotency::key::JsonPointerKey;
-    use webhook_idempotency::verify::github::GitHubVerifier;
+    use webhook_idempotency::providers::github::GitHubVerifier;
     use webhook_idempotency::verify::Delivery;
     let db = TestDb::new().await;
     let provider = webhook_idempotency::Provider::new("acme", GitHubVerifier::new(), JsonPointerKey::new("/id"))

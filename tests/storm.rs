@@ -11,7 +11,7 @@ use axum::routing::post;
 use axum::Router;
 use support::*;
 use tokio::sync::Mutex;
-use webhook_idempotency::verify::stripe;
+use webhook_idempotency::providers::stripe;
 use webhook_idempotency::SigningSecret;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -10,7 +10,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use support::*;
 use tower::{Layer, ServiceExt};
-use webhook_idempotency::verify::github;
+use webhook_idempotency::providers::github;
 use webhook_idempotency::{SigningSecret, WebhookEvent, WebhookTx};
 
 async fn handler(req: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {

@@ -6,9 +6,12 @@
 //! whose [`kind`](VerifyError::kind) is logged; the HTTP answer is always a
 //! bare 401.
 //!
-//! Presets live in one module per provider ([`stripe`], [`github`], ...;
-//! each behind its feature), [`generic::HmacVerifier`] configures the common
-//! HMAC shapes, and anything else can be a closure:
+//! This module holds the primitives every verifier shares ([`Delivery`],
+//! [`SigningSecret`], the errors, [`hmac()`], [`match_any_secret`]).
+//! Presets live in one module per provider under [`crate::providers`]
+//! ([`crate::providers::stripe`], ...; each behind its feature),
+//! [`generic::HmacVerifier`] configures the common HMAC shapes, and anything
+//! else can be a closure:
 //!
 //! ```
 //! use webhook_idempotency::verify::{Delivery, Verifier, VerifyError, VerifyErrorKind};
@@ -34,64 +37,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-#[cfg(feature = "calendly")]
-pub mod calendly;
-#[cfg(feature = "discord")]
-pub mod discord;
 pub mod generic;
-#[cfg(feature = "github")]
-pub mod github;
-#[cfg(feature = "hubspot")]
-pub mod hubspot;
-#[cfg(feature = "intercom")]
-pub mod intercom;
-#[cfg(feature = "linear")]
-pub mod linear;
-#[cfg(feature = "mailgun")]
-pub mod mailgun;
-#[cfg(feature = "paddle")]
-pub mod paddle;
-#[cfg(feature = "pagerduty")]
-pub mod pagerduty;
-#[cfg(feature = "sendgrid")]
-pub mod sendgrid;
-#[cfg(feature = "shopify")]
-pub mod shopify;
-#[cfg(feature = "slack")]
-pub mod slack;
-#[cfg(feature = "square")]
-pub mod square;
-#[cfg(feature = "standard-webhooks")]
-pub mod standard_webhooks;
-#[cfg(feature = "stripe")]
-pub mod stripe;
-#[cfg(feature = "twilio")]
-pub mod twilio;
-#[cfg(feature = "twitch")]
-pub mod twitch;
-#[cfg(feature = "typeform")]
-pub mod typeform;
-#[cfg(feature = "zoom")]
-pub mod zoom;
-
-#[cfg(all(
-    test,
-    feature = "stripe",
-    feature = "paddle",
-    feature = "calendly",
-    feature = "slack",
-    feature = "zoom",
-    feature = "twitch",
-    feature = "github",
-    feature = "intercom",
-    feature = "typeform",
-    feature = "shopify",
-    feature = "pagerduty",
-    feature = "square"
-))]
-mod conformance;
-#[cfg(test)]
-pub(crate) mod test_support;
 
 /// What a [`Verifier`] checks: one delivery as received.
 ///

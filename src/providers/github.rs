@@ -29,9 +29,12 @@
 //! event). Route on the body's content, not on the stored type, where it
 //! matters.
 
-use super::{
+use crate::verify::{
     header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "github";
 
 /// The header GitHub signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
@@ -82,9 +85,9 @@ impl Verifier for GitHubVerifier {
 
 /// The GitHub preset: [`GitHubVerifier`], key = `X-GitHub-Delivery`, type =
 /// `X-GitHub-Event`. The CLI name is `github`.
-pub fn provider() -> crate::Provider {
+pub(crate) fn provider() -> crate::Provider {
     crate::Provider::new(
-        "github",
+        NAME,
         GitHubVerifier::new(),
         crate::key::HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
             .event_type(http::HeaderName::from_static(EVENT_HEADER)),

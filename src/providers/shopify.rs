@@ -49,10 +49,13 @@
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 
-use super::{
+use crate::verify::{
     header_values, hmac_sha256, match_any_secret, Delivery, Encoding, SigningSecret, Verifier, VerifyError,
     VerifyErrorKind,
 };
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "shopify";
 
 /// The header Shopify signs webhook deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-shopify-hmac-sha256";
@@ -184,8 +187,8 @@ impl KeyExtractor for ShopifyKey {
 /// (`X-Shopify-Event-Id`, falling back to `X-Shopify-Webhook-Id`), type
 /// `X-Shopify-Topic`. Another key policy:
 /// `shopify::provider().key_extractor(ShopifyKey::WebhookId)`.
-pub fn provider() -> crate::Provider {
-    crate::Provider::new("shopify", ShopifyVerifier::new(), ShopifyKey::default())
+pub(crate) fn provider() -> crate::Provider {
+    crate::Provider::new(NAME, ShopifyVerifier::new(), ShopifyKey::default())
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@
 //! notification's `id`) and the event type (its `topic`) come from it and are
 //! signed. Headers are not.
 
-use super::{
+use crate::verify::{
     header_values, hmac, match_any_secret, Algorithm, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 
@@ -91,7 +91,7 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
 
 /// The Intercom preset: [`IntercomVerifier`]; key = the notification `id`,
 /// type = `topic`.
-pub fn provider() -> crate::Provider {
+pub(crate) fn provider() -> crate::Provider {
     crate::Provider::new(NAME, IntercomVerifier::new(), crate::key::JsonPointerKey::new("/id").event_type("/topic"))
 }
 
@@ -152,7 +152,7 @@ mod tests {
         let body = br#"{"type":"notification_event","id":"notif_1","topic":"ping"}"#;
         let good = sign(&secret, body);
         let from_other = sign(&other, body);
-        let sha256 = format!("sha256={}", hex::encode(super::super::hmac_sha256(&secret, &[body])));
+        let sha256 = format!("sha256={}", hex::encode(crate::verify::hmac_sha256(&secret, &[body])));
         let upper = format!("sha1={}", good[5..].to_uppercase());
         let not_hex = format!("sha1={}", "g".repeat(40));
         let cases: &[(&str, Vec<&str>, &[u8], Result<(), VerifyErrorKind>)] = &[

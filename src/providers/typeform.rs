@@ -23,7 +23,7 @@
 //! the event type (`event_type`) come from it and are signed. Headers are
 //! not.
 
-use super::{
+use crate::verify::{
     header_values, hmac_sha256, match_any_secret, Delivery, Encoding, SigningSecret, Verifier, VerifyError,
     VerifyErrorKind,
 };
@@ -88,7 +88,7 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
 
 /// The Typeform preset: [`TypeformVerifier`]; key = the body's `event_id`,
 /// type = `event_type`.
-pub fn provider() -> crate::Provider {
+pub(crate) fn provider() -> crate::Provider {
     crate::Provider::new(
         NAME,
         TypeformVerifier::new(),
