@@ -31,9 +31,8 @@
 //! notification's `id`) and the event type (its `topic`) come from it and are
 //! signed. Headers are not.
 
-use crate::verify::{
-    header_values, hmac, match_any_secret, Algorithm, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
-};
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac, Algorithm, Delivery, SigningSecret, Verifier, VerifyError};
 
 /// The header Intercom signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature";
@@ -42,44 +41,34 @@ pub const SIGNATURE_HEADER: &str = "x-hub-signature";
 pub const NAME: &str = "intercom";
 
 /// Verifies the `X-Hub-Signature` header.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[must_use]
 pub struct IntercomVerifier {
-    _priv: (),
+    inner: HmacVerifier,
+}
+
+impl Default for IntercomVerifier {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl IntercomVerifier {
     /// A verifier for `X-Hub-Signature`.
     pub fn new() -> Self {
-        Self::default()
+        // The scheme as a specification of the generic HMAC verifier.
+        let inner = HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).prefix("sha1=").strict().build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
-}
-
-/// Every `sha1=` signature in the header (one per line), decoded.
-fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 20]>, VerifyError> {
-    let mut signatures = Vec::new();
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        let hex_sig = value?.trim().strip_prefix("sha1=").ok_or(VerifyErrorKind::MalformedHeader)?;
-        let mut sig = [0u8; 20];
-        hex::decode_to_slice(hex_sig, &mut sig).map_err(|_| VerifyErrorKind::MalformedHeader)?;
-        signatures.push(sig);
-    }
-    if signatures.is_empty() {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    Ok(signatures)
 }
 
 impl Verifier for IntercomVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let signatures = parse(delivery.parts)?;
-        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| {
-            hmac(Algorithm::Sha1, secret, &[delivery.body])
-        })
+        self.inner.verify(delivery)
     }
 }
 
@@ -98,6 +87,7 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
 
     fn parts(values: &[&str]) -> http::request::Parts {

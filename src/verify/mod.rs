@@ -498,6 +498,17 @@ pub enum Algorithm {
     Sha512,
 }
 
+impl Algorithm {
+    /// The tag's length in bytes: 20, 32 or 64.
+    pub fn tag_len(self) -> usize {
+        match self {
+            Self::Sha1 => 20,
+            Self::Sha256 => 32,
+            Self::Sha512 => 64,
+        }
+    }
+}
+
 /// An HMAC tag, up to 64 bytes; `as_ref()` gives its bytes.
 #[derive(Clone, Copy)]
 pub struct Tag {
