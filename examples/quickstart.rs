@@ -37,7 +37,7 @@ use clap::Parser;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde::Serialize;
 use tokio_postgres::NoTls;
-use webhook_idempotency::verify::{github, stripe};
+use webhook_idempotency::providers::{self, github, stripe, KeyKind, UrlArg};
 use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
 
 const DEFAULT_STRIPE_SECRET: &str = "whsec_quickstart_test_secret";
@@ -169,8 +169,8 @@ fn app(
     hooks: Arc<DemoHooks>,
 ) -> Result<Router, webhook_idempotency::ConfigError> {
     let mut presets = vec![
-        ("stripe", Provider::stripe(), args.stripe_secret.clone()),
-        ("github", Provider::github(), args.github_secret.clone()),
+        (stripe::NAME, Provider::stripe(), args.stripe_secret.clone()),
+        (github::NAME, Provider::github(), args.github_secret.clone()),
     ];
     presets.extend(other_presets(addr));
     let mut router = Router::new();
@@ -195,18 +195,16 @@ fn app(
 }
 
 /// The secret for preset `name`: `$NAME_WEBHOOK_SECRET`, else a test default.
-#[allow(dead_code)] // unused when no optional preset is enabled
 fn secret_for(name: &str, default: &str) -> String {
     let var = format!("{}_WEBHOOK_SECRET", name.to_uppercase().replace('-', "_"));
     std::env::var(&var).unwrap_or_else(|_| default.to_owned())
 }
 
 /// The optional presets compiled in (`cargo run --all-features --example
-/// quickstart` serves all of them), each on `/webhooks/<name>` with
-/// `$NAME_WEBHOOK_SECRET` or a test secret. Discord and SendGrid verify with
-/// public keys: they are served when `DISCORD_PUBLIC_KEY` /
-/// `SENDGRID_PUBLIC_KEY` are set.
-#[allow(unused_mut, unused_variables)]
+/// quickstart` serves all of them), from the registry, each on
+/// `/webhooks/<name>` with `$NAME_WEBHOOK_SECRET` or a test secret. Presets
+/// that verify with public keys (Discord, SendGrid) are served when
+/// `$NAME_PUBLIC_KEY` is set.
 fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
     let base = format!("http://{addr}");
     let mut v: Vec<(&'static str, Provider, String)> = Vec::new();
@@ -214,47 +212,31 @@ fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
     // base64("quickstart-test-secret-24"), in the Standard Webhooks `whsec_`
     // form (the specification wants 24 to 64 key bytes).
     let whsec = "whsec_cXVpY2tzdGFydC10ZXN0LXNlY3JldC0yNA==";
-    #[cfg(feature = "slack")]
-    v.push(("slack", Provider::slack(), secret_for("slack", test)));
-    #[cfg(feature = "standard-webhooks")]
-    v.push(("standard-webhooks", Provider::standard_webhooks(), secret_for("standard-webhooks", whsec)));
-    #[cfg(feature = "standard-webhooks")]
-    v.push(("svix", Provider::svix(), secret_for("svix", whsec)));
-    #[cfg(feature = "shopify")]
-    v.push(("shopify", Provider::shopify(), secret_for("shopify", test)));
-    #[cfg(feature = "square")]
-    v.push(("square", Provider::square(format!("{base}/webhooks/square")), secret_for("square", test)));
-    #[cfg(feature = "twilio")]
-    v.push(("twilio", Provider::twilio(base.clone()), secret_for("twilio", test)));
-    #[cfg(feature = "paddle")]
-    v.push(("paddle", Provider::paddle(), secret_for("paddle", test)));
-    #[cfg(feature = "linear")]
-    v.push(("linear", Provider::linear(), secret_for("linear", test)));
-    #[cfg(feature = "hubspot")]
-    v.push(("hubspot", Provider::hubspot(base.clone()), secret_for("hubspot", test)));
-    #[cfg(feature = "pagerduty")]
-    v.push(("pagerduty", Provider::pagerduty(), secret_for("pagerduty", test)));
-    #[cfg(feature = "zoom")]
-    v.push(("zoom", Provider::zoom(), secret_for("zoom", test)));
-    #[cfg(feature = "twitch")]
-    v.push(("twitch", Provider::twitch(), secret_for("twitch", test)));
-    #[cfg(feature = "intercom")]
-    v.push(("intercom", Provider::intercom(), secret_for("intercom", test)));
-    #[cfg(feature = "mailgun")]
-    v.push(("mailgun", Provider::mailgun(), secret_for("mailgun", test)));
-    #[cfg(feature = "calendly")]
-    v.push(("calendly", Provider::calendly(), secret_for("calendly", test)));
-    #[cfg(feature = "typeform")]
-    v.push(("typeform", Provider::typeform(), secret_for("typeform", test)));
-    #[cfg(feature = "discord")]
-    match std::env::var("DISCORD_PUBLIC_KEY") {
-        Ok(key) => v.push(("discord", Provider::discord(), key)),
-        Err(_) => println!("discord not served: set DISCORD_PUBLIC_KEY (the application's public key)"),
-    }
-    #[cfg(feature = "sendgrid")]
-    match std::env::var("SENDGRID_PUBLIC_KEY") {
-        Ok(key) => v.push(("sendgrid", Provider::sendgrid(), key)),
-        Err(_) => println!("sendgrid not served: set SENDGRID_PUBLIC_KEY (the Event Webhook verification key)"),
+    for preset in providers::all() {
+        if [stripe::NAME, github::NAME].contains(&preset.name) {
+            continue; // served with their own flags
+        }
+        let url = match preset.url {
+            UrlArg::NotificationUrl => Some(format!("{base}/webhooks/{}", preset.name)),
+            UrlArg::None => None,
+            _ => Some(base.clone()),
+        };
+        let Ok(provider) = preset.provider(url.as_deref()) else { continue };
+        let key = match preset.key {
+            KeyKind::PublicKey => {
+                let var = format!("{}_PUBLIC_KEY", preset.name.to_uppercase().replace('-', "_"));
+                match std::env::var(&var) {
+                    Ok(key) => key,
+                    Err(_) => {
+                        println!("{} not served: set {var} (the public key the sender verifies with)", preset.name);
+                        continue;
+                    }
+                }
+            }
+            KeyKind::Whsec => secret_for(preset.name, whsec),
+            _ => secret_for(preset.name, test),
+        };
+        v.push((preset.name, provider, key));
     }
     if !v.is_empty() {
         println!("other presets: $<PRESET>_WEBHOOK_SECRET, else the test secret {test} ({whsec} for standard-webhooks, svix)");

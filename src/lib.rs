@@ -12,7 +12,7 @@
 //! handler.
 //!
 //! See [`layer`] for the request flow and the response table, [`verify`]
-//! for signature schemes, [`key`] for event keys, [`scope`] for tenants and
+//! for signature verification, [`providers`] for the presets, [`key`] for event keys, [`scope`] for tenants and
 //! [`store`] for the SQL and migrations.
 //!
 //! # Example
@@ -60,7 +60,7 @@
 //! |---|---|---|
 //! | `axum` | yes | `FromRequestParts` for [`WebhookTx`] and [`WebhookEvent`] |
 //! | `stripe`, `github` | yes | [`Provider::stripe`], [`Provider::github`] |
-//! | `slack`, `standard-webhooks` (`svix` too), `shopify`, `square`, `twilio`, `paddle`, `linear`, `hubspot`, `pagerduty`, `zoom`, `twitch`, `intercom`, `mailgun`, `calendly`, `typeform`, `discord`, `sendgrid` | no | one preset each: `Provider::<name>()` and `verify::<name>` |
+//! | `slack`, `standard-webhooks` (`svix` too), `shopify`, `square`, `twilio`, `paddle`, `linear`, `hubspot`, `pagerduty`, `zoom`, `twitch`, `intercom`, `mailgun`, `calendly`, `typeform`, `discord`, `sendgrid` | no | one preset each: `Provider::<name>()` and `providers::<name>` |
 //! | `cli` | no | the `webhook-verify` command (enables every preset) |
 //! | `full` | no | every preset and `axum` |
 //!
@@ -75,10 +75,14 @@ pub mod extract;
 pub mod key;
 pub mod layer;
 pub mod provider;
+pub mod providers;
 pub mod scope;
 pub mod store;
 pub mod tx;
 pub mod verify;
+
+#[cfg(test)]
+pub(crate) mod test_support;
 
 pub use event::WebhookEvent;
 pub use layer::IDEMPOTENT_REPLAYED;

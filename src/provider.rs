@@ -109,134 +109,134 @@ impl Provider {
         &self.methods
     }
 
-    /// Stripe (`Stripe-Signature`, 300 s tolerance; key = the Event `id`). See [`crate::verify::stripe`].
+    /// Stripe (`Stripe-Signature`, 300 s tolerance; key = the Event `id`). See [`crate::providers::stripe`].
     #[cfg(feature = "stripe")]
     pub fn stripe() -> Self {
-        crate::verify::stripe::provider()
+        crate::providers::stripe::provider()
     }
 
-    /// GitHub (`X-Hub-Signature-256`; key = `X-GitHub-Delivery`). See [`crate::verify::github`].
+    /// GitHub (`X-Hub-Signature-256`; key = `X-GitHub-Delivery`). See [`crate::providers::github`].
     #[cfg(feature = "github")]
     pub fn github() -> Self {
-        crate::verify::github::provider()
+        crate::providers::github::provider()
     }
 
-    /// Slack (`X-Slack-Signature` `v0=`, 300 s; key = `event_id`; answers `url_verification`). See [`crate::verify::slack`].
+    /// Slack (`X-Slack-Signature` `v0=`, 300 s; key = `event_id`; answers `url_verification`). See [`crate::providers::slack`].
     #[cfg(feature = "slack")]
     pub fn slack() -> Self {
-        crate::verify::slack::provider()
+        crate::providers::slack::provider()
     }
 
-    /// Standard Webhooks (`webhook-id`/`-timestamp`/`-signature`, `v1` and `v1a`; key = `webhook-id`). See [`crate::verify::standard_webhooks`].
+    /// Standard Webhooks (`webhook-id`/`-timestamp`/`-signature`, `v1` and `v1a`; key = `webhook-id`). See [`crate::providers::standard_webhooks`].
     #[cfg(feature = "standard-webhooks")]
     pub fn standard_webhooks() -> Self {
-        crate::verify::standard_webhooks::provider()
+        crate::providers::standard_webhooks::provider()
     }
 
-    /// Svix (the Standard Webhooks scheme under `svix-*` headers). See [`crate::verify::standard_webhooks`].
+    /// Svix (the Standard Webhooks scheme under `svix-*` headers). See [`crate::providers::standard_webhooks`].
     #[cfg(feature = "standard-webhooks")]
     pub fn svix() -> Self {
-        crate::verify::standard_webhooks::svix_provider()
+        crate::providers::standard_webhooks::svix_provider()
     }
 
-    /// Discord interactions (Ed25519; key = the interaction `id`; answers PING). See [`crate::verify::discord`].
+    /// Discord interactions (Ed25519; key = the interaction `id`; answers PING). See [`crate::providers::discord`].
     #[cfg(feature = "discord")]
     pub fn discord() -> Self {
-        crate::verify::discord::provider()
+        crate::providers::discord::provider()
     }
 
-    /// Paddle Billing (`Paddle-Signature` `ts=;h1=`, 5 s; key = `event_id`). See [`crate::verify::paddle`].
+    /// Paddle Billing (`Paddle-Signature` `ts=;h1=`, 5 s; key = `event_id`). See [`crate::providers::paddle`].
     #[cfg(feature = "paddle")]
     pub fn paddle() -> Self {
-        crate::verify::paddle::provider()
+        crate::providers::paddle::provider()
     }
 
-    /// Linear (`Linear-Signature`, `webhookTimestamp` within 60 s; key = `Linear-Delivery`). See [`crate::verify::linear`].
+    /// Linear (`Linear-Signature`, `webhookTimestamp` within 60 s; key = `Linear-Delivery`). See [`crate::providers::linear`].
     #[cfg(feature = "linear")]
     pub fn linear() -> Self {
-        crate::verify::linear::provider()
+        crate::providers::linear::provider()
     }
 
-    /// PagerDuty v3 (`X-PagerDuty-Signature` `v1=`; key = `event.id`). See [`crate::verify::pagerduty`].
+    /// PagerDuty v3 (`X-PagerDuty-Signature` `v1=`; key = `event.id`). See [`crate::providers::pagerduty`].
     #[cfg(feature = "pagerduty")]
     pub fn pagerduty() -> Self {
-        crate::verify::pagerduty::provider()
+        crate::providers::pagerduty::provider()
     }
 
-    /// Calendly (`Calendly-Webhook-Signature` `t=,v1=`, 180 s; derived key). See [`crate::verify::calendly`].
+    /// Calendly (`Calendly-Webhook-Signature` `t=,v1=`, 180 s; derived key). See [`crate::providers::calendly`].
     #[cfg(feature = "calendly")]
     pub fn calendly() -> Self {
-        crate::verify::calendly::provider()
+        crate::providers::calendly::provider()
     }
 
-    /// Typeform (`Typeform-Signature` `sha256=` base64; key = `event_id`). See [`crate::verify::typeform`].
+    /// Typeform (`Typeform-Signature` `sha256=` base64; key = `event_id`). See [`crate::providers::typeform`].
     #[cfg(feature = "typeform")]
     pub fn typeform() -> Self {
-        crate::verify::typeform::provider()
+        crate::providers::typeform::provider()
     }
 
-    /// Intercom (`X-Hub-Signature` `sha1=`; key = the notification `id`). See [`crate::verify::intercom`].
+    /// Intercom (`X-Hub-Signature` `sha1=`; key = the notification `id`). See [`crate::providers::intercom`].
     #[cfg(feature = "intercom")]
     pub fn intercom() -> Self {
-        crate::verify::intercom::provider()
+        crate::providers::intercom::provider()
     }
 
-    /// Zoom (`x-zm-signature` `v0=`, 300 s; derived key; answers `endpoint.url_validation`). See [`crate::verify::zoom`].
+    /// Zoom (`x-zm-signature` `v0=`, 300 s; derived key; answers `endpoint.url_validation`). See [`crate::providers::zoom`].
     #[cfg(feature = "zoom")]
     pub fn zoom() -> Self {
-        crate::verify::zoom::provider()
+        crate::providers::zoom::provider()
     }
 
-    /// Twitch EventSub (`Twitch-Eventsub-Message-Signature`, 600 s; key = the message id; answers the callback verification). See [`crate::verify::twitch`].
+    /// Twitch EventSub (`Twitch-Eventsub-Message-Signature`, 600 s; key = the message id; answers the callback verification). See [`crate::providers::twitch`].
     #[cfg(feature = "twitch")]
     pub fn twitch() -> Self {
-        crate::verify::twitch::provider()
+        crate::providers::twitch::provider()
     }
 
-    /// Mailgun (signature in the body, 900 s; key = `event-data.id`). See [`crate::verify::mailgun`].
+    /// Mailgun (signature in the body, 900 s; key = `event-data.id`). See [`crate::providers::mailgun`].
     #[cfg(feature = "mailgun")]
     pub fn mailgun() -> Self {
-        crate::verify::mailgun::provider()
+        crate::providers::mailgun::provider()
     }
 
-    /// SendGrid Event Webhook (ECDSA P-256; derived key over the batch's `sg_event_id`s). See [`crate::verify::sendgrid`].
+    /// SendGrid Event Webhook (ECDSA P-256; derived key over the batch's `sg_event_id`s). See [`crate::providers::sendgrid`].
     #[cfg(feature = "sendgrid")]
     pub fn sendgrid() -> Self {
-        crate::verify::sendgrid::provider()
+        crate::providers::sendgrid::provider()
     }
 
     /// Shopify (`X-Shopify-Hmac-Sha256` base64; key = `X-Shopify-Event-Id`, else
-    /// `X-Shopify-Webhook-Id`). See [`crate::verify::shopify`].
+    /// `X-Shopify-Webhook-Id`). See [`crate::providers::shopify`].
     #[cfg(feature = "shopify")]
     pub fn shopify() -> Self {
-        crate::verify::shopify::provider()
+        crate::providers::shopify::provider()
     }
 
     /// Square (`x-square-hmacsha256-signature` over the notification URL +
     /// body; key = `event_id`). `notification_url` is the URL exactly as
-    /// registered in Square. See [`crate::verify::square`].
+    /// registered in Square. See [`crate::providers::square`].
     #[cfg(feature = "square")]
     pub fn square(notification_url: impl Into<String>) -> Self {
-        crate::verify::square::provider(notification_url)
+        crate::providers::square::provider(notification_url)
     }
 
     /// Twilio (`X-Twilio-Signature`, HMAC-SHA1 over the URL + sorted POST
     /// parameters or `bodySHA256`; key = `I-Twilio-Idempotency-Token`).
     /// `public_base_url` is the scheme and host Twilio calls. See
-    /// [`crate::verify::twilio`].
+    /// [`crate::providers::twilio`].
     #[cfg(feature = "twilio")]
     pub fn twilio(public_base_url: impl Into<String>) -> Self {
         // Twilio sends GET when a webhook is configured for it; the signature
         // then covers the URL with its query.
-        crate::verify::twilio::provider(public_base_url).methods([http::Method::POST, http::Method::GET])
+        crate::providers::twilio::provider(public_base_url).methods([http::Method::POST, http::Method::GET])
     }
 
     /// HubSpot signature v3 (`X-HubSpot-Signature-v3` over method + URI + body +
     /// timestamp, 300 s; derived batch key). `public_base_url` is the scheme
-    /// and host HubSpot calls. See [`crate::verify::hubspot`].
+    /// and host HubSpot calls. See [`crate::providers::hubspot`].
     #[cfg(feature = "hubspot")]
     pub fn hubspot(public_base_url: impl Into<String>) -> Self {
-        crate::verify::hubspot::provider(public_base_url)
+        crate::providers::hubspot::provider(public_base_url)
     }
 
     /// Replaces the verifier, for example a preset with another tolerance:
@@ -261,7 +261,7 @@ impl Provider {
     /// Sets the body limit, in bytes, this provider's deliveries need at most:
     /// the layer uses it when the application sets no `body_limit` of its
     /// own. Presets whose verifier must parse the body set one (Twilio:
-    /// [`crate::verify::twilio::DEFAULT_BODY_LIMIT`], 64 KiB).
+    /// [`crate::providers::twilio::DEFAULT_BODY_LIMIT`], 64 KiB).
     pub fn with_body_limit(mut self, bytes: usize) -> Self {
         self.default_body_limit = Some(bytes);
         self
@@ -318,6 +318,15 @@ impl Provider {
     pub fn handshake(&self, delivery: &Delivery<'_>) -> Result<Option<http::Response<Bytes>>, VerifyError> {
         self.verifier.verify(delivery)?;
         Ok(self.challenge.as_ref().and_then(|c| c.respond(delivery)))
+    }
+
+    /// Verifies the delivery's signature (and signed timestamp) only, as the
+    /// layer does before reading the event key: no handshake, no key.
+    ///
+    /// # Errors
+    /// The [`VerifyError`] when the delivery is not authentic.
+    pub fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
+        self.verifier.verify(delivery)
     }
 
     pub(crate) fn verifier_ref(&self) -> &dyn Verifier {

@@ -50,93 +50,35 @@ use tower_layer::Layer as _;
 use tower_service::Service;
 use webhook_idempotency::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use webhook_idempotency::tokio_postgres::{Config as PgConfig, NoTls};
-use webhook_idempotency::verify::{
-    calendly, discord, github, intercom, linear, paddle, pagerduty, shopify, slack, square, standard_webhooks, stripe,
-    twitch, typeform, zoom, SigningSecret,
-};
-use webhook_idempotency::{Provider, WebhookLayer, WebhookService};
+use webhook_idempotency::providers;
+use webhook_idempotency::{WebhookLayer, WebhookService};
 
 /// The layer's clock: signed timestamps are `NOW` plus the input's offset.
 const NOW: u64 = 1_700_000_000;
-const HMAC_SECRET: &str = "fuzz-secret-0123456789abcdef";
-const WHSEC: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-const ED25519_SEED: [u8; 32] = [7; 32];
-const SENDGRID_KEY: &str = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g==";
-const SQUARE_URL: &str = "https://example.com/square";
 const REPLAY_HEADER: &str = "x-operator-replay";
 const REPLAY_TOKEN: &str = "operator-replay-token-0123456789";
 /// The small configuration's limits.
 const SMALL_BODY_LIMIT: usize = 64;
 const SMALL_GZIP_LIMIT: usize = 128;
 
-const PRESETS: &[&str] = &[
-    "stripe",
-    "github",
-    "slack",
-    "standard-webhooks",
-    "svix",
-    "shopify",
-    "square",
-    "twilio",
-    "paddle",
-    "linear",
-    "hubspot",
-    "pagerduty",
-    "zoom",
-    "twitch",
-    "intercom",
-    "mailgun",
-    "calendly",
-    "typeform",
-    "discord",
-    "sendgrid",
-];
+/// Headers the layer reads; the registry adds every preset's.
+const LAYER_HEADERS: &[&str] = &["content-length", "content-encoding", "content-type", "transfer-encoding", REPLAY_HEADER];
 
 /// Headers the presets and the layer read, for the input to pick by index.
-const HEADERS: &[&str] = &[
-    "content-length",
-    "content-encoding",
-    "content-type",
-    "transfer-encoding",
-    "stripe-signature",
-    "x-hub-signature-256",
-    "x-github-delivery",
-    "x-github-event",
-    "x-slack-signature",
-    "x-slack-request-timestamp",
-    "webhook-id",
-    "webhook-timestamp",
-    "webhook-signature",
-    "svix-id",
-    "svix-timestamp",
-    "svix-signature",
-    "x-shopify-hmac-sha256",
-    "x-shopify-event-id",
-    "x-shopify-webhook-id",
-    "x-square-hmacsha256-signature",
-    "x-twilio-signature",
-    "i-twilio-idempotency-token",
-    "paddle-signature",
-    "linear-signature",
-    "linear-delivery",
-    "x-hubspot-signature-v3",
-    "x-hubspot-request-timestamp",
-    "x-pagerduty-signature",
-    "x-zm-signature",
-    "x-zm-request-timestamp",
-    "twitch-eventsub-message-signature",
-    "twitch-eventsub-message-id",
-    "twitch-eventsub-message-timestamp",
-    "twitch-eventsub-message-type",
-    "x-hub-signature",
-    "calendly-webhook-signature",
-    "typeform-signature",
-    "x-signature-ed25519",
-    "x-signature-timestamp",
-    "x-twilio-email-event-webhook-signature",
-    "x-twilio-email-event-webhook-timestamp",
-    REPLAY_HEADER,
-];
+fn header_names() -> &'static [HeaderName] {
+    static NAMES: OnceLock<Vec<HeaderName>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut names: Vec<&str> = LAYER_HEADERS.to_vec();
+        for preset in providers::all() {
+            for h in preset.headers {
+            if !names.contains(h) {
+                names.push(h);
+            }
+        }
+        }
+        names.into_iter().map(HeaderName::from_static).collect()
+    })
+}
 
 #[derive(Arbitrary, Debug)]
 enum Name {
@@ -289,82 +231,16 @@ impl Service<Request<FuzzBody>> for Handler {
     }
 }
 
-fn provider(name: &str) -> Provider {
-    match name {
-        "stripe" => Provider::stripe(),
-        "github" => Provider::github(),
-        "slack" => Provider::slack(),
-        "standard-webhooks" => Provider::standard_webhooks(),
-        "svix" => Provider::svix(),
-        "shopify" => Provider::shopify(),
-        "square" => Provider::square(SQUARE_URL),
-        "twilio" => Provider::twilio("https://example.com"),
-        "paddle" => Provider::paddle(),
-        "linear" => Provider::linear(),
-        "hubspot" => Provider::hubspot("https://example.com"),
-        "pagerduty" => Provider::pagerduty(),
-        "zoom" => Provider::zoom(),
-        "twitch" => Provider::twitch(),
-        "intercom" => Provider::intercom(),
-        "mailgun" => Provider::mailgun(),
-        "calendly" => Provider::calendly(),
-        "typeform" => Provider::typeform(),
-        "discord" => Provider::discord(),
-        "sendgrid" => Provider::sendgrid(),
-        other => unreachable!("{other}"),
+/// The signature headers preset `index` would send for `body` at `ts`,
+/// from its registry example, or `None` where the example signs another URI
+/// or body than the request's (Twilio's URL, Mailgun's body): the preset is
+/// then fuzzed unsigned.
+fn sign(index: usize, ts: u64, body: &[u8], id: &str) -> Option<Vec<(HeaderName, HeaderValue)>> {
+    let ex = providers::all()[index].example(id, ts, body);
+    if ex.parts.uri != "/" || ex.body != body {
+        return None;
     }
-}
-
-fn secret(name: &str) -> SigningSecret {
-    match name {
-        "standard-webhooks" | "svix" => standard_webhooks::secret(WHSEC).expect("whsec"),
-        "discord" => discord::public_key(&discord::public_key_of(&ED25519_SEED)).expect("discord key"),
-        "sendgrid" => SigningSecret::from(SENDGRID_KEY),
-        _ => SigningSecret::from(HMAC_SECRET),
-    }
-}
-
-/// The signature headers `name` would send for `body` at `ts`, or `None`
-/// where the harness does not sign (the preset is still fuzzed unsigned).
-fn sign(name: &str, ts: u64, body: &[u8], id: &str) -> Option<Vec<(&'static str, String)>> {
-    let s = secret(name);
-    let t = ts.to_string();
-    Some(match name {
-        "stripe" => vec![("stripe-signature", stripe::sign(&s, ts, body))],
-        "github" => vec![("x-hub-signature-256", github::sign(&s, body)), ("x-github-delivery", id.into())],
-        "slack" => vec![("x-slack-signature", slack::sign(&s, ts, body)), ("x-slack-request-timestamp", t)],
-        "standard-webhooks" | "svix" => {
-            let p = if name == "svix" { "svix" } else { "webhook" };
-            let sig = standard_webhooks::sign(&s, id, ts, body).ok()?;
-            vec![
-                (if p == "svix" { "svix-id" } else { "webhook-id" }, id.into()),
-                (if p == "svix" { "svix-timestamp" } else { "webhook-timestamp" }, t),
-                (if p == "svix" { "svix-signature" } else { "webhook-signature" }, sig),
-            ]
-        }
-        "shopify" => vec![("x-shopify-hmac-sha256", shopify::sign(&s, body)), ("x-shopify-event-id", id.into())],
-        "square" => vec![("x-square-hmacsha256-signature", square::sign(&s, SQUARE_URL, body))],
-        "paddle" => vec![("paddle-signature", paddle::sign(&s, ts, body))],
-        "linear" => vec![("linear-signature", linear::sign(&s, body)), ("linear-delivery", id.into())],
-        "pagerduty" => vec![("x-pagerduty-signature", pagerduty::sign(std::slice::from_ref(&s), body))],
-        "zoom" => vec![("x-zm-signature", zoom::sign(&s, ts, body)), ("x-zm-request-timestamp", t)],
-        "twitch" => {
-            let stamp = twitch::format_timestamp(ts);
-            vec![
-                ("twitch-eventsub-message-signature", twitch::sign(&s, id, &stamp, body)),
-                ("twitch-eventsub-message-id", id.into()),
-                ("twitch-eventsub-message-timestamp", stamp),
-                ("twitch-eventsub-message-type", "notification".into()),
-            ]
-        }
-        "intercom" => vec![("x-hub-signature", intercom::sign(&s, body))],
-        "calendly" => vec![("calendly-webhook-signature", calendly::sign(&s, ts, body))],
-        "typeform" => vec![("typeform-signature", typeform::sign(&s, body))],
-        "discord" => {
-            vec![("x-signature-ed25519", discord::sign(&ED25519_SEED, ts, body)), ("x-signature-timestamp", t)]
-        }
-        _ => return None,
-    })
+    Some(ex.parts.headers.iter().map(|(n, v)| (n.clone(), v.clone())).collect())
 }
 
 struct Harness {
@@ -383,13 +259,16 @@ fn harness() -> &'static Harness {
         let manager = Manager::from_config(pg, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager).max_size(4).build().unwrap();
         let clock = || UNIX_EPOCH + Duration::from_secs(NOW);
-        let services = PRESETS
+        let services = providers::all()
             .iter()
-            .map(|name| {
+            .map(|preset| {
+                let name = preset.name;
                 let base = || {
-                    WebhookLayer::builder(pool.clone(), provider(name))
+                    let ex = preset.example("evt_fuzz", NOW, b"{}");
+                    let secret = ex.secrets.into_iter().next().expect("an example key");
+                    WebhookLayer::builder(pool.clone(), ex.provider)
                         .scope("fuzz")
-                        .secret(secret(name))
+                        .secret(secret)
                         .clock(clock)
                         .pool_timeout(Duration::from_millis(50))
                 };
@@ -421,8 +300,8 @@ const PRE_VERIFY_400: &[&[u8]] = &[b"could not read the request body\n", b"could
 
 fuzz_target!(|input: Input| {
     let h = harness();
-    let index = usize::from(input.preset) % PRESETS.len();
-    let name = PRESETS[index];
+    let index = usize::from(input.preset) % providers::all().len();
+    let name = providers::all()[index].name;
     let (default, small) = &h.services[index];
     let mut service = if input.small { small.clone() } else { default.clone() };
     let (body_limit, gzip_enabled) = if input.small { (SMALL_BODY_LIMIT, true) } else { (25 * 1024 * 1024, false) };
@@ -445,7 +324,7 @@ fuzz_target!(|input: Input| {
     let headers = req.headers_mut();
     for (n, v) in &input.headers {
         let name = match n {
-            Name::Known(i) => HeaderName::from_static(HEADERS[usize::from(*i) % HEADERS.len()]),
+            Name::Known(i) => header_names()[usize::from(*i) % header_names().len()].clone(),
             Name::Any(b) => match HeaderName::from_bytes(b) {
                 Ok(n) => n,
                 Err(_) => continue,
@@ -456,10 +335,9 @@ fuzz_target!(|input: Input| {
         }
     }
     let signed = match input.sign {
-        Some(_) => match sign(name, ts, &plain, id) {
+        Some(_) => match sign(index, ts, &plain, id) {
             Some(sig) => {
                 for (n, v) in sig {
-                    let Ok(v) = HeaderValue::from_str(&v) else { return };
                     headers.insert(n, v);
                 }
                 true
@@ -515,7 +393,7 @@ fuzz_target!(|input: Input| {
             let mut map = HeaderMap::new();
             for (i, v) in t {
                 if let Ok(v) = HeaderValue::from_bytes(v) {
-                    map.append(HeaderName::from_static(HEADERS[usize::from(*i) % HEADERS.len()]), v);
+                    map.append(header_names()[usize::from(*i) % header_names().len()].clone(), v);
                 }
             }
             steps.push_back(Step::Trailers(map));

@@ -34,6 +34,7 @@ use clap::{CommandFactory as _, Parser};
 use sha2::{Digest, Sha256};
 use webhook_idempotency::layer::DEFAULT_BODY_LIMIT;
 use webhook_idempotency::provider::CheckError;
+use webhook_idempotency::providers::{self, KeyKind, PresetInfo, UrlArg};
 use webhook_idempotency::verify::{Delivery, SigningSecret, VerifyErrorKind};
 use webhook_idempotency::Provider;
 
@@ -41,9 +42,10 @@ use webhook_idempotency::Provider;
 #[derive(Parser, Debug)]
 #[command(name = "webhook-verify", version)]
 struct Args {
-    /// The sender: stripe, github, slack, standard-webhooks, svix, shopify,
-    /// square, twilio, paddle, linear, hubspot, pagerduty, zoom, twitch,
-    /// intercom, mailgun, calendly, typeform, discord, sendgrid.
+    /// The sender: a preset name from the registry (stripe, github, slack,
+    /// standard-webhooks, svix, shopify, square, twilio, paddle, linear,
+    /// hubspot, pagerduty, zoom, twitch, intercom, mailgun, calendly,
+    /// typeform, discord, sendgrid).
     #[arg(long)]
     provider: String,
     /// A signing secret, exactly as configured (repeat for rotation). May
@@ -85,30 +87,6 @@ const MAX_BODY_LIMIT: u64 = 1 << 30;
 /// A usage error: message, exit status 2.
 struct Usage(String);
 
-/// The preset names, as `--provider` takes them.
-const PROVIDERS: &[&str] = &[
-    "stripe",
-    "github",
-    "slack",
-    "standard-webhooks",
-    "svix",
-    "shopify",
-    "square",
-    "twilio",
-    "paddle",
-    "linear",
-    "hubspot",
-    "pagerduty",
-    "zoom",
-    "twitch",
-    "intercom",
-    "mailgun",
-    "calendly",
-    "typeform",
-    "discord",
-    "sendgrid",
-];
-
 /// The `scheme://host[:port]` of a URL, for presets that sign the full URL
 /// from a configured public base plus the request's path and query.
 fn base_of(url: &str) -> Result<String, Usage> {
@@ -119,32 +97,23 @@ fn base_of(url: &str) -> Result<String, Usage> {
     }
 }
 
-fn provider(name: &str, url: Option<&str>) -> Result<Provider, Usage> {
-    let need_url = || url.ok_or_else(|| Usage(format!("--provider {name} signs the URL: give --url")));
-    Ok(match name {
-        "stripe" => Provider::stripe(),
-        "github" => Provider::github(),
-        "slack" => Provider::slack(),
-        "standard-webhooks" => Provider::standard_webhooks(),
-        "svix" => Provider::svix(),
-        "shopify" => Provider::shopify(),
-        "square" => Provider::square(need_url()?),
-        "twilio" => Provider::twilio(base_of(need_url()?)?),
-        "paddle" => Provider::paddle(),
-        "linear" => Provider::linear(),
-        "hubspot" => Provider::hubspot(base_of(need_url()?)?),
-        "pagerduty" => Provider::pagerduty(),
-        "zoom" => Provider::zoom(),
-        "twitch" => Provider::twitch(),
-        "intercom" => Provider::intercom(),
-        "mailgun" => Provider::mailgun(),
-        "calendly" => Provider::calendly(),
-        "typeform" => Provider::typeform(),
-        "discord" => Provider::discord(),
-        "sendgrid" => Provider::sendgrid(),
+/// The preset named `name`, from the registry.
+fn preset(name: &str) -> Result<&'static PresetInfo, Usage> {
+    providers::find(name).ok_or_else(|| {
         // The value is not echoed: it may be a secret given to the wrong flag.
-        _ => return Err(Usage(format!("unknown provider given to --provider; known: {}", PROVIDERS.join(", ")))),
+        let known: Vec<_> = providers::all().iter().map(|p| p.name).collect();
+        Usage(format!("unknown provider given to --provider; known: {}", known.join(", ")))
     })
+}
+
+fn provider(preset: &PresetInfo, url: Option<&str>) -> Result<Provider, Usage> {
+    let url = match (preset.url, url) {
+        (UrlArg::None, _) => None,
+        (_, None) => return Err(Usage(format!("--provider {} signs the URL: give --url", preset.name))),
+        (UrlArg::PublicBaseUrl, Some(url)) => Some(base_of(url)?),
+        (_, Some(url)) => Some(url.to_owned()),
+    };
+    preset.provider(url.as_deref()).map_err(|e| Usage(e.to_string()))
 }
 
 fn request(args: &Args) -> Result<http::request::Parts, Usage> {
@@ -253,28 +222,21 @@ fn printable(text: &str) -> String {
     text.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect()
 }
 
-/// Secrets and public keys in the form each preset's verifier expects: the
-/// Standard Webhooks family tells HMAC secrets (`whsec_`) from public keys
-/// (`whpk_`) by prefix, so a public key given without its prefix must never
-/// become an HMAC key.
-fn key_material(provider: &str, secrets: &[String], public_keys: &[String]) -> Result<Vec<SigningSecret>, Usage> {
+/// Secrets and public keys in the form each preset's verifier expects
+/// ([`PresetInfo::secret`], [`PresetInfo::public_key`]): the Standard
+/// Webhooks family tells HMAC secrets (`whsec_`) from public keys (`whpk_`)
+/// by prefix, so a public key given without its prefix must never become an
+/// HMAC key.
+fn key_material(preset: &PresetInfo, secrets: &[String], public_keys: &[String]) -> Result<Vec<SigningSecret>, Usage> {
     let mut out = Vec::new();
     for s in secrets {
-        out.push(match provider {
-            "standard-webhooks" | "svix" => webhook_idempotency::verify::standard_webhooks::secret(s)
-                .map_err(|e| Usage(format!("--secret #{}: {e}", out.len() + 1)))?,
-            _ => SigningSecret::from(s.as_str()),
-        });
+        out.push(preset.secret(s).map_err(|e| Usage(format!("--secret #{}: {e}", out.len() + 1)))?);
     }
     for (n_keys, k) in public_keys.iter().enumerate() {
-        out.push(match provider {
-            "standard-webhooks" | "svix" => webhook_idempotency::verify::standard_webhooks::public_key(k)
-                .map_err(|e| Usage(format!("--public-key #{}: {e}", n_keys + 1)))?,
-            "discord" => webhook_idempotency::verify::discord::public_key(k)
-                .map_err(|e| Usage(format!("--public-key #{}: {e}", n_keys + 1)))?,
-            "sendgrid" => SigningSecret::from(k.as_str()),
-            other => return Err(Usage(format!("--provider {other} verifies with secrets, not public keys"))),
-        });
+        if preset.key == KeyKind::Secret {
+            return Err(Usage(format!("--provider {} verifies with secrets, not public keys", preset.name)));
+        }
+        out.push(preset.public_key(k).map_err(|e| Usage(format!("--public-key #{}: {e}", n_keys + 1)))?);
     }
     if out.is_empty() {
         return Err(Usage("give at least one --secret (or --public-key)".into()));
@@ -283,10 +245,11 @@ fn key_material(provider: &str, secrets: &[String], public_keys: &[String]) -> R
 }
 
 fn run(args: &Args) -> Result<bool, Usage> {
-    let provider = provider(&args.provider, args.url.as_deref())?;
+    let preset = preset(&args.provider)?;
+    let provider = provider(preset, args.url.as_deref())?;
     let parts = request(args)?;
     let body = read_body(&args.body_file, args.body_limit)?;
-    let secrets = key_material(&args.provider, &args.secrets, &args.public_keys)?;
+    let secrets = key_material(preset, &args.secrets, &args.public_keys)?;
     let now = args.now.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
     let at = UNIX_EPOCH
         .checked_add(Duration::from_secs(now))

@@ -73,6 +73,8 @@ pub struct HmacVerifier {
     id_header: Option<HeaderName>,
     tolerance: Duration,
     separator: Option<char>,
+    strict: bool,
+    extra_headers: Vec<HeaderName>,
 }
 
 /// Builder for [`HmacVerifier`]; defaults: HMAC-SHA256, hex, no prefix, the
@@ -84,6 +86,7 @@ pub struct HmacVerifierBuilder {
     inner: HmacVerifier,
     timestamp_header: Option<Result<HeaderName, String>>,
     id_header: Option<Result<HeaderName, String>>,
+    extra_headers: Vec<Result<HeaderName, String>>,
 }
 
 fn header_name(name: &str) -> Result<HeaderName, String> {
@@ -106,30 +109,53 @@ impl HmacVerifier {
                 id_header: None,
                 tolerance: Duration::from_secs(300),
                 separator: None,
+                strict: false,
+                extra_headers: Vec::new(),
             },
             timestamp_header: None,
             id_header: None,
+            extra_headers: Vec::new(),
         }
     }
 
     /// Every signature in the header(s), decoded. Entries without the prefix
-    /// (other schemes, other versions) are ignored.
+    /// (other schemes, other versions) are ignored, unless
+    /// [`HmacVerifierBuilder::strict`] makes them malformed.
     fn signatures(&self, parts: &http::request::Parts) -> Result<Vec<Vec<u8>>, VerifyError> {
         let mut found = Vec::new();
         let mut seen_header = false;
         let mut seen_entry = false;
-        for value in header_values(parts, self.header.as_str()) {
-            seen_header = true;
-            let value = value?;
-            let entries: Box<dyn Iterator<Item = &str>> = match self.separator {
-                Some(sep) => Box::new(value.split(sep)),
-                None => Box::new(std::iter::once(value)),
-            };
-            for entry in entries.map(str::trim).filter(|e| !e.is_empty()) {
-                let Some(encoded) = entry.strip_prefix(self.prefix.as_str()) else { continue };
-                seen_entry = true;
-                if let Some(sig) = self.encoding.decode(encoded) {
-                    found.push(sig);
+        let tag_len = self.algorithm.tag_len();
+        // The longest encoding of a tag of this length (hex; base64 is shorter).
+        let max_encoded = 2 * tag_len;
+        for name in std::iter::once(&self.header).chain(&self.extra_headers) {
+            for value in header_values(parts, name.as_str()) {
+                seen_header = true;
+                let value = value?;
+                let entries: Box<dyn Iterator<Item = &str>> = match self.separator {
+                    Some(sep) => Box::new(value.split(sep)),
+                    None => Box::new(std::iter::once(value)),
+                };
+                for entry in entries.map(str::trim).filter(|e| !e.is_empty()) {
+                    let Some(encoded) = entry.strip_prefix(self.prefix.as_str()) else {
+                        if self.strict {
+                            return Err(VerifyErrorKind::MalformedHeader.into());
+                        }
+                        continue;
+                    };
+                    seen_entry = true;
+                    if self.strict {
+                        // Exactly one tag of the algorithm's length; a long
+                        // value is refused before it is decoded.
+                        let sig = (encoded.len() <= max_encoded)
+                            .then(|| self.encoding.decode(encoded))
+                            .flatten()
+                            .filter(|sig| sig.len() == tag_len)
+                            .ok_or(VerifyErrorKind::MalformedHeader)?;
+                        found.push(sig);
+                    } else if let Some(sig) = self.encoding.decode(encoded) {
+                        found.push(sig);
+                    }
                 }
             }
         }
@@ -213,6 +239,25 @@ impl HmacVerifierBuilder {
         self
     }
 
+    /// Every entry must carry the prefix and decode to exactly one tag of
+    /// the algorithm's length (20, 32 or 64 bytes); anything else in the
+    /// header is [`VerifyErrorKind::MalformedHeader`] instead of being
+    /// skipped as another scheme. For senders with a single documented
+    /// format (GitHub's `sha256=`, Shopify's base64), where a stray value
+    /// is a broken sender or a forgery, not a future version.
+    pub fn strict(mut self) -> Self {
+        self.inner.strict = true;
+        self
+    }
+
+    /// Another header carrying signatures in the same format (Shopify's
+    /// `Shopify-Hmac-Sha256` next to `X-Shopify-Hmac-Sha256`); the
+    /// signatures of all of them are tried.
+    pub fn also_header(mut self, name: &str) -> Self {
+        self.extra_headers.push(header_name(name));
+        self
+    }
+
     /// Checks the configuration.
     ///
     /// # Errors
@@ -224,6 +269,7 @@ impl HmacVerifierBuilder {
         v.header = self.header.map_err(ConfigError::new)?;
         v.timestamp_header = self.timestamp_header.transpose().map_err(ConfigError::new)?;
         v.id_header = self.id_header.transpose().map_err(ConfigError::new)?;
+        v.extra_headers = self.extra_headers.into_iter().collect::<Result<_, _>>().map_err(ConfigError::new)?;
         let needs_ts = matches!(v.content, SignedContent::TimestampBody { .. } | SignedContent::IdTimestampBody { .. });
         if needs_ts && v.timestamp_header.is_none() {
             return Err(ConfigError::new("this signed content includes a timestamp: set timestamp_header"));
@@ -361,6 +407,43 @@ mod tests {
         for (name, p, body, now, want) in cases {
             let got = v.verify(&Delivery::new(&p, body, std::slice::from_ref(&secret), at(now)));
             assert_eq!(got.map_err(|e| e.kind()), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn strict_entries_and_extra_headers() {
+        let strict = HmacVerifier::builder("x-sig").prefix("sha256=").strict().also_header("x-sig-2").build().unwrap();
+        let lenient = HmacVerifier::builder("x-sig").prefix("sha256=").build().unwrap();
+        let secret = SigningSecret::from("k");
+        let good = strict.sign(&secret, "", 0, b"{}");
+        let short = format!("sha256={}", "ab".repeat(31));
+        let long = format!("sha256={}", "ab".repeat(33));
+        type Want = (Result<(), VerifyErrorKind>, Result<(), VerifyErrorKind>);
+        let cases: Vec<(&str, Vec<(&str, &str)>, Want)> = vec![
+            ("valid", vec![("x-sig", &good)], (Ok(()), Ok(()))),
+            ("extra header", vec![("x-sig-2", &good)], (Ok(()), Err(VerifyErrorKind::MissingHeader))),
+            (
+                "other prefix beside a good line",
+                vec![("x-sig", "sha1=00"), ("x-sig", &good)],
+                (Err(VerifyErrorKind::MalformedHeader), Ok(())),
+            ),
+            (
+                "short tag",
+                vec![("x-sig", &short)],
+                (Err(VerifyErrorKind::MalformedHeader), Err(VerifyErrorKind::NoMatchingSignature)),
+            ),
+            (
+                "long tag",
+                vec![("x-sig", &long)],
+                (Err(VerifyErrorKind::MalformedHeader), Err(VerifyErrorKind::NoMatchingSignature)),
+            ),
+            ("missing", vec![], (Err(VerifyErrorKind::MissingHeader), Err(VerifyErrorKind::MissingHeader))),
+        ];
+        for (name, headers, (want_strict, want_lenient)) in cases {
+            let p = parts(&headers);
+            let d = Delivery::new(&p, b"{}", std::slice::from_ref(&secret), at(NOW));
+            assert_eq!(strict.verify(&d).map_err(|e| e.kind()), want_strict, "{name} strict");
+            assert_eq!(lenient.verify(&d).map_err(|e| e.kind()), want_lenient, "{name} lenient");
         }
     }
 

@@ -6,9 +6,12 @@
 //! whose [`kind`](VerifyError::kind) is logged; the HTTP answer is always a
 //! bare 401.
 //!
-//! Presets live in one module per provider ([`stripe`], [`github`], ...;
-//! each behind its feature), [`generic::HmacVerifier`] configures the common
-//! HMAC shapes, and anything else can be a closure:
+//! This module holds the primitives every verifier shares ([`Delivery`],
+//! [`SigningSecret`], the errors, [`hmac()`], [`match_any_secret`]).
+//! Presets live in one module per provider under [`crate::providers`]
+//! ([`crate::providers::stripe`], ...; each behind its feature),
+//! [`generic::HmacVerifier`] configures the common HMAC shapes, and anything
+//! else can be a closure:
 //!
 //! ```
 //! use webhook_idempotency::verify::{Delivery, Verifier, VerifyError, VerifyErrorKind};
@@ -34,45 +37,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-#[cfg(feature = "calendly")]
-pub mod calendly;
-#[cfg(feature = "discord")]
-pub mod discord;
 pub mod generic;
-#[cfg(feature = "github")]
-pub mod github;
-#[cfg(feature = "hubspot")]
-pub mod hubspot;
-#[cfg(feature = "intercom")]
-pub mod intercom;
-#[cfg(feature = "linear")]
-pub mod linear;
-#[cfg(feature = "mailgun")]
-pub mod mailgun;
-#[cfg(feature = "paddle")]
-pub mod paddle;
-#[cfg(feature = "pagerduty")]
-pub mod pagerduty;
-#[cfg(feature = "sendgrid")]
-pub mod sendgrid;
-#[cfg(feature = "shopify")]
-pub mod shopify;
-#[cfg(feature = "slack")]
-pub mod slack;
-#[cfg(feature = "square")]
-pub mod square;
-#[cfg(feature = "standard-webhooks")]
-pub mod standard_webhooks;
-#[cfg(feature = "stripe")]
-pub mod stripe;
-#[cfg(feature = "twilio")]
-pub mod twilio;
-#[cfg(feature = "twitch")]
-pub mod twitch;
-#[cfg(feature = "typeform")]
-pub mod typeform;
-#[cfg(feature = "zoom")]
-pub mod zoom;
 
 /// What a [`Verifier`] checks: one delivery as received.
 ///
@@ -531,6 +496,17 @@ pub enum Algorithm {
     Sha256,
     /// HMAC-SHA512 (64 bytes).
     Sha512,
+}
+
+impl Algorithm {
+    /// The tag's length in bytes: 20, 32 or 64.
+    pub fn tag_len(self) -> usize {
+        match self {
+            Self::Sha1 => 20,
+            Self::Sha256 => 32,
+            Self::Sha512 => 64,
+        }
+    }
 }
 
 /// An HMAC tag, up to 64 bytes; `as_ref()` gives its bytes.

@@ -4,7 +4,8 @@
 use std::io::Write as _;
 use std::process::{Command, Output, Stdio};
 
-use webhook_idempotency::verify::{stripe, SigningSecret};
+use webhook_idempotency::providers::stripe;
+use webhook_idempotency::verify::SigningSecret;
 
 fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_webhook-verify"))
@@ -128,7 +129,7 @@ fn verify_command_cases() {
 
 #[test]
 fn verify_command_presets_keys_and_handshakes() {
-    use webhook_idempotency::verify::{slack, square, standard_webhooks};
+    use webhook_idempotency::providers::{slack, square, standard_webhooks};
     let now = NOW.to_string();
     let challenge = br#"{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
     let slack_sig = format!("X-Slack-Signature: {}", slack::sign(&SigningSecret::from("slack-secret"), NOW, challenge));
@@ -233,7 +234,7 @@ fn verify_command_presets_keys_and_handshakes() {
 /// endless bodies and unusable secrets are usage errors (exit 2), not panics.
 #[test]
 fn verify_command_usage_errors_never_print_key_material() {
-    use webhook_idempotency::verify::slack;
+    use webhook_idempotency::providers::slack;
     const LEAK: &str = "whsec_LEAKED0secret";
     let sig = format!("Stripe-Signature: {}", stripe::sign(&SigningSecret::from("-starts-with-hyphen"), NOW, BODY));
     let now = NOW.to_string();

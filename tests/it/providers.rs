@@ -11,7 +11,7 @@ use axum::Router;
 use http::{Request, StatusCode};
 use serde_json::json;
 use tower::ServiceExt;
-use webhook_idempotency::verify::*;
+use webhook_idempotency::providers::*;
 use webhook_idempotency::{Provider, SigningSecret, WebhookLayer};
 
 const SECRET: &str = "provider-test-secret-0123456789";

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use http::Request;
 use tokio_postgres::NoTls;
-use webhook_idempotency::verify::{github, stripe};
+use webhook_idempotency::providers::{github, stripe};
 use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookLayerBuilder, WebhookTx};
 
 pub use webhook_test_support::TempPostgres;

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use tower::{Layer, ServiceExt};
-use webhook_idempotency::verify::github;
+use webhook_idempotency::providers::github;
 use webhook_idempotency::{SigningSecret, WebhookEvent, WebhookTx};
 
 async fn handler(req: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {

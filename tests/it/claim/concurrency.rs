@@ -9,7 +9,7 @@ use axum::routing::post;
 use axum::Router;
 use http::StatusCode;
 use tokio::sync::Barrier;
-use webhook_idempotency::{verify::stripe, SigningSecret, WebhookEvent, WebhookTx};
+use webhook_idempotency::{providers::stripe, SigningSecret, WebhookEvent, WebhookTx};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_deliveries_of_one_event_apply_one_effect() {

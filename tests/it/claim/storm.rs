@@ -10,7 +10,7 @@ use crate::support::*;
 use axum::routing::post;
 use axum::Router;
 use tokio::sync::Mutex;
-use webhook_idempotency::verify::stripe;
+use webhook_idempotency::providers::stripe;
 use webhook_idempotency::SigningSecret;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

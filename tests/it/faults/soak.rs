@@ -18,7 +18,7 @@ use crate::support::*;
 use axum::routing::post;
 use axum::Router;
 use tokio::task::JoinHandle;
-use webhook_idempotency::verify::stripe;
+use webhook_idempotency::providers::stripe;
 use webhook_idempotency::SigningSecret;
 
 /// A TCP proxy in front of PostgreSQL whose connections can be cut at once.

@@ -73,7 +73,8 @@ async fn a_layer_on_the_whole_router_shows_as_405_with_method_and_path_logged() 
 /// passes with one function: the same deliveries pass and fail in both.
 #[tokio::test]
 async fn the_offline_check_and_the_layer_agree() {
-    use webhook_idempotency::verify::{github, Delivery};
+    use webhook_idempotency::providers::github;
+    use webhook_idempotency::verify::Delivery;
     use webhook_idempotency::{Provider, SigningSecret};
     let db = TestDb::new().await;
     let app = Router::new()

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
-use webhook_idempotency::verify::{github, stripe};
+use webhook_idempotency::providers::{github, stripe};
 use webhook_idempotency::{SigningSecret, WebhookEvent, WebhookTx};
 
 /// Status, headers and body of `req` through `app`.

@@ -16,8 +16,9 @@ use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use tokio::sync::Notify;
 use tower::ServiceExt;
+use webhook_idempotency::providers::github;
 use webhook_idempotency::scope::Endpoint;
-use webhook_idempotency::verify::{github, KeyMaterialErrorKind};
+use webhook_idempotency::verify::KeyMaterialErrorKind;
 use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
 
 async fn send(app: &Router, req: Request<Body>) -> (StatusCode, http::HeaderMap, Bytes) {

@@ -104,7 +104,7 @@ async fn stripe_header_with_two_v1_signatures_during_rotation() {
     let body = stripe_body("evt_rotate");
     let ts = unix_now();
     let sig = |secret: &str| {
-        let h = webhook_idempotency::verify::stripe::sign(&SigningSecret::from(secret), ts, &body);
+        let h = webhook_idempotency::providers::stripe::sign(&SigningSecret::from(secret), ts, &body);
         h.split_once(",v1=").unwrap().1.to_owned()
     };
     let header = format!("t={ts},v1={},v1={},v0={}", sig("whsec_old"), sig("whsec_new"), "0".repeat(64));
@@ -281,7 +281,7 @@ async fn operator_replay_skips_the_age_check_not_the_signature() {
 #[tokio::test]
 async fn challenge_is_answered_after_verification_without_a_claim() {
     use webhook_idempotency::key::JsonPointerKey;
-    use webhook_idempotency::verify::github::GitHubVerifier;
+    use webhook_idempotency::providers::github::GitHubVerifier;
     use webhook_idempotency::verify::Delivery;
     let db = TestDb::new().await;
     let provider = webhook_idempotency::Provider::new("acme", GitHubVerifier::new(), JsonPointerKey::new("/id"))

@@ -9,7 +9,7 @@
 //!
 //! The notification URL is the subscription's URL **exactly as registered
 //! in Square** (scheme, host, path, query, trailing slash): it is
-//! configuration ([`SquareVerifier::new`], [`provider`]), never rebuilt from
+//! configuration ([`SquareVerifier::new`], [`Provider::square`](crate::Provider::square)), never rebuilt from
 //! the request, whose `Host` and path a proxy may rewrite and an attacker
 //! may choose. Each subscription (URL and key) is one endpoint.
 //!
@@ -34,10 +34,13 @@
 //! key (the body's `event_id`) and the event type (the body's `type`) are
 //! signed. Headers are not.
 
-use super::{
+use crate::verify::{
     header_values, hmac_sha256, match_any_secret, Delivery, Encoding, SigningSecret, Verifier, VerifyError,
     VerifyErrorKind,
 };
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "square";
 
 /// The header Square signs notifications with.
 pub const SIGNATURE_HEADER: &str = "x-square-hmacsha256-signature";
@@ -108,9 +111,9 @@ pub fn sign(secret: &SigningSecret, notification_url: &str, body: &[u8]) -> Stri
 /// The Square preset for the subscription registered with `notification_url`
 /// (exactly as entered in Square): [`SquareVerifier`], key `/event_id`, type
 /// `/type`.
-pub fn provider(notification_url: impl Into<String>) -> crate::Provider {
+pub(crate) fn provider(notification_url: impl Into<String>) -> crate::Provider {
     crate::Provider::new(
-        "square",
+        NAME,
         SquareVerifier::new(notification_url),
         crate::key::JsonPointerKey::new("/event_id").event_type("/type"),
     )

@@ -62,11 +62,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{
+use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+use crate::verify::{
     header_values, hmac_sha256, match_any_secret, single_header, Delivery, SigningSecret, Verifier, VerifyError,
     VerifyErrorKind,
 };
-use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "twitch";
 
 /// The header Twitch signs messages with.
 pub const SIGNATURE_HEADER: &str = "twitch-eventsub-message-signature";
@@ -255,8 +258,8 @@ pub fn message_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Eve
 /// [`message_identity`] (key = `Twitch-Eventsub-Message-Id`, type = the
 /// body's `subscription.type`), and the [`CallbackVerification`] handshake.
 /// The CLI name is `twitch`.
-pub fn provider() -> crate::Provider {
-    crate::Provider::new("twitch", TwitchVerifier::new(), message_identity).challenge(CallbackVerification)
+pub(crate) fn provider() -> crate::Provider {
+    crate::Provider::new(NAME, TwitchVerifier::new(), message_identity).challenge(CallbackVerification)
 }
 
 #[cfg(test)]

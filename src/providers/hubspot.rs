@@ -20,7 +20,7 @@
 //! `X-HubSpot-Signature` (v1, v2) headers are ignored.
 //!
 //! **The URL:** the public base URL is configuration
-//! ([`HubSpotVerifier::new`], [`provider`]): `scheme://host[:port][/prefix]`
+//! ([`HubSpotVerifier::new`], [`Provider::hubspot`](crate::Provider::hubspot)): `scheme://host[:port][/prefix]`
 //! as HubSpot reaches the service, never taken from `Host` or forwarding
 //! headers. The request's path and query are appended as received, so the
 //! path the layer sees must be the one HubSpot requested: if a router strips
@@ -62,10 +62,13 @@ use sha2::Digest as _;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 
-use super::{
+use crate::verify::{
     header_values, hmac_sha256, match_any_secret, parse_unix_seconds, single_header, Delivery, Encoding, SigningSecret,
     Verifier, VerifyError, VerifyErrorKind,
 };
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "hubspot";
 
 /// The header HubSpot signs requests with (v3).
 pub const SIGNATURE_HEADER: &str = "x-hubspot-signature-v3";
@@ -312,8 +315,8 @@ impl KeyExtractor for HubSpotBatchKey {
 /// The HubSpot preset for requests reaching the service at `public_base_url`
 /// (see [`HubSpotVerifier::new`]): [`HubSpotVerifier`] with a 300 second
 /// tolerance, key [`HubSpotBatchKey`], type the batch's `subscriptionType`.
-pub fn provider(public_base_url: impl Into<String>) -> crate::Provider {
-    crate::Provider::new("hubspot", HubSpotVerifier::new(public_base_url), HubSpotBatchKey::new())
+pub(crate) fn provider(public_base_url: impl Into<String>) -> crate::Provider {
+    crate::Provider::new(NAME, HubSpotVerifier::new(public_base_url), HubSpotBatchKey::new())
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@
 
 use std::time::Duration;
 
-use super::{
+use crate::verify::{
     header_values, hmac_sha256, match_any_secret, parse_unix_seconds, Delivery, SigningSecret, Verifier, VerifyError,
     VerifyErrorKind,
 };
@@ -147,7 +147,7 @@ pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
 
 /// The Paddle Billing preset: [`PaddleVerifier`] with the 5 second default
 /// tolerance; key = the body's `event_id`, type = `event_type`.
-pub fn provider() -> crate::Provider {
+pub(crate) fn provider() -> crate::Provider {
     crate::Provider::new(
         NAME,
         PaddleVerifier::new(),

@@ -34,7 +34,7 @@
 //! the event type (`event.event_type`) come from it and are signed. Headers are
 //! not.
 
-use super::{
+use crate::verify::{
     header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 
@@ -111,7 +111,7 @@ pub fn sign(secrets: &[SigningSecret], body: &[u8]) -> String {
 
 /// The PagerDuty v3 preset: [`PagerDutyVerifier`]; key = the body's
 /// `event.id`, type = `event.event_type`.
-pub fn provider() -> crate::Provider {
+pub(crate) fn provider() -> crate::Provider {
     crate::Provider::new(
         NAME,
         PagerDutyVerifier::new(),

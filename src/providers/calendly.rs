@@ -52,11 +52,11 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::{
+use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
+use crate::verify::{
     header_values, hmac_sha256, match_any_secret, parse_unix_seconds, Delivery, SigningSecret, Verifier, VerifyError,
     VerifyErrorKind,
 };
-use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 
 /// The header Calendly signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "calendly-webhook-signature";
@@ -206,7 +206,7 @@ impl KeyExtractor for CalendlyKey {
 
 /// The Calendly preset: [`CalendlyVerifier`] with the 180 second tolerance
 /// and the derived [`CalendlyKey`].
-pub fn provider() -> crate::Provider {
+pub(crate) fn provider() -> crate::Provider {
     crate::Provider::new(NAME, CalendlyVerifier::new(), CalendlyKey::new())
 }
 

@@ -48,9 +48,12 @@ use std::time::Duration;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use super::{
+use crate::verify::{
     hmac_sha256, match_any_secret, parse_unix_seconds, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "mailgun";
 
 /// Default tolerance: 900 seconds, as Mailgun's Python SDK.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(900);
@@ -279,9 +282,9 @@ pub fn signed_body(secret: &SigningSecret, timestamp: u64, token: &str, event_da
 
 /// The Mailgun preset: [`MailgunVerifier`] (900 s), key = `event-data.id`,
 /// type = `event-data.event`. The CLI name is `mailgun`.
-pub fn provider() -> crate::Provider {
+pub(crate) fn provider() -> crate::Provider {
     crate::Provider::new(
-        "mailgun",
+        NAME,
         MailgunVerifier::new(),
         crate::key::JsonPointerKey::new("/event-data/id").event_type("/event-data/event"),
     )

@@ -20,7 +20,7 @@
 //! ([`VerifyErrorKind::NoMatchingSignature`]).
 //!
 //! **The URL:** the public base URL is configuration
-//! ([`TwilioVerifier::new`], [`provider`]): `scheme://host[:port][/prefix]`
+//! ([`TwilioVerifier::new`], [`Provider::twilio`](crate::Provider::twilio)): `scheme://host[:port][/prefix]`
 //! as Twilio reaches the service (behind TLS termination and proxies), never
 //! taken from `Host` or forwarding headers. The request's path and query are
 //! appended exactly as received (not decoded, not re-encoded), so the path
@@ -77,10 +77,13 @@ use hmac::{Hmac, KeyInit, Mac as _};
 use sha2::Digest as _;
 use subtle::ConstantTimeEq as _;
 
-use super::{
+use crate::verify::{
     any_matches, header_values, hmac, single_header, Algorithm, Delivery, Encoding, SigningSecret, Verifier,
     VerifyError, VerifyErrorKind,
 };
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "twilio";
 
 /// The header Twilio signs requests with.
 pub const SIGNATURE_HEADER: &str = "x-twilio-signature";
@@ -481,9 +484,9 @@ pub fn body_sha256(body: &[u8]) -> String {
 /// `I-Twilio-Idempotency-Token` header, no event type, and a default body
 /// limit of [`DEFAULT_BODY_LIMIT`] bytes (used when the layer's
 /// `body_limit` is not set).
-pub fn provider(public_base_url: impl Into<String>) -> crate::Provider {
+pub(crate) fn provider(public_base_url: impl Into<String>) -> crate::Provider {
     crate::Provider::new(
-        "twilio",
+        NAME,
         TwilioVerifier::new(public_base_url),
         crate::key::HeaderKey::new(http::HeaderName::from_static(IDEMPOTENCY_HEADER)),
     )

@@ -29,9 +29,11 @@
 //! event). Route on the body's content, not on the stored type, where it
 //! matters.
 
-use super::{
-    header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
-};
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "github";
 
 /// The header GitHub signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
@@ -41,50 +43,42 @@ pub const DELIVERY_HEADER: &str = "x-github-delivery";
 pub const EVENT_HEADER: &str = "x-github-event";
 
 /// Verifies the `X-Hub-Signature-256` header.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[must_use]
 pub struct GitHubVerifier {
-    _priv: (),
+    inner: HmacVerifier,
+}
+
+impl Default for GitHubVerifier {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl GitHubVerifier {
     /// A verifier for `X-Hub-Signature-256`.
     pub fn new() -> Self {
-        Self::default()
+        // The scheme as a specification of the generic HMAC verifier.
+        let inner = HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict().build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
-}
-
-/// Every `sha256=` signature in the header, decoded.
-fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 32]>, VerifyError> {
-    let mut signatures = Vec::new();
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        let hex_sig = value?.trim().strip_prefix("sha256=").ok_or(VerifyErrorKind::MalformedHeader)?;
-        let mut sig = [0u8; 32];
-        hex::decode_to_slice(hex_sig, &mut sig).map_err(|_| VerifyErrorKind::MalformedHeader)?;
-        signatures.push(sig);
-    }
-    if signatures.is_empty() {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    Ok(signatures)
 }
 
 impl Verifier for GitHubVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let signatures = parse(delivery.parts)?;
-        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| hmac_sha256(secret, &[delivery.body]))
+        self.inner.verify(delivery)
     }
 }
 
 /// The GitHub preset: [`GitHubVerifier`], key = `X-GitHub-Delivery`, type =
 /// `X-GitHub-Event`. The CLI name is `github`.
-pub fn provider() -> crate::Provider {
+pub(crate) fn provider() -> crate::Provider {
     crate::Provider::new(
-        "github",
+        NAME,
         GitHubVerifier::new(),
         crate::key::HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
             .event_type(http::HeaderName::from_static(EVENT_HEADER)),
@@ -100,6 +94,7 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
 
     fn parts(values: &[&str]) -> http::request::Parts {

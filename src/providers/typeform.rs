@@ -23,10 +23,8 @@
 //! the event type (`event_type`) come from it and are signed. Headers are
 //! not.
 
-use super::{
-    header_values, hmac_sha256, match_any_secret, Delivery, Encoding, SigningSecret, Verifier, VerifyError,
-    VerifyErrorKind,
-};
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, VerifyError};
 
 /// The header Typeform signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "typeform-signature";
@@ -35,48 +33,35 @@ pub const SIGNATURE_HEADER: &str = "typeform-signature";
 pub const NAME: &str = "typeform";
 
 /// Verifies the `Typeform-Signature` header.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[must_use]
 pub struct TypeformVerifier {
-    _priv: (),
+    inner: HmacVerifier,
+}
+
+impl Default for TypeformVerifier {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl TypeformVerifier {
     /// A verifier for `Typeform-Signature`.
     pub fn new() -> Self {
-        Self::default()
+        // The scheme as a specification of the generic HMAC verifier.
+        let inner =
+            HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).prefix("sha256=").strict().build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
-}
-
-/// Every `sha256=` signature in the header (one per line), decoded.
-fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 32]>, VerifyError> {
-    let mut signatures = Vec::new();
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        let b64 = value?.trim().strip_prefix("sha256=").ok_or(VerifyErrorKind::MalformedHeader)?;
-        // 32 bytes are 44 base64 characters; refuse anything else before decoding.
-        if b64.len() != 44 {
-            return Err(VerifyErrorKind::MalformedHeader.into());
-        }
-        let sig = Encoding::Base64
-            .decode(b64)
-            .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
-            .ok_or(VerifyErrorKind::MalformedHeader)?;
-        signatures.push(sig);
-    }
-    if signatures.is_empty() {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    Ok(signatures)
 }
 
 impl Verifier for TypeformVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let signatures = parse(delivery.parts)?;
-        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| hmac_sha256(secret, &[delivery.body]))
+        self.inner.verify(delivery)
     }
 }
 
@@ -88,7 +73,7 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
 
 /// The Typeform preset: [`TypeformVerifier`]; key = the body's `event_id`,
 /// type = `event_type`.
-pub fn provider() -> crate::Provider {
+pub(crate) fn provider() -> crate::Provider {
     crate::Provider::new(
         NAME,
         TypeformVerifier::new(),
@@ -99,6 +84,7 @@ pub fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
 
     fn parts(values: &[&str]) -> http::request::Parts {

@@ -49,8 +49,8 @@
 //! cached on the secret ([`SigningSecret::parsed`]), never decoded per
 //! delivery.
 //!
-//! **Presets.** [`provider`] (`standard-webhooks`) reads the `webhook-*`
-//! headers only. [`svix_provider`] (`svix`) reads each `svix-*` header and
+//! **Presets.** [`Provider::standard_webhooks`](crate::Provider::standard_webhooks) (`standard-webhooks`) reads the `webhook-*`
+//! headers only. [`Provider::svix`](crate::Provider::svix) (`svix`) reads each `svix-*` header and
 //! falls back to its `webhook-*` counterpart when absent, as the Svix
 //! libraries do, so it also accepts Svix's unbranded headers.
 //!
@@ -82,11 +82,17 @@ use base64::Engine as _;
 use base64ct::{Base64, Base64Unpadded, Encoding as _};
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 
-use super::{
+use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+use crate::verify::{
     any_matches, check_key_material, header_values, hmac_sha256, parse_unix_seconds, single_header, Delivery,
     KeyMaterialError, KeyMaterialErrorKind, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
-use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "standard-webhooks";
+
+/// The Svix preset's name.
+pub const SVIX_NAME: &str = "svix";
 
 /// The message id header (the event key).
 pub const ID_HEADER: &str = "webhook-id";
@@ -545,15 +551,30 @@ impl crate::key::KeyExtractor for MessageKey {
 /// The Standard Webhooks preset: [`StandardWebhooksVerifier::new`]
 /// (`webhook-*` headers, five minutes), key = `webhook-id`, type = the body's
 /// `type`. Name: `standard-webhooks`.
-pub fn provider() -> crate::Provider {
-    crate::Provider::new("standard-webhooks", StandardWebhooksVerifier::new(), MessageKey { names: Names::Standard })
+pub(crate) fn provider() -> crate::Provider {
+    crate::Provider::new(NAME, StandardWebhooksVerifier::new(), MessageKey { names: Names::Standard })
 }
 
 /// The Svix preset: [`StandardWebhooksVerifier::svix`] (`svix-*` headers,
 /// falling back to `webhook-*`; five minutes), key = `svix-id` (or
 /// `webhook-id`), type = the body's `type`. Name: `svix`.
-pub fn svix_provider() -> crate::Provider {
-    crate::Provider::new("svix", StandardWebhooksVerifier::svix(), MessageKey { names: Names::Svix })
+pub(crate) fn svix_provider() -> crate::Provider {
+    crate::Provider::new(SVIX_NAME, StandardWebhooksVerifier::svix(), MessageKey { names: Names::Svix })
+}
+
+/// The registry's example for the Standard Webhooks presets (`svix`: the
+/// `svix-*` header names), signed with a fixed test `whsec_` key.
+pub(crate) fn example(provider: crate::Provider, svix: bool, id: &str, timestamp: u64, body: &[u8]) -> super::Example {
+    const WHSEC: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let key = secret(WHSEC).expect("a valid whsec_ key");
+    let sig = sign(&key, id, timestamp, body).expect("an HMAC key");
+    let names = if svix {
+        [SVIX_ID_HEADER, SVIX_TIMESTAMP_HEADER, SVIX_SIGNATURE_HEADER]
+    } else {
+        [ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER]
+    };
+    let headers = vec![(names[0], id.to_owned()), (names[1], timestamp.to_string()), (names[2], sig)];
+    super::Example { provider, secrets: vec![key], parts: super::example_parts("/", headers), body: body.to_vec() }
 }
 
 #[cfg(test)]

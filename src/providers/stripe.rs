@@ -24,9 +24,12 @@
 
 use std::time::Duration;
 
-use super::{
+use crate::verify::{
     header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "stripe";
 
 /// The header Stripe signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "stripe-signature";
@@ -121,8 +124,8 @@ impl Verifier for StripeVerifier {
 
 /// The Stripe preset: [`StripeVerifier`] (300 s), key = the Event `id`
 /// (`evt_...`), type = `type`. The CLI name is `stripe`.
-pub fn provider() -> crate::Provider {
-    crate::Provider::new("stripe", StripeVerifier::new(), crate::key::JsonPointerKey::new("/id").event_type("/type"))
+pub(crate) fn provider() -> crate::Provider {
+    crate::Provider::new(NAME, StripeVerifier::new(), crate::key::JsonPointerKey::new("/id").event_type("/type"))
 }
 
 /// The `Stripe-Signature` value Stripe would send for `body` at `timestamp`

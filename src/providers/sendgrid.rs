@@ -56,11 +56,14 @@ use p256::ecdsa::{Signature, SigningKey, VerifyingKey};
 use p256::pkcs8::{DecodePublicKey as _, EncodePublicKey as _};
 use sha2::{Digest as _, Sha256};
 
-use super::{
+use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+use crate::verify::{
     check_key_material, header_values, parse_unix_seconds, single_header, Delivery, Encoding, KeyMaterialError,
     KeyMaterialErrorKind, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
-use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "sendgrid";
 
 /// The header carrying the base64 DER ECDSA signature.
 pub const SIGNATURE_HEADER: &str = "x-twilio-email-event-webhook-signature";
@@ -239,8 +242,8 @@ pub fn batch_identity(_parts: &http::request::Parts, body: &[u8]) -> Result<Even
 
 /// The SendGrid preset: [`SendGridVerifier`] (300 s), key from
 /// [`batch_identity`]. The CLI name is `sendgrid`.
-pub fn provider() -> crate::Provider {
-    crate::Provider::new("sendgrid", SendGridVerifier::new(), batch_identity)
+pub(crate) fn provider() -> crate::Provider {
+    crate::Provider::new(NAME, SendGridVerifier::new(), batch_identity)
 }
 
 #[cfg(test)]

@@ -50,10 +50,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
-use super::{
+use crate::key::{EventIdentity, HeaderKey, KeyError, KeyExtractor};
+use crate::verify::{
     header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
-use crate::key::{EventIdentity, HeaderKey, KeyError, KeyExtractor};
 
 /// The header Linear signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "linear-signature";
@@ -242,7 +242,7 @@ impl KeyExtractor for LinearKey {
 
 /// The Linear preset: [`LinearVerifier`] with the 60 second tolerance and
 /// [`LinearKey`].
-pub fn provider() -> crate::Provider {
+pub(crate) fn provider() -> crate::Provider {
     crate::Provider::new(NAME, LinearVerifier::new(), LinearKey::new())
 }
 

@@ -53,11 +53,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{
+use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+use crate::verify::{
     hmac_sha256, match_any_secret, parse_unix_seconds, single_header, Delivery, SigningSecret, Verifier, VerifyError,
     VerifyErrorKind,
 };
-use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "slack";
 
 /// The header Slack signs requests with.
 pub const SIGNATURE_HEADER: &str = "x-slack-signature";
@@ -150,8 +153,8 @@ pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
 /// `/event_id`, type = `/event/type` (or `/type`), and the
 /// `url_verification` handshake answered with its `challenge`. Name:
 /// `slack`.
-pub fn provider() -> crate::Provider {
-    crate::Provider::new("slack", SlackVerifier::new(), event_identity).challenge(url_verification)
+pub(crate) fn provider() -> crate::Provider {
+    crate::Provider::new(NAME, SlackVerifier::new(), event_identity).challenge(url_verification)
 }
 
 fn json_str(value: Option<&serde_json::Value>) -> Result<Option<String>, KeyError> {

@@ -49,10 +49,11 @@
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 
-use super::{
-    header_values, hmac_sha256, match_any_secret, Delivery, Encoding, SigningSecret, Verifier, VerifyError,
-    VerifyErrorKind,
-};
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, VerifyError};
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "shopify";
 
 /// The header Shopify signs webhook deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-shopify-hmac-sha256";
@@ -73,52 +74,38 @@ pub const EVENTS_WEBHOOK_ID_HEADER: &str = "shopify-webhook-id";
 pub const EVENTS_TOPIC_HEADER: &str = "shopify-topic";
 
 /// Verifies the `X-Shopify-Hmac-Sha256` (or `Shopify-Hmac-Sha256`) header.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[must_use]
 pub struct ShopifyVerifier {
-    _priv: (),
+    inner: HmacVerifier,
+}
+
+impl Default for ShopifyVerifier {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl ShopifyVerifier {
     /// A verifier for Shopify's body HMAC.
     pub fn new() -> Self {
-        Self::default()
+        // The scheme as a specification of the generic HMAC verifier.
+        let inner = HmacVerifier::builder(SIGNATURE_HEADER)
+            .encoding(Encoding::Base64)
+            .also_header(EVENTS_SIGNATURE_HEADER)
+            .strict()
+            .build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
-}
-
-/// A base64 HMAC-SHA256 tag: exactly 32 bytes, nothing else.
-fn decode_tag(text: &str) -> Option<[u8; 32]> {
-    // 32 bytes are 44 base64 characters with padding; refuse anything longer
-    // before decoding so a long header allocates nothing.
-    if text.len() != 44 {
-        return None;
-    }
-    Encoding::Base64.decode(text)?.try_into().ok()
-}
-
-/// Every signature in either signature header, decoded.
-fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 32]>, VerifyError> {
-    let mut signatures = Vec::new();
-    for name in [SIGNATURE_HEADER, EVENTS_SIGNATURE_HEADER] {
-        for value in header_values(parts, name) {
-            let tag = decode_tag(value?.trim()).ok_or(VerifyErrorKind::MalformedHeader)?;
-            signatures.push(tag);
-        }
-    }
-    if signatures.is_empty() {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    Ok(signatures)
 }
 
 impl Verifier for ShopifyVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let signatures = parse(delivery.parts)?;
-        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| hmac_sha256(secret, &[delivery.body]))
+        self.inner.verify(delivery)
     }
 }
 
@@ -184,13 +171,14 @@ impl KeyExtractor for ShopifyKey {
 /// (`X-Shopify-Event-Id`, falling back to `X-Shopify-Webhook-Id`), type
 /// `X-Shopify-Topic`. Another key policy:
 /// `shopify::provider().key_extractor(ShopifyKey::WebhookId)`.
-pub fn provider() -> crate::Provider {
-    crate::Provider::new("shopify", ShopifyVerifier::new(), ShopifyKey::default())
+pub(crate) fn provider() -> crate::Provider {
+    crate::Provider::new(NAME, ShopifyVerifier::new(), ShopifyKey::default())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
 
     fn parts(headers: &[(&str, &str)]) -> http::request::Parts {

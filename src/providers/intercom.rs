@@ -31,9 +31,8 @@
 //! notification's `id`) and the event type (its `topic`) come from it and are
 //! signed. Headers are not.
 
-use super::{
-    header_values, hmac, match_any_secret, Algorithm, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
-};
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac, Algorithm, Delivery, SigningSecret, Verifier, VerifyError};
 
 /// The header Intercom signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature";
@@ -42,44 +41,34 @@ pub const SIGNATURE_HEADER: &str = "x-hub-signature";
 pub const NAME: &str = "intercom";
 
 /// Verifies the `X-Hub-Signature` header.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[must_use]
 pub struct IntercomVerifier {
-    _priv: (),
+    inner: HmacVerifier,
+}
+
+impl Default for IntercomVerifier {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl IntercomVerifier {
     /// A verifier for `X-Hub-Signature`.
     pub fn new() -> Self {
-        Self::default()
+        // The scheme as a specification of the generic HMAC verifier.
+        let inner = HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).prefix("sha1=").strict().build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
-}
-
-/// Every `sha1=` signature in the header (one per line), decoded.
-fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 20]>, VerifyError> {
-    let mut signatures = Vec::new();
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        let hex_sig = value?.trim().strip_prefix("sha1=").ok_or(VerifyErrorKind::MalformedHeader)?;
-        let mut sig = [0u8; 20];
-        hex::decode_to_slice(hex_sig, &mut sig).map_err(|_| VerifyErrorKind::MalformedHeader)?;
-        signatures.push(sig);
-    }
-    if signatures.is_empty() {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    Ok(signatures)
 }
 
 impl Verifier for IntercomVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let signatures = parse(delivery.parts)?;
-        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| {
-            hmac(Algorithm::Sha1, secret, &[delivery.body])
-        })
+        self.inner.verify(delivery)
     }
 }
 
@@ -91,13 +80,14 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
 
 /// The Intercom preset: [`IntercomVerifier`]; key = the notification `id`,
 /// type = `topic`.
-pub fn provider() -> crate::Provider {
+pub(crate) fn provider() -> crate::Provider {
     crate::Provider::new(NAME, IntercomVerifier::new(), crate::key::JsonPointerKey::new("/id").event_type("/topic"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
 
     fn parts(values: &[&str]) -> http::request::Parts {
@@ -152,7 +142,7 @@ mod tests {
         let body = br#"{"type":"notification_event","id":"notif_1","topic":"ping"}"#;
         let good = sign(&secret, body);
         let from_other = sign(&other, body);
-        let sha256 = format!("sha256={}", hex::encode(super::super::hmac_sha256(&secret, &[body])));
+        let sha256 = format!("sha256={}", hex::encode(crate::verify::hmac_sha256(&secret, &[body])));
         let upper = format!("sha1={}", good[5..].to_uppercase());
         let not_hex = format!("sha1={}", "g".repeat(40));
         let cases: &[(&str, Vec<&str>, &[u8], Result<(), VerifyErrorKind>)] = &[

@@ -55,11 +55,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{
+use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+use crate::verify::{
     any_matches, header_values, hmac_sha256, match_any_secret, parse_unix_seconds, single_header, Delivery,
     SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
-use crate::key::{EventIdentity, KeyError, KeyErrorKind};
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "zoom";
 
 /// The header Zoom signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-zm-signature";
@@ -236,8 +239,8 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
 
 /// The Zoom preset: [`ZoomVerifier`] (300 s), key from [`event_identity`],
 /// type `event`, and the [`UrlValidation`] handshake. The CLI name is `zoom`.
-pub fn provider() -> crate::Provider {
-    crate::Provider::new("zoom", ZoomVerifier::new(), event_identity).challenge(UrlValidation)
+pub(crate) fn provider() -> crate::Provider {
+    crate::Provider::new(NAME, ZoomVerifier::new(), event_identity).challenge(UrlValidation)
 }
 
 #[cfg(test)]

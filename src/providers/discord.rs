@@ -72,10 +72,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 
-use super::{
+use crate::verify::{
     check_key_material, parse_unix_seconds, single_header, Delivery, KeyMaterialError, KeyMaterialErrorKind,
     SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
+
+/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+pub const NAME: &str = "discord";
 
 /// The header carrying the hex Ed25519 signature.
 pub const SIGNATURE_HEADER: &str = "x-signature-ed25519";
@@ -249,8 +252,8 @@ pub fn sign(seed: &[u8; 32], timestamp: u64, body: &[u8]) -> String {
 
 /// Discord's interactions preset: [`DiscordVerifier`] (five minutes), key =
 /// `/id`, type = `/type`, and `PING` answered with `PONG`. Name: `discord`.
-pub fn provider() -> crate::Provider {
-    crate::Provider::new("discord", DiscordVerifier::new(), crate::key::JsonPointerKey::new("/id").event_type("/type"))
+pub(crate) fn provider() -> crate::Provider {
+    crate::Provider::new(NAME, DiscordVerifier::new(), crate::key::JsonPointerKey::new("/id").event_type("/type"))
         .challenge(pong)
 }
 

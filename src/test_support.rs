@@ -1,0 +1,23 @@
+//! Test helpers shared by the verifier and preset tests: a fixed clock and
+//! request heads built from header lists.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The tests' "now": 2023-11-14T22:13:20Z, in Unix seconds.
+pub(crate) const NOW: u64 = 1_700_000_000;
+
+/// The time `secs` Unix seconds.
+pub(crate) fn at(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+/// A `POST /` request head with `headers` (raw value bytes, in order;
+/// repeated names become repeated lines).
+pub(crate) fn request<V: AsRef<[u8]>>(headers: &[(&str, V)]) -> http::request::Parts {
+    let mut parts = http::Request::post("/").body(()).unwrap().into_parts().0;
+    for (name, value) in headers {
+        let name = http::HeaderName::from_bytes(name.as_bytes()).unwrap();
+        parts.headers.append(name, http::HeaderValue::from_bytes(value.as_ref()).unwrap());
+    }
+    parts
+}
