@@ -72,6 +72,7 @@
 pub mod event;
 #[cfg(feature = "axum")]
 pub mod extract;
+pub mod inbox;
 pub mod key;
 pub mod layer;
 pub mod provider;
@@ -87,7 +88,8 @@ pub(crate) mod test_support;
 pub use event::WebhookEvent;
 pub use layer::IDEMPOTENT_REPLAYED;
 pub use layer::{
-    ConfigError, Rejection, RejectionKind, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService,
+    ConfigError, ConfigErrorKind, Mode, Rejection, RejectionKind, ReplayStatus, WebhookLayer, WebhookLayerBuilder,
+    WebhookService,
 };
 pub use provider::Provider;
 pub use scope::Endpoint;

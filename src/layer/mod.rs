@@ -81,6 +81,20 @@ pub const DEFAULT_POOL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default `Retry-After` on 409 and 503: 5 seconds.
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
 
+/// What the layer does with a verified delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Claim it and run the handler inside the claim's transaction before
+    /// answering (the default): the answer says the effects committed.
+    #[default]
+    Sync,
+    /// Store it as a `pending` inbox row and answer 2xx once that insert
+    /// committed; an [`InboxWorker`](crate::inbox::InboxWorker) runs the
+    /// handler shortly after. See the [`inbox`](crate::inbox) module.
+    Inbox,
+}
+
 /// How a duplicate of a done event is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -96,6 +110,8 @@ type SuccessFn = dyn Fn(StatusCode) -> bool + Send + Sync;
 
 pub(crate) struct Config {
     pub(crate) store: ClaimStore,
+    /// Inbox mode: where accepted deliveries go, and the answer.
+    pub(crate) inbox: Option<(crate::store::inbox::Inbox, StatusCode, bytes::Bytes)>,
     pub(crate) provider: Provider,
     pub(crate) resolver: Arc<dyn ScopeResolver>,
     pub(crate) body_limit: usize,
@@ -206,6 +222,8 @@ impl WebhookLayer {
             rejection_responder: None,
             database_timeout: store::DEFAULT_DATABASE_TIMEOUT,
             transaction_pooler: false,
+            mode: Mode::Sync,
+            inbox_ack: (StatusCode::OK, bytes::Bytes::new()),
             schema: store::DEFAULT_SCHEMA.to_owned(),
         }
     }
@@ -262,6 +280,8 @@ pub struct WebhookLayerBuilder {
     rejection_responder: Option<rejection::RejectionResponder>,
     database_timeout: Duration,
     transaction_pooler: bool,
+    mode: Mode,
+    inbox_ack: (StatusCode, bytes::Bytes),
     schema: String,
 }
 
@@ -407,6 +427,28 @@ impl WebhookLayerBuilder {
         self
     }
 
+    /// Synchronous (the default) or inbox mode; see [`Mode`].
+    ///
+    /// In inbox mode the body is stored (up to the body limit) with the
+    /// request head, minus headers naming a signature, HMAC or credential
+    /// (`*signature*`, `*hmac*`, `Authorization`, `Cookie`) and the
+    /// operator-replay header: the signature was verified before the row was
+    /// written. Rows stay until retention removes them (never `pending`,
+    /// `running` or `dead` ones).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Inbox mode's answer to an accepted delivery and to a duplicate of one
+    /// (the duplicate also gets `Idempotent-Replayed: true`): default `200`
+    /// with an empty body. Handshakes (Slack's `url_verification`, Discord's
+    /// PING, ...) are still answered by the layer inline.
+    pub fn inbox_ack(mut self, status: StatusCode, body: impl Into<bytes::Bytes>) -> Self {
+        self.inbox_ack = (status, body.into());
+        self
+    }
+
     /// Shapes the body of the layer's own refusals (401, 413, 409, 503, ...;
     /// see [`RejectionKind`]), for example as RFC 9457 problem details. The
     /// layer keeps the status the kind gives, and adds `Retry-After`, `Allow`
@@ -511,6 +553,16 @@ impl WebhookLayerBuilder {
         let retry_after = http::HeaderValue::from(self.retry_after.as_secs().max(1));
         Ok(WebhookLayer {
             config: Arc::new(Config {
+                inbox: (self.mode == Mode::Inbox).then(|| {
+                    let inbox = crate::store::inbox::Inbox::new(
+                        self.pool.clone(),
+                        &self.schema,
+                        self.pool_timeout,
+                        self.database_timeout,
+                        self.transaction_pooler,
+                    );
+                    (inbox, self.inbox_ack.0, self.inbox_ack.1.clone())
+                }),
                 store: ClaimStore::builder(self.pool)
                     .schema(self.schema)
                     .isolation_level(self.isolation)

@@ -11,6 +11,7 @@ use super::buffer::{read_limited, ReadError};
 use super::rejection::{self, Rejection, RejectionKind};
 use super::{Config, ReplayStatus, ResponseBody, ResponseFuture};
 use crate::event::WebhookEvent;
+use crate::store::inbox::RequestHead;
 use crate::store::{Claim, CommitErrorKind, ScopedEvent};
 use crate::verify::Delivery;
 
@@ -250,6 +251,27 @@ where
         span.record("event_type", t.as_str());
     }
     let event = ScopedEvent::new(config.provider.name(), endpoint.scope, identity.key).with_type(identity.event_type);
+
+    // Inbox mode: store the delivery as pending; answer once that committed.
+    if let Some((inbox, status, ack)) = &config.inbox {
+        let head = RequestHead::of(&parts, None);
+        let accepted = match inbox.accept(&event, &body, &head).await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::error!(error = %e, "inbox: the delivery could not be stored");
+                return Ok(refuse(&config, RejectionKind::StoreUnavailable, "inbox_accept"));
+            }
+        };
+        let mut res = Response::new(ResponseBody::bytes(ack.clone()));
+        *res.status_mut() = *status;
+        if accepted {
+            tracing::info!(outcome = "accepted", "webhook event stored in the inbox");
+        } else {
+            tracing::info!(outcome = "duplicate", "webhook event already in the inbox; replayed");
+            res.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+        }
+        return Ok(res);
+    }
 
     // 6. Claim: a pooled connection, a transaction, `INSERT ... ON CONFLICT`.
     let claimed = match config.store.claim(&event).await {

@@ -125,13 +125,13 @@ impl Sql {
     fn new(schema: &str) -> Self {
         let t = format!("{schema}.webhook_events");
         let pk = "scope = $1 AND provider = $2 AND event_key = $3";
-        let fence = "state = 'running' AND lease_token = $4::uuid";
+        let fence = "state = 'running' AND lease_token = $4::text::uuid";
         Self {
             accept: format!(
                 "WITH accepted AS (
                      INSERT INTO {t} (scope, provider, event_key, event_type, state, attempts, payload,
                                       request_head, run_at)
-                     VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6::jsonb, now())
+                     VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6::text::jsonb, now())
                      ON CONFLICT (scope, provider, event_key) DO NOTHING
                      RETURNING provider)
                  SELECT pg_notify($7, provider) FROM accepted"

@@ -16,6 +16,7 @@ mod claim;
 mod cli;
 mod faults;
 mod http;
+mod inbox;
 mod properties;
 mod providers;
 mod setup;

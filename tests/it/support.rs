@@ -110,6 +110,16 @@ impl TestDb {
         c.query_one(sql, &[]).await.unwrap().get(0)
     }
 
+    pub async fn scalar_text(&self, sql: &str) -> String {
+        let c = self.pool.get().await.unwrap();
+        c.query_one(sql, &[]).await.unwrap().get(0)
+    }
+
+    pub async fn scalar_f64(&self, sql: &str) -> f64 {
+        let c = self.pool.get().await.unwrap();
+        c.query_one(sql, &[]).await.unwrap().get(0)
+    }
+
     /// Backends of this database in state `idle in transaction`.
     pub async fn idle_in_transaction(&self) -> i64 {
         let (client, conn) = admin_config().connect(NoTls).await.unwrap();

@@ -1,0 +1,413 @@
+//! Inbox mode: acknowledge after a durable insert, process with leased
+//! workers, retry with backoff, never lose or double an event.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+use ::tower::ServiceExt;
+use axum::routing::post;
+use axum::Router;
+use http::StatusCode;
+use tokio::sync::{oneshot, Notify};
+use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
+use webhook_idempotency::store::inbox::{AfterFailure, Inbox};
+use webhook_idempotency::{Mode, WebhookEvent, WebhookTx};
+
+/// The webhook app in inbox mode: the layer stores, nothing else runs.
+fn accepting_app(pool: deadpool_postgres::Pool) -> Router {
+    Router::new().route(
+        "/webhooks/stripe",
+        post(|| async { StatusCode::IM_A_TEAPOT }).layer(stripe_layer(pool).mode(Mode::Inbox).build().unwrap()),
+    )
+}
+
+async fn accept(app: &Router, id: &str) -> (StatusCode, bool) {
+    let res = app.clone().oneshot(stripe_request(stripe_body(id))).await.unwrap();
+    (res.status(), res.headers().contains_key("idempotent-replayed"))
+}
+
+/// A worker whose handler applies one effect; `run` spawns it and returns a
+/// stop switch and the task.
+fn spawn_worker(worker: InboxWorker<Router>) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(worker.run(async move {
+        let _ = stopped.await;
+    }));
+    (stop, task)
+}
+
+fn effect_router() -> Router {
+    Router::new().route("/webhooks/stripe", post(apply_effect))
+}
+
+fn fast(pool: deadpool_postgres::Pool, handlers: Router) -> webhook_idempotency::inbox::InboxWorkerBuilder<Router> {
+    InboxWorker::builder(pool, handlers).poll_interval(Duration::from_millis(50)).lease(Duration::from_secs(2))
+}
+
+#[tokio::test]
+async fn accepted_deliveries_are_processed_once_and_duplicates_in_any_state_are_replayed() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    // While pending: no worker yet.
+    assert_eq!(accept(&app, "evt_in1").await, (StatusCode::OK, false));
+    assert_eq!(accept(&app, "evt_in1").await, (StatusCode::OK, true));
+    assert_eq!(db.event_row("evt_in1").await.map(|r| r.0), Some("pending".into()));
+    assert_eq!(db.effects().await, 0, "acknowledged before any effect");
+
+    // While running: the handler holds on a gate.
+    let (entered, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let handlers = {
+        let (entered, release) = (Arc::clone(&entered), Arc::clone(&release));
+        Router::new().route(
+            "/webhooks/stripe",
+            post(move |tx: WebhookTx, event: WebhookEvent| {
+                let (entered, release) = (Arc::clone(&entered), Arc::clone(&release));
+                async move {
+                    entered.notify_one();
+                    release.notified().await;
+                    apply_effect(tx, event).await
+                }
+            }),
+        )
+    };
+    let (stop, task) = spawn_worker(fast(db.pool.clone(), handlers).build().unwrap());
+    entered.notified().await;
+    assert_eq!(db.event_row("evt_in1").await.map(|r| r.0), Some("running".into()));
+    assert_eq!(accept(&app, "evt_in1").await, (StatusCode::OK, true));
+    release.notify_one();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            db.event_row("evt_in1").await.map(|r| r.0) == Some("done".into())
+        })
+        .await
+    );
+    // Once done.
+    assert_eq!(accept(&app, "evt_in1").await, (StatusCode::OK, true));
+    assert_eq!(db.effects_for("evt_in1").await, 1);
+    assert_eq!(db.events().await, 1);
+    let _ = stop.send(());
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn no_2xx_without_a_committed_insert() {
+    // Its own server, stopped between the worker-less accept and the next.
+    let server = TempPostgres::start().unwrap();
+    let db = TestDb::on(server.url("postgres").parse().unwrap()).await;
+    let pool = db.pool(2);
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(|| async { StatusCode::OK }).layer(
+            stripe_layer(pool.clone())
+                .mode(Mode::Inbox)
+                .pool_timeout(Duration::from_millis(500))
+                .database_timeout(Duration::from_millis(500))
+                .build()
+                .unwrap(),
+        ),
+    );
+    assert_eq!(accept(&app, "evt_up").await.0, StatusCode::OK);
+    server.stop_server().unwrap();
+    let (status, _) = accept(&app, "evt_down").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "storage unavailable: never 2xx");
+    server.start_server().unwrap();
+    let accepted =
+        eventually(Duration::from_secs(20), || async { accept(&app, "evt_down").await.0 == StatusCode::OK }).await;
+    assert!(accepted, "accepted once the database is back");
+    assert_eq!(db.events().await, 2);
+}
+
+#[tokio::test]
+async fn racing_leases_hand_each_row_to_one_worker() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    for i in 0..40 {
+        assert_eq!(accept(&app, &format!("evt_race{i}")).await.0, StatusCode::OK);
+    }
+    let inbox = Inbox::with_schema(db.pool(16), "webhook_idempotency").unwrap();
+    let barrier = Arc::new(tokio::sync::Barrier::new(8));
+    let leasers: Vec<_> = (0..8)
+        .map(|_| {
+            let (inbox, barrier) = (inbox.clone(), Arc::clone(&barrier));
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let mut mine = Vec::new();
+                loop {
+                    let rows = inbox.lease(3, Duration::from_secs(60), None, None).await.unwrap();
+                    if rows.is_empty() {
+                        break mine;
+                    }
+                    mine.extend(rows.into_iter().map(|r| r.event().key().to_owned()));
+                }
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for leaser in leasers {
+        all.extend(leaser.await.unwrap());
+    }
+    all.sort();
+    let before = all.len();
+    all.dedup();
+    assert_eq!((before, all.len()), (40, 40), "every row leased exactly once");
+}
+
+#[tokio::test]
+async fn a_killed_worker_s_lease_expires_and_another_worker_processes_once() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    assert_eq!(accept(&app, "evt_killed").await.0, StatusCode::OK);
+    let entered = Arc::new(Notify::new());
+    let stuck = {
+        let entered = Arc::clone(&entered);
+        Router::new().route(
+            "/webhooks/stripe",
+            post(move |tx: WebhookTx, event: WebhookEvent| {
+                let entered = Arc::clone(&entered);
+                async move {
+                    apply_effect(tx, event).await;
+                    entered.notify_one();
+                    std::future::pending::<StatusCode>().await
+                }
+            }),
+        )
+    };
+    let (_stop_a, a) = spawn_worker(fast(db.pool(4), stuck).lease(Duration::from_secs(1)).build().unwrap());
+    entered.notified().await;
+    a.abort(); // the worker dies mid-handler: its connection is dropped
+    let _ = a.await;
+    let (stop_b, b) = spawn_worker(fast(db.pool(4), effect_router()).lease(Duration::from_secs(1)).build().unwrap());
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            db.event_row("evt_killed").await.map(|r| r.0) == Some("done".into())
+        })
+        .await
+    );
+    assert_eq!(db.effects_for("evt_killed").await, 1, "the killed worker's write rolled back");
+    assert_eq!(db.event_row("evt_killed").await.map(|r| r.1), Some(2), "the second run");
+    let _ = stop_b.send(());
+    b.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_slow_worker_whose_lease_expired_cannot_complete_and_its_writes_roll_back() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    assert_eq!(accept(&app, "evt_slow").await.0, StatusCode::OK);
+    let b_done = Arc::new(Notify::new());
+    let slow = {
+        let b_done = Arc::clone(&b_done);
+        Router::new().route(
+            "/webhooks/stripe",
+            post(move |tx: WebhookTx, event: WebhookEvent| {
+                let b_done = Arc::clone(&b_done);
+                async move {
+                    apply_effect(tx, event).await;
+                    // Alive, but slower than its lease: the other worker finishes first.
+                    b_done.notified().await;
+                    StatusCode::OK
+                }
+            }),
+        )
+    };
+    // A pool of one: the handler's transaction holds it, so A's heartbeat
+    // cannot renew the lease (a worker starved of connections).
+    let (stop_a, a) = spawn_worker(
+        fast(db.pool(1), slow)
+            .lease(Duration::from_secs(1))
+            .database_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            db.event_row("evt_slow").await.map(|r| r.0) == Some("running".into())
+        })
+        .await
+    );
+    let quick = {
+        let b_done = Arc::clone(&b_done);
+        Router::new().route(
+            "/webhooks/stripe",
+            post(move |tx: WebhookTx, event: WebhookEvent| {
+                let b_done = Arc::clone(&b_done);
+                async move {
+                    let status = apply_effect(tx, event).await;
+                    // Signal after this handler returns and commits.
+                    tokio::spawn(async move {
+                        tokio::task::yield_now().await;
+                        b_done.notify_one();
+                    });
+                    status
+                }
+            }),
+        )
+    };
+    let (stop_b, b) = spawn_worker(fast(db.pool(4), quick).lease(Duration::from_secs(1)).build().unwrap());
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            db.event_row("evt_slow").await.map(|r| r.0) == Some("done".into())
+        })
+        .await
+    );
+    // A finishes after B: its completion is refused by the fence.
+    let _ = stop_a.send(());
+    a.await.unwrap();
+    let _ = stop_b.send(());
+    b.await.unwrap();
+    assert_eq!(db.effects_for("evt_slow").await, 1, "one effect: the slow worker's rolled back");
+    assert_eq!(db.event_row("evt_slow").await.map(|r| (r.0, r.1)), Some(("done".into(), 2)));
+}
+
+#[tokio::test]
+async fn a_poison_event_goes_dead_after_its_attempts_with_backoff_and_others_flow() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handlers = {
+        let runs = Arc::clone(&runs);
+        Router::new().route(
+            "/webhooks/stripe",
+            post(move |tx: WebhookTx, event: WebhookEvent| {
+                let runs = Arc::clone(&runs);
+                async move {
+                    if event.key() == "evt_poison" {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        return StatusCode::INTERNAL_SERVER_ERROR;
+                    }
+                    apply_effect(tx, event).await
+                }
+            }),
+        )
+    };
+    let policy = RetryPolicy { base: Duration::from_millis(100), cap: Duration::from_millis(400), max_attempts: 3 };
+    let (stop, task) = spawn_worker(fast(db.pool(4), handlers).retry(policy).build().unwrap());
+    assert_eq!(accept(&app, "evt_poison").await.0, StatusCode::OK);
+    for i in 0..5 {
+        assert_eq!(accept(&app, &format!("evt_fine{i}")).await.0, StatusCode::OK);
+    }
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            db.event_row("evt_poison").await.map(|r| r.0) == Some("dead".into())
+        })
+        .await
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "ran max_attempts times");
+    assert_eq!(db.event_row("evt_poison").await, Some(("dead".into(), 3, Some(500))));
+    let last_error = db
+        .scalar_text("SELECT last_error FROM webhook_idempotency.webhook_events WHERE event_key = 'evt_poison'")
+        .await;
+    assert_eq!(last_error, "the handler answered 500");
+    for i in 0..5 {
+        let key = format!("evt_fine{i}");
+        assert!(
+            eventually(Duration::from_secs(10), || async { db.effects_for(&key).await == 1 }).await,
+            "{key} flowed"
+        );
+    }
+    let _ = stop.send(());
+    task.await.unwrap();
+    // An operator requeues it; the listing shows it dead first.
+    let inbox = Inbox::with_schema(db.pool.clone(), "webhook_idempotency").unwrap();
+    let dead = inbox.list("dead", None, 10).await.unwrap();
+    assert_eq!(dead.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), ["evt_poison"]);
+    assert_eq!(inbox.requeue_dead(None, Some("stripe"), Some("evt_poison")).await.unwrap(), 1);
+    assert_eq!(db.event_row("evt_poison").await.map(|r| r.0), Some("pending".into()));
+}
+
+#[tokio::test]
+async fn a_failed_run_is_due_again_within_the_backoff_ceiling() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    assert_eq!(accept(&app, "evt_backoff").await.0, StatusCode::OK);
+    let inbox = Inbox::with_schema(db.pool.clone(), "webhook_idempotency").unwrap();
+    let leased = inbox.lease(1, Duration::from_secs(60), None, None).await.unwrap().remove(0);
+    let policy = RetryPolicy { base: Duration::from_secs(10), cap: Duration::from_secs(60), max_attempts: 5 };
+    let delay = policy.delay(leased.attempt());
+    assert!(delay <= policy.ceiling(1) && policy.ceiling(1) == Duration::from_secs(10));
+    assert_eq!(inbox.retry_later(&leased, 5, delay, "boom", Some(503)).await.unwrap(), AfterFailure::Retry);
+    let wait = db
+        .scalar_f64(
+            "SELECT extract(epoch FROM run_at - last_failed_at)::float8 FROM webhook_idempotency.webhook_events
+              WHERE event_key = 'evt_backoff'",
+        )
+        .await;
+    assert!((wait - delay.as_secs_f64()).abs() < 0.01, "run_at is the delay after the failure: {wait} vs {delay:?}");
+    // Not due yet (unless the jitter drew ~0): nothing to lease before run_at.
+    if delay > Duration::from_millis(500) {
+        assert!(inbox.lease(1, Duration::from_secs(60), None, None).await.unwrap().is_empty());
+    }
+    // The ceilings double up to the cap.
+    let ceilings: Vec<u64> = (1..=5).map(|n| policy.ceiling(n).as_secs()).collect();
+    assert_eq!(ceilings, [10, 20, 40, 60, 60]);
+}
+
+#[tokio::test]
+async fn a_lost_notification_delays_an_event_by_at_most_one_poll_interval() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    let poll = Duration::from_millis(700);
+    let worker = InboxWorker::builder(db.pool(4), effect_router())
+        .poll_interval(poll)
+        .listen(db.config.clone(), tokio_postgres::NoTls)
+        .build()
+        .unwrap();
+    let (stop, task) = spawn_worker(worker);
+    let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'";
+    assert!(eventually(Duration::from_secs(10), || async { db.scalar(listening).await == 1 }).await);
+    // With the listener: processed well within one poll interval.
+    let t = Instant::now();
+    assert_eq!(accept(&app, "evt_notified").await.0, StatusCode::OK);
+    assert!(eventually(Duration::from_secs(5), || async { db.effects_for("evt_notified").await == 1 }).await);
+    let notified = t.elapsed();
+    // The listener's connection is killed: notifications are lost until it reconnects.
+    db.scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+    )
+    .await;
+    let t = Instant::now();
+    assert_eq!(accept(&app, "evt_unnotified").await.0, StatusCode::OK);
+    assert!(eventually(Duration::from_secs(5), || async { db.effects_for("evt_unnotified").await == 1 }).await);
+    let polled = t.elapsed();
+    println!("accept to effect: {notified:?} with NOTIFY, {polled:?} with the listener killed (poll {poll:?})");
+    assert!(polled < poll * 2 + Duration::from_millis(500), "at most about one poll interval: {polled:?}");
+    let _ = stop.send(());
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn graceful_shutdown_releases_unfinished_work_without_counting_the_attempt() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    assert_eq!(accept(&app, "evt_shutdown").await.0, StatusCode::OK);
+    let entered = Arc::new(Notify::new());
+    let stuck = {
+        let entered = Arc::clone(&entered);
+        Router::new().route(
+            "/webhooks/stripe",
+            post(move |tx: WebhookTx, event: WebhookEvent| {
+                let entered = Arc::clone(&entered);
+                async move {
+                    apply_effect(tx, event).await;
+                    entered.notify_one();
+                    std::future::pending::<StatusCode>().await
+                }
+            }),
+        )
+    };
+    let (stop, task) =
+        spawn_worker(fast(db.pool(4), stuck).shutdown_timeout(Duration::from_millis(200)).build().unwrap());
+    entered.notified().await;
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), task).await.expect("the worker stops").unwrap();
+    assert_eq!(db.event_row("evt_shutdown").await.map(|r| (r.0, r.1)), Some(("pending".into(), 0)));
+    assert_eq!(db.effects_for("evt_shutdown").await, 0, "the unfinished work rolled back");
+    // The next worker processes it as a first attempt.
+    let (stop, task) = spawn_worker(fast(db.pool(4), effect_router()).build().unwrap());
+    assert!(eventually(Duration::from_secs(10), || async { db.effects_for("evt_shutdown").await == 1 }).await);
+    assert_eq!(db.event_row("evt_shutdown").await.map(|r| r.1), Some(1));
+    let _ = stop.send(());
+    task.await.unwrap();
+}
