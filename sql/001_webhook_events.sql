@@ -2,7 +2,7 @@
 --
 -- Run it with your own migration tool, or call `webhook_idempotency::store::migrate(&pool)`,
 -- which applies the same text under an advisory lock. The schema appears only as the
--- quoted identifier "webhook_idempotency" (the placeholder `migrate_schema` replaces with
+-- double-quoted identifier webhook_idempotency (the placeholder `migrate_schema` replaces with
 -- the schema you configure); edit that token to install under another schema by hand. Either way the file records its
 -- version in webhook_idempotency.webhook_schema_migrations (last statement), which
 -- the layer's schema check (`webhook_idempotency::store::check_schema`) reads.

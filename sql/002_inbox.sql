@@ -3,7 +3,7 @@
 -- In inbox mode the layer stores a verified delivery as a `pending` row (the raw body in `payload`,
 -- the request head in `request_head`) and answers at once; `InboxWorker`s claim due rows with
 -- `FOR UPDATE SKIP LOCKED` under a lease (`locked_until`, fenced by `lease_token`) and run the
--- handler. The schema appears only as the quoted placeholder "webhook_idempotency" (see 001).
+-- handler. The schema appears only as the double-quoted placeholder webhook_idempotency (see 001).
 
 -- Method, URI and the headers the handler may read, as JSON: {"method": "POST", "uri": "/x",
 -- "headers": [["content-type", "application/json"], ...]}. Signature headers are not kept.
