@@ -411,3 +411,152 @@ async fn graceful_shutdown_releases_unfinished_work_without_counting_the_attempt
     let _ = stop.send(());
     task.await.unwrap();
 }
+
+/// The chaos handler: applies the effect, except that events whose key ends
+/// in `p` (poison) always fail, and others fail on their first run with
+/// probability 1/5 (a transient error).
+fn chaos_router() -> Router {
+    Router::new().route(
+        "/webhooks/stripe",
+        post(|tx: WebhookTx, event: WebhookEvent| async move {
+            if event.key().ends_with('p') || (event.attempt() == 1 && fastrand::u8(0..5) == 0) {
+                return StatusCode::SERVICE_UNAVAILABLE;
+            }
+            apply_effect(tx, event).await
+        }),
+    )
+}
+
+const CHAOS_ENV: &str = "WEBHOOK_INBOX_CHAOS_WORKER";
+
+fn chaos_worker(pool: deadpool_postgres::Pool) -> InboxWorker<Router> {
+    InboxWorker::builder(pool, chaos_router())
+        .concurrency(4)
+        .lease(Duration::from_secs(2))
+        .poll_interval(Duration::from_millis(100))
+        .retry(RetryPolicy { base: Duration::from_millis(50), cap: Duration::from_millis(200), max_attempts: 3 })
+        .build()
+        .unwrap()
+}
+
+/// A second worker process for the chaos test: this test binary again,
+/// running only this entry, with two workers on the database in
+/// [`CHAOS_ENV`], until its standard input closes. Without it, returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a worker process started by inbox_chaos_every_event_done_once_or_dead"]
+async fn inbox_worker_process() {
+    let Ok(url) = std::env::var(CHAOS_ENV) else { return };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut stopped = stopped.clone();
+            tokio::spawn(chaos_worker(pool(url.parse().unwrap(), 6)).run(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            }))
+        })
+        .collect();
+    let _ = tokio::task::spawn_blocking(|| std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new())).await;
+    let _ = stop.send(true);
+    for w in workers {
+        let _ = w.await;
+    }
+}
+
+/// 2,000 events (`INBOX_CHAOS_EVENTS=10000` for the long form) across four
+/// workers in two processes, with handler failures (transient and poison)
+/// and backends killed at random: every event ends done with exactly one
+/// effect, or dead by policy with none; none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn inbox_chaos_every_event_done_once_or_dead() {
+    let events: usize = std::env::var("INBOX_CHAOS_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let db = TestDb::new().await;
+    let url = {
+        let host = match db.config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            _ => "127.0.0.1".into(),
+        };
+        let port = db.config.get_ports().first().copied().unwrap_or(5432);
+        format!("postgresql://{}@{host}:{port}/{}", db.config.get_user().unwrap_or("postgres"), db.name)
+    };
+    let inbox = Inbox::with_schema(db.pool(8), "webhook_idempotency").unwrap();
+    let head = webhook_idempotency::store::inbox::RequestHead {
+        method: "POST".into(),
+        uri: "/webhooks/stripe".into(),
+        headers: vec![("content-type".into(), "application/json".into())],
+    };
+    for i in 0..events {
+        // One in a hundred is poison.
+        let key = if i % 100 == 7 { format!("evt_{i}p") } else { format!("evt_{i}") };
+        let event = webhook_idempotency::store::ScopedEvent::new("stripe", "acct_test", key.clone());
+        assert!(inbox.accept(&event, &stripe_body(&key), &head).await.unwrap());
+    }
+    let started = Instant::now();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["inbox::inbox_worker_process", "--exact", "--ignored", "--nocapture"])
+        .env(CHAOS_ENV, &url)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let local: Vec<_> = (0..2)
+        .map(|_| {
+            let mut stopped = stopped.clone();
+            tokio::spawn(chaos_worker(db.pool(6)).run(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            }))
+        })
+        .collect();
+    // Backends killed at random while the workers run.
+    let killed = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let killer = {
+        let (db_pool, killed) = (db.pool(1), Arc::clone(&killed));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(fastrand::u64(100..400))).await;
+                let c = db_pool.get().await.unwrap();
+                let sql = "SELECT count(pg_terminate_backend(pid)) FROM (
+                               SELECT pid FROM pg_stat_activity
+                                WHERE datname = current_database() AND pid <> pg_backend_pid()
+                                  AND backend_type = 'client backend' AND query NOT LIKE 'LISTEN%'
+                                ORDER BY random() LIMIT 1) victim";
+                let n = c.query_one(sql, &[]).await.map(|r| r.get::<_, i64>(0)).unwrap_or(0);
+                killed.fetch_add(n, Ordering::SeqCst);
+            }
+        })
+    };
+    let open = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state IN ('pending', 'running')";
+    let drained = eventually(Duration::from_secs(240), || async { db.scalar(open).await == 0 }).await;
+    killer.abort();
+    let _ = stop.send(true);
+    for w in local {
+        let _ = w.await;
+    }
+    drop(child); // stdin closes: the child's workers stop
+    assert!(drained, "every event reached an end state");
+    let took = started.elapsed();
+    let count = |state: &'static str| {
+        let db = &db;
+        async move {
+            db.scalar(&format!("SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = '{state}'")).await
+        }
+    };
+    let (done, dead) = (count("done").await, count("dead").await);
+    let poison = (0..events).filter(|i| i % 100 == 7).count() as i64;
+    let doubled = db
+        .scalar("SELECT count(*) FROM (SELECT event_key FROM effects GROUP BY event_key HAVING count(*) > 1) d")
+        .await;
+    let effects = db.scalar("SELECT count(*) FROM effects").await;
+    let poison_effects = db.scalar("SELECT count(*) FROM effects WHERE event_key LIKE '%p'").await;
+    let killed = killed.load(Ordering::SeqCst);
+    println!(
+        "inbox chaos: {events} events in {took:?}, {killed} backends killed: {done} done, {dead} dead, \
+         {effects} effects, {doubled} doubled"
+    );
+    assert!(killed > 0, "backends were killed meanwhile");
+    assert_eq!(done + dead, events as i64, "none lost");
+    assert_eq!(dead, poison, "exactly the poison events are dead");
+    assert_eq!(effects, done, "one effect per done event");
+    assert_eq!((doubled, poison_effects), (0, 0));
+}
