@@ -48,11 +48,11 @@ use deadpool_postgres::{Object, Pool};
 use tokio::time::Instant;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
-use tokio_postgres::SimpleQueryMessage;
 
 /// The parameter types of the claim statements: scope, provider, key, type.
 const TEXT4: [Type; 4] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT];
 
+use super::conn::{prepare_on, query_on, Finish};
 use super::{IsolationLevel, Statements, TxConn};
 use crate::tx::WebhookTx;
 
@@ -424,26 +424,45 @@ impl ClaimStore {
     /// closed unless the rollback was confirmed.
     async fn attempt(&self, obj: Object, event: &ScopedEvent) -> Result<Attempt, tokio_postgres::Error> {
         let sql = &self.inner.sql;
-        let (conn, messages) = TxConn::begin(obj, &sql.begin, !self.inner.transaction_pooler).await?;
-        let session_lock_timeout = messages
-            .into_iter()
-            .find_map(|m| match m {
-                SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-                _ => None,
-            })
-            .unwrap_or_else(|| "0".to_owned());
-        match claim_in(&conn, sql, event).await {
-            Ok(Some((attempt, started))) => {
-                // Give the handler the connection's own lock_timeout back.
-                conn.query(sql.restore_lock_timeout, &[&session_lock_timeout], &[Type::TEXT]).await?;
-                Ok(Attempt::Claimed(Box::new(conn), attempt, started))
+        let cache = !self.inner.transaction_pooler;
+        let keys: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&event.scope, &event.provider, &event.key, &event.event_type];
+        // The connection is closed, never pooled, if this attempt is dropped
+        // before an answer (the database timeout on a dead network).
+        let conn = TxConn::opening(obj, cache);
+        let client = conn.client();
+        // Flight 0, outside any transaction: a done event is answered from
+        // here (one round trip, no transaction id, no WAL).
+        let lookup = prepare_on(client, &sql.lookup, cache).await?;
+        let found = query_on(client, lookup.as_ref(), &sql.lookup, &keys[..3], &TEXT4[..3]).await?;
+        if let Some(row) = found.first() {
+            if row.get::<_, &str>(0) == "done" {
+                let status = row.get(1);
+                conn.release_idle();
+                return Ok(Attempt::Done(status));
             }
-            Ok(None) => {
-                let state = lookup(&conn, sql, event).await;
-                // Nothing claimed: end the transaction (the connection is
-                // closed if the ROLLBACK is not confirmed).
-                let _ = conn.rollback().await;
-                Ok(state)
+        }
+        // Flight 1: BEGIN with a 1 ms lock wait, the claim, the session's own
+        // lock_timeout back for the handler: one round trip. Statements are
+        // prepared first, so the three requests leave in this order.
+        let claim = prepare_on(client, &sql.claim, cache).await?;
+        let (begun, claimed, restored) = tokio::join!(
+            client.batch_execute(&sql.begin),
+            query_on(client, claim.as_ref(), &sql.claim, &keys, &TEXT4),
+            client.batch_execute(&sql.restore_lock_timeout),
+        );
+        let outcome = begun.and(claimed).and_then(|rows| restored.map(|()| rows));
+        match outcome {
+            Ok(rows) if !rows.is_empty() => Ok(Attempt::Claimed(Box::new(conn), rows[0].get(0), rows[0].get(1))),
+            Ok(_) => {
+                // Another delivery's row stands: done (since the lookup) or in
+                // flight. End the transaction and look again, in one flight.
+                let found =
+                    conn.finish_with(None, lookup.as_ref(), &sql.lookup, &keys[..3], &TEXT4[..3], "ROLLBACK").await;
+                Ok(match found.ok().as_ref().and_then(|rows| rows.first()) {
+                    Some(row) if row.get::<_, &str>(0) == "done" => Attempt::Done(row.get(1)),
+                    _ => Attempt::InFlight,
+                })
             }
             Err(e) => {
                 // A session that cannot serve writes (a demoted primary) or is
@@ -461,44 +480,6 @@ enum Attempt {
     Claimed(Box<TxConn>, i32, SystemTime),
     Done(Option<i16>),
     InFlight,
-}
-
-/// The claim statements inside an open transaction: `Some((attempts,
-/// now()))` when this transaction owns the event, `None` when another
-/// delivery's committed or in-flight row stands.
-async fn claim_in(
-    conn: &TxConn,
-    sql: &Statements,
-    event: &ScopedEvent,
-) -> Result<Option<(i32, SystemTime)>, tokio_postgres::Error> {
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-        [&event.scope, &event.provider, &event.key, &event.event_type];
-    let first = |rows: Vec<tokio_postgres::Row>| rows.into_iter().next();
-    // Two rounds at most: a row removed by retention between the conflict and
-    // the lookup is claimed again.
-    for _ in 0..2 {
-        if let Some(row) = first(conn.query(&sql.claim, &params, &TEXT4).await?) {
-            return Ok(Some((row.get(0), row.get(1))));
-        }
-        let Some(row) = first(conn.query(&sql.lookup, &params[..3], &TEXT4[..3]).await?) else { continue };
-        if row.get::<_, &str>(0) != "failed" {
-            return Ok(None);
-        }
-        // The last delivery failed and was recorded: take the row over.
-        // Concurrent re-claims serialise on its row lock.
-        return Ok(first(conn.query(&sql.reclaim, &params, &TEXT4).await?).map(|row| (row.get(0), row.get(1))));
-    }
-    Ok(None)
-}
-
-/// How a row this transaction did not claim stands: done (with its status)
-/// or still held by another delivery.
-async fn lookup(conn: &TxConn, sql: &Statements, event: &ScopedEvent) -> Attempt {
-    let found = conn.query(&sql.lookup, &[&event.scope, &event.provider, &event.key], &TEXT4[..3]).await;
-    match found.map(|rows| rows.into_iter().next()) {
-        Ok(Some(row)) if row.get::<_, &str>(0) == "done" => Attempt::Done(row.get(1)),
-        _ => Attempt::InFlight,
-    }
 }
 
 /// An event this caller claimed: its transaction is open. Do the event's
@@ -653,31 +634,37 @@ impl ClaimedEvent {
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
             [&ev.scope, &ev.provider, &ev.key, &code, &self.started];
         let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2, Type::TIMESTAMPTZ];
-        let marked = conn.query(&sql.done, &params, &types).await.map(|rows| rows.len());
-        let error = match marked {
-            Ok(1) => {
-                return conn.commit().await.map_err(|e| {
-                    // The connection is closed; a retry finds out (done → replayed).
-                    tracing::error!(sqlstate = sqlstate(&e), "commit failed or its result is unknown");
-                    CommitError { kind: CommitErrorKind::Unknown, source: Some(e) }
-                });
-            }
-            Ok(rows) => {
-                tracing::error!(rows, "the claim row is gone from the transaction; rolled back");
-                CommitError { kind: CommitErrorKind::ClaimLost, source: None }
-            }
-            Err(e) if session_unusable(&e) => {
-                tracing::error!(sqlstate = sqlstate(&e), "connection unusable at commit; discarded");
-                drop(conn);
-                return Err(CommitError { kind: CommitErrorKind::Unknown, source: Some(e) });
-            }
+        let prepared = match conn.prepare(&sql.done).await {
+            Ok(prepared) => prepared,
             Err(e) => {
                 tracing::error!(sqlstate = sqlstate(&e), "transaction unusable after the work; rolled back");
-                CommitError { kind: CommitErrorKind::Aborted, source: Some(e) }
+                if !session_unusable(&e) {
+                    rollback(conn).await;
+                }
+                return Err(CommitError { kind: CommitErrorKind::Aborted, source: Some(e) });
             }
         };
-        rollback(conn).await;
-        Err(error)
+        // The done-marking and COMMIT in one flight. In a transaction a
+        // swallowed error aborted, the marking fails (25P02) and PostgreSQL
+        // answers the COMMIT with ROLLBACK (rust-postgres#1334); when the claim
+        // row is not in this transaction (the work ended it), the marking
+        // divides by zero (22012): either way nothing commits.
+        match conn.finish_with(None, prepared.as_ref(), &sql.done, &params, &types, "COMMIT").await {
+            Ok(_) => Ok(()),
+            Err(Finish::Statement(e)) if e.code() == Some(&SqlState::DIVISION_BY_ZERO) => {
+                tracing::error!("the claim row is gone from the transaction; rolled back");
+                Err(CommitError { kind: CommitErrorKind::ClaimLost, source: None })
+            }
+            Err(Finish::Statement(e)) => {
+                tracing::error!(sqlstate = sqlstate(&e), "transaction unusable after the work; rolled back");
+                Err(CommitError { kind: CommitErrorKind::Aborted, source: Some(e) })
+            }
+            Err(Finish::Commit(e)) => {
+                // The connection is closed; a retry finds out (done → replayed).
+                tracing::error!(sqlstate = sqlstate(&e), "commit failed or its result is unknown");
+                Err(CommitError { kind: CommitErrorKind::Unknown, source: Some(e) })
+            }
+        }
     }
 
     /// Rolls back the work and records a failed attempt (`attempts`, the
@@ -723,24 +710,20 @@ impl ClaimStore {
         };
         let sql = &self.inner.sql;
         let code = status.map(|s| i16::try_from(s).unwrap_or(i16::MAX));
+        let cache = !self.inner.transaction_pooler;
         let record = async {
-            let (conn, _) = TxConn::begin(obj, sql.begin_failure, !self.inner.transaction_pooler).await?;
-            let recorded = async {
-                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
-                    [&event.scope, &event.provider, &event.key, &event.event_type, &error, &code];
-                let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2];
-                conn.query(&sql.record_failure, &params, &types).await
-            }
-            .await;
-            match recorded {
-                Ok(_) => conn.commit().await,
-                Err(e) => {
-                    if !session_unusable(&e) {
-                        let _ = conn.rollback().await;
-                    }
-                    Err(e)
-                }
-            }
+            let prepared = prepare_on(&obj, &sql.record_failure, cache).await?;
+            let conn = TxConn::opening(obj, cache);
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+                [&event.scope, &event.provider, &event.key, &event.event_type, &error, &code];
+            let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2];
+            // BEGIN, the record and COMMIT in one flight.
+            let begin = Some(sql.begin_failure);
+            let finished =
+                conn.finish_with(begin, prepared.as_ref(), &sql.record_failure, &params, &types, "COMMIT").await;
+            finished.map(drop).map_err(|f| match f {
+                Finish::Statement(e) | Finish::Commit(e) => e,
+            })
         };
         let Ok(result) = tokio::time::timeout(self.inner.database_timeout, record).await else {
             tracing::warn!("failed attempt not recorded: no answer from the database in time");

@@ -5,7 +5,7 @@
 //!
 //! There is no flag to keep in step: [`TxConn::begin`] turns an `Object`
 //! into a `TxConn` before `BEGIN` is sent, and only a confirmed `COMMIT` or
-//! `ROLLBACK` ([`TxConn::commit`], [`TxConn::rollback`]) gives the `Object`
+//! `ROLLBACK` ([`TxConn::finish_with`], [`TxConn::rollback`]) gives the `Object`
 //! back. Every other way out drops the `TxConn`, which detaches the
 //! connection from the pool, cancels its running statement and closes it, so
 //! PostgreSQL rolls the transaction back. deadpool recycles at checkout, and
@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 use deadpool_postgres::Object;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::Row;
+use tokio_postgres::{Row, Statement};
 
 /// A pooled connection with a transaction open on it.
 pub(crate) struct TxConn {
@@ -48,16 +48,31 @@ const RETRYABLE: [(SqlState, &str); 3] = [
 impl TxConn {
     /// Sends `begin` (a simple-query batch that opens a transaction) on
     /// `obj`. The connection counts as inside a transaction from before the
-    /// batch is sent: if it fails half-way, dropping the returned error's
-    /// `TxConn`-less state closes the connection.
+    /// batch is sent: if it fails half-way, the dropped `TxConn` closes the
+    /// connection.
     pub(crate) async fn begin(
         obj: Object,
         begin: &str,
         cache: bool,
     ) -> Result<(Self, Vec<tokio_postgres::SimpleQueryMessage>), tokio_postgres::Error> {
-        let conn = Self { obj: Some(obj), cache, retryable: OnceLock::new() };
+        let conn = Self::opening(obj, cache);
         let messages = conn.client().simple_query(begin).await?;
         Ok((conn, messages))
+    }
+
+    /// Gives the connection back to the pool when the caller knows no
+    /// transaction is open on it (only autocommit statements were sent, and
+    /// they were answered).
+    pub(crate) fn release_idle(mut self) {
+        drop(self.obj.take());
+    }
+
+    /// `obj` about to have a transaction opened on it by statements the
+    /// caller sends (pipelined with others): from now on it is never pooled
+    /// unless [`finish_with`](Self::finish_with) or [`rollback`](Self::rollback)
+    /// confirms the end.
+    pub(crate) fn opening(obj: Object, cache: bool) -> Self {
+        Self { obj: Some(obj), cache, retryable: OnceLock::new() }
     }
 
     pub(crate) fn client(&self) -> &Object {
@@ -69,28 +84,47 @@ impl TxConn {
         self.cache
     }
 
-    /// Runs one of the store's statements: prepared once and cached on the
-    /// connection, or, behind a transaction-mode pooler, as an unnamed
-    /// statement with its parameter types given (one round trip, nothing
-    /// left on the server session).
-    pub(crate) async fn query(
-        &self,
+    /// The cached prepared statement for `sql` (a round trip the first time
+    /// on this connection), or `None` behind a transaction-mode pooler.
+    /// Prepare before a flight, so the flight's requests leave in order.
+    pub(crate) async fn prepare(&self, sql: &str) -> Result<Option<Statement>, tokio_postgres::Error> {
+        prepare_on(self.client(), sql, self.cache).await
+    }
+
+    /// Sends `sql` (prepared) and `end` (`COMMIT` or `ROLLBACK`) in one
+    /// flight, after `begin` when given (a simple-query batch opening the
+    /// transaction). `Ok`: all succeeded, the transaction ended as `end`
+    /// says, the connection back in the pool. `Err(Statement(e))`: `begin`
+    /// or `sql` failed, so a `COMMIT` ended an aborted transaction
+    /// (PostgreSQL answers it `ROLLBACK`): nothing committed, the connection
+    /// back in the pool. `Err(Commit(e))`: `end` itself failed or its answer
+    /// was lost: the outcome is unknown, the connection closed.
+    pub(crate) async fn finish_with(
+        mut self,
+        begin: Option<&str>,
+        prepared: Option<&Statement>,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
         types: &[Type],
-    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        end: &str,
+    ) -> Result<Vec<Row>, Finish> {
         let client = self.client();
-        if self.cache {
-            let stmt = client.prepare_cached(sql).await?;
-            client.query(&stmt, params).await
-        } else {
-            let typed: Vec<(&(dyn ToSql + Sync), Type)> =
-                params.iter().zip(types).map(|(p, t)| (*p, t.clone())).collect();
-            client.query_typed(sql, &typed).await
+        let opened = async {
+            match begin {
+                Some(begin) => client.batch_execute(begin).await,
+                None => Ok(()),
+            }
+        };
+        let (opened, done, ended) =
+            tokio::join!(opened, query_on(client, prepared, sql, params, types), client.batch_execute(end));
+        if let Err(e) = ended {
+            return Err(Finish::Commit(e)); // dropped: closed
         }
+        drop(self.obj.take()); // the transaction ended either way: pooled
+        opened.and(done).map_err(Finish::Statement)
     }
 
-    /// The retryable SQLSTATE a handler statement failed with, if any.
+    /// The retryable SQLSTATE a handler statement failed with, if any.    /// The retryable SQLSTATE a handler statement failed with, if any.
     pub(crate) fn retryable(&self) -> Option<&'static str> {
         self.retryable.get().copied()
     }
@@ -104,13 +138,6 @@ impl TxConn {
         }
     }
 
-    /// `COMMIT`. `Ok`: committed, the connection is back in the pool. `Err`:
-    /// the outcome is unknown (PostgreSQL may have committed) and the
-    /// connection is closed.
-    pub(crate) async fn commit(self) -> Result<(), tokio_postgres::Error> {
-        self.end("COMMIT").await
-    }
-
     /// `ROLLBACK`. `Ok`: the connection is back in the pool; `Err`: closed
     /// (PostgreSQL rolls back when the session ends).
     pub(crate) async fn rollback(self) -> Result<(), tokio_postgres::Error> {
@@ -122,6 +149,45 @@ impl TxConn {
         // Confirmed: outside any transaction, the connection may be pooled.
         drop(self.obj.take());
         Ok(())
+    }
+}
+
+/// How [`TxConn::finish_with`] failed.
+pub(crate) enum Finish {
+    /// The statement failed: rolled back.
+    Statement(tokio_postgres::Error),
+    /// `COMMIT` failed or went unanswered: unknown outcome.
+    Commit(tokio_postgres::Error),
+}
+
+/// See [`TxConn::prepare`].
+pub(crate) async fn prepare_on(
+    client: &Object,
+    sql: &str,
+    cache: bool,
+) -> Result<Option<Statement>, tokio_postgres::Error> {
+    if cache {
+        client.prepare_cached(sql).await.map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// See [`TxConn::query_prepared`].
+pub(crate) async fn query_on(
+    client: &Object,
+    prepared: Option<&Statement>,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+    types: &[Type],
+) -> Result<Vec<Row>, tokio_postgres::Error> {
+    match prepared {
+        Some(stmt) => client.query(stmt, params).await,
+        None => {
+            let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+                params.iter().zip(types).map(|(p, t)| (*p, t.clone())).collect();
+            client.query_typed(sql, &typed).await
+        }
     }
 }
 

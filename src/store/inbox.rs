@@ -30,8 +30,10 @@ use deadpool_postgres::{Object, Pool};
 use tokio_postgres::types::{ToSql, Type};
 
 use super::claim::{sqlstate, ClaimError, ClaimErrorKind, CommitError, CommitErrorKind, ScopedEvent};
+use super::conn::Finish;
 use super::TxConn;
 use crate::tx::WebhookTx;
+use tokio_postgres::error::SqlState;
 
 /// The request head kept with a pending event, to rebuild the request for
 /// the handler: method, URI and the headers the handler may read.
@@ -153,10 +155,14 @@ impl Sql {
             heartbeat: format!(
                 "UPDATE {t} SET locked_until = now() + make_interval(secs => $5) WHERE {pk} AND {fence} RETURNING 1"
             ),
+            // Fails (22012) when the lease is no longer this worker's, so the
+            // COMMIT sent in the same flight ends an aborted transaction.
             complete: format!(
-                "UPDATE {t} SET state = 'done', response_status = $5, completed_at = now(),
-                        locked_until = NULL, lease_token = NULL
-                 WHERE {pk} AND {fence} RETURNING 1"
+                "WITH done AS (
+                     UPDATE {t} SET state = 'done', response_status = $5, completed_at = now(),
+                            locked_until = NULL, lease_token = NULL
+                     WHERE {pk} AND {fence} RETURNING 1)
+                 SELECT 1 / count(*)::int FROM done"
             ),
             retry_later: format!(
                 "UPDATE {t} SET state = CASE WHEN attempts >= $5 THEN 'dead' ELSE 'pending' END,
@@ -605,18 +611,20 @@ impl InboxTx {
         let params: [&(dyn ToSql + Sync); 5] = [a, b, c, d, &code];
         let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2];
         let finish = async move {
-            match conn.query(sql, &params, &types).await {
-                Ok(rows) if rows.len() == 1 => conn.commit().await.map_err(|e| {
-                    tracing::error!(sqlstate = sqlstate(&e), "inbox commit failed or its result is unknown");
-                    CommitError::of(CommitErrorKind::Unknown, Some(e))
-                }),
-                Ok(_) => {
-                    let _ = conn.rollback().await;
+            let prepared = match conn.prepare(sql).await {
+                Ok(prepared) => prepared,
+                Err(e) => return Err(CommitError::of(CommitErrorKind::Aborted, Some(e))),
+            };
+            // The fenced marking and COMMIT in one flight.
+            match conn.finish_with(None, prepared.as_ref(), sql, &params, &types, "COMMIT").await {
+                Ok(_) => Ok(()),
+                Err(Finish::Statement(e)) if e.code() == Some(&SqlState::DIVISION_BY_ZERO) => {
                     Err(CommitError::of(CommitErrorKind::LeaseLost, None))
                 }
-                Err(e) => {
-                    let _ = conn.rollback().await;
-                    Err(CommitError::of(CommitErrorKind::Aborted, Some(e)))
+                Err(Finish::Statement(e)) => Err(CommitError::of(CommitErrorKind::Aborted, Some(e))),
+                Err(Finish::Commit(e)) => {
+                    tracing::error!(sqlstate = sqlstate(&e), "inbox commit failed or its result is unknown");
+                    Err(CommitError::of(CommitErrorKind::Unknown, Some(e)))
                 }
             }
         };

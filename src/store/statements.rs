@@ -12,29 +12,42 @@ use super::IsolationLevel;
 /// waits for an in-flight delivery between attempts, without a connection.
 const CLAIM_LOCK_WAIT_MS: u32 = 1;
 
+/// The custom setting (transaction-local) that keeps the session's own
+/// `lock_timeout` while the claim runs with a 1 ms one.
+const SAVED_LOCK_TIMEOUT: &str = "webhook_idempotency.saved_lock_timeout";
+
 /// The statements the layer runs, with the schema spliced in once at build
 /// time. Parameters are always `$1 scope, $2 provider, $3 event_key`.
+///
+/// Round trips (each "flight" is sent at once, tokio-postgres pipelining
+/// requests issued together on one connection):
+/// - a done event: [`lookup`](Self::lookup), outside any transaction: one
+///   round trip, no transaction id, no WAL;
+/// - a new event: `lookup`; then [`begin`](Self::begin) + [`claim`](Self::claim)
+///   + [`restore_lock_timeout`](Self::restore_lock_timeout) in one flight;
+///   the handler's statements; [`done`](Self::done) + `COMMIT` in one flight.
 #[derive(Debug)]
 pub(crate) struct Statements {
     /// The schema the statements name.
     pub(crate) schema: String,
-    /// Simple-query batch: opens the claim transaction, reads the session's
-    /// `lock_timeout` (one row), and bounds the wait for an in-flight claim.
+    /// Simple-query batch: opens the claim transaction, saves the session's
+    /// `lock_timeout` in a transaction-local setting and bounds the wait for
+    /// an in-flight claim to 1 ms.
     pub(crate) begin: String,
-    /// `$1` the session's `lock_timeout`: restores it for the handler's own
-    /// statements (`SET LOCAL ... TO DEFAULT` would reset it to the server's).
-    pub(crate) restore_lock_timeout: &'static str,
+    /// Simple query: gives the handler the session's own `lock_timeout` back
+    /// (`SET LOCAL ... TO DEFAULT` would reset it to the server's).
+    pub(crate) restore_lock_timeout: String,
     /// `$4 event_type` → `attempts, now()` when this delivery claimed the
-    /// event; `now()` is the transaction's start time.
+    /// event: inserted as `running`, or taken over from a `failed` row
+    /// (`attempts + 1`); no row when another delivery's row stands.
+    /// `now()` is the transaction's start time.
     pub(crate) claim: String,
-    /// → `state, response_status` of a committed row.
+    /// → `state, response_status`.
     pub(crate) lookup: String,
-    /// Re-claims an event whose last delivery failed. `$4 event_type` →
-    /// `attempts, now()`.
-    pub(crate) reclaim: String,
     /// `$4 response_status, $5 the claim's now()`: marks the claimed row
-    /// done, only inside the claim's transaction (a handler that sent COMMIT
-    /// or ROLLBACK itself is running in another one: 0 rows).
+    /// done, only inside the claim's transaction; fails (division by zero,
+    /// 22012) when that row is not there, so the `COMMIT` sent with it ends
+    /// an aborted transaction (PostgreSQL answers it `ROLLBACK`).
     pub(crate) done: String,
     /// Records a failed attempt after the rollback. `$4 event_type,
     /// $5 last_error, $6 response_status`.
@@ -50,28 +63,30 @@ impl Statements {
         Self {
             schema: schema.to_owned(),
             begin: format!(
-                "BEGIN ISOLATION LEVEL {}; SELECT current_setting('lock_timeout'); \
-                 SET LOCAL lock_timeout = {CLAIM_LOCK_WAIT_MS}",
+                "BEGIN ISOLATION LEVEL {}; \
+                 SELECT set_config('{SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true), \
+                        set_config('lock_timeout', '{CLAIM_LOCK_WAIT_MS}ms', true)",
                 isolation.sql(),
             ),
-            restore_lock_timeout: "SELECT set_config('lock_timeout', $1, true)",
+            restore_lock_timeout: format!(
+                "SELECT set_config('lock_timeout', current_setting('{SAVED_LOCK_TIMEOUT}'), true)"
+            ),
             claim: format!(
-                "INSERT INTO {t} (scope, provider, event_key, event_type, state)
+                "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state)
                  VALUES ($1, $2, $3, $4, 'running')
-                 ON CONFLICT (scope, provider, event_key) DO NOTHING
+                 ON CONFLICT (scope, provider, event_key) DO UPDATE
+                    SET state = 'running', attempts = e.attempts + 1,
+                        event_type = coalesce(excluded.event_type, e.event_type)
+                  WHERE e.state = 'failed'
                  RETURNING attempts, now()"
             ),
             lookup: format!("SELECT state, response_status FROM {t} WHERE {pk}"),
-            reclaim: format!(
-                "UPDATE {t} SET state = 'running', attempts = attempts + 1,
-                        event_type = coalesce($4, event_type)
-                 WHERE {pk} AND state = 'failed'
-                 RETURNING attempts, now()"
-            ),
             done: format!(
-                "UPDATE {t} SET state = 'done', response_status = $4, completed_at = now()
-                 WHERE {pk} AND state = 'running' AND now() = $5
-                 RETURNING 1"
+                "WITH done AS (
+                     UPDATE {t} SET state = 'done', response_status = $4, completed_at = now()
+                     WHERE {pk} AND state = 'running' AND now() = $5
+                     RETURNING 1)
+                 SELECT 1 / count(*)::int FROM done"
             ),
             record_failure: format!(
                 "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, attempts,
