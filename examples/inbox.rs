@@ -541,7 +541,7 @@ async fn demo(addr: SocketAddr, args: &Args, pool: &Pool) -> Result<(), Error> {
         wrong.push(format!("{} of {} events in the inbox", done.len(), keys.len()));
     }
 
-    let inbox = Inbox::with_schema(pool.clone(), "webhook_idempotency")?;
+    let inbox = Inbox::with_schema(pool.clone(), webhook_idempotency::store::DEFAULT_SCHEMA)?;
     println!();
     println!("{:<8} {:<8} {:>6}", "provider", "state", "rows");
     for s in inbox.stats().await? {
