@@ -23,9 +23,9 @@ const SAVED_LOCK_TIMEOUT: &str = "webhook_idempotency.saved_lock_timeout";
 /// requests issued together on one connection):
 /// - a done event: [`lookup`](Self::lookup), outside any transaction: one
 ///   round trip, no transaction id, no WAL;
-/// - a new event: `lookup`; then [`begin`](Self::begin) + [`claim`](Self::claim)
-///   + [`restore_lock_timeout`](Self::restore_lock_timeout) in one flight;
-///   the handler's statements; [`done`](Self::done) + `COMMIT` in one flight.
+/// - a new event: `lookup`; then [`begin`](Self::begin), [`claim`](Self::claim)
+///   and [`restore_lock_timeout`](Self::restore_lock_timeout) in one flight;
+///   the handler's statements; [`done`](Self::done) and `COMMIT` in one flight.
 #[derive(Debug)]
 pub(crate) struct Statements {
     /// The schema the statements name.
