@@ -1,0 +1,119 @@
+//! The round-trip and WAL budget of a delivery, as a regression guard:
+//! counted on the wire by a proxy between the pool and PostgreSQL.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use crate::support::*;
+use ::tower::ServiceExt;
+use axum::routing::post;
+use axum::Router;
+use http::StatusCode;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use webhook_idempotency::{WebhookEvent, WebhookTx};
+
+/// Counts round trips: each time the client sends after the server has
+/// answered (or first) is one flight out; pipelined requests sent before any
+/// answer count once.
+#[derive(Default)]
+struct Turns {
+    round_trips: AtomicU64,
+    /// 0: nothing yet, 1: the client spoke last, 2: the server did.
+    last: AtomicU8,
+}
+
+async fn counting_proxy(target: u16, turns: Arc<Turns>) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let turns = Arc::clone(&turns);
+            tokio::spawn(async move {
+                let outbound = tokio::net::TcpStream::connect(("127.0.0.1", target)).await.unwrap();
+                let (mut ci, mut co) = inbound.into_split();
+                let (mut si, mut so) = outbound.into_split();
+                let up = {
+                    let turns = Arc::clone(&turns);
+                    async move {
+                        let mut buf = vec![0u8; 64 * 1024];
+                        while let Ok(n @ 1..) = ci.read(&mut buf).await {
+                            if turns.last.swap(1, Ordering::SeqCst) != 1 {
+                                turns.round_trips.fetch_add(1, Ordering::SeqCst);
+                            }
+                            if so.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                        let _ = so.shutdown().await;
+                    }
+                };
+                let down = async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = si.read(&mut buf).await {
+                        if co.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                        turns.last.store(2, Ordering::SeqCst);
+                    }
+                    let _ = co.shutdown().await;
+                };
+                tokio::join!(up, down);
+            });
+        }
+    });
+    port
+}
+
+/// A handler with one business insert, prepared once per connection (one
+/// round trip, like a hand-written handler's).
+async fn one_insert(tx: WebhookTx, event: WebhookEvent) -> StatusCode {
+    let client = tx.client().await.unwrap();
+    let stmt = client.prepare_cached("INSERT INTO effects (scope, event_key, body) VALUES ($1, $2, $3)").await.unwrap();
+    match client.execute(&stmt, &[&event.scope(), &event.key(), &event.body().as_ref()]).await {
+        Ok(_) => StatusCode::OK,
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+#[tokio::test]
+async fn round_trips_and_wal_per_delivery_stay_within_budget() {
+    // Its own server: WAL positions are server-wide, and other tests write.
+    let server = TempPostgres::start().unwrap();
+    let db = TestDb::on(server.url("postgres").parse().unwrap()).await;
+    let turns = Arc::new(Turns::default());
+    let port = counting_proxy(server.port(), Arc::clone(&turns)).await;
+    let via_proxy = format!("postgresql://postgres@127.0.0.1:{port}/{}", db.name);
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(one_insert).layer(stripe_layer(pool(via_proxy.parse().unwrap(), 1)).build().unwrap()),
+    );
+    let send = |id: &str| app.clone().oneshot(stripe_request(stripe_body(id)));
+    // Warm the one pooled connection: its statements get prepared once.
+    assert_eq!(send("evt_warm").await.unwrap().status(), StatusCode::OK);
+    assert_eq!(send("evt_warm").await.unwrap().status(), StatusCode::OK);
+
+    let measure = |before: u64| turns.round_trips.load(Ordering::SeqCst) - before;
+    let before = turns.round_trips.load(Ordering::SeqCst);
+    assert_eq!(send("evt_new").await.unwrap().status(), StatusCode::OK);
+    let new_event = measure(before);
+
+    let wal = |db: &TestDb| {
+        let db = db.pool.clone();
+        async move {
+            let c = db.get().await.unwrap();
+            c.query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).await.unwrap().get::<_, String>(0)
+        }
+    };
+    let wal_before = wal(&db).await;
+    let before = turns.round_trips.load(Ordering::SeqCst);
+    let res = send("evt_new").await.unwrap();
+    assert_eq!((res.status(), res.headers().contains_key("idempotent-replayed")), (StatusCode::OK, true));
+    let duplicate = measure(before);
+    let wal_after = wal(&db).await;
+    println!("round trips: new event {new_event} (the handler's insert included), duplicate {duplicate}; WAL by the duplicate: {wal_before} -> {wal_after}");
+    // The hand-written handler's budget: BEGIN, claim, insert, COMMIT = 4.
+    assert!(new_event <= 4, "a new event took {new_event} round trips");
+    assert_eq!(duplicate, 1, "a duplicate is one lookup");
+    assert_eq!(wal_before, wal_after, "a duplicate writes no WAL");
+    assert_eq!(db.effects_for("evt_new").await, 1);
+}
