@@ -11,7 +11,14 @@
 //!
 //! Binaries: `$PG_BIN`, else `initdb` on `PATH`, else the newest
 //! `/usr/lib/postgresql/*/bin` (Debian's layout).
+//!
+//! [`PgBouncer`] puts a throwaway PgBouncer in transaction mode in front of
+//! such a server.
 #![forbid(unsafe_code)]
+
+mod pgbouncer;
+
+pub use pgbouncer::PgBouncer;
 
 use std::io;
 use std::net::TcpListener;
@@ -52,11 +59,11 @@ fn find_bin() -> io::Result<PathBuf> {
     })
 }
 
-fn free_port() -> io::Result<u16> {
+pub(crate) fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn check(status: io::Result<std::process::Output>, what: &str) -> io::Result<()> {
+pub(crate) fn check(status: io::Result<std::process::Output>, what: &str) -> io::Result<()> {
     let out = status?;
     if out.status.success() {
         Ok(())

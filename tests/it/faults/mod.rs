@@ -4,6 +4,7 @@
 mod database;
 mod handler;
 mod network;
+mod pooler;
 mod soak;
 mod timeouts;
 
