@@ -7,6 +7,7 @@ mod network;
 mod pooler;
 mod soak;
 mod timeouts;
+mod tls;
 
 use crate::support::*;
 use axum::body::Body;
