@@ -24,6 +24,15 @@
 //! Without `sslmode=require` (tokio-postgres' default is `prefer`) a server
 //! without TLS would get a plaintext session: always put it in the URL.
 //!
+//! A self-signed server certificate must not be marked as a CA: rustls
+//! (webpki) refuses a CA certificate as the server's own
+//! (`InvalidCertificate(... CaUsedAsEndEntity)`), and `openssl req -x509`
+//! marks it so by default, as in the PostgreSQL docs' recipe. Either sign
+//! the server's certificate with a CA and trust the CA (the docs' second
+//! recipe), or add `-addext basicConstraints=critical,CA:FALSE`
+//! (and `-addext subjectAltName=DNS:db.example.internal`: the name checked
+//! is the URL's host, against the subject alternative names).
+//!
 //! Environment: `DATABASE_URL` (required), `PGSSLROOTCERT` (a PEM file of
 //! one or more certificates, required), `STRIPE_WEBHOOK_SECRET` (test
 //! default), `BIND`.

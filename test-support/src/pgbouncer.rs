@@ -38,10 +38,11 @@ impl PgBouncer {
     /// them and transactions really move between server sessions.
     pub const SERVER_POOL_SIZE: usize = 2;
 
-    /// The binary [`start`](Self::start) runs, if one is installed.
+    /// The binary [`start`](Self::start) runs, if one is installed: when
+    /// `$PGBOUNCER` is set, that file or none.
     pub fn binary() -> Option<PathBuf> {
         if let Some(path) = std::env::var_os("PGBOUNCER") {
-            return Some(PathBuf::from(path));
+            return Some(PathBuf::from(path)).filter(|p| p.is_file());
         }
         std::env::var_os("PATH")
             .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("pgbouncer")).find(|p| p.is_file()))
