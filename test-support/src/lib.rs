@@ -11,7 +11,14 @@
 //!
 //! Binaries: `$PG_BIN`, else `initdb` on `PATH`, else the newest
 //! `/usr/lib/postgresql/*/bin` (Debian's layout).
+//!
+//! [`PgBouncer`] puts a throwaway PgBouncer in transaction mode in front of
+//! such a server.
 #![forbid(unsafe_code)]
+
+mod pgbouncer;
+
+pub use pgbouncer::PgBouncer;
 
 use std::io;
 use std::net::TcpListener;
@@ -52,11 +59,11 @@ fn find_bin() -> io::Result<PathBuf> {
     })
 }
 
-fn free_port() -> io::Result<u16> {
+pub(crate) fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn check(status: io::Result<std::process::Output>, what: &str) -> io::Result<()> {
+pub(crate) fn check(status: io::Result<std::process::Output>, what: &str) -> io::Result<()> {
     let out = status?;
     if out.status.success() {
         Ok(())
@@ -178,6 +185,51 @@ impl TempPostgres {
             self.command("pg_ctl").arg("-D").arg(self.data_dir()).args(["-w", "-m", "fast", "stop"]).output(),
             "pg_ctl stop",
         )
+    }
+
+    /// Turns TLS on: writes `cert_pem` (the server's certificate, PEM) and
+    /// `key_pem` (its private key, PEM, mode 0600) into the server's
+    /// directory, owned by the user the server runs as, sets `ssl = on`,
+    /// `ssl_cert_file` and `ssl_key_file` in its `postgresql.conf`, and
+    /// restarts it ([`stop_server`](Self::stop_server), then
+    /// [`start_server`](Self::start_server)), so TLS is on for every
+    /// connection opened once this returns. Clients may still connect
+    /// without TLS (`pg_hba.conf` stays `host ... trust`); `sslmode=require`
+    /// on the client is what demands it. PostgreSQL docs, "Secure TCP/IP
+    /// Connections with SSL".
+    ///
+    /// # Errors
+    ///
+    /// Writing the files, or the restart (for example a key that does not
+    /// match the certificate: `pg_ctl start` fails with the server's log in
+    /// the message).
+    pub fn enable_tls(&self, cert_pem: &str, key_pem: &str) -> io::Result<()> {
+        use std::io::Write as _;
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        let (cert, key) = (self.root.join("server.crt"), self.root.join("server.key"));
+        std::fs::write(&cert, cert_pem)?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&key)?
+            .write_all(key_pem.as_bytes())?;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))?;
+        if self.as_postgres {
+            let owner = std::fs::metadata(&self.root).map(|m| std::os::unix::fs::MetadataExt::uid(&m))?;
+            let group = std::fs::metadata(&self.root).map(|m| std::os::unix::fs::MetadataExt::gid(&m))?;
+            for path in [&cert, &key] {
+                std::os::unix::fs::chown(path, Some(owner), Some(group))?;
+            }
+        }
+        let mut conf = std::fs::OpenOptions::new().append(true).open(self.data_dir().join("postgresql.conf"))?;
+        writeln!(conf, "ssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'", cert.display(), key.display())?;
+        self.stop_server()?;
+        self.start_server().map_err(|e| {
+            let log = std::fs::read_to_string(self.root.join("server.log")).unwrap_or_default();
+            io::Error::other(format!("{e}; server log: {log}"))
+        })
     }
 
     /// The TCP port on 127.0.0.1.

@@ -291,3 +291,84 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
         self.clone()
     }
 }
+
+/// A TCP proxy on loopback in front of PostgreSQL (or anything on
+/// `127.0.0.1:target`), for network faults on the flows it carries:
+/// [`sever`](Self::sever) closes every open flow that still forwards (the app
+/// sees its connections closed), [`blackhole`](Self::blackhole) makes every
+/// open flow stop forwarding bytes in both directions without closing (no
+/// FIN, no RST), as a NAT or firewall that dropped its mapping does: a
+/// silenced flow stays silent, a later `sever` does not close it. Flows
+/// opened afterwards work. Dropping the proxy closes every flow.
+pub struct Proxy {
+    pub port: u16,
+    generation: tokio::sync::watch::Sender<u64>,
+    /// Each flow's task and the generation it was opened in.
+    flows: std::sync::Arc<std::sync::Mutex<Vec<(tokio::task::JoinHandle<()>, u64)>>>,
+    acceptor: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    pub async fn start(target: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (generation, _) = tokio::sync::watch::channel(0u64);
+        let flows: std::sync::Arc<std::sync::Mutex<Vec<(tokio::task::JoinHandle<()>, u64)>>> = Default::default();
+        let (gen, registry) = (generation.clone(), flows.clone());
+        let acceptor = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut frozen = gen.subscribe();
+                let born = *frozen.borrow();
+                let flow = tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else { return };
+                    let freeze = async move {
+                        let _ = frozen.wait_for(|g| *g > born).await;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        // Both sockets stay open and silent until the proxy drops.
+                        () = freeze => std::future::pending::<()>().await,
+                    }
+                });
+                let mut list = registry.lock().unwrap();
+                list.retain(|(t, _)| !t.is_finished());
+                list.push((flow, born));
+            }
+        });
+        Self { port, generation, flows, acceptor }
+    }
+
+    /// Closes every open flow that still forwards; returns how many.
+    pub fn sever(&self) -> usize {
+        let now = *self.generation.borrow();
+        let mut list = self.flows.lock().unwrap();
+        let mut severed = 0;
+        list.retain(|(t, born)| {
+            if *born == now && !t.is_finished() {
+                t.abort();
+                severed += 1;
+                false
+            } else {
+                !t.is_finished()
+            }
+        });
+        severed
+    }
+
+    /// Silences every flow open now; returns how many were forwarding.
+    pub fn blackhole(&self) -> usize {
+        let now = *self.generation.borrow();
+        let silenced = self.flows.lock().unwrap().iter().filter(|(t, born)| *born == now && !t.is_finished()).count();
+        self.generation.send_modify(|g| *g += 1);
+        silenced
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.acceptor.abort();
+        for (t, _) in self.flows.lock().unwrap().drain(..) {
+            t.abort();
+        }
+    }
+}

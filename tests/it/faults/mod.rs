@@ -4,8 +4,10 @@
 mod database;
 mod handler;
 mod network;
+mod pooler;
 mod soak;
 mod timeouts;
+mod tls;
 
 use crate::support::*;
 use axum::body::Body;

@@ -12,52 +12,9 @@ use axum::body::Body;
 use axum::routing::post;
 use axum::Router;
 use http::{Request, StatusCode};
-use tokio::sync::watch;
 
 async fn status(app: &Router, req: Request<Body>) -> StatusCode {
     app.clone().oneshot(req).await.unwrap().status()
-}
-
-/// A TCP proxy in front of PostgreSQL. `blackhole()` makes every flow open
-/// at that moment stop forwarding bytes in both directions without closing
-/// (no FIN, no RST), as a NAT or firewall that dropped its mapping does; flows
-/// opened afterwards work.
-struct Proxy {
-    port: u16,
-    generation: watch::Sender<u64>,
-    cut_once: AtomicBool,
-}
-
-impl Proxy {
-    async fn start(target: u16) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (generation, _) = watch::channel(0u64);
-        let gen = generation.clone();
-        tokio::spawn(async move {
-            while let Ok((inbound, _)) = listener.accept().await {
-                let mut frozen = gen.subscribe();
-                let born = *frozen.borrow();
-                tokio::spawn(async move {
-                    let mut inbound = inbound;
-                    let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else { return };
-                    let freeze = async move {
-                        let _ = frozen.wait_for(|g| *g > born).await;
-                    };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        // Both sockets stay open and silent until the test ends.
-                        () = freeze => std::future::pending::<()>().await,
-                    }
-                });
-            }
-        });
-        Self { port, generation, cut_once: AtomicBool::new(false) }
-    }
-
-    fn blackhole(&self) {
-        self.generation.send_modify(|g| *g += 1);
-    }
 }
 
 /// Input from the reliability review: a pool of 4 warmed, then the pooled
@@ -167,16 +124,17 @@ async fn a_silently_dead_network_is_answered_503_and_the_connections_replaced() 
 async fn a_commit_whose_answer_never_comes_is_503_and_the_retry_decides() {
     let db = TestDb::new().await;
     let proxy = Arc::new(Proxy::start(admin_config().get_ports()[0]).await);
+    let cut_once = Arc::new(AtomicBool::new(false));
     let via_proxy = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
     let app_pool = pool(via_proxy.parse().unwrap(), 2);
     let handler = {
         let proxy = Arc::clone(&proxy);
         move |tx: webhook_idempotency::WebhookTx, event: webhook_idempotency::WebhookEvent| {
-            let proxy = Arc::clone(&proxy);
+            let (proxy, cut_once) = (Arc::clone(&proxy), Arc::clone(&cut_once));
             async move {
                 let code = apply_effect(tx, event.clone()).await;
                 // The first run of evt_cut loses its network before the commit.
-                if event.key() == "evt_cut" && !proxy.cut_once.swap(true, Ordering::SeqCst) {
+                if event.key() == "evt_cut" && !cut_once.swap(true, Ordering::SeqCst) {
                     proxy.blackhole();
                 }
                 code

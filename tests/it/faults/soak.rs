@@ -1,8 +1,18 @@
 //! Soak under random faults: a sender that retries every non-2xx and every
 //! lost response (as real senders do) delivers events, with duplicates,
 //! while a fault injector terminates backends, severs the TCP connections
-//! between the app and PostgreSQL (an in-process proxy), and restarts
+//! between the app and PostgreSQL (an in-process proxy), silences them
+//! without closing (a dead network: no FIN, no RST), and restarts
 //! PostgreSQL. At the end every event's effect exists exactly once.
+//!
+//! Healing from a dead network takes what production needs too: the
+//! layer's `database_timeout` (500 ms here) for its own steps; a bound on
+//! the handler's own statements (here it gives up after 1 s and answers
+//! 503; without it, a handler stuck on a silent connection holds its
+//! request until the sender gives up and closes, and hyper drops it); and
+//! the database's `idle_in_transaction_session_timeout` (2 s here), which
+//! ends the server side of transactions whose client went silent and
+//! releases their row locks (until then, copies of that event get 409).
 //!
 //! Short form in `cargo test`. Long form (at least 10,000 deliveries):
 //! `SOAK_EVENTS=4000 cargo test --all-features --test it faults::soak -- --nocapture`
@@ -17,46 +27,17 @@ use std::time::Duration;
 use crate::support::*;
 use axum::routing::post;
 use axum::Router;
-use tokio::task::JoinHandle;
 use webhook_idempotency::providers::stripe;
-use webhook_idempotency::SigningSecret;
+use webhook_idempotency::{SigningSecret, WebhookEvent, WebhookTx};
 
-/// A TCP proxy in front of PostgreSQL whose connections can be cut at once.
-struct Proxy {
-    port: u16,
-    conns: Arc<Mutex<Vec<JoinHandle<()>>>>,
-}
+/// The handler's own bound on its database work: past it, 503 (the layer
+/// rolls back; the sender retries).
+const HANDLER_TIMEOUT: Duration = Duration::from_secs(1);
 
-impl Proxy {
-    async fn start(target: u16) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let registry = conns.clone();
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                let task = tokio::spawn(async move {
-                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                });
-                let mut list = registry.lock().unwrap();
-                list.retain(|t| !t.is_finished());
-                list.push(task);
-            }
-        });
-        Self { port, conns }
-    }
-
-    /// Cuts every open connection; returns how many.
-    fn sever(&self) -> usize {
-        let mut list = self.conns.lock().unwrap();
-        let n = list.iter().filter(|t| !t.is_finished()).count();
-        for t in list.drain(..) {
-            t.abort();
-        }
-        n
-    }
+async fn bounded_effect(tx: WebhookTx, event: WebhookEvent) -> http::StatusCode {
+    tokio::time::timeout(HANDLER_TIMEOUT, apply_effect(tx, event))
+        .await
+        .unwrap_or(http::StatusCode::SERVICE_UNAVAILABLE)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -68,13 +49,23 @@ async fn soak_with_random_faults_applies_every_effect_exactly_once() {
     let server = Arc::new(TempPostgres::start().unwrap());
     let admin: tokio_postgres::Config = server.url("postgres").parse().unwrap();
     let db = TestDb::on(admin.clone()).await;
+    // Sessions opened from now on (the app's, through the proxy) end a
+    // transaction left idle for 2 s, as we recommend in production.
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(&format!("ALTER DATABASE {} SET idle_in_transaction_session_timeout = '2s'", db.name))
+        .await
+        .unwrap();
     let proxy = Proxy::start(server.port()).await;
     let via_proxy = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
     let app_pool = pool(via_proxy.parse().unwrap(), 16);
     let app = Router::new().route(
         "/webhooks/stripe",
-        post(apply_effect).layer(
+        post(bounded_effect).layer(
             stripe_layer(app_pool.clone())
+                .database_timeout(Duration::from_millis(500))
                 .pool_timeout(Duration::from_secs(1))
                 .lock_timeout(Duration::from_secs(1))
                 .retry_after(Duration::from_secs(1))
@@ -153,6 +144,11 @@ async fn soak_with_random_faults_applies_every_effect_exactly_once() {
                             *faults.entry("tcp connections severed").or_default() += 1;
                         }
                     }
+                    5 if round % 20 == 15 => {
+                        if proxy.blackhole() > 0 {
+                            *faults.entry("tcp connections silenced").or_default() += 1;
+                        }
+                    }
                     _ => {
                         if let Ok((client, conn)) = admin.connect(tokio_postgres::NoTls).await {
                             tokio::spawn(conn);
@@ -172,14 +168,14 @@ async fn soak_with_random_faults_applies_every_effect_exactly_once() {
                     }
                 }
             }
-            faults
+            (faults, proxy)
         })
     };
     for s in senders {
         s.await.unwrap();
     }
     done.store(true, Ordering::Relaxed);
-    let faults = injector.await.unwrap();
+    let (faults, proxy) = injector.await.unwrap();
 
     // Every event exactly once, none lost.
     let c = db.pool.get().await.unwrap();
@@ -203,11 +199,37 @@ async fn soak_with_random_faults_applies_every_effect_exactly_once() {
     assert_eq!(duplicated, 0, "no event applied twice");
     assert_eq!(done_rows, events as i64);
     assert!(faults.values().sum::<usize>() > 0, "faults were injected: {faults:?}");
+    // Stuck server-side transactions ended (idle_in_transaction_session_timeout).
     assert!(eventually(Duration::from_secs(10), || async { db.idle_in_transaction().await == 0 }).await);
+    // The layer heals once the faults stop: 32 new events, one after the
+    // other (the pool hands out its idle connections first in, first out,
+    // so every pooled one is tried); each silent pooled connection costs at
+    // most one 503 and is discarded, and nothing else fails.
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let mut refused = 0;
+    for e in 0..32 {
+        let body = stripe_body(&format!("evt_after_{e:02}"));
+        loop {
+            let sent = client
+                .post(format!("http://{addr}/webhooks/stripe"))
+                .header("stripe-signature", stripe::sign(&SigningSecret::from(STRIPE_SECRET), ts, &body))
+                .body(body.clone())
+                .send()
+                .await;
+            if sent.is_ok_and(|r| r.status().is_success()) {
+                break;
+            }
+            refused += 1;
+            assert!(refused <= 16, "more refusals than silent pooled connections after the faults");
+        }
+    }
+    assert_eq!(db.scalar("SELECT count(*) FROM effects WHERE event_key LIKE 'evt_after_%'").await, 32);
     // The app's pool is fully usable after the faults.
     let held: Vec<_> = futures_util::future::join_all((0..16).map(|_| app_pool.get())).await;
     for conn in held {
         let conn = conn.expect("pool usable");
-        conn.execute("SELECT 1", &[]).await.expect("connection usable");
+        let answered = tokio::time::timeout(Duration::from_secs(2), conn.execute("SELECT 1", &[])).await;
+        answered.expect("connection answers").expect("connection usable");
     }
+    drop(proxy);
 }

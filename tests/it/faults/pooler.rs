@@ -1,0 +1,205 @@
+//! A transaction-mode pooler between the layer and PostgreSQL: a real
+//! PgBouncer (`pool_mode = transaction`, two server sessions shared by a pool
+//! of eight client connections), so consecutive transactions of one client
+//! connection run on different server sessions.
+//!
+//! With `transaction_pooler(true)` the layer's core cases hold through it.
+//! Without it, a named statement cached on a client connection is missing
+//! (SQLSTATE 26000) or another client's on the next server session: such
+//! deliveries are refused (503, retried by the sender), never acknowledged
+//! without their effect.
+//!
+//! Skipped, with a printed reason, when `pgbouncer` is not installed
+//! (`.ci/run` installs Debian's package).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use crate::support::*;
+use ::tower::ServiceExt;
+use axum::routing::post;
+use axum::Router;
+use http::StatusCode;
+use webhook_idempotency::{WebhookEvent, WebhookTx};
+use webhook_test_support::PgBouncer;
+
+/// Client connections of the app's pool: more than PgBouncer's server
+/// sessions, so they share them.
+const APP_POOL: usize = 8;
+
+/// A fresh database and a PgBouncer in front of its server; `None` (and a
+/// printed reason) when PgBouncer is not installed.
+fn through_pgbouncer(test: &str) -> Option<PgBouncer> {
+    if PgBouncer::binary().is_none() {
+        println!("{test}: skipped: pgbouncer is not installed (Debian: apt-get install pgbouncer; or set PGBOUNCER)");
+        return None;
+    }
+    Some(PgBouncer::start(admin_config().get_ports()[0]).expect("start pgbouncer"))
+}
+
+/// Server backend pids the handler ran on, and handler runs per event.
+#[derive(Clone, Default)]
+struct Seen {
+    backends: Arc<Mutex<BTreeSet<i32>>>,
+    runs: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+/// The app through `bouncer`: applies the effect, records the server
+/// session; `evt_fail_once` answers 500 on its first run, `evt_copies`
+/// holds its claim 100 ms so its copies pile up on it.
+fn app(db: &TestDb, bouncer: &PgBouncer, pooler_mode: bool, seen: &Seen) -> Router {
+    let app_pool = pool(bouncer.url(&db.name).parse().unwrap(), APP_POOL);
+    let seen = seen.clone();
+    let handler = move |tx: WebhookTx, event: WebhookEvent| {
+        let seen = seen.clone();
+        async move {
+            let run = {
+                let mut runs = seen.runs.lock().unwrap();
+                let n = runs.entry(event.key().to_owned()).or_default();
+                *n += 1;
+                *n
+            };
+            let client = tx.client().await.unwrap();
+            let Ok(row) = client.query_one("SELECT pg_backend_pid()", &[]).await else {
+                return StatusCode::INTERNAL_SERVER_ERROR;
+            };
+            seen.backends.lock().unwrap().insert(row.get(0));
+            if event.key() == "evt_copies" && client.execute("SELECT pg_sleep(0.1)", &[]).await.is_err() {
+                return StatusCode::INTERNAL_SERVER_ERROR;
+            }
+            drop(client);
+            match apply_effect(tx, event.clone()).await {
+                StatusCode::OK if event.key() == "evt_fail_once" && run == 1 => StatusCode::INTERNAL_SERVER_ERROR,
+                code => code,
+            }
+        }
+    };
+    let layer = stripe_layer(app_pool)
+        .transaction_pooler(pooler_mode)
+        .lock_timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap();
+    Router::new().route("/webhooks/stripe", post(handler).layer(layer))
+}
+
+async fn deliver(app: &Router, key: &str) -> (StatusCode, bool) {
+    let res = app.clone().oneshot(stripe_request(stripe_body(key))).await.unwrap();
+    (res.status(), res.headers().get("idempotent-replayed").is_some_and(|v| v == "true"))
+}
+
+/// 30 sequential deliveries of new events, then 4 bursts of 8 concurrent
+/// ones: `(event key, status)` of each.
+async fn sequential_and_bursts(app: &Router, prefix: &str) -> Vec<(String, StatusCode)> {
+    let mut answers = Vec::new();
+    for i in 0..30 {
+        let key = format!("{prefix}_seq_{i:02}");
+        answers.push((key.clone(), deliver(app, &key).await.0));
+    }
+    for burst in 0..4 {
+        let keys: Vec<String> = (0..8).map(|i| format!("{prefix}_burst_{burst}_{i}")).collect();
+        let statuses = futures_util::future::join_all(keys.iter().map(|k| deliver(app, k))).await;
+        answers.extend(keys.into_iter().zip(statuses.into_iter().map(|(s, _)| s)));
+    }
+    answers
+}
+
+#[tokio::test]
+async fn transaction_pooler_mode_serves_the_core_cases_through_pgbouncer() {
+    let Some(bouncer) = through_pgbouncer("transaction_pooler_mode_serves_the_core_cases_through_pgbouncer") else {
+        return;
+    };
+    let db = TestDb::new().await;
+    let seen = Seen::default();
+    let app = app(&db, &bouncer, true, &seen);
+
+    // First delivery: handled, committed with its claim.
+    assert_eq!(deliver(&app, "evt_first").await, (StatusCode::OK, false), "first delivery");
+    assert_eq!(db.event_row("evt_first").await, Some(("done".into(), 1, Some(200))), "first delivery");
+    assert_eq!(db.effects_for("evt_first").await, 1, "first delivery");
+
+    // Duplicate: replayed, the handler not run again.
+    assert_eq!(deliver(&app, "evt_first").await, (StatusCode::OK, true), "duplicate");
+    assert_eq!(seen.runs.lock().unwrap()["evt_first"], 1, "duplicate");
+
+    // 8 concurrent copies: one effect, every copy 200 (fresh or replayed) or 409.
+    let copies = futures_util::future::join_all((0..8).map(|_| deliver(&app, "evt_copies"))).await;
+    assert_eq!(copies.iter().filter(|a| **a == (StatusCode::OK, false)).count(), 1, "8 copies: {copies:?}");
+    assert!(copies.iter().all(|(s, _)| *s == StatusCode::OK || *s == StatusCode::CONFLICT), "8 copies: {copies:?}");
+    assert_eq!(seen.runs.lock().unwrap()["evt_copies"], 1, "8 copies");
+    assert_eq!(db.effects_for("evt_copies").await, 1, "8 copies");
+
+    // Handler failure, then a successful retry.
+    assert_eq!(deliver(&app, "evt_fail_once").await.0, StatusCode::INTERNAL_SERVER_ERROR, "failure");
+    assert_eq!(db.event_row("evt_fail_once").await, Some(("failed".into(), 1, Some(500))), "failure");
+    assert_eq!(db.effects_for("evt_fail_once").await, 0, "failure rolled back");
+    assert_eq!(deliver(&app, "evt_fail_once").await, (StatusCode::OK, false), "retry");
+    assert_eq!(db.event_row("evt_fail_once").await, Some(("done".into(), 2, Some(200))), "retry");
+    assert_eq!(db.effects_for("evt_fail_once").await, 1, "retry");
+}
+
+#[tokio::test]
+async fn transaction_pooler_mode_serves_sequences_and_bursts_through_pgbouncer() {
+    let Some(bouncer) = through_pgbouncer("transaction_pooler_mode_serves_sequences_and_bursts_through_pgbouncer")
+    else {
+        return;
+    };
+    let db = TestDb::new().await;
+    let seen = Seen::default();
+    let app = app(&db, &bouncer, true, &seen);
+    let answers = sequential_and_bursts(&app, "evt_pooled").await;
+    assert!(answers.iter().all(|(_, s)| *s == StatusCode::OK), "{answers:?}");
+    assert_eq!(db.effects().await, 62);
+    assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = 'done'").await, 62);
+    // The bursts opened more client connections than PgBouncer has server
+    // sessions, and every handler ran on one of those: clients shared them.
+    let backends = seen.backends.lock().unwrap().len();
+    assert!(backends <= PgBouncer::SERVER_POOL_SIZE, "{backends} server sessions");
+}
+
+/// Default mode (named statements cached per client connection) through the
+/// same PgBouncer: what breaks, and that it fails closed.
+#[tokio::test]
+async fn default_mode_through_pgbouncer_refuses_but_never_acknowledges_a_lost_claim() {
+    let Some(bouncer) = through_pgbouncer("default_mode_through_pgbouncer_refuses_but_never_acknowledges_a_lost_claim")
+    else {
+        return;
+    };
+    let db = TestDb::new().await;
+    let seen = Seen::default();
+    let app = app(&db, &bouncer, false, &seen);
+    let (logs, _guard) = Logs::capture();
+    let mut answers = sequential_and_bursts(&app, "evt_default").await;
+    // More bursts, bounded, in the rare run whose statements all happened to
+    // find their server session prepared.
+    for burst in 0..20 {
+        if answers.iter().any(|(_, s)| *s == StatusCode::SERVICE_UNAVAILABLE) {
+            break;
+        }
+        let keys: Vec<String> = (0..8).map(|i| format!("evt_default_more_{burst}_{i}")).collect();
+        let statuses = futures_util::future::join_all(keys.iter().map(|k| deliver(&app, k))).await;
+        answers.extend(keys.into_iter().zip(statuses.into_iter().map(|(s, _)| s)));
+    }
+
+    let mut by_status: BTreeMap<u16, usize> = BTreeMap::new();
+    for (_, s) in &answers {
+        *by_status.entry(s.as_u16()).or_default() += 1;
+    }
+    let mut sqlstates: BTreeMap<String, usize> = BTreeMap::new();
+    for line in logs.lines_with(&["SQLSTATE "]) {
+        let state = line.split("SQLSTATE ").nth(1).and_then(|s| s.split_whitespace().next()).unwrap_or("?");
+        *sqlstates.entry(state.to_owned()).or_default() += 1;
+    }
+    println!("default mode through pgbouncer: answers {by_status:?}; sqlstates logged {sqlstates:?}");
+
+    assert!(by_status.contains_key(&503), "the failure this mode has behind a pooler: {by_status:?}");
+    for (key, status) in &answers {
+        let effects = db.effects_for(key).await;
+        assert!(effects <= 1, "{key}: applied {effects} times");
+        if status.is_success() {
+            assert_eq!(effects, 1, "{key} acknowledged ({status}) without its effect");
+            assert_eq!(db.event_row(key).await.map(|r| r.0), Some("done".to_owned()), "{key}");
+        } else {
+            assert_eq!(*status, StatusCode::SERVICE_UNAVAILABLE, "{key}: refused as retryable");
+        }
+    }
+}
