@@ -21,9 +21,11 @@ use std::fmt;
 
 use deadpool_postgres::Pool;
 
+pub mod admin;
 mod claim;
 mod conn;
 pub mod inbox;
+pub mod retention;
 mod statements;
 
 pub use claim::{
@@ -72,8 +74,11 @@ pub const DEFAULT_SCHEMA: &str = "webhook_idempotency";
 /// The shipped migrations, in order: `(version, SQL)`. The SQL names its
 /// schema only as the quoted identifier `"webhook_idempotency"`, the
 /// placeholder [`migrate_schema`] replaces.
-pub const MIGRATIONS: &[(i32, &str)] =
-    &[(1, include_str!("../sql/001_webhook_events.sql")), (2, include_str!("../sql/002_inbox.sql"))];
+pub const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../sql/001_webhook_events.sql")),
+    (2, include_str!("../sql/002_inbox.sql")),
+    (3, include_str!("../sql/003_operations.sql")),
+];
 
 /// Key of the advisory lock serialising migrations across processes.
 const MIGRATION_LOCK: i64 = 0x7765_6268_6f6f_6b31; // "webhook1"

@@ -17,6 +17,7 @@ mod cli;
 mod faults;
 mod http;
 mod inbox;
+mod ops;
 mod properties;
 mod providers;
 mod setup;

@@ -1,0 +1,140 @@
+//! Operations: retention that never reopens a replay window, and the
+//! operator actions with their audit.
+
+use std::time::Duration;
+
+use crate::support::*;
+use ::tower::ServiceExt;
+use axum::routing::post;
+use axum::Router;
+use http::StatusCode;
+use webhook_idempotency::store::admin::{Admin, Filter};
+use webhook_idempotency::store::inbox::{Inbox, RequestHead};
+use webhook_idempotency::store::retention::{Retention, STRIPE_REPLAY_WINDOW};
+use webhook_idempotency::store::ScopedEvent;
+use webhook_idempotency::ConfigErrorKind;
+
+async fn age(db: &TestDb, key: &str, days: i64) {
+    let c = db.pool.get().await.unwrap();
+    c.execute(
+        "UPDATE webhook_idempotency.webhook_events SET received_at = now() - make_interval(days => $2::int) WHERE event_key = $1",
+        &[&key, &(days as i32)],
+    )
+    .await
+    .unwrap();
+}
+
+async fn set_state(db: &TestDb, key: &str, state: &str) {
+    let c = db.pool.get().await.unwrap();
+    c.execute("UPDATE webhook_idempotency.webhook_events SET state = $2 WHERE event_key = $1", &[&key, &state])
+        .await
+        .unwrap();
+}
+
+fn app(db: &TestDb) -> Router {
+    Router::new().route("/webhooks/stripe", post(apply_effect).layer(stripe_layer(db.pool.clone()).build().unwrap()))
+}
+
+#[tokio::test]
+async fn retention_deletes_only_old_done_and_failed_rows() {
+    let db = TestDb::new().await;
+    let app = app(&db);
+    for key in ["old_done", "old_failed", "old_pending", "old_running", "old_dead", "new_done"] {
+        assert_eq!(app.clone().oneshot(stripe_request(stripe_body(key))).await.unwrap().status(), StatusCode::OK);
+    }
+    for (key, state) in
+        [("old_failed", "failed"), ("old_pending", "pending"), ("old_running", "running"), ("old_dead", "dead")]
+    {
+        set_state(&db, key, state).await;
+    }
+    for key in ["old_done", "old_failed", "old_pending", "old_running", "old_dead"] {
+        age(&db, key, 40).await;
+    }
+    let retention = Retention::builder(db.pool.clone()).batch_size(1).pause(Duration::ZERO).build().unwrap();
+    let report = retention.purge().await.unwrap();
+    assert_eq!(report.deleted, 2, "{report:?}");
+    assert!(report.batches >= 2, "bounded batches: {report:?}");
+    let left: Vec<String> = {
+        let c = db.pool.get().await.unwrap();
+        c.query("SELECT event_key FROM webhook_idempotency.webhook_events ORDER BY 1", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    assert_eq!(left, ["new_done", "old_dead", "old_pending", "old_running"]);
+    // Inside the window the claim stands: a duplicate is still replayed.
+    let res = app.clone().oneshot(stripe_request(stripe_body("new_done"))).await.unwrap();
+    assert_eq!(res.headers().get("idempotent-replayed").unwrap(), "true");
+    assert_eq!(db.effects_for("new_done").await, 1);
+}
+
+#[tokio::test]
+async fn a_window_shorter_than_the_provider_s_replay_window_is_refused() {
+    let db = TestDb::new().await;
+    let short = Retention::builder(db.pool.clone()).window("stripe", Duration::from_secs(86_400)).build();
+    assert_eq!(short.unwrap_err().kind(), ConfigErrorKind::InvalidLimit);
+    let allowed = Retention::builder(db.pool.clone())
+        .window("stripe", Duration::from_secs(86_400))
+        .allow_short_window(true)
+        .build();
+    assert!(allowed.is_ok());
+    assert!(Retention::builder(db.pool.clone()).window("stripe", STRIPE_REPLAY_WINDOW).build().is_ok());
+}
+
+#[tokio::test]
+async fn two_purgers_at_once_neither_wait_nor_double_count() {
+    let db = TestDb::new().await;
+    let inbox = Inbox::with_schema(db.pool.clone(), "webhook_idempotency").unwrap();
+    let head = RequestHead { method: "POST".into(), uri: "/".into(), headers: vec![] };
+    for i in 0..300 {
+        let key = format!("evt_{i}");
+        inbox.accept(&ScopedEvent::new("acme", "s", key.clone()), b"{}", &head).await.unwrap();
+    }
+    let c = db.pool.get().await.unwrap();
+    c.batch_execute(
+        "UPDATE webhook_idempotency.webhook_events SET state = 'done', received_at = now() - interval '40 days'",
+    )
+    .await
+    .unwrap();
+    drop(c);
+    let purger = || Retention::builder(db.pool(4)).batch_size(7).pause(Duration::ZERO).build().unwrap();
+    let (a, b) = (purger(), purger());
+    let (ra, rb) = tokio::join!(a.purge(), b.purge());
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(ra.deleted + rb.deleted, 300, "{ra:?} {rb:?}");
+    assert_eq!(db.events().await, 0);
+}
+
+#[tokio::test]
+async fn operator_actions_are_dry_runnable_and_audited() {
+    let db = TestDb::new().await;
+    let inbox = Inbox::with_schema(db.pool.clone(), "webhook_idempotency").unwrap();
+    let head = RequestHead { method: "POST".into(), uri: "/".into(), headers: vec![] };
+    for key in ["d1", "d2", "x1"] {
+        inbox.accept(&ScopedEvent::new("acme", "s", key), b"{}", &head).await.unwrap();
+    }
+    set_state(&db, "d1", "dead").await;
+    set_state(&db, "d2", "dead").await;
+    set_state(&db, "x1", "done").await;
+    let admin = Admin::new(db.pool.clone(), "webhook_idempotency").unwrap();
+    let all = Filter::default();
+    assert_eq!(admin.requeue(&all, true, "alice").await.unwrap(), 2, "dry run counts");
+    assert_eq!(admin.list("dead", &all, 10).await.unwrap().len(), 2, "dry run changed nothing");
+    assert!(admin.audit(10).await.unwrap().is_empty(), "a dry run leaves no audit row");
+    let one = Filter { key: Some("d1".into()), ..Filter::default() };
+    assert_eq!(admin.requeue(&one, false, "alice").await.unwrap(), 1);
+    assert_eq!(db.event_row("d1").await.map(|r| (r.0, r.1)), Some(("pending".into(), 0)));
+    assert_eq!(admin.replay(&Filter { key: Some("x1".into()), ..Filter::default() }, false, "bob").await.unwrap(), 1);
+    assert_eq!(db.event_row("x1").await.map(|r| r.0), Some("pending".into()));
+    let audit = admin.audit(10).await.unwrap();
+    let actions: Vec<(&str, &str, i64)> = audit.iter().map(|a| (a.1.as_str(), a.2.as_str(), a.4)).collect();
+    assert_eq!(actions, [("bob", "replay", 1), ("alice", "requeue", 1)]);
+    let shown = admin.show("acme", "s", "d2", true).await.unwrap().unwrap();
+    assert_eq!((shown.row.state.as_str(), shown.payload.as_deref()), ("dead", Some(&b"{}"[..])));
+    let stats = admin.stats().await.unwrap();
+    assert!(stats.by_state.iter().any(|(p, _, s, n)| p == "acme" && s == "pending" && *n == 2), "{stats:?}");
+    assert!(stats.oldest_pending.is_some());
+    assert_eq!(admin.purge(Duration::from_secs(3600), true, "carol").await.unwrap(), 0);
+}
