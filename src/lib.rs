@@ -75,6 +75,7 @@ pub mod extract;
 pub mod inbox;
 pub mod key;
 pub mod layer;
+pub mod metrics;
 pub mod provider;
 pub mod providers;
 pub mod scope;

@@ -83,8 +83,40 @@ where
             key = field::Empty,
             event_type = field::Empty,
         );
-        ResponseFuture { inner: Box::pin(handle(config, inner, req).instrument(span)) }
+        let started = std::time::Instant::now();
+        let future = async move {
+            let result = handle(Arc::clone(&config), inner, req).await;
+            if let Ok(response) = &result {
+                record(&config, response, started);
+            }
+            result
+        };
+        ResponseFuture { inner: Box::pin(future.instrument(span)) }
     }
+}
+
+/// A handshake the layer answered itself (nothing claimed), for metrics.
+#[derive(Clone, Copy)]
+struct Handshake;
+
+/// Counts the delivery by outcome (see [`crate::metrics`]).
+fn record<B>(config: &Config, response: &Response<B>, started: std::time::Instant) {
+    let provider = config.provider.name();
+    let outcome = if let Some(rejection) = response.extensions().get::<Rejection>() {
+        crate::metrics::rejection(provider, rejection.kind().as_str());
+        "rejected"
+    } else if response.extensions().get::<Handshake>().is_some() {
+        "handshake"
+    } else if response.headers().contains_key(IDEMPOTENT_REPLAYED) {
+        "duplicate"
+    } else if !response.status().is_success() {
+        "failed"
+    } else if config.inbox.is_some() {
+        "accepted"
+    } else {
+        "committed"
+    };
+    crate::metrics::delivery(provider, outcome, started);
 }
 
 /// The layer's own answer for `kind` (see [`RejectionKind`] for the table).
@@ -235,7 +267,9 @@ where
         Err(e) => return Ok(refuse(&config, RejectionKind::InvalidSignature, e.kind().as_str())),
         Ok(Some(answer)) => {
             tracing::info!(outcome = "challenge", "endpoint verification handshake answered; nothing claimed");
-            return Ok(answer.map(ResponseBody::bytes));
+            let mut answer = answer.map(ResponseBody::bytes);
+            answer.extensions_mut().insert(Handshake);
+            return Ok(answer);
         }
         Ok(None) => {}
     }
@@ -274,7 +308,10 @@ where
     }
 
     // 6. Claim: a pooled connection, a transaction, `INSERT ... ON CONFLICT`.
-    let claimed = match config.store.claim(&event).await {
+    let claim_started = std::time::Instant::now();
+    let claim = config.store.claim(&event).await;
+    crate::metrics::claim(config.provider.name(), claim_started.elapsed());
+    let claimed = match claim {
         Ok(Claim::Claimed(claimed)) => claimed,
         Ok(Claim::Done { status }) => {
             tracing::info!(outcome = "duplicate", "webhook event already processed; replayed");
@@ -318,10 +355,12 @@ where
     // accepted and claimed is never refused after the claim for its size.
     #[cfg(feature = "axum")]
     axum_core::extract::DefaultBodyLimit::max(config.body_limit.max(body_len)).apply(&mut req);
+    let handler_started = std::time::Instant::now();
     let result = match poll_fn(|cx| inner.poll_ready(cx)).await {
         Ok(()) => inner.call(req).await,
         Err(e) => Err(e),
     };
+    crate::metrics::handler(config.provider.name(), handler_started.elapsed());
 
     // 8. Commit on success, roll back and record the attempt otherwise.
     let (response, failure) = match result {

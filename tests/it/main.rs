@@ -17,6 +17,7 @@ mod cli;
 mod faults;
 mod http;
 mod inbox;
+mod metrics;
 mod ops;
 mod properties;
 mod providers;

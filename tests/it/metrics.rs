@@ -1,0 +1,92 @@
+//! The metrics after a fixed scenario equal its counts, read through a
+//! recording `metrics` recorder.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use crate::support::*;
+use ::tower::ServiceExt;
+use axum::body::Body;
+use axum::routing::post;
+use axum::Router;
+use http::{Request, StatusCode};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use webhook_idempotency::key::JsonPointerKey;
+use webhook_idempotency::providers::stripe::StripeVerifier;
+use webhook_idempotency::store::admin::Admin;
+use webhook_idempotency::{Provider, WebhookLayer};
+
+/// The process-wide recorder (installed once for this test binary).
+fn snapshotter() -> &'static Snapshotter {
+    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
+    SNAPSHOTTER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install().expect("the only recorder of this process");
+        snapshotter
+    })
+}
+
+type Snapshot = Vec<(metrics_util::CompositeKey, Option<metrics::Unit>, Option<metrics::SharedString>, DebugValue)>;
+
+/// Values of `name` for the probe provider in `snapshot`, by the value of
+/// `label`. (A snapshot drains counters and histograms: take one, read it all.)
+fn by_label(snapshot: &Snapshot, name: &str, label: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for (key, _, _, value) in snapshot {
+        let key = key.key();
+        if key.name() != name || !key.labels().any(|l| l.key() == "provider" && l.value() == "metrics_probe") {
+            continue;
+        }
+        let Some(l) = key.labels().find(|l| l.key() == label) else { continue };
+        let v = match value {
+            DebugValue::Counter(n) => *n as f64,
+            DebugValue::Gauge(g) => g.into_inner(),
+            DebugValue::Histogram(h) => h.len() as f64,
+        };
+        out.insert(l.value().to_owned(), v);
+    }
+    out
+}
+
+#[tokio::test]
+async fn counters_and_gauges_equal_a_fixed_scenario() {
+    snapshotter();
+    let db = TestDb::new().await;
+    // A provider of its own, so other tests' deliveries do not count here.
+    let provider = Provider::new("metrics_probe", StripeVerifier::new(), JsonPointerKey::new("/id"));
+    let layer =
+        WebhookLayer::builder(db.pool.clone(), provider).scope("acct_test").secret(STRIPE_SECRET).build().unwrap();
+    let app = Router::new().route("/webhooks/stripe", post(apply_effect).layer(layer));
+    let send = |req: Request<Body>| app.clone().oneshot(req);
+    for i in 0..3 {
+        assert_eq!(send(stripe_request(stripe_body(&format!("evt_m{i}")))).await.unwrap().status(), StatusCode::OK);
+    }
+    for i in 0..2 {
+        let res = send(stripe_request(stripe_body(&format!("evt_m{i}")))).await.unwrap();
+        assert!(res.headers().contains_key("idempotent-replayed"));
+    }
+    for _ in 0..2 {
+        let unsigned = Request::post("/webhooks/stripe").body(Body::from("{}")).unwrap();
+        assert_eq!(send(unsigned).await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    }
+    let get = Request::get("/webhooks/stripe").body(Body::empty()).unwrap();
+    assert_eq!(send(get).await.unwrap().status(), StatusCode::METHOD_NOT_ALLOWED);
+
+    let snapshot: Snapshot = snapshotter().snapshot().into_vec();
+    let outcomes = by_label(&snapshot, "webhook_deliveries_total", "outcome");
+    assert_eq!(
+        outcomes,
+        BTreeMap::from([("committed".into(), 3.0), ("duplicate".into(), 2.0), ("rejected".into(), 3.0)])
+    );
+    let kinds = by_label(&snapshot, "webhook_rejections_total", "kind");
+    assert_eq!(kinds, BTreeMap::from([("invalid_signature".into(), 2.0), ("method_not_allowed".into(), 1.0)]));
+    let durations = by_label(&snapshot, "webhook_delivery_duration_seconds", "outcome");
+    assert_eq!(durations.get("committed"), Some(&3.0), "one duration per delivery");
+
+    let admin = Admin::new(db.pool.clone(), "webhook_idempotency").unwrap();
+    webhook_idempotency::metrics::sample_once(&admin).await.unwrap();
+    let states = by_label(&snapshotter().snapshot().into_vec(), "webhook_events", "state");
+    assert_eq!(states.get("done"), Some(&3.0));
+    assert_eq!(states.get("pending"), Some(&0.0));
+}
