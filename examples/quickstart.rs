@@ -167,6 +167,7 @@ fn app(
     args: &Args,
     addr: SocketAddr,
     hooks: Arc<DemoHooks>,
+    prometheus: metrics_exporter_prometheus::PrometheusHandle,
 ) -> Result<Router, webhook_idempotency::ConfigError> {
     let mut presets = vec![
         (stripe::NAME, Provider::stripe(), args.stripe_secret.clone()),
@@ -191,7 +192,10 @@ fn app(
         router = router.route("/webhooks/stripe-short-wait", post(apply).layer(layer));
     }
     println!("presets: POST /webhooks/{{{}}}", mounted.join(","));
-    Ok(router.route("/effects", get(effects)).layer(Extension(hooks)).with_state(pool))
+    // Prometheus text format on GET /metrics: the exporter is the example's
+    // choice; the crate only speaks the `metrics` facade.
+    let metrics = get(move || std::future::ready(prometheus.render()));
+    Ok(router.route("/effects", get(effects)).route("/metrics", metrics).layer(Extension(hooks)).with_state(pool))
 }
 
 /// The secret for preset `name`: `$NAME_WEBHOOK_SECRET`, else a test default.
@@ -298,8 +302,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind(bind).await?;
     let addr = listener.local_addr()?;
     let hooks = Arc::new(DemoHooks { enabled: args.demo, ..DemoHooks::default() });
-    let router = app(pool.clone(), &args, addr, Arc::clone(&hooks))?;
-    println!("listening on http://{addr}: POST /webhooks/<preset>, GET /effects");
+    let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+    let router = app(pool.clone(), &args, addr, Arc::clone(&hooks), prometheus)?;
+    println!("listening on http://{addr}: POST /webhooks/<preset>, GET /effects, GET /metrics");
+    // The state gauges (rows by state, oldest pending age), every 10 s.
+    let sampler = webhook_idempotency::metrics::sample(
+        pool.clone(),
+        webhook_idempotency::store::DEFAULT_SCHEMA,
+        std::time::Duration::from_secs(10),
+        std::future::pending(),
+    )?;
+    let sampler = tokio::spawn(sampler);
     // Stops the server: Ctrl-C, or the end of the demo.
     let stop = Arc::new(tokio::sync::Notify::new());
     let stopped = Arc::clone(&stop);
@@ -319,6 +332,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         stop.notify_one();
     }
     server.await??;
+    sampler.abort();
     if hold {
         let lines = held.take();
         if !lines.is_empty() {
