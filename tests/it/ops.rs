@@ -138,3 +138,80 @@ async fn operator_actions_are_dry_runnable_and_audited() {
     assert!(stats.oldest_pending.is_some());
     assert_eq!(admin.purge(Duration::from_secs(3600), true, "carol").await.unwrap(), 0);
 }
+
+/// The scale measurement behind OPERATIONS.md (not run by `cargo test`):
+/// `OPS_ROWS=10000000 cargo test --release --all-features --test it ops::scale -- --ignored --nocapture`.
+/// Generates rows with SQL, then measures the table and index size per
+/// million events, the purge's delete rate, and the claim latency of new
+/// deliveries before and during the purge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: minutes, and gigabytes at 10 million rows"]
+async fn scale() {
+    let rows: i64 = std::env::var("OPS_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let server = TempPostgres::start().unwrap();
+    let db = TestDb::on(server.url("postgres").parse().unwrap()).await;
+    let c = db.pool.get().await.unwrap();
+    let t = std::time::Instant::now();
+    // Half old enough to purge (done, 40 days), half recent.
+    c.execute(
+        "INSERT INTO webhook_idempotency.webhook_events (scope, provider, event_key, event_type, state, response_status,
+                                                        received_at, completed_at)
+         SELECT 'acct_' || (i % 1000), 'stripe', 'evt_' || i, 'payment_intent.succeeded', 'done', 200,
+                now() - CASE WHEN i % 2 = 0 THEN interval '40 days' ELSE interval '1 day' END, now()
+         FROM generate_series(1, $1::bigint) i",
+        &[&rows],
+    )
+    .await
+    .unwrap();
+    c.batch_execute("VACUUM ANALYZE webhook_idempotency.webhook_events").await.unwrap();
+    let generated = t.elapsed();
+    let size = |c: deadpool_postgres::Object| async move {
+        let r = c
+            .query_one(
+                "SELECT pg_table_size('webhook_idempotency.webhook_events')::float8,
+                        pg_indexes_size('webhook_idempotency.webhook_events')::float8",
+                &[],
+            )
+            .await
+            .unwrap();
+        (r.get::<_, f64>(0), r.get::<_, f64>(1))
+    };
+    let (table, indexes) = size(db.pool.get().await.unwrap()).await;
+    let per_million = |bytes: f64| bytes / (rows as f64 / 1e6) / (1 << 20) as f64;
+    let app =
+        Router::new().route("/webhooks/stripe", post(apply_effect).layer(stripe_layer(db.pool(8)).build().unwrap()));
+    let claim_latency = |tag: &'static str, n: usize| {
+        let app = app.clone();
+        async move {
+            let mut took = Vec::new();
+            for i in 0..n {
+                let t = std::time::Instant::now();
+                let res = app.clone().oneshot(stripe_request(stripe_body(&format!("evt_{tag}_{i}")))).await.unwrap();
+                assert_eq!(res.status(), StatusCode::OK);
+                took.push(t.elapsed());
+            }
+            took.sort();
+            (took[n / 2], took[n * 99 / 100])
+        }
+    };
+    let before = claim_latency("before", 300).await;
+    let retention = Retention::builder(db.pool(2)).build().unwrap();
+    let purge = tokio::spawn(async move { retention.purge().await.unwrap() });
+    let during = claim_latency("during", 300).await;
+    let report = purge.await.unwrap();
+    println!(
+        "scale: {rows} rows generated in {generated:?}; table {:.1} MiB + indexes {:.1} MiB per million events; \
+         purge deleted {} rows in {:?} ({:.0} rows/s, {} batches of 1000, 50 ms pauses); \
+         claim p50/p99 before {:?}/{:?}, during the purge {:?}/{:?}",
+        per_million(table),
+        per_million(indexes),
+        report.deleted,
+        report.took,
+        report.deleted as f64 / report.took.as_secs_f64(),
+        report.batches,
+        before.0,
+        before.1,
+        during.0,
+        during.1
+    );
+}
