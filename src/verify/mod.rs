@@ -102,6 +102,20 @@ impl<'a> Delivery<'a> {
         }
     }
 
+    /// [`Delivery::check_time`] for a signed Unix timestamp in
+    /// **milliseconds**, compared to the millisecond; always passes for an
+    /// operator replay. See [`check_tolerance_millis`].
+    ///
+    /// # Errors
+    /// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
+    pub fn check_time_millis(&self, millis: u64, tolerance: Duration) -> Result<(), VerifyError> {
+        if self.check_timestamp {
+            check_tolerance_millis(millis, self.now, tolerance)
+        } else {
+            Ok(())
+        }
+    }
+
     /// The secrets to verify with. Fails with [`VerifyErrorKind::NoSecret`]
     /// when none is configured or one is empty: an empty HMAC key
     /// authenticates nothing (the layer refuses such key material before
@@ -585,10 +599,25 @@ impl Encoding {
 /// [`VerifyErrorKind::MalformedHeader`] for anything else (signs, spaces,
 /// fractions, empty).
 pub fn parse_unix_seconds(text: &str) -> Result<u64, VerifyError> {
+    parse_digits(text)
+}
+
+/// ASCII digits only, at most 20, as a `u64`; the unit is the caller's.
+fn parse_digits(text: &str) -> Result<u64, VerifyError> {
     if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(VerifyErrorKind::MalformedHeader.into());
     }
     text.parse().map_err(|_| VerifyErrorKind::MalformedHeader.into())
+}
+
+/// Parses a signed Unix timestamp in **milliseconds** (HubSpot): the same
+/// text rules as [`parse_unix_seconds`] (ASCII digits only, at most 20),
+/// the value in milliseconds.
+///
+/// # Errors
+/// [`VerifyErrorKind::MalformedHeader`] for anything else.
+pub fn parse_unix_millis(text: &str) -> Result<u64, VerifyError> {
+    parse_digits(text)
 }
 
 /// The single value of header `name`, as text.
@@ -651,8 +680,21 @@ pub fn any_matches<'a>(expected: &[u8], candidates: impl IntoIterator<Item = &'a
 /// # Errors
 /// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
 pub fn check_tolerance(timestamp: u64, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
+    check_signed_at(UNIX_EPOCH.checked_add(Duration::from_secs(timestamp)), now, tolerance)
+}
+
+/// Checks a signed Unix timestamp in **milliseconds** against `now`,
+/// `tolerance` in both directions, to the millisecond (HubSpot, Linear).
+///
+/// # Errors
+/// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
+pub fn check_tolerance_millis(millis: u64, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
+    check_signed_at(UNIX_EPOCH.checked_add(Duration::from_millis(millis)), now, tolerance)
+}
+
+fn check_signed_at(signed: Option<SystemTime>, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
     // Past what SystemTime can hold: certainly in the future.
-    let Some(signed) = UNIX_EPOCH.checked_add(Duration::from_secs(timestamp)) else {
+    let Some(signed) = signed else {
         return Err(VerifyErrorKind::TimestampInFuture.into());
     };
     match now.duration_since(signed) {
