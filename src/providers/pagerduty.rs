@@ -34,9 +34,8 @@
 //! the event type (`event.event_type`) come from it and are signed. Headers are
 //! not.
 
-use crate::verify::{
-    header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
-};
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
 
 /// The header PagerDuty signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-pagerduty-signature";
@@ -45,52 +44,36 @@ pub const SIGNATURE_HEADER: &str = "x-pagerduty-signature";
 pub const NAME: &str = "pagerduty";
 
 /// Verifies the `X-PagerDuty-Signature` header.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[must_use]
 pub struct PagerDutyVerifier {
-    _priv: (),
+    inner: HmacVerifier,
+}
+
+impl Default for PagerDutyVerifier {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl PagerDutyVerifier {
     /// A verifier for `X-PagerDuty-Signature`.
     pub fn new() -> Self {
-        Self::default()
+        // The scheme as a specification of the generic HMAC verifier: a
+        // comma-separated `key=value` list whose `v1` entries are signatures
+        // (one that is not 64 hex digits is skipped), other versions ignored.
+        let inner = HmacVerifier::builder(SIGNATURE_HEADER).key_value("v1").signature_separator(',').build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
-}
-
-/// Every usable `v1` signature in the header (all header lines), decoded.
-fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 32]>, VerifyError> {
-    let mut v1 = Vec::new();
-    let mut seen_header = false;
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        seen_header = true;
-        for item in value?.split(',') {
-            let Some((version, sig_hex)) = item.trim().split_once('=') else {
-                return Err(VerifyErrorKind::MalformedHeader.into());
-            };
-            let mut sig = [0u8; 32];
-            if version == "v1" && hex::decode_to_slice(sig_hex, &mut sig).is_ok() {
-                v1.push(sig);
-            }
-        }
-    }
-    if !seen_header {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    if v1.is_empty() {
-        return Err(VerifyErrorKind::NoMatchingSignature.into());
-    }
-    Ok(v1)
 }
 
 impl Verifier for PagerDutyVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let signatures = parse(delivery.parts)?;
-        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| hmac_sha256(secret, &[delivery.body]))
+        self.inner.verify(delivery)
     }
 }
 
@@ -122,6 +105,7 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
 
     fn parts(values: &[&str]) -> http::request::Parts {
