@@ -35,10 +35,8 @@
 
 use std::time::Duration;
 
-use crate::verify::{
-    header_values, hmac_sha256, match_any_secret, parse_unix_seconds, Delivery, SigningSecret, Verifier, VerifyError,
-    VerifyErrorKind,
-};
+use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
+use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
 
 /// The header Paddle signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "paddle-signature";
@@ -53,7 +51,7 @@ pub const NAME: &str = "paddle";
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct PaddleVerifier {
-    tolerance: Duration,
+    inner: HmacVerifier,
 }
 
 impl Default for PaddleVerifier {
@@ -65,74 +63,38 @@ impl Default for PaddleVerifier {
 impl PaddleVerifier {
     /// A verifier with Paddle's default tolerance of 5 seconds.
     pub fn new() -> Self {
-        Self { tolerance: DEFAULT_TOLERANCE }
+        Self::with_tolerance(DEFAULT_TOLERANCE)
     }
 
     /// Sets how far (both directions) `ts=` may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
+    pub fn tolerance(self, tolerance: Duration) -> Self {
+        Self::with_tolerance(tolerance)
+    }
+
+    fn with_tolerance(tolerance: Duration) -> Self {
+        let inner = spec().tolerance(tolerance).build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
 }
 
-/// The parsed `Paddle-Signature` header: the timestamp (text and value) and
-/// every `h1` value.
-#[derive(Debug, PartialEq, Eq)]
-struct Header<'a> {
-    timestamp: &'a str,
-    seconds: u64,
-    h1: Vec<[u8; 32]>,
-}
-
-fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
-    let mut timestamp = None;
-    let mut h1 = Vec::new();
-    let mut seen_header = false;
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        seen_header = true;
-        for item in value?.split(';') {
-            let Some((key, val)) = item.trim().split_once('=') else {
-                return Err(VerifyErrorKind::MalformedHeader.into());
-            };
-            match key {
-                // Two different timestamps make the header ambiguous.
-                "ts" if timestamp.replace(val).is_some_and(|prev| prev != val) => {
-                    return Err(VerifyErrorKind::MalformedHeader.into());
-                }
-                "h1" => {
-                    // A value that is not 64 hex digits can never match: skip
-                    // it like an unknown scheme instead of failing the others.
-                    let mut sig = [0u8; 32];
-                    if hex::decode_to_slice(val, &mut sig).is_ok() {
-                        h1.push(sig);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    if !seen_header {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    let timestamp = timestamp.ok_or(VerifyErrorKind::MalformedHeader)?;
-    let seconds = parse_unix_seconds(timestamp)?;
-    if h1.is_empty() {
-        return Err(VerifyErrorKind::NoMatchingSignature.into());
-    }
-    Ok(Header { timestamp, seconds, h1 })
+/// The scheme as a specification of the generic HMAC verifier.
+fn spec() -> HmacVerifierBuilder {
+    // `ts=` and `h1=` entries, semicolon-separated; an `h1` value that is not
+    // 64 hex digits is skipped like an unknown scheme.
+    HmacVerifier::builder(SIGNATURE_HEADER)
+        .key_value("h1")
+        .timestamp_key("ts")
+        .signature_separator(';')
+        .signed_content(SignedContent::TimestampBody { separator: ":".into() })
 }
 
 impl Verifier for PaddleVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let header = parse(delivery.parts)?;
-        match_any_secret(delivery, header.h1.iter().map(|s| &s[..]), |secret| {
-            hmac_sha256(secret, &[header.timestamp.as_bytes(), b":", delivery.body])
-        })?;
-        delivery.check_time(header.seconds, self.tolerance)
+        self.inner.verify(delivery)
     }
 }
 
@@ -158,6 +120,7 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::VerifyErrorKind;
     use std::time::{SystemTime, UNIX_EPOCH};
 
     fn parts(values: &[&str]) -> http::request::Parts {

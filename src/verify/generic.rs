@@ -100,7 +100,8 @@ struct Quirks {
     precheck_without_signature: bool,
     /// Unix seconds may carry a leading `+` (Rust's `u64` parser): Stripe.
     plus_sign: bool,
-    /// The timestamp is parsed by `verify` only, not by the precheck: Stripe.
+    /// The timestamp is parsed by `verify` only, after the signatures are
+    /// found, not by the precheck: Stripe.
     timestamp_in_verify_only: bool,
     /// An empty [`SignedContent::UrlBody`] URL is accepted: Square.
     empty_url: bool,
@@ -317,7 +318,8 @@ impl HmacVerifier {
     }
 
     /// Reads the head in a fixed order: the signature header(s), the id
-    /// header, the timestamp, then whether any signature was found.
+    /// header, the timestamp, then whether any signature was found (with the
+    /// Stripe quirk, the timestamp is parsed last).
     fn parse<'a>(&self, parts: &'a http::request::Parts, precheck: bool) -> Result<Parsed<'a>, VerifyError> {
         let found = self.signatures(parts)?;
         let id = self.id_header.as_ref().map(|h| single_header(parts, h.as_str())).transpose()?;
@@ -329,12 +331,16 @@ impl HmacVerifier {
             None if self.timestamp_key.is_some() => Some(found.timestamp.ok_or(VerifyErrorKind::MalformedHeader)?),
             None => None,
         };
-        let time = match timestamp {
-            Some(text) if !(precheck && self.quirks.timestamp_in_verify_only) => Some(self.parse_timestamp(text)?),
+        let late = self.quirks.timestamp_in_verify_only;
+        let mut time = match timestamp {
+            Some(text) if !late => Some(self.parse_timestamp(text)?),
             _ => None,
         };
         if found.signatures.is_empty() && !(precheck && self.quirks.precheck_without_signature) {
             return Err(VerifyErrorKind::NoMatchingSignature.into());
+        }
+        if let Some(text) = timestamp.filter(|_| late && !precheck) {
+            time = Some(self.parse_timestamp(text)?);
         }
         Ok(Parsed { signatures: found.signatures, id, timestamp, time })
     }
@@ -511,7 +517,8 @@ impl HmacVerifierBuilder {
     }
 
     /// Stripe: Unix seconds may carry a leading `+`, and the timestamp is
-    /// parsed by `verify` only (the precheck checks it is present).
+    /// parsed by `verify` only, once a signature was found (the precheck
+    /// checks it is present).
     #[cfg_attr(not(feature = "stripe"), allow(dead_code))]
     pub(crate) fn lenient_timestamp_in_verify(mut self) -> Self {
         self.inner.quirks.plus_sign = true;
