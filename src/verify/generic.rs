@@ -736,6 +736,128 @@ mod tests {
         }
     }
 
+    /// `key=value` headers: the timestamp inside the header, a literal
+    /// content prefix, milliseconds, and a custom timestamp parser.
+    #[test]
+    fn key_value_and_timestamp_formats() {
+        let secret = SigningSecret::from("k");
+        let body: &[u8] = b"{}";
+        let inside = HmacVerifier::builder("x-sig")
+            .key_value("v1")
+            .timestamp_key("t")
+            .signature_separator(',')
+            .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+            .build()
+            .unwrap();
+        let good = inside.sign(&secret, "", NOW, body);
+        assert_eq!(
+            good,
+            format!(
+                "t={NOW},v1={}",
+                hex::encode(crate::verify::hmac_sha256(&secret, &[NOW.to_string().as_bytes(), b".", body]))
+            )
+        );
+        let millis = HmacVerifier::builder("x-sig")
+            .key_value("v0")
+            .strict()
+            .timestamp_header("x-ts")
+            .timestamp_format(TimestampFormat::UnixMilliseconds)
+            .content_prefix("v0:")
+            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
+            .build()
+            .unwrap();
+        let ms = (NOW * 1000).to_string();
+        let ms_sig = millis.sign(&secret, "", NOW, body);
+        let expected = crate::verify::hmac_sha256(&secret, &[b"v0:", ms.as_bytes(), b":", body]);
+        assert_eq!(ms_sig, format!("v0={}", hex::encode(expected)));
+        fn day_number(text: &str) -> Option<i64> {
+            text.strip_prefix("day ")?.parse::<i64>().ok().map(|d| d * 86_400)
+        }
+        let custom = HmacVerifier::builder("x-sig")
+            .key_value("v0")
+            .timestamp_header("x-ts")
+            .timestamp_format(TimestampFormat::Custom(day_number))
+            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
+            .build()
+            .unwrap();
+        let day = NOW / 86_400;
+        let day_text = format!("day {day}");
+        let day_sig =
+            format!("v0={}", hex::encode(crate::verify::hmac_sha256(&secret, &[day_text.as_bytes(), b":", body])));
+        let old_sig = format!("v0={}", hex::encode(crate::verify::hmac_sha256(&secret, &[b"day -1", b":", body])));
+        let short = format!("v0={}", "ab".repeat(31));
+        let cases: Vec<(&str, &HmacVerifier, Vec<(&str, &str)>, u64, Result<(), VerifyErrorKind>)> = vec![
+            ("inside: valid", &inside, vec![("x-sig", &good)], NOW, Ok(())),
+            ("inside: no t", &inside, vec![("x-sig", "v1=00")], NOW, Err(VerifyErrorKind::MalformedHeader)),
+            ("inside: no v1", &inside, vec![("x-sig", "t=1")], NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+            (
+                "inside: entry without =",
+                &inside,
+                vec![("x-sig", "t=1,junk")],
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            ("inside: two timestamps", &inside, vec![("x-sig", "t=1,t=2")], NOW, Err(VerifyErrorKind::MalformedHeader)),
+            ("inside: stale", &inside, vec![("x-sig", &good)], NOW + 301, Err(VerifyErrorKind::TimestampTooOld)),
+            ("millis: valid", &millis, vec![("x-sig", &ms_sig), ("x-ts", &ms)], NOW, Ok(())),
+            (
+                "millis: seconds sent",
+                &millis,
+                vec![("x-sig", &ms_sig), ("x-ts", "1700000000")],
+                NOW,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                "millis: short tag, strict",
+                &millis,
+                vec![("x-sig", &short), ("x-ts", &ms)],
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "millis: another version",
+                &millis,
+                vec![("x-sig", "v9=00"), ("x-ts", &ms)],
+                NOW,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                "millis: a fraction",
+                &millis,
+                vec![("x-sig", &ms_sig), ("x-ts", "1.7e12")],
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            ("custom: valid", &custom, vec![("x-sig", &day_sig), ("x-ts", &day_text)], day * 86_400, Ok(())),
+            (
+                "custom: unparsable",
+                &custom,
+                vec![("x-sig", &day_sig), ("x-ts", "yesterday")],
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "custom: before 1970 is old",
+                &custom,
+                vec![("x-sig", &old_sig), ("x-ts", "day -1")],
+                NOW,
+                Err(VerifyErrorKind::TimestampTooOld),
+            ),
+        ];
+        for (name, v, headers, now, want) in cases {
+            let p = parts(&headers);
+            let d = Delivery::new(&p, body, std::slice::from_ref(&secret), at(now));
+            assert_eq!(v.verify(&d).map_err(|e| e.kind()), want, "{name}");
+        }
+        // To the millisecond: 300.000 s passes, 300.001 s is too old.
+        let p = parts(&[("x-sig", &ms_sig), ("x-ts", &ms)]);
+        let secrets = std::slice::from_ref(&secret);
+        let edge = Delivery::new(&p, body, secrets, UNIX_EPOCH + Duration::from_millis(NOW * 1000 + 300_000));
+        let past = Delivery::new(&p, body, secrets, UNIX_EPOCH + Duration::from_millis(NOW * 1000 + 300_001));
+        assert_eq!(millis.verify(&edge).map_err(|e| e.kind()), Ok(()));
+        assert_eq!(millis.verify(&past).map_err(|e| e.kind()), Err(VerifyErrorKind::TimestampTooOld));
+    }
+
     #[test]
     fn build_errors() {
         let cases = [
@@ -757,6 +879,38 @@ mod tests {
             ),
             ("unsigned timestamp header", HmacVerifier::builder("x").timestamp_header("x-ts").build().err()),
             ("unsigned id header", HmacVerifier::builder("x").id_header("x-id").build().err()),
+            ("timestamp key without key_value", HmacVerifier::builder("x").timestamp_key("t").build().err()),
+            (
+                "timestamp header and key",
+                HmacVerifier::builder("x")
+                    .key_value("v1")
+                    .timestamp_key("t")
+                    .signature_separator(',')
+                    .timestamp_header("x-ts")
+                    .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+                    .build()
+                    .err(),
+            ),
+            (
+                "timestamp key without separator",
+                HmacVerifier::builder("x")
+                    .key_value("v1")
+                    .timestamp_key("t")
+                    .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+                    .build()
+                    .err(),
+            ),
+            (
+                "timestamp key equals signature key",
+                HmacVerifier::builder("x")
+                    .key_value("v1")
+                    .timestamp_key("v1")
+                    .signature_separator(',')
+                    .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+                    .build()
+                    .err(),
+            ),
+            ("prefix with key_value", HmacVerifier::builder("x").prefix("v1=").key_value("v1").build().err()),
             (
                 "empty url",
                 HmacVerifier::builder("x").signed_content(SignedContent::UrlBody { url: String::new() }).build().err(),
