@@ -230,7 +230,7 @@ struct Signed {
 
 fn parse(body: &[u8]) -> Result<Signed, VerifyError> {
     let envelope: Envelope = serde_json::from_slice(body).map_err(|_| VerifyErrorKind::MalformedHeader)?;
-    let object = envelope.signature.ok_or(VerifyErrorKind::MissingHeader)?;
+    let object = envelope.signature.ok_or(VerifyErrorKind::MissingField)?;
     let (Some(timestamp), Some(token)) = (object.timestamp, object.token) else {
         return Err(VerifyErrorKind::MalformedHeader.into());
     };
@@ -395,7 +395,7 @@ mod tests {
             ("stale", good.as_bytes(), NOW + 901, Err(VerifyErrorKind::TimestampTooOld)),
             ("future", good.as_bytes(), NOW - 901, Err(VerifyErrorKind::TimestampInFuture)),
             ("ms timestamp", ms_ts.as_bytes(), NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("no signature object", br#"{"event-data":{"id":"x"}}"#, NOW, Err(VerifyErrorKind::MissingHeader)),
+            ("no signature object", br#"{"event-data":{"id":"x"}}"#, NOW, Err(VerifyErrorKind::MissingField)),
             ("bad hex", bad_hex.as_bytes(), NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("no token", no_token.as_bytes(), NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("no timestamp", no_ts.as_bytes(), NOW, Err(VerifyErrorKind::MalformedHeader)),

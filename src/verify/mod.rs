@@ -304,6 +304,9 @@ impl From<String> for SigningSecret {
 pub enum VerifyErrorKind {
     /// The signature (or timestamp) header is absent.
     MissingHeader,
+    /// A field the scheme reads from the body is absent (Mailgun's
+    /// `signature` object, Linear's `webhookTimestamp`).
+    MissingField,
     /// The header is present but cannot be parsed.
     MalformedHeader,
     /// No signature in the header matches any configured secret.
@@ -325,6 +328,7 @@ impl VerifyErrorKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::MissingHeader => "missing_header",
+            Self::MissingField => "missing_field",
             Self::MalformedHeader => "malformed_header",
             Self::NoMatchingSignature => "no_matching_signature",
             Self::TimestampTooOld => "timestamp_too_old",
@@ -786,6 +790,42 @@ mod tests {
         for bad in ["", "-1", "+1", " 1", "1.5", "18446744073709551616", "abc", "123456789012345678901"] {
             assert!(parse_unix_seconds(bad).is_err(), "{bad}");
         }
+    }
+
+    /// The names logs and metrics use; changing one breaks dashboards.
+    #[test]
+    fn kind_names_are_stable() {
+        let cases = [
+            (VerifyErrorKind::MissingHeader, "missing_header"),
+            (VerifyErrorKind::MissingField, "missing_field"),
+            (VerifyErrorKind::MalformedHeader, "malformed_header"),
+            (VerifyErrorKind::NoMatchingSignature, "no_matching_signature"),
+            (VerifyErrorKind::TimestampTooOld, "timestamp_too_old"),
+            (VerifyErrorKind::TimestampInFuture, "timestamp_in_future"),
+            (VerifyErrorKind::NoSecret, "no_secret"),
+            (VerifyErrorKind::BodyUnavailable, "body_unavailable"),
+        ];
+        for (kind, name) in cases {
+            assert_eq!(kind.as_str(), name, "{kind:?}");
+            assert_eq!(kind.to_string(), name, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn millisecond_tolerance() {
+        let now = UNIX_EPOCH + Duration::from_millis(1_000_000_000);
+        let tol = Duration::from_secs(1);
+        let cases = [
+            ("edge past", 1_000_000_000 - 1_000, Ok(())),
+            ("edge future", 1_000_000_000 + 1_000, Ok(())),
+            ("a millisecond too old", 1_000_000_000 - 1_001, Err(VerifyErrorKind::TimestampTooOld)),
+            ("a millisecond too new", 1_000_000_000 + 1_001, Err(VerifyErrorKind::TimestampInFuture)),
+        ];
+        for (name, ms, want) in cases {
+            assert_eq!(check_tolerance_millis(ms, now, tol).map_err(|e| e.kind()), want, "{name}");
+        }
+        assert_eq!(parse_unix_millis("1700000000123").unwrap(), 1_700_000_000_123);
+        assert!(parse_unix_millis("1.5").is_err());
     }
 
     #[test]
