@@ -177,23 +177,11 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{at, header_lines};
     use crate::verify::VerifyErrorKind;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {
-        let p = parts(headers);
+        let p = header_lines(SIGNATURE_HEADER, headers);
         CalendlyVerifier::new().verify(&Delivery::new(&p, body, secrets, at(now))).map_err(|e| e.kind())
     }
 
@@ -214,7 +202,7 @@ mod tests {
         assert_eq!(check(&[header], body, &secrets, ts + 180), Ok(()));
         assert_eq!(check(&[header], body, &secrets, ts + 181), Err(VerifyErrorKind::TimestampTooOld));
 
-        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
         assert_eq!(identity.key, expected["key"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
         // A retry: the same envelope under a new `t` verifies at its own time.
@@ -269,7 +257,7 @@ mod tests {
         assert_eq!(check(&[&header], b"{}", &[old.clone(), new.clone()], 1_000), Ok(()));
         assert_eq!(check(&[&header], b"{}", &[old], 1_000), Err(VerifyErrorKind::NoMatchingSignature));
         let v = CalendlyVerifier::new();
-        let p = parts(&[&header]);
+        let p = header_lines(SIGNATURE_HEADER, &[&header]);
         let secrets = [new];
         assert!(v.verify(&Delivery::new(&p, b"{}", &secrets, at(90_000)).without_timestamp_check()).is_ok());
         assert!(v.verify(&Delivery::new(&p, b"{}", &secrets, at(90_000))).is_err());
@@ -280,7 +268,10 @@ mod tests {
             .is_ok());
         assert_eq!(v.verify(&Delivery::new(&p, b"{}", &[], at(1_000))).unwrap_err().kind(), VerifyErrorKind::NoSecret);
         assert!(v.precheck(&p).is_ok());
-        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
+            VerifyErrorKind::MissingHeader
+        );
     }
 
     #[test]
@@ -302,7 +293,7 @@ mod tests {
             ("not json", b"event=e", Err(KeyErrorKind::BodyNotJson)),
         ];
         for (name, body, want) in cases {
-            let got = x.extract(&parts(&[]), body);
+            let got = x.extract(&header_lines(SIGNATURE_HEADER, &[]), body);
             let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
             assert_eq!(got, *want, "{name}");
         }

@@ -234,22 +234,15 @@ pub(crate) fn provider() -> crate::Provider {
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
+    use crate::test_support::header_lines;
     use std::time::SystemTime;
-
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
 
     fn at_ms(ms: u64) -> SystemTime {
         std::time::UNIX_EPOCH + Duration::from_millis(ms)
     }
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now_ms: u64) -> Result<(), VerifyErrorKind> {
-        let p = parts(headers);
+        let p = header_lines(SIGNATURE_HEADER, headers);
         LinearVerifier::new().verify(&Delivery::new(&p, body, secrets, at_ms(now_ms))).map_err(|e| e.kind())
     }
 
@@ -275,7 +268,7 @@ mod tests {
             assert_eq!(check(&[header], body, &secrets, now).is_ok(), ok, "{case}");
         }
 
-        let mut p = parts(&[header]);
+        let mut p = header_lines(SIGNATURE_HEADER, &[header]);
         p.headers.insert(DELIVERY_HEADER, expected["delivery"].as_str().unwrap().parse().unwrap());
         p.headers.insert(EVENT_HEADER, http::HeaderValue::from_static("Issue"));
         let identity = provider().extractor_ref().extract(&p, body).unwrap();
@@ -351,7 +344,7 @@ mod tests {
             Err(VerifyErrorKind::NoMatchingSignature)
         );
         let v = LinearVerifier::new();
-        let p = parts(&[&header]);
+        let p = header_lines(SIGNATURE_HEADER, &[&header]);
         let secrets = [new];
         let late = at_ms(1_000 + 86_400_000);
         assert!(v.verify(&Delivery::new(&p, body, &secrets, late)).is_err());
@@ -363,8 +356,14 @@ mod tests {
             .is_ok());
         assert_eq!(v.verify(&Delivery::new(&p, body, &[], late)).unwrap_err().kind(), VerifyErrorKind::NoSecret);
         assert!(v.precheck(&p).is_ok());
-        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
-        assert_eq!(v.precheck(&parts(&["nothex"])).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
+            VerifyErrorKind::MissingHeader
+        );
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &["nothex"])).unwrap_err().kind(),
+            VerifyErrorKind::MalformedHeader
+        );
     }
 
     #[test]

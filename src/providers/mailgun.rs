@@ -293,15 +293,10 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{SystemTime, UNIX_EPOCH};
+    use crate::test_support::{at, NOW};
 
     fn head() -> http::request::Parts {
         http::Request::builder().header("content-type", "application/json").body(()).unwrap().into_parts().0
-    }
-
-    const NOW: u64 = 1_700_000_000;
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
     }
 
     fn check(v: &MailgunVerifier, body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {

@@ -120,23 +120,11 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{at, header_lines};
     use crate::verify::VerifyErrorKind;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {
-        let p = parts(headers);
+        let p = header_lines(SIGNATURE_HEADER, headers);
         PaddleVerifier::new().verify(&Delivery::new(&p, body, secrets, at(now))).map_err(|e| e.kind())
     }
 
@@ -156,7 +144,7 @@ mod tests {
             Err(VerifyErrorKind::NoMatchingSignature)
         );
 
-        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
         assert_eq!(identity.key, "evt_01hsdn97563968dy0szkmgjwh3");
         assert_eq!(identity.event_type.as_deref(), Some("price.created"));
     }
@@ -202,7 +190,7 @@ mod tests {
         assert_eq!(check(&[rotated], body, std::slice::from_ref(&old), ts), Ok(()));
         assert_eq!(check(&[single], body, std::slice::from_ref(&old), ts), Err(VerifyErrorKind::NoMatchingSignature));
 
-        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
         assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
@@ -250,11 +238,17 @@ mod tests {
     #[test]
     fn precheck_secrets_and_replay() {
         let v = PaddleVerifier::new();
-        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
-        assert_eq!(v.precheck(&parts(&["h1=00"])).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
+            VerifyErrorKind::MissingHeader
+        );
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &["h1=00"])).unwrap_err().kind(),
+            VerifyErrorKind::MalformedHeader
+        );
         let secret = SigningSecret::from("pdl_ntfset_new");
         let header = sign(&secret, 1_000, b"{}");
-        let p = parts(&[&header]);
+        let p = header_lines(SIGNATURE_HEADER, &[&header]);
         assert!(v.precheck(&p).is_ok());
         assert_eq!(v.verify(&Delivery::new(&p, b"{}", &[], at(1_000))).unwrap_err().kind(), VerifyErrorKind::NoSecret);
         // An operator replay skips the age check, not the signature.

@@ -105,19 +105,12 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::header_lines;
     use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
 
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
-        let p = parts(headers);
+        let p = header_lines(SIGNATURE_HEADER, headers);
         PagerDutyVerifier::new().verify(&Delivery::new(&p, body, secrets, SystemTime::now())).map_err(|e| e.kind())
     }
 
@@ -136,7 +129,7 @@ mod tests {
         assert_eq!(check(&[mismatch], body, &secrets), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[], body, &secrets), Err(VerifyErrorKind::MissingHeader));
 
-        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
         assert_eq!(identity.key, "01BWDWL3NYY7LUFPZCC28QUCMK");
         assert_eq!(identity.event_type.as_deref(), Some("incident.priority_updated"));
     }
@@ -163,7 +156,7 @@ mod tests {
         assert_eq!(check(&[single], body, std::slice::from_ref(&old)), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[single], body, &[old, secret]), Ok(()));
 
-        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
         assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
@@ -205,9 +198,15 @@ mod tests {
     #[test]
     fn precheck_and_secrets() {
         let v = PagerDutyVerifier::new();
-        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
-        assert_eq!(v.precheck(&parts(&["junk"])).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
-        let p = parts(&[&sign(&[SigningSecret::from("s")], b"{}")]);
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
+            VerifyErrorKind::MissingHeader
+        );
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &["junk"])).unwrap_err().kind(),
+            VerifyErrorKind::MalformedHeader
+        );
+        let p = header_lines(SIGNATURE_HEADER, &[&sign(&[SigningSecret::from("s")], b"{}")]);
         assert!(v.precheck(&p).is_ok());
         assert_eq!(
             v.verify(&Delivery::new(&p, b"{}", &[], SystemTime::now())).unwrap_err().kind(),

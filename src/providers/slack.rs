@@ -190,22 +190,8 @@ fn url_verification(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{at, headers as parts, NOW};
     use crate::verify::VerifyErrorKind;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    fn parts(headers: &[(&str, &str)]) -> http::request::Parts {
-        let mut b = http::Request::builder().method("POST");
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
-
-    const NOW: u64 = 1_700_000_000;
 
     /// The worked example in Slack's "Verifying requests from Slack": a
     /// slash command body, secret `8f742231b10e8888abcd99yyyzzz85a5`,

@@ -108,21 +108,8 @@ pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{at, header_lines, NOW};
     use crate::verify::VerifyErrorKind;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
-    const NOW: u64 = 1_700_000_000;
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
 
     #[test]
     fn verifies_and_rejects() {
@@ -148,7 +135,7 @@ mod tests {
             ("non-numeric t", vec!["t=abc,v1=00"], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
         ];
         for (name, headers, body, now, want) in cases {
-            let p = parts(headers);
+            let p = header_lines(SIGNATURE_HEADER, headers);
             let got = StripeVerifier::new().verify(&Delivery::new(&p, body, std::slice::from_ref(&secret), at(*now)));
             assert_eq!(got.map_err(|e| e.kind()), *want, "{name}");
         }
@@ -161,7 +148,7 @@ mod tests {
         let body = b"{}";
         let header = sign(&new, NOW, body);
         let v = StripeVerifier::new();
-        let p = parts(&[&header]);
+        let p = header_lines(SIGNATURE_HEADER, &[&header]);
         assert!(v.verify(&Delivery::new(&p, body, &[old.clone(), new], at(NOW))).is_ok());
         assert!(v.verify(&Delivery::new(&p, body, &[old], at(NOW))).is_err());
         // An operator replay skips the age check, not the signature.

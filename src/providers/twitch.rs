@@ -241,22 +241,10 @@ pub(crate) fn provider() -> crate::Provider {
 mod tests {
     use super::*;
     use crate::provider::Challenge as _;
+    use crate::test_support::{at, headers as parts, NOW};
     use crate::verify::VerifyErrorKind;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    fn parts(headers: &[(&str, &str)]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
 
     // 2023-11-14T22:13:20Z
-    const NOW: u64 = 1_700_000_000;
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
 
     #[test]
     fn rfc3339_cases() {

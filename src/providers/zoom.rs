@@ -225,8 +225,8 @@ pub(crate) fn provider() -> crate::Provider {
 mod tests {
     use super::*;
     use crate::provider::Challenge as _;
+    use crate::test_support::{at, NOW};
     use crate::verify::VerifyErrorKind;
-    use std::time::{SystemTime, UNIX_EPOCH};
 
     fn parts(signatures: &[&str], timestamps: &[&str]) -> http::request::Parts {
         let mut b = http::Request::builder();
@@ -237,11 +237,6 @@ mod tests {
             b = b.header(TIMESTAMP_HEADER, *v);
         }
         b.body(()).unwrap().into_parts().0
-    }
-
-    const NOW: u64 = 1_700_000_000;
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
     }
 
     /// Fixture from `scripts/fixtures/zoom.js`: signed with the algorithm of

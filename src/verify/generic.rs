@@ -610,23 +610,10 @@ impl Verifier for HmacVerifier {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{SystemTime, UNIX_EPOCH};
+    use std::time::UNIX_EPOCH;
 
     use super::*;
-
-    const NOW: u64 = 1_700_000_000;
-
-    fn parts(headers: &[(&str, &str)]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
+    use crate::test_support::{at, headers as parts, NOW};
 
     /// The generic builder reproduces the Stripe and GitHub presets.
     #[test]
