@@ -13,7 +13,7 @@
 //! 5. the provider's key extractor finds the event key: 400 when none;
 //! 6. a pooled connection is taken (503 + `Retry-After` past
 //!    [`pool_timeout`](WebhookLayerBuilder::pool_timeout)), a transaction
-//!    begins at the configured [`IsolationLevel`](crate::store::IsolationLevel)
+//!    begins at the configured [`IsolationLevel`]
 //!    (READ COMMITTED by default) and `(provider, scope, key)` is claimed with one
 //!    `INSERT ... ON CONFLICT DO NOTHING`;
 //! 7. claimed: [`WebhookTx`](crate::WebhookTx) and

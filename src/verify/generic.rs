@@ -69,9 +69,9 @@ pub enum SignedContent {
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum TimestampFormat {
-    /// Unix seconds, ASCII digits only ([`parse_unix_seconds`](super::parse_unix_seconds)).
+    /// Unix seconds, ASCII digits only ([`parse_unix_seconds`]).
     UnixSeconds,
-    /// Unix milliseconds, ASCII digits only ([`parse_unix_millis`](super::parse_unix_millis)),
+    /// Unix milliseconds, ASCII digits only ([`parse_unix_millis`]),
     /// checked against the tolerance to the millisecond.
     UnixMilliseconds,
     /// Other text (RFC 3339 `date-time`, as Twitch sends), read by a
