@@ -11,7 +11,9 @@
 //! - `INSERT ... ON CONFLICT DO NOTHING` on a key whose first insert is not
 //!   yet committed waits for that transaction; in READ COMMITTED it then
 //!   inserts (the other rolled back) or returns no row (it committed). The
-//!   claim therefore runs in READ COMMITTED, whatever the server default.
+//!   claim therefore runs in READ COMMITTED by default, whatever the server
+//!   default; [`IsolationLevel`] sets a stricter level, where that case is a
+//!   serialization failure the claim retries.
 //! - `lock_timeout` bounds that wait with SQLSTATE 55P03; the layer sets it
 //!   to 1 ms and waits between attempts without holding a connection.
 //! - A claim that finds a committed row writes nothing and takes no

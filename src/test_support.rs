@@ -21,3 +21,14 @@ pub(crate) fn request<V: AsRef<[u8]>>(headers: &[(&str, V)]) -> http::request::P
     }
     parts
 }
+
+/// A `POST /` request head with one line of header `name` per value, in
+/// order.
+pub(crate) fn header_lines(name: &str, values: &[&str]) -> http::request::Parts {
+    request(&values.iter().map(|v| (name, *v)).collect::<Vec<_>>())
+}
+
+/// [`request`] for text header values.
+pub(crate) fn headers(list: &[(&str, &str)]) -> http::request::Parts {
+    request(list)
+}

@@ -12,8 +12,9 @@
 //! 4. the provider's verifier checks the raw bytes: 401 on failure;
 //! 5. the provider's key extractor finds the event key: 400 when none;
 //! 6. a pooled connection is taken (503 + `Retry-After` past
-//!    [`pool_timeout`](WebhookLayerBuilder::pool_timeout)), a READ COMMITTED
-//!    transaction begins and `(provider, scope, key)` is claimed with one
+//!    [`pool_timeout`](WebhookLayerBuilder::pool_timeout)), a transaction
+//!    begins at the configured [`IsolationLevel`]
+//!    (READ COMMITTED by default) and `(provider, scope, key)` is claimed with one
 //!    `INSERT ... ON CONFLICT DO NOTHING`;
 //! 7. claimed: [`WebhookTx`](crate::WebhookTx) and
 //!    [`WebhookEvent`](crate::WebhookEvent) go into the request extensions and
@@ -374,7 +375,8 @@ impl WebhookLayerBuilder {
         self
     }
 
-    /// The `Retry-After` sent with 409 and 503, in whole seconds (default 5).
+    /// The `Retry-After` sent with 409 and 503 (default 5 s); the header
+    /// carries whole seconds, rounded down, at least 1.
     pub fn retry_after(mut self, after: Duration) -> Self {
         self.retry_after = after;
         self

@@ -53,10 +53,8 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
-use crate::verify::{
-    header_values, hmac_sha256, match_any_secret, parse_unix_seconds, Delivery, SigningSecret, Verifier, VerifyError,
-    VerifyErrorKind,
-};
+use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
+use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
 
 /// The header Calendly signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "calendly-webhook-signature";
@@ -71,7 +69,7 @@ pub const NAME: &str = "calendly";
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct CalendlyVerifier {
-    tolerance: Duration,
+    inner: HmacVerifier,
 }
 
 impl Default for CalendlyVerifier {
@@ -83,72 +81,38 @@ impl Default for CalendlyVerifier {
 impl CalendlyVerifier {
     /// A verifier with Calendly's tolerance of 180 seconds.
     pub fn new() -> Self {
-        Self { tolerance: DEFAULT_TOLERANCE }
+        Self::with_tolerance(DEFAULT_TOLERANCE)
     }
 
     /// Sets how far (both directions) `t=` may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
+    pub fn tolerance(self, tolerance: Duration) -> Self {
+        Self::with_tolerance(tolerance)
+    }
+
+    fn with_tolerance(tolerance: Duration) -> Self {
+        let inner = spec().tolerance(tolerance).build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
 }
 
-/// The parsed header: the timestamp (text and value) and every `v1` value.
-#[derive(Debug, PartialEq, Eq)]
-struct Header<'a> {
-    timestamp: &'a str,
-    seconds: u64,
-    v1: Vec<[u8; 32]>,
-}
-
-fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
-    let mut timestamp = None;
-    let mut v1 = Vec::new();
-    let mut seen_header = false;
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        seen_header = true;
-        for item in value?.split(',') {
-            let Some((key, val)) = item.trim().split_once('=') else {
-                return Err(VerifyErrorKind::MalformedHeader.into());
-            };
-            match key {
-                // Two different timestamps make the header ambiguous.
-                "t" if timestamp.replace(val).is_some_and(|prev| prev != val) => {
-                    return Err(VerifyErrorKind::MalformedHeader.into());
-                }
-                "v1" => {
-                    // Not 64 hex digits: can never match; skip it.
-                    let mut sig = [0u8; 32];
-                    if hex::decode_to_slice(val, &mut sig).is_ok() {
-                        v1.push(sig);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    if !seen_header {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    let timestamp = timestamp.ok_or(VerifyErrorKind::MalformedHeader)?;
-    let seconds = parse_unix_seconds(timestamp)?;
-    if v1.is_empty() {
-        return Err(VerifyErrorKind::NoMatchingSignature.into());
-    }
-    Ok(Header { timestamp, seconds, v1 })
+/// The scheme as a specification of the generic HMAC verifier.
+fn spec() -> HmacVerifierBuilder {
+    // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
+    // hex digits is skipped.
+    HmacVerifier::builder(SIGNATURE_HEADER)
+        .key_value("v1")
+        .timestamp_key("t")
+        .signature_separator(',')
+        .signed_content(SignedContent::TimestampBody { separator: ".".into() })
 }
 
 impl Verifier for CalendlyVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let header = parse(delivery.parts)?;
-        match_any_secret(delivery, header.v1.iter().map(|s| &s[..]), |secret| {
-            hmac_sha256(secret, &[header.timestamp.as_bytes(), b".", delivery.body])
-        })?;
-        delivery.check_time(header.seconds, self.tolerance)
+        self.inner.verify(delivery)
     }
 }
 
@@ -213,22 +177,11 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
+    use crate::test_support::{at, header_lines};
+    use crate::verify::VerifyErrorKind;
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {
-        let p = parts(headers);
+        let p = header_lines(SIGNATURE_HEADER, headers);
         CalendlyVerifier::new().verify(&Delivery::new(&p, body, secrets, at(now))).map_err(|e| e.kind())
     }
 
@@ -249,7 +202,7 @@ mod tests {
         assert_eq!(check(&[header], body, &secrets, ts + 180), Ok(()));
         assert_eq!(check(&[header], body, &secrets, ts + 181), Err(VerifyErrorKind::TimestampTooOld));
 
-        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
         assert_eq!(identity.key, expected["key"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
         // A retry: the same envelope under a new `t` verifies at its own time.
@@ -304,7 +257,7 @@ mod tests {
         assert_eq!(check(&[&header], b"{}", &[old.clone(), new.clone()], 1_000), Ok(()));
         assert_eq!(check(&[&header], b"{}", &[old], 1_000), Err(VerifyErrorKind::NoMatchingSignature));
         let v = CalendlyVerifier::new();
-        let p = parts(&[&header]);
+        let p = header_lines(SIGNATURE_HEADER, &[&header]);
         let secrets = [new];
         assert!(v.verify(&Delivery::new(&p, b"{}", &secrets, at(90_000)).without_timestamp_check()).is_ok());
         assert!(v.verify(&Delivery::new(&p, b"{}", &secrets, at(90_000))).is_err());
@@ -315,7 +268,10 @@ mod tests {
             .is_ok());
         assert_eq!(v.verify(&Delivery::new(&p, b"{}", &[], at(1_000))).unwrap_err().kind(), VerifyErrorKind::NoSecret);
         assert!(v.precheck(&p).is_ok());
-        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
+            VerifyErrorKind::MissingHeader
+        );
     }
 
     #[test]
@@ -337,7 +293,7 @@ mod tests {
             ("not json", b"event=e", Err(KeyErrorKind::BodyNotJson)),
         ];
         for (name, body, want) in cases {
-            let got = x.extract(&parts(&[]), body);
+            let got = x.extract(&header_lines(SIGNATURE_HEADER, &[]), body);
             let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
             assert_eq!(got, *want, "{name}");
         }

@@ -273,21 +273,8 @@ fn pong(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{SystemTime, UNIX_EPOCH};
+    use crate::test_support::{at, headers as parts, NOW};
 
-    fn parts(headers: &[(&str, &str)]) -> http::request::Parts {
-        let mut b = http::Request::builder().method("POST");
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
-
-    const NOW: u64 = 1_700_000_000;
     const SEED: [u8; 32] = *b"a deterministic test seed, 32 b.";
     const OTHER_SEED: [u8; 32] = [7; 32];
 

@@ -94,16 +94,9 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::header_lines;
     use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
-
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
 
     /// The worked example in GitHub's "Validating webhook deliveries":
     /// secret `It's a Secret to Everybody`, payload `Hello, World!`.
@@ -113,7 +106,7 @@ mod tests {
         let expected = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
         assert_eq!(sign(&secret, b"Hello, World!"), expected);
         let v = GitHubVerifier::new();
-        let p = parts(&[expected]);
+        let p = header_lines(SIGNATURE_HEADER, &[expected]);
         let secrets = [secret];
         assert!(v.verify(&Delivery::new(&p, b"Hello, World!", &secrets, SystemTime::now())).is_ok());
         assert_eq!(
@@ -132,7 +125,7 @@ mod tests {
             ("not hex", vec!["sha256=zz"], VerifyErrorKind::MalformedHeader),
         ];
         for (name, headers, want) in cases {
-            let p = parts(headers);
+            let p = header_lines(SIGNATURE_HEADER, headers);
             let got = GitHubVerifier::new().verify(&Delivery::new(
                 &p,
                 b"x",

@@ -87,19 +87,12 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::header_lines;
     use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
 
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
-        let p = parts(headers);
+        let p = header_lines(SIGNATURE_HEADER, headers);
         IntercomVerifier::new().verify(&Delivery::new(&p, body, secrets, SystemTime::now())).map_err(|e| e.kind())
     }
 
@@ -122,7 +115,7 @@ mod tests {
             let header = case["header"].as_str().unwrap();
             assert_eq!(sign(&secret, body), header, "{name}");
             assert_eq!(check(&[header], body, std::slice::from_ref(&secret)), Ok(()), "{name}");
-            let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+            let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
             assert_eq!(identity.key, case["id"].as_str().unwrap(), "{name}");
             assert_eq!(identity.event_type.as_deref(), case["topic"].as_str(), "{name}");
         }
@@ -131,8 +124,8 @@ mod tests {
         let retry = include_bytes!("../../tests/fixtures/providers/intercom/retry_body.json");
         let retry_header = expected["retry_body"]["header"].as_str().unwrap();
         assert_eq!(check(&[retry_header], retry, std::slice::from_ref(&secret)), Ok(()));
-        let first = provider().extractor_ref().extract(&parts(&[]), bodies[0].0).unwrap();
-        assert_eq!(provider().extractor_ref().extract(&parts(&[]), retry).unwrap(), first);
+        let first = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), bodies[0].0).unwrap();
+        assert_eq!(provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), retry).unwrap(), first);
     }
 
     #[test]
@@ -173,9 +166,15 @@ mod tests {
         assert_eq!(check(&[&header], b"{}", &[old]), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[&header], b"{}", &[]), Err(VerifyErrorKind::NoSecret));
         let v = IntercomVerifier::new();
-        assert!(v.precheck(&parts(&[&header])).is_ok());
-        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
-        assert_eq!(v.precheck(&parts(&["sha1="])).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
+        assert!(v.precheck(&header_lines(SIGNATURE_HEADER, &[&header])).is_ok());
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
+            VerifyErrorKind::MissingHeader
+        );
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &["sha1="])).unwrap_err().kind(),
+            VerifyErrorKind::MalformedHeader
+        );
         // RFC 2202 test case 2 through the preset's HMAC-SHA1.
         assert_eq!(
             sign(&SigningSecret::from("Jefe"), b"what do ya want for nothing?"),

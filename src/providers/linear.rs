@@ -16,7 +16,7 @@
 //!   compared in milliseconds. The signature is checked first; only then is
 //!   the body read (a top-level scan for that one field, nothing copied). A
 //!   verified body without `webhookTimestamp` is
-//!   [`VerifyErrorKind::MissingHeader`]; one whose value is not a
+//!   [`VerifyErrorKind::MissingField`]; one whose value is not a
 //!   non-negative integer, or that is not a JSON object, or that repeats the
 //!   field, is [`VerifyErrorKind::MalformedHeader`].
 //!
@@ -46,7 +46,7 @@
 //! Other headers are not signed.
 
 use std::fmt;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
@@ -163,23 +163,7 @@ fn webhook_timestamp(body: &[u8]) -> Result<u64, VerifyError> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let found = de.deserialize_map(TimestampScan).map_err(|_| VerifyErrorKind::MalformedHeader)?;
     de.end().map_err(|_| VerifyErrorKind::MalformedHeader)?;
-    found.ok_or_else(|| VerifyErrorKind::MissingHeader.into())
-}
-
-/// [`Delivery::check_time`] at millisecond precision.
-fn check_millis(delivery: &Delivery<'_>, millis: u64, tolerance: Duration) -> Result<(), VerifyError> {
-    if !delivery.check_timestamp {
-        return Ok(());
-    }
-    let Some(signed) = UNIX_EPOCH.checked_add(Duration::from_millis(millis)) else {
-        return Err(VerifyErrorKind::TimestampInFuture.into());
-    };
-    match delivery.now.duration_since(signed) {
-        Ok(age) if age > tolerance => Err(VerifyErrorKind::TimestampTooOld.into()),
-        Ok(_) => Ok(()),
-        Err(ahead) if ahead.duration() > tolerance => Err(VerifyErrorKind::TimestampInFuture.into()),
-        Err(_) => Ok(()),
-    }
+    found.ok_or_else(|| VerifyErrorKind::MissingField.into())
 }
 
 impl Verifier for LinearVerifier {
@@ -192,7 +176,7 @@ impl Verifier for LinearVerifier {
         match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| hmac_sha256(secret, &[delivery.body]))?;
         // Read only once the body is known to be Linear's.
         let millis = webhook_timestamp(delivery.body)?;
-        check_millis(delivery, millis, self.tolerance)
+        delivery.check_time_millis(millis, self.tolerance)
     }
 }
 
@@ -250,22 +234,15 @@ pub(crate) fn provider() -> crate::Provider {
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
+    use crate::test_support::header_lines;
     use std::time::SystemTime;
 
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
     fn at_ms(ms: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_millis(ms)
+        std::time::UNIX_EPOCH + Duration::from_millis(ms)
     }
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now_ms: u64) -> Result<(), VerifyErrorKind> {
-        let p = parts(headers);
+        let p = header_lines(SIGNATURE_HEADER, headers);
         LinearVerifier::new().verify(&Delivery::new(&p, body, secrets, at_ms(now_ms))).map_err(|e| e.kind())
     }
 
@@ -291,7 +268,7 @@ mod tests {
             assert_eq!(check(&[header], body, &secrets, now).is_ok(), ok, "{case}");
         }
 
-        let mut p = parts(&[header]);
+        let mut p = header_lines(SIGNATURE_HEADER, &[header]);
         p.headers.insert(DELIVERY_HEADER, expected["delivery"].as_str().unwrap().parse().unwrap());
         p.headers.insert(EVENT_HEADER, http::HeaderValue::from_static("Issue"));
         let identity = provider().extractor_ref().extract(&p, body).unwrap();
@@ -341,8 +318,8 @@ mod tests {
             ("sha256= prefix", vec![&prefixed], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("short hex", vec!["abcd"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("not hex", vec![&not_hex], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("no webhookTimestamp", vec![&no_ts_sig], no_ts, NOW, Err(VerifyErrorKind::MissingHeader)),
-            ("only nested webhookTimestamp", vec![&nested_sig], nested, NOW, Err(VerifyErrorKind::MissingHeader)),
+            ("no webhookTimestamp", vec![&no_ts_sig], no_ts, NOW, Err(VerifyErrorKind::MissingField)),
+            ("only nested webhookTimestamp", vec![&nested_sig], nested, NOW, Err(VerifyErrorKind::MissingField)),
             ("fractional timestamp", vec![&float_sig], float_ts, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("string timestamp", vec![&str_sig], str_ts, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("duplicate timestamp", vec![&dup_sig], dup_ts, NOW, Err(VerifyErrorKind::MalformedHeader)),
@@ -367,7 +344,7 @@ mod tests {
             Err(VerifyErrorKind::NoMatchingSignature)
         );
         let v = LinearVerifier::new();
-        let p = parts(&[&header]);
+        let p = header_lines(SIGNATURE_HEADER, &[&header]);
         let secrets = [new];
         let late = at_ms(1_000 + 86_400_000);
         assert!(v.verify(&Delivery::new(&p, body, &secrets, late)).is_err());
@@ -379,8 +356,14 @@ mod tests {
             .is_ok());
         assert_eq!(v.verify(&Delivery::new(&p, body, &[], late)).unwrap_err().kind(), VerifyErrorKind::NoSecret);
         assert!(v.precheck(&p).is_ok());
-        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
-        assert_eq!(v.precheck(&parts(&["nothex"])).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
+            VerifyErrorKind::MissingHeader
+        );
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &["nothex"])).unwrap_err().kind(),
+            VerifyErrorKind::MalformedHeader
+        );
     }
 
     #[test]

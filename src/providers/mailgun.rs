@@ -230,7 +230,7 @@ struct Signed {
 
 fn parse(body: &[u8]) -> Result<Signed, VerifyError> {
     let envelope: Envelope = serde_json::from_slice(body).map_err(|_| VerifyErrorKind::MalformedHeader)?;
-    let object = envelope.signature.ok_or(VerifyErrorKind::MissingHeader)?;
+    let object = envelope.signature.ok_or(VerifyErrorKind::MissingField)?;
     let (Some(timestamp), Some(token)) = (object.timestamp, object.token) else {
         return Err(VerifyErrorKind::MalformedHeader.into());
     };
@@ -293,15 +293,10 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{SystemTime, UNIX_EPOCH};
+    use crate::test_support::{at, NOW};
 
     fn head() -> http::request::Parts {
         http::Request::builder().header("content-type", "application/json").body(()).unwrap().into_parts().0
-    }
-
-    const NOW: u64 = 1_700_000_000;
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
     }
 
     fn check(v: &MailgunVerifier, body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {
@@ -395,7 +390,7 @@ mod tests {
             ("stale", good.as_bytes(), NOW + 901, Err(VerifyErrorKind::TimestampTooOld)),
             ("future", good.as_bytes(), NOW - 901, Err(VerifyErrorKind::TimestampInFuture)),
             ("ms timestamp", ms_ts.as_bytes(), NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("no signature object", br#"{"event-data":{"id":"x"}}"#, NOW, Err(VerifyErrorKind::MissingHeader)),
+            ("no signature object", br#"{"event-data":{"id":"x"}}"#, NOW, Err(VerifyErrorKind::MissingField)),
             ("bad hex", bad_hex.as_bytes(), NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("no token", no_token.as_bytes(), NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("no timestamp", no_ts.as_bytes(), NOW, Err(VerifyErrorKind::MalformedHeader)),

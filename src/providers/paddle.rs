@@ -35,10 +35,8 @@
 
 use std::time::Duration;
 
-use crate::verify::{
-    header_values, hmac_sha256, match_any_secret, parse_unix_seconds, Delivery, SigningSecret, Verifier, VerifyError,
-    VerifyErrorKind,
-};
+use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
+use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
 
 /// The header Paddle signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "paddle-signature";
@@ -53,7 +51,7 @@ pub const NAME: &str = "paddle";
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct PaddleVerifier {
-    tolerance: Duration,
+    inner: HmacVerifier,
 }
 
 impl Default for PaddleVerifier {
@@ -65,74 +63,38 @@ impl Default for PaddleVerifier {
 impl PaddleVerifier {
     /// A verifier with Paddle's default tolerance of 5 seconds.
     pub fn new() -> Self {
-        Self { tolerance: DEFAULT_TOLERANCE }
+        Self::with_tolerance(DEFAULT_TOLERANCE)
     }
 
     /// Sets how far (both directions) `ts=` may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
+    pub fn tolerance(self, tolerance: Duration) -> Self {
+        Self::with_tolerance(tolerance)
+    }
+
+    fn with_tolerance(tolerance: Duration) -> Self {
+        let inner = spec().tolerance(tolerance).build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
 }
 
-/// The parsed `Paddle-Signature` header: the timestamp (text and value) and
-/// every `h1` value.
-#[derive(Debug, PartialEq, Eq)]
-struct Header<'a> {
-    timestamp: &'a str,
-    seconds: u64,
-    h1: Vec<[u8; 32]>,
-}
-
-fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
-    let mut timestamp = None;
-    let mut h1 = Vec::new();
-    let mut seen_header = false;
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        seen_header = true;
-        for item in value?.split(';') {
-            let Some((key, val)) = item.trim().split_once('=') else {
-                return Err(VerifyErrorKind::MalformedHeader.into());
-            };
-            match key {
-                // Two different timestamps make the header ambiguous.
-                "ts" if timestamp.replace(val).is_some_and(|prev| prev != val) => {
-                    return Err(VerifyErrorKind::MalformedHeader.into());
-                }
-                "h1" => {
-                    // A value that is not 64 hex digits can never match: skip
-                    // it like an unknown scheme instead of failing the others.
-                    let mut sig = [0u8; 32];
-                    if hex::decode_to_slice(val, &mut sig).is_ok() {
-                        h1.push(sig);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    if !seen_header {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    let timestamp = timestamp.ok_or(VerifyErrorKind::MalformedHeader)?;
-    let seconds = parse_unix_seconds(timestamp)?;
-    if h1.is_empty() {
-        return Err(VerifyErrorKind::NoMatchingSignature.into());
-    }
-    Ok(Header { timestamp, seconds, h1 })
+/// The scheme as a specification of the generic HMAC verifier.
+fn spec() -> HmacVerifierBuilder {
+    // `ts=` and `h1=` entries, semicolon-separated; an `h1` value that is not
+    // 64 hex digits is skipped like an unknown scheme.
+    HmacVerifier::builder(SIGNATURE_HEADER)
+        .key_value("h1")
+        .timestamp_key("ts")
+        .signature_separator(';')
+        .signed_content(SignedContent::TimestampBody { separator: ":".into() })
 }
 
 impl Verifier for PaddleVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let header = parse(delivery.parts)?;
-        match_any_secret(delivery, header.h1.iter().map(|s| &s[..]), |secret| {
-            hmac_sha256(secret, &[header.timestamp.as_bytes(), b":", delivery.body])
-        })?;
-        delivery.check_time(header.seconds, self.tolerance)
+        self.inner.verify(delivery)
     }
 }
 
@@ -158,22 +120,11 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
+    use crate::test_support::{at, header_lines};
+    use crate::verify::VerifyErrorKind;
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {
-        let p = parts(headers);
+        let p = header_lines(SIGNATURE_HEADER, headers);
         PaddleVerifier::new().verify(&Delivery::new(&p, body, secrets, at(now))).map_err(|e| e.kind())
     }
 
@@ -193,7 +144,7 @@ mod tests {
             Err(VerifyErrorKind::NoMatchingSignature)
         );
 
-        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
         assert_eq!(identity.key, "evt_01hsdn97563968dy0szkmgjwh3");
         assert_eq!(identity.event_type.as_deref(), Some("price.created"));
     }
@@ -239,7 +190,7 @@ mod tests {
         assert_eq!(check(&[rotated], body, std::slice::from_ref(&old), ts), Ok(()));
         assert_eq!(check(&[single], body, std::slice::from_ref(&old), ts), Err(VerifyErrorKind::NoMatchingSignature));
 
-        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
         assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
@@ -287,11 +238,17 @@ mod tests {
     #[test]
     fn precheck_secrets_and_replay() {
         let v = PaddleVerifier::new();
-        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
-        assert_eq!(v.precheck(&parts(&["h1=00"])).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
+            VerifyErrorKind::MissingHeader
+        );
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &["h1=00"])).unwrap_err().kind(),
+            VerifyErrorKind::MalformedHeader
+        );
         let secret = SigningSecret::from("pdl_ntfset_new");
         let header = sign(&secret, 1_000, b"{}");
-        let p = parts(&[&header]);
+        let p = header_lines(SIGNATURE_HEADER, &[&header]);
         assert!(v.precheck(&p).is_ok());
         assert_eq!(v.verify(&Delivery::new(&p, b"{}", &[], at(1_000))).unwrap_err().kind(), VerifyErrorKind::NoSecret);
         // An operator replay skips the age check, not the signature.

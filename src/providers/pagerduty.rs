@@ -34,9 +34,8 @@
 //! the event type (`event.event_type`) come from it and are signed. Headers are
 //! not.
 
-use crate::verify::{
-    header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
-};
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
 
 /// The header PagerDuty signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-pagerduty-signature";
@@ -45,52 +44,36 @@ pub const SIGNATURE_HEADER: &str = "x-pagerduty-signature";
 pub const NAME: &str = "pagerduty";
 
 /// Verifies the `X-PagerDuty-Signature` header.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[must_use]
 pub struct PagerDutyVerifier {
-    _priv: (),
+    inner: HmacVerifier,
+}
+
+impl Default for PagerDutyVerifier {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl PagerDutyVerifier {
     /// A verifier for `X-PagerDuty-Signature`.
     pub fn new() -> Self {
-        Self::default()
+        // The scheme as a specification of the generic HMAC verifier: a
+        // comma-separated `key=value` list whose `v1` entries are signatures
+        // (one that is not 64 hex digits is skipped), other versions ignored.
+        let inner = HmacVerifier::builder(SIGNATURE_HEADER).key_value("v1").signature_separator(',').build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
-}
-
-/// Every usable `v1` signature in the header (all header lines), decoded.
-fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 32]>, VerifyError> {
-    let mut v1 = Vec::new();
-    let mut seen_header = false;
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        seen_header = true;
-        for item in value?.split(',') {
-            let Some((version, sig_hex)) = item.trim().split_once('=') else {
-                return Err(VerifyErrorKind::MalformedHeader.into());
-            };
-            let mut sig = [0u8; 32];
-            if version == "v1" && hex::decode_to_slice(sig_hex, &mut sig).is_ok() {
-                v1.push(sig);
-            }
-        }
-    }
-    if !seen_header {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    if v1.is_empty() {
-        return Err(VerifyErrorKind::NoMatchingSignature.into());
-    }
-    Ok(v1)
 }
 
 impl Verifier for PagerDutyVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let signatures = parse(delivery.parts)?;
-        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| hmac_sha256(secret, &[delivery.body]))
+        self.inner.verify(delivery)
     }
 }
 
@@ -122,18 +105,12 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::header_lines;
+    use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
 
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
-        let p = parts(headers);
+        let p = header_lines(SIGNATURE_HEADER, headers);
         PagerDutyVerifier::new().verify(&Delivery::new(&p, body, secrets, SystemTime::now())).map_err(|e| e.kind())
     }
 
@@ -152,7 +129,7 @@ mod tests {
         assert_eq!(check(&[mismatch], body, &secrets), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[], body, &secrets), Err(VerifyErrorKind::MissingHeader));
 
-        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
         assert_eq!(identity.key, "01BWDWL3NYY7LUFPZCC28QUCMK");
         assert_eq!(identity.event_type.as_deref(), Some("incident.priority_updated"));
     }
@@ -179,7 +156,7 @@ mod tests {
         assert_eq!(check(&[single], body, std::slice::from_ref(&old)), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[single], body, &[old, secret]), Ok(()));
 
-        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
         assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
@@ -221,9 +198,15 @@ mod tests {
     #[test]
     fn precheck_and_secrets() {
         let v = PagerDutyVerifier::new();
-        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
-        assert_eq!(v.precheck(&parts(&["junk"])).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
-        let p = parts(&[&sign(&[SigningSecret::from("s")], b"{}")]);
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
+            VerifyErrorKind::MissingHeader
+        );
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &["junk"])).unwrap_err().kind(),
+            VerifyErrorKind::MalformedHeader
+        );
+        let p = header_lines(SIGNATURE_HEADER, &[&sign(&[SigningSecret::from("s")], b"{}")]);
         assert!(v.precheck(&p).is_ok());
         assert_eq!(
             v.verify(&Delivery::new(&p, b"{}", &[], SystemTime::now())).unwrap_err().kind(),

@@ -249,7 +249,7 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{SystemTime, UNIX_EPOCH};
+    use crate::test_support::at;
 
     fn parts(signatures: &[&str], timestamps: &[&str]) -> http::request::Parts {
         let mut b = http::Request::builder();
@@ -260,10 +260,6 @@ mod tests {
             b = b.header(TIMESTAMP_HEADER, *v);
         }
         b.body(()).unwrap().into_parts().0
-    }
-
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
     }
 
     fn check(

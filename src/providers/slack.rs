@@ -54,10 +54,8 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::verify::{
-    hmac_sha256, match_any_secret, parse_unix_seconds, single_header, Delivery, SigningSecret, Verifier, VerifyError,
-    VerifyErrorKind,
-};
+use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
+use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "slack";
@@ -78,7 +76,7 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct SlackVerifier {
-    tolerance: Duration,
+    inner: HmacVerifier,
 }
 
 impl Default for SlackVerifier {
@@ -90,53 +88,45 @@ impl Default for SlackVerifier {
 impl SlackVerifier {
     /// A verifier with the default tolerance of five minutes.
     pub fn new() -> Self {
-        Self { tolerance: DEFAULT_TOLERANCE }
+        Self::with_tolerance(DEFAULT_TOLERANCE)
     }
 
     /// Sets how far (both directions) `X-Slack-Request-Timestamp` may be
     /// from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
+    pub fn tolerance(self, tolerance: Duration) -> Self {
+        Self::with_tolerance(tolerance)
+    }
+
+    fn with_tolerance(tolerance: Duration) -> Self {
+        let inner = spec().tolerance(tolerance).build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
 }
 
-/// The signed timestamp and the `v0` signature, if the header has one.
-#[derive(Debug, PartialEq, Eq)]
-struct Header<'a> {
-    timestamp: &'a str,
-    seconds: u64,
-    v0: Option<[u8; 32]>,
-}
-
-fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
-    let signature = single_header(parts, SIGNATURE_HEADER)?.trim();
-    let timestamp = single_header(parts, TIMESTAMP_HEADER)?.trim();
-    let seconds = parse_unix_seconds(timestamp)?;
-    let (version, hex_sig) = signature.split_once('=').ok_or(VerifyErrorKind::MalformedHeader)?;
-    let v0 = if version == "v0" {
-        let mut sig = [0u8; 32];
-        hex::decode_to_slice(hex_sig, &mut sig).map_err(|_| VerifyErrorKind::MalformedHeader)?;
-        Some(sig)
-    } else {
-        // Another version: not one this crate can check; it cannot match.
-        None
-    };
-    Ok(Header { timestamp, seconds, v0 })
+/// The scheme as a specification of the generic HMAC verifier.
+fn spec() -> HmacVerifierBuilder {
+    // One `v0=` line; a `v0` value that is not 64 hex digits is malformed.
+    // Kept from the preset's own parser: the header must appear once
+    // (identical repeats pass), the timestamp header is trimmed, and the
+    // precheck passes a header of another version (`verify` fails it).
+    HmacVerifier::builder(SIGNATURE_HEADER)
+        .key_value("v0")
+        .strict()
+        .single_signature_line()
+        .precheck_without_signature()
+        .timestamp_header(TIMESTAMP_HEADER)
+        .trim_timestamp()
+        .content_prefix("v0:")
+        .signed_content(SignedContent::TimestampBody { separator: ":".into() })
 }
 
 impl Verifier for SlackVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let header = parse(delivery.parts)?;
-        let v0 = header.v0.ok_or(VerifyErrorKind::NoMatchingSignature)?;
-        match_any_secret(delivery, [&v0[..]], |secret| {
-            hmac_sha256(secret, &[b"v0:", header.timestamp.as_bytes(), b":", delivery.body])
-        })?;
-        delivery.check_time(header.seconds, self.tolerance)
+        self.inner.verify(delivery)
     }
 }
 
@@ -200,21 +190,8 @@ fn url_verification(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    fn parts(headers: &[(&str, &str)]) -> http::request::Parts {
-        let mut b = http::Request::builder().method("POST");
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
-
-    const NOW: u64 = 1_700_000_000;
+    use crate::test_support::{at, headers as parts, NOW};
+    use crate::verify::VerifyErrorKind;
 
     /// The worked example in Slack's "Verifying requests from Slack": a
     /// slash command body, secret `8f742231b10e8888abcd99yyyzzz85a5`,

@@ -34,10 +34,8 @@
 //! key (the body's `event_id`) and the event type (the body's `type`) are
 //! signed. Headers are not.
 
-use crate::verify::{
-    header_values, hmac_sha256, match_any_secret, Delivery, Encoding, SigningSecret, Verifier, VerifyError,
-    VerifyErrorKind,
-};
+use crate::verify::generic::{HmacVerifier, SignedContent};
+use crate::verify::{hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, VerifyError};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "square";
@@ -50,14 +48,25 @@ pub const SIGNATURE_HEADER: &str = "x-square-hmacsha256-signature";
 #[must_use]
 pub struct SquareVerifier {
     notification_url: String,
+    inner: HmacVerifier,
 }
 
 impl SquareVerifier {
     /// A verifier for the subscription whose notification URL is
     /// `notification_url`, byte for byte as registered in Square (for example
-    /// `https://example.com/webhooks/square`).
+    /// `https://example.com/webhooks/square`). An empty URL is accepted (the
+    /// body alone is then signed).
     pub fn new(notification_url: impl Into<String>) -> Self {
-        Self { notification_url: notification_url.into() }
+        let notification_url = notification_url.into();
+        // The scheme as a specification of the generic HMAC verifier: one
+        // base64 tag of exactly 32 bytes per line, anything else malformed.
+        let inner = HmacVerifier::builder(SIGNATURE_HEADER)
+            .encoding(Encoding::Base64)
+            .signed_content(SignedContent::UrlBody { url: notification_url.clone() })
+            .allow_empty_url()
+            .strict()
+            .build();
+        Self { notification_url, inner: inner.expect("a valid fixed configuration") }
     }
 
     /// The notification URL the signature covers.
@@ -66,38 +75,13 @@ impl SquareVerifier {
     }
 }
 
-/// A base64 HMAC-SHA256 tag: exactly 32 bytes, nothing else.
-fn decode_tag(text: &str) -> Option<[u8; 32]> {
-    // 32 bytes are 44 base64 characters with padding; refuse anything longer
-    // before decoding so a long header allocates nothing.
-    if text.len() != 44 {
-        return None;
-    }
-    Encoding::Base64.decode(text)?.try_into().ok()
-}
-
-/// Every signature in the header (one per line), decoded.
-fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 32]>, VerifyError> {
-    let mut signatures = Vec::new();
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        signatures.push(decode_tag(value?.trim()).ok_or(VerifyErrorKind::MalformedHeader)?);
-    }
-    if signatures.is_empty() {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    Ok(signatures)
-}
-
 impl Verifier for SquareVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let signatures = parse(delivery.parts)?;
-        match_any_secret(delivery, signatures.iter().map(|s| &s[..]), |secret| {
-            hmac_sha256(secret, &[self.notification_url.as_bytes(), delivery.body])
-        })
+        self.inner.verify(delivery)
     }
 }
 
@@ -123,6 +107,7 @@ pub(crate) fn provider(notification_url: impl Into<String>) -> crate::Provider {
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
+    use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
 
     fn parts(values: &[&str]) -> http::request::Parts {
@@ -249,6 +234,21 @@ mod tests {
         }
         // The request's own URI plays no part (parts() uses another host).
         assert_eq!(SquareVerifier::new(url).notification_url(), url);
+    }
+
+    /// `SquareVerifier::new("")` is accepted, as before it was a
+    /// specification of the generic builder: the body alone is signed.
+    #[test]
+    fn empty_url_signs_the_body_alone() {
+        let key = SigningSecret::from("k");
+        let body = br#"{"event_id":"e"}"#;
+        let cases = [
+            ("body alone", sign(&key, "", body), Ok(())),
+            ("with a URL", sign(&key, "u", body), Err(VerifyErrorKind::NoMatchingSignature)),
+        ];
+        for (name, sig, want) in cases {
+            assert_eq!(verify("", &[&sig], body, std::slice::from_ref(&key)), want, "{name}");
+        }
     }
 
     #[test]

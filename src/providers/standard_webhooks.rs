@@ -580,19 +580,8 @@ pub(crate) fn example(provider: crate::Provider, svix: bool, id: &str, timestamp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    fn parts(headers: &[(&str, &str)]) -> http::request::Parts {
-        let mut b = http::Request::builder().method("POST");
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
+    use crate::test_support::{at, headers as parts};
+    use std::time::UNIX_EPOCH;
 
     fn check(
         v: &StandardWebhooksVerifier,

@@ -24,9 +24,8 @@
 
 use std::time::Duration;
 
-use crate::verify::{
-    header_values, hmac_sha256, match_any_secret, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
-};
+use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
+use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "stripe";
@@ -41,7 +40,7 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct StripeVerifier {
-    tolerance: Duration,
+    inner: HmacVerifier,
 }
 
 impl Default for StripeVerifier {
@@ -53,72 +52,41 @@ impl Default for StripeVerifier {
 impl StripeVerifier {
     /// A verifier with the default tolerance of 300 seconds.
     pub fn new() -> Self {
-        Self { tolerance: DEFAULT_TOLERANCE }
+        Self::with_tolerance(DEFAULT_TOLERANCE)
     }
 
-    /// Sets how far (seconds, both directions) `t=` may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
+    /// Sets how far (both directions) `t=` may be from now.
+    pub fn tolerance(self, tolerance: Duration) -> Self {
+        Self::with_tolerance(tolerance)
+    }
+
+    fn with_tolerance(tolerance: Duration) -> Self {
+        let inner = spec().tolerance(tolerance).build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
 }
 
-/// The parsed `Stripe-Signature` header: the timestamp and every `v1` value.
-#[derive(Debug, PartialEq, Eq)]
-struct Header<'a> {
-    timestamp: &'a str,
-    v1: Vec<[u8; 32]>,
-}
-
-fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
-    let mut timestamp = None;
-    let mut v1 = Vec::new();
-    let mut seen_header = false;
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        seen_header = true;
-        for item in value?.split(',') {
-            let Some((key, val)) = item.trim().split_once('=') else {
-                return Err(VerifyErrorKind::MalformedHeader.into());
-            };
-            match key {
-                // Two different timestamps make the header ambiguous.
-                "t" if timestamp.replace(val).is_some_and(|prev| prev != val) => {
-                    return Err(VerifyErrorKind::MalformedHeader.into());
-                }
-                "v1" => {
-                    // A value that is not 64 hex digits can never match; skip it
-                    // like an unknown scheme instead of failing the others.
-                    let mut sig = [0u8; 32];
-                    if hex::decode_to_slice(val, &mut sig).is_ok() {
-                        v1.push(sig);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    if !seen_header {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    let timestamp = timestamp.ok_or(VerifyErrorKind::MalformedHeader)?;
-    if v1.is_empty() {
-        return Err(VerifyErrorKind::NoMatchingSignature.into());
-    }
-    Ok(Header { timestamp, v1 })
+/// The scheme as a specification of the generic HMAC verifier.
+fn spec() -> HmacVerifierBuilder {
+    // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
+    // hex digits is skipped like an unknown scheme. Kept from the preset's own
+    // parser: `t` is read with Rust's `u64` parser (a leading `+` passes) and
+    // only by `verify`.
+    HmacVerifier::builder(SIGNATURE_HEADER)
+        .key_value("v1")
+        .timestamp_key("t")
+        .signature_separator(',')
+        .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+        .lenient_timestamp_in_verify()
 }
 
 impl Verifier for StripeVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let header = parse(delivery.parts)?;
-        let ts: u64 = header.timestamp.parse().map_err(|_| VerifyErrorKind::MalformedHeader)?;
-        match_any_secret(delivery, header.v1.iter().map(|s| &s[..]), |secret| {
-            hmac_sha256(secret, &[header.timestamp.as_bytes(), b".", delivery.body])
-        })?;
-        delivery.check_time(ts, self.tolerance)
+        self.inner.verify(delivery)
     }
 }
 
@@ -140,20 +108,8 @@ pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
-    const NOW: u64 = 1_700_000_000;
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
+    use crate::test_support::{at, header_lines, NOW};
+    use crate::verify::VerifyErrorKind;
 
     #[test]
     fn verifies_and_rejects() {
@@ -179,7 +135,7 @@ mod tests {
             ("non-numeric t", vec!["t=abc,v1=00"], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
         ];
         for (name, headers, body, now, want) in cases {
-            let p = parts(headers);
+            let p = header_lines(SIGNATURE_HEADER, headers);
             let got = StripeVerifier::new().verify(&Delivery::new(&p, body, std::slice::from_ref(&secret), at(*now)));
             assert_eq!(got.map_err(|e| e.kind()), *want, "{name}");
         }
@@ -192,7 +148,7 @@ mod tests {
         let body = b"{}";
         let header = sign(&new, NOW, body);
         let v = StripeVerifier::new();
-        let p = parts(&[&header]);
+        let p = header_lines(SIGNATURE_HEADER, &[&header]);
         assert!(v.verify(&Delivery::new(&p, body, &[old.clone(), new], at(NOW))).is_ok());
         assert!(v.verify(&Delivery::new(&p, body, &[old], at(NOW))).is_err());
         // An operator replay skips the age check, not the signature.

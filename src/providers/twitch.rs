@@ -63,10 +63,8 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::verify::{
-    header_values, hmac_sha256, match_any_secret, single_header, Delivery, SigningSecret, Verifier, VerifyError,
-    VerifyErrorKind,
-};
+use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent, TimestampFormat};
+use crate::verify::{hmac_sha256, single_header, Delivery, SigningSecret, Verifier, VerifyError};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "twitch";
@@ -93,7 +91,7 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct TwitchVerifier {
-    tolerance: Duration,
+    inner: HmacVerifier,
 }
 
 impl Default for TwitchVerifier {
@@ -105,50 +103,32 @@ impl Default for TwitchVerifier {
 impl TwitchVerifier {
     /// A verifier with Twitch's tolerance of 600 seconds.
     pub fn new() -> Self {
-        Self { tolerance: DEFAULT_TOLERANCE }
+        Self::with_tolerance(DEFAULT_TOLERANCE)
     }
 
     /// Sets how far (both directions) the message timestamp may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
+    pub fn tolerance(self, tolerance: Duration) -> Self {
+        Self::with_tolerance(tolerance)
+    }
+
+    fn with_tolerance(tolerance: Duration) -> Self {
+        let inner = spec().tolerance(tolerance).build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
 }
 
-/// The signed headers as sent, the timestamp's Unix seconds, and every
-/// `sha256=` signature.
-#[derive(Debug, PartialEq, Eq)]
-struct Header<'a> {
-    id: &'a str,
-    timestamp: &'a str,
-    seconds: i64,
-    sha256: Vec<[u8; 32]>,
-}
-
-fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
-    let mut sha256 = Vec::new();
-    let mut seen_header = false;
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        seen_header = true;
-        let Some((algorithm, sig)) = value?.trim().split_once('=') else {
-            return Err(VerifyErrorKind::MalformedHeader.into());
-        };
-        if algorithm == "sha256" {
-            let mut bytes = [0u8; 32];
-            hex::decode_to_slice(sig, &mut bytes).map_err(|_| VerifyErrorKind::MalformedHeader)?;
-            sha256.push(bytes);
-        }
-    }
-    if !seen_header {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    let id = single_header(parts, MESSAGE_ID_HEADER)?;
-    let timestamp = single_header(parts, TIMESTAMP_HEADER)?;
-    let seconds = parse_rfc3339(timestamp).ok_or(VerifyErrorKind::MalformedHeader)?;
-    if sha256.is_empty() {
-        return Err(VerifyErrorKind::NoMatchingSignature.into());
-    }
-    Ok(Header { id, timestamp, seconds, sha256 })
+/// The scheme as a specification of the generic HMAC verifier.
+fn spec() -> HmacVerifierBuilder {
+    // `sha256=` lines; a value that is not 64 hex digits is malformed, other
+    // algorithms are ignored. Signed: `{id}{timestamp}{body}`, the timestamp
+    // an RFC 3339 `date-time`.
+    HmacVerifier::builder(SIGNATURE_HEADER)
+        .key_value("sha256")
+        .strict()
+        .id_header(MESSAGE_ID_HEADER)
+        .timestamp_header(TIMESTAMP_HEADER)
+        .timestamp_format(TimestampFormat::Custom(parse_rfc3339))
+        .signed_content(SignedContent::IdTimestampBody { separator: String::new() })
 }
 
 fn expected(secret: &SigningSecret, id: &str, timestamp: &str, body: &[u8]) -> [u8; 32] {
@@ -157,16 +137,11 @@ fn expected(secret: &SigningSecret, id: &str, timestamp: &str, body: &[u8]) -> [
 
 impl Verifier for TwitchVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let header = parse(delivery.parts)?;
-        match_any_secret(delivery, header.sha256.iter().map(|s| &s[..]), |secret| {
-            expected(secret, header.id, header.timestamp, delivery.body)
-        })?;
-        // Before 1970: as old as the check can tell.
-        delivery.check_time(u64::try_from(header.seconds).unwrap_or(0), self.tolerance)
+        self.inner.verify(delivery)
     }
 }
 
@@ -266,21 +241,10 @@ pub(crate) fn provider() -> crate::Provider {
 mod tests {
     use super::*;
     use crate::provider::Challenge as _;
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    fn parts(headers: &[(&str, &str)]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
+    use crate::test_support::{at, headers as parts, NOW};
+    use crate::verify::VerifyErrorKind;
 
     // 2023-11-14T22:13:20Z
-    const NOW: u64 = 1_700_000_000;
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
 
     #[test]
     fn rfc3339_cases() {

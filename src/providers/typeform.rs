@@ -84,19 +84,12 @@ pub(crate) fn provider() -> crate::Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::header_lines;
     use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
 
-    fn parts(values: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in values {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
-        let p = parts(headers);
+        let p = header_lines(SIGNATURE_HEADER, headers);
         TypeformVerifier::new().verify(&Delivery::new(&p, body, secrets, SystemTime::now())).map_err(|e| e.kind())
     }
 
@@ -115,7 +108,7 @@ mod tests {
         let empty = expected["empty_body_header"].as_str().unwrap();
         assert_eq!(check(&[empty], b"", std::slice::from_ref(&secret)), Ok(()));
 
-        let identity = provider().extractor_ref().extract(&parts(&[]), body).unwrap();
+        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
         assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
@@ -166,9 +159,15 @@ mod tests {
         assert_eq!(check(&[&header], b"{}", &[old]), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[&header], b"{}", &[]), Err(VerifyErrorKind::NoSecret));
         let v = TypeformVerifier::new();
-        assert!(v.precheck(&parts(&[&header])).is_ok());
-        assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
-        assert_eq!(v.precheck(&parts(&["sha256=short"])).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
+        assert!(v.precheck(&header_lines(SIGNATURE_HEADER, &[&header])).is_ok());
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
+            VerifyErrorKind::MissingHeader
+        );
+        assert_eq!(
+            v.precheck(&header_lines(SIGNATURE_HEADER, &["sha256=short"])).unwrap_err().kind(),
+            VerifyErrorKind::MalformedHeader
+        );
         assert_eq!(provider().name(), "typeform");
     }
 }

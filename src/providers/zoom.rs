@@ -56,10 +56,8 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::verify::{
-    any_matches, header_values, hmac_sha256, match_any_secret, parse_unix_seconds, single_header, Delivery,
-    SigningSecret, Verifier, VerifyError, VerifyErrorKind,
-};
+use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
+use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "zoom";
@@ -78,7 +76,7 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct ZoomVerifier {
-    tolerance: Duration,
+    inner: HmacVerifier,
 }
 
 impl Default for ZoomVerifier {
@@ -90,48 +88,30 @@ impl Default for ZoomVerifier {
 impl ZoomVerifier {
     /// A verifier with the default tolerance of 300 seconds.
     pub fn new() -> Self {
-        Self { tolerance: DEFAULT_TOLERANCE }
+        Self::with_tolerance(DEFAULT_TOLERANCE)
     }
 
     /// Sets how far (both directions) `x-zm-request-timestamp` may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
+    pub fn tolerance(self, tolerance: Duration) -> Self {
+        Self::with_tolerance(tolerance)
+    }
+
+    fn with_tolerance(tolerance: Duration) -> Self {
+        let inner = spec().tolerance(tolerance).build();
+        Self { inner: inner.expect("a valid fixed configuration") }
     }
 }
 
-/// The parsed headers: the timestamp as sent and its value, and every `v0`
-/// signature.
-#[derive(Debug, PartialEq, Eq)]
-struct Header<'a> {
-    timestamp: &'a str,
-    seconds: u64,
-    v0: Vec<[u8; 32]>,
-}
-
-fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
-    let mut v0 = Vec::new();
-    let mut seen_header = false;
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        seen_header = true;
-        let Some((version, sig)) = value?.trim().split_once('=') else {
-            return Err(VerifyErrorKind::MalformedHeader.into());
-        };
-        if version == "v0" {
-            let mut bytes = [0u8; 32];
-            hex::decode_to_slice(sig, &mut bytes).map_err(|_| VerifyErrorKind::MalformedHeader)?;
-            v0.push(bytes);
-        }
-    }
-    if !seen_header {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    let timestamp = single_header(parts, TIMESTAMP_HEADER)?;
-    let seconds = parse_unix_seconds(timestamp)?;
-    if v0.is_empty() {
-        return Err(VerifyErrorKind::NoMatchingSignature.into());
-    }
-    Ok(Header { timestamp, seconds, v0 })
+/// The scheme as a specification of the generic HMAC verifier.
+fn spec() -> HmacVerifierBuilder {
+    // `v0=` lines; a `v0` value that is not 64 hex digits is malformed, other
+    // versions are ignored.
+    HmacVerifier::builder(SIGNATURE_HEADER)
+        .key_value("v0")
+        .strict()
+        .timestamp_header(TIMESTAMP_HEADER)
+        .content_prefix("v0:")
+        .signed_content(SignedContent::TimestampBody { separator: ":".into() })
 }
 
 fn expected(secret: &SigningSecret, timestamp: &str, body: &[u8]) -> [u8; 32] {
@@ -140,15 +120,11 @@ fn expected(secret: &SigningSecret, timestamp: &str, body: &[u8]) -> [u8; 32] {
 
 impl Verifier for ZoomVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
+        self.inner.precheck(parts)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let header = parse(delivery.parts)?;
-        match_any_secret(delivery, header.v0.iter().map(|s| &s[..]), |secret| {
-            expected(secret, header.timestamp, delivery.body)
-        })?;
-        delivery.check_time(header.seconds, self.tolerance)
+        self.inner.verify(delivery)
     }
 }
 
@@ -199,10 +175,12 @@ impl crate::provider::Challenge for UrlValidation {
         // Zoom holds now). None verifies: no answer, so the handshake can never
         // sign attacker-chosen text with a secret (an HMAC oracle), whatever
         // verifier the provider was configured with.
-        let h = parse(delivery.parts).ok()?;
+        // The signature alone decides here (the delivery was verified,
+        // timestamp included, before the challenge is asked).
+        let zoom = ZoomVerifier::new();
         let secret = delivery.secrets.iter().find(|s| {
-            let mac = expected(s, h.timestamp, delivery.body);
-            any_matches(&mac, h.v0.iter().map(|v| &v[..]))
+            let one = Delivery { secrets: std::slice::from_ref(*s), ..*delivery }.without_timestamp_check();
+            zoom.verify(&one).is_ok()
         })?;
         let answer = serde_json::json!({
             "plainToken": plain,
@@ -247,7 +225,8 @@ pub(crate) fn provider() -> crate::Provider {
 mod tests {
     use super::*;
     use crate::provider::Challenge as _;
-    use std::time::{SystemTime, UNIX_EPOCH};
+    use crate::test_support::{at, NOW};
+    use crate::verify::VerifyErrorKind;
 
     fn parts(signatures: &[&str], timestamps: &[&str]) -> http::request::Parts {
         let mut b = http::Request::builder();
@@ -258,11 +237,6 @@ mod tests {
             b = b.header(TIMESTAMP_HEADER, *v);
         }
         b.body(()).unwrap().into_parts().0
-    }
-
-    const NOW: u64 = 1_700_000_000;
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
     }
 
     /// Fixture from `scripts/fixtures/zoom.js`: signed with the algorithm of

@@ -30,25 +30,29 @@ use std::time::Duration;
 use http::HeaderName;
 
 use super::{
-    header_values, hmac, match_any_secret, parse_unix_seconds, single_header, Algorithm, Delivery, Encoding,
+    hmac, match_any_secret, parse_unix_millis, parse_unix_seconds, single_header, Algorithm, Delivery, Encoding,
     SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 use crate::ConfigError;
 
-/// What the sender signs, in order.
+/// What the sender signs, in order, after the
+/// [`content_prefix`](HmacVerifierBuilder::content_prefix) if one is set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SignedContent {
     /// The raw body alone (GitHub, Shopify).
     Body,
     /// `{timestamp}{separator}{body}` (Stripe uses `.`, Paddle `:`); needs
-    /// [`HmacVerifierBuilder::timestamp_header`].
+    /// [`HmacVerifierBuilder::timestamp_header`] or
+    /// [`HmacVerifierBuilder::timestamp_key`]. The timestamp is signed as
+    /// the text the sender sent, byte for byte.
     TimestampBody {
         /// Bytes between the timestamp and the body.
         separator: String,
     },
     /// `{id}{separator}{timestamp}{separator}{body}` (Standard Webhooks uses
-    /// `.`); needs a timestamp header and [`HmacVerifierBuilder::id_header`].
+    /// `.`, Twitch nothing); needs a timestamp and
+    /// [`HmacVerifierBuilder::id_header`].
     IdTimestampBody {
         /// Bytes between the parts.
         separator: String,
@@ -61,6 +65,48 @@ pub enum SignedContent {
     },
 }
 
+/// How the signed timestamp is written (default [`TimestampFormat::UnixSeconds`]).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum TimestampFormat {
+    /// Unix seconds, ASCII digits only ([`parse_unix_seconds`]).
+    UnixSeconds,
+    /// Unix milliseconds, ASCII digits only ([`parse_unix_millis`]),
+    /// checked against the tolerance to the millisecond.
+    UnixMilliseconds,
+    /// Other text (RFC 3339 `date-time`, as Twitch sends), read by a
+    /// function returning Unix seconds (negative before 1970) or `None` when
+    /// the text is not a timestamp, which is
+    /// [`VerifyErrorKind::MalformedHeader`]. A time before 1970 is checked as
+    /// 1970-01-01T00:00:00Z, as old as the check can tell. For RFC 3339,
+    /// `time::OffsetDateTime::parse(text, &Rfc3339)` (crate `time`) is such
+    /// a parser.
+    Custom(fn(&str) -> Option<i64>),
+}
+
+/// Departures from the builder's uniform behaviour that some presets keep so
+/// their answers stay as they were (see `providers::conformance`). Set only
+/// by the crate's presets, through the `pub(crate)` builder methods.
+#[derive(Debug, Clone, Copy, Default)]
+struct Quirks {
+    /// The signature header must appear once (identical repeated lines
+    /// allowed), else malformed: Slack.
+    single_line: bool,
+    /// The timestamp header's value is trimmed before it is parsed and
+    /// signed: Slack.
+    trim_timestamp: bool,
+    /// The precheck passes a header holding no signature of the signature
+    /// key (another version); `verify` still fails: Slack.
+    precheck_without_signature: bool,
+    /// Unix seconds may carry a leading `+` (Rust's `u64` parser): Stripe.
+    plus_sign: bool,
+    /// The timestamp is parsed by `verify` only, after the signatures are
+    /// found, not by the precheck: Stripe.
+    timestamp_in_verify_only: bool,
+    /// An empty [`SignedContent::UrlBody`] URL is accepted: Square.
+    empty_url: bool,
+}
+
 /// A verifier built by [`HmacVerifier::builder`].
 #[derive(Debug, Clone)]
 pub struct HmacVerifier {
@@ -68,17 +114,23 @@ pub struct HmacVerifier {
     algorithm: Algorithm,
     encoding: Encoding,
     prefix: String,
+    signature_key: Option<String>,
+    timestamp_key: Option<String>,
     content: SignedContent,
+    content_prefix: String,
     timestamp_header: Option<HeaderName>,
+    timestamp_format: TimestampFormat,
     id_header: Option<HeaderName>,
     tolerance: Duration,
     separator: Option<char>,
     strict: bool,
     extra_headers: Vec<HeaderName>,
+    quirks: Quirks,
 }
 
 /// Builder for [`HmacVerifier`]; defaults: HMAC-SHA256, hex, no prefix, the
-/// body alone, one signature per header line, tolerance 300 seconds.
+/// body alone, one signature per header line, timestamps in Unix seconds,
+/// tolerance 300 seconds.
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct HmacVerifierBuilder {
@@ -93,6 +145,29 @@ fn header_name(name: &str) -> Result<HeaderName, String> {
     HeaderName::try_from(name).map_err(|_| format!("invalid header name {name:?}"))
 }
 
+/// What the signature header(s) hold: the decoded signatures and, for a
+/// `key=value` header with a timestamp key, the timestamp as sent.
+struct Found<'a> {
+    signatures: Vec<Vec<u8>>,
+    timestamp: Option<&'a str>,
+}
+
+/// A delivery's head, read: signatures, the signed id and timestamp text as
+/// sent, and the timestamp in Unix seconds when it was parsed.
+struct Parsed<'a> {
+    signatures: Vec<Vec<u8>>,
+    id: Option<&'a str>,
+    timestamp: Option<&'a str>,
+    time: Option<SignedTime>,
+}
+
+/// A parsed signed timestamp, in the unit it was sent in.
+#[derive(Clone, Copy)]
+enum SignedTime {
+    Seconds(u64),
+    Millis(u64),
+}
+
 impl HmacVerifier {
     /// Starts a verifier reading signatures from header `signature_header`
     /// (case-insensitive).
@@ -104,13 +179,18 @@ impl HmacVerifier {
                 algorithm: Algorithm::Sha256,
                 encoding: Encoding::Hex,
                 prefix: String::new(),
+                signature_key: None,
+                timestamp_key: None,
                 content: SignedContent::Body,
+                content_prefix: String::new(),
                 timestamp_header: None,
+                timestamp_format: TimestampFormat::UnixSeconds,
                 id_header: None,
                 tolerance: Duration::from_secs(300),
                 separator: None,
                 strict: false,
                 extra_headers: Vec::new(),
+                quirks: Quirks::default(),
             },
             timestamp_header: None,
             id_header: None,
@@ -118,72 +198,187 @@ impl HmacVerifier {
         }
     }
 
-    /// Every signature in the header(s), decoded. Entries without the prefix
-    /// (other schemes, other versions) are ignored, unless
-    /// [`HmacVerifierBuilder::strict`] makes them malformed.
-    fn signatures(&self, parts: &http::request::Parts) -> Result<Vec<Vec<u8>>, VerifyError> {
-        let mut found = Vec::new();
-        let mut seen_header = false;
-        let mut seen_entry = false;
+    /// One tag of the algorithm's length (20, 32 or 64 bytes) from `encoded`;
+    /// a value longer than any encoding of one is refused before decoding.
+    fn decode_exact(&self, encoded: &str) -> Option<Vec<u8>> {
         let tag_len = self.algorithm.tag_len();
         // The longest encoding of a tag of this length (hex; base64 is shorter).
-        let max_encoded = 2 * tag_len;
+        (encoded.len() <= 2 * tag_len)
+            .then(|| self.encoding.decode(encoded))
+            .flatten()
+            .filter(|sig| sig.len() == tag_len)
+    }
+
+    /// Every signature in the header(s), decoded, and the timestamp of a
+    /// `key=value` header.
+    ///
+    /// Prefixed entries: those without the prefix (other schemes, other
+    /// versions) are ignored, unless [`HmacVerifierBuilder::strict`] makes
+    /// them malformed; none left is malformed.
+    ///
+    /// `key=value` entries: an entry without `=` is malformed; other keys are
+    /// ignored; a signature value that is not exactly one tag is skipped, or
+    /// malformed when strict.
+    fn signatures<'a>(&self, parts: &'a http::request::Parts) -> Result<Found<'a>, VerifyError> {
+        let mut found = Found { signatures: Vec::new(), timestamp: None };
+        let mut seen_header = false;
         for name in std::iter::once(&self.header).chain(&self.extra_headers) {
-            for value in header_values(parts, name.as_str()) {
+            let lines: Vec<Result<&str, VerifyError>> = if self.quirks.single_line {
+                match single_header(parts, name.as_str()) {
+                    Err(e) if e.kind() == VerifyErrorKind::MissingHeader => Vec::new(),
+                    line => vec![line],
+                }
+            } else {
+                // Not `header_values`, whose items borrow the name (`self`).
+                let malformed = |_| VerifyError::from(VerifyErrorKind::MalformedHeader);
+                parts.headers.get_all(name).iter().map(|v| v.to_str().map_err(malformed)).collect()
+            };
+            for value in lines {
                 seen_header = true;
                 let value = value?;
                 let entries: Box<dyn Iterator<Item = &str>> = match self.separator {
                     Some(sep) => Box::new(value.split(sep)),
                     None => Box::new(std::iter::once(value)),
                 };
-                for entry in entries.map(str::trim).filter(|e| !e.is_empty()) {
-                    let Some(encoded) = entry.strip_prefix(self.prefix.as_str()) else {
-                        if self.strict {
-                            return Err(VerifyErrorKind::MalformedHeader.into());
-                        }
-                        continue;
-                    };
-                    seen_entry = true;
-                    if self.strict {
-                        // Exactly one tag of the algorithm's length; a long
-                        // value is refused before it is decoded.
-                        let sig = (encoded.len() <= max_encoded)
-                            .then(|| self.encoding.decode(encoded))
-                            .flatten()
-                            .filter(|sig| sig.len() == tag_len)
-                            .ok_or(VerifyErrorKind::MalformedHeader)?;
-                        found.push(sig);
-                    } else if let Some(sig) = self.encoding.decode(encoded) {
-                        found.push(sig);
-                    }
+                match &self.signature_key {
+                    None => self.prefixed_entries(entries, &mut found.signatures)?,
+                    Some(key) => self.key_value_entries(key, entries, &mut found)?,
                 }
             }
         }
-        match (seen_header, seen_entry, found.is_empty()) {
-            (false, _, _) => Err(VerifyErrorKind::MissingHeader.into()),
-            (true, false, _) | (true, true, true) => Err(VerifyErrorKind::MalformedHeader.into()),
-            _ => Ok(found),
+        if !seen_header {
+            return Err(VerifyErrorKind::MissingHeader.into());
         }
+        if self.signature_key.is_none() && found.signatures.is_empty() {
+            return Err(VerifyErrorKind::MalformedHeader.into());
+        }
+        Ok(found)
+    }
+
+    fn prefixed_entries<'a>(
+        &self,
+        entries: impl Iterator<Item = &'a str>,
+        out: &mut Vec<Vec<u8>>,
+    ) -> Result<(), VerifyError> {
+        for entry in entries.map(str::trim).filter(|e| !e.is_empty()) {
+            let Some(encoded) = entry.strip_prefix(self.prefix.as_str()) else {
+                if self.strict {
+                    return Err(VerifyErrorKind::MalformedHeader.into());
+                }
+                continue;
+            };
+            if self.strict {
+                out.push(self.decode_exact(encoded).ok_or(VerifyErrorKind::MalformedHeader)?);
+            } else if let Some(sig) = self.encoding.decode(encoded) {
+                out.push(sig);
+            }
+        }
+        Ok(())
+    }
+
+    fn key_value_entries<'a>(
+        &self,
+        signature_key: &str,
+        entries: impl Iterator<Item = &'a str>,
+        found: &mut Found<'a>,
+    ) -> Result<(), VerifyError> {
+        for entry in entries.map(str::trim) {
+            let (key, value) = entry.split_once('=').ok_or(VerifyErrorKind::MalformedHeader)?;
+            if Some(key) == self.timestamp_key.as_deref() {
+                // Two different timestamps make the header ambiguous.
+                if found.timestamp.replace(value).is_some_and(|prev| prev != value) {
+                    return Err(VerifyErrorKind::MalformedHeader.into());
+                }
+            } else if key == signature_key {
+                match self.decode_exact(value) {
+                    Some(sig) => found.signatures.push(sig),
+                    None if self.strict => return Err(VerifyErrorKind::MalformedHeader.into()),
+                    // Can never match: skipped like another version.
+                    None => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The timestamp text, parsed in its format.
+    fn parse_timestamp(&self, text: &str) -> Result<SignedTime, VerifyError> {
+        let malformed = || VerifyError::from(VerifyErrorKind::MalformedHeader);
+        match self.timestamp_format {
+            TimestampFormat::UnixSeconds if self.quirks.plus_sign => {
+                text.parse().map(SignedTime::Seconds).map_err(|_| malformed())
+            }
+            TimestampFormat::UnixSeconds => parse_unix_seconds(text).map(SignedTime::Seconds),
+            TimestampFormat::UnixMilliseconds => parse_unix_millis(text).map(SignedTime::Millis),
+            // Before 1970: as old as the check can tell.
+            TimestampFormat::Custom(parse) => {
+                parse(text).map(|s| SignedTime::Seconds(u64::try_from(s).unwrap_or(0))).ok_or_else(malformed)
+            }
+        }
+    }
+
+    /// Reads the head in a fixed order: the signature header(s), the id
+    /// header, the timestamp, then whether any signature was found (with the
+    /// Stripe quirk, the timestamp is parsed last).
+    fn parse<'a>(&self, parts: &'a http::request::Parts, precheck: bool) -> Result<Parsed<'a>, VerifyError> {
+        let found = self.signatures(parts)?;
+        let id = self.id_header.as_ref().map(|h| single_header(parts, h.as_str())).transpose()?;
+        let timestamp = match &self.timestamp_header {
+            Some(h) => {
+                let text = single_header(parts, h.as_str())?;
+                Some(if self.quirks.trim_timestamp { text.trim() } else { text })
+            }
+            None if self.timestamp_key.is_some() => Some(found.timestamp.ok_or(VerifyErrorKind::MalformedHeader)?),
+            None => None,
+        };
+        let late = self.quirks.timestamp_in_verify_only;
+        let mut time = match timestamp {
+            Some(text) if !late => Some(self.parse_timestamp(text)?),
+            _ => None,
+        };
+        if found.signatures.is_empty() && !(precheck && self.quirks.precheck_without_signature) {
+            return Err(VerifyErrorKind::NoMatchingSignature.into());
+        }
+        if let Some(text) = timestamp.filter(|_| late && !precheck) {
+            time = Some(self.parse_timestamp(text)?);
+        }
+        Ok(Parsed { signatures: found.signatures, id, timestamp, time })
     }
 
     /// The header value this scheme would carry for `body` (and `id`,
     /// `timestamp` in Unix seconds where the content includes them), signed
-    /// with `secret`. For tests and fixtures.
+    /// with `secret`: `{prefix}{tag}`, or `{timestamp key}={timestamp}
+    /// {separator}{signature key}={tag}` for a `key=value` header. The
+    /// timestamp is written in the configured format (decimal seconds for a
+    /// [`TimestampFormat::Custom`] one). For tests and fixtures.
     pub fn sign(&self, secret: &SigningSecret, id: &str, timestamp: u64, body: &[u8]) -> String {
-        let ts = timestamp.to_string();
+        let ts = match self.timestamp_format {
+            TimestampFormat::UnixMilliseconds => timestamp.saturating_mul(1000).to_string(),
+            _ => timestamp.to_string(),
+        };
         let tag = hmac(self.algorithm, secret, &self.content_parts(id.as_bytes(), ts.as_bytes(), body));
-        format!("{}{}", self.prefix, self.encoding.encode(tag.as_ref()))
+        let tag = self.encoding.encode(tag.as_ref());
+        match (&self.signature_key, &self.timestamp_key) {
+            (Some(key), Some(ts_key)) => format!("{ts_key}={ts}{}{key}={tag}", self.separator.unwrap_or(',')),
+            (Some(key), None) => format!("{key}={tag}"),
+            (None, _) => format!("{}{tag}", self.prefix),
+        }
     }
 
     fn content_parts<'a>(&'a self, id: &'a [u8], ts: &'a [u8], body: &'a [u8]) -> Vec<&'a [u8]> {
-        match &self.content {
-            SignedContent::Body => vec![body],
-            SignedContent::TimestampBody { separator } => vec![ts, separator.as_bytes(), body],
-            SignedContent::IdTimestampBody { separator } => {
-                vec![id, separator.as_bytes(), ts, separator.as_bytes(), body]
-            }
-            SignedContent::UrlBody { url } => vec![url.as_bytes(), body],
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(6);
+        if !self.content_prefix.is_empty() {
+            parts.push(self.content_prefix.as_bytes());
         }
+        match &self.content {
+            SignedContent::Body => parts.push(body),
+            SignedContent::TimestampBody { separator } => parts.extend([ts, separator.as_bytes(), body]),
+            SignedContent::IdTimestampBody { separator } => {
+                parts.extend([id, separator.as_bytes(), ts, separator.as_bytes(), body]);
+            }
+            SignedContent::UrlBody { url } => parts.extend([url.as_bytes(), body]),
+        }
+        parts
     }
 }
 
@@ -201,9 +396,34 @@ impl HmacVerifierBuilder {
     }
 
     /// Text before each signature (`sha256=`, `v1=`, `v1,`); entries without
-    /// it are ignored as other schemes.
+    /// it are ignored as other schemes. Not with [`key_value`](Self::key_value).
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.inner.prefix = prefix.into();
+        self
+    }
+
+    /// The signature header is a list of `key=value` entries (Stripe's
+    /// `t=...,v1=...`, Paddle's `ts=...;h1=...`, PagerDuty's `v1=...,v1=...`,
+    /// Zoom's `v0=...`), separated by
+    /// [`signature_separator`](Self::signature_separator) if set: values
+    /// under `signature_key` are signatures, each exactly one tag (a value
+    /// that is not is skipped, or malformed when [`strict`](Self::strict));
+    /// other keys are ignored; an entry without `=` is
+    /// [`VerifyErrorKind::MalformedHeader`]. A header with no signature
+    /// under the key is [`VerifyErrorKind::NoMatchingSignature`].
+    pub fn key_value(mut self, signature_key: impl Into<String>) -> Self {
+        self.inner.signature_key = Some(signature_key.into());
+        self
+    }
+
+    /// The signed timestamp is the `key=value` header's entry under
+    /// `timestamp_key` (Stripe's `t`, Paddle's `ts`) instead of a header of
+    /// its own; missing, or given twice with different values, it is
+    /// [`VerifyErrorKind::MalformedHeader`]. Needs
+    /// [`key_value`](Self::key_value) and
+    /// [`signature_separator`](Self::signature_separator).
+    pub fn timestamp_key(mut self, timestamp_key: impl Into<String>) -> Self {
+        self.inner.timestamp_key = Some(timestamp_key.into());
         self
     }
 
@@ -213,9 +433,23 @@ impl HmacVerifierBuilder {
         self
     }
 
-    /// The header carrying the signed Unix timestamp in seconds.
+    /// Literal text signed before the [`SignedContent`] (Slack's and Zoom's
+    /// `v0:` in `v0:{timestamp}:{body}`).
+    pub fn content_prefix(mut self, literal: impl Into<String>) -> Self {
+        self.inner.content_prefix = literal.into();
+        self
+    }
+
+    /// The header carrying the signed timestamp (in the
+    /// [`timestamp_format`](Self::timestamp_format), Unix seconds by default).
     pub fn timestamp_header(mut self, name: &str) -> Self {
         self.timestamp_header = Some(header_name(name));
+        self
+    }
+
+    /// How the signed timestamp is written (default Unix seconds).
+    pub fn timestamp_format(mut self, format: TimestampFormat) -> Self {
+        self.inner.timestamp_format = format;
         self
     }
 
@@ -239,12 +473,13 @@ impl HmacVerifierBuilder {
         self
     }
 
-    /// Every entry must carry the prefix and decode to exactly one tag of
-    /// the algorithm's length (20, 32 or 64 bytes); anything else in the
-    /// header is [`VerifyErrorKind::MalformedHeader`] instead of being
-    /// skipped as another scheme. For senders with a single documented
-    /// format (GitHub's `sha256=`, Shopify's base64), where a stray value
-    /// is a broken sender or a forgery, not a future version.
+    /// Every signature must decode to exactly one tag of the algorithm's
+    /// length (20, 32 or 64 bytes), and, for a prefixed header, every entry
+    /// must carry the prefix; anything else in the header is
+    /// [`VerifyErrorKind::MalformedHeader`] instead of being skipped as
+    /// another scheme. For senders with a single documented format
+    /// (GitHub's `sha256=`, Shopify's base64, Zoom's `v0=`), where a stray
+    /// value is a broken sender or a forgery, not a future version.
     pub fn strict(mut self) -> Self {
         self.inner.strict = true;
         self
@@ -258,12 +493,56 @@ impl HmacVerifierBuilder {
         self
     }
 
+    /// Slack: the signature header must appear once (identical repeated
+    /// lines pass), else it is malformed.
+    #[cfg_attr(not(feature = "slack"), allow(dead_code))]
+    pub(crate) fn single_signature_line(mut self) -> Self {
+        self.inner.quirks.single_line = true;
+        self
+    }
+
+    /// Slack: the timestamp header is trimmed before it is parsed and signed.
+    #[cfg_attr(not(feature = "slack"), allow(dead_code))]
+    pub(crate) fn trim_timestamp(mut self) -> Self {
+        self.inner.quirks.trim_timestamp = true;
+        self
+    }
+
+    /// Slack: the precheck passes a header without a signature under the
+    /// signature key (another version); `verify` fails it.
+    #[cfg_attr(not(feature = "slack"), allow(dead_code))]
+    pub(crate) fn precheck_without_signature(mut self) -> Self {
+        self.inner.quirks.precheck_without_signature = true;
+        self
+    }
+
+    /// Stripe: Unix seconds may carry a leading `+`, and the timestamp is
+    /// parsed by `verify` only, once a signature was found (the precheck
+    /// checks it is present).
+    #[cfg_attr(not(feature = "stripe"), allow(dead_code))]
+    pub(crate) fn lenient_timestamp_in_verify(mut self) -> Self {
+        self.inner.quirks.plus_sign = true;
+        self.inner.quirks.timestamp_in_verify_only = true;
+        self
+    }
+
+    /// Square: an empty [`SignedContent::UrlBody`] URL is accepted (its
+    /// verifier's constructor is infallible).
+    #[cfg_attr(not(feature = "square"), allow(dead_code))]
+    pub(crate) fn allow_empty_url(mut self) -> Self {
+        self.inner.quirks.empty_url = true;
+        self
+    }
+
     /// Checks the configuration.
     ///
     /// # Errors
-    /// [`ConfigError`] for an invalid header name, a timestamped content
-    /// without a timestamp header, an id content without an id header, or
-    /// an empty URL.
+    /// [`ConfigError`] for an invalid header name; a timestamped content
+    /// without a timestamp header or key, or with both; a timestamp header or
+    /// key without a timestamped content; an id content without an id
+    /// header, or an id header without one; a timestamp key without
+    /// `key_value` or a separator, or equal to the signature key; a prefix
+    /// with `key_value`; an empty URL.
     pub fn build(self) -> Result<HmacVerifier, ConfigError> {
         let mut v = self.inner;
         v.header = self.header.map_err(ConfigError::new)?;
@@ -271,21 +550,40 @@ impl HmacVerifierBuilder {
         v.id_header = self.id_header.transpose().map_err(ConfigError::new)?;
         v.extra_headers = self.extra_headers.into_iter().collect::<Result<_, _>>().map_err(ConfigError::new)?;
         let needs_ts = matches!(v.content, SignedContent::TimestampBody { .. } | SignedContent::IdTimestampBody { .. });
-        if needs_ts && v.timestamp_header.is_none() {
-            return Err(ConfigError::new("this signed content includes a timestamp: set timestamp_header"));
+        let has_ts = v.timestamp_header.is_some() || v.timestamp_key.is_some();
+        if needs_ts && !has_ts {
+            return Err(ConfigError::new(
+                "this signed content includes a timestamp: set timestamp_header or timestamp_key",
+            ));
+        }
+        if v.timestamp_header.is_some() && v.timestamp_key.is_some() {
+            return Err(ConfigError::new("set timestamp_header or timestamp_key, not both"));
         }
         if matches!(v.content, SignedContent::IdTimestampBody { .. }) && v.id_header.is_none() {
             return Err(ConfigError::new("this signed content includes a message id: set id_header"));
         }
         // A timestamp or id the signature does not cover would be a window the
         // sender's attacker sets: refuse the configuration.
-        if !needs_ts && v.timestamp_header.is_some() {
-            return Err(ConfigError::new("timestamp_header is set but the signed content has no timestamp"));
+        if !needs_ts && has_ts {
+            return Err(ConfigError::new("a timestamp is read but the signed content has no timestamp"));
         }
         if !matches!(v.content, SignedContent::IdTimestampBody { .. }) && v.id_header.is_some() {
             return Err(ConfigError::new("id_header is set but the signed content has no id"));
         }
-        if matches!(&v.content, SignedContent::UrlBody { url } if url.is_empty()) {
+        match (&v.signature_key, &v.timestamp_key) {
+            (None, Some(_)) => return Err(ConfigError::new("timestamp_key needs key_value")),
+            (Some(_), _) if !v.prefix.is_empty() => {
+                return Err(ConfigError::new("a prefix and key_value exclude each other"));
+            }
+            (Some(key), Some(ts_key)) if key == ts_key => {
+                return Err(ConfigError::new("timestamp_key equals the signature key"));
+            }
+            (Some(_), Some(_)) if v.separator.is_none() => {
+                return Err(ConfigError::new("timestamp_key needs signature_separator"));
+            }
+            _ => {}
+        }
+        if matches!(&v.content, SignedContent::UrlBody { url } if url.is_empty()) && !v.quirks.empty_url {
             return Err(ConfigError::new("the signed URL is empty"));
         }
         Ok(v)
@@ -294,26 +592,17 @@ impl HmacVerifierBuilder {
 
 impl Verifier for HmacVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        self.signatures(parts)?;
-        if let Some(ts) = &self.timestamp_header {
-            parse_unix_seconds(single_header(parts, ts.as_str())?)?;
-        }
-        if let Some(id) = &self.id_header {
-            single_header(parts, id.as_str())?;
-        }
-        Ok(())
+        self.parse(parts, true).map(drop)
     }
 
     fn verify(&self, d: &Delivery<'_>) -> Result<(), VerifyError> {
-        let signatures = self.signatures(d.parts)?;
-        let ts_text = self.timestamp_header.as_ref().map(|h| single_header(d.parts, h.as_str())).transpose()?;
-        let timestamp = ts_text.map(parse_unix_seconds).transpose()?;
-        let id = self.id_header.as_ref().map(|h| single_header(d.parts, h.as_str())).transpose()?;
+        let p = self.parse(d.parts, false)?;
         let parts =
-            self.content_parts(id.unwrap_or_default().as_bytes(), ts_text.unwrap_or_default().as_bytes(), d.body);
-        match_any_secret(d, signatures.iter().map(Vec::as_slice), |secret| hmac(self.algorithm, secret, &parts))?;
-        match timestamp {
-            Some(ts) => d.check_time(ts, self.tolerance),
+            self.content_parts(p.id.unwrap_or_default().as_bytes(), p.timestamp.unwrap_or_default().as_bytes(), d.body);
+        match_any_secret(d, p.signatures.iter().map(Vec::as_slice), |secret| hmac(self.algorithm, secret, &parts))?;
+        match p.time {
+            Some(SignedTime::Seconds(ts)) => d.check_time(ts, self.tolerance),
+            Some(SignedTime::Millis(ms)) => d.check_time_millis(ms, self.tolerance),
             None => Ok(()),
         }
     }
@@ -321,23 +610,10 @@ impl Verifier for HmacVerifier {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{SystemTime, UNIX_EPOCH};
+    use std::time::UNIX_EPOCH;
 
     use super::*;
-
-    const NOW: u64 = 1_700_000_000;
-
-    fn parts(headers: &[(&str, &str)]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
-    }
+    use crate::test_support::{at, headers as parts, NOW};
 
     /// The generic builder reproduces the Stripe and GitHub presets.
     #[test]
@@ -447,6 +723,128 @@ mod tests {
         }
     }
 
+    /// `key=value` headers: the timestamp inside the header, a literal
+    /// content prefix, milliseconds, and a custom timestamp parser.
+    #[test]
+    fn key_value_and_timestamp_formats() {
+        let secret = SigningSecret::from("k");
+        let body: &[u8] = b"{}";
+        let inside = HmacVerifier::builder("x-sig")
+            .key_value("v1")
+            .timestamp_key("t")
+            .signature_separator(',')
+            .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+            .build()
+            .unwrap();
+        let good = inside.sign(&secret, "", NOW, body);
+        assert_eq!(
+            good,
+            format!(
+                "t={NOW},v1={}",
+                hex::encode(crate::verify::hmac_sha256(&secret, &[NOW.to_string().as_bytes(), b".", body]))
+            )
+        );
+        let millis = HmacVerifier::builder("x-sig")
+            .key_value("v0")
+            .strict()
+            .timestamp_header("x-ts")
+            .timestamp_format(TimestampFormat::UnixMilliseconds)
+            .content_prefix("v0:")
+            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
+            .build()
+            .unwrap();
+        let ms = (NOW * 1000).to_string();
+        let ms_sig = millis.sign(&secret, "", NOW, body);
+        let expected = crate::verify::hmac_sha256(&secret, &[b"v0:", ms.as_bytes(), b":", body]);
+        assert_eq!(ms_sig, format!("v0={}", hex::encode(expected)));
+        fn day_number(text: &str) -> Option<i64> {
+            text.strip_prefix("day ")?.parse::<i64>().ok().map(|d| d * 86_400)
+        }
+        let custom = HmacVerifier::builder("x-sig")
+            .key_value("v0")
+            .timestamp_header("x-ts")
+            .timestamp_format(TimestampFormat::Custom(day_number))
+            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
+            .build()
+            .unwrap();
+        let day = NOW / 86_400;
+        let day_text = format!("day {day}");
+        let day_sig =
+            format!("v0={}", hex::encode(crate::verify::hmac_sha256(&secret, &[day_text.as_bytes(), b":", body])));
+        let old_sig = format!("v0={}", hex::encode(crate::verify::hmac_sha256(&secret, &[b"day -1", b":", body])));
+        let short = format!("v0={}", "ab".repeat(31));
+        let cases: Vec<(&str, &HmacVerifier, Vec<(&str, &str)>, u64, Result<(), VerifyErrorKind>)> = vec![
+            ("inside: valid", &inside, vec![("x-sig", &good)], NOW, Ok(())),
+            ("inside: no t", &inside, vec![("x-sig", "v1=00")], NOW, Err(VerifyErrorKind::MalformedHeader)),
+            ("inside: no v1", &inside, vec![("x-sig", "t=1")], NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+            (
+                "inside: entry without =",
+                &inside,
+                vec![("x-sig", "t=1,junk")],
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            ("inside: two timestamps", &inside, vec![("x-sig", "t=1,t=2")], NOW, Err(VerifyErrorKind::MalformedHeader)),
+            ("inside: stale", &inside, vec![("x-sig", &good)], NOW + 301, Err(VerifyErrorKind::TimestampTooOld)),
+            ("millis: valid", &millis, vec![("x-sig", &ms_sig), ("x-ts", &ms)], NOW, Ok(())),
+            (
+                "millis: seconds sent",
+                &millis,
+                vec![("x-sig", &ms_sig), ("x-ts", "1700000000")],
+                NOW,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                "millis: short tag, strict",
+                &millis,
+                vec![("x-sig", &short), ("x-ts", &ms)],
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "millis: another version",
+                &millis,
+                vec![("x-sig", "v9=00"), ("x-ts", &ms)],
+                NOW,
+                Err(VerifyErrorKind::NoMatchingSignature),
+            ),
+            (
+                "millis: a fraction",
+                &millis,
+                vec![("x-sig", &ms_sig), ("x-ts", "1.7e12")],
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            ("custom: valid", &custom, vec![("x-sig", &day_sig), ("x-ts", &day_text)], day * 86_400, Ok(())),
+            (
+                "custom: unparsable",
+                &custom,
+                vec![("x-sig", &day_sig), ("x-ts", "yesterday")],
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            (
+                "custom: before 1970 is old",
+                &custom,
+                vec![("x-sig", &old_sig), ("x-ts", "day -1")],
+                NOW,
+                Err(VerifyErrorKind::TimestampTooOld),
+            ),
+        ];
+        for (name, v, headers, now, want) in cases {
+            let p = parts(&headers);
+            let d = Delivery::new(&p, body, std::slice::from_ref(&secret), at(now));
+            assert_eq!(v.verify(&d).map_err(|e| e.kind()), want, "{name}");
+        }
+        // To the millisecond: 300.000 s passes, 300.001 s is too old.
+        let p = parts(&[("x-sig", &ms_sig), ("x-ts", &ms)]);
+        let secrets = std::slice::from_ref(&secret);
+        let edge = Delivery::new(&p, body, secrets, UNIX_EPOCH + Duration::from_millis(NOW * 1000 + 300_000));
+        let past = Delivery::new(&p, body, secrets, UNIX_EPOCH + Duration::from_millis(NOW * 1000 + 300_001));
+        assert_eq!(millis.verify(&edge).map_err(|e| e.kind()), Ok(()));
+        assert_eq!(millis.verify(&past).map_err(|e| e.kind()), Err(VerifyErrorKind::TimestampTooOld));
+    }
+
     #[test]
     fn build_errors() {
         let cases = [
@@ -468,6 +866,38 @@ mod tests {
             ),
             ("unsigned timestamp header", HmacVerifier::builder("x").timestamp_header("x-ts").build().err()),
             ("unsigned id header", HmacVerifier::builder("x").id_header("x-id").build().err()),
+            ("timestamp key without key_value", HmacVerifier::builder("x").timestamp_key("t").build().err()),
+            (
+                "timestamp header and key",
+                HmacVerifier::builder("x")
+                    .key_value("v1")
+                    .timestamp_key("t")
+                    .signature_separator(',')
+                    .timestamp_header("x-ts")
+                    .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+                    .build()
+                    .err(),
+            ),
+            (
+                "timestamp key without separator",
+                HmacVerifier::builder("x")
+                    .key_value("v1")
+                    .timestamp_key("t")
+                    .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+                    .build()
+                    .err(),
+            ),
+            (
+                "timestamp key equals signature key",
+                HmacVerifier::builder("x")
+                    .key_value("v1")
+                    .timestamp_key("v1")
+                    .signature_separator(',')
+                    .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+                    .build()
+                    .err(),
+            ),
+            ("prefix with key_value", HmacVerifier::builder("x").prefix("v1=").key_value("v1").build().err()),
             (
                 "empty url",
                 HmacVerifier::builder("x").signed_content(SignedContent::UrlBody { url: String::new() }).build().err(),

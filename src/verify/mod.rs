@@ -102,6 +102,20 @@ impl<'a> Delivery<'a> {
         }
     }
 
+    /// [`Delivery::check_time`] for a signed Unix timestamp in
+    /// **milliseconds**, compared to the millisecond; always passes for an
+    /// operator replay. See [`check_tolerance_millis`].
+    ///
+    /// # Errors
+    /// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
+    pub fn check_time_millis(&self, millis: u64, tolerance: Duration) -> Result<(), VerifyError> {
+        if self.check_timestamp {
+            check_tolerance_millis(millis, self.now, tolerance)
+        } else {
+            Ok(())
+        }
+    }
+
     /// The secrets to verify with. Fails with [`VerifyErrorKind::NoSecret`]
     /// when none is configured or one is empty: an empty HMAC key
     /// authenticates nothing (the layer refuses such key material before
@@ -290,6 +304,9 @@ impl From<String> for SigningSecret {
 pub enum VerifyErrorKind {
     /// The signature (or timestamp) header is absent.
     MissingHeader,
+    /// A field the scheme reads from the body is absent (Mailgun's
+    /// `signature` object, Linear's `webhookTimestamp`).
+    MissingField,
     /// The header is present but cannot be parsed.
     MalformedHeader,
     /// No signature in the header matches any configured secret.
@@ -311,6 +328,7 @@ impl VerifyErrorKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::MissingHeader => "missing_header",
+            Self::MissingField => "missing_field",
             Self::MalformedHeader => "malformed_header",
             Self::NoMatchingSignature => "no_matching_signature",
             Self::TimestampTooOld => "timestamp_too_old",
@@ -585,10 +603,25 @@ impl Encoding {
 /// [`VerifyErrorKind::MalformedHeader`] for anything else (signs, spaces,
 /// fractions, empty).
 pub fn parse_unix_seconds(text: &str) -> Result<u64, VerifyError> {
+    parse_digits(text)
+}
+
+/// ASCII digits only, at most 20, as a `u64`; the unit is the caller's.
+fn parse_digits(text: &str) -> Result<u64, VerifyError> {
     if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(VerifyErrorKind::MalformedHeader.into());
     }
     text.parse().map_err(|_| VerifyErrorKind::MalformedHeader.into())
+}
+
+/// Parses a signed Unix timestamp in **milliseconds** (HubSpot): the same
+/// text rules as [`parse_unix_seconds`] (ASCII digits only, at most 20),
+/// the value in milliseconds.
+///
+/// # Errors
+/// [`VerifyErrorKind::MalformedHeader`] for anything else.
+pub fn parse_unix_millis(text: &str) -> Result<u64, VerifyError> {
+    parse_digits(text)
 }
 
 /// The single value of header `name`, as text.
@@ -651,8 +684,21 @@ pub fn any_matches<'a>(expected: &[u8], candidates: impl IntoIterator<Item = &'a
 /// # Errors
 /// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
 pub fn check_tolerance(timestamp: u64, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
+    check_signed_at(UNIX_EPOCH.checked_add(Duration::from_secs(timestamp)), now, tolerance)
+}
+
+/// Checks a signed Unix timestamp in **milliseconds** against `now`,
+/// `tolerance` in both directions, to the millisecond (HubSpot, Linear).
+///
+/// # Errors
+/// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
+pub fn check_tolerance_millis(millis: u64, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
+    check_signed_at(UNIX_EPOCH.checked_add(Duration::from_millis(millis)), now, tolerance)
+}
+
+fn check_signed_at(signed: Option<SystemTime>, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
     // Past what SystemTime can hold: certainly in the future.
-    let Some(signed) = UNIX_EPOCH.checked_add(Duration::from_secs(timestamp)) else {
+    let Some(signed) = signed else {
         return Err(VerifyErrorKind::TimestampInFuture.into());
     };
     match now.duration_since(signed) {
@@ -744,6 +790,42 @@ mod tests {
         for bad in ["", "-1", "+1", " 1", "1.5", "18446744073709551616", "abc", "123456789012345678901"] {
             assert!(parse_unix_seconds(bad).is_err(), "{bad}");
         }
+    }
+
+    /// The names logs and metrics use; changing one breaks dashboards.
+    #[test]
+    fn kind_names_are_stable() {
+        let cases = [
+            (VerifyErrorKind::MissingHeader, "missing_header"),
+            (VerifyErrorKind::MissingField, "missing_field"),
+            (VerifyErrorKind::MalformedHeader, "malformed_header"),
+            (VerifyErrorKind::NoMatchingSignature, "no_matching_signature"),
+            (VerifyErrorKind::TimestampTooOld, "timestamp_too_old"),
+            (VerifyErrorKind::TimestampInFuture, "timestamp_in_future"),
+            (VerifyErrorKind::NoSecret, "no_secret"),
+            (VerifyErrorKind::BodyUnavailable, "body_unavailable"),
+        ];
+        for (kind, name) in cases {
+            assert_eq!(kind.as_str(), name, "{kind:?}");
+            assert_eq!(kind.to_string(), name, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn millisecond_tolerance() {
+        let now = UNIX_EPOCH + Duration::from_millis(1_000_000_000);
+        let tol = Duration::from_secs(1);
+        let cases = [
+            ("edge past", 1_000_000_000 - 1_000, Ok(())),
+            ("edge future", 1_000_000_000 + 1_000, Ok(())),
+            ("a millisecond too old", 1_000_000_000 - 1_001, Err(VerifyErrorKind::TimestampTooOld)),
+            ("a millisecond too new", 1_000_000_000 + 1_001, Err(VerifyErrorKind::TimestampInFuture)),
+        ];
+        for (name, ms, want) in cases {
+            assert_eq!(check_tolerance_millis(ms, now, tol).map_err(|e| e.kind()), want, "{name}");
+        }
+        assert_eq!(parse_unix_millis("1700000000123").unwrap(), 1_700_000_000_123);
+        assert!(parse_unix_millis("1.5").is_err());
     }
 
     #[test]
