@@ -182,8 +182,9 @@ struct Action {
     /// else "unknown").
     #[arg(long)]
     actor: Option<String>,
-    /// The most matching rows a dry run lists.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    /// The most matching rows a dry run lists (each is checked for a stored
+    /// payload, one query per row).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
     limit: u32,
 }
 
@@ -358,9 +359,14 @@ fn time_json(t: Option<SystemTime>) -> Value {
     t.map_or(Value::Null, |t| humantime::format_rfc3339_millis(t).to_string().into())
 }
 
+/// `t` and how long ago it was (or how soon it is, for `run_at` and
+/// `locked_until`), by this machine's clock, to the second.
 fn ago(t: SystemTime) -> String {
-    let age = SystemTime::now().duration_since(t).unwrap_or_default();
-    format!("{} ({} ago)", time(t), humantime::format_duration(Duration::from_secs(age.as_secs())))
+    let whole = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+    match SystemTime::now().duration_since(t) {
+        Ok(age) => format!("{} ({} ago)", time(t), whole(age)),
+        Err(ahead) => format!("{} (in {})", time(t), whole(ahead.duration())),
+    }
 }
 
 fn opt_time(t: Option<SystemTime>) -> String {
@@ -636,7 +642,11 @@ async fn act(admin: &Admin, kind: Kind, a: Action, force: bool, as_json: bool) -
     let mut out = if a.dry_run {
         format!("dry run: {name} would change {n} rows ({taken}, with a stored payload); nothing changed\n")
     } else {
-        format!("{name}: {n} rows changed to pending (actor {}; recorded in the audit table)\n", printable(&actor))
+        let what = match kind {
+            Kind::Requeue => "back to pending, due now",
+            Kind::Replay => "back to pending: they run again",
+        };
+        format!("{name}: {n} rows {what} (actor {}; recorded in the audit table)\n", printable(&actor))
     };
     if !rows.is_empty() {
         out.push_str(&format!("{}\n", rows_table(&rows)));

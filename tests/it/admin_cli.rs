@@ -371,11 +371,13 @@ async fn schema_and_usage_errors_exit_2() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let refused = format!("postgres://ops:s3cret-pw@127.0.0.1:{closed}/app");
     let typo = format!("--databse-url={refused}");
+    let tls = format!("{url} sslmode=require");
     // (name, DATABASE_URL, args, the error kind printed with --json).
     let cases: Vec<(&str, Option<&str>, Vec<&str>, &str)> = vec![
         ("schema missing", Some(&url), vec!["stats", "--schema", "elsewhere"], "not_migrated"),
         ("invalid schema name", Some(&url), vec!["stats", "--schema", "Bad-Name"], "usage"),
         ("no database given", None, vec!["stats"], "usage"),
+        ("TLS required", Some(&tls), vec!["stats"], "usage"),
         ("connection refused", Some(&refused), vec!["stats"], "connect"),
         ("replay without --force", Some(&url), vec!["replay", "--all"], "force_required"),
         ("requeue without a target", Some(&url), vec!["requeue"], "usage"),
@@ -391,11 +393,12 @@ async fn schema_and_usage_errors_exit_2() {
             assert!(!out.contains("s3cret-pw"), "{name}: the password was printed: {out}");
         }
     }
-    // clap's own errors: a flag that needs others, and a mistyped flag that
-    // would quote the URL with its password.
+    // clap's own errors: a flag that needs others, a mistyped flag, and a
+    // stray URL that clap would quote with its password.
     for (name, args) in [
         ("--key without --provider and --scope", vec!["requeue", "--key", "x1"]),
         ("a mistyped flag holding the URL", vec!["stats", typo.as_str()]),
+        ("the URL without its flag", vec!["stats", refused.as_str()]),
         ("an unknown state", vec!["list", "--state", "lost"]),
     ] {
         let run = admin_with(Some(&url), "u", &args).await;
