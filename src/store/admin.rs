@@ -2,10 +2,13 @@
 //! `webhook-admin` command uses them): statistics, listings, one event in
 //! full, and the manual actions `requeue`, `replay` and `purge`.
 //!
-//! Every manual action runs in one transaction with its audit row
-//! (`webhook_audit`: time, actor, action, filter, rows changed). A dry run
+//! `requeue` and `replay` run in one transaction with their audit row
+//! (`webhook_audit`: time, actor, action, filter, rows changed); a dry run
 //! runs the very same statements and rolls back, so the count it reports is
-//! exactly what the action would change.
+//! exactly what the action would change. `purge` deletes in short batches,
+//! each its own transaction (as [`Retention`](super::retention::Retention)
+//! does), and records its audit row after the last batch; its dry run counts
+//! the rows it would delete.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};

@@ -12,6 +12,7 @@
 
 mod support;
 
+mod admin_cli;
 mod claim;
 mod cli;
 mod faults;

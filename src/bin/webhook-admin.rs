@@ -1,0 +1,801 @@
+//! `webhook-admin`: the events table for the person on call, through
+//! [`Admin`] (statistics, listings, one event in full, requeue, replay,
+//! purge, the audit table).
+//!
+//! ```text
+//! export DATABASE_URL=postgres://ops@db.internal:5432/app
+//! cargo run --features cli --bin webhook-admin -- stats
+//! webhook-admin list --state dead --provider stripe --since 2h
+//! webhook-admin show stripe default evt_1Nx... --payload
+//! webhook-admin requeue --provider stripe --scope default --key evt_1Nx... --dry-run
+//! webhook-admin replay --provider stripe --since 30m --force --actor alice
+//! webhook-admin purge --older-than 45days --dry-run
+//! webhook-admin audit --limit 20 --json
+//! ```
+//!
+//! Durations (`--since`, `--older-than`) are humantime's: `90s`, `15m`,
+//! `2h 30m`, `45days`.
+//!
+//! Before any command the schema is checked ([`check_schema`]): a schema
+//! that is missing or older than this build needs is reported with the
+//! advice to run the migrations, and nothing else runs.
+//!
+//! Exit status: 0 done; 1 nothing matched (`list` found no row, `show` an
+//! unknown key, `requeue`/`replay`/`purge` changed or would change no row);
+//! 2 a usage error, no connection, a schema that is not migrated, a failed
+//! statement, or `replay` without `--force`.
+//!
+//! Output: tables for people; `--json` prints one JSON document on standard
+//! output (errors as `{"error": kind, "message": ...}` on standard error).
+//! Text that senders control (event keys, types, errors, payloads) has its
+//! control characters escaped in tables, so a delivery cannot drive the
+//! operator's terminal; a payload that is not printable UTF-8 is shown in
+//! base64.
+//!
+//! The database URL is never printed, nor echoed in argument errors; a
+//! connection error names only `host:port/database`. Prefer `DATABASE_URL`
+//! to `--database-url`: a command line is visible to other users of the
+//! machine. Connections are made without TLS (`sslmode=require` is
+//! refused).
+//!
+//! Every `requeue`, `replay` and `purge` that changes rows is recorded by
+//! the library in `<schema>.webhook_audit` with `--actor` (default `$USER`,
+//! then `$LOGNAME`, else `unknown`); a dry run records nothing.
+//!
+//! [`Admin`]: webhook_idempotency::store::admin::Admin
+//! [`check_schema`]: webhook_idempotency::store::check_schema
+
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use base64::Engine as _;
+use clap::error::ErrorKind;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use comfy_table::{presets, Table};
+use serde_json::{json, Value};
+use webhook_idempotency::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use webhook_idempotency::store::admin::{Admin, EventDetail, Filter, OpsError};
+use webhook_idempotency::store::inbox::EventRow;
+use webhook_idempotency::store::{check_schema, MigrateError, MigrateErrorKind, DEFAULT_SCHEMA, SCHEMA_VERSION};
+use webhook_idempotency::tokio_postgres::config::{Host, SslMode};
+use webhook_idempotency::tokio_postgres::{Config, NoTls};
+
+/// Inspect and repair the webhook events table (requeue, replay, purge),
+/// with every action audited.
+#[derive(Parser, Debug)]
+#[command(name = "webhook-admin", version)]
+struct Cli {
+    /// The PostgreSQL URL (postgres://user:password@host:port/db). Prefer the
+    /// environment variable: a command line is visible to other users.
+    /// Never printed.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, global = true, value_name = "URL")]
+    database_url: Option<String>,
+    /// The schema holding the tables.
+    #[arg(long, default_value = DEFAULT_SCHEMA, global = true)]
+    schema: String,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Rows by provider, scope and state; the oldest pending row's age; the
+    /// attempts distribution; failures in the last hour.
+    Stats,
+    /// Rows in one state, oldest first.
+    List {
+        /// The state to list.
+        #[arg(long, value_enum)]
+        state: State,
+        #[command(flatten)]
+        filter: ListFilter,
+        /// The most rows printed.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        limit: u32,
+    },
+    /// One event in full.
+    Show {
+        /// The provider.
+        provider: String,
+        /// The scope.
+        scope: String,
+        /// The event key.
+        key: String,
+        /// Print the stored payload too (UTF-8 text when printable, else
+        /// base64).
+        #[arg(long)]
+        payload: bool,
+    },
+    /// Put dead or failed rows that have a stored payload back to pending,
+    /// due now, with a fresh attempt budget.
+    Requeue(Action),
+    /// Run done events again from their stored payload: their effects repeat,
+    /// so it needs --force (or --dry-run).
+    Replay {
+        #[command(flatten)]
+        action: Action,
+        /// Replay for real (the handler runs again for every matching event).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Delete done and failed rows received more than --older-than ago
+    /// (never pending, running or dead ones).
+    Purge {
+        /// The age, e.g. 45days, 72h.
+        #[arg(long, value_parser = duration, value_name = "DURATION")]
+        older_than: Duration,
+        /// Count what would go; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Who acts, recorded in the audit table (default: $USER, $LOGNAME,
+        /// else "unknown").
+        #[arg(long)]
+        actor: Option<String>,
+    },
+    /// The audit table, newest first.
+    Audit {
+        /// The most rows printed.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        limit: u32,
+    },
+}
+
+/// `list`'s filter.
+#[derive(Args, Debug)]
+struct ListFilter {
+    /// Only this provider.
+    #[arg(long)]
+    provider: Option<String>,
+    /// Only this scope.
+    #[arg(long)]
+    scope: Option<String>,
+    /// Only rows received at most this long ago, e.g. 2h, 30m.
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    since: Option<Duration>,
+}
+
+/// `requeue`'s and `replay`'s target and options.
+#[derive(Args, Debug)]
+struct Action {
+    /// Only this provider.
+    #[arg(long)]
+    provider: Option<String>,
+    /// Only this scope.
+    #[arg(long)]
+    scope: Option<String>,
+    /// One event: needs --provider and --scope.
+    #[arg(long, requires_all = ["provider", "scope"])]
+    key: Option<String>,
+    /// Only rows received at most this long ago, e.g. 2h, 30m.
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    since: Option<Duration>,
+    /// Every row in the state the action takes (no filter).
+    #[arg(long, conflicts_with_all = ["provider", "scope", "key", "since"])]
+    all: bool,
+    /// Show the count and the matching rows; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Who acts, recorded in the audit table (default: $USER, $LOGNAME,
+    /// else "unknown").
+    #[arg(long)]
+    actor: Option<String>,
+    /// The most matching rows a dry run lists (each is checked for a stored
+    /// payload, one query per row).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    limit: u32,
+}
+
+/// The row states (`sql/001_webhook_events.sql`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Pending,
+    Running,
+    Done,
+    Failed,
+    Dead,
+}
+
+impl State {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::Failed => "failed",
+            Self::Dead => "dead",
+        }
+    }
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("{e} (examples: 90s, 15m, 2h, 45days)"))
+}
+
+/// A command that could not run: exit status 2, `kind` for scripts.
+#[derive(Debug)]
+struct Fail {
+    kind: &'static str,
+    message: String,
+}
+
+impl Fail {
+    fn usage(message: impl Into<String>) -> Self {
+        Self { kind: "usage", message: message.into() }
+    }
+}
+
+impl From<OpsError> for Fail {
+    fn from(e: OpsError) -> Self {
+        let kind = if e.sqlstate().is_some() { "database" } else { "connect" };
+        Self { kind, message: e.to_string() }
+    }
+}
+
+/// What a command that ran found.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Exit status 0.
+    Done,
+    /// Exit status 1.
+    NothingMatched,
+}
+
+/// A finished command: what to print and how it ended.
+struct Report {
+    out: String,
+    outcome: Outcome,
+}
+
+impl Report {
+    fn new(out: String, matched: bool) -> Self {
+        Self { out, outcome: if matched { Outcome::Done } else { Outcome::NothingMatched } }
+    }
+}
+
+/// `host:port/database` of `config`: never the user or password.
+fn target(config: &Config) -> String {
+    let ports = config.get_ports();
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            match h {
+                Host::Tcp(name) => format!("{name}:{port}"),
+                Host::Unix(path) => format!("{}:{port}", path.display()),
+            }
+        })
+        .collect();
+    let hosts = if hosts.is_empty() { "localhost:5432".to_owned() } else { hosts.join(",") };
+    let db = config.get_dbname().or(config.get_user()).unwrap_or("postgres");
+    format!("{hosts}/{db}")
+}
+
+fn connect(url: Option<&str>) -> Result<(Pool, String), Fail> {
+    let url = url.ok_or_else(|| Fail::usage("give the database: set DATABASE_URL or pass --database-url"))?;
+    // The parser's message may quote the URL: it is not shown.
+    let mut config: Config = url
+        .parse()
+        .map_err(|_| Fail::usage("DATABASE_URL / --database-url is not a PostgreSQL URL or key=value string"))?;
+    if config.get_ssl_mode() == SslMode::Require {
+        return Err(Fail::usage(
+            "sslmode=require: webhook-admin connects without TLS; run it where the database is reachable without TLS",
+        ));
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    let target = target(&config);
+    let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let pool = Pool::builder(manager).max_size(2).build().map_err(|e| Fail::usage(format!("pool: {e}")))?;
+    Ok((pool, target))
+}
+
+fn schema_failure(e: &MigrateError, schema: &str, target: &str) -> Fail {
+    let (kind, message) = match e.kind() {
+        MigrateErrorKind::NotMigrated => (
+            "not_migrated",
+            format!(
+                "schema {schema} on {target} is not migrated ({e}).\nRun the migrations first \
+                 (webhook_idempotency::migrate_schema, or the SQL files under sql/), then webhook-admin again."
+            ),
+        ),
+        MigrateErrorKind::Outdated => (
+            "outdated",
+            format!(
+                "schema {schema} on {target} is older than webhook-admin needs (version {SCHEMA_VERSION}) ({e}).\n\
+                 Run the migrations first (webhook_idempotency::migrate_schema, or the SQL files under sql/), then \
+                 webhook-admin again."
+            ),
+        ),
+        MigrateErrorKind::Connect => ("connect", format!("cannot connect to {target}: {e}")),
+        MigrateErrorKind::Authentication => {
+            ("authentication", format!("the server at {target} refused the login: {e}"))
+        }
+        MigrateErrorKind::DatabaseMissing => ("database_missing", format!("no such database at {target}: {e}")),
+        MigrateErrorKind::InvalidSchemaName => ("usage", format!("--schema: {e}")),
+        _ => ("database", format!("schema check on {target}: {e}")),
+    };
+    Fail { kind, message }
+}
+
+fn actor(given: Option<String>) -> Result<String, Fail> {
+    if let Some(a) = given {
+        let a = a.trim();
+        return if a.is_empty() { Err(Fail::usage("--actor is empty")) } else { Ok(a.to_owned()) };
+    }
+    Ok(["USER", "LOGNAME"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .map(|v| v.trim().to_owned())
+        .find(|v| !v.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned()))
+}
+
+/// Sender-controlled text with control characters escaped, so a key, an
+/// error or a payload cannot drive the operator's terminal.
+fn printable(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect()
+}
+
+/// A payload as printable text: `("utf8", text)` when it is UTF-8 without
+/// control characters other than tab, CR and LF, else `("base64", ...)`.
+fn payload_text(bytes: &[u8]) -> (&'static str, String) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) if !s.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) => ("utf8", s.to_owned()),
+        _ => ("base64", base64::engine::general_purpose::STANDARD.encode(bytes)),
+    }
+}
+
+fn time(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+fn time_json(t: Option<SystemTime>) -> Value {
+    t.map_or(Value::Null, |t| humantime::format_rfc3339_millis(t).to_string().into())
+}
+
+/// `t` and how long ago it was (or how soon it is, for `run_at` and
+/// `locked_until`), by this machine's clock, to the second.
+fn ago(t: SystemTime) -> String {
+    let whole = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+    match SystemTime::now().duration_since(t) {
+        Ok(age) => format!("{} ({} ago)", time(t), whole(age)),
+        Err(ahead) => format!("{} (in {})", time(t), whole(ahead.duration())),
+    }
+}
+
+fn opt_time(t: Option<SystemTime>) -> String {
+    t.map_or_else(|| "-".to_owned(), ago)
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(presets::UTF8_FULL_CONDENSED);
+    t.set_header(header.to_vec());
+    t
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    let text = printable(text);
+    if text.chars().count() <= max {
+        text
+    } else {
+        text.chars().take(max.saturating_sub(1)).chain(['…']).collect()
+    }
+}
+
+fn row_json(r: &EventRow) -> Value {
+    json!({
+        "provider": r.provider,
+        "scope": r.scope,
+        "key": r.key,
+        "event_type": r.event_type,
+        "state": r.state,
+        "attempts": r.attempts,
+        "last_error": r.last_error,
+        "response_status": r.response_status,
+        "received_at": time_json(Some(r.received_at)),
+        "last_failed_at": time_json(r.last_failed_at),
+    })
+}
+
+fn rows_table(rows: &[EventRow]) -> String {
+    let mut t = table(&[
+        "provider",
+        "scope",
+        "key",
+        "type",
+        "state",
+        "attempts",
+        "status",
+        "received",
+        "last failed",
+        "last error",
+    ]);
+    for r in rows {
+        t.add_row(vec![
+            printable(&r.provider),
+            printable(&r.scope),
+            printable(&r.key),
+            r.event_type.as_deref().map_or_else(|| "-".into(), printable),
+            r.state.clone(),
+            r.attempts.to_string(),
+            r.response_status.map_or_else(|| "-".into(), |s| s.to_string()),
+            time(r.received_at),
+            r.last_failed_at.map_or_else(|| "-".into(), time),
+            r.last_error.as_deref().map_or_else(|| "-".into(), |e| shorten(e, 60)),
+        ]);
+    }
+    t.to_string()
+}
+
+fn json_text(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+async fn stats(admin: &Admin, as_json: bool) -> Result<Report, Fail> {
+    let s = admin.stats().await?;
+    if as_json {
+        let v = json!({
+            "by_state": s.by_state.iter().map(|(p, sc, st, n)| json!({"provider": p, "scope": sc, "state": st, "rows": n})).collect::<Vec<_>>(),
+            "oldest_pending_secs": s.oldest_pending.map(|d| d.as_secs_f64()),
+            "attempts": s.attempts.iter().map(|(a, n)| json!({"attempts": a, "rows": n})).collect::<Vec<_>>(),
+            "failures_last_hour": s.failures_last_hour,
+        });
+        return Ok(Report::new(json_text(&v), true));
+    }
+    let mut out = String::from("Rows by provider, scope and state\n");
+    if s.by_state.is_empty() {
+        out.push_str("(no rows)\n");
+    } else {
+        let mut t = table(&["provider", "scope", "state", "rows"]);
+        for (p, sc, st, n) in &s.by_state {
+            t.add_row(vec![printable(p), printable(sc), st.clone(), n.to_string()]);
+        }
+        out.push_str(&format!("{t}\n"));
+    }
+    let oldest = s.oldest_pending.map_or_else(
+        || "none pending".to_owned(),
+        |d| humantime::format_duration(Duration::from_secs(d.as_secs())).to_string(),
+    );
+    out.push_str(&format!("Oldest pending: {oldest}\n"));
+    out.push_str("Attempts (rows that ran at least once)\n");
+    if s.attempts.is_empty() {
+        out.push_str("(none)\n");
+    } else {
+        let mut t = table(&["attempts", "rows"]);
+        for (a, n) in &s.attempts {
+            t.add_row(vec![a.to_string(), n.to_string()]);
+        }
+        out.push_str(&format!("{t}\n"));
+    }
+    out.push_str(&format!("Failures in the last hour: {}\n", s.failures_last_hour));
+    Ok(Report::new(out, true))
+}
+
+async fn list(admin: &Admin, state: State, f: ListFilter, limit: u32, as_json: bool) -> Result<Report, Fail> {
+    let filter = Filter { provider: f.provider, scope: f.scope, key: None, since: f.since };
+    let rows = admin.list(state.as_str(), &filter, limit as usize).await?;
+    let out = if as_json {
+        json_text(&Value::Array(rows.iter().map(row_json).collect()))
+    } else if rows.is_empty() {
+        format!("no {} rows match\n", state.as_str())
+    } else {
+        let more = if rows.len() == limit as usize {
+            format!(" (first {limit}: raise --limit for more)")
+        } else {
+            String::new()
+        };
+        format!("{}\n{} {} rows, oldest first{more}\n", rows_table(&rows), rows.len(), state.as_str())
+    };
+    Ok(Report::new(out, !rows.is_empty()))
+}
+
+fn detail_json(d: &EventDetail) -> Value {
+    let mut v = row_json(&d.row);
+    let map = v.as_object_mut().expect("an object");
+    map.insert("completed_at".into(), time_json(d.completed_at));
+    map.insert("run_at".into(), time_json(d.run_at));
+    map.insert("locked_until".into(), time_json(d.locked_until));
+    map.insert("payload_bytes".into(), d.payload_bytes.into());
+    if let Some(p) = &d.payload {
+        let (encoding, data) = payload_text(p);
+        map.insert("payload".into(), json!({"encoding": encoding, "data": data}));
+    }
+    v
+}
+
+async fn show(
+    admin: &Admin,
+    provider: &str,
+    scope: &str,
+    key: &str,
+    payload: bool,
+    as_json: bool,
+) -> Result<Report, Fail> {
+    let Some(d) = admin.show(provider, scope, key, payload).await? else {
+        let out = if as_json {
+            "null\n".to_owned()
+        } else {
+            format!("no event {} / {} / {}\n", printable(provider), printable(scope), printable(key))
+        };
+        return Ok(Report::new(out, false));
+    };
+    if as_json {
+        return Ok(Report::new(json_text(&detail_json(&d)), true));
+    }
+    let r = &d.row;
+    let dash = || "-".to_owned();
+    let mut t = Table::new();
+    t.load_style(presets::UTF8_FULL_CONDENSED);
+    let payload_line = match (d.payload_bytes, &d.payload) {
+        (None, _) => "none stored (synchronous mode)".to_owned(),
+        (Some(n), None) => format!("{n} bytes (--payload prints it)"),
+        (Some(n), Some(_)) => format!("{n} bytes"),
+    };
+    for (name, value) in [
+        ("provider", printable(&r.provider)),
+        ("scope", printable(&r.scope)),
+        ("key", printable(&r.key)),
+        ("type", r.event_type.as_deref().map_or_else(dash, printable)),
+        ("state", r.state.clone()),
+        ("attempts", r.attempts.to_string()),
+        ("last status", r.response_status.map_or_else(dash, |s| s.to_string())),
+        ("last error", r.last_error.as_deref().map_or_else(dash, printable)),
+        ("received", ago(r.received_at)),
+        ("last failed", opt_time(r.last_failed_at)),
+        ("completed", opt_time(d.completed_at)),
+        ("run at", opt_time(d.run_at)),
+        ("locked until", opt_time(d.locked_until)),
+        ("payload", payload_line),
+    ] {
+        t.add_row(vec![name.to_owned(), value]);
+    }
+    let mut out = format!("{t}\n");
+    if let Some(p) = &d.payload {
+        let (encoding, data) = payload_text(p);
+        let label = if encoding == "utf8" { "UTF-8" } else { "not printable UTF-8, base64" };
+        out.push_str(&format!("payload ({label}):\n{data}\n"));
+    }
+    Ok(Report::new(out, true))
+}
+
+/// `requeue` or `replay`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Requeue,
+    Replay,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Requeue => "requeue",
+            Self::Replay => "replay",
+        }
+    }
+
+    fn states(self) -> &'static [&'static str] {
+        match self {
+            Self::Requeue => &["dead", "failed"],
+            Self::Replay => &["done"],
+        }
+    }
+}
+
+/// The rows `kind` would change: those in its states with a stored payload,
+/// oldest first, at most `limit`.
+async fn matching(admin: &Admin, kind: Kind, filter: &Filter, limit: usize) -> Result<Vec<EventRow>, Fail> {
+    let mut rows = Vec::new();
+    for state in kind.states() {
+        for r in admin.list(state, filter, limit).await? {
+            // The library acts only on rows with a payload (inbox mode).
+            let stored = admin.show(&r.provider, &r.scope, &r.key, false).await?;
+            if stored.is_some_and(|d| d.payload_bytes.is_some()) {
+                rows.push(r);
+            }
+        }
+    }
+    rows.sort_by_key(|r| r.received_at);
+    rows.truncate(limit);
+    Ok(rows)
+}
+
+async fn act(admin: &Admin, kind: Kind, a: Action, force: bool, as_json: bool) -> Result<Report, Fail> {
+    let filter = Filter { provider: a.provider, scope: a.scope, key: a.key, since: a.since };
+    if filter == Filter::default() && !a.all {
+        return Err(Fail::usage(format!(
+            "{} needs a target: --provider/--scope/--key/--since, or --all for every matching row",
+            kind.name()
+        )));
+    }
+    if kind == Kind::Replay && !force && !a.dry_run {
+        return Err(Fail {
+            kind: "force_required",
+            message: "replay runs the handler again for done events, so their effects repeat: add --force \
+                      (or --dry-run to see what would run)"
+                .into(),
+        });
+    }
+    let actor = actor(a.actor)?;
+    let n = match kind {
+        Kind::Requeue => admin.requeue(&filter, a.dry_run, &actor).await?,
+        Kind::Replay => admin.replay(&filter, a.dry_run, &actor).await?,
+    };
+    let rows = if a.dry_run { matching(admin, kind, &filter, a.limit as usize).await? } else { Vec::new() };
+    let name = kind.name();
+    if as_json {
+        let mut v = json!({"action": name, "dry_run": a.dry_run, "rows": n, "actor": actor});
+        if a.dry_run {
+            v["matching"] = Value::Array(rows.iter().map(row_json).collect());
+        }
+        return Ok(Report::new(json_text(&v), n > 0));
+    }
+    let taken = kind.states().join(" or ");
+    let mut out = if a.dry_run {
+        format!("dry run: {name} would change {n} rows ({taken}, with a stored payload); nothing changed\n")
+    } else {
+        let what = match kind {
+            Kind::Requeue => "back to pending, due now",
+            Kind::Replay => "back to pending: they run again",
+        };
+        format!("{name}: {n} rows {what} (actor {}; recorded in the audit table)\n", printable(&actor))
+    };
+    if !rows.is_empty() {
+        out.push_str(&format!("{}\n", rows_table(&rows)));
+        if (rows.len() as u64) < n {
+            out.push_str(&format!("(first {} of {n}: raise --limit for more)\n", rows.len()));
+        }
+    }
+    if n == 0 {
+        out.push_str(&format!("nothing matched: {name} takes {taken} rows with a stored payload\n"));
+        if let (Some(p), Some(s), Some(k)) = (&filter.provider, &filter.scope, &filter.key) {
+            match admin.show(p, s, k, false).await? {
+                None => out.push_str("hint: no such event\n"),
+                Some(d) if d.payload_bytes.is_none() => out.push_str(&format!(
+                    "hint: the event is {} with no stored payload (synchronous mode): the sender's retry runs it\n",
+                    d.row.state
+                )),
+                Some(d) => out.push_str(&format!("hint: the event is {}\n", d.row.state)),
+            }
+        }
+    }
+    Ok(Report::new(out, n > 0))
+}
+
+async fn purge(
+    admin: &Admin,
+    older_than: Duration,
+    dry_run: bool,
+    actor: String,
+    as_json: bool,
+) -> Result<Report, Fail> {
+    let n = admin.purge(older_than, dry_run, &actor).await?;
+    let age = humantime::format_duration(older_than);
+    let out = if as_json {
+        json_text(&json!({
+            "action": "purge", "dry_run": dry_run, "rows": n, "actor": actor, "older_than_secs": older_than.as_secs()
+        }))
+    } else if dry_run {
+        format!("dry run: purge would delete {n} done or failed rows received more than {age} ago; nothing changed\n")
+    } else {
+        format!(
+            "purge: {n} done or failed rows received more than {age} ago deleted (actor {}; recorded in the audit \
+             table)\n",
+            printable(&actor)
+        )
+    };
+    Ok(Report::new(out, n > 0))
+}
+
+async fn audit(admin: &Admin, limit: u32, as_json: bool) -> Result<Report, Fail> {
+    let rows = admin.audit(limit as usize).await?;
+    if as_json {
+        let v: Vec<Value> = rows
+            .iter()
+            .map(|(at, actor, action, filter, n)| {
+                let filter: Value = serde_json::from_str(filter).unwrap_or_else(|_| filter.clone().into());
+                json!({"at": time_json(Some(*at)), "actor": actor, "action": action, "filter": filter, "rows": n})
+            })
+            .collect();
+        return Ok(Report::new(json_text(&Value::Array(v)), true));
+    }
+    if rows.is_empty() {
+        return Ok(Report::new("no audit rows\n".into(), true));
+    }
+    let mut t = table(&["at", "actor", "action", "rows", "filter"]);
+    for (at, actor, action, filter, n) in &rows {
+        t.add_row(vec![time(*at), printable(actor), action.clone(), n.to_string(), printable(filter)]);
+    }
+    Ok(Report::new(format!("{t}\n"), true))
+}
+
+async fn run(cli: Cli) -> Result<Report, Fail> {
+    let (pool, target) = connect(cli.database_url.as_deref())?;
+    let schema = cli.schema.as_str();
+    check_schema(&pool, schema).await.map_err(|e| schema_failure(&e, schema, &target))?;
+    let admin = Admin::new(pool, schema).map_err(|e| Fail::usage(format!("--schema: {e}")))?;
+    let as_json = cli.json;
+    match cli.command {
+        Command::Stats => stats(&admin, as_json).await,
+        Command::List { state, filter, limit } => list(&admin, state, filter, limit, as_json).await,
+        Command::Show { provider, scope, key, payload } => {
+            show(&admin, &provider, &scope, &key, payload, as_json).await
+        }
+        Command::Requeue(a) => act(&admin, Kind::Requeue, a, false, as_json).await,
+        Command::Replay { action, force } => act(&admin, Kind::Replay, action, force, as_json).await,
+        Command::Purge { older_than, dry_run, actor: who } => {
+            purge(&admin, older_than, dry_run, actor(who)?, as_json).await
+        }
+        Command::Audit { limit } => audit(&admin, limit, as_json).await,
+    }
+}
+
+/// clap's message with every argument that may hold the database URL (or
+/// its password) replaced: a mistyped `--database-url=...` is an unknown
+/// argument that clap would quote whole.
+fn redacted(message: &str) -> String {
+    let mut message = message.to_owned();
+    for arg in std::env::args_os().skip(1) {
+        let arg = arg.to_string_lossy().into_owned();
+        let lower = arg.to_ascii_lowercase();
+        if lower.contains("://") || lower.contains("password") || lower.contains('@') {
+            message = message.replace(&arg, "<not shown>");
+        }
+    }
+    message
+}
+
+/// Writes `text`, ignoring a closed pipe (`webhook-admin list | head`).
+fn emit(mut to: impl std::io::Write, text: &str) {
+    let _ = to.write_all(text.as_bytes());
+    let _ = to.flush();
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => e.exit(),
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            emit(std::io::stderr(), &e.render().to_string());
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            emit(std::io::stderr(), &redacted(&e.render().to_string()));
+            return ExitCode::from(2);
+        }
+    };
+    let as_json = cli.json;
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("webhook-admin: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(report) => {
+            emit(std::io::stdout().lock(), &report.out);
+            match report.outcome {
+                Outcome::Done => ExitCode::SUCCESS,
+                Outcome::NothingMatched => ExitCode::from(1),
+            }
+        }
+        Err(fail) => {
+            let text = if as_json {
+                json_text(&json!({"error": fail.kind, "message": fail.message}))
+            } else {
+                format!("webhook-admin: {}: {}\n", fail.kind, fail.message)
+            };
+            emit(std::io::stderr().lock(), &text);
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,428 @@
+//! The `webhook-admin` command, run as a process against a database prepared
+//! through the library (`Inbox::accept` creates the rows, SQL sets states).
+#![cfg(feature = "cli")]
+
+use std::process::Output;
+
+use serde_json::Value;
+use tokio_postgres::config::Host;
+use webhook_idempotency::store::inbox::{Inbox, RequestHead};
+use webhook_idempotency::store::ScopedEvent;
+
+use crate::support::*;
+
+const EVENTS: &str = "webhook_idempotency.webhook_events";
+
+/// A key=value connection string for `config` (the child gets it as
+/// `DATABASE_URL`).
+fn conninfo(config: &tokio_postgres::Config) -> String {
+    let mut parts = Vec::new();
+    if let Some(host) = config.get_hosts().first() {
+        parts.push(match host {
+            Host::Tcp(h) => format!("host={h}"),
+            Host::Unix(p) => format!("host={}", p.display()),
+        });
+    }
+    if let Some(port) = config.get_ports().first() {
+        parts.push(format!("port={port}"));
+    }
+    if let Some(user) = config.get_user() {
+        parts.push(format!("user={user}"));
+    }
+    if let Some(pw) = config.get_password() {
+        parts.push(format!("password={}", String::from_utf8_lossy(pw)));
+    }
+    if let Some(db) = config.get_dbname() {
+        parts.push(format!("dbname={db}"));
+    }
+    parts.join(" ")
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
+    }
+
+    fn error_kind(&self) -> String {
+        let v: Value =
+            serde_json::from_str(&self.stderr).unwrap_or_else(|e| panic!("stderr is not JSON ({e}): {}", self.stderr));
+        v["error"].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+/// Runs the built `webhook-admin` with `DATABASE_URL` = `url` (none when
+/// `None`) and `$USER` = `user`.
+async fn admin_with(url: Option<&str>, user: &str, args: &[&str]) -> Run {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_webhook-admin"));
+    cmd.args(args).env_remove("DATABASE_URL").env_remove("LOGNAME").env("USER", user);
+    if let Some(url) = url {
+        cmd.env("DATABASE_URL", url);
+    }
+    let Output { status, stdout, stderr } = cmd.output().await.expect("run webhook-admin");
+    Run {
+        code: status.code().expect("exited"),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+async fn admin(db: &TestDb, args: &[&str]) -> Run {
+    admin_with(Some(&conninfo(&db.config)), "ops-test", args).await
+}
+
+/// A database with one row per state, all accepted through the inbox:
+/// `p1` pending, `r1` running, `d1` done, `f1` failed (an hour's failure),
+/// `x1` dead, `x2` dead with a binary payload, `sync1` dead without a
+/// payload (synchronous mode), `o1` pending from provider `other`.
+async fn prepared() -> TestDb {
+    let db = TestDb::new().await;
+    let inbox = Inbox::with_schema(db.pool.clone(), "webhook_idempotency").unwrap();
+    let head = RequestHead { method: "POST".into(), uri: "/".into(), headers: vec![] };
+    let rows: [(&str, &str, &[u8]); 8] = [
+        ("acme", "p1", b"{\"id\":\"p1\"}"),
+        ("acme", "r1", b"{\"id\":\"r1\"}"),
+        ("acme", "d1", b"{\"id\":\"d1\"}"),
+        ("acme", "f1", b"{\"id\":\"f1\"}"),
+        ("acme", "x1", b"{\"id\":\"x1\"}"),
+        ("acme", "x2", b"\xff\x00\x1b[2J"),
+        ("acme", "sync1", b"{}"),
+        ("other", "o1", b"{}"),
+    ];
+    for (provider, key, payload) in rows {
+        let event = ScopedEvent::new(provider, "s", key).event_type("invoice.paid");
+        assert!(inbox.accept(&event, payload, &head).await.unwrap());
+    }
+    let c = db.pool.get().await.unwrap();
+    c.batch_execute(&format!(
+        "UPDATE {EVENTS} SET state = 'running', attempts = 1 WHERE event_key = 'r1';
+         UPDATE {EVENTS} SET state = 'done', attempts = 1, response_status = 200, completed_at = now()
+             WHERE event_key = 'd1';
+         UPDATE {EVENTS} SET state = 'failed', attempts = 2, response_status = 500,
+             last_error = 'handler answered 500', last_failed_at = now() WHERE event_key = 'f1';
+         UPDATE {EVENTS} SET state = 'dead', attempts = 5, last_error = 'handler answered 503',
+             last_failed_at = now() - interval '2 hours' WHERE event_key IN ('x1', 'x2');
+         UPDATE {EVENTS} SET state = 'dead', attempts = 5, payload = NULL WHERE event_key = 'sync1';"
+    ))
+    .await
+    .unwrap();
+    db
+}
+
+/// Every row as `key:state:attempts`, and the audit rows: what a dry run
+/// must leave as it was.
+async fn snapshot(db: &TestDb) -> (String, i64) {
+    let rows = db
+        .scalar_text(&format!(
+            "SELECT string_agg(event_key || ':' || state || ':' || attempts, ',' ORDER BY event_key) FROM {EVENTS}"
+        ))
+        .await;
+    (rows, db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_audit").await)
+}
+
+async fn state_of(db: &TestDb, key: &str) -> Option<String> {
+    db.event_row(key).await.map(|r| r.0)
+}
+
+#[tokio::test]
+async fn read_commands_print_tables_with_exit_status() {
+    let db = prepared().await;
+    let cases: Vec<(&str, Vec<&str>, i32, &[&str], &[&str])> = vec![
+        (
+            "stats",
+            vec!["stats"],
+            0,
+            &["Rows by provider, scope and state", "dead", "Oldest pending:", "Failures in the last hour: 1"],
+            &[],
+        ),
+        (
+            "list dead",
+            vec!["list", "--state", "dead"],
+            0,
+            &["x1", "x2", "sync1", "handler answered 503"],
+            &["f1", "d1"],
+        ),
+        ("list by provider", vec!["list", "--state", "pending", "--provider", "other"], 0, &["o1"], &["p1"]),
+        ("list with a limit", vec!["list", "--state", "dead", "--limit", "1"], 0, &["x1", "raise --limit"], &["x2"]),
+        ("list since 1s finds none", vec!["list", "--state", "done", "--since", "0s"], 1, &[], &["d1"]),
+        ("list of an empty state", vec!["list", "--state", "pending", "--scope", "nope"], 1, &[], &[]),
+        (
+            "show without payload",
+            vec!["show", "acme", "s", "f1"],
+            0,
+            &["failed", "handler answered 500", "500", "--payload prints it"],
+            &["{\"id\":\"f1\"}"],
+        ),
+        (
+            "show with payload",
+            vec!["show", "acme", "s", "f1", "--payload"],
+            0,
+            &["payload (UTF-8)", "{\"id\":\"f1\"}"],
+            &[],
+        ),
+        ("show a binary payload", vec!["show", "acme", "s", "x2", "--payload"], 0, &["base64", "/wAbWzJK"], &[]),
+        ("show without a stored payload", vec!["show", "acme", "s", "sync1"], 0, &["none stored"], &[]),
+        ("show an unknown key", vec!["show", "acme", "s", "nope"], 1, &["no event"], &[]),
+        ("audit, empty", vec!["audit"], 0, &["no audit rows"], &[]),
+    ];
+    for (name, args, code, present, absent) in cases {
+        let run = admin(&db, &args).await;
+        assert_eq!(run.code, code, "{name}: {}{}", run.stdout, run.stderr);
+        for needle in present {
+            assert!(run.stdout.contains(needle), "{name}: {needle:?} missing in\n{}", run.stdout);
+        }
+        for needle in absent {
+            assert!(!run.stdout.contains(needle), "{name}: {needle:?} present in\n{}", run.stdout);
+        }
+        assert!(!run.stdout.contains('\u{1b}'), "{name}: a raw escape reached the terminal");
+    }
+}
+
+#[tokio::test]
+async fn json_output_parses() {
+    let db = prepared().await;
+    let cases: Vec<(&str, Vec<&str>, i32, fn(&Value) -> bool)> = vec![
+        ("stats", vec!["stats", "--json"], 0, |v| {
+            v["failures_last_hour"] == 1
+                && v["oldest_pending_secs"].is_number()
+                && v["by_state"].as_array().is_some_and(|a| {
+                    a.iter().any(|r| r["provider"] == "acme" && r["state"] == "dead" && r["rows"] == 3)
+                })
+                && v["attempts"].as_array().is_some_and(|a| a.iter().any(|r| r["attempts"] == 5 && r["rows"] == 3))
+        }),
+        ("list", vec!["list", "--state", "dead", "--json"], 0, |v| {
+            let keys: Vec<&str> = v.as_array().unwrap().iter().filter_map(|r| r["key"].as_str()).collect();
+            keys.len() == 3 && ["x1", "x2", "sync1"].iter().all(|k| keys.contains(k))
+        }),
+        ("list, nothing", vec!["list", "--state", "done", "--provider", "other", "--json"], 1, |v| {
+            v.as_array().is_some_and(Vec::is_empty)
+        }),
+        ("show", vec!["show", "acme", "s", "d1", "--json"], 0, |v| {
+            v["state"] == "done"
+                && v["response_status"] == 200
+                && v["completed_at"].is_string()
+                && v.get("payload").is_none()
+        }),
+        ("show, payload", vec!["show", "acme", "s", "x2", "--payload", "--json"], 0, |v| {
+            v["payload"]["encoding"] == "base64" && v["payload"]["data"] == "/wAbWzJK" && v["payload_bytes"] == 6
+        }),
+        ("show, unknown", vec!["show", "acme", "s", "nope", "--json"], 1, Value::is_null),
+        ("requeue dry run", vec!["requeue", "--all", "--dry-run", "--json"], 0, |v| {
+            v["rows"] == 3 && v["dry_run"] == true && v["matching"].as_array().is_some_and(|a| a.len() == 3)
+        }),
+        ("audit", vec!["audit", "--json"], 0, |v| v.as_array().is_some_and(Vec::is_empty)),
+    ];
+    for (name, args, code, check) in cases {
+        let run = admin(&db, &args).await;
+        assert_eq!(run.code, code, "{name}: {}{}", run.stdout, run.stderr);
+        let v = run.json();
+        assert!(check(&v), "{name}: {v:#}");
+    }
+}
+
+#[tokio::test]
+async fn dry_runs_change_nothing_and_list_what_would_change() {
+    let db = prepared().await;
+    let c = db.pool.get().await.unwrap();
+    c.execute(&format!("UPDATE {EVENTS} SET received_at = now() - interval '2 days' WHERE event_key = 'd1'"), &[])
+        .await
+        .unwrap();
+    drop(c);
+    let before = snapshot(&db).await;
+    let cases: Vec<(&str, Vec<&str>, i32, &[&str], &[&str])> = vec![
+        // f1, x1, x2; not sync1 (no payload to run).
+        (
+            "requeue all",
+            vec!["requeue", "--all", "--dry-run"],
+            0,
+            &["would change 3 rows", "f1", "x1", "x2"],
+            &["sync1"],
+        ),
+        (
+            "requeue one key",
+            vec!["requeue", "--provider", "acme", "--scope", "s", "--key", "x1", "--dry-run"],
+            0,
+            &["would change 1 rows", "x1"],
+            &["x2"],
+        ),
+        (
+            "requeue a done key",
+            vec!["requeue", "--provider", "acme", "--scope", "s", "--key", "d1", "--dry-run"],
+            1,
+            &["would change 0 rows", "nothing matched", "the event is done"],
+            &[],
+        ),
+        (
+            "requeue without a payload",
+            vec!["requeue", "--provider", "acme", "--scope", "s", "--key", "sync1", "--dry-run"],
+            1,
+            &["no stored payload"],
+            &[],
+        ),
+        (
+            "replay needs no --force to look",
+            vec!["replay", "--provider", "acme", "--dry-run"],
+            0,
+            &["would change 1 rows", "d1"],
+            &[],
+        ),
+        ("purge", vec!["purge", "--older-than", "1day", "--dry-run"], 0, &["would delete 1 done or failed rows"], &[]),
+        ("purge, nothing that old", vec!["purge", "--older-than", "30days", "--dry-run"], 1, &["would delete 0"], &[]),
+    ];
+    for (name, args, code, present, absent) in cases {
+        let run = admin(&db, &args).await;
+        assert_eq!(run.code, code, "{name}: {}{}", run.stdout, run.stderr);
+        for needle in present {
+            assert!(run.stdout.contains(needle), "{name}: {needle:?} missing in\n{}", run.stdout);
+        }
+        for needle in absent {
+            assert!(!run.stdout.contains(needle), "{name}: {needle:?} present in\n{}", run.stdout);
+        }
+        assert_eq!(snapshot(&db).await, before, "{name}: a dry run changed rows or wrote an audit row");
+    }
+}
+
+#[tokio::test]
+async fn actions_change_rows_and_are_audited() {
+    let db = prepared().await;
+    let c = db.pool.get().await.unwrap();
+    c.execute(&format!("UPDATE {EVENTS} SET received_at = now() - interval '2 days' WHERE event_key = 'f1'"), &[])
+        .await
+        .unwrap();
+    drop(c);
+    let url = conninfo(&db.config);
+    let one = |key: &'static str| -> Vec<&'static str> { vec!["--provider", "acme", "--scope", "s", "--key", key] };
+    let with = |mut a: Vec<&'static str>, b: &[&'static str]| {
+        a.extend_from_slice(b);
+        a
+    };
+    // (name, $USER, args, exit, the row and the state it must be in after).
+    let cases: Vec<(&str, &str, Vec<&str>, i32, Option<(&str, Option<&str>)>)> = vec![
+        (
+            "requeue one key",
+            "u",
+            with(with(vec!["requeue"], &one("x1")), &["--actor", "alice"]),
+            0,
+            Some(("x1", Some("pending"))),
+        ),
+        ("requeue it again: nothing left", "u", with(vec!["requeue"], &one("x1")), 1, Some(("x1", Some("pending")))),
+        ("replay without --force is refused", "u", with(vec!["replay"], &one("d1")), 2, Some(("d1", Some("done")))),
+        (
+            "replay with --force, actor from $USER",
+            "bob",
+            with(with(vec!["replay"], &one("d1")), &["--force"]),
+            0,
+            Some(("d1", Some("pending"))),
+        ),
+        ("purge", "u", vec!["purge", "--older-than", "1day", "--actor", "carol"], 0, Some(("f1", None))),
+        ("purge again: nothing left", "u", vec!["purge", "--older-than", "1day", "--actor", "carol"], 1, None),
+    ];
+    for (name, user, args, code, after) in cases {
+        let run = admin_with(Some(&url), user, &args).await;
+        assert_eq!(run.code, code, "{name}: {}{}", run.stdout, run.stderr);
+        if let Some((key, state)) = after {
+            assert_eq!(state_of(&db, key).await.as_deref(), state, "{name}");
+        }
+    }
+    assert_eq!(db.event_row("x1").await.map(|r| r.1), Some(0), "a requeue starts a fresh attempt budget");
+    let audit = admin(&db, &["audit", "--json"]).await;
+    assert_eq!(audit.code, 0, "{}", audit.stderr);
+    let rows: Vec<(String, String, i64, Value)> = audit
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["actor"].as_str().unwrap().to_owned(),
+                r["action"].as_str().unwrap().to_owned(),
+                r["rows"].as_i64().unwrap(),
+                r["filter"].clone(),
+            )
+        })
+        .collect();
+    let summary: Vec<(&str, &str, i64)> = rows.iter().map(|r| (r.0.as_str(), r.1.as_str(), r.2)).collect();
+    // Newest first; real runs that changed nothing are recorded too (the
+    // default actor is $USER); the refused replay is not.
+    assert_eq!(
+        summary,
+        [
+            ("carol", "purge", 0),
+            ("carol", "purge", 1),
+            ("bob", "replay", 1),
+            ("u", "requeue", 0),
+            ("alice", "requeue", 1)
+        ],
+    );
+    assert_eq!(rows[2].3["key"], "d1", "the audit row keeps the filter");
+    let table = admin(&db, &["audit"]).await;
+    assert!(table.stdout.contains("alice") && table.stdout.contains("requeue"), "{}", table.stdout);
+}
+
+#[tokio::test]
+async fn schema_and_usage_errors_exit_2() {
+    let db = prepared().await;
+    let url = conninfo(&db.config);
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let refused = format!("postgres://ops:s3cret-pw@127.0.0.1:{closed}/app");
+    let typo = format!("--databse-url={refused}");
+    let tls = format!("{url} sslmode=require");
+    // (name, DATABASE_URL, args, the error kind printed with --json).
+    let cases: Vec<(&str, Option<&str>, Vec<&str>, &str)> = vec![
+        ("schema missing", Some(&url), vec!["stats", "--schema", "elsewhere"], "not_migrated"),
+        ("invalid schema name", Some(&url), vec!["stats", "--schema", "Bad-Name"], "usage"),
+        ("no database given", None, vec!["stats"], "usage"),
+        ("TLS required", Some(&tls), vec!["stats"], "usage"),
+        ("connection refused", Some(&refused), vec!["stats"], "connect"),
+        ("replay without --force", Some(&url), vec!["replay", "--all"], "force_required"),
+        ("requeue without a target", Some(&url), vec!["requeue"], "usage"),
+    ];
+    for (name, database, args, kind) in cases {
+        let run = admin_with(database, "u", &[args.as_slice(), &["--json"]].concat()).await;
+        assert_eq!(run.code, 2, "{name}: {}{}", run.stdout, run.stderr);
+        assert_eq!(run.error_kind(), kind, "{name}: {}", run.stderr);
+        let human = admin_with(database, "u", &args).await;
+        assert_eq!(human.code, 2, "{name}");
+        assert!(human.stderr.starts_with(&format!("webhook-admin: {kind}:")), "{name}: {}", human.stderr);
+        for out in [&run.stdout, &run.stderr, &human.stdout, &human.stderr] {
+            assert!(!out.contains("s3cret-pw"), "{name}: the password was printed: {out}");
+        }
+    }
+    // clap's own errors: a flag that needs others, a mistyped flag, and a
+    // stray URL that clap would quote with its password.
+    for (name, args) in [
+        ("--key without --provider and --scope", vec!["requeue", "--key", "x1"]),
+        ("a mistyped flag holding the URL", vec!["stats", typo.as_str()]),
+        ("the URL without its flag", vec!["stats", refused.as_str()]),
+        ("an unknown state", vec!["list", "--state", "lost"]),
+    ] {
+        let run = admin_with(Some(&url), "u", &args).await;
+        assert_eq!(run.code, 2, "{name}: {}{}", run.stdout, run.stderr);
+        assert!(!run.stderr.contains("s3cret-pw"), "{name}: the password was printed: {}", run.stderr);
+    }
+}
+
+#[tokio::test]
+async fn an_unmigrated_or_outdated_schema_is_named_with_the_advice_to_migrate() {
+    let db = TestDb::new().await;
+    let c = db.pool.get().await.unwrap();
+    c.batch_execute("DELETE FROM webhook_idempotency.webhook_schema_migrations WHERE version = 3").await.unwrap();
+    drop(c);
+    let run = admin(&db, &["stats", "--json"]).await;
+    assert_eq!((run.code, run.error_kind().as_str()), (2, "outdated"), "{}", run.stderr);
+    let c = db.pool.get().await.unwrap();
+    c.batch_execute("DROP SCHEMA webhook_idempotency CASCADE").await.unwrap();
+    drop(c);
+    for args in [vec!["stats"], vec!["list", "--state", "dead"], vec!["requeue", "--all"], vec!["audit"]] {
+        let run = admin(&db, &args).await;
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.starts_with("webhook-admin: not_migrated:"), "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains("migrat"), "{args:?}: says to run the migrations: {}", run.stderr);
+        assert!(run.stdout.is_empty(), "{args:?}: nothing ran: {}", run.stdout);
+    }
+}
