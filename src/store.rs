@@ -24,7 +24,7 @@ use std::fmt;
 use deadpool_postgres::Pool;
 
 pub mod admin;
-mod claim;
+pub mod claim;
 mod conn;
 pub mod inbox;
 pub mod retention;
