@@ -38,6 +38,21 @@ fn spawn_worker(worker: InboxWorker<Router>) -> (oneshot::Sender<()>, tokio::tas
     (stop, task)
 }
 
+/// A handler that applies the effect, signals `entered`, and never answers.
+fn stuck_router(entered: Arc<Notify>) -> Router {
+    Router::new().route(
+        "/webhooks/stripe",
+        post(move |tx: WebhookTx, event: WebhookEvent| {
+            let entered = Arc::clone(&entered);
+            async move {
+                apply_effect(tx, event).await;
+                entered.notify_one();
+                std::future::pending::<StatusCode>().await
+            }
+        }),
+    )
+}
+
 fn effect_router() -> Router {
     Router::new().route("/webhooks/stripe", post(apply_effect))
 }
@@ -160,20 +175,7 @@ async fn a_killed_worker_s_lease_expires_and_another_worker_processes_once() {
     let app = accepting_app(db.pool.clone());
     assert_eq!(accept(&app, "evt_killed").await.0, StatusCode::OK);
     let entered = Arc::new(Notify::new());
-    let stuck = {
-        let entered = Arc::clone(&entered);
-        Router::new().route(
-            "/webhooks/stripe",
-            post(move |tx: WebhookTx, event: WebhookEvent| {
-                let entered = Arc::clone(&entered);
-                async move {
-                    apply_effect(tx, event).await;
-                    entered.notify_one();
-                    std::future::pending::<StatusCode>().await
-                }
-            }),
-        )
-    };
+    let stuck = stuck_router(Arc::clone(&entered));
     let (_stop_a, a) = spawn_worker(fast(db.pool(4), stuck).lease(Duration::from_secs(1)).build().unwrap());
     entered.notified().await;
     a.abort(); // the worker dies mid-handler: its connection is dropped
@@ -383,20 +385,7 @@ async fn graceful_shutdown_releases_unfinished_work_without_counting_the_attempt
     let app = accepting_app(db.pool.clone());
     assert_eq!(accept(&app, "evt_shutdown").await.0, StatusCode::OK);
     let entered = Arc::new(Notify::new());
-    let stuck = {
-        let entered = Arc::clone(&entered);
-        Router::new().route(
-            "/webhooks/stripe",
-            post(move |tx: WebhookTx, event: WebhookEvent| {
-                let entered = Arc::clone(&entered);
-                async move {
-                    apply_effect(tx, event).await;
-                    entered.notify_one();
-                    std::future::pending::<StatusCode>().await
-                }
-            }),
-        )
-    };
+    let stuck = stuck_router(Arc::clone(&entered));
     let (stop, task) =
         spawn_worker(fast(db.pool(4), stuck).shutdown_timeout(Duration::from_millis(200)).build().unwrap());
     entered.notified().await;
