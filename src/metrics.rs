@@ -10,6 +10,7 @@
 //! | `webhook_delivery_duration_seconds` | histogram | `provider`, `outcome` | from the request to the answer |
 //! | `webhook_handler_duration_seconds` | histogram | `provider` | the inner service's run |
 //! | `webhook_claim_duration_seconds` | histogram | `provider` | the claim, in-flight waits included |
+//! | `webhook_pool_wait_seconds` | histogram | | waiting for a pooled connection (claims) |
 //! | `webhook_events` | gauge | `provider`, `state` | rows by state ([`sample`]) |
 //! | `webhook_oldest_pending_age_seconds` | gauge | | the oldest `pending` row's wait ([`sample`]) |
 //!

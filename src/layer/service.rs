@@ -246,7 +246,8 @@ where
         // Signature checked as always; only the timestamp's age is not.
         tracing::info!(outcome = "operator_replay", "operator replay: timestamp tolerance not applied");
     }
-    let (parts, verified) = if body.len() >= OFFLOAD_VERIFY_BYTES {
+    let costly = body.len() >= OFFLOAD_VERIFY_BYTES || config.provider.verifier_ref().costly(&parts);
+    let (parts, verified) = if costly {
         let (shared, body) = (Arc::clone(&config), body.clone());
         let secrets = endpoint.secrets.clone();
         let task = tokio::task::spawn_blocking(move || {

@@ -154,6 +154,11 @@ fn parse_key(raw: &[u8]) -> Option<VerifyingKey> {
 }
 
 impl Verifier for DiscordVerifier {
+    /// Ed25519 / ECDSA P-256: verified on the blocking pool.
+    fn costly(&self, _parts: &http::request::Parts) -> bool {
+        true
+    }
+
     /// Every secret must be a valid Ed25519 public key (64 hex digits or 32
     /// raw bytes): a wrong one would otherwise fail every delivery as a
     /// signature mismatch. Parses each once (cached on the secret).

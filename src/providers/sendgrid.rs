@@ -147,6 +147,11 @@ fn parse_key(raw: &[u8]) -> Option<VerifyingKey> {
 }
 
 impl Verifier for SendGridVerifier {
+    /// Ed25519 / ECDSA P-256: verified on the blocking pool.
+    fn costly(&self, _parts: &http::request::Parts) -> bool {
+        true
+    }
+
     /// Every secret must be a P-256 public key (base64 DER
     /// `SubjectPublicKeyInfo` or PEM): a wrong one would otherwise fail every
     /// delivery as a signature mismatch. Parses each once (cached).

@@ -356,6 +356,13 @@ fn secret_error(raw: &[u8], kind: KeyMaterialErrorKind) -> SecretError {
 }
 
 impl Verifier for StandardWebhooksVerifier {
+    /// Deliveries carrying `v1a` (Ed25519) signatures are verified on the
+    /// blocking pool; HMAC-only ones inline.
+    fn costly(&self, parts: &http::request::Parts) -> bool {
+        present(parts, self.names.signature())
+            .is_some_and(|name| header_values(parts, name).any(|v| v.is_ok_and(|v| v.contains("v1a,"))))
+    }
+
     /// Every secret must be `whsec_` + base64 of [`MIN_SECRET_BYTES`] to
     /// [`MAX_SECRET_BYTES`] bytes, or `whpk_` + base64 of a valid Ed25519
     /// public key; decodes each once (cached on the secret).

@@ -339,7 +339,10 @@ impl ClaimStore {
     }
 
     async fn connection(&self) -> Result<Object, ClaimError> {
-        match tokio::time::timeout(self.inner.pool_timeout, self.inner.pool.get()).await {
+        let started = std::time::Instant::now();
+        let got = tokio::time::timeout(self.inner.pool_timeout, self.inner.pool.get()).await;
+        metrics::histogram!("webhook_pool_wait_seconds").record(started.elapsed().as_secs_f64());
+        match got {
             Ok(Ok(obj)) => Ok(obj),
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "no database connection");

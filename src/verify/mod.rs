@@ -158,6 +158,15 @@ pub trait Verifier: Send + Sync + 'static {
         Ok(())
     }
 
+    /// True when verifying this delivery may cost enough CPU (public-key
+    /// signatures: Ed25519, ECDSA, several candidates) that the layer should
+    /// run it on tokio's blocking pool rather than an async worker thread.
+    /// The layer also does so for any body of 64 KiB or more. Default false.
+    fn costly(&self, parts: &http::request::Parts) -> bool {
+        let _ = parts;
+        false
+    }
+
     /// Checks that the endpoint's key material can authenticate anything:
     /// called by [`WebhookLayerBuilder::build`](crate::WebhookLayerBuilder::build)
     /// for fixed secrets (a failure is a [`ConfigError`](crate::ConfigError)

@@ -225,21 +225,42 @@ async fn migrate_into_public_ignores_another_tools_schema_migrations() {
 fn builder_rejects_incomplete_configurations() {
     let pool = crate::support::pool("host=127.0.0.1 user=nobody".parse().unwrap(), 1);
     let stripe = || webhook_idempotency::WebhookLayer::builder(pool.clone(), webhook_idempotency::Provider::stripe());
+    use webhook_idempotency::ConfigErrorKind as K;
     let cases = [
-        ("no scope", stripe().secret("s").build().err()),
-        ("no secret", stripe().scope("a").build().err()),
-        ("empty scope", stripe().scope("").secret("s").build().err()),
-        ("bad schema", stripe().scope("a").secret("s").schema("x;drop").build().err()),
-        ("zero limit", stripe().scope("a").secret("s").body_limit(0).build().err()),
-        ("lock_timeout 0", stripe().scope("a").secret("s").lock_timeout(Duration::ZERO).build().err()),
+        ("no scope", stripe().secret("s").build().err(), K::Endpoint),
+        ("no secret", stripe().scope("a").build().err(), K::KeyMaterial),
+        ("empty scope", stripe().scope("").secret("s").build().err(), K::InvalidName),
+        ("bad schema", stripe().scope("a").secret("s").schema("x;drop").build().err(), K::InvalidSchema),
+        ("zero limit", stripe().scope("a").secret("s").body_limit(0).build().err(), K::InvalidLimit),
+        ("lock_timeout 0", stripe().scope("a").secret("s").lock_timeout(Duration::ZERO).build().err(), K::InvalidLimit),
         (
             "lock_timeout > i32 ms",
             stripe().scope("a").secret("s").lock_timeout(Duration::from_secs(30 * 86400)).build().err(),
+            K::InvalidLimit,
         ),
-        ("resolver and scope", stripe().scope("a").resolver(webhook_idempotency::Endpoint::new("b", [])).build().err()),
+        (
+            "resolver and scope",
+            stripe().scope("a").resolver(webhook_idempotency::Endpoint::new("b", [])).build().err(),
+            K::Endpoint,
+        ),
+        (
+            "secrets with a resolver",
+            stripe().secret("s").resolver(webhook_idempotency::Endpoint::new("b", [])).build().err(),
+            K::SecretsWithResolver,
+        ),
+        (
+            "short replay token",
+            stripe()
+                .scope("a")
+                .secret("s")
+                .operator_replay(http::HeaderName::from_static("x-r"), "short")
+                .build()
+                .err(),
+            K::WeakReplayToken,
+        ),
     ];
-    for (name, err) in cases {
-        assert!(err.is_some(), "{name}");
+    for (name, err, want) in cases {
+        assert_eq!(err.map(|e| e.kind()), Some(want), "{name}");
     }
     assert!(stripe().scope("a").secret("s").build().is_ok());
 }

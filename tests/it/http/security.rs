@@ -313,3 +313,37 @@ fn inflating_a_gzip_bomb_does_not_stall_the_async_thread() {
         assert!(turns > 1_000, "the async thread was held: the other task ran only {turns} times");
     });
 }
+
+/// Public-key verification (Ed25519, ECDSA) is flagged for the blocking
+/// pool; HMAC-only deliveries are verified inline.
+#[test]
+fn public_key_verification_is_flagged_costly() {
+    use webhook_idempotency::providers::{discord, sendgrid, standard_webhooks, stripe};
+    use webhook_idempotency::verify::Verifier;
+    let head = |name: &str, value: &str| Request::post("/").header(name, value).body(()).unwrap().into_parts().0;
+    let cases: [(&str, Box<dyn Verifier>, http::request::Parts, bool); 5] = [
+        ("discord", Box::new(discord::DiscordVerifier::new()), head("x-signature-ed25519", "00"), true),
+        (
+            "sendgrid",
+            Box::new(sendgrid::SendGridVerifier::new()),
+            head("x-twilio-email-event-webhook-signature", "x"),
+            true,
+        ),
+        (
+            "standard webhooks v1a",
+            Box::new(standard_webhooks::StandardWebhooksVerifier::new()),
+            head("webhook-signature", "v1,abc v1a,def"),
+            true,
+        ),
+        (
+            "standard webhooks v1 only",
+            Box::new(standard_webhooks::StandardWebhooksVerifier::new()),
+            head("webhook-signature", "v1,abc"),
+            false,
+        ),
+        ("stripe", Box::new(stripe::StripeVerifier::new()), head("stripe-signature", "t=1,v1=00"), false),
+    ];
+    for (name, verifier, parts, want) in cases {
+        assert_eq!(verifier.costly(&parts), want, "{name}");
+    }
+}
