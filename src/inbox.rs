@@ -423,7 +423,14 @@ where
             let free = slots.available_permits().min(this.batch_size);
             let mut leased_all = false;
             if free > 0 {
-                match this.inbox.lease(free, this.lease, this.provider.as_deref(), this.scope.as_deref()).await {
+                let leased = this.inbox.lease_bounded(
+                    free,
+                    this.lease,
+                    this.provider.as_deref(),
+                    this.scope.as_deref(),
+                    this.retry.max_attempts,
+                );
+                match leased.await {
                     Ok(rows) => {
                         leased_all = rows.len() == free;
                         for row in rows {
@@ -556,6 +563,10 @@ impl Shared {
         let Ok(mut request) = request else {
             return Outcome::Failed("the stored request head does not parse".into(), None);
         };
+        // axum's body extractors read the stored body whatever its size (it
+        // was accepted under the layer's limit), as they do in the layer.
+        #[cfg(feature = "axum")]
+        axum_core::extract::DefaultBodyLimit::max(row.payload().len().max(1)).apply(&mut request);
         let event = row.event();
         request.extensions_mut().insert(tx.tx());
         request.extensions_mut().insert(WebhookEvent {
@@ -566,11 +577,13 @@ impl Shared {
             attempt: row.attempt(),
             body,
         });
-        let handler = tokio::spawn(tokio::time::timeout(self.handler_timeout, async move {
+        // The handler runs in a task of its own (a panic is a failed run), and
+        // is aborted with this run: a lost lease or a shutdown stops it.
+        let handler = AbortOnDrop(tokio::spawn(tokio::time::timeout(self.handler_timeout, async move {
             poll_fn(|cx| service.poll_ready(cx)).await?;
             service.call(request).await
-        }));
-        let status = match handler.await {
+        })));
+        let status = match handler.join().await {
             Ok(Ok(Ok(response))) => response.status(),
             Ok(Ok(Err(e))) => {
                 tx.rollback().await;
@@ -598,9 +611,31 @@ impl Shared {
         }
         match tx.complete(status.as_u16()).await {
             Ok(()) => Outcome::Done,
-            Err(e) if e.kind() == CommitErrorKind::LeaseLost => Outcome::LeaseLost,
+            // The lease was taken over, or the handler ended the transaction
+            // itself: recording the failure is fenced by the lease, so it lands
+            // only in the second case.
+            Err(e) if e.kind() == CommitErrorKind::LeaseLost => Outcome::Failed(
+                "the work's transaction was not this lease's at completion (taken over, or ended by the handler)"
+                    .into(),
+                Some(status.as_u16()),
+            ),
             Err(e) => Outcome::Failed(format!("not committed: {e}"), Some(status.as_u16())),
         }
+    }
+}
+
+/// A spawned task aborted when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> AbortOnDrop<T> {
+    async fn join(mut self) -> Result<T, tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

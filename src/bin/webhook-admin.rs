@@ -339,14 +339,25 @@ fn actor(given: Option<String>) -> Result<String, Fail> {
 /// Sender-controlled text with control characters escaped, so a key, an
 /// error or a payload cannot drive the operator's terminal.
 fn printable(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect()
+    text.chars().map(|c| if unsafe_to_print(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect()
+}
+
+/// Control characters, and the invisible format characters that reorder or
+/// hide text on a terminal (bidirectional overrides and isolates, zero-width
+/// characters, the byte-order mark): a sender must not be able to make the
+/// operator read something else than what is stored.
+fn unsafe_to_print(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// A payload as printable text: `("utf8", text)` when it is UTF-8 without
-/// control characters other than tab, CR and LF, else `("base64", ...)`.
+/// control or invisible format characters other than tab and LF (a bare CR
+/// would let the payload overwrite what the terminal shows), else
+/// `("base64", ...)`.
 fn payload_text(bytes: &[u8]) -> (&'static str, String) {
     match std::str::from_utf8(bytes) {
-        Ok(s) if !s.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) => ("utf8", s.to_owned()),
+        Ok(s) if !s.chars().any(|c| unsafe_to_print(c) && !matches!(c, '\n' | '\t')) => ("utf8", s.to_owned()),
         _ => ("base64", base64::engine::general_purpose::STANDARD.encode(bytes)),
     }
 }

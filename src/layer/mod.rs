@@ -112,7 +112,7 @@ type SuccessFn = dyn Fn(StatusCode) -> bool + Send + Sync;
 pub(crate) struct Config {
     pub(crate) store: ClaimStore,
     /// Inbox mode: where accepted deliveries go, and the answer.
-    pub(crate) inbox: Option<(crate::store::inbox::Inbox, StatusCode, bytes::Bytes)>,
+    pub(crate) inbox: Option<(crate::store::inbox::Inbox, StatusCode, bytes::Bytes, Vec<http::HeaderName>)>,
     pub(crate) provider: Provider,
     pub(crate) resolver: Arc<dyn ScopeResolver>,
     pub(crate) body_limit: usize,
@@ -225,6 +225,7 @@ impl WebhookLayer {
             transaction_pooler: false,
             mode: Mode::Sync,
             inbox_ack: (StatusCode::OK, bytes::Bytes::new()),
+            inbox_drop: Vec::new(),
             schema: store::DEFAULT_SCHEMA.to_owned(),
         }
     }
@@ -283,6 +284,7 @@ pub struct WebhookLayerBuilder {
     transaction_pooler: bool,
     mode: Mode,
     inbox_ack: (StatusCode, bytes::Bytes),
+    inbox_drop: Vec<http::HeaderName>,
     schema: String,
 }
 
@@ -451,6 +453,17 @@ impl WebhookLayerBuilder {
         self
     }
 
+    /// A header inbox mode must not store, besides those it never stores
+    /// (names containing `signature` or `hmac`, `Authorization`,
+    /// `Proxy-Authorization`, `Cookie`): for example the header a custom
+    /// verifier reads a shared token from (`X-Gitlab-Token`). Repeat for
+    /// several. The URI is stored whole: do not put credentials in the
+    /// webhook URL's query.
+    pub fn inbox_drop_header(mut self, name: http::HeaderName) -> Self {
+        self.inbox_drop.push(name);
+        self
+    }
+
     /// Shapes the body of the layer's own refusals (401, 413, 409, 503, ...;
     /// see [`RejectionKind`]), for example as RFC 9457 problem details. The
     /// layer keeps the status the kind gives, and adds `Retry-After`, `Allow`
@@ -563,7 +576,7 @@ impl WebhookLayerBuilder {
                         self.database_timeout,
                         self.transaction_pooler,
                     );
-                    (inbox, self.inbox_ack.0, self.inbox_ack.1.clone())
+                    (inbox, self.inbox_ack.0, self.inbox_ack.1.clone(), self.inbox_drop.clone())
                 }),
                 store: ClaimStore::builder(self.pool)
                     .schema(self.schema)

@@ -288,8 +288,8 @@ where
     let event = ScopedEvent::new(config.provider.name(), endpoint.scope, identity.key).with_type(identity.event_type);
 
     // Inbox mode: store the delivery as pending; answer once that committed.
-    if let Some((inbox, status, ack)) = &config.inbox {
-        let head = RequestHead::of(&parts, None);
+    if let Some((inbox, status, ack, drop_headers)) = &config.inbox {
+        let head = RequestHead::of(&parts, drop_headers);
         let accepted = match inbox.accept(&event, &body, &head).await {
             Ok(accepted) => accepted,
             Err(e) => {
@@ -470,7 +470,9 @@ fn inflate(body: &[u8], limit: usize) -> Result<Bytes, Inflate> {
     use std::io::Read as _;
     let mut out = Vec::new();
     let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
-    flate2::read::GzDecoder::new(body).take(cap).read_to_end(&mut out).map_err(|_| Inflate::Corrupt)?;
+    // Every member (RFC 1952 allows several); bytes after the last member
+    // that do not form one are corrupt.
+    flate2::read::MultiGzDecoder::new(body).take(cap).read_to_end(&mut out).map_err(|_| Inflate::Corrupt)?;
     if out.len() > limit {
         Err(Inflate::TooLarge)
     } else {

@@ -46,20 +46,6 @@ const RETRYABLE: [(SqlState, &str); 3] = [
 ];
 
 impl TxConn {
-    /// Sends `begin` (a simple-query batch that opens a transaction) on
-    /// `obj`. The connection counts as inside a transaction from before the
-    /// batch is sent: if it fails half-way, the dropped `TxConn` closes the
-    /// connection.
-    pub(crate) async fn begin(
-        obj: Object,
-        begin: &str,
-        cache: bool,
-    ) -> Result<(Self, Vec<tokio_postgres::SimpleQueryMessage>), tokio_postgres::Error> {
-        let conn = Self::opening(obj, cache);
-        let messages = conn.client().simple_query(begin).await?;
-        Ok((conn, messages))
-    }
-
     /// Gives the connection back to the pool when the caller knows no
     /// transaction is open on it (only autocommit statements were sent, and
     /// they were answered).

@@ -53,13 +53,14 @@ pub struct RequestHead {
 }
 
 impl RequestHead {
-    /// The head of `parts` without the headers that must not be stored, and
-    /// without `drop_also` (the layer's operator-replay header).
-    pub fn of(parts: &http::request::Parts, drop_also: Option<&http::HeaderName>) -> Self {
+    /// The head of `parts` without the headers that must not be stored, nor
+    /// those in `drop_also` (headers a custom verifier reads a shared token
+    /// from: [`WebhookLayerBuilder::inbox_drop_header`](crate::WebhookLayerBuilder::inbox_drop_header)).
+    pub fn of(parts: &http::request::Parts, drop_also: &[http::HeaderName]) -> Self {
         let headers = parts
             .headers
             .iter()
-            .filter(|(name, _)| keep_header(name.as_str()) && Some(*name) != drop_also)
+            .filter(|(name, _)| keep_header(name.as_str()) && !drop_also.contains(name))
             .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
             .collect();
         Self { method: parts.method.to_string(), uri: parts.uri.to_string(), headers }
@@ -131,26 +132,44 @@ impl Sql {
         Self {
             accept: format!(
                 "WITH accepted AS (
-                     INSERT INTO {t} (scope, provider, event_key, event_type, state, attempts, payload,
-                                      request_head, run_at)
+                     INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, attempts, payload,
+                                           request_head, run_at)
                      VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6::text::jsonb, now())
-                     ON CONFLICT (scope, provider, event_key) DO NOTHING
-                     RETURNING provider)
+                     -- A row a synchronous-mode delivery left `failed` (a route switched
+                     -- to inbox mode) is taken over; any other row is a duplicate.
+                     ON CONFLICT (scope, provider, event_key) DO UPDATE
+                        SET state = 'pending', payload = excluded.payload, request_head = excluded.request_head,
+                            run_at = now(), event_type = coalesce(excluded.event_type, e.event_type)
+                      WHERE e.state = 'failed'
+                     RETURNING e.provider)
                  SELECT pg_notify($7, provider) FROM accepted"
             ),
+            // Rows whose lease expired after their last allowed run (the worker
+            // died each time: a payload that crashes workers) are buried as `dead`
+            // instead of leased again.
             lease: format!(
-                "UPDATE {t} SET state = 'running', attempts = attempts + 1,
-                        locked_until = now() + make_interval(secs => $1), lease_token = gen_random_uuid()
-                 WHERE (scope, provider, event_key) IN (
-                     SELECT scope, provider, event_key FROM {t}
+                "WITH due AS (
+                     SELECT scope, provider, event_key, state, attempts FROM {t}
                      WHERE ((state = 'pending' AND run_at <= now())
                             OR (state = 'running' AND locked_until < now()))
                        AND ($3::text IS NULL OR provider = $3) AND ($4::text IS NULL OR scope = $4)
                      ORDER BY run_at
                      LIMIT $2
-                     FOR UPDATE SKIP LOCKED)
-                 RETURNING scope, provider, event_key, event_type, attempts, payload, request_head::text,
-                           lease_token::text"
+                     FOR UPDATE SKIP LOCKED),
+                 buried AS (
+                     UPDATE {t} e SET state = 'dead', locked_until = NULL, lease_token = NULL, last_failed_at = now(),
+                            last_error = 'the worker lost its lease on the last allowed attempt (crashed or killed)'
+                     FROM due
+                     WHERE (e.scope, e.provider, e.event_key) = (due.scope, due.provider, due.event_key)
+                       AND due.state = 'running' AND due.attempts >= $5
+                     RETURNING 1)
+                 UPDATE {t} e SET state = 'running', attempts = e.attempts + 1,
+                        locked_until = now() + make_interval(secs => $1), lease_token = gen_random_uuid()
+                 FROM due
+                 WHERE (e.scope, e.provider, e.event_key) = (due.scope, due.provider, due.event_key)
+                   AND NOT (due.state = 'running' AND due.attempts >= $5)
+                 RETURNING e.scope, e.provider, e.event_key, e.event_type, e.attempts, e.payload,
+                           e.request_head::text, e.lease_token::text"
             ),
             heartbeat: format!(
                 "UPDATE {t} SET locked_until = now() + make_interval(secs => $5) WHERE {pk} AND {fence} RETURNING 1"
@@ -161,7 +180,7 @@ impl Sql {
                 "WITH done AS (
                      UPDATE {t} SET state = 'done', response_status = $5, completed_at = now(),
                             locked_until = NULL, lease_token = NULL
-                     WHERE {pk} AND {fence} RETURNING 1)
+                     WHERE {pk} AND {fence} AND now() = $6 RETURNING 1)
                  SELECT 1 / count(*)::int FROM done"
             ),
             retry_later: format!(
@@ -196,9 +215,12 @@ impl Sql {
     }
 }
 
-/// The channel the inbox notifies on, per schema.
+/// The channel the inbox notifies on, per schema: a digest of the schema's
+/// name, so that any valid schema name (up to 63 bytes) gives a channel
+/// name within PostgreSQL's 63-byte identifier limit.
 pub(crate) fn channel(schema: &str) -> String {
-    format!("{schema}_inbox")
+    use sha2::{Digest as _, Sha256};
+    format!("webhook_inbox_{}", &hex::encode(Sha256::digest(schema.as_bytes()))[..16])
 }
 
 /// A row leased to this worker: its event, payload and lease token.
@@ -318,7 +340,8 @@ impl Inbox {
         Ok(Self::new(pool, schema, Duration::from_secs(5), super::DEFAULT_DATABASE_TIMEOUT, false))
     }
 
-    /// The notification channel of this inbox (`<schema>_inbox`).
+    /// The notification channel of this inbox (`webhook_inbox_` and 16 hex
+    /// digits of the schema name's SHA-256).
     pub fn channel(&self) -> String {
         channel(&self.inner.schema)
     }
@@ -373,8 +396,9 @@ impl Inbox {
 
     /// Stores a verified delivery as `pending` and notifies the workers, in
     /// one autocommit statement. `Ok(true)`: accepted and committed (answer
-    /// 2xx); `Ok(false)`: a row for the event exists already, in any state
-    /// (a duplicate: nothing written).
+    /// 2xx); `Ok(false)`: a row for the event exists already (a duplicate:
+    /// nothing written), except a `failed` one a synchronous-mode delivery
+    /// left, which is taken over (`Ok(true)`).
     ///
     /// # Errors
     /// [`ClaimError`] when the database is unavailable or the statement
@@ -408,10 +432,28 @@ impl Inbox {
         provider: Option<&str>,
         scope: Option<&str>,
     ) -> Result<Vec<LeasedEvent>, ClaimError> {
+        self.lease_bounded(limit, lease, provider, scope, u32::MAX).await
+    }
+
+    /// [`lease`](Self::lease), and a row whose lease expired after run
+    /// `max_attempts` (its worker died every time) becomes `dead` instead of
+    /// running again.
+    ///
+    /// # Errors
+    /// [`ClaimError`] when the database is unavailable.
+    pub async fn lease_bounded(
+        &self,
+        limit: usize,
+        lease: Duration,
+        provider: Option<&str>,
+        scope: Option<&str>,
+        max_attempts: u32,
+    ) -> Result<Vec<LeasedEvent>, ClaimError> {
         let secs = lease.as_secs_f64();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let params: [&(dyn ToSql + Sync); 4] = [&secs, &limit, &provider, &scope];
-        let types = [Type::FLOAT8, Type::INT8, Type::TEXT, Type::TEXT];
+        let max = i32::try_from(max_attempts).unwrap_or(i32::MAX);
+        let params: [&(dyn ToSql + Sync); 5] = [&secs, &limit, &provider, &scope, &max];
+        let types = [Type::FLOAT8, Type::INT8, Type::TEXT, Type::TEXT, Type::INT4];
         let rows = self.run(&self.inner.sql.lease, &params, &types).await?;
         Ok(rows
             .into_iter()
@@ -554,9 +596,23 @@ impl LeasedEvent {
     /// [`ClaimError`] when no connection can be had or `BEGIN` fails.
     pub async fn begin(&self, inbox: &Inbox) -> Result<InboxTx, ClaimError> {
         let obj = inbox.connection().await?;
-        let begin = TxConn::begin(obj, "BEGIN ISOLATION LEVEL READ COMMITTED", inbox.inner.cache);
+        let conn = TxConn::opening(obj, inbox.inner.cache);
+        // BEGIN and the transaction's now() in one flight: the completion
+        // matches only inside this very transaction.
+        let begin = async {
+            let client = conn.client();
+            let (begun, now) = tokio::join!(
+                client.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED"),
+                client.query_typed("SELECT now()", &[])
+            );
+            begun?;
+            now.map(|rows| rows.first().map(|r| r.get::<_, SystemTime>(0)))
+        };
         match tokio::time::timeout(inbox.inner.database_timeout, begin).await {
-            Ok(Ok((conn, _))) => Ok(InboxTx { tx: WebhookTx::new(conn), leased: self.clone(), inbox: inbox.clone() }),
+            Ok(Ok(Some(started))) => {
+                Ok(InboxTx { tx: WebhookTx::new(conn), leased: self.clone(), inbox: inbox.clone(), started })
+            }
+            Ok(Ok(None)) => Err(ClaimError::of(ClaimErrorKind::Database, None)),
             Ok(Err(e)) => Err(ClaimError::of(ClaimErrorKind::Database, Some(e))),
             Err(_) => Err(ClaimError::of(ClaimErrorKind::Timeout, None)),
         }
@@ -571,6 +627,8 @@ pub struct InboxTx {
     tx: WebhookTx,
     leased: LeasedEvent,
     inbox: Inbox,
+    /// The work transaction's `now()`: the completion checks it runs there.
+    started: SystemTime,
 }
 
 impl fmt::Debug for InboxTx {
@@ -595,8 +653,9 @@ impl InboxTx {
     /// fenced by the lease token, and commits.
     ///
     /// # Errors
-    /// [`CommitErrorKind::LeaseLost`] when the lease was taken over (the work
-    /// is rolled back), [`CommitErrorKind::Aborted`] for a transaction a
+    /// [`CommitErrorKind::LeaseLost`] when the lease was taken over, or the
+    /// work ended its transaction itself (the work is rolled back, the row is
+    /// left to its lease), [`CommitErrorKind::Aborted`] for a transaction a
     /// failed statement aborted, [`CommitErrorKind::Unknown`] when COMMIT's
     /// answer never came, [`CommitErrorKind::StillInUse`] when a clone of the
     /// handle still holds the connection.
@@ -608,8 +667,9 @@ impl InboxTx {
         let code = i16::try_from(status).unwrap_or(i16::MAX);
         let sql = &self.inbox.inner.sql.complete;
         let [a, b, c, d] = self.leased.key_params();
-        let params: [&(dyn ToSql + Sync); 5] = [a, b, c, d, &code];
-        let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2];
+        let started = self.started;
+        let params: [&(dyn ToSql + Sync); 6] = [a, b, c, d, &code, &started];
+        let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2, Type::TIMESTAMPTZ];
         let finish = async move {
             let prepared = match conn.prepare(sql).await {
                 Ok(prepared) => prepared,

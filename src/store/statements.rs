@@ -38,8 +38,9 @@ pub(crate) struct Statements {
     /// (`SET LOCAL ... TO DEFAULT` would reset it to the server's).
     pub(crate) restore_lock_timeout: String,
     /// `$4 event_type` → `attempts, now()` when this delivery claimed the
-    /// event: inserted as `running`, or taken over from a `failed` row
-    /// (`attempts + 1`); no row when another delivery's row stands.
+    /// event: inserted as `running`, or taken over from a `failed` row or an
+    /// inbox row still `pending` (`attempts + 1`); no row when another
+    /// delivery's row stands.
     /// `now()` is the transaction's start time.
     pub(crate) claim: String,
     /// → `state, response_status`.
@@ -77,7 +78,9 @@ impl Statements {
                  ON CONFLICT (scope, provider, event_key) DO UPDATE
                     SET state = 'running', attempts = e.attempts + 1,
                         event_type = coalesce(excluded.event_type, e.event_type)
-                  WHERE e.state = 'failed'
+                  -- failed: the last delivery failed and was recorded; pending: an
+                  -- inbox row no worker holds (a route switched back to synchronous mode).
+                  WHERE e.state IN ('failed', 'pending')
                  RETURNING attempts, now()"
             ),
             lookup: format!("SELECT state, response_status FROM {t} WHERE {pk}"),

@@ -22,5 +22,6 @@ mod metrics;
 mod ops;
 mod properties;
 mod providers;
+mod review;
 mod setup;
 mod tower;
