@@ -38,15 +38,30 @@
 //!     .secret(secret)
 //!     .mode(Mode::Inbox)
 //!     .build()?;
+//! // The layer goes on a clone for the HTTP app; the worker gets the handlers
+//! // without it (the stored requests carry no signature to verify).
 //! let app = handlers.clone().route_layer(layer);
-//! let worker = InboxWorker::builder(pool, handlers).build()?;
-//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-//! let worker = tokio::spawn(worker.run(async { let _ = stopped.await; }));
-//! axum::serve(tokio::net::TcpListener::bind("0.0.0.0:3000").await?, app).await?;
-//! let _ = stop.send(());
+//! let worker = InboxWorker::builder(pool, handlers).provider("slack").build()?;
+//! let (stop, stopped) = tokio::sync::watch::channel(false);
+//! let mut stopped_worker = stopped.clone();
+//! let mut worker = tokio::spawn(worker.run(async move { let _ = stopped_worker.wait_for(|s| *s).await; }));
+//! let mut stopped_server = stopped.clone();
+//! let server = axum::serve(tokio::net::TcpListener::bind("0.0.0.0:3000").await?, app)
+//!     .with_graceful_shutdown(async move { let _ = stopped_server.wait_for(|s| *s).await; });
+//! tokio::select! {
+//!     served = server => served?,
+//!     // A worker that ended early (a panic) must not go unnoticed while the
+//!     // endpoint keeps acknowledging: stop, and let the supervisor restart.
+//!     ended = &mut worker => return Err(format!("inbox worker stopped: {ended:?}").into()),
+//! }
+//! let _ = stop.send(true);
 //! worker.await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Give each worker the provider (and scope) it serves (`.provider("slack")`):
+//! a worker without a filter leases every provider's rows, and a router that
+//! has no route for a row's URI answers 404 until the row is dead.
 //!
 //! **Leases.** A lease lasts [`lease`](InboxWorkerBuilder::lease) (30 s by
 //! default) and is renewed every third of it while the handler runs
@@ -494,7 +509,7 @@ impl Shared {
         S::Error: std::fmt::Display + Send + 'static,
         ResBody: Send + 'static,
     {
-        let span = tracing::info_span!(
+        let span = tracing::error_span!(
             "inbox",
             provider = row.event().provider(),
             scope = row.event().scope(),
@@ -568,6 +583,7 @@ impl Shared {
         #[cfg(feature = "axum")]
         axum_core::extract::DefaultBodyLimit::max(row.payload().len().max(1)).apply(&mut request);
         let event = row.event();
+        request.extensions_mut().insert(FromInbox);
         request.extensions_mut().insert(tx.tx());
         request.extensions_mut().insert(WebhookEvent {
             provider: event.provider().to_owned(),
@@ -623,6 +639,11 @@ impl Shared {
         }
     }
 }
+
+/// Marks a request an [`InboxWorker`] rebuilt: a `WebhookLayer` that sees it
+/// was wrongly put in front of the worker's handlers and says so.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FromInbox;
 
 /// A spawned task aborted when dropped.
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);

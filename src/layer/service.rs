@@ -74,7 +74,9 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let config = Arc::clone(&self.config);
-        let span = tracing::info_span!(
+        // An ERROR-level span: its fields reach every event inside it, WARN and
+        // ERROR lines included, under any filter that shows those.
+        let span = tracing::error_span!(
             "webhook",
             method = %req.method(),
             path = %req.uri().path(),
@@ -136,6 +138,15 @@ where
     ResBody: http_body::Body<Data = Bytes>,
 {
     let span = tracing::Span::current();
+    if req.extensions().get::<crate::inbox::FromInbox>().is_some() {
+        // The worker must call the handlers without the layer: the stored
+        // request carries no signature to verify.
+        tracing::error!(
+            "an InboxWorker was given a service with WebhookLayer on it: give the worker the handlers without \
+             the layer (route_layer the layer onto a clone for the HTTP app)"
+        );
+        return Ok(refuse(&config, RejectionKind::Misconfigured, "layer_under_inbox_worker"));
+    }
     let (parts, body) = req.into_parts();
 
     // Methods the provider never sends: 405 before anything else (a layer put

@@ -559,3 +559,35 @@ async fn inbox_chaos_every_event_done_once_or_dead() {
     assert_eq!(effects, done, "one effect per done event");
     assert_eq!((doubled, poison_effects), (0, 0));
 }
+
+/// A worker given the router with the layer on it (instead of the handlers
+/// without it) says so at ERROR, and the event is not processed.
+#[tokio::test]
+async fn a_worker_given_the_layered_router_says_so() {
+    let db = TestDb::new().await;
+    let (logs, _guard) = Logs::capture();
+    let layered = Router::new()
+        .route("/webhooks/stripe", post(apply_effect))
+        .route_layer(stripe_layer(db.pool.clone()).mode(Mode::Inbox).build().unwrap());
+    assert_eq!(accept(&layered, "evt_layered").await.0, StatusCode::OK);
+    let worker = InboxWorker::builder(db.pool(4), layered)
+        .poll_interval(Duration::from_millis(50))
+        .retry(RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(10), max_attempts: 1 })
+        .build()
+        .unwrap();
+    let (stop, task) = spawn_worker(worker);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            db.event_row("evt_layered").await.map(|r| r.0) == Some("dead".into())
+        })
+        .await
+    );
+    let _ = stop.send(());
+    task.await.unwrap();
+    assert_eq!(db.effects_for("evt_layered").await, 0);
+    assert!(
+        !logs.lines_with(&["ERROR", "InboxWorker was given a service with WebhookLayer"]).is_empty(),
+        "{}",
+        logs.text()
+    );
+}
