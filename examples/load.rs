@@ -219,6 +219,29 @@ impl Counters {
         row.get::<_, i64>(0) as u64
     }
 
+    /// The postmaster's live children.
+    fn children(&self) -> usize {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter(|stat| {
+                let ppid = stat.rfind(')').and_then(|i| stat[i + 2..].split(' ').nth(1)?.parse::<u32>().ok());
+                ppid == Some(self.postmaster)
+            })
+            .count()
+    }
+
+    /// Waits (at most 5 s) until the postmaster has reaped the backends of
+    /// clients that left, so their CPU time is in its cutime + cstime.
+    async fn settle(&self, children: usize) {
+        let until = Instant::now() + Duration::from_secs(5);
+        while self.children() > children && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// utime + stime of the postmaster and its live children, plus the
     /// postmaster's cutime + cstime (children that exited), in clock ticks.
     fn cpu(&self) -> u64 {
@@ -326,6 +349,7 @@ async fn pgbench_point(
 ) -> Result<Point, Box<dyn std::error::Error>> {
     let logs = tempfile::tempdir()?;
     let prefix = logs.path().join("pgbench");
+    let children = counters.children();
     let (wal0, cpu0) = (counters.wal().await, counters.cpu());
     let out = tokio::process::Command::new(bin.join("pgbench"))
         .args(["-n", "-M", "prepared", "-h", "127.0.0.1", "-U", "postgres", "-p", &port.to_string()])
@@ -340,6 +364,7 @@ async fn pgbench_point(
     if !out.status.success() {
         return Err(format!("pgbench failed: {}", String::from_utf8_lossy(&out.stderr)).into());
     }
+    counters.settle(children).await;
     let mut point = Point {
         wal_bytes: counters.wal().await - wal0,
         pg_cpu_ticks: counters.cpu() - cpu0,
@@ -403,6 +428,52 @@ fn restart_durable(pg: &webhook_test_support::TempPostgres, data: &Path, bin: &P
     if !out.status.success() {
         return Err(std::io::Error::other(format!("pg_ctl start: {}", String::from_utf8_lossy(&out.stderr))));
     }
+    Ok(())
+}
+
+/// Requests/s against senders, one panel for new events and one for
+/// duplicates, a line per variant; text in DejaVu Sans (`$LOAD_FONT`).
+fn draw(path: &str, rows: &[(&str, &str, usize, Point)]) -> Result<(), Box<dyn std::error::Error>> {
+    use plotters::prelude::*;
+    let font = std::env::var("LOAD_FONT").unwrap_or_else(|_| "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf".into());
+    let font: &'static [u8] = Box::leak(std::fs::read(&font).map_err(|e| format!("font {font}: {e}"))?.into_boxed_slice());
+    plotters::style::register_font("sans-serif", FontStyle::Normal, font).map_err(|_| "font not usable")?;
+    let root = BitMapBackend::new(path, (1100, 450)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let panels = root.split_evenly((1, 2));
+    let variants = [("layer", RED), ("hand-written", BLUE), ("pgbench", BLACK)];
+    for (panel, kind) in panels.iter().zip(["new", "duplicate"]) {
+        let max = rows.iter().filter(|r| r.1 == kind).map(|r| r.3.rate()).fold(0.0, f64::max);
+        let mut chart = ChartBuilder::on(panel)
+            .caption(format!("{kind} events/s (durable PostgreSQL)"), ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d((0.8f64..80f64).log_scale(), 0f64..max * 1.15)?;
+        chart
+            .configure_mesh()
+            .x_desc("concurrent senders (log scale)")
+            .y_desc("requests/s")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .draw()?;
+        for (variant, color) in variants {
+            let pts: Vec<(f64, f64)> =
+                rows.iter().filter(|r| r.0 == variant && r.1 == kind).map(|r| (r.2 as f64, r.3.rate())).collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                .label(variant)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, color.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
     Ok(())
 }
 
@@ -559,6 +630,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ratio("pgbench"),
             p.unexpected,
         );
+    }
+    let plot = std::env::var("LOAD_PLOT").unwrap_or_else(|_| "target/load.png".into());
+    match draw(&plot, &rows) {
+        Ok(()) => println!("\nplot: {plot}"),
+        Err(e) => println!("\nno plot: {e}"),
     }
     Ok(())
 }
