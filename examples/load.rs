@@ -134,7 +134,9 @@ async fn hand_handler(State(h): State<Hand>, headers: HeaderMap, body: Bytes) ->
     if !stripe_ok(&h.secret, sig, &body, unix_now()) {
         return StatusCode::UNAUTHORIZED.into_response();
     }
-    let Ok(event) = serde_json::from_slice::<StripeEvent>(&body) else { return StatusCode::BAD_REQUEST.into_response() };
+    let Ok(event) = serde_json::from_slice::<StripeEvent>(&body) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
     match hand_tx(&h.pool, &event).await {
         Ok(true) => StatusCode::OK.into_response(),
         Ok(false) => (StatusCode::OK, [(IDEMPOTENT_REPLAYED, "true")]).into_response(),
@@ -251,7 +253,8 @@ impl Counters {
             // Fields after the `(comm)`, which may contain spaces.
             let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
             let f: Vec<&str> = rest.split(' ').collect();
-            let (Some(pid), Ok(ppid)) = (entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()), f[1].parse::<u32>())
+            let (Some(pid), Ok(ppid)) =
+                (entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()), f[1].parse::<u32>())
             else {
                 continue;
             };
@@ -436,7 +439,8 @@ fn restart_durable(pg: &webhook_test_support::TempPostgres, data: &Path, bin: &P
 fn draw(path: &str, rows: &[(&str, &str, usize, Point)]) -> Result<(), Box<dyn std::error::Error>> {
     use plotters::prelude::*;
     let font = std::env::var("LOAD_FONT").unwrap_or_else(|_| "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf".into());
-    let font: &'static [u8] = Box::leak(std::fs::read(&font).map_err(|e| format!("font {font}: {e}"))?.into_boxed_slice());
+    let font: &'static [u8] =
+        Box::leak(std::fs::read(&font).map_err(|e| format!("font {font}: {e}"))?.into_boxed_slice());
     plotters::style::register_font("sans-serif", FontStyle::Normal, font).map_err(|_| "font not usable")?;
     let root = BitMapBackend::new(path, (1100, 450)).into_drawing_area();
     root.fill(&WHITE)?;
