@@ -635,6 +635,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             p.unexpected,
         );
     }
+    // The layer's `done` UPDATE: HOT (heap-only, no index entries) or not.
+    let row = admin
+        .get()
+        .await?
+        .query_one(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+             WHERE schemaname = 'webhook_idempotency' AND relname = 'webhook_events'",
+            &[],
+        )
+        .await?;
+    let (updates, hot): (i64, i64) = (row.get(0), row.get(1));
+    println!("\nwebhook_events updates: {updates}, of which HOT: {hot} (statistics are reported with a delay of up to 0.5 s)");
     let plot = std::env::var("LOAD_PLOT").unwrap_or_else(|_| "target/load.png".into());
     match draw(&plot, &rows) {
         Ok(()) => println!("\nplot: {plot}"),
