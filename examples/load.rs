@@ -29,6 +29,12 @@
 //! the postmaster, its live children, and its waited-for children, from
 //! `/proc/<pid>/stat`, before and after).
 //!
+//! After the table: how many of `webhook_events`' updates were HOT
+//! (`pg_stat_user_tables`), and a PNG of requests/s against senders
+//! (`$LOAD_PLOT`, default `target/load.png`; text in `$LOAD_FONT`, default
+//! DejaVu Sans; no plot, and a line saying why, when the font is missing).
+//! `pgbench` and `pg_ctl` from `$PG_BIN`, default `/usr/lib/postgresql/15/bin`.
+//!
 //! PostgreSQL, the server and the senders share this machine's cores: the
 //! numbers are relative to each other, from the same run.
 
