@@ -80,6 +80,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../sql/001_webhook_events.sql")),
     (2, include_str!("../sql/002_inbox.sql")),
     (3, include_str!("../sql/003_operations.sql")),
+    (4, include_str!("../sql/004_hot_updates.sql")),
 ];
 
 /// Key of the advisory lock serialising migrations across processes.

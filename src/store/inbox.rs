@@ -157,13 +157,14 @@ impl Sql {
                      LIMIT $2
                      FOR UPDATE SKIP LOCKED),
                  buried AS (
-                     UPDATE {t} e SET state = 'dead', locked_until = NULL, lease_token = NULL, last_failed_at = now(),
+                     UPDATE {t} e SET state = 'dead', run_at = NULL, locked_until = NULL, lease_token = NULL,
+                            last_failed_at = now(),
                             last_error = 'the worker lost its lease on the last allowed attempt (crashed or killed)'
                      FROM due
                      WHERE (e.scope, e.provider, e.event_key) = (due.scope, due.provider, due.event_key)
                        AND due.state = 'running' AND due.attempts >= $5
                      RETURNING 1)
-                 UPDATE {t} e SET state = 'running', attempts = e.attempts + 1,
+                 UPDATE {t} e SET state = 'running', attempts = e.attempts + 1, run_at = NULL,
                         locked_until = now() + make_interval(secs => $1), lease_token = gen_random_uuid()
                  FROM due
                  WHERE (e.scope, e.provider, e.event_key) = (due.scope, due.provider, due.event_key)
@@ -185,7 +186,8 @@ impl Sql {
             ),
             retry_later: format!(
                 "UPDATE {t} SET state = CASE WHEN attempts >= $5 THEN 'dead' ELSE 'pending' END,
-                        run_at = now() + make_interval(secs => $6), last_error = $7, response_status = $8,
+                        run_at = CASE WHEN attempts >= $5 THEN NULL ELSE now() + make_interval(secs => $6) END,
+                        last_error = $7, response_status = $8,
                         last_failed_at = now(), locked_until = NULL, lease_token = NULL
                  WHERE {pk} AND {fence} RETURNING state"
             ),

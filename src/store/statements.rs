@@ -76,7 +76,7 @@ impl Statements {
                 "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state)
                  VALUES ($1, $2, $3, $4, 'running')
                  ON CONFLICT (scope, provider, event_key) DO UPDATE
-                    SET state = 'running', attempts = e.attempts + 1,
+                    SET state = 'running', attempts = e.attempts + 1, run_at = NULL,
                         event_type = coalesce(excluded.event_type, e.event_type)
                   -- failed: the last delivery failed and was recorded; pending: an
                   -- inbox row no worker holds (a route switched back to synchronous mode).

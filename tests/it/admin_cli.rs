@@ -411,7 +411,10 @@ async fn schema_and_usage_errors_exit_2() {
 async fn an_unmigrated_or_outdated_schema_is_named_with_the_advice_to_migrate() {
     let db = TestDb::new().await;
     let c = db.pool.get().await.unwrap();
-    c.batch_execute("DELETE FROM webhook_idempotency.webhook_schema_migrations WHERE version = 3").await.unwrap();
+    let newest = webhook_idempotency::store::SCHEMA_VERSION;
+    c.execute("DELETE FROM webhook_idempotency.webhook_schema_migrations WHERE version = $1", &[&newest])
+        .await
+        .unwrap();
     drop(c);
     let run = admin(&db, &["stats", "--json"]).await;
     assert_eq!((run.code, run.error_kind().as_str()), (2, "outdated"), "{}", run.stderr);
