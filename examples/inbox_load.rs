@@ -246,7 +246,7 @@ async fn accept_run(db: &Db, senders: usize, secs: u64) -> AcceptRun {
         .map(|_| {
             let (client, url, next, requests) = (client.clone(), url.clone(), Arc::clone(&next), Arc::clone(&requests));
             tokio::spawn(async move {
-                let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram");
+                let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram");
                 let (mut ok, mut other) = (0u64, 0u64);
                 loop {
                     let sent = Instant::now();
