@@ -1,0 +1,27 @@
+-- Diagnostic (c'): as lease_complete.sql with the lease rewritten so each branch of its OR uses its partial
+-- index (webhook_events_due, webhook_events_leased) instead of a sequential scan and sort of every due row:
+-- a proposed change to the lease statement in src/store/inbox.rs. Still durable.
+-- pgbench -n -T 15 -c 16 -j 2 -f lease_cte_complete.sql
+WITH due AS (
+    SELECT scope, provider, event_key, run_at AS at FROM webhook_idempotency.webhook_events
+     WHERE state = 'pending' AND run_at <= now()
+     ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED),
+expired AS (
+    SELECT scope, provider, event_key, locked_until AS at FROM webhook_idempotency.webhook_events
+     WHERE state = 'running' AND locked_until < now()
+     ORDER BY locked_until LIMIT 1 FOR UPDATE SKIP LOCKED)
+UPDATE webhook_idempotency.webhook_events
+   SET state = 'running', attempts = attempts + 1, locked_until = now() + make_interval(secs => 30),
+       lease_token = gen_random_uuid()
+ WHERE (scope, provider, event_key) IN (
+       SELECT scope, provider, event_key FROM (SELECT * FROM expired UNION ALL SELECT * FROM due) c
+        ORDER BY at LIMIT 1)
+RETURNING event_key AS key, lease_token AS token \gset
+BEGIN;
+INSERT INTO bench_effects (scope, event_key, event_type) VALUES ('acct_bench', ':key', 'payment_intent.succeeded');
+UPDATE webhook_idempotency.webhook_events
+   SET state = 'done', response_status = 200, completed_at = now(), locked_until = NULL, lease_token = NULL
+ WHERE scope = 'acct_bench' AND provider = 'stripe' AND event_key = ':key'
+   AND state = 'running' AND lease_token = ':token'::uuid
+RETURNING 1;
+COMMIT;
