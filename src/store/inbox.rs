@@ -6,9 +6,9 @@
 //! `UPDATE ... WHERE key IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)
 //! RETURNING`; completion only while the lease is still this worker's):
 //! - [`Inbox::accept`]: one autocommit statement inserts the row as
-//!   `pending` (`INSERT ... ON CONFLICT DO NOTHING`) and, in the same
-//!   statement, `pg_notify`s the workers. Only its confirmed commit lets the
-//!   layer answer 2xx; a conflict is a duplicate, in whatever state.
+//!   `pending` (`INSERT ... ON CONFLICT`), and a second one, sent in the same
+//!   flight, `pg_notify`s the workers. Only the insert's confirmed commit lets
+//!   the layer answer 2xx; a conflict is a duplicate, in whatever state.
 //! - [`Inbox::lease`]: due `pending` rows, and `running` rows whose lease
 //!   expired (a crashed worker's), become `running` with `attempts + 1`,
 //!   `locked_until = now() + lease` and a fresh `lease_token`, in one
@@ -113,6 +113,7 @@ impl fmt::Debug for Inbox {
 
 struct Sql {
     accept: String,
+    notify: &'static str,
     lease: String,
     heartbeat: String,
     complete: String,
@@ -130,32 +131,42 @@ impl Sql {
         let pk = "scope = $1 AND provider = $2 AND event_key = $3";
         let fence = "state = 'running' AND lease_token = $4::text::uuid";
         Self {
+            // The insert commits alone; the notification goes in a transaction of
+            // its own, sent in the same flight: a transaction that notifies takes a
+            // cluster-wide lock through its commit's WAL flush, so notifying inside
+            // the accept would serialise every accept's durable commit.
             accept: format!(
-                "WITH accepted AS (
-                     INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, attempts, payload,
-                                           request_head, run_at)
-                     VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6::text::jsonb, now())
-                     -- A row a synchronous-mode delivery left `failed` (a route switched
-                     -- to inbox mode) is taken over; any other row is a duplicate.
-                     ON CONFLICT (scope, provider, event_key) DO UPDATE
-                        SET state = 'pending', payload = excluded.payload, request_head = excluded.request_head,
-                            run_at = now(), event_type = coalesce(excluded.event_type, e.event_type)
-                      WHERE e.state = 'failed'
-                     RETURNING e.provider)
-                 SELECT pg_notify($7, provider) FROM accepted"
+                "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, attempts, payload,
+                                       request_head, run_at)
+                 VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6::text::jsonb, now())
+                 -- A row a synchronous-mode delivery left `failed` (a route switched
+                 -- to inbox mode) is taken over; any other row is a duplicate.
+                 ON CONFLICT (scope, provider, event_key) DO UPDATE
+                    SET state = 'pending', payload = excluded.payload, request_head = excluded.request_head,
+                        run_at = now(), event_type = coalesce(excluded.event_type, e.event_type)
+                  WHERE e.state = 'failed'
+                 RETURNING 1"
             ),
+            notify: "SELECT pg_notify($1, $2)",
             // Rows whose lease expired after their last allowed run (the worker
             // died each time: a payload that crashes workers) are buried as `dead`
             // instead of leased again.
+            // One locking subquery per partial index (`run_at`, `locked_until`), so
+            // neither scans the table; at most 2 x $2 rows are locked for the
+            // statement and $2 leased.
             lease: format!(
-                "WITH due AS (
-                     SELECT scope, provider, event_key, state, attempts FROM {t}
-                     WHERE ((state = 'pending' AND run_at <= now())
-                            OR (state = 'running' AND locked_until < now()))
+                "WITH pending AS (
+                     SELECT scope, provider, event_key, state, attempts, run_at AS at FROM {t}
+                     WHERE state = 'pending' AND run_at <= now()
                        AND ($3::text IS NULL OR provider = $3) AND ($4::text IS NULL OR scope = $4)
-                     ORDER BY run_at
-                     LIMIT $2
-                     FOR UPDATE SKIP LOCKED),
+                     ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+                 expired AS (
+                     SELECT scope, provider, event_key, state, attempts, locked_until AS at FROM {t}
+                     WHERE state = 'running' AND locked_until < now()
+                       AND ($3::text IS NULL OR provider = $3) AND ($4::text IS NULL OR scope = $4)
+                     ORDER BY locked_until LIMIT $2 FOR UPDATE SKIP LOCKED),
+                 due AS (
+                     SELECT * FROM (SELECT * FROM expired UNION ALL SELECT * FROM pending) c ORDER BY at LIMIT $2),
                  buried AS (
                      UPDATE {t} e SET state = 'dead', run_at = NULL, locked_until = NULL, lease_token = NULL,
                             last_failed_at = now(),
@@ -408,17 +419,44 @@ impl Inbox {
     pub async fn accept(&self, event: &ScopedEvent, payload: &[u8], head: &RequestHead) -> Result<bool, ClaimError> {
         let head = serde_json::to_string(head).expect("a RequestHead serialises");
         let channel = self.channel();
-        let params: [&(dyn ToSql + Sync); 7] = [
-            event.scope_ref(),
-            event.provider_ref(),
-            event.key_ref(),
-            &event.get_event_type(),
-            &payload,
-            &head,
-            &channel,
-        ];
-        let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::BYTEA, Type::TEXT, Type::TEXT];
-        Ok(!self.run(&self.inner.sql.accept, &params, &types).await?.is_empty())
+        let params: [&(dyn ToSql + Sync); 6] =
+            [event.scope_ref(), event.provider_ref(), event.key_ref(), &event.get_event_type(), &payload, &head];
+        let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::BYTEA, Type::TEXT];
+        let notify: [&(dyn ToSql + Sync); 2] = [&channel, event.provider_ref()];
+        let obj = self.connection().await?;
+        let cache = self.inner.cache;
+        let sql = &self.inner.sql;
+        let statements = async {
+            let insert = super::conn::prepare_on(&obj, &sql.accept, cache).await?;
+            let wake = super::conn::prepare_on(&obj, sql.notify, cache).await?;
+            // One flight: the insert, then the notification in a transaction of
+            // its own (a spurious wake-up for a duplicate costs the workers one
+            // empty lease).
+            let (inserted, notified) = tokio::join!(
+                super::conn::query_on(&obj, insert.as_ref(), &sql.accept, &params, &types),
+                super::conn::query_on(&obj, wake.as_ref(), sql.notify, &notify, &[Type::TEXT, Type::TEXT]),
+            );
+            if let Err(e) = notified {
+                tracing::warn!(
+                    sqlstate = sqlstate(&e),
+                    "inbox: notification not sent; workers find the row by polling"
+                );
+            }
+            inserted
+        };
+        match tokio::time::timeout(self.inner.database_timeout, statements).await {
+            Ok(Ok(rows)) => Ok(!rows.is_empty()),
+            Ok(Err(e)) => {
+                if super::claim::session_unusable(&e) {
+                    drop(Object::take(obj));
+                }
+                Err(ClaimError::of(ClaimErrorKind::Database, Some(e)))
+            }
+            Err(_) => {
+                drop(Object::take(obj));
+                Err(ClaimError::of(ClaimErrorKind::Timeout, None))
+            }
+        }
     }
 
     /// Leases up to `limit` due rows for `lease` (optionally of one provider
