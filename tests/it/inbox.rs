@@ -16,21 +16,21 @@ use webhook_idempotency::store::inbox::{AfterFailure, Inbox};
 use webhook_idempotency::{Mode, WebhookEvent, WebhookTx};
 
 /// The webhook app in inbox mode: the layer stores, nothing else runs.
-fn accepting_app(pool: deadpool_postgres::Pool) -> Router {
+pub(crate) fn accepting_app(pool: deadpool_postgres::Pool) -> Router {
     Router::new().route(
         "/webhooks/stripe",
         post(|| async { StatusCode::IM_A_TEAPOT }).layer(stripe_layer(pool).mode(Mode::Inbox).build().unwrap()),
     )
 }
 
-async fn accept(app: &Router, id: &str) -> (StatusCode, bool) {
+pub(crate) async fn accept(app: &Router, id: &str) -> (StatusCode, bool) {
     let res = app.clone().oneshot(stripe_request(stripe_body(id))).await.unwrap();
     (res.status(), res.headers().contains_key("idempotent-replayed"))
 }
 
 /// A worker whose handler applies one effect; `run` spawns it and returns a
 /// stop switch and the task.
-fn spawn_worker(worker: InboxWorker<Router>) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+pub(crate) fn spawn_worker(worker: InboxWorker<Router>) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(worker.run(async move {
         let _ = stopped.await;
@@ -39,7 +39,7 @@ fn spawn_worker(worker: InboxWorker<Router>) -> (oneshot::Sender<()>, tokio::tas
 }
 
 /// A handler that applies the effect, signals `entered`, and never answers.
-fn stuck_router(entered: Arc<Notify>) -> Router {
+pub(crate) fn stuck_router(entered: Arc<Notify>) -> Router {
     Router::new().route(
         "/webhooks/stripe",
         post(move |tx: WebhookTx, event: WebhookEvent| {

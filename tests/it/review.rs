@@ -13,7 +13,7 @@ use axum::routing::post;
 use axum::Router;
 use bytes::Bytes;
 use http::{Request, StatusCode};
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
 use webhook_idempotency::key::HeaderKey;
 use webhook_idempotency::providers::github;
@@ -22,39 +22,7 @@ use webhook_idempotency::{Mode, Provider, SigningSecret, WebhookEvent, WebhookTx
 
 const EVENTS: &str = "webhook_idempotency.webhook_events";
 
-fn accepting_app(pool: deadpool_postgres::Pool) -> Router {
-    Router::new().route(
-        "/webhooks/stripe",
-        post(|| async { StatusCode::IM_A_TEAPOT }).layer(stripe_layer(pool).mode(Mode::Inbox).build().unwrap()),
-    )
-}
-
-async fn accept(app: &Router, id: &str) -> (StatusCode, bool) {
-    let res = app.clone().oneshot(stripe_request(stripe_body(id))).await.unwrap();
-    (res.status(), res.headers().contains_key("idempotent-replayed"))
-}
-
-fn spawn_worker(worker: InboxWorker<Router>) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(worker.run(async move {
-        let _ = stopped.await;
-    }));
-    (stop, task)
-}
-
-fn stuck_router(entered: Arc<Notify>) -> Router {
-    Router::new().route(
-        "/webhooks/stripe",
-        post(move |tx: WebhookTx, event: WebhookEvent| {
-            let entered = Arc::clone(&entered);
-            async move {
-                apply_effect(tx, event).await;
-                entered.notify_one();
-                std::future::pending::<StatusCode>().await
-            }
-        }),
-    )
-}
+use crate::inbox::{accept, accepting_app, spawn_worker, stuck_router};
 
 fn fast_policy(max_attempts: u32) -> RetryPolicy {
     RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(20), max_attempts }
