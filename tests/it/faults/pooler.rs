@@ -199,7 +199,11 @@ async fn default_mode_through_pgbouncer_refuses_but_never_acknowledges_a_lost_cl
             assert_eq!(effects, 1, "{key} acknowledged ({status}) without its effect");
             assert_eq!(db.event_row(key).await.map(|r| r.0), Some("done".to_owned()), "{key}");
         } else {
-            assert_eq!(*status, StatusCode::SERVICE_UNAVAILABLE, "{key}: refused as retryable");
+            // 503 when the layer's own statement met 26000; the handler's 500
+            // when its own cached statement did: either way a 5xx the sender
+            // retries, and nothing applied.
+            assert!(status.is_server_error(), "{key}: refused with a retryable 5xx, not {status}");
+            assert_eq!(effects, 0, "{key}: refused, yet applied");
         }
     }
 }
