@@ -228,6 +228,27 @@ impl Sql {
     }
 }
 
+/// The answer of statements run on `obj` under the database timeout: a
+/// connection that timed out or cannot serve writes is closed, never pooled.
+fn settle(
+    obj: Object,
+    result: Result<Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>, tokio::time::error::Elapsed>,
+) -> Result<Vec<tokio_postgres::Row>, ClaimError> {
+    match result {
+        Ok(Ok(rows)) => Ok(rows),
+        Ok(Err(e)) => {
+            if super::claim::session_unusable(&e) {
+                drop(Object::take(obj));
+            }
+            Err(ClaimError::of(ClaimErrorKind::Database, Some(e)))
+        }
+        Err(_) => {
+            drop(Object::take(obj));
+            Err(ClaimError::of(ClaimErrorKind::Timeout, None))
+        }
+    }
+}
+
 /// The channel the inbox notifies on, per schema: a digest of the schema's
 /// name, so that any valid schema name (up to 63 bytes) gives a channel
 /// name within PostgreSQL's 63-byte identifier limit.
@@ -380,35 +401,15 @@ impl Inbox {
         let obj = self.connection().await?;
         let cache = self.inner.cache;
         let statement = async {
-            if cache {
-                let stmt = obj.prepare_cached(sql).await?;
-                obj.query(&stmt, params).await
-            } else {
-                let typed: Vec<(&(dyn ToSql + Sync), Type)> =
-                    params.iter().zip(types).map(|(p, t)| (*p, t.clone())).collect();
-                obj.query_typed(sql, &typed).await
-            }
+            let prepared = super::conn::prepare_on(&obj, sql, cache).await?;
+            super::conn::query_on(&obj, prepared.as_ref(), sql, params, types).await
         };
         let result = tokio::time::timeout(self.inner.database_timeout, statement).await;
-        match result {
-            Ok(Ok(rows)) => Ok(rows),
-            Ok(Err(e)) => {
-                if super::claim::session_unusable(&e) {
-                    drop(Object::take(obj)); // never pooled again
-                }
-                Err(ClaimError::of(ClaimErrorKind::Database, Some(e)))
-            }
-            Err(_) => {
-                // No answer in time: a connection that may be dead is closed,
-                // never pooled.
-                drop(Object::take(obj));
-                Err(ClaimError::of(ClaimErrorKind::Timeout, None))
-            }
-        }
+        settle(obj, result)
     }
 
     /// Stores a verified delivery as `pending` and notifies the workers, in
-    /// one autocommit statement. `Ok(true)`: accepted and committed (answer
+    /// two autocommit statements sent in one flight. `Ok(true)`: accepted and committed (answer
     /// 2xx); `Ok(false)`: a row for the event exists already (a duplicate:
     /// nothing written), except a `failed` one a synchronous-mode delivery
     /// left, which is taken over (`Ok(true)`).
@@ -444,19 +445,8 @@ impl Inbox {
             }
             inserted
         };
-        match tokio::time::timeout(self.inner.database_timeout, statements).await {
-            Ok(Ok(rows)) => Ok(!rows.is_empty()),
-            Ok(Err(e)) => {
-                if super::claim::session_unusable(&e) {
-                    drop(Object::take(obj));
-                }
-                Err(ClaimError::of(ClaimErrorKind::Database, Some(e)))
-            }
-            Err(_) => {
-                drop(Object::take(obj));
-                Err(ClaimError::of(ClaimErrorKind::Timeout, None))
-            }
-        }
+        let result = tokio::time::timeout(self.inner.database_timeout, statements).await;
+        settle(obj, result).map(|rows| !rows.is_empty())
     }
 
     /// Leases up to `limit` due rows for `lease` (optionally of one provider
