@@ -27,13 +27,16 @@
 //!
 //! The states of one claim, and who may move between them:
 //! - [`ClaimStore::claim`] begins a READ COMMITTED transaction (or the
-//!   configured level) and inserts `(provider, scope, key)` as `running`
-//!   with `INSERT ... ON CONFLICT DO NOTHING`. The primary key decides races,
-//!   across processes too. A row another transaction holds is waited on for
-//!   1 ms (`lock_timeout`, SQLSTATE 55P03), then checked again without a
-//!   connection, with backoff, for up to the store's in-flight wait.
+//!   configured level) and inserts `(provider, scope, key)` with
+//!   `INSERT ... ON CONFLICT`, already in the state a commit gives it
+//!   (`done`, status 200): no other transaction sees the row before the
+//!   commit, and a rollback removes it, so the row is written once. The
+//!   primary key decides races, across processes too. A row another
+//!   transaction holds is waited on for 1 ms (`lock_timeout`, SQLSTATE
+//!   55P03), then checked again without a connection, with backoff, for up
+//!   to the store's in-flight wait.
 //! - [`ClaimedEvent`] owns the open transaction: [`commit`](ClaimedEvent::commit)
-//!   marks the row `done` and commits; [`fail`](ClaimedEvent::fail) rolls
+//!   commits it (storing another status first); [`fail`](ClaimedEvent::fail) rolls
 //!   back and records the failed attempt in a transaction of its own;
 //!   dropping it closes the connection (PostgreSQL rolls back). A connection
 //!   inside a transaction never returns to the pool.
@@ -49,10 +52,13 @@ use tokio::time::Instant;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
-/// The parameter types of the claim statements: scope, provider, key, type.
-const TEXT4: [Type; 4] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT];
+/// The parameter types of the lookup: scope, provider, key.
+const TEXT3: [Type; 3] = [Type::TEXT, Type::TEXT, Type::TEXT];
+/// The claim's: scope, provider, key, type, the assumed status.
+const CLAIM_TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2];
 
 use super::conn::{prepare_on, query_on, Finish};
+use super::statements::ASSUMED_STATUS;
 use super::{IsolationLevel, Statements, TxConn};
 use crate::tx::WebhookTx;
 
@@ -176,7 +182,7 @@ impl ClaimStoreBuilder {
     }
 
     /// The client-side deadline of each database step on the request path
-    /// (one claim attempt, the done-marking with its COMMIT, the failure
+    /// (one claim attempt, the check with its COMMIT, the failure
     /// record), default 2 s: well under the senders' own timeouts (Slack 3 s,
     /// Shopify 5 s, GitHub 10 s). A step past it has its connection discarded
     /// (detached from the pool, its statement cancelled, closed), never
@@ -428,8 +434,7 @@ impl ClaimStore {
     async fn attempt(&self, obj: Object, event: &ScopedEvent) -> Result<Attempt, tokio_postgres::Error> {
         let sql = &self.inner.sql;
         let cache = !self.inner.transaction_pooler;
-        let keys: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-            [&event.scope, &event.provider, &event.key, &event.event_type];
+        let keys: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&event.scope, &event.provider, &event.key];
         // The connection is closed, never pooled, if this attempt is dropped
         // before an answer (the database timeout on a dead network).
         let conn = TxConn::opening(obj, cache);
@@ -437,7 +442,7 @@ impl ClaimStore {
         // Flight 0, outside any transaction: a done event is answered from
         // here (one round trip, no transaction id, no WAL).
         let lookup = prepare_on(client, &sql.lookup, cache).await?;
-        let found = query_on(client, lookup.as_ref(), &sql.lookup, &keys[..3], &TEXT4[..3]).await?;
+        let found = query_on(client, lookup.as_ref(), &sql.lookup, &keys, &TEXT3).await?;
         if let Some(row) = found.first() {
             if row.get::<_, &str>(0) == "done" {
                 let status = row.get(1);
@@ -445,23 +450,22 @@ impl ClaimStore {
                 return Ok(Attempt::Done(status));
             }
         }
-        // Flight 1: BEGIN with a 1 ms lock wait, the claim, the session's own
-        // lock_timeout back for the handler: one round trip. Statements are
-        // prepared first, so the three requests leave in this order.
+        // Flight 1: BEGIN and the claim (which bounds its own lock wait to
+        // 1 ms and gives the handler the session's lock_timeout back): one
+        // round trip. The claim is prepared first, so both leave in order.
         let claim = prepare_on(client, &sql.claim, cache).await?;
-        let (begun, claimed, restored) = tokio::join!(
+        let claim_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&event.scope, &event.provider, &event.key, &event.event_type, &ASSUMED_STATUS];
+        let (begun, claimed) = tokio::join!(
             client.batch_execute(&sql.begin),
-            query_on(client, claim.as_ref(), &sql.claim, &keys, &TEXT4),
-            client.batch_execute(&sql.restore_lock_timeout),
+            query_on(client, claim.as_ref(), &sql.claim, &claim_params, &CLAIM_TYPES),
         );
-        let outcome = begun.and(claimed).and_then(|rows| restored.map(|()| rows));
-        match outcome {
+        match begun.and(claimed) {
             Ok(rows) if !rows.is_empty() => Ok(Attempt::Claimed(Box::new(conn), rows[0].get(0), rows[0].get(1))),
             Ok(_) => {
                 // Another delivery's row stands: done (since the lookup) or in
                 // flight. End the transaction and look again, in one flight.
-                let found =
-                    conn.finish_with(None, lookup.as_ref(), &sql.lookup, &keys[..3], &TEXT4[..3], "ROLLBACK").await;
+                let found = conn.finish_with(None, lookup.as_ref(), &sql.lookup, &keys, &TEXT3, "ROLLBACK").await;
                 Ok(match found.ok().as_ref().and_then(|rows| rows.first()) {
                     Some(row) if row.get::<_, &str>(0) == "done" => Attempt::Done(row.get(1)),
                     _ => Attempt::InFlight,
@@ -493,8 +497,8 @@ enum Attempt {
 pub struct ClaimedEvent {
     tx: WebhookTx,
     attempt: u32,
-    /// The claim transaction's `now()`: the done-marking checks the row is
-    /// still being marked inside this very transaction.
+    /// The claim transaction's `now()`: the commit checks it is still in
+    /// this very transaction.
     started: SystemTime,
     event: ScopedEvent,
     store: ClaimStore,
@@ -603,11 +607,14 @@ impl ClaimedEvent {
     /// answer, kept for replays) and commits, together with every write made
     /// through [`tx`](Self::tx). Only `Ok` means committed.
     ///
-    /// The done-marking `UPDATE` runs first inside the transaction: in an
-    /// aborted transaction it fails (25P02), where a bare COMMIT would be
-    /// answered ROLLBACK without an error (rust-postgres#1334); and it matches
-    /// the row only when the transaction's `now()` is the claim's, so work
-    /// that ended the transaction itself is caught.
+    /// A check runs first inside the transaction, in the same flight as
+    /// `COMMIT`: in an aborted transaction it fails (25P02), where a bare
+    /// COMMIT would be answered ROLLBACK without an error
+    /// (rust-postgres#1334); and it passes only when the transaction's
+    /// `now()` is the claim's, so work that ended the transaction itself is
+    /// caught ([`CommitErrorKind::ClaimLost`]; a claim row that work
+    /// committed is turned `failed`, so the next delivery runs again). A
+    /// status other than 200 is stored on the row by that check.
     ///
     /// # Errors
     /// [`CommitError`]; the failed attempt is recorded unless the handle is
@@ -624,8 +631,12 @@ impl ClaimedEvent {
                 Err(CommitError { kind: CommitErrorKind::Unknown, source: None })
             }
         };
-        if result.is_err() {
-            self.store.record_failure(&self.event, "transaction could not be committed", Some(status)).await;
+        if let Err(e) = &result {
+            // Only when the work ended the transaction itself may the claim
+            // row it committed be turned `failed`; after an unknown COMMIT
+            // outcome a `done` row is ours and stays.
+            let own = (e.kind == CommitErrorKind::ClaimLost).then_some(self.started);
+            self.store.record_failure(&self.event, "transaction could not be committed", Some(status), own).await;
         }
         result
     }
@@ -634,10 +645,19 @@ impl ClaimedEvent {
         let sql = &self.store.inner.sql;
         let code = i16::try_from(status).unwrap_or(i16::MAX);
         let ev = &self.event;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-            [&ev.scope, &ev.provider, &ev.key, &code, &self.started];
-        let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2, Type::TIMESTAMPTZ];
-        let prepared = match conn.prepare(&sql.done).await {
+        // The row was written `done` with the assumed status; another status
+        // is stored by a HOT update, in the same flight.
+        let (stmt, params, types): (&str, Vec<&(dyn tokio_postgres::types::ToSql + Sync)>, &[Type]) =
+            if code == ASSUMED_STATUS {
+                (&sql.check, vec![&self.started], &[Type::TIMESTAMPTZ])
+            } else {
+                (
+                    &sql.set_status,
+                    vec![&ev.scope, &ev.provider, &ev.key, &code, &self.started],
+                    &[Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2, Type::TIMESTAMPTZ],
+                )
+            };
+        let prepared = match conn.prepare(stmt).await {
             Ok(prepared) => prepared,
             Err(e) => {
                 tracing::error!(sqlstate = sqlstate(&e), "transaction unusable after the work; rolled back");
@@ -647,15 +667,15 @@ impl ClaimedEvent {
                 return Err(CommitError { kind: CommitErrorKind::Aborted, source: Some(e) });
             }
         };
-        // The done-marking and COMMIT in one flight. In a transaction a
-        // swallowed error aborted, the marking fails (25P02) and PostgreSQL
-        // answers the COMMIT with ROLLBACK (rust-postgres#1334); when the claim
-        // row is not in this transaction (the work ended it), the marking
-        // divides by zero (22012): either way nothing commits.
-        match conn.finish_with(None, prepared.as_ref(), &sql.done, &params, &types, "COMMIT").await {
+        // The check and COMMIT in one flight. In a transaction a swallowed
+        // error aborted, the check fails (25P02) and PostgreSQL answers the
+        // COMMIT with ROLLBACK (rust-postgres#1334); when the transaction is
+        // no longer the claim's (the work ended it), the check divides by
+        // zero (22012): either way nothing commits.
+        match conn.finish_with(None, prepared.as_ref(), stmt, &params, types, "COMMIT").await {
             Ok(_) => Ok(()),
             Err(Finish::Statement(e)) if e.code() == Some(&SqlState::DIVISION_BY_ZERO) => {
-                tracing::error!("the claim row is gone from the transaction; rolled back");
+                tracing::error!("the claim's transaction was ended by the work; not committed here");
                 Err(CommitError { kind: CommitErrorKind::ClaimLost, source: None })
             }
             Err(Finish::Statement(e)) => {
@@ -683,7 +703,9 @@ impl ClaimedEvent {
         if tokio::time::timeout(self.store.inner.database_timeout, rollback(conn)).await.is_err() {
             tracing::error!("rollback: no answer from the database in time; connection discarded");
         }
-        self.store.record_failure(&self.event, error, status).await;
+        // This path never commits: a `done` row with the claim's time was
+        // committed by the work itself, and is turned `failed`.
+        self.store.record_failure(&self.event, error, status, Some(self.started)).await;
         Ok(())
     }
 
@@ -706,7 +728,13 @@ async fn rollback(conn: TxConn) {
 impl ClaimStore {
     /// Records a failed attempt outside the rolled-back transaction, on a
     /// pooled connection. Best effort: a failure to record is logged.
-    async fn record_failure(&self, event: &ScopedEvent, error: &str, status: Option<u16>) {
+    async fn record_failure(
+        &self,
+        event: &ScopedEvent,
+        error: &str,
+        status: Option<u16>,
+        committed_claim: Option<SystemTime>,
+    ) {
         let Ok(obj) = self.connection().await else {
             tracing::warn!("failed attempt not recorded: no database connection");
             return;
@@ -717,9 +745,9 @@ impl ClaimStore {
         let record = async {
             let prepared = prepare_on(&obj, &sql.record_failure, cache).await?;
             let conn = TxConn::opening(obj, cache);
-            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
-                [&event.scope, &event.provider, &event.key, &event.event_type, &error, &code];
-            let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2];
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+                [&event.scope, &event.provider, &event.key, &event.event_type, &error, &code, &committed_claim];
+            let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2, Type::TIMESTAMPTZ];
             // BEGIN, the record and COMMIT in one flight.
             let begin = Some(sql.begin_failure);
             let finished =

@@ -12,9 +12,9 @@ use super::IsolationLevel;
 /// waits for an in-flight delivery between attempts, without a connection.
 const CLAIM_LOCK_WAIT_MS: u32 = 1;
 
-/// The custom setting (transaction-local) that keeps the session's own
-/// `lock_timeout` while the claim runs with a 1 ms one.
-const SAVED_LOCK_TIMEOUT: &str = "webhook_idempotency.saved_lock_timeout";
+/// The HTTP status the claim row is written with: the one most handlers
+/// answer, so committing it needs no second write of the row.
+pub(crate) const ASSUMED_STATUS: i16 = 200;
 
 /// The statements the layer runs, with the schema spliced in once at build
 /// time. Parameters are always `$1 scope, $2 provider, $3 event_key`.
@@ -23,35 +23,50 @@ const SAVED_LOCK_TIMEOUT: &str = "webhook_idempotency.saved_lock_timeout";
 /// requests issued together on one connection):
 /// - a done event: [`lookup`](Self::lookup), outside any transaction: one
 ///   round trip, no transaction id, no WAL;
-/// - a new event: `lookup`; then [`begin`](Self::begin), [`claim`](Self::claim)
-///   and [`restore_lock_timeout`](Self::restore_lock_timeout) in one flight;
-///   the handler's statements; [`done`](Self::done) and `COMMIT` in one flight.
+/// - a new event: `lookup`; then [`begin`](Self::begin) and
+///   [`claim`](Self::claim) in one flight; the handler's statements;
+///   [`check`](Self::check) (or [`set_status`](Self::set_status)) and
+///   `COMMIT` in one flight. Six statements, all but `BEGIN`/`COMMIT`
+///   prepared once per connection; the row is written once.
 #[derive(Debug)]
 pub(crate) struct Statements {
     /// The schema the statements name.
     pub(crate) schema: String,
-    /// Simple-query batch: opens the claim transaction, saves the session's
-    /// `lock_timeout` in a transaction-local setting and bounds the wait for
-    /// an in-flight claim to 1 ms.
+    /// Simple query: opens the claim transaction at the configured level.
     pub(crate) begin: String,
-    /// Simple query: gives the handler the session's own `lock_timeout` back
-    /// (`SET LOCAL ... TO DEFAULT` would reset it to the server's).
-    pub(crate) restore_lock_timeout: String,
-    /// `$4 event_type` → `attempts, now()` when this delivery claimed the
-    /// event: inserted as `running`, or taken over from a `failed` row or an
-    /// inbox row still `pending` (`attempts + 1`); no row when another
-    /// delivery's row stands.
-    /// `now()` is the transaction's start time.
+    /// `$4 event_type, $5 response_status` → `attempts, now()` when this
+    /// delivery claimed the event: inserted `done` with that status (the
+    /// row is invisible to others until the transaction commits, and a
+    /// rollback removes it: the state a commit gives it is written at once,
+    /// so committing costs no second row version), or taken over from a
+    /// `failed` row or an inbox row still `pending` (`attempts + 1`); no row
+    /// when another delivery's row stands.
+    ///
+    /// The statement bounds its own wait for an in-flight delivery's row
+    /// lock to 1 ms: a materialized CTE saves the session's `lock_timeout`
+    /// and sets the 1 ms one (`set_config(..., true)`, transaction-local)
+    /// before the row to insert exists, so before any lock wait, and
+    /// `RETURNING` gives the session's own value back for the handler.
+    /// When nothing is inserted the 1 ms stays until the rollback that
+    /// follows. `now()` is the transaction's start time.
     pub(crate) claim: String,
     /// → `state, response_status`.
     pub(crate) lookup: String,
-    /// `$4 response_status, $5 the claim's now()`: marks the claimed row
-    /// done, only inside the claim's transaction; fails (division by zero,
-    /// 22012) when that row is not there, so the `COMMIT` sent with it ends
-    /// an aborted transaction (PostgreSQL answers it `ROLLBACK`).
-    pub(crate) done: String,
+    /// `$1 the claim's now()`: fails (division by zero, 22012) unless the
+    /// transaction is still the claim's, and (25P02) when a swallowed error
+    /// aborted it, so the `COMMIT` sent with it ends an aborted or foreign
+    /// transaction without committing (PostgreSQL answers it `ROLLBACK`).
+    pub(crate) check: String,
+    /// `$4 response_status, $5 the claim's now()`: the [`check`](Self::check)
+    /// for a status other than [`ASSUMED_STATUS`], storing it on the claimed
+    /// row (a HOT update); fails (22012) when that row is not in this
+    /// transaction.
+    pub(crate) set_status: String,
     /// Records a failed attempt after the rollback. `$4 event_type,
-    /// $5 last_error, $6 response_status`.
+    /// $5 last_error, $6 response_status, $7 the claim's now()` when the
+    /// claim's own transaction may have been committed by the work itself
+    /// (a `done` row written by that claim is then turned `failed`), else
+    /// NULL.
     pub(crate) record_failure: String,
     /// Simple-query batch: transaction for [`Statements::record_failure`].
     pub(crate) begin_failure: &'static str,
@@ -63,31 +78,29 @@ impl Statements {
         let pk = "scope = $1 AND provider = $2 AND event_key = $3";
         Self {
             schema: schema.to_owned(),
-            begin: format!(
-                "BEGIN ISOLATION LEVEL {}; \
-                 SELECT set_config('{SAVED_LOCK_TIMEOUT}', current_setting('lock_timeout'), true), \
-                        set_config('lock_timeout', '{CLAIM_LOCK_WAIT_MS}ms', true)",
-                isolation.sql(),
-            ),
-            restore_lock_timeout: format!(
-                "SELECT set_config('lock_timeout', current_setting('{SAVED_LOCK_TIMEOUT}'), true)"
-            ),
+            begin: format!("BEGIN ISOLATION LEVEL {}", isolation.sql()),
             claim: format!(
-                "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state)
-                 VALUES ($1, $2, $3, $4, 'running')
+                "WITH saved AS MATERIALIZED (SELECT current_setting('lock_timeout') AS v),
+                      bounded AS MATERIALIZED (
+                          SELECT v, set_config('lock_timeout', '{CLAIM_LOCK_WAIT_MS}ms', true) FROM saved)
+                 INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, response_status,
+                                      completed_at)
+                 SELECT $1, $2, $3, $4, 'done', $5, now() FROM bounded
                  ON CONFLICT (scope, provider, event_key) DO UPDATE
-                    SET state = 'running', attempts = e.attempts + 1, run_at = NULL,
+                    SET state = 'done', attempts = e.attempts + 1, run_at = NULL,
+                        response_status = excluded.response_status, completed_at = excluded.completed_at,
                         event_type = coalesce(excluded.event_type, e.event_type)
                   -- failed: the last delivery failed and was recorded; pending: an
                   -- inbox row no worker holds (a route switched back to synchronous mode).
                   WHERE e.state IN ('failed', 'pending')
-                 RETURNING attempts, now()"
+                 RETURNING attempts, now(), (SELECT set_config('lock_timeout', v, true) FROM bounded)"
             ),
             lookup: format!("SELECT state, response_status FROM {t} WHERE {pk}"),
-            done: format!(
+            check: "SELECT 1 / (now() = $1)::int".to_owned(),
+            set_status: format!(
                 "WITH done AS (
-                     UPDATE {t} SET state = 'done', response_status = $4, completed_at = now()
-                     WHERE {pk} AND state = 'running' AND now() = $5
+                     UPDATE {t} SET response_status = $4
+                     WHERE {pk} AND state = 'done' AND completed_at = $5 AND now() = $5
                      RETURNING 1)
                  SELECT 1 / count(*)::int FROM done"
             ),
@@ -96,14 +109,16 @@ impl Statements {
                                       last_error, response_status, last_failed_at)
                  VALUES ($1, $2, $3, $4, 'failed', 1, $5, $6, now())
                  ON CONFLICT (scope, provider, event_key) DO UPDATE
-                    -- A committed `running` row: a handler that ended the claim's
+                    -- A committed `running` row (older releases) or a `done` row with
+                    -- this claim's time ($7): a handler that ended the claim's
                     -- transaction itself; that run was counted at its claim.
                     SET state = 'failed',
-                        attempts = e.attempts + CASE WHEN e.state = 'running' THEN 0 ELSE 1 END,
+                        attempts = e.attempts + CASE WHEN e.state = 'failed' THEN 1 ELSE 0 END,
                         last_error = excluded.last_error,
                         response_status = excluded.response_status,
                         last_failed_at = excluded.last_failed_at
-                  WHERE e.state IN ('failed', 'running')"
+                  WHERE e.state IN ('failed', 'running')
+                     OR (e.state = 'done' AND e.completed_at = $7::timestamptz)"
             ),
             begin_failure: "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = 1000",
         }

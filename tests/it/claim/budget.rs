@@ -1,5 +1,5 @@
-//! The round-trip and WAL budget of a delivery, as a regression guard:
-//! counted on the wire by a proxy between the pool and PostgreSQL.
+//! The statement, round-trip and WAL budget of a delivery, as a regression
+//! guard: counted on the wire by a proxy between the pool and PostgreSQL.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -18,8 +18,49 @@ use webhook_idempotency::{WebhookEvent, WebhookTx};
 #[derive(Default)]
 struct Turns {
     round_trips: AtomicU64,
+    /// Statements the client asked to run: each extended-protocol Execute
+    /// message, and each statement of a simple Query message.
+    statements: AtomicU64,
     /// 0: nothing yet, 1: the client spoke last, 2: the server did.
     last: AtomicU8,
+}
+
+/// Reads the client's side of the protocol (PostgreSQL docs, "Message
+/// Formats"): an untyped startup message, then typed messages (one type byte,
+/// a 4-byte big-endian length that counts itself).
+#[derive(Default)]
+struct Frontend {
+    pending: Vec<u8>,
+    started: bool,
+}
+
+impl Frontend {
+    /// Statements in the messages completed by `bytes`.
+    fn feed(&mut self, bytes: &[u8]) -> u64 {
+        self.pending.extend_from_slice(bytes);
+        let mut statements = 0;
+        loop {
+            let typed = usize::from(self.started);
+            let Some(len) = self.pending.get(typed..typed + 4) else { break };
+            let end = typed + u32::from_be_bytes(len.try_into().unwrap()) as usize;
+            if self.pending.len() < end {
+                break;
+            }
+            if self.started {
+                statements += match self.pending[0] {
+                    b'E' => 1,
+                    b'Q' => {
+                        let text = String::from_utf8_lossy(&self.pending[5..end - 1]).into_owned();
+                        text.split(';').filter(|s| !s.trim().is_empty()).count() as u64
+                    }
+                    _ => 0,
+                };
+            }
+            self.started = true;
+            self.pending.drain(..end);
+        }
+        statements
+    }
 }
 
 async fn counting_proxy(target: u16, turns: Arc<Turns>) -> u16 {
@@ -36,7 +77,9 @@ async fn counting_proxy(target: u16, turns: Arc<Turns>) -> u16 {
                     let turns = Arc::clone(&turns);
                     async move {
                         let mut buf = vec![0u8; 64 * 1024];
+                        let mut frontend = Frontend::default();
                         while let Ok(n @ 1..) = ci.read(&mut buf).await {
+                            turns.statements.fetch_add(frontend.feed(&buf[..n]), Ordering::SeqCst);
                             if turns.last.swap(1, Ordering::SeqCst) != 1 {
                                 turns.round_trips.fetch_add(1, Ordering::SeqCst);
                             }
@@ -92,10 +135,14 @@ async fn round_trips_and_wal_per_delivery_stay_within_budget() {
     assert_eq!(send("evt_warm").await.unwrap().status(), StatusCode::OK);
     assert_eq!(send("evt_warm").await.unwrap().status(), StatusCode::OK);
 
-    let measure = |before: u64| turns.round_trips.load(Ordering::SeqCst) - before;
-    let before = turns.round_trips.load(Ordering::SeqCst);
+    let counts = || (turns.round_trips.load(Ordering::SeqCst), turns.statements.load(Ordering::SeqCst));
+    let measure = |(trips, statements): (u64, u64)| {
+        let (t, s) = counts();
+        (t - trips, s - statements)
+    };
+    let before = counts();
     assert_eq!(send("evt_new").await.unwrap().status(), StatusCode::OK);
-    let new_event = measure(before);
+    let (new_event, new_statements) = measure(before);
 
     let wal = |db: &TestDb| {
         let db = db.pool.clone();
@@ -105,15 +152,23 @@ async fn round_trips_and_wal_per_delivery_stay_within_budget() {
         }
     };
     let wal_before = wal(&db).await;
-    let before = turns.round_trips.load(Ordering::SeqCst);
+    let before = counts();
     let res = send("evt_new").await.unwrap();
     assert_eq!((res.status(), res.headers().contains_key("idempotent-replayed")), (StatusCode::OK, true));
-    let duplicate = measure(before);
+    let (duplicate, duplicate_statements) = measure(before);
     let wal_after = wal(&db).await;
-    println!("round trips: new event {new_event} (the handler's insert included), duplicate {duplicate}; WAL by the duplicate: {wal_before} -> {wal_after}");
-    // The hand-written handler's budget: BEGIN, claim, insert, COMMIT = 4.
+    println!(
+        "new event: {new_event} round trips, {new_statements} statements (the handler's insert included); \
+         duplicate: {duplicate} round trips, {duplicate_statements} statements; \
+         WAL by the duplicate: {wal_before} -> {wal_after}"
+    );
+    // The hand-written handler's budget: BEGIN, claim, insert, COMMIT = 4
+    // round trips. Statements: the lookup, BEGIN, the claim, the insert, the
+    // commit check, COMMIT.
     assert!(new_event <= 4, "a new event took {new_event} round trips");
+    assert!(new_statements <= 6, "a new event ran {new_statements} statements");
     assert_eq!(duplicate, 1, "a duplicate is one lookup");
+    assert_eq!(duplicate_statements, 1, "a duplicate is one lookup");
     assert_eq!(wal_before, wal_after, "a duplicate writes no WAL");
     assert_eq!(db.effects_for("evt_new").await, 1);
 }
