@@ -87,8 +87,8 @@ pub const NAME: &str = "twilio";
 /// How long a Twilio request can be sent again: 1 day.
 ///
 /// Twilio retries a webhook request only on connection failures and
-/// timeouts, as its connection overrides allow (`#rc=` retries, at most 5,
-/// all within the request's total timeout `#tt=`; Twilio, "Webhook connection
+/// timeouts, as its connection overrides allow (`#rc=` retries, all within
+/// the request's total timeout `#tt=`; Twilio, "Webhook connection
 /// overrides",
 /// <https://www.twilio.com/docs/usage/webhooks/webhooks-connection-overrides>),
 /// so every copy of one request arrives within seconds; no later redelivery
