@@ -64,6 +64,14 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(180);
 
 /// The CLI name of the preset and the `provider` column of its claims.
 pub const NAME: &str = "calendly";
+/// How long a Calendly event can be sent again: 2 days.
+///
+/// Calendly retries a failing delivery for 24 hours with an exponential
+/// back-off, then disables the webhook (Calendly, "Webhook Errors",
+/// <https://developer.calendly.com/api-docs/overview/webhooks/webhook-errors>);
+/// it documents no manual redelivery. The 24 hours of retries plus a day of
+/// margin.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
 
 /// Verifies the `Calendly-Webhook-Signature` header.
 #[derive(Debug, Clone)]

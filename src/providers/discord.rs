@@ -79,6 +79,16 @@ use crate::verify::{
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "discord";
+/// How long a Discord interaction can be sent again: 1 day.
+///
+/// Discord does not retry or redeliver an interaction: it waits 3 seconds
+/// for the initial answer, and the interaction's token is valid for 15
+/// minutes (Discord, "Receiving and Responding",
+/// <https://discord.com/developers/docs/interactions/receiving-and-responding#responding-to-an-interaction>);
+/// no manual replay exists. A second copy of one interaction can only be a
+/// duplicated or replayed request arriving within seconds, so the shortest
+/// window any preset uses, a day, is ample.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(1);
 
 /// The header carrying the hex Ed25519 signature.
 pub const SIGNATURE_HEADER: &str = "x-signature-ed25519";

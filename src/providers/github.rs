@@ -34,6 +34,15 @@ use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError}
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "github";
+/// How long a GitHub delivery can be sent again: 3 days.
+///
+/// GitHub does not retry a failed delivery; a delivery of the last 3 days
+/// can be redelivered from the webhook's settings or through the REST API,
+/// with its `X-GitHub-Delivery`
+/// (<https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks>).
+/// The value lives in [`crate::store::retention::GITHUB_REPLAY_WINDOW`],
+/// which exists without this feature.
+pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::GITHUB_REPLAY_WINDOW;
 
 /// The header GitHub signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";

@@ -69,6 +69,16 @@ use crate::verify::{
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "hubspot";
+/// How long a HubSpot event can be sent again: 3 days.
+///
+/// HubSpot's Webhooks API retries a failed batch up to 10 times with an
+/// exponential back-off: 2 minutes, then 4, 8, ... (HubSpot, "Webhooks API",
+/// retries, <https://developers.hubspot.com/docs/methods/webhooks/webhooks-overview>,
+/// quoted at <https://integrate.hubspot.com/t/what-does-will-retry-mean-when/3953>);
+/// ten doublings from 2 minutes end about 34 hours after the first attempt
+/// (later descriptions spread the 10 retries over 24 hours). No manual
+/// redelivery is documented. 3 days covers either reading with a margin.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(3);
 
 /// The header HubSpot signs requests with (v3).
 pub const SIGNATURE_HEADER: &str = "x-hubspot-signature-v3";

@@ -39,6 +39,19 @@ pub const SIGNATURE_HEADER: &str = "x-hub-signature";
 
 /// The CLI name of the preset and the `provider` column of its claims.
 pub const NAME: &str = "intercom";
+/// How long an Intercom notification can be sent again: 30 days.
+///
+/// Intercom publishes no retry schedule. Its "Delivering Webhook
+/// Notifications" page
+/// (<https://developers.intercom.com/docs/webhooks/webhook-notifications>)
+/// counts the attempts in the notification's `delivery_attempts`, throttles
+/// after a 429 with delays from 1 minute to 2 hours, and suspends a private
+/// app's subscription only after its endpoint has answered errors for more
+/// than seven days (a public app's, never); no manual redelivery is
+/// documented. Since attempts may go on for at least 7 days and the span is
+/// not stated, the window is the crate's default for an unknown span,
+/// [`crate::store::retention::DEFAULT_REPLAY_WINDOW`].
+pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::DEFAULT_REPLAY_WINDOW;
 
 /// Verifies the `X-Hub-Signature` header.
 #[derive(Debug, Clone)]

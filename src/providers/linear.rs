@@ -69,6 +69,16 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(60);
 
 /// The CLI name of the preset and the `provider` column of its claims.
 pub const NAME: &str = "linear";
+/// How long a Linear delivery can be sent again: 2 days.
+///
+/// Linear retries a failed delivery at most 3 times, after 1 minute, 1 hour
+/// and 6 hours (Linear, "Webhooks",
+/// <https://developers.linear.app/docs/graphql/webhooks>, now
+/// <https://linear.app/developers/webhooks>; an earlier version of the page
+/// gave about 10 minutes, then 30 minutes, then longer), and documents no
+/// manual redelivery. The retries end about 7 hours after the first attempt;
+/// 2 days leaves a margin for either schedule.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
 
 /// Verifies `Linear-Signature` and the signed `webhookTimestamp`.
 #[derive(Debug, Clone)]

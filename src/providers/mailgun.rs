@@ -54,6 +54,15 @@ use crate::verify::{
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "mailgun";
+/// How long a Mailgun event can be sent again: 1 day.
+///
+/// Mailgun retries a failed webhook POST (not the delivery notification)
+/// during 8 hours, after 5, 10 and 15 minutes, then 1, 2 and 4 hours; a 406
+/// answer stops the retries (Mailgun, "Automatic Retries",
+/// <https://documentation.mailgun.com/docs/mailgun/user-manual/webhooks/webhook-retries>).
+/// No manual redelivery is documented. A day covers the 8 hours with a
+/// margin.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(1);
 
 /// Default tolerance: 900 seconds, as Mailgun's Python SDK.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(900);

@@ -11,7 +11,8 @@
 //!
 //! [`REGISTRY`] lists the presets as data (name, feature, whether the
 //! provider needs a URL, what key material it takes, the headers it reads,
-//! and a signed example delivery), so the `webhook-verify` command, the
+//! how long the provider can send an event again, and a signed example
+//! delivery), so the `webhook-verify` command, the
 //! quickstart, the benches, the fuzz targets and the conformance tests
 //! iterate one table instead of naming presets one by one:
 //!
@@ -30,9 +31,11 @@
 //!
 //! # Adding a preset
 //! 1. a Cargo feature (`acme = []`, and in `full`);
-//! 2. `src/providers/acme.rs` with `NAME`, the verifier (for an HMAC scheme,
-//!    a specification of [`crate::verify::generic::HmacVerifier`]), the key
-//!    extractor and `sign`, with its tests;
+//! 2. `src/providers/acme.rs` with `NAME`, `REPLAY_WINDOW` (the provider's
+//!    automatic retries and manual redelivery, citing the page that
+//!    documents them), the verifier (for an HMAC scheme, a specification of
+//!    [`crate::verify::generic::HmacVerifier`]), the key extractor and
+//!    `sign`, with its tests;
 //! 3. `pub mod acme;` below, `Provider::acme()` in `src/provider.rs`, and
 //!    one [`PresetInfo`] entry in [`REGISTRY`].
 //!
@@ -40,6 +43,7 @@
 //! conformance tests pick it up from the registry.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::verify::SigningSecret;
 use crate::Provider;
@@ -189,6 +193,11 @@ pub struct PresetInfo {
     /// Every request header it reads (signature, timestamp, key, type), in
     /// lower case.
     pub headers: &'static [&'static str],
+    /// How long the provider can send one event again, automatic retries and
+    /// manual redelivery both: the module's `REPLAY_WINDOW`, which cites the
+    /// provider's page. [`Retention`](crate::store::retention::Retention)
+    /// keeps the preset's keys at least this long.
+    pub replay_window: Duration,
     build: fn(&str) -> Provider,
     secret: fn(&str) -> Result<SigningSecret, KeyTextError>,
     public_key: Option<fn(&str) -> Result<SigningSecret, KeyTextError>>,
@@ -202,6 +211,7 @@ impl fmt::Debug for PresetInfo {
             .field("feature", &self.feature)
             .field("url", &self.url)
             .field("key", &self.key)
+            .field("replay_window", &self.replay_window)
             .finish_non_exhaustive()
     }
 }
@@ -262,6 +272,12 @@ pub fn find(name: &str) -> Option<&'static PresetInfo> {
     REGISTRY.iter().find(|p| p.name == name)
 }
 
+/// `n` days, for the presets' `REPLAY_WINDOW`s.
+#[allow(dead_code)] // unused without a preset that documents its own span
+const fn days(n: u64) -> Duration {
+    Duration::from_secs(n * 86_400)
+}
+
 /// The example's HMAC secret.
 #[allow(dead_code)] // unused without an HMAC preset
 const EXAMPLE_SECRET: &str = "example-secret-0123456789abcdef";
@@ -314,6 +330,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: stripe::NAME,
         feature: "stripe",
+        replay_window: stripe::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[stripe::SIGNATURE_HEADER],
@@ -329,6 +346,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: github::NAME,
         feature: "github",
+        replay_window: github::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[github::SIGNATURE_HEADER, github::DELIVERY_HEADER, github::EVENT_HEADER],
@@ -345,6 +363,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: slack::NAME,
         feature: "slack",
+        replay_window: slack::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[
@@ -366,6 +385,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: standard_webhooks::NAME,
         feature: "standard-webhooks",
+        replay_window: standard_webhooks::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Whsec,
         headers: &[
@@ -382,6 +402,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: standard_webhooks::SVIX_NAME,
         feature: "standard-webhooks",
+        replay_window: standard_webhooks::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Whsec,
         headers: &[
@@ -401,6 +422,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: shopify::NAME,
         feature: "shopify",
+        replay_window: shopify::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[
@@ -426,6 +448,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: square::NAME,
         feature: "square",
+        replay_window: square::REPLAY_WINDOW,
         url: UrlArg::NotificationUrl,
         key: KeyKind::Secret,
         headers: &[square::SIGNATURE_HEADER],
@@ -441,6 +464,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: twilio::NAME,
         feature: "twilio",
+        replay_window: twilio::REPLAY_WINDOW,
         url: UrlArg::PublicBaseUrl,
         key: KeyKind::Secret,
         headers: &[
@@ -472,6 +496,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: paddle::NAME,
         feature: "paddle",
+        replay_window: paddle::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[paddle::SIGNATURE_HEADER],
@@ -487,6 +512,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: linear::NAME,
         feature: "linear",
+        replay_window: linear::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[linear::SIGNATURE_HEADER, linear::DELIVERY_HEADER, linear::EVENT_HEADER],
@@ -503,6 +529,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: hubspot::NAME,
         feature: "hubspot",
+        replay_window: hubspot::REPLAY_WINDOW,
         url: UrlArg::PublicBaseUrl,
         key: KeyKind::Secret,
         headers: &[hubspot::SIGNATURE_HEADER, hubspot::TIMESTAMP_HEADER],
@@ -526,6 +553,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: pagerduty::NAME,
         feature: "pagerduty",
+        replay_window: pagerduty::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[pagerduty::SIGNATURE_HEADER],
@@ -541,6 +569,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: zoom::NAME,
         feature: "zoom",
+        replay_window: zoom::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[zoom::SIGNATURE_HEADER, zoom::TIMESTAMP_HEADER],
@@ -557,6 +586,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: twitch::NAME,
         feature: "twitch",
+        replay_window: twitch::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[
@@ -584,6 +614,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: intercom::NAME,
         feature: "intercom",
+        replay_window: intercom::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[intercom::SIGNATURE_HEADER],
@@ -599,6 +630,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: mailgun::NAME,
         feature: "mailgun",
+        replay_window: mailgun::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[],
@@ -615,6 +647,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: calendly::NAME,
         feature: "calendly",
+        replay_window: calendly::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[calendly::SIGNATURE_HEADER],
@@ -630,6 +663,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: typeform::NAME,
         feature: "typeform",
+        replay_window: typeform::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::Secret,
         headers: &[typeform::SIGNATURE_HEADER],
@@ -645,6 +679,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: discord::NAME,
         feature: "discord",
+        replay_window: discord::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::PublicKey,
         headers: &[discord::SIGNATURE_HEADER, discord::TIMESTAMP_HEADER],
@@ -669,6 +704,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo {
         name: sendgrid::NAME,
         feature: "sendgrid",
+        replay_window: sendgrid::REPLAY_WINDOW,
         url: UrlArg::None,
         key: KeyKind::PublicKey,
         headers: &[sendgrid::SIGNATURE_HEADER, sendgrid::TIMESTAMP_HEADER],

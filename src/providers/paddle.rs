@@ -46,6 +46,19 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5);
 
 /// The CLI name of the preset and the `provider` column of its claims.
 pub const NAME: &str = "paddle";
+/// How long a Paddle event can be sent again: 90 days.
+///
+/// Paddle retries a failed notification of a live account up to 60 times
+/// over 3 days with an exponential back-off (Paddle, "Handle webhook
+/// delivery", <https://developer.paddle.com/webhooks/respond-to-webhooks>),
+/// and a `delivered` or `failed` notification can be replayed through the
+/// API for as long as Paddle keeps it, 90 days (Paddle, "Replay a
+/// notification",
+/// <https://developer.paddle.com/api-reference/notifications/replay-notification>).
+/// A replay is a new notification of the same `event_id`, the key of this
+/// preset, so the window is the full 90 days: longer than
+/// [`crate::store::retention::DEFAULT_REPLAY_WINDOW`].
+pub const REPLAY_WINDOW: std::time::Duration = super::days(90);
 
 /// Verifies the `Paddle-Signature` header.
 #[derive(Debug, Clone)]

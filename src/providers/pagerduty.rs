@@ -42,6 +42,13 @@ pub const SIGNATURE_HEADER: &str = "x-pagerduty-signature";
 
 /// The CLI name of the preset and the `provider` column of its claims.
 pub const NAME: &str = "pagerduty";
+/// How long a PagerDuty event can be sent again: 1 day.
+///
+/// PagerDuty retries a failed v3 webhook up to 4 times over about 20 minutes
+/// (PagerDuty, "Webhook Behavior", `docs/webhooks/02-Behavior.md` in
+/// <https://github.com/PagerDuty/developer-docs>) and documents no manual
+/// redelivery. A day covers the retries with a margin.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(1);
 
 /// Verifies the `X-PagerDuty-Signature` header.
 #[derive(Debug, Clone)]

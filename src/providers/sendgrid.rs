@@ -64,6 +64,13 @@ use crate::verify::{
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "sendgrid";
+/// How long a SendGrid batch can be sent again: 2 days.
+///
+/// SendGrid retries a failed Event Webhook POST for up to 24 hours (Twilio
+/// SendGrid, "Event Webhook",
+/// <https://www.twilio.com/docs/sendgrid/for-developers/tracking-events/event>)
+/// and documents no manual redelivery. The 24 hours plus a day of margin.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
 
 /// The header carrying the base64 DER ECDSA signature.
 pub const SIGNATURE_HEADER: &str = "x-twilio-email-event-webhook-signature";

@@ -54,6 +54,14 @@ use crate::verify::{hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, Ve
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "shopify";
+/// How long a Shopify event can be sent again: 2 days.
+///
+/// Shopify retries a failed delivery over 48 hours
+/// (<https://shopify.dev/docs/apps/build/webhooks/troubleshooting-webhooks>)
+/// and documents no manual redelivery. The value lives in
+/// [`crate::store::retention::SHOPIFY_REPLAY_WINDOW`], which exists without
+/// this feature.
+pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::SHOPIFY_REPLAY_WINDOW;
 
 /// The header Shopify signs webhook deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-shopify-hmac-sha256";

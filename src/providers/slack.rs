@@ -59,6 +59,14 @@ use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError}
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "slack";
+/// How long a Slack event can be sent again: 1 day.
+///
+/// Slack retries a delivery three times, the last about 5 minutes after the
+/// first attempt (<https://api.slack.com/apis/events-api#retries>), and
+/// documents no manual redelivery; a day covers the retries with a margin.
+/// The value lives in [`crate::store::retention::SLACK_REPLAY_WINDOW`],
+/// which exists without this feature.
+pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::SLACK_REPLAY_WINDOW;
 
 /// The header Slack signs requests with.
 pub const SIGNATURE_HEADER: &str = "x-slack-signature";

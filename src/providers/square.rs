@@ -39,6 +39,16 @@ use crate::verify::{hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, Ve
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "square";
+/// How long a Square event can be sent again: 4 days.
+///
+/// Square retries an unacknowledged notification for up to 72 hours, then
+/// discards it (Square, "Troubleshoot Webhooks",
+/// <https://developer.squareup.com/docs/webhooks/troubleshooting>; an earlier
+/// version of the page said 24 hours). Its webhook event logs are kept for 28
+/// days (<https://developer.squareup.com/docs/devtools/webhook-logs>) for
+/// inspection; no resend from them is documented. The 72 hours plus a day of
+/// margin.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(4);
 
 /// The header Square signs notifications with.
 pub const SIGNATURE_HEADER: &str = "x-square-hmacsha256-signature";

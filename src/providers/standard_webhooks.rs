@@ -93,6 +93,24 @@ pub const NAME: &str = "standard-webhooks";
 
 /// The Svix preset's name.
 pub const SVIX_NAME: &str = "svix";
+/// How long a Standard Webhooks or Svix message can be sent again: 30 days.
+/// Both presets, [`NAME`] and [`SVIX_NAME`], use it.
+///
+/// The Standard Webhooks specification leaves retries to the sender. Svix,
+/// its reference sender, attempts a message immediately, then 5 seconds, 5
+/// minutes, 30 minutes, 2, 5, 10 and 10 hours after each failure, about 27.6
+/// hours in all (Svix, "Retry Schedule", <https://docs.svix.com/retries>);
+/// its App Portal also resends one message, or recovers every failed message
+/// since a chosen time, on demand and with the same message id (Svix,
+/// "Replaying Messages",
+/// <https://docs.svix.com/receiving/using-app-portal/replaying-messages>).
+/// How far back a recovery reaches is bounded by the sender's message
+/// retention, which those pages do not fix, so the window is the crate's
+/// default for an unknown span,
+/// [`crate::store::retention::DEFAULT_REPLAY_WINDOW`]; state a longer one
+/// with [`RetentionBuilder::window`](crate::store::retention::RetentionBuilder::window)
+/// if your sender keeps and recovers older messages.
+pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::DEFAULT_REPLAY_WINDOW;
 
 /// The message id header (the event key).
 pub const ID_HEADER: &str = "webhook-id";

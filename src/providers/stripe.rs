@@ -29,6 +29,16 @@ use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError}
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "stripe";
+/// How long a Stripe event can be sent again: 30 days.
+///
+/// Stripe retries a failed delivery for up to 3 days with an exponential
+/// back-off; the Dashboard resends events of the last 15 days and the Stripe
+/// CLI (`stripe events resend`) those of the last 30, under the same event
+/// `id` (<https://docs.stripe.com/webhooks#retries>). The longest of these,
+/// the CLI's 30 days, is the window. The value lives in
+/// [`crate::store::retention::STRIPE_REPLAY_WINDOW`], which exists without
+/// this feature.
+pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::STRIPE_REPLAY_WINDOW;
 
 /// The header Stripe signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "stripe-signature";

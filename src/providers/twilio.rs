@@ -84,6 +84,16 @@ use crate::verify::{
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "twilio";
+/// How long a Twilio request can be sent again: 1 day.
+///
+/// Twilio retries a webhook request only on connection failures and
+/// timeouts, as its connection overrides allow (`#rc=` retries, all within
+/// the request's total timeout `#tt=`; Twilio, "Webhook connection
+/// overrides",
+/// <https://www.twilio.com/docs/usage/webhooks/webhooks-connection-overrides>),
+/// so every copy of one request arrives within seconds; no later redelivery
+/// and no manual replay are documented. A day is ample.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(1);
 
 /// The header Twilio signs requests with.
 pub const SIGNATURE_HEADER: &str = "x-twilio-signature";

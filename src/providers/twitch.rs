@@ -68,6 +68,19 @@ use crate::verify::{hmac_sha256, single_header, Delivery, SigningSecret, Verifie
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "twitch";
+/// How long a Twitch EventSub message can be sent again: 30 days.
+///
+/// Twitch sends each notification at least once and resends it, with the
+/// same `Twitch-Eventsub-Message-Id`, when unsure it was received (EventSub,
+/// "Handling duplicate events",
+/// <https://dev.twitch.tv/docs/eventsub/#handling-duplicate-events>); it
+/// publishes no schedule for those resends, only that too many slow or
+/// failed answers revoke the subscription (`notification_failures_exceeded`,
+/// <https://dev.twitch.tv/docs/eventsub/handling-webhook-events>). No manual
+/// replay exists. With the span not stated, the window is the crate's
+/// default for an unknown span,
+/// [`crate::store::retention::DEFAULT_REPLAY_WINDOW`].
+pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::DEFAULT_REPLAY_WINDOW;
 
 /// The header Twitch signs messages with.
 pub const SIGNATURE_HEADER: &str = "twitch-eventsub-message-signature";

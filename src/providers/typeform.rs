@@ -31,6 +31,14 @@ pub const SIGNATURE_HEADER: &str = "typeform-signature";
 
 /// The CLI name of the preset and the `provider` column of its claims.
 pub const NAME: &str = "typeform";
+/// How long a Typeform event can be sent again: 30 days.
+///
+/// Typeform's webhook pages (<https://www.typeform.com/developers/webhooks/>)
+/// document the signature and the payload but no retry schedule and no
+/// manual redelivery. With the span not stated, the window is the crate's
+/// default for an unknown span,
+/// [`crate::store::retention::DEFAULT_REPLAY_WINDOW`].
+pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::DEFAULT_REPLAY_WINDOW;
 
 /// Verifies the `Typeform-Signature` header.
 #[derive(Debug, Clone)]

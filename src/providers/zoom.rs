@@ -61,6 +61,15 @@ use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError}
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "zoom";
+/// How long a Zoom event can be sent again: 1 day.
+///
+/// Zoom retries a delivery not answered with 200 or 204 within 3 seconds
+/// three times: 5 minutes after the first attempt, 20 minutes after that and
+/// 60 minutes after that (85 minutes in all), then gives up on the event
+/// (Zoom, "Resolving webhook delays",
+/// <https://developers.zoom.us/blog/webhook-delays/>); no manual
+/// redelivery is documented. A day covers the retries with a margin.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(1);
 
 /// The header Zoom signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-zm-signature";

@@ -4,9 +4,16 @@
 //! An event whose key was purged and that arrives again is processed again
 //! (RELIABILITY.md shows it), so the window must exceed the longest time a
 //! provider can send the same event: its automatic retries and the manual
-//! redelivery its dashboard or CLI allows. [`replay_window`] gives the
-//! documented windows; [`RetentionBuilder::build`] refuses a shorter one
-//! unless [`allow_short_window`](RetentionBuilder::allow_short_window) says so.
+//! redelivery its dashboard or CLI allows. Each preset states that window as
+//! its module's `REPLAY_WINDOW` (`providers::stripe::REPLAY_WINDOW`, ...),
+//! with the schedule and the provider page it comes from, and in its
+//! [`PresetInfo::replay_window`](crate::providers::PresetInfo::replay_window);
+//! [`replay_window`] looks it up by name. [`Retention::builder`] starts every
+//! compiled-in preset at its window, [`RetentionBuilder::build`] refuses a
+//! shorter one unless
+//! [`allow_short_window`](RetentionBuilder::allow_short_window) says so, and
+//! a provider without a preset (a generic one) states its own with
+//! [`RetentionBuilder::window`] or gets [`DEFAULT_REPLAY_WINDOW`].
 //!
 //! [`Retention::purge`] deletes in short batches (`batch_size` rows per
 //! statement, each its own transaction, a pause between them), oldest first
@@ -25,36 +32,40 @@ use crate::ConfigError;
 
 const DAY: u64 = 86_400;
 
-/// Stripe: automatic retries for up to 3 days; the Dashboard resends events
-/// of the last 15 days and the Stripe CLI (`stripe events resend`) of the
-/// last 30 (<https://docs.stripe.com/webhooks#retries>).
+/// Stripe's window, 30 days: see `providers::stripe::REPLAY_WINDOW` for the
+/// schedule and its source (<https://docs.stripe.com/webhooks#retries>). The
+/// value is defined here so that this constant exists without the `stripe`
+/// feature; the preset's constant is this one.
 pub const STRIPE_REPLAY_WINDOW: Duration = Duration::from_secs(30 * DAY);
-/// GitHub: no automatic retries; a delivery can be redelivered by hand or
-/// through the API for 3 days
+/// GitHub's window, 3 days: see `providers::github::REPLAY_WINDOW`
 /// (<https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks>).
+/// Defined here so that it exists without the `github` feature.
 pub const GITHUB_REPLAY_WINDOW: Duration = Duration::from_secs(3 * DAY);
-/// Shopify: failed deliveries are retried over 48 hours
+/// Shopify's window, 2 days: see `providers::shopify::REPLAY_WINDOW`
 /// (<https://shopify.dev/docs/apps/build/webhooks/troubleshooting-webhooks>).
+/// Defined here so that it exists without the `shopify` feature.
 pub const SHOPIFY_REPLAY_WINDOW: Duration = Duration::from_secs(2 * DAY);
-/// Slack Events API: three retries, the last about 5 minutes after the first
-/// attempt (<https://api.slack.com/apis/events-api#retries>); a day covers it
-/// with a margin.
+/// Slack's window, 1 day: see `providers::slack::REPLAY_WINDOW`
+/// (<https://api.slack.com/apis/events-api#retries>). Defined here so that it
+/// exists without the `slack` feature.
 pub const SLACK_REPLAY_WINDOW: Duration = Duration::from_secs(DAY);
-/// Any provider without a documented window here: 30 days, as long as the
-/// longest above. State your provider's own with
+/// The window of a provider that states none: 30 days, as long as Stripe's
+/// manual resend, the longest of the presets apart from Paddle's 90 days.
+/// The presets whose provider publishes no retry span (Intercom, Twitch,
+/// Typeform, Standard Webhooks and Svix) use it too. A generic provider
+/// (built with [`crate::verify::generic::HmacVerifier`] or
+/// [`crate::Provider::new`]) gets it unless you state its own with
 /// [`RetentionBuilder::window`].
 pub const DEFAULT_REPLAY_WINDOW: Duration = Duration::from_secs(30 * DAY);
 
-/// The documented redelivery and manual-replay window of a preset, by
-/// provider name; `None` for providers without one here.
+/// The documented redelivery and manual-replay window of the preset named
+/// `provider` (its module's `REPLAY_WINDOW`, from
+/// [`PresetInfo::replay_window`](crate::providers::PresetInfo::replay_window)),
+/// for every preset in [`crate::providers::REGISTRY`]; `None` for a name no
+/// compiled-in preset has (a generic provider, or a preset whose feature is
+/// off).
 pub fn replay_window(provider: &str) -> Option<Duration> {
-    match provider {
-        "stripe" => Some(STRIPE_REPLAY_WINDOW),
-        "github" => Some(GITHUB_REPLAY_WINDOW),
-        "shopify" => Some(SHOPIFY_REPLAY_WINDOW),
-        "slack" => Some(SLACK_REPLAY_WINDOW),
-        _ => None,
-    }
+    crate::providers::find(provider).map(|p| p.replay_window)
 }
 
 /// Builds a [`Retention`].
@@ -77,7 +88,10 @@ impl RetentionBuilder {
         self
     }
 
-    /// Keep `provider`'s rows for `window` after they were received.
+    /// Keep `provider`'s rows for `window` after they were received. This is
+    /// where a generic provider states its sender's window (its retries plus
+    /// any manual redelivery); a preset's window may be raised here, and
+    /// lowered only with [`allow_short_window`](Self::allow_short_window).
     pub fn window(mut self, provider: impl Into<String>, window: Duration) -> Self {
         self.windows.insert(provider.into(), window);
         self
@@ -185,16 +199,16 @@ pub struct PurgeReport {
 }
 
 impl Retention {
-    /// A retention on `pool`'s database; windows from [`replay_window`] are
-    /// applied to the presets that document one, unless set otherwise.
+    /// A retention on `pool`'s database (no connection is made until
+    /// [`purge`](Self::purge)). Every compiled-in preset starts with its
+    /// [`replay_window`], unless set otherwise with
+    /// [`window`](RetentionBuilder::window); other providers get
+    /// [`DEFAULT_REPLAY_WINDOW`].
     pub fn builder(pool: Pool) -> RetentionBuilder {
         RetentionBuilder {
             pool,
             schema: super::DEFAULT_SCHEMA.to_owned(),
-            windows: ["stripe", "github", "shopify", "slack"]
-                .into_iter()
-                .filter_map(|p| Some((p.to_owned(), replay_window(p)?)))
-                .collect(),
+            windows: crate::providers::all().iter().map(|p| (p.name.to_owned(), p.replay_window)).collect(),
             default_window: DEFAULT_REPLAY_WINDOW,
             batch_size: 1_000,
             pause: Duration::from_millis(50),
@@ -271,3 +285,116 @@ impl Retention {
 /// A purge that stopped: no connection, or a batch failed (the batches
 /// before it stay deleted).
 pub type PurgeError = super::admin::OpsError;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers;
+
+    /// A pool that never connects: building a retention makes no connection.
+    fn idle_pool() -> Pool {
+        let config: tokio_postgres::Config = "host=127.0.0.1 port=1 user=nobody".parse().unwrap();
+        Pool::builder(deadpool_postgres::Manager::new(config, tokio_postgres::NoTls)).build().unwrap()
+    }
+
+    #[test]
+    fn every_preset_has_a_window_between_a_day_and_ninety_days_and_replay_window_returns_it() {
+        assert!(!providers::all().is_empty());
+        for preset in providers::all() {
+            let w = preset.replay_window;
+            assert!(w >= Duration::from_secs(DAY), "{}: {w:?} is under a day", preset.name);
+            assert!(w <= Duration::from_secs(90 * DAY), "{}: {w:?} is over 90 days", preset.name);
+            assert_eq!(replay_window(preset.name), Some(w), "{}", preset.name);
+        }
+        for generic in ["acme", "", "Stripe", "stripe "] {
+            assert_eq!(replay_window(generic), None, "{generic:?} is no preset");
+        }
+    }
+
+    /// The documented windows, in days, one row per preset: a preset added
+    /// to the registry without its row here fails.
+    #[cfg(feature = "full")]
+    #[test]
+    fn each_preset_s_documented_window() {
+        use providers::*;
+        let cases: &[(&str, u64, &str)] = &[
+            (stripe::NAME, 30, "3 days of retries; CLI resend of the last 30 days"),
+            (github::NAME, 3, "no retries; manual redelivery of the last 3 days"),
+            (slack::NAME, 1, "three retries within minutes"),
+            (standard_webhooks::NAME, 30, "Svix: ~27.6 h of retries; recover/resend bounded by retention"),
+            (standard_webhooks::SVIX_NAME, 30, "as Standard Webhooks"),
+            (shopify::NAME, 2, "retries over 48 hours"),
+            (square::NAME, 4, "retries for up to 72 hours"),
+            (twilio::NAME, 1, "connection retries within seconds"),
+            (paddle::NAME, 90, "3 days of retries; API replay of the last 90 days"),
+            (linear::NAME, 2, "retries after 1 min, 1 h, 6 h"),
+            (hubspot::NAME, 3, "10 retries, about 24-34 hours"),
+            (pagerduty::NAME, 1, "4 retries over about 20 minutes"),
+            (zoom::NAME, 1, "retries at 5, 25 and 85 minutes"),
+            (twitch::NAME, 30, "resends with no published span"),
+            (intercom::NAME, 30, "no published span; suspension after 7 days of errors"),
+            (mailgun::NAME, 1, "retries during 8 hours"),
+            (calendly::NAME, 2, "retries for 24 hours"),
+            (typeform::NAME, 30, "no published span"),
+            (discord::NAME, 1, "interactions are not redelivered"),
+            (sendgrid::NAME, 2, "retries for up to 24 hours"),
+        ];
+        assert_eq!(cases.len(), providers::all().len(), "one row per registry preset");
+        for (name, days, covers) in cases {
+            assert_eq!(replay_window(name), Some(Duration::from_secs(days * DAY)), "{name}: {covers}");
+        }
+        let aliases = [
+            ("stripe", STRIPE_REPLAY_WINDOW, stripe::REPLAY_WINDOW),
+            ("github", GITHUB_REPLAY_WINDOW, github::REPLAY_WINDOW),
+            ("shopify", SHOPIFY_REPLAY_WINDOW, shopify::REPLAY_WINDOW),
+            ("slack", SLACK_REPLAY_WINDOW, slack::REPLAY_WINDOW),
+        ];
+        for (name, retention_const, preset_const) in aliases {
+            assert_eq!(retention_const, preset_const, "{name}: store::retention keeps the preset's value");
+        }
+    }
+
+    #[test]
+    fn the_builder_starts_every_preset_at_its_window() {
+        let builder = Retention::builder(idle_pool());
+        for preset in providers::all() {
+            assert_eq!(builder.windows.get(preset.name), Some(&preset.replay_window), "{}", preset.name);
+        }
+        assert_eq!(builder.windows.len(), providers::all().len());
+        assert_eq!(builder.default_window, DEFAULT_REPLAY_WINDOW);
+    }
+
+    #[test]
+    fn build_refuses_a_window_shorter_than_each_preset_s_documented_one() {
+        let second = Duration::from_secs(1);
+        for preset in providers::all() {
+            let documented = preset.replay_window;
+            let cases: &[(&str, Duration, bool, Option<ConfigErrorKind>)] = &[
+                ("one second short", documented - second, false, Some(ConfigErrorKind::InvalidLimit)),
+                ("one hour", Duration::from_secs(3600), false, Some(ConfigErrorKind::InvalidLimit)),
+                ("one second short, allowed", documented - second, true, None),
+                ("exactly the documented window", documented, false, None),
+                ("longer", documented + Duration::from_secs(DAY), false, None),
+            ];
+            for (case, window, allow, want) in cases {
+                let built =
+                    Retention::builder(idle_pool()).window(preset.name, *window).allow_short_window(*allow).build();
+                assert_eq!(built.err().map(|e| e.kind()), *want, "{}: {case}", preset.name);
+            }
+        }
+    }
+
+    #[test]
+    fn a_generic_provider_states_its_own_window() {
+        let cases: &[(&str, Duration)] = &[
+            ("an hour", Duration::from_secs(3600)),
+            ("a second", Duration::from_secs(1)),
+            ("a year", Duration::from_secs(365 * DAY)),
+        ];
+        for (case, window) in cases {
+            let built = Retention::builder(idle_pool()).window("acme", *window).build();
+            assert!(built.is_ok(), "{case}: no documented window for a generic provider to undercut");
+            assert_eq!(built.unwrap().windows.get("acme"), Some(window), "{case}");
+        }
+    }
+}

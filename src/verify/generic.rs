@@ -24,6 +24,16 @@
 //!     .unwrap();
 //! # let _ = verifier;
 //! ```
+//!
+//! **Retention.** A preset states how long its provider can send one event
+//! again (`providers::<name>::REPLAY_WINDOW`, with its source); a generic
+//! provider has no such constant, since only you know the sender's retry
+//! schedule and manual redelivery. State it where the keys are purged, with
+//! [`RetentionBuilder::window`](crate::store::retention::RetentionBuilder::window)
+//! under the provider's name; otherwise its rows are kept
+//! [`DEFAULT_REPLAY_WINDOW`](crate::store::retention::DEFAULT_REPLAY_WINDOW)
+//! (30 days), or the builder's
+//! [`default_window`](crate::store::retention::RetentionBuilder::default_window).
 
 use std::time::Duration;
 
