@@ -62,7 +62,7 @@ const SECRET: &str = "whsec_load_test_secret";
 const SCOPE: &str = "load";
 /// Connections per server variant.
 const POOL: usize = 16;
-const SENDERS: [usize; 3] = [1, 16, 64];
+const SENDERS: [usize; 4] = [1, 4, 16, 64];
 /// The business table every variant inserts into.
 const EFFECTS: &str = "CREATE TABLE load_effects (
     id bigserial PRIMARY KEY, event_key text NOT NULL, amount bigint NOT NULL,
@@ -200,6 +200,13 @@ struct Point {
     p99_us: u64,
     wal_bytes: u64,
     pg_cpu_ticks: u64,
+    /// The server process's CPU (HTTP variants) in clock ticks.
+    server_cpu_ticks: u64,
+    /// The load generator's CPU: this process's own (HTTP senders) or
+    /// pgbench's (a reaped child), in clock ticks.
+    client_cpu_ticks: u64,
+    /// Statements PostgreSQL ran (`pg_stat_statements` calls).
+    statements: u64,
 }
 
 impl Point {
@@ -208,13 +215,45 @@ impl Point {
     }
 }
 
-/// What the server-side counters read: WAL position, PostgreSQL CPU ticks.
+/// What the server-side counters read: WAL position, PostgreSQL CPU ticks,
+/// statements, the server process's and this process's CPU ticks.
 struct Counters {
     pool: Pool,
     postmaster: u32,
+    server: u32,
+}
+
+/// utime + stime (own) and cutime + cstime (reaped children) of `pid`, in
+/// clock ticks (`/proc/<pid>/stat`, proc(5)).
+fn process_cpu(pid: &str) -> (u64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return (0, 0) };
+    let f: Vec<u64> = rest.split(' ').map(|v| v.parse().unwrap_or(0)).collect();
+    let n = |i: usize| f.get(i).copied().unwrap_or(0);
+    (n(11) + n(12), n(13) + n(14))
 }
 
 impl Counters {
+    /// Resets `pg_stat_statements`.
+    async fn reset_statements(&self) {
+        let c = self.pool.get().await.expect("connection");
+        c.batch_execute("SELECT pg_stat_statements_reset()").await.expect("pg_stat_statements loaded");
+    }
+
+    /// Statements run since the reset, the counters' own left out.
+    async fn statements(&self) -> u64 {
+        let c = self.pool.get().await.expect("connection");
+        let row = c
+            .query_one(
+                "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
+                  WHERE query NOT LIKE '%pg_current_wal_lsn%' AND query NOT LIKE '%pg_stat_statements%'",
+                &[],
+            )
+            .await
+            .expect("pg_stat_statements");
+        row.get::<_, i64>(0) as u64
+    }
+
     async fn wal(&self) -> u64 {
         let row = self
             .pool
@@ -288,7 +327,9 @@ async fn http_point(
     counters: &Counters,
 ) -> Point {
     let next = Arc::new(AtomicUsize::new(0));
+    counters.reset_statements().await;
     let (wal0, cpu0) = (counters.wal().await, counters.cpu());
+    let (server0, client0) = (process_cpu(&counters.server.to_string()).0, process_cpu("self").0);
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(seconds);
     let tasks: Vec<_> = (0..senders)
@@ -340,8 +381,11 @@ async fn http_point(
         point.unexpected += u;
     }
     point.seconds = start.elapsed().as_secs_f64();
+    point.server_cpu_ticks = process_cpu(&counters.server.to_string()).0 - server0;
+    point.client_cpu_ticks = process_cpu("self").0 - client0;
     point.wal_bytes = counters.wal().await - wal0;
     point.pg_cpu_ticks = counters.cpu() - cpu0;
+    point.statements = counters.statements().await;
     point.p50_us = hist.value_at_quantile(0.5);
     point.p99_us = hist.value_at_quantile(0.99);
     point
@@ -359,7 +403,9 @@ async fn pgbench_point(
     let logs = tempfile::tempdir()?;
     let prefix = logs.path().join("pgbench");
     let children = counters.children();
+    counters.reset_statements().await;
     let (wal0, cpu0) = (counters.wal().await, counters.cpu());
+    let reaped0 = process_cpu("self").1;
     let out = tokio::process::Command::new(bin.join("pgbench"))
         .args(["-n", "-M", "prepared", "-h", "127.0.0.1", "-U", "postgres", "-p", &port.to_string()])
         .args(["-T", &seconds.to_string(), "-c", &clients.to_string(), "-j", &clients.min(2).to_string()])
@@ -377,6 +423,8 @@ async fn pgbench_point(
     let mut point = Point {
         wal_bytes: counters.wal().await - wal0,
         pg_cpu_ticks: counters.cpu() - cpu0,
+        client_cpu_ticks: process_cpu("self").1 - reaped0,
+        statements: counters.statements().await,
         seconds: seconds as f64,
         ..Point::default()
     };
@@ -410,7 +458,7 @@ fn restart_durable(pg: &webhook_test_support::TempPostgres, data: &Path, bin: &P
     let root = data.parent().expect("data directory has a parent");
     let options = format!(
         "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} -c max_connections=400 \
-         -c shared_buffers=64MB",
+         -c shared_buffers=64MB -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all",
         pg.port(),
         root.display()
     );
@@ -496,8 +544,30 @@ fn env_secs(name: &str, default: f64) -> f64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// The server process: `--serve <database url>`; prints `listening on
+/// <addr>` once bound, then serves until killed.
+async fn serve(url: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let layer_pool = pool(url, POOL)?;
+    let hand_pool = pool(url, POOL)?;
+    let layer = WebhookLayer::builder(layer_pool, Provider::stripe()).scope(SCOPE).secret(SECRET).build()?;
+    let hand = Hand { pool: hand_pool, secret: Arc::new(SECRET.as_bytes().to_vec()) };
+    let app = Router::new()
+        .route("/layer", post(layer_handler).layer(layer))
+        .route("/hand", post(hand_handler).with_state(hand));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    println!("listening on {}", listener.local_addr()?);
+    axum::serve(listener, app).await?;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, url] = args.as_slice() {
+        if flag == "--serve" {
+            return serve(url).await;
+        }
+    }
     let seconds = env_secs("LOAD_SECONDS", 6.0);
     let pgbench_seconds = env_secs("PGBENCH_SECONDS", 10.0) as u64;
     let pg_bin = PathBuf::from(std::env::var("PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into()));
@@ -524,20 +594,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|s| s.lines().next()?.trim().parse().ok())
         .unwrap_or(0);
     drop(c);
-    let counters = Counters { pool: admin.clone(), postmaster };
+    let counters = Counters { pool: admin.clone(), postmaster, server: 0 };
     println!("PostgreSQL on 127.0.0.1:{} ({}), postmaster pid {postmaster}", pg.port(), settings.join(", "));
 
-    // The server: both variants behind one axum::serve.
-    let layer_pool = pool(&url, POOL)?;
-    let hand_pool = pool(&url, POOL)?;
-    let layer = WebhookLayer::builder(layer_pool.clone(), Provider::stripe()).scope(SCOPE).secret(SECRET).build()?;
-    let hand = Hand { pool: hand_pool.clone(), secret: Arc::new(SECRET.as_bytes().to_vec()) };
-    let app = Router::new()
-        .route("/layer", post(layer_handler).layer(layer))
-        .route("/hand", post(hand_handler).with_state(hand));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    // The server, in a process of its own (this binary with `--serve`), so
+    // its CPU is counted apart from the senders': both variants behind one
+    // axum::serve, each with its own pool.
+    let mut server = tokio::process::Command::new(std::env::current_exe()?)
+        .args(["--serve", &url])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let server_pid = server.id().ok_or("server exited")?;
+    let addr = {
+        use tokio::io::AsyncBufReadExt;
+        let stdout = server.stdout.take().ok_or("server stdout")?;
+        let mut line = String::new();
+        tokio::io::BufReader::new(stdout).read_line(&mut line).await?;
+        line.trim().strip_prefix("listening on ").ok_or("server did not start")?.to_owned()
+    };
+    let counters = Counters { server: server_pid, ..counters };
+    println!("server pid {server_pid} on {addr}");
     let client = reqwest::Client::builder().pool_max_idle_per_host(128).build()?;
 
     // pgbench scripts: the hand-written handler's SQL, random keys.
@@ -565,6 +642,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         &dup_script,
         format!("\\set k random(1, {DUP_KEYS})\nBEGIN;\n{}ROLLBACK;\n", claim_sql("'dup_' || :k")),
     )?;
+    admin.get().await?.batch_execute("CREATE EXTENSION pg_stat_statements").await?;
     admin
         .get()
         .await?
@@ -584,8 +662,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // rows: (variant, kind, senders, point)
     let mut rows: Vec<(&str, &str, usize, Point)> = Vec::new();
-    for &senders in &SENDERS {
-        for path in ["layer", "hand"] {
+    // `LOAD_SENDERS=16,64` and `LOAD_VARIANTS=layer,hand` narrow a run (for
+    // profiling one point); pgbench runs unless LOAD_VARIANTS leaves it out.
+    let senders_list: Vec<usize> = std::env::var("LOAD_SENDERS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| SENDERS.to_vec());
+    let variants = std::env::var("LOAD_VARIANTS").unwrap_or_else(|_| "layer,hand,pgbench".into());
+    let variants: Vec<&str> = variants.split(',').map(str::trim).collect();
+    for &senders in &senders_list {
+        for path in ["layer", "hand"].into_iter().filter(|p| variants.contains(p)) {
             let target = format!("http://{addr}/{path}");
             // Enough for the fastest plausible rate; a point that runs out stops early.
             let n = (4_000.0 * seconds) as usize;
@@ -604,7 +690,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             rows.push((name, "new", senders, new));
             rows.push((name, "duplicate", senders, dup));
         }
-        for (kind, script) in [("new", &new_script), ("duplicate", &dup_script)] {
+        let pgbench =
+            if variants.contains(&"pgbench") { &[("new", &new_script), ("duplicate", &dup_script)][..] } else { &[] };
+        for &(kind, script) in pgbench {
             let p = pgbench_point(&pg_bin, pg.port(), script, senders, pgbench_seconds, &counters).await?;
             eprintln!("{:>12} x{senders:<3} {kind} {:>7.0}/s", "pgbench", p.rate());
             rows.push(("pgbench", kind, senders, p));
@@ -619,9 +707,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(100.0);
     println!();
     println!(
-        "| variant | kind | senders | req/s | p50 ms | p99 ms | WAL B/req | PG CPU µs/req | vs hand-written | vs pgbench | errors |"
+        "| variant | kind | senders | req/s | p50 ms | p99 ms | WAL B/req | PG CPU µs/req | server CPU µs/req | sender CPU µs/req | statements/req | round trips/req | vs hand-written | vs pgbench | errors |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (variant, kind, senders, p) in &rows {
         let find = |v: &str| rows.iter().find(|(rv, rk, rs, _)| *rv == v && rk == kind && rs == senders).map(|r| &r.3);
         let ratio = |v: &str| match find(v) {
@@ -629,13 +717,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => String::new(),
         };
         let per = p.requests.max(1) as f64;
+        let us = |ticks: u64| ticks as f64 / ticks_per_s * 1e6 / per;
+        let server = if *variant == "pgbench" { "–".to_owned() } else { format!("{:.0}", us(p.server_cpu_ticks)) };
+        // Round trips by construction (tests/it/claim/budget.rs counts the
+        // layer's on the wire): the layer pipelines BEGIN with the claim and
+        // the commit check with COMMIT; tokio-postgres's Transaction and
+        // pgbench send one statement per round trip.
+        let trips = match (*variant, *kind) {
+            ("layer", "new") | (_, "new") => 4,
+            ("layer", _) => 1,
+            _ => 3,
+        };
         println!(
-            "| {variant} | {kind} | {senders} | {:.0} | {:.2} | {:.2} | {:.0} | {:.0} | {} | {} | {} |",
+            "| {variant} | {kind} | {senders} | {:.0} | {:.2} | {:.2} | {:.0} | {:.0} | {server} | {:.0} | {:.2} | {trips} | {} | {} | {} |",
             p.rate(),
             p.p50_us as f64 / 1000.0,
             p.p99_us as f64 / 1000.0,
             p.wal_bytes as f64 / per,
-            p.pg_cpu_ticks as f64 / ticks_per_s * 1e6 / per,
+            us(p.pg_cpu_ticks),
+            us(p.client_cpu_ticks),
+            p.statements as f64 / per,
             ratio("hand-written"),
             ratio("pgbench"),
             p.unexpected,

@@ -7,17 +7,21 @@
 //! default.
 //!
 //! PostgreSQL behaviour the statements rely on (PostgreSQL docs, "INSERT",
-//! section "ON CONFLICT Clause", and "Explicit Locking"):
-//! - `INSERT ... ON CONFLICT DO NOTHING` on a key whose first insert is not
-//!   yet committed waits for that transaction; in READ COMMITTED it then
-//!   inserts (the other rolled back) or returns no row (it committed). The
+//! section "ON CONFLICT Clause", and "Explicit Locking", sections "Row-Level
+//! Locks" and "Advisory Locks"):
+//! - `INSERT ... ON CONFLICT` on a key whose first insert is not yet
+//!   committed waits for that transaction; in READ COMMITTED it then
+//!   inserts (the other rolled back) or finds the row (it committed). The
 //!   claim therefore runs in READ COMMITTED by default, whatever the server
 //!   default; [`IsolationLevel`] sets a stricter level, where that case is a
 //!   serialization failure the claim retries.
-//! - `lock_timeout` bounds that wait with SQLSTATE 55P03; the layer sets it
-//!   to 1 ms and waits between attempts without holding a connection.
-//! - A claim that finds a committed row writes nothing and takes no
-//!   transaction id: duplicates cost no WAL.
+//! - The claim never waits like that for another claim: it inserts only when
+//!   `pg_try_advisory_xact_lock` takes the event's lock at once, and that
+//!   lock is held until the claiming transaction ends. A claim that cannot
+//!   take it returns no row; the layer checks again later without holding a
+//!   connection.
+//! - A lookup that finds a committed `done` row answers the duplicate outside
+//!   any transaction: no transaction id, no WAL.
 
 use std::fmt;
 

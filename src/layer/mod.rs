@@ -23,8 +23,9 @@
 //!    otherwise 503. Any other response rolls back, records the failed
 //!    attempt, and passes through;
 //! 8. already done: 200 with `Idempotent-Replayed: true`, the handler not
-//!    called. Held by another delivery in flight: the claim gives up on the
-//!    row lock after 1 ms and returns its connection to the pool, then
+//!    called. Held by another delivery in flight (which holds the event's
+//!    advisory lock): the claim inserts nothing, waits for no lock, and
+//!    returns its connection to the pool, then
 //!    checks again with backoff (10 ms doubling to 200 ms) for up to
 //!    [`lock_timeout`](WebhookLayerBuilder::lock_timeout): replayed once the
 //!    other delivery commits, claimed if it rolled back, else 409 +
@@ -360,8 +361,9 @@ impl WebhookLayerBuilder {
     /// is in flight (default 5 s) before answering 409 + `Retry-After`.
     ///
     /// The wait holds no pooled connection: each check is one claim attempt
-    /// whose row-lock wait PostgreSQL bounds to 1 ms (`lock_timeout`, SQLSTATE
-    /// 55P03), after which the connection goes back to the pool; checks repeat
+    /// that gives up at once when the other delivery holds the event's
+    /// advisory lock (`pg_try_advisory_xact_lock`, PostgreSQL docs "Advisory
+    /// Locks"), after which the connection goes back to the pool; checks repeat
     /// with backoff (10 ms doubling to 200 ms) until this bound. So copies of
     /// an event whose handler is slow cannot exhaust the pool. Millisecond
     /// resolution; 1 ms to 2^31-1 ms.

@@ -31,10 +31,11 @@
 //!   `INSERT ... ON CONFLICT`, already in the state a commit gives it
 //!   (`done`, status 200): no other transaction sees the row before the
 //!   commit, and a rollback removes it, so the row is written once. The
-//!   primary key decides races, across processes too. A row another
-//!   transaction holds is waited on for 1 ms (`lock_timeout`, SQLSTATE
-//!   55P03), then checked again without a connection, with backoff, for up
-//!   to the store's in-flight wait.
+//!   primary key decides races, across processes too. A delivery in flight
+//!   holds a transaction-level advisory lock on its event; a claim that
+//!   cannot take it at once (`pg_try_advisory_xact_lock`) inserts nothing,
+//!   waits for no row lock, and checks again without a connection, with
+//!   backoff, for up to the store's in-flight wait.
 //! - [`ClaimedEvent`] owns the open transaction: [`commit`](ClaimedEvent::commit)
 //!   commits it (storing another status first); [`fail`](ClaimedEvent::fail) rolls
 //!   back and records the failed attempt in a transaction of its own;
@@ -67,9 +68,9 @@ const IN_FLIGHT_FIRST_CHECK: Duration = Duration::from_millis(10);
 /// The longest pause between checks (the backoff doubles up to it).
 const IN_FLIGHT_MAX_CHECK: Duration = Duration::from_millis(200);
 
-/// SQLSTATEs of a claim attempt that met another delivery of the same event:
-/// its row lock not free within the claim's 1 ms `lock_timeout` (55P03) or a
-/// shorter `statement_timeout` (57014), a committed claim newer than the
+/// SQLSTATEs of a claim attempt that met another writer of the same row:
+/// its row lock not free within the session's `lock_timeout` (55P03) or
+/// `statement_timeout` (57014), a committed claim newer than the
 /// snapshot at REPEATABLE READ / SERIALIZABLE (40001), crossed claims
 /// (40P01). Each is checked again in a new transaction.
 const CLAIM_CONFLICTS: [SqlState; 4] = [
@@ -450,9 +451,9 @@ impl ClaimStore {
                 return Ok(Attempt::Done(status));
             }
         }
-        // Flight 1: BEGIN and the claim (which bounds its own lock wait to
-        // 1 ms and gives the handler the session's lock_timeout back): one
-        // round trip. The claim is prepared first, so both leave in order.
+        // Flight 1: BEGIN and the claim (which inserts only if it takes the
+        // event's advisory lock at once): one round trip. The claim is
+        // prepared first, so both leave in order.
         let claim = prepare_on(client, &sql.claim, cache).await?;
         let claim_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
             [&event.scope, &event.provider, &event.key, &event.event_type, &ASSUMED_STATUS];

@@ -6,11 +6,11 @@
 
 use super::IsolationLevel;
 
-/// How long one claim attempt waits for the row lock of an in-flight
-/// delivery of the same event, in milliseconds (PostgreSQL's `lock_timeout`,
-/// whose smallest effective value is 1 ms; 0 would mean no limit). The layer
-/// waits for an in-flight delivery between attempts, without a connection.
-const CLAIM_LOCK_WAIT_MS: u32 = 1;
+/// The first key of the transaction-level advisory lock a claim takes on
+/// its event (PostgreSQL's two-key form `pg_try_advisory_xact_lock(int,
+/// int)`, the second key a hash of the event): `0x57484B31`, "WHK1". The
+/// two-key form never meets locks taken with the one-`bigint` form.
+pub(crate) const CLAIM_LOCK_CLASS: i32 = 0x5748_4B31;
 
 /// The HTTP status the claim row is written with: the one most handlers
 /// answer, so committing it needs no second write of the row.
@@ -42,13 +42,14 @@ pub(crate) struct Statements {
     /// `failed` row or an inbox row still `pending` (`attempts + 1`); no row
     /// when another delivery's row stands.
     ///
-    /// The statement bounds its own wait for an in-flight delivery's row
-    /// lock to 1 ms: a materialized CTE saves the session's `lock_timeout`
-    /// and sets the 1 ms one (`set_config(..., true)`, transaction-local)
-    /// before the row to insert exists, so before any lock wait, and
-    /// `RETURNING` gives the session's own value back for the handler.
-    /// When nothing is inserted the 1 ms stays until the rollback that
-    /// follows. `now()` is the transaction's start time.
+    /// A delivery in flight is never waited on: the insert happens only
+    /// when this transaction takes the event's advisory lock at once
+    /// (`pg_try_advisory_xact_lock(CLAIM_LOCK_CLASS, hashtext(...))`, held
+    /// to the end of the transaction, PostgreSQL docs "Advisory Locks");
+    /// when another claim holds it, nothing is inserted and no row lock is
+    /// waited for. Two events whose keys hash alike only take turns. Other
+    /// writers of the row (the inbox's, retention's) hold it for one short
+    /// statement. `now()` is the transaction's start time.
     pub(crate) claim: String,
     /// → `state, response_status`.
     pub(crate) lookup: String,
@@ -80,12 +81,10 @@ impl Statements {
             schema: schema.to_owned(),
             begin: format!("BEGIN ISOLATION LEVEL {}", isolation.sql()),
             claim: format!(
-                "WITH saved AS MATERIALIZED (SELECT current_setting('lock_timeout') AS v),
-                      bounded AS MATERIALIZED (
-                          SELECT v, set_config('lock_timeout', '{CLAIM_LOCK_WAIT_MS}ms', true) FROM saved)
-                 INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, response_status,
+                "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, response_status,
                                       completed_at)
-                 SELECT $1, $2, $3, $4, 'done', $5, now() FROM bounded
+                 SELECT $1, $2, $3, $4, 'done', $5, now()
+                  WHERE pg_try_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext($1 || '/' || $2 || '/' || $3))
                  ON CONFLICT (scope, provider, event_key) DO UPDATE
                     SET state = 'done', attempts = e.attempts + 1, run_at = NULL,
                         response_status = excluded.response_status, completed_at = excluded.completed_at,
@@ -93,7 +92,7 @@ impl Statements {
                   -- failed: the last delivery failed and was recorded; pending: an
                   -- inbox row no worker holds (a route switched back to synchronous mode).
                   WHERE e.state IN ('failed', 'pending')
-                 RETURNING attempts, now(), (SELECT set_config('lock_timeout', v, true) FROM bounded)"
+                 RETURNING attempts, now()"
             ),
             lookup: format!("SELECT state, response_status FROM {t} WHERE {pk}"),
             check: "SELECT 1 / (now() = $1)::int".to_owned(),
