@@ -3,16 +3,21 @@
 //! ```text
 //! cargo run --release --all-features --example load
 //! LOAD_SECONDS=6 PGBENCH_SECONDS=10 cargo run --release --all-features --example load
+//! LOAD_SENDERS=16 LOAD_VARIANTS=layer,hand cargo run --release --all-features --example load
 //! ```
 //!
 //! Starts a throwaway PostgreSQL (the tests' harness), restarted durable
 //! (`fsync = on`, `synchronous_commit = on`: the defaults; the harness turns
-//! `fsync` off for tests), and measures, at 1, 16 and 64 concurrent senders,
-//! over real HTTP on 127.0.0.1 (axum::serve, one reqwest client; two pools of
-//! 16 connections, one per server variant):
+//! `fsync` off for tests), and measures, at 1, 4, 16 and 64 concurrent
+//! senders, over real HTTP on 127.0.0.1 (axum::serve in a child process of
+//! this binary, so its CPU is counted apart; one reqwest client in this
+//! process; a pool of 16 connections for the layer's two routes and one for
+//! the hand-written handler):
 //!
 //! - `layer`: `WebhookLayer` with the Stripe preset; the handler does one
 //!   insert through `WebhookTx` (`prepare_cached`).
+//! - `layer, claim first`: the same with `lookup_first(false)` (no lookup
+//!   before the claim's transaction).
 //! - `hand-written`: an axum handler built from the same dependencies:
 //!   Stripe signature checked with hmac/sha2 over the raw body, `BEGIN`, the
 //!   claim `INSERT ... ON CONFLICT DO NOTHING RETURNING`, the business insert,
@@ -25,9 +30,14 @@
 //! duplicates re-send events the same variant already processed. Per point:
 //! requests/s, p50/p99 latency (hdrhistogram; pgbench's from its `-l`
 //! per-transaction log), WAL bytes per request (`pg_current_wal_lsn()`
-//! difference / requests) and PostgreSQL CPU per request (utime + stime of
+//! difference / requests), PostgreSQL CPU per request (utime + stime of
 //! the postmaster, its live children, and its waited-for children, from
-//! `/proc/<pid>/stat`, before and after).
+//! `/proc/<pid>/stat`, before and after), the server process's and the load
+//! generator's CPU per request (this process, or pgbench as a reaped child),
+//! and statements per request (`pg_stat_statements` calls, loaded for the
+//! run; pgbench's prepared-mode `BEGIN`/`COMMIT` are not counted by it).
+//! Round trips per request are the protocol's, counted on the wire by
+//! `tests/it/claim/budget.rs`.
 //!
 //! After the table: how many of `webhook_events`' updates were HOT
 //! (`pg_stat_user_tables`), and a PNG of requests/s against senders
@@ -499,7 +509,7 @@ fn draw(path: &str, rows: &[(&str, &str, usize, Point)]) -> Result<(), Box<dyn s
     let root = BitMapBackend::new(path, (1100, 450)).into_drawing_area();
     root.fill(&WHITE)?;
     let panels = root.split_evenly((1, 2));
-    let variants = [("layer", RED), ("hand-written", BLUE), ("pgbench", BLACK)];
+    let variants = [("layer", RED), ("layer, claim first", MAGENTA), ("hand-written", BLUE), ("pgbench", BLACK)];
     for (panel, kind) in panels.iter().zip(["new", "duplicate"]) {
         let max = rows.iter().filter(|r| r.1 == kind).map(|r| r.3.rate()).fold(0.0, f64::max);
         let mut chart = ChartBuilder::on(panel)
@@ -549,10 +559,16 @@ fn env_secs(name: &str, default: f64) -> f64 {
 async fn serve(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let layer_pool = pool(url, POOL)?;
     let hand_pool = pool(url, POOL)?;
-    let layer = WebhookLayer::builder(layer_pool, Provider::stripe()).scope(SCOPE).secret(SECRET).build()?;
+    let layer = WebhookLayer::builder(layer_pool.clone(), Provider::stripe()).scope(SCOPE).secret(SECRET).build()?;
+    let claim_first = WebhookLayer::builder(layer_pool, Provider::stripe())
+        .scope(SCOPE)
+        .secret(SECRET)
+        .lookup_first(false)
+        .build()?;
     let hand = Hand { pool: hand_pool, secret: Arc::new(SECRET.as_bytes().to_vec()) };
     let app = Router::new()
         .route("/layer", post(layer_handler).layer(layer))
+        .route("/claim-first", post(layer_handler).layer(claim_first))
         .route("/hand", post(hand_handler).with_state(hand));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     println!("listening on {}", listener.local_addr()?);
@@ -654,7 +670,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
 
     // Warm-up: connections, prepared statements, page cache.
-    for path in ["layer", "hand"] {
+    for path in ["layer", "claim-first", "hand"] {
         let target = format!("http://{addr}/{path}");
         let warm_tag = Arc::new(deliveries(&format!("warm{path}"), 400));
         http_point(&client, &target, warm_tag, 16, false, 1.0, &counters).await;
@@ -668,10 +684,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok()
         .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| SENDERS.to_vec());
-    let variants = std::env::var("LOAD_VARIANTS").unwrap_or_else(|_| "layer,hand,pgbench".into());
+    let variants = std::env::var("LOAD_VARIANTS").unwrap_or_else(|_| "layer,claim-first,hand,pgbench".into());
     let variants: Vec<&str> = variants.split(',').map(str::trim).collect();
     for &senders in &senders_list {
-        for path in ["layer", "hand"].into_iter().filter(|p| variants.contains(p)) {
+        for path in ["layer", "claim-first", "hand"].into_iter().filter(|p| variants.contains(p)) {
             let target = format!("http://{addr}/{path}");
             // Enough for the fastest plausible rate; a point that runs out stops early.
             let n = (4_000.0 * seconds) as usize;
@@ -685,7 +701,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect();
             drop(events);
             let dup = http_point(&client, &target, Arc::new(done), senders, true, seconds, &counters).await;
-            let name = if path == "layer" { "layer" } else { "hand-written" };
+            let name = match path {
+                "layer" => "layer",
+                "claim-first" => "layer, claim first",
+                _ => "hand-written",
+            };
             eprintln!("{name:>12} x{senders:<3} new {:>7.0}/s  dup {:>7.0}/s", new.rate(), dup.rate());
             rows.push((name, "new", senders, new));
             rows.push((name, "duplicate", senders, dup));
@@ -724,7 +744,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // the commit check with COMMIT; tokio-postgres's Transaction and
         // pgbench send one statement per round trip.
         let trips = match (*variant, *kind) {
-            ("layer", "new") | (_, "new") => 4,
+            ("layer, claim first", "new") => 3,
+            ("layer, claim first", _) => 2,
+            (_, "new") => 4,
             ("layer", _) => 1,
             _ => 3,
         };

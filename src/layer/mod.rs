@@ -224,6 +224,7 @@ impl WebhookLayer {
             rejection_responder: None,
             database_timeout: store::DEFAULT_DATABASE_TIMEOUT,
             transaction_pooler: false,
+            lookup_first: true,
             mode: Mode::Sync,
             inbox_ack: (StatusCode::OK, bytes::Bytes::new()),
             inbox_drop: Vec::new(),
@@ -283,6 +284,7 @@ pub struct WebhookLayerBuilder {
     rejection_responder: Option<rejection::RejectionResponder>,
     database_timeout: Duration,
     transaction_pooler: bool,
+    lookup_first: bool,
     mode: Mode,
     inbox_ack: (StatusCode, bytes::Bytes),
     inbox_drop: Vec<http::HeaderName>,
@@ -430,6 +432,19 @@ impl WebhookLayerBuilder {
     /// prepares afresh in this mode. Default off.
     pub fn transaction_pooler(mut self, behind_pooler: bool) -> Self {
         self.transaction_pooler = behind_pooler;
+        self
+    }
+
+    /// Whether a delivery first looks for a `done` row outside any
+    /// transaction (default `true`: a duplicate of a done event is one
+    /// autocommit `SELECT`, one round trip, no transaction). `false` claims
+    /// a new event in the first flight, one statement and one round trip
+    /// fewer, and costs a duplicate two round trips inside a transaction
+    /// that writes nothing; choose it when duplicates are rare. See
+    /// [`ClaimStoreBuilder::lookup_first`](crate::store::ClaimStoreBuilder::lookup_first)
+    /// and BENCHMARKS.md.
+    pub fn lookup_first(mut self, lookup_first: bool) -> Self {
+        self.lookup_first = lookup_first;
         self
     }
 
@@ -587,6 +602,7 @@ impl WebhookLayerBuilder {
                     .in_flight_wait(self.lock_timeout)
                     .database_timeout(self.database_timeout)
                     .transaction_pooler(self.transaction_pooler)
+                    .lookup_first(self.lookup_first)
                     .build()?,
                 provider: self.provider,
                 resolver,

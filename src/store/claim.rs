@@ -153,6 +153,7 @@ pub struct ClaimStoreBuilder {
     in_flight_wait: Duration,
     database_timeout: Duration,
     transaction_pooler: bool,
+    lookup_first: bool,
 }
 
 impl ClaimStoreBuilder {
@@ -210,6 +211,25 @@ impl ClaimStoreBuilder {
         self
     }
 
+    /// Whether a claim first looks for a `done` row outside any transaction
+    /// (default `true`).
+    ///
+    /// - `true`: a duplicate of a done event costs one autocommit `SELECT`
+    ///   (one round trip, no transaction, no WAL); a new event costs that
+    ///   lookup too, then `BEGIN` + the claim in one flight.
+    /// - `false`, for traffic where duplicates are rare: a new event is
+    ///   claimed in the first flight (one statement and one round trip fewer);
+    ///   a duplicate costs `BEGIN` + the claim (which finds the `done` row and
+    ///   writes nothing: no transaction id, no WAL), then the lookup +
+    ///   `ROLLBACK`: two round trips and four statements.
+    ///
+    /// Exactly-once does not depend on it: the primary key and the claim's
+    /// advisory lock decide in both. BENCHMARKS.md compares the two.
+    pub fn lookup_first(mut self, lookup_first: bool) -> Self {
+        self.lookup_first = lookup_first;
+        self
+    }
+
     /// Builds the store.
     ///
     /// # Errors
@@ -226,6 +246,7 @@ impl ClaimStoreBuilder {
                 in_flight_wait: self.in_flight_wait,
                 database_timeout: self.database_timeout,
                 transaction_pooler: self.transaction_pooler,
+                lookup_first: self.lookup_first,
             }),
         })
     }
@@ -245,6 +266,7 @@ struct Inner {
     in_flight_wait: Duration,
     database_timeout: Duration,
     transaction_pooler: bool,
+    lookup_first: bool,
 }
 
 impl fmt::Debug for ClaimStore {
@@ -342,6 +364,7 @@ impl ClaimStore {
             in_flight_wait: Duration::from_secs(5),
             database_timeout: DEFAULT_DATABASE_TIMEOUT,
             transaction_pooler: false,
+            lookup_first: true,
         }
     }
 
@@ -440,15 +463,17 @@ impl ClaimStore {
         // before an answer (the database timeout on a dead network).
         let conn = TxConn::opening(obj, cache);
         let client = conn.client();
-        // Flight 0, outside any transaction: a done event is answered from
-        // here (one round trip, no transaction id, no WAL).
         let lookup = prepare_on(client, &sql.lookup, cache).await?;
-        let found = query_on(client, lookup.as_ref(), &sql.lookup, &keys, &TEXT3).await?;
-        if let Some(row) = found.first() {
-            if row.get::<_, &str>(0) == "done" {
-                let status = row.get(1);
-                conn.release_idle();
-                return Ok(Attempt::Done(status));
+        if self.inner.lookup_first {
+            // Flight 0, outside any transaction: a done event is answered
+            // from here (one round trip, no transaction id, no WAL).
+            let found = query_on(client, lookup.as_ref(), &sql.lookup, &keys, &TEXT3).await?;
+            if let Some(row) = found.first() {
+                if row.get::<_, &str>(0) == "done" {
+                    let status = row.get(1);
+                    conn.release_idle();
+                    return Ok(Attempt::Done(status));
+                }
             }
         }
         // Flight 1: BEGIN and the claim (which inserts only if it takes the
@@ -464,8 +489,8 @@ impl ClaimStore {
         match begun.and(claimed) {
             Ok(rows) if !rows.is_empty() => Ok(Attempt::Claimed(Box::new(conn), rows[0].get(0), rows[0].get(1))),
             Ok(_) => {
-                // Another delivery's row stands: done (since the lookup) or in
-                // flight. End the transaction and look again, in one flight.
+                // Another delivery's row stands: done or in flight. End the
+                // transaction and look, in one flight.
                 let found = conn.finish_with(None, lookup.as_ref(), &sql.lookup, &keys, &TEXT3, "ROLLBACK").await;
                 Ok(match found.ok().as_ref().and_then(|rows| rows.first()) {
                     Some(row) if row.get::<_, &str>(0) == "done" => Attempt::Done(row.get(1)),

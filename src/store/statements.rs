@@ -49,7 +49,9 @@ pub(crate) struct Statements {
     /// when another claim holds it, nothing is inserted and no row lock is
     /// waited for. Two events whose keys hash alike only take turns. Other
     /// writers of the row (the inbox's, retention's) hold it for one short
-    /// statement. `now()` is the transaction's start time.
+    /// statement. A committed `done` row is neither locked nor written (no
+    /// transaction id, no WAL): the statement returns no row. `now()` is the
+    /// transaction's start time.
     pub(crate) claim: String,
     /// → `state, response_status`.
     pub(crate) lookup: String,
@@ -84,7 +86,8 @@ impl Statements {
                 "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, response_status,
                                       completed_at)
                  SELECT $1, $2, $3, $4, 'done', $5, now()
-                  WHERE pg_try_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext($1 || '/' || $2 || '/' || $3))
+                  WHERE NOT EXISTS (SELECT FROM {t} WHERE {pk} AND state = 'done')
+                    AND pg_try_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext($1 || '/' || $2 || '/' || $3))
                  ON CONFLICT (scope, provider, event_key) DO UPDATE
                     SET state = 'done', attempts = e.attempts + 1, run_at = NULL,
                         response_status = excluded.response_status, completed_at = excluded.completed_at,

@@ -13,6 +13,13 @@ use webhook_idempotency::{providers::stripe, SigningSecret, WebhookEvent, Webhoo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_deliveries_of_one_event_apply_one_effect() {
+    // With the duplicate lookup first (the default) and without it.
+    for lookup_first in [true, false] {
+        fifty_copies(lookup_first).await;
+    }
+}
+
+async fn fifty_copies(lookup_first: bool) {
     const CLIENTS: usize = 50;
     let db = TestDb::new().await;
     let runs = Arc::new(AtomicUsize::new(0));
@@ -32,7 +39,9 @@ async fn fifty_concurrent_deliveries_of_one_event_apply_one_effect() {
                 StatusCode::OK
             }
         })
-        .layer(stripe_layer(db.pool(60)).lock_timeout(Duration::from_secs(10)).build().unwrap()),
+        .layer(
+            stripe_layer(db.pool(60)).lock_timeout(Duration::from_secs(10)).lookup_first(lookup_first).build().unwrap(),
+        ),
     );
     let addr = serve(app).await;
     let body = stripe_body("evt_storm");
@@ -63,9 +72,9 @@ async fn fifty_concurrent_deliveries_of_one_event_apply_one_effect() {
     let fresh = answers.iter().filter(|(s, replayed)| *s == 200 && !replayed).count();
     let replayed = answers.iter().filter(|(s, replayed)| *s == 200 && *replayed).count();
     let conflicts = answers.iter().filter(|(s, _)| *s == 409).count();
-    assert_eq!(fresh, 1, "{answers:?}");
+    assert_eq!(fresh, 1, "lookup_first {lookup_first}: {answers:?}");
     assert_eq!(fresh + replayed + conflicts, CLIENTS, "only 200, replayed 200 or 409: {answers:?}");
-    assert!(answers.iter().all(|(s, _)| *s < 500));
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
-    assert_eq!(db.effects_for("evt_storm").await, 1);
+    assert!(answers.iter().all(|(s, _)| *s < 500), "lookup_first {lookup_first}: {answers:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "lookup_first {lookup_first}");
+    assert_eq!(db.effects_for("evt_storm").await, 1, "lookup_first {lookup_first}");
 }
