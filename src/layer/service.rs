@@ -258,12 +258,15 @@ where
         tracing::info!(outcome = "operator_replay", "operator replay: timestamp tolerance not applied");
     }
     let costly = body.len() >= OFFLOAD_VERIFY_BYTES || config.provider.verifier_ref().costly(&parts);
-    let (parts, verified) = if costly {
+    // A costly delivery's key is read on the blocking pool too (a 1 MiB JSON
+    // body takes milliseconds to parse).
+    let (parts, verified, identified) = if costly {
         let (shared, body) = (Arc::clone(&config), body.clone());
         let secrets = endpoint.secrets.clone();
         let task = tokio::task::spawn_blocking(move || {
             let verified = verify(&shared, &parts, &body, &secrets, replay);
-            (parts, verified)
+            let identified = matches!(verified, Ok(None)).then(|| shared.provider.identify(&parts, &body));
+            (parts, verified, identified)
         });
         match task.await {
             Ok(done) => done,
@@ -273,7 +276,7 @@ where
         }
     } else {
         let verified = verify(&config, &parts, &body, &endpoint.secrets, replay);
-        (parts, verified)
+        (parts, verified, None)
     };
     match verified {
         Err(e) => return Ok(refuse(&config, RejectionKind::InvalidSignature, e.kind().as_str())),
@@ -288,7 +291,7 @@ where
     let mut parts = parts;
 
     // 5. Event key and type.
-    let identity = match config.provider.identify(&parts, &body) {
+    let identity = match identified.unwrap_or_else(|| config.provider.identify(&parts, &body)) {
         Ok(identity) => identity,
         Err(e) => return Ok(refuse(&config, RejectionKind::InvalidEventKey, e.kind().as_str())),
     };
