@@ -85,6 +85,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("../sql/002_inbox.sql")),
     (3, include_str!("../sql/003_operations.sql")),
     (4, include_str!("../sql/004_hot_updates.sql")),
+    (5, include_str!("../sql/005_retention_index.sql")),
 ];
 
 /// Key of the advisory lock serialising migrations across processes.

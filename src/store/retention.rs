@@ -16,8 +16,10 @@
 //! [`RetentionBuilder::window`] or gets [`DEFAULT_REPLAY_WINDOW`].
 //!
 //! [`Retention::purge`] deletes in short batches (`batch_size` rows per
-//! statement, each its own transaction, a pause between them), oldest first
-//! through the `received_at` index, skipping rows another purger holds
+//! statement, each its own transaction, a pause between them), provider by
+//! provider, oldest first through the `(provider, received_at)` index
+//! (migration 5), so each provider's scan stops at its own window; it skips
+//! rows another purger holds
 //! (`FOR UPDATE SKIP LOCKED`), so several processes may purge at once without
 //! waiting on or double-counting each other. It never touches `pending`,
 //! `running` or `dead` rows.
@@ -155,19 +157,28 @@ impl RetentionBuilder {
         let purge = format!(
             "WITH doomed AS (
                  SELECT scope, provider, event_key FROM {t}
-                 WHERE received_at < now() - make_interval(secs => $1)
+                 WHERE provider = $2 AND received_at < now() - make_interval(secs => $1)
                    AND state IN ('done', 'failed')
-                   AND ($2::text IS NULL OR provider = $2)
-                   AND NOT (provider = ANY($3::text[]))
                  ORDER BY received_at
-                 LIMIT $4
+                 LIMIT $3
                  FOR UPDATE SKIP LOCKED)
              DELETE FROM {t} e USING doomed
              WHERE (e.scope, e.provider, e.event_key) = (doomed.scope, doomed.provider, doomed.event_key)"
         );
+        // The distinct providers, one probe each on the leading column of
+        // (provider, received_at) (a "loose index scan").
+        let providers = format!(
+            "WITH RECURSIVE p AS (
+                 (SELECT provider FROM {t} ORDER BY provider LIMIT 1)
+                 UNION ALL
+                 SELECT (SELECT provider FROM {t} WHERE provider > p.provider ORDER BY provider LIMIT 1)
+                   FROM p WHERE p.provider IS NOT NULL)
+             SELECT provider FROM p WHERE provider IS NOT NULL"
+        );
         Ok(Retention {
             pool: self.pool,
             purge,
+            providers,
             windows: self.windows,
             default_window: self.default_window,
             batch_size: self.batch_size,
@@ -181,6 +192,7 @@ impl RetentionBuilder {
 pub struct Retention {
     pool: Pool,
     purge: String,
+    providers: String,
     windows: BTreeMap<String, Duration>,
     default_window: Duration,
     batch_size: u32,
@@ -236,19 +248,14 @@ impl Retention {
         let mut report = PurgeReport::default();
         let client = self.pool.get().await.map_err(PurgeError::unavailable)?;
         let stmt = client.prepare_cached(&self.purge).await?;
-        let named: Vec<String> = self.windows.keys().cloned().collect();
         let limit = i64::from(self.batch_size);
-        let mut runs: Vec<(Option<String>, Duration, Vec<String>)> = match older_than {
-            Some(age) => vec![(None, age, Vec::new())],
-            None => self.windows.iter().map(|(p, w)| (Some(p.clone()), *w, Vec::new())).collect(),
-        };
-        if older_than.is_none() {
-            runs.push((None, self.default_window, named));
-        }
-        for (provider, window, excluded) in runs {
+        let present: Vec<String> =
+            client.query(&self.providers, &[]).await?.iter().map(|row| row.get(0)).collect();
+        for provider in present {
+            let window = older_than.unwrap_or_else(|| self.windows.get(&provider).copied().unwrap_or(self.default_window));
             let secs = window.as_secs_f64();
             loop {
-                let deleted = client.execute(&stmt, &[&secs, &provider, &excluded, &limit]).await?;
+                let deleted = client.execute(&stmt, &[&secs, &provider, &limit]).await?;
                 report.batches += 1;
                 report.deleted += deleted;
                 if deleted < u64::from(self.batch_size) {

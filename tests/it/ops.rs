@@ -71,6 +71,48 @@ async fn retention_deletes_only_old_done_and_failed_rows() {
 }
 
 #[tokio::test]
+async fn each_provider_is_purged_at_its_own_window() {
+    // Rows of two providers, aged alike: Stripe keeps 30 days, GitHub 3.
+    let db = TestDb::new().await;
+    let c = db.pool.get().await.unwrap();
+    c.batch_execute(
+        "INSERT INTO webhook_idempotency.webhook_events (scope, provider, event_key, state, received_at)
+         SELECT 'acct', p, p || '_' || d, 'done', now() - make_interval(days => d)
+           FROM unnest(ARRAY['stripe', 'github', 'acme']) p, generate_series(1, 40) d",
+    )
+    .await
+    .unwrap();
+    drop(c);
+    let retention = Retention::builder(db.pool.clone())
+        .window("acme", Duration::from_secs(10 * 86_400))
+        .batch_size(7)
+        .pause(Duration::ZERO)
+        .build()
+        .unwrap();
+    let report = retention.purge().await.unwrap();
+    let c = db.pool.get().await.unwrap();
+    let oldest_kept = |provider: &'static str| {
+        let c = &c;
+        async move {
+            c.query_one(
+                "SELECT count(*), max(extract(day FROM now() - received_at))::int
+                   FROM webhook_idempotency.webhook_events WHERE provider = $1",
+                &[&provider],
+            )
+            .await
+            .unwrap()
+        }
+    };
+    // Rows older than the window go (a day-old row is kept by every window).
+    let cases = [("stripe", 29, 29), ("github", 2, 2), ("acme", 9, 9)];
+    for (provider, kept, oldest) in cases {
+        let row = oldest_kept(provider).await;
+        assert_eq!((row.get::<_, i64>(0), row.get::<_, i32>(1)), (kept, oldest), "{provider}");
+    }
+    assert_eq!(report.deleted, (40 - 29) + (40 - 2) + (40 - 9), "{report:?}");
+}
+
+#[tokio::test]
 async fn a_window_shorter_than_the_provider_s_replay_window_is_refused() {
     let db = TestDb::new().await;
     let short = Retention::builder(db.pool.clone()).window("stripe", Duration::from_secs(86_400)).build();
