@@ -627,9 +627,8 @@ async fn an_advisory_lock_held_elsewhere_on_the_event_delays_its_delivery_which_
     // when that happens during its wait.
     let db = TestDb::new().await;
     let holder = raw_session(&db).await;
-    let take_lock = format!(
-        "BEGIN; SELECT pg_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext('acct_test' || '/' || 'stripe' || '/' || 'evt_locked'))"
-    );
+    let take_lock =
+        format!("BEGIN; SELECT pg_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext('9:acct_test/6:stripe/evt_locked'))");
     holder.batch_execute(&take_lock).await.unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
     let handler = {
@@ -672,11 +671,12 @@ async fn an_advisory_lock_held_elsewhere_on_the_event_delays_its_delivery_which_
 
 #[tokio::test]
 async fn two_events_whose_scope_and_key_join_alike_do_not_hold_each_other_up() {
-    // The lock key is hashtext(scope || '/' || provider || '/' || key): the
-    // event `z` of scope `s/stripe/k` and the event `k/stripe/z` of scope
-    // `s` join to the same text "s/stripe/k/stripe/z", so they share a lock
-    // without any hash collision. Scopes and keys may contain '/' (Stripe
-    // event ids are sender-chosen strings; scopes are tenant names).
+    // Were the lock key hashtext(scope || '/' || provider || '/' || key),
+    // the event `z` of scope `s/stripe/k` and the event `k/stripe/z` of
+    // scope `s` would join to the same text "s/stripe/k/stripe/z" and share
+    // a lock without any hash collision: B answered 409 while A ran. Scopes
+    // and keys may contain '/' (event ids are sender-chosen strings, scopes
+    // tenant names).
     let db = TestDb::new().await;
     let entered = Arc::new(Notify::new());
     let (open, gate) = watch::channel(false);
