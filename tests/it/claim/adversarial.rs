@@ -18,7 +18,7 @@ use http::{Request, StatusCode};
 use tokio::sync::{oneshot, watch, Notify};
 use tokio_postgres::NoTls;
 use tower::ServiceExt;
-use webhook_idempotency::{Rejection, RejectionKind, ReplayStatus, WebhookEvent, WebhookTx};
+use webhook_idempotency::{IsolationLevel, Rejection, RejectionKind, ReplayStatus, WebhookEvent, WebhookTx};
 
 /// The first key of the claim's advisory lock (`statements::CLAIM_LOCK_CLASS`, "WHK1").
 const CLAIM_LOCK_CLASS: i32 = 0x5748_4B31;
@@ -572,6 +572,15 @@ fn gated_handler(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_copies_of_a_slow_new_event_on_a_pool_of_four_apply_one_effect_and_never_starve_another_event() {
+    for isolation in [IsolationLevel::ReadCommitted, IsolationLevel::RepeatableRead, IsolationLevel::Serializable] {
+        fifty_copies_at(isolation).await;
+    }
+}
+
+/// At REPEATABLE READ and SERIALIZABLE a copy whose snapshot predates the
+/// first delivery's COMMIT meets its row as a serialization failure (40001),
+/// which the claim checks again.
+async fn fifty_copies_at(isolation: IsolationLevel) {
     const COPIES: usize = 50;
     let db = TestDb::new().await;
     let entered = Arc::new(Notify::new());
@@ -580,6 +589,7 @@ async fn fifty_copies_of_a_slow_new_event_on_a_pool_of_four_apply_one_effect_and
     let app = route(
         gated_handler("evt_gated", entered.clone(), gate, runs.clone()),
         stripe_layer(db.pool(4))
+            .isolation_level(isolation)
             .lock_timeout(Duration::from_secs(30))
             .pool_timeout(Duration::from_secs(10))
             .build()
@@ -600,9 +610,9 @@ async fn fifty_copies_of_a_slow_new_event_on_a_pool_of_four_apply_one_effect_and
     // 49 copies keep checking on the 3 free connections meanwhile; an
     // unrelated event still gets one and is processed.
     let other = within("an unrelated event", deliver(&app, "evt_unrelated")).await;
-    assert_eq!(other, Answer::fresh(StatusCode::OK));
-    assert_eq!(db.effects_for("evt_unrelated").await, 1);
-    assert_eq!(answered.load(Ordering::SeqCst), 0, "no copy answered while the first is in flight");
+    assert_eq!(other, Answer::fresh(StatusCode::OK), "{isolation:?}");
+    assert_eq!(db.effects_for("evt_unrelated").await, 1, "{isolation:?}");
+    assert_eq!(answered.load(Ordering::SeqCst), 0, "no copy answered while the first is in flight at {isolation:?}");
 
     open.send(true).unwrap();
     let mut answers = Vec::new();
@@ -612,11 +622,11 @@ async fn fifty_copies_of_a_slow_new_event_on_a_pool_of_four_apply_one_effect_and
     let fresh = answers.iter().filter(|a| **a == Answer::fresh(StatusCode::OK)).count();
     let replayed = answers.iter().filter(|a| **a == Answer::replayed(StatusCode::OK)).count();
     let conflicts = answers.iter().filter(|a| **a == Answer::refused(RejectionKind::InFlight)).count();
-    assert_eq!((fresh, replayed + conflicts), (1, COPIES - 1), "{answers:?}");
-    assert!(answers.iter().all(|a| !a.status.is_server_error()), "{answers:?}");
-    assert_eq!((db.effects_for("evt_gated").await, runs.load(Ordering::SeqCst)), (1, 1));
-    assert_eq!(db.event_row("evt_gated").await, Some(("done".into(), 1, Some(200))));
-    assert_eq!(db.idle_in_transaction().await, 0);
+    assert_eq!((fresh, replayed + conflicts), (1, COPIES - 1), "{answers:?} at {isolation:?}");
+    assert!(answers.iter().all(|a| !a.status.is_server_error()), "{answers:?} at {isolation:?}");
+    assert_eq!((db.effects_for("evt_gated").await, runs.load(Ordering::SeqCst)), (1, 1), "{isolation:?}");
+    assert_eq!(db.event_row("evt_gated").await, Some(("done".into(), 1, Some(200))), "{isolation:?}");
+    assert_eq!(db.idle_in_transaction().await, 0, "{isolation:?}");
 }
 
 #[tokio::test]
