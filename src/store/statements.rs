@@ -47,7 +47,12 @@ pub(crate) struct Statements {
     /// (`pg_try_advisory_xact_lock(CLAIM_LOCK_CLASS, hashtext(...))`, held
     /// to the end of the transaction, PostgreSQL docs "Advisory Locks");
     /// when another claim holds it, nothing is inserted and no row lock is
-    /// waited for. Two events whose keys hash alike only take turns. Other
+    /// waited for. The hashed text is `len(scope):scope/len(provider):provider/key`
+    /// (lengths in characters): scope and provider are length-prefixed because
+    /// every part may contain `/`, so two different events never hash the
+    /// same text (plain `scope/provider/key` made the event `k/stripe/z` of
+    /// scope `s` and the event `z` of scope `s/stripe/k` share a lock). Two
+    /// events whose texts hash alike (32 bits) only take turns. Other
     /// writers of the row (the inbox's, retention's) hold it for one short
     /// statement. A committed `done` row is neither locked nor written (no
     /// transaction id, no WAL): the statement returns no row. `now()` is the
@@ -87,7 +92,8 @@ impl Statements {
                                       completed_at)
                  SELECT $1, $2, $3, $4, 'done', $5, now()
                   WHERE NOT EXISTS (SELECT FROM {t} WHERE {pk} AND state = 'done')
-                    AND pg_try_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext($1 || '/' || $2 || '/' || $3))
+                    AND pg_try_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext(
+                          length($1) || ':' || $1 || '/' || length($2) || ':' || $2 || '/' || $3))
                  ON CONFLICT (scope, provider, event_key) DO UPDATE
                     SET state = 'done', attempts = e.attempts + 1, run_at = NULL,
                         response_status = excluded.response_status, completed_at = excluded.completed_at,
