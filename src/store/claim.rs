@@ -224,7 +224,11 @@ impl ClaimStoreBuilder {
     ///   `ROLLBACK`: two round trips and four statements.
     ///
     /// Exactly-once does not depend on it: the primary key and the claim's
-    /// advisory lock decide in both. BENCHMARKS.md compares the two.
+    /// advisory lock decide in both. BENCHMARKS.md compares the two. With
+    /// `false`, keep the claim at READ COMMITTED (the default): at
+    /// SERIALIZABLE the claim's read of the `done` row takes predicate locks,
+    /// and claims of neighbouring keys may fail each other's COMMIT (40001,
+    /// answered 503 and retried by the sender).
     pub fn lookup_first(mut self, lookup_first: bool) -> Self {
         self.lookup_first = lookup_first;
         self
@@ -240,7 +244,7 @@ impl ClaimStoreBuilder {
             .map_err(|m| crate::ConfigError::of(crate::layer::ConfigErrorKind::InvalidSchema, m))?;
         Ok(ClaimStore {
             inner: Arc::new(Inner {
-                sql: Statements::new(&self.schema, self.isolation),
+                sql: Statements::new(&self.schema, self.isolation, !self.lookup_first),
                 pool: self.pool,
                 pool_timeout: self.pool_timeout,
                 in_flight_wait: self.in_flight_wait,

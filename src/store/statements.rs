@@ -54,8 +54,14 @@ pub(crate) struct Statements {
     /// scope `s` and the event `z` of scope `s/stripe/k` share a lock). Two
     /// events whose texts hash alike (32 bits) only take turns. Other
     /// writers of the row (the inbox's, retention's) hold it for one short
-    /// statement. A committed `done` row is neither locked nor written (no
-    /// transaction id, no WAL): the statement returns no row. `now()` is the
+    /// statement. With the guard (claim first), a committed `done` row is
+    /// neither locked nor written (no transaction id, no WAL): the statement
+    /// returns no row; without it (lookup first, where the lookup answered
+    /// such rows) a `done` row committed between the lookup and the claim is
+    /// locked by the `DO UPDATE` that then does nothing. The guard is a read,
+    /// which at SERIALIZABLE takes predicate locks: concurrent claims of
+    /// neighbouring keys can then fail each other's COMMIT (40001, answered
+    /// 503), so claim-first suits READ COMMITTED. `now()` is the
     /// transaction's start time.
     pub(crate) claim: String,
     /// → `state, response_status`.
@@ -81,9 +87,17 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
-    pub(crate) fn new(schema: &str, isolation: IsolationLevel) -> Self {
+    /// `guard_done`: the claim also reads whether a `done` row stands (for
+    /// [`lookup_first(false)`](super::ClaimStoreBuilder::lookup_first), whose
+    /// duplicates then write nothing).
+    pub(crate) fn new(schema: &str, isolation: IsolationLevel, guard_done: bool) -> Self {
         let t = format!("{schema}.webhook_events");
         let pk = "scope = $1 AND provider = $2 AND event_key = $3";
+        let guard = if guard_done {
+            format!("NOT EXISTS (SELECT FROM {t} WHERE {pk} AND state = 'done')\n                    AND ")
+        } else {
+            String::new()
+        };
         Self {
             schema: schema.to_owned(),
             begin: format!("BEGIN ISOLATION LEVEL {}", isolation.sql()),
@@ -91,8 +105,7 @@ impl Statements {
                 "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, response_status,
                                       completed_at)
                  SELECT $1, $2, $3, $4, 'done', $5, now()
-                  WHERE NOT EXISTS (SELECT FROM {t} WHERE {pk} AND state = 'done')
-                    AND pg_try_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext(
+                  WHERE {guard}pg_try_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext(
                           length($1) || ':' || $1 || '/' || length($2) || ':' || $2 || '/' || $3))
                  ON CONFLICT (scope, provider, event_key) DO UPDATE
                     SET state = 'done', attempts = e.attempts + 1, run_at = NULL,
