@@ -23,7 +23,7 @@ echo "== load output"; grep -E "^\| (layer|hand)" "$out/load.txt" || true
 server=$(sed -n 's/^server pid \([0-9]*\).*/\1/p' "$out/load.txt")
 report() {
   perf report -i "$out/perf.data" "$@" --no-children --sort symbol --stdio 2>/dev/null \
-    | grep -E '^ +[0-9]' | head -"${PROFILE_TOP:-25}"
+    | grep -E '^ +[0-9]' | head -"${PROFILE_TOP:-25}" || true
 }
 echo "== top frames of the server process (pid $server; self time, % of all samples)"
 report --pid "$server"

@@ -408,7 +408,7 @@ impl WebhookLayerBuilder {
     }
 
     /// The client-side deadline of each database step on the request path
-    /// (default 2 s): one claim attempt, the done-marking with its COMMIT,
+    /// (default 2 s): one claim attempt, the commit check with its COMMIT,
     /// the failure record. Past it the connection is discarded, never
     /// pooled, and the sender gets 503 + `Retry-After`; a COMMIT whose answer
     /// never came is an unknown outcome (the retry finds the event done, or

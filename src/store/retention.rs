@@ -249,10 +249,10 @@ impl Retention {
         let client = self.pool.get().await.map_err(PurgeError::unavailable)?;
         let stmt = client.prepare_cached(&self.purge).await?;
         let limit = i64::from(self.batch_size);
-        let present: Vec<String> =
-            client.query(&self.providers, &[]).await?.iter().map(|row| row.get(0)).collect();
+        let present: Vec<String> = client.query(&self.providers, &[]).await?.iter().map(|row| row.get(0)).collect();
         for provider in present {
-            let window = older_than.unwrap_or_else(|| self.windows.get(&provider).copied().unwrap_or(self.default_window));
+            let window =
+                older_than.unwrap_or_else(|| self.windows.get(&provider).copied().unwrap_or(self.default_window));
             let secs = window.as_secs_f64();
             loop {
                 let deleted = client.execute(&stmt, &[&secs, &provider, &limit]).await?;
