@@ -289,6 +289,22 @@ impl Retention {
     }
 }
 
+impl Retention {
+    /// Spawns [`run`](Self::run) on the current Tokio runtime: a purge now
+    /// and every `period` after, until `shutdown` completes (a purge under
+    /// way finishes first). Await the handle to know it stopped.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime.
+    pub fn spawn(
+        self,
+        period: Duration,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(self.run(period, shutdown))
+    }
+}
+
 /// A purge that stopped: no connection, or a batch failed (the batches
 /// before it stay deleted).
 pub type PurgeError = super::admin::OpsError;

@@ -113,6 +113,53 @@ async fn each_provider_is_purged_at_its_own_window() {
 }
 
 #[tokio::test]
+async fn the_spawned_purge_runs_every_period_and_stops_on_shutdown() {
+    let db = TestDb::new().await;
+    let count = |db: &TestDb| {
+        let pool = db.pool.clone();
+        async move {
+            let c = pool.get().await.unwrap();
+            c.query_one("SELECT count(*) FROM webhook_idempotency.webhook_events", &[]).await.unwrap().get::<_, i64>(0)
+        }
+    };
+    let insert_old = |db: &TestDb, key: &'static str| {
+        let pool = db.pool.clone();
+        async move {
+            let c = pool.get().await.unwrap();
+            c.execute(
+                "INSERT INTO webhook_idempotency.webhook_events (scope, provider, event_key, state, received_at)
+                 VALUES ('acct', 'stripe', $1, 'done', now() - interval '40 days')",
+                &[&key],
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let retention = Retention::builder(db.pool.clone()).pause(Duration::ZERO).build().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    insert_old(&db, "first").await;
+    let task = retention.spawn(Duration::from_millis(20), async move {
+        let _ = stopped.await;
+    });
+    // Purged at once, and again after a later insert: it runs every period.
+    for next in [Some("second"), None] {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while count(&db).await > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("purged within 10 s");
+        if let Some(key) = next {
+            insert_old(&db, key).await;
+        }
+    }
+    stop.send(()).unwrap();
+    // The task ends on the shutdown signal (it would run forever otherwise).
+    tokio::time::timeout(Duration::from_secs(5), task).await.expect("stopped within 5 s").unwrap();
+}
+
+#[tokio::test]
 async fn a_window_shorter_than_the_provider_s_replay_window_is_refused() {
     let db = TestDb::new().await;
     let short = Retention::builder(db.pool.clone()).window("stripe", Duration::from_secs(86_400)).build();
