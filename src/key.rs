@@ -9,6 +9,7 @@
 use std::fmt;
 
 pub(crate) mod json;
+mod pointer;
 
 /// The identity of the event a delivery carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,9 +197,11 @@ impl KeyExtractor for HeaderKey {
 /// value (a fraction, an integer beyond 64 bits, `true`, an object) is
 /// [`KeyErrorKind::Invalid`]. The event type is always the plain text.
 ///
-/// The body is parsed with `serde_json`, whose recursion limit (128 nested
-/// arrays or objects) protects the stack: a deeper body is
-/// [`KeyErrorKind::BodyNotJson`] (400). Of duplicate members the last one
+/// The body is read in one streaming pass with `serde_json`, copying only
+/// the values the pointers name. Values off the pointers' paths are skipped
+/// without recursion (nesting costs no stack); along a path, serde_json's
+/// recursion limit (128 nested arrays or objects) applies. A body that is
+/// not JSON is [`KeyErrorKind::BodyNotJson`] (400). Of duplicate members the last one
 /// counts, as in `serde_json` and JavaScript's `JSON.parse`, so the key is
 /// the id a handler reading the body sees.
 #[derive(Debug, Clone)]
@@ -222,12 +225,12 @@ impl JsonPointerKey {
     }
 }
 
-fn scalar(value: &serde_json::Value) -> Result<String, KeyError> {
+fn scalar(value: pointer::Found) -> Result<String, KeyError> {
     match value {
-        serde_json::Value::String(s) if !s.is_empty() => Ok(s.clone()),
-        serde_json::Value::String(_) => Err(KeyErrorKind::Missing.into()),
-        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => Ok(n.to_string()),
-        _ => Err(KeyErrorKind::Invalid.into()),
+        pointer::Found::Str(s) if !s.is_empty() => Ok(s),
+        pointer::Found::Str(_) => Err(KeyErrorKind::Missing.into()),
+        pointer::Found::Int(n) => Ok(n),
+        pointer::Found::Other => Err(KeyErrorKind::Invalid.into()),
     }
 }
 
@@ -235,20 +238,24 @@ fn scalar(value: &serde_json::Value) -> Result<String, KeyError> {
 pub const INTEGER_KEY_PREFIX: &str = "#int:";
 
 /// A [`JsonPointerKey`] key: injective over non-empty strings and integers.
-fn pointer_key(value: &serde_json::Value) -> Result<String, KeyError> {
+fn pointer_key(value: pointer::Found) -> Result<String, KeyError> {
     match value {
-        serde_json::Value::String(s) if s.starts_with('#') => Ok(format!("#{s}")),
-        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => Ok(format!("{INTEGER_KEY_PREFIX}{n}")),
-        _ => scalar(value),
+        pointer::Found::Str(s) if s.starts_with('#') => Ok(format!("#{s}")),
+        pointer::Found::Int(n) => Ok(format!("{INTEGER_KEY_PREFIX}{n}")),
+        other => scalar(other),
     }
 }
 
 impl KeyExtractor for JsonPointerKey {
     fn extract(&self, _parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
-        let doc: serde_json::Value = serde_json::from_slice(body).map_err(|_| KeyErrorKind::BodyNotJson)?;
-        let key = pointer_key(doc.pointer(&self.key).ok_or(KeyErrorKind::Missing)?)?;
-        let event_type = match &self.event_type {
-            Some(p) => doc.pointer(p).map(scalar).transpose()?,
+        // One streaming pass: only the two values are copied, never the
+        // rest of the body (a 1 MiB delivery stays 1 MiB in memory).
+        let type_pointer = self.event_type.as_deref().unwrap_or("");
+        let [key, event_type] =
+            pointer::find(body, [self.key.as_str(), type_pointer]).map_err(|()| KeyErrorKind::BodyNotJson)?;
+        let key = pointer_key(key.ok_or(KeyErrorKind::Missing)?)?;
+        let event_type = match self.event_type {
+            Some(_) => event_type.map(scalar).transpose()?,
             None => None,
         };
         Ok(EventIdentity { key, event_type })

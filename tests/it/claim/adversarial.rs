@@ -70,6 +70,17 @@ where
     Router::new().route("/webhooks/stripe", post(handler).layer(layer))
 }
 
+/// `apply_effect` behind `layer`, with a count of the handler's runs.
+fn counted_route(layer: webhook_idempotency::WebhookLayer) -> (Router, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let handler = move |tx: WebhookTx, event: WebhookEvent| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        apply_effect(tx, event)
+    };
+    (route(handler, layer), runs)
+}
+
 /// A session of its own on the test database (not pooled).
 async fn raw_session(db: &TestDb) -> tokio_postgres::Client {
     let (client, conn) = db.config.connect(NoTls).await.unwrap();
@@ -517,15 +528,8 @@ async fn rows_in_every_state_met_by_a_synchronous_claim() {
             )
             .await
             .unwrap();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let counter = runs.clone();
-        let app = route(
-            move |tx: WebhookTx, event: WebhookEvent| {
-                counter.fetch_add(1, Ordering::SeqCst);
-                apply_effect(tx, event)
-            },
-            stripe_layer(db.pool.clone()).lock_timeout(Duration::from_millis(200)).build().unwrap(),
-        );
+        let (app, runs) =
+            counted_route(stripe_layer(db.pool.clone()).lock_timeout(Duration::from_millis(200)).build().unwrap());
         assert_eq!(deliver(&app, &key).await, answer, "{state}");
         assert_eq!(runs.load(Ordering::SeqCst), expected_runs, "{state}");
         assert_eq!(db.effects_for(&key).await, expected_runs as i64, "{state}");
@@ -726,13 +730,7 @@ async fn a_row_lock_held_without_the_advisory_lock_never_lets_a_copy_run() {
         )
         .await
         .unwrap();
-    let runs = Arc::new(AtomicUsize::new(0));
-    let counter = runs.clone();
-    let app = route(
-        move |tx: WebhookTx, event: WebhookEvent| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            apply_effect(tx, event)
-        },
+    let (app, runs) = counted_route(
         stripe_layer(db.pool(4))
             .lock_timeout(Duration::from_millis(300))
             .database_timeout(Duration::from_millis(800))
