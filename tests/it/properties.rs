@@ -11,7 +11,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use proptest::collection::vec;
 use proptest::prelude::*;
-use webhook_idempotency::key::{DerivedKey, JsonPointerKey, KeyExtractor};
+use webhook_idempotency::key::{DerivedKey, JsonPointerKey, KeyErrorKind, KeyExtractor};
 use webhook_idempotency::verify::generic::{HmacVerifier, SignedContent};
 use webhook_idempotency::verify::{hmac, Algorithm, Delivery, Encoding, SigningSecret, Verifier};
 
@@ -436,5 +436,42 @@ proptest! {
                 }
             }
         }
+    }
+
+    /// JsonPointerKey's streaming reader answers, for every pointer into a
+    /// body, what `serde_json::Value::pointer` over the parsed document
+    /// gives, encoded as the key docs say.
+    #[test]
+    fn pointer_keys_match_the_parsed_document(m in model(), style in any::<u64>()) {
+        let body = spelled(&m, style);
+        let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let mut pointers = vec![String::new(), "/absent".to_owned()];
+        paths(&m, String::new(), &mut pointers);
+        let parts = http::Request::post("/").body(()).unwrap().into_parts().0;
+        for pointer in pointers {
+            let expected = match doc.pointer(&pointer) {
+                Some(serde_json::Value::String(s)) if s.starts_with('#') => Ok(format!("#{s}")),
+                Some(serde_json::Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+                Some(serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(format!("#int:{n}")),
+                None | Some(serde_json::Value::String(_)) => Err(KeyErrorKind::Missing),
+                Some(_) => Err(KeyErrorKind::Invalid),
+            };
+            let got = JsonPointerKey::new(pointer.clone()).extract(&parts, body.as_bytes()).map(|id| id.key).map_err(|e| e.kind());
+            prop_assert_eq!(got, expected, "{} in {}", pointer, body);
+        }
+    }
+}
+
+/// Every JSON Pointer into `m` (RFC 6901 escapes), below `prefix`.
+fn paths(m: &Model, prefix: String, out: &mut Vec<String>) {
+    let children: Vec<(String, &Model)> = match m {
+        Model::Array(items) => items.iter().enumerate().map(|(i, v)| (i.to_string(), v)).collect(),
+        Model::Object(members) => members.iter().map(|(k, v)| (k.replace('~', "~0").replace('/', "~1"), v)).collect(),
+        _ => Vec::new(),
+    };
+    for (token, child) in children {
+        let pointer = format!("{prefix}/{token}");
+        out.push(pointer.clone());
+        paths(child, pointer, out);
     }
 }
