@@ -12,6 +12,10 @@
 --   CREATE INDEX CONCURRENTLY webhook_events_provider_received_at
 --       ON webhook_idempotency.webhook_events (provider, received_at);
 -- The schema appears only as the double-quoted placeholder webhook_idempotency (see 001).
+--
+-- No table change for it, but from this version on the synchronous claim inserts its row already `done`
+-- inside the claim's transaction (invisible to others until the commit, removed by a rollback), so
+-- `running` (001's comment) is only the inbox's leased state.
 
 CREATE INDEX IF NOT EXISTS webhook_events_provider_received_at
     ON "webhook_idempotency".webhook_events (provider, received_at);

@@ -652,7 +652,7 @@ impl ClaimedEvent {
     pub async fn commit(self, status: u16) -> Result<(), CommitError> {
         let conn = self.take()?;
         let step = self.store.inner.database_timeout;
-        let result = match tokio::time::timeout(step, self.mark_done_and_commit(conn, status)).await {
+        let result = match tokio::time::timeout(step, self.check_and_commit(conn, status)).await {
             Ok(result) => result,
             Err(_) => {
                 // The connection went with the dropped step: discarded. Whether
@@ -671,7 +671,7 @@ impl ClaimedEvent {
         result
     }
 
-    async fn mark_done_and_commit(&self, conn: TxConn, status: u16) -> Result<(), CommitError> {
+    async fn check_and_commit(&self, conn: TxConn, status: u16) -> Result<(), CommitError> {
         let sql = &self.store.inner.sql;
         let code = i16::try_from(status).unwrap_or(i16::MAX);
         let ev = &self.event;
