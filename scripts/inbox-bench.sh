@@ -3,9 +3,9 @@
 # PostgreSQL with durable commits (fsync = on, synchronous_commit = on), runs
 # `cargo run --release --all-features --example inbox_load` against it (which
 # also runs pgbench with scripts/inbox-bench/*.sql for the ceiling), then stops
-# and deletes the server. Loopback only; about 4 minutes.
+# and deletes the server. Loopback only; about 11 minutes with the defaults.
 #
-#   scripts/inbox-bench.sh [inbox_load options]   # e.g. -- --accept-secs 5
+#   scripts/inbox-bench.sh [inbox_load options]   # e.g. --accept-secs 5
 #
 # PostgreSQL binaries: $PG_BIN, else the newest /usr/lib/postgresql/*/bin.
 # As root the server runs as the `postgres` user (PostgreSQL refuses root).

@@ -63,7 +63,12 @@ use webhook_idempotency::tokio_postgres::{Config, NoTls};
 /// Inspect and repair the webhook events table (requeue, replay, purge),
 /// with every action audited.
 #[derive(Parser, Debug)]
-#[command(name = "webhook-admin", version)]
+#[command(
+    name = "webhook-admin",
+    version,
+    after_help = "Exit status: 0 done (or, with --dry-run, something would change); 1 nothing matched \
+                  (no such key, no row to requeue, replay or purge); 2 usage, connection or schema error."
+)]
 struct Cli {
     /// The PostgreSQL URL (postgres://user:password@host:port/db). Prefer the
     /// environment variable: a command line is visible to other users.
