@@ -135,6 +135,10 @@ enum Command {
         /// Count what would go; delete nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Purge even rows of providers whose documented replay window is
+        /// longer than the age (a replay of such an event runs it again).
+        #[arg(long)]
+        allow_short_window: bool,
         /// Who acts, recorded in the audit table (default: $USER, $LOGNAME,
         /// else "unknown").
         #[arg(long)]
@@ -747,7 +751,22 @@ async fn run(cli: Cli) -> Result<Report, Fail> {
         }
         Command::Requeue(a) => act(&admin, Kind::Requeue, a, false, as_json).await,
         Command::Replay { action, force } => act(&admin, Kind::Replay, action, force, as_json).await,
-        Command::Purge { older_than, dry_run, actor: who } => {
+        Command::Purge { older_than, dry_run, allow_short_window, actor: who } => {
+            if !allow_short_window {
+                let inside = admin.inside_replay_windows(older_than).await?;
+                if !inside.is_empty() {
+                    let named: Vec<String> = inside
+                        .iter()
+                        .map(|(p, w)| format!("{} ({})", printable(p), humantime::format_duration(*w)))
+                        .collect();
+                    return Err(Fail::usage(format!(
+                        "refusing: --older-than {} is shorter than the replay window of {}: a replay of a purged \
+                         event would run it again; choose a longer age, or pass --allow-short-window",
+                        humantime::format_duration(older_than),
+                        named.join(", ")
+                    )));
+                }
+            }
             purge(&admin, older_than, dry_run, actor(who)?, as_json).await
         }
         Command::Audit { limit } => audit(&admin, limit, as_json).await,

@@ -271,6 +271,32 @@ impl Admin {
         Ok(changed)
     }
 
+    /// The providers that have `done` or `failed` rows received more than
+    /// `older_than` ago while `older_than` is shorter than their documented
+    /// replay window ([`replay_window`](super::retention::replay_window)),
+    /// with that window: purging those rows would let a replay of the event
+    /// run again. Empty when the age is safe for every provider present.
+    ///
+    /// # Errors
+    /// [`OpsError`].
+    pub async fn inside_replay_windows(&self, older_than: Duration) -> Result<Vec<(String, Duration)>, OpsError> {
+        let c = self.client().await?;
+        let sql = format!(
+            "SELECT DISTINCT provider FROM {} WHERE state IN ('done', 'failed')
+                AND received_at < now() - make_interval(secs => $1) ORDER BY 1",
+            self.t
+        );
+        let rows = c.query(&sql, &[&older_than.as_secs_f64()]).await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let provider: String = r.get(0);
+                let window = super::retention::replay_window(&provider)?;
+                (older_than < window).then_some((provider, window))
+            })
+            .collect())
+    }
+
     /// Deletes `done` and `failed` rows received more than `older_than` ago
     /// (never `pending`, `running` or `dead`), with the same batched
     /// statement as [`Retention`](super::retention::Retention), and records

@@ -429,3 +429,34 @@ async fn an_unmigrated_or_outdated_schema_is_named_with_the_advice_to_migrate() 
         assert!(run.stdout.is_empty(), "{args:?}: nothing ran: {}", run.stdout);
     }
 }
+
+#[tokio::test]
+async fn purge_refuses_an_age_inside_a_provider_s_replay_window() {
+    // A Stripe row 10 days old: Stripe's replay window is 30 days.
+    let db = TestDb::new().await;
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(&format!(
+            "INSERT INTO {EVENTS} (scope, provider, event_key, state, received_at)
+             VALUES ('s', 'stripe', 'evt_10d', 'done', now() - interval '10 days')"
+        ))
+        .await
+        .unwrap();
+    let cases: [(&str, Vec<&str>, i32, &str); 4] = [
+        ("inside the window", vec!["purge", "--older-than", "1day", "--dry-run"], 2, "stripe"),
+        ("inside the window, for real", vec!["purge", "--older-than", "7days", "--actor", "carol"], 2, "stripe"),
+        ("older than the window", vec!["purge", "--older-than", "31days", "--dry-run"], 1, "would delete 0"),
+        ("overridden", vec!["purge", "--older-than", "1day", "--dry-run", "--allow-short-window"], 0, "would delete 1"),
+    ];
+    for (name, args, code, needle) in cases {
+        let run = admin(&db, &args).await;
+        assert_eq!(run.code, code, "{name}: {}{}", run.stdout, run.stderr);
+        assert!(format!("{}{}", run.stdout, run.stderr).contains(needle), "{name}: {}{}", run.stdout, run.stderr);
+    }
+    // Nothing was deleted.
+    let left: i64 =
+        db.pool.get().await.unwrap().query_one(&format!("SELECT count(*) FROM {EVENTS}"), &[]).await.unwrap().get(0);
+    assert_eq!(left, 1);
+}
