@@ -35,10 +35,11 @@
 //! PostgreSQL server binaries; as root it runs the server as the `postgres`
 //! user). Secret: `SLACK_WEBHOOK_SECRET`, with a test default.
 
+mod common;
+use common::HeldLog;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Extension, State};
@@ -290,33 +291,6 @@ async fn main() -> Result<(), Error> {
         println!("stopped; the throwaway PostgreSQL is being removed");
     }
     outcome
-}
-
-/// Log output held in memory until the demo has printed its tables.
-#[derive(Clone, Default)]
-struct HeldLog(Arc<Mutex<Vec<u8>>>);
-
-impl HeldLog {
-    fn take(&self) -> String {
-        String::from_utf8_lossy(&std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))).into_owned()
-    }
-}
-
-impl std::io::Write for HeldLog {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for HeldLog {
-    type Writer = HeldLog;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
 }
 
 // ---- --demo: sign deliveries as Slack does and send them ----

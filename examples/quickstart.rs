@@ -22,10 +22,12 @@
 //! user). Secrets: `STRIPE_WEBHOOK_SECRET` and
 //! `GITHUB_WEBHOOK_SECRET`, with test defaults.
 
+mod common;
+use common::HeldLog;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Extension, State};
@@ -344,33 +346,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("stopped; the throwaway PostgreSQL is being removed");
     }
     outcome
-}
-
-/// Log output held in memory until the demo has printed its tables.
-#[derive(Clone, Default)]
-struct HeldLog(Arc<Mutex<Vec<u8>>>);
-
-impl HeldLog {
-    fn take(&self) -> String {
-        String::from_utf8_lossy(&std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))).into_owned()
-    }
-}
-
-impl std::io::Write for HeldLog {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for HeldLog {
-    type Writer = HeldLog;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
 }
 
 // ---- --demo: sign the fixtures as the providers do and send them ----
