@@ -55,7 +55,7 @@ use tokio::sync::watch;
 use tokio_postgres::NoTls;
 use webhook_idempotency::inbox::InboxWorker;
 use webhook_idempotency::providers::slack;
-use webhook_idempotency::store::inbox::Inbox;
+use webhook_idempotency::store::admin::{Admin, Filter};
 use webhook_idempotency::{Mode, Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
 
 /// Any error, sendable between tasks.
@@ -515,17 +515,19 @@ async fn demo(addr: SocketAddr, args: &Args, pool: &Pool) -> Result<(), Error> {
         wrong.push(format!("{} of {} events in the inbox", done.len(), keys.len()));
     }
 
-    let inbox = Inbox::with_schema(pool.clone(), webhook_idempotency::store::DEFAULT_SCHEMA)?;
+    let admin = Admin::new(pool.clone())?;
+    let stats = admin.stats().await?;
     println!();
     println!("{:<8} {:<8} {:>6}", "provider", "state", "rows");
-    for s in inbox.stats().await? {
-        println!("{:<8} {:<8} {:>6}", s.provider, s.state, s.count);
+    for (provider, _scope, state, rows) in &stats.by_state {
+        println!("{provider:<8} {state:<8} {rows:>6}");
     }
-    match inbox.oldest_pending_age().await? {
+    match stats.oldest_pending {
         Some(age) => println!("oldest pending: {:.1} s", age.as_secs_f64()),
         None => println!("oldest pending: none"),
     }
-    let dead = inbox.list("dead", Some(slack::NAME), 10).await?;
+    let slack_only = Filter { provider: Some(slack::NAME.to_owned()), ..Filter::default() };
+    let dead = admin.list("dead", &slack_only, 10).await?;
     for d in &dead {
         println!("dead: {} {} ({})", d.scope, d.key, d.last_error.as_deref().unwrap_or("-"));
     }

@@ -125,11 +125,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
 
     let app = |pooler: bool| {
-        let layer = WebhookLayer::builder(pool.clone(), Provider::stripe())
-            .scope("acct_cost")
-            .secret(SECRET)
-            .transaction_pooler(pooler)
-            .build()?;
+        let store = webhook_idempotency::StoreConfig::new(pool.clone()).transaction_pooler(pooler);
+        let layer = WebhookLayer::builder(store, Provider::stripe()).scope("acct_cost").secret(SECRET).build()?;
         Ok::<_, Box<dyn std::error::Error>>(Router::new().route("/webhooks/stripe", post(handler).layer(layer)))
     };
     // Warm the pool's connections (and the default mode's statement cache).

@@ -308,13 +308,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let router = app(pool.clone(), &args, addr, Arc::clone(&hooks), prometheus)?;
     println!("listening on http://{addr}: POST /webhooks/<preset>, GET /effects, GET /metrics");
     // The state gauges (rows by state, oldest pending age), every 10 s.
-    let sampler = webhook_idempotency::metrics::sample(
-        pool.clone(),
-        webhook_idempotency::store::DEFAULT_SCHEMA,
-        std::time::Duration::from_secs(10),
-        std::future::pending(),
-    )?;
-    let sampler = tokio::spawn(sampler);
+    let sampler = webhook_idempotency::store::admin::Admin::new(pool.clone())?
+        .spawn_gauge_sampler(std::time::Duration::from_secs(10), std::future::pending());
     // Stops the server: Ctrl-C, or the end of the demo.
     let stop = Arc::new(tokio::sync::Notify::new());
     let stopped = Arc::clone(&stop);

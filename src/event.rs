@@ -1,40 +1,98 @@
-//! [`WebhookEvent`]: what the layer learned about the delivery it claimed.
+//! The event two ways: [`ScopedEvent`], its identity as the store knows it,
+//! and [`WebhookEvent`], what the handler is handed with it (the attempt and
+//! the verified body).
 
 use std::fmt;
 
 use bytes::Bytes;
 
-/// The verified, claimed event, in the request extensions (and an axum
-/// extractor with the `axum` feature).
-#[derive(Clone)]
-pub struct WebhookEvent {
-    pub(crate) provider: String,
-    pub(crate) scope: String,
-    pub(crate) key: String,
-    pub(crate) event_type: Option<String>,
-    pub(crate) attempt: u32,
-    pub(crate) body: Bytes,
+/// An event as the store knows it: `(provider, scope, key)` is its identity,
+/// the event type is stored beside it. Each part is 1 to 512 bytes without
+/// NUL (checked by the layer; the database refuses NUL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopedEvent {
+    provider: String,
+    scope: String,
+    key: String,
+    event_type: Option<String>,
 }
 
-impl WebhookEvent {
-    /// The provider name (`stripe`, `github`, ...).
+impl ScopedEvent {
+    /// The event `key` from `provider` in `scope`.
+    pub fn new(provider: impl Into<String>, scope: impl Into<String>, key: impl Into<String>) -> Self {
+        Self { provider: provider.into(), scope: scope.into(), key: key.into(), event_type: None }
+    }
+
+    /// With its event type (`payment_intent.succeeded`, `push`).
+    #[must_use]
+    pub fn event_type(mut self, event_type: impl Into<String>) -> Self {
+        self.event_type = Some(event_type.into());
+        self
+    }
+
+    /// The provider name.
     pub fn provider(&self) -> &str {
         &self.provider
     }
 
-    /// The scope (tenant) from trusted configuration.
+    /// The scope (tenant).
     pub fn scope(&self) -> &str {
         &self.scope
     }
 
-    /// The idempotency key (Stripe's `evt_...`, GitHub's delivery GUID).
+    /// The idempotency key.
     pub fn key(&self) -> &str {
         &self.key
     }
 
+    /// The event type, if known.
+    pub fn get_event_type(&self) -> Option<&str> {
+        self.event_type.as_deref()
+    }
+
+    pub(crate) fn with_type(mut self, event_type: Option<String>) -> Self {
+        self.event_type = event_type;
+        self
+    }
+}
+
+/// The verified, claimed event, in the request extensions (and an axum
+/// extractor with the `axum` feature).
+#[derive(Clone)]
+pub struct WebhookEvent {
+    event: ScopedEvent,
+    attempt: u32,
+    body: Bytes,
+}
+
+impl WebhookEvent {
+    pub(crate) fn new(event: ScopedEvent, attempt: u32, body: Bytes) -> Self {
+        Self { event, attempt, body }
+    }
+
+    /// The event's identity as the store keeps it.
+    pub fn scoped(&self) -> &ScopedEvent {
+        &self.event
+    }
+
+    /// The provider name (`stripe`, `github`, ...).
+    pub fn provider(&self) -> &str {
+        self.event.provider()
+    }
+
+    /// The scope (tenant) from trusted configuration.
+    pub fn scope(&self) -> &str {
+        self.event.scope()
+    }
+
+    /// The idempotency key (Stripe's `evt_...`, GitHub's delivery GUID).
+    pub fn key(&self) -> &str {
+        self.event.key()
+    }
+
     /// The event type, when the provider sends one.
     pub fn event_type(&self) -> Option<&str> {
-        self.event_type.as_deref()
+        self.event.get_event_type()
     }
 
     /// Which run of the handler this is for the event: 1 the first time,
@@ -64,10 +122,10 @@ impl fmt::Debug for WebhookEvent {
     /// Never prints the payload, only its length in bytes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WebhookEvent")
-            .field("provider", &self.provider)
-            .field("scope", &self.scope)
-            .field("key", &self.key)
-            .field("event_type", &self.event_type)
+            .field("provider", &self.provider())
+            .field("scope", &self.scope())
+            .field("key", &self.key())
+            .field("event_type", &self.event_type())
             .field("attempt", &self.attempt)
             .field("body_len", &self.body.len())
             .finish()

@@ -12,8 +12,9 @@
 //! handler.
 //!
 //! See [`layer`] for the request flow and the response table, [`verify`]
-//! for signature verification, [`providers`] for the presets, [`key`] for event keys, [`scope`] for tenants and
-//! [`store`] for the SQL and migrations.
+//! for signature verification, [`providers`] for the presets, [`key`] for event keys, [`scope`] for tenants,
+//! [`inbox`] and [`worker`] for inbox mode and the worker runtime, and [`store`] for the store
+//! configuration, the SQL and migrations.
 //!
 //! # Example
 //! A Stripe endpoint on axum whose handler inserts one row per event, in the
@@ -69,6 +70,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod error;
 pub mod event;
 #[cfg(feature = "axum")]
 pub mod extract;
@@ -82,21 +84,20 @@ pub mod scope;
 pub mod store;
 pub mod tx;
 pub mod verify;
+pub mod worker;
 
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use event::WebhookEvent;
+pub use error::{ConfigError, ConfigErrorKind, StoreError, StoreErrorKind};
+pub use event::{ScopedEvent, WebhookEvent};
 pub use layer::IDEMPOTENT_REPLAYED;
-pub use layer::{
-    ConfigError, ConfigErrorKind, Mode, Rejection, RejectionKind, ReplayStatus, WebhookLayer, WebhookLayerBuilder,
-    WebhookService,
-};
+pub use layer::{Mode, Rejection, RejectionKind, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService};
 pub use provider::Provider;
 pub use scope::Endpoint;
-pub use store::IsolationLevel;
-pub use store::{migrate, migrate_schema};
-pub use tx::{TxClient, TxError, WebhookTx};
+pub use store::driver::TxClient;
+pub use store::{migrate, migrate_schema, IsolationLevel, StoreConfig};
+pub use tx::{TxError, TxErrorKind, WebhookTx};
 pub use verify::SigningSecret;
 
 /// The deadpool-postgres this crate is built against: build the pool you

@@ -20,7 +20,7 @@ use http::{Request, StatusCode};
 use http_body::Frame;
 use tower::{Layer as _, ServiceExt as _};
 use webhook_idempotency::providers::stripe;
-use webhook_idempotency::{Provider, Rejection, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
+use webhook_idempotency::{Provider, Rejection, SigningSecret, StoreConfig, WebhookEvent, WebhookLayer, WebhookTx};
 
 const BODY: usize = 24 << 20;
 
@@ -216,16 +216,15 @@ async fn concurrent_signed_deliveries_cost_about_their_bodies() {
         .collect();
     drop(warm);
 
-    let layer = WebhookLayer::builder(pool, Provider::stripe())
+    // Memory is measured here, not latency: on one thread of a debug build on
+    // a busy machine, parsing the other bodies' JSON can keep a claim or a
+    // commit from being polled past the 2 s default step deadline, which
+    // would refuse that delivery (503).
+    let store = StoreConfig::new(pool).database_timeout(Duration::from_secs(60)).pool_timeout(Duration::from_secs(60));
+    let layer = WebhookLayer::builder(store, Provider::stripe())
         .scope("acct")
         .secret(SECRET)
         .body_limit(2 * DELIVERY)
-        // Memory is measured here, not latency: on one thread of a debug
-        // build on a busy machine, parsing the other bodies' JSON can keep a
-        // claim or a commit from being polled past the 2 s default step
-        // deadline, which would refuse that delivery (503).
-        .database_timeout(Duration::from_secs(60))
-        .pool_timeout(Duration::from_secs(60))
         .body_timeout(Duration::from_secs(60))
         .build()
         .unwrap();

@@ -51,7 +51,7 @@ use tower_service::Service;
 use webhook_idempotency::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use webhook_idempotency::tokio_postgres::{Config as PgConfig, NoTls};
 use webhook_idempotency::providers;
-use webhook_idempotency::{WebhookLayer, WebhookService};
+use webhook_idempotency::{StoreConfig, WebhookLayer, WebhookService};
 
 /// The layer's clock: signed timestamps are `NOW` plus the input's offset.
 const NOW: u64 = 1_700_000_000;
@@ -266,11 +266,8 @@ fn harness() -> &'static Harness {
                 let base = || {
                     let ex = preset.example("evt_fuzz", NOW, b"{}");
                     let secret = ex.secrets.into_iter().next().expect("an example key");
-                    WebhookLayer::builder(pool.clone(), ex.provider)
-                        .scope("fuzz")
-                        .secret(secret)
-                        .clock(clock)
-                        .pool_timeout(Duration::from_millis(50))
+                    let store = StoreConfig::new(pool.clone()).pool_timeout(Duration::from_millis(50));
+                    WebhookLayer::builder(store, ex.provider).scope("fuzz").secret(secret).clock(clock)
                 };
                 let default = base().build().unwrap_or_else(|e| panic!("{name}: {e}")).layer(Handler);
                 let small = base()

@@ -40,9 +40,7 @@ pub const NAME: &str = "github";
 /// can be redelivered from the webhook's settings or through the REST API,
 /// with its `X-GitHub-Delivery`
 /// (<https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks>).
-/// The value lives in [`crate::store::retention::GITHUB_REPLAY_WINDOW`],
-/// which exists without this feature.
-pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::GITHUB_REPLAY_WINDOW;
+pub const REPLAY_WINDOW: std::time::Duration = super::days(3);
 
 /// The header GitHub signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";

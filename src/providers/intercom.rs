@@ -50,8 +50,8 @@ pub const NAME: &str = "intercom";
 /// than seven days (a public app's, never); no manual redelivery is
 /// documented. Since attempts may go on for at least 7 days and the span is
 /// not stated, the window is the crate's default for an unknown span,
-/// [`crate::store::retention::DEFAULT_REPLAY_WINDOW`].
-pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::DEFAULT_REPLAY_WINDOW;
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
 
 /// Verifies the `X-Hub-Signature` header.
 #[derive(Debug, Clone)]

@@ -272,8 +272,16 @@ pub fn find(name: &str) -> Option<&'static PresetInfo> {
     REGISTRY.iter().find(|p| p.name == name)
 }
 
+/// The window of a provider that states none: 30 days, as long as Stripe's
+/// manual resend, the longest of the presets apart from Paddle's 90 days.
+/// The presets whose provider publishes no retry span (Intercom, Twitch,
+/// Typeform, Standard Webhooks and Svix) use it too. A generic provider
+/// (built with [`crate::verify::generic::HmacVerifier`] or
+/// [`Provider::new`]) gets it unless you state its own with
+/// [`RetentionBuilder::window`](crate::store::retention::RetentionBuilder::window).
+pub const DEFAULT_REPLAY_WINDOW: Duration = days(30);
+
 /// `n` days, for the presets' `REPLAY_WINDOW`s.
-#[allow(dead_code)] // unused without a preset that documents its own span
 const fn days(n: u64) -> Duration {
     Duration::from_secs(n * 86_400)
 }

@@ -57,7 +57,7 @@ pub const NAME: &str = "paddle";
 /// <https://developer.paddle.com/api-reference/notifications/replay-notification>).
 /// A replay is a new notification of the same `event_id`, the key of this
 /// preset, so the window is the full 90 days: longer than
-/// [`crate::store::retention::DEFAULT_REPLAY_WINDOW`].
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
 pub const REPLAY_WINDOW: std::time::Duration = super::days(90);
 
 /// Verifies the `Paddle-Signature` header.

@@ -58,10 +58,8 @@ pub const NAME: &str = "shopify";
 ///
 /// Shopify retries a failed delivery over 48 hours
 /// (<https://shopify.dev/docs/apps/build/webhooks/troubleshooting-webhooks>)
-/// and documents no manual redelivery. The value lives in
-/// [`crate::store::retention::SHOPIFY_REPLAY_WINDOW`], which exists without
-/// this feature.
-pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::SHOPIFY_REPLAY_WINDOW;
+/// and documents no manual redelivery.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
 
 /// The header Shopify signs webhook deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-shopify-hmac-sha256";

@@ -64,9 +64,7 @@ pub const NAME: &str = "slack";
 /// Slack retries a delivery three times, the last about 5 minutes after the
 /// first attempt (<https://api.slack.com/apis/events-api#retries>), and
 /// documents no manual redelivery; a day covers the retries with a margin.
-/// The value lives in [`crate::store::retention::SLACK_REPLAY_WINDOW`],
-/// which exists without this feature.
-pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::SLACK_REPLAY_WINDOW;
+pub const REPLAY_WINDOW: std::time::Duration = super::days(1);
 
 /// The header Slack signs requests with.
 pub const SIGNATURE_HEADER: &str = "x-slack-signature";

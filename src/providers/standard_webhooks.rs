@@ -107,10 +107,10 @@ pub const SVIX_NAME: &str = "svix";
 /// How far back a recovery reaches is bounded by the sender's message
 /// retention, which those pages do not fix, so the window is the crate's
 /// default for an unknown span,
-/// [`crate::store::retention::DEFAULT_REPLAY_WINDOW`]; state a longer one
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW); state a longer one
 /// with [`RetentionBuilder::window`](crate::store::retention::RetentionBuilder::window)
 /// if your sender keeps and recovers older messages.
-pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::DEFAULT_REPLAY_WINDOW;
+pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
 
 /// The message id header (the event key).
 pub const ID_HEADER: &str = "webhook-id";

@@ -35,10 +35,8 @@ pub const NAME: &str = "stripe";
 /// back-off; the Dashboard resends events of the last 15 days and the Stripe
 /// CLI (`stripe events resend`) those of the last 30, under the same event
 /// `id` (<https://docs.stripe.com/webhooks#retries>). The longest of these,
-/// the CLI's 30 days, is the window. The value lives in
-/// [`crate::store::retention::STRIPE_REPLAY_WINDOW`], which exists without
-/// this feature.
-pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::STRIPE_REPLAY_WINDOW;
+/// the CLI's 30 days, is the window.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(30);
 
 /// The header Stripe signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "stripe-signature";

@@ -79,8 +79,8 @@ pub const NAME: &str = "twitch";
 /// <https://dev.twitch.tv/docs/eventsub/handling-webhook-events>). No manual
 /// replay exists. With the span not stated, the window is the crate's
 /// default for an unknown span,
-/// [`crate::store::retention::DEFAULT_REPLAY_WINDOW`].
-pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::DEFAULT_REPLAY_WINDOW;
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
 
 /// The header Twitch signs messages with.
 pub const SIGNATURE_HEADER: &str = "twitch-eventsub-message-signature";

@@ -37,8 +37,8 @@ pub const NAME: &str = "typeform";
 /// document the signature and the payload but no retry schedule and no
 /// manual redelivery. With the span not stated, the window is the crate's
 /// default for an unknown span,
-/// [`crate::store::retention::DEFAULT_REPLAY_WINDOW`].
-pub const REPLAY_WINDOW: std::time::Duration = crate::store::retention::DEFAULT_REPLAY_WINDOW;
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
 
 /// Verifies the `Typeform-Signature` header.
 #[derive(Debug, Clone)]

@@ -6,62 +6,19 @@
 //! (`webhook_audit`: time, actor, action, filter, rows changed); a dry run
 //! runs the very same statements and rolls back, so the count it reports is
 //! exactly what the action would change. `purge` deletes in short batches,
-//! each its own transaction (as [`Retention`](super::retention::Retention)
+//! each its own transaction (as [`Retention`]
 //! does), and records its audit row after the last batch; its dry run counts
 //! the rows it would delete.
+//!
+//! The gauge sampler ([`Admin::run_gauge_sampler`]) polls [`Admin::stats`]
+//! for the `webhook_events` and `webhook_oldest_pending_age_seconds` gauges.
 
-use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use deadpool_postgres::Pool;
-use tokio_postgres::types::ToSql;
-
-use super::inbox::EventRow;
-use crate::layer::ConfigErrorKind;
-use crate::ConfigError;
-
-/// An operator action that failed: no connection, or a statement failed.
-/// Nothing of the action is kept (it is one transaction).
-#[derive(Debug)]
-pub struct OpsError {
-    source: Option<tokio_postgres::Error>,
-    detail: String,
-}
-
-impl OpsError {
-    /// The SQLSTATE of the failed statement, when the server answered one.
-    pub fn sqlstate(&self) -> Option<&str> {
-        self.source.as_ref().and_then(|e| e.code()).map(tokio_postgres::error::SqlState::code)
-    }
-
-    pub(crate) fn unavailable(detail: impl fmt::Display) -> Self {
-        Self { source: None, detail: format!("no database connection: {detail}") }
-    }
-}
-
-impl fmt::Display for OpsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.source, self.sqlstate()) {
-            (Some(e), Some(code)) => {
-                let message = e.as_db_error().map_or("", |d| d.message());
-                write!(f, "SQLSTATE {code}: {message}")
-            }
-            _ => f.write_str(&self.detail),
-        }
-    }
-}
-
-impl std::error::Error for OpsError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as _)
-    }
-}
-
-impl From<tokio_postgres::Error> for OpsError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        Self { detail: "database error".into(), source: Some(e) }
-    }
-}
+use super::driver::{Db, DbError, Param, Row};
+use super::retention::Retention;
+use super::StoreConfig;
+use crate::error::{ConfigError, StoreError};
 
 /// Which rows an action or listing applies to: every part given must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -75,6 +32,31 @@ pub struct Filter {
     /// Received at most this long ago.
     #[serde(skip)]
     pub since: Option<Duration>,
+}
+
+/// A row as an operator sees it: see [`Admin::list`].
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    /// The provider.
+    pub provider: String,
+    /// The scope.
+    pub scope: String,
+    /// The idempotency key.
+    pub key: String,
+    /// The event type.
+    pub event_type: Option<String>,
+    /// `pending`, `running`, `done`, `failed` or `dead`.
+    pub state: String,
+    /// Runs of the handler so far.
+    pub attempts: i32,
+    /// The last failure's description (never a payload or secret).
+    pub last_error: Option<String>,
+    /// The last HTTP status the handler answered.
+    pub response_status: Option<i16>,
+    /// When the first delivery arrived.
+    pub received_at: SystemTime,
+    /// When the last failure was recorded.
+    pub last_failed_at: Option<SystemTime>,
 }
 
 /// One event in full: see [`Admin::show`].
@@ -99,7 +81,7 @@ pub struct EventDetail {
 pub struct Stats {
     /// `(provider, scope, state, rows)`.
     pub by_state: Vec<(String, String, String, i64)>,
-    /// How long the oldest `pending` row has waited.
+    /// How long the oldest `pending` row has waited since it was received.
     pub oldest_pending: Option<Duration>,
     /// `(attempts, rows)` over rows that ran at least once.
     pub attempts: Vec<(i32, i64)>,
@@ -110,7 +92,8 @@ pub struct Stats {
 /// Operator actions on one schema. See the [module docs](self).
 #[derive(Debug, Clone)]
 pub struct Admin {
-    pool: Pool,
+    db: Db,
+    retention: Retention,
     t: String,
     audit: String,
 }
@@ -119,53 +102,81 @@ const MATCH: &str = "($1::text IS NULL OR provider = $1) AND ($2::text IS NULL O
                      AND ($3::text IS NULL OR event_key = $3)
                      AND ($4::float8 IS NULL OR received_at >= now() - make_interval(secs => $4))";
 
+const EVENT_COLUMNS: &str = "provider, scope, event_key, event_type, state, attempts, last_error, response_status,
+                             received_at, last_failed_at";
+
+impl Filter {
+    /// `$1..$4` of [`MATCH`].
+    fn params(&self) -> [Param<'_>; 4] {
+        [
+            Param::OptText(self.provider.as_deref()),
+            Param::OptText(self.scope.as_deref()),
+            Param::OptText(self.key.as_deref()),
+            Param::OptF64(self.since.map(|d| d.as_secs_f64())),
+        ]
+    }
+}
+
 impl Admin {
-    /// Operator actions on `pool`'s database, tables under `schema`.
+    /// Operator actions on `store`'s database (a [`StoreConfig`], or a bare
+    /// pool for the defaults). Their statements have no client-side
+    /// deadline (an action over many rows may take a while); the pool
+    /// timeout applies.
     ///
     /// # Errors
     /// [`ConfigError`] for an invalid schema name.
-    pub fn new(pool: Pool, schema: &str) -> Result<Self, ConfigError> {
-        super::check_schema_name(schema).map_err(|m| ConfigError::of(ConfigErrorKind::InvalidSchema, m))?;
-        Ok(Self { pool, t: format!("{schema}.webhook_events"), audit: format!("{schema}.webhook_audit") })
+    pub fn new(store: impl Into<StoreConfig>) -> Result<Self, ConfigError> {
+        let config = store.into();
+        let (db, schema) = config.open()?;
+        let (t, audit) = (format!("{schema}.webhook_events"), format!("{schema}.webhook_audit"));
+        // The admin command's `--older-than` purge: its own age, checked by the caller.
+        let retention = Retention::builder(config.clone()).allow_short_window(true).build()?;
+        Ok(Self { db: db.without_deadline(), retention, t, audit })
     }
 
-    async fn client(&self) -> Result<deadpool_postgres::Object, OpsError> {
-        self.pool.get().await.map_err(OpsError::unavailable)
+    async fn query(&self, step: &str, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, StoreError> {
+        self.db.query(step, sql, params).await
     }
 
     /// Rows by provider, scope and state; the oldest pending age; the
     /// attempts distribution; failures in the last hour.
     ///
     /// # Errors
-    /// [`OpsError`].
-    pub async fn stats(&self) -> Result<Stats, OpsError> {
-        let c = self.client().await?;
+    /// [`StoreError`].
+    pub async fn stats(&self) -> Result<Stats, StoreError> {
         let t = &self.t;
-        let by_state = c
-            .query(&format!("SELECT provider, scope, state, count(*) FROM {t} GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"), &[])
+        let by_state = self
+            .query(
+                "stats",
+                &format!("SELECT provider, scope, state, count(*) FROM {t} GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"),
+                &[],
+            )
             .await?
             .iter()
             .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
             .collect();
-        let oldest: Option<f64> = c
-            .query_one(
+        let oldest: Option<f64> = self
+            .query(
+                "stats",
                 &format!(
                     "SELECT extract(epoch FROM now() - min(received_at))::float8 FROM {t} WHERE state = 'pending'"
                 ),
                 &[],
             )
-            .await?
+            .await?[0]
             .get(0);
-        let attempts = c
-            .query(&format!("SELECT attempts, count(*) FROM {t} WHERE attempts > 0 GROUP BY 1 ORDER BY 1"), &[])
+        let attempts = self
+            .query(
+                "stats",
+                &format!("SELECT attempts, count(*) FROM {t} WHERE attempts > 0 GROUP BY 1 ORDER BY 1"),
+                &[],
+            )
             .await?
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect();
-        let failures_last_hour = c
-            .query_one(&format!("SELECT count(*) FROM {t} WHERE last_failed_at >= now() - interval '1 hour'"), &[])
-            .await?
-            .get(0);
+        let failures = format!("SELECT count(*) FROM {t} WHERE last_failed_at >= now() - interval '1 hour'");
+        let failures_last_hour = self.query("stats", &failures, &[]).await?[0].get(0);
         Ok(Stats {
             by_state,
             oldest_pending: oldest.map(|s| Duration::from_secs_f64(s.max(0.0))),
@@ -177,43 +188,38 @@ impl Admin {
     /// Up to `limit` rows in `state` matching `filter`, oldest first.
     ///
     /// # Errors
-    /// [`OpsError`].
-    pub async fn list(&self, state: &str, filter: &Filter, limit: usize) -> Result<Vec<EventRow>, OpsError> {
-        let c = self.client().await?;
+    /// [`StoreError`].
+    pub async fn list(&self, state: &str, filter: &Filter, limit: usize) -> Result<Vec<EventRow>, StoreError> {
         let sql = format!(
-            "SELECT provider, scope, event_key, event_type, state, attempts, last_error, response_status,
-                    received_at, last_failed_at
-             FROM {} WHERE state = $5 AND {MATCH} ORDER BY received_at LIMIT $6",
+            "SELECT {EVENT_COLUMNS} FROM {} WHERE state = $5 AND {MATCH} ORDER BY received_at LIMIT $6",
             self.t
         );
-        let since = filter.since.map(|d| d.as_secs_f64());
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = c.query(&sql, &[&filter.provider, &filter.scope, &filter.key, &since, &state, &limit]).await?;
-        Ok(rows.iter().map(row).collect())
+        let mut params = filter.params().to_vec();
+        params.extend([Param::Text(state), Param::I64(i64::try_from(limit).unwrap_or(i64::MAX))]);
+        Ok(self.query("list", &sql, &params).await?.iter().map(event_row).collect())
     }
 
     /// One event in full; the stored payload only with `with_payload`.
     ///
     /// # Errors
-    /// [`OpsError`].
+    /// [`StoreError`].
     pub async fn show(
         &self,
         provider: &str,
         scope: &str,
         key: &str,
         with_payload: bool,
-    ) -> Result<Option<EventDetail>, OpsError> {
-        let c = self.client().await?;
+    ) -> Result<Option<EventDetail>, StoreError> {
         let sql = format!(
-            "SELECT provider, scope, event_key, event_type, state, attempts, last_error, response_status,
-                    received_at, last_failed_at, completed_at, run_at, locked_until, octet_length(payload),
+            "SELECT {EVENT_COLUMNS}, completed_at, run_at, locked_until, octet_length(payload),
                     CASE WHEN $4 THEN payload END
              FROM {} WHERE provider = $1 AND scope = $2 AND event_key = $3",
             self.t
         );
-        let found = c.query_opt(&sql, &[&provider, &scope, &key, &with_payload]).await?;
-        Ok(found.map(|r| EventDetail {
-            row: row(&r),
+        let params = [Param::Text(provider), Param::Text(scope), Param::Text(key), Param::Bool(with_payload)];
+        let found = self.query("show", &sql, &params).await?;
+        Ok(found.first().map(|r| EventDetail {
+            row: event_row(r),
             completed_at: r.get(10),
             run_at: r.get(11),
             locked_until: r.get(12),
@@ -229,8 +235,8 @@ impl Admin {
     /// would change, for a dry run).
     ///
     /// # Errors
-    /// [`OpsError`]; nothing changed.
-    pub async fn requeue(&self, filter: &Filter, dry_run: bool, actor: &str) -> Result<u64, OpsError> {
+    /// [`StoreError`]; nothing changed.
+    pub async fn requeue(&self, filter: &Filter, dry_run: bool, actor: &str) -> Result<u64, StoreError> {
         self.act("requeue", "state IN ('dead', 'failed')", filter, dry_run, actor).await
     }
 
@@ -239,11 +245,13 @@ impl Admin {
     /// a payload are left. Returns the rows changed (or that would change).
     ///
     /// # Errors
-    /// [`OpsError`]; nothing changed.
-    pub async fn replay(&self, filter: &Filter, dry_run: bool, actor: &str) -> Result<u64, OpsError> {
+    /// [`StoreError`]; nothing changed.
+    pub async fn replay(&self, filter: &Filter, dry_run: bool, actor: &str) -> Result<u64, StoreError> {
         self.act("replay", "state = 'done'", filter, dry_run, actor).await
     }
 
+    /// The action's update and its audit row in one transaction; a dry run
+    /// rolls both back, so the count is exactly what the action changes.
     async fn act(
         &self,
         action: &str,
@@ -251,23 +259,22 @@ impl Admin {
         filter: &Filter,
         dry_run: bool,
         actor: &str,
-    ) -> Result<u64, OpsError> {
-        let mut c = self.client().await?;
-        let tx = c.transaction().await?;
+    ) -> Result<u64, StoreError> {
         let sql = format!(
-            "UPDATE {} SET state = 'pending', attempts = 0, run_at = now(), locked_until = NULL, lease_token = NULL
-             WHERE {states} AND payload IS NOT NULL AND {MATCH}",
+            "WITH changed AS (
+                 UPDATE {} SET state = 'pending', attempts = 0, run_at = now(), locked_until = NULL, lease_token = NULL
+                 WHERE {states} AND payload IS NOT NULL AND {MATCH}
+                 RETURNING 1)
+             SELECT count(*) FROM changed",
             self.t
         );
-        let since = filter.since.map(|d| d.as_secs_f64());
-        let params: [&(dyn ToSql + Sync); 4] = [&filter.provider, &filter.scope, &filter.key, &since];
-        let changed = tx.execute(&sql, &params).await?;
-        self.record(&tx, actor, action, filter, changed).await?;
-        if dry_run {
-            tx.rollback().await?;
-        } else {
-            tx.commit().await?;
-        }
+        let err = |e: DbError| self.db.error(&e, action);
+        let conn = self.db.connect(action).await?;
+        let (tx, rows) = conn.begin("BEGIN", &sql, &filter.params()).await.map_err(err)?;
+        let changed = u64::try_from(rows[0].get::<i64>(0)).unwrap_or(0);
+        let json = filter_json(filter).to_string();
+        tx.query(&self.audit_insert(), &audit_params(actor, action, &json, changed)).await.map_err(err)?;
+        if dry_run { tx.rollback().await } else { tx.commit().await }.map_err(err)?;
         Ok(changed)
     }
 
@@ -278,15 +285,14 @@ impl Admin {
     /// run again. Empty when the age is safe for every provider present.
     ///
     /// # Errors
-    /// [`OpsError`].
-    pub async fn inside_replay_windows(&self, older_than: Duration) -> Result<Vec<(String, Duration)>, OpsError> {
-        let c = self.client().await?;
+    /// [`StoreError`].
+    pub async fn inside_replay_windows(&self, older_than: Duration) -> Result<Vec<(String, Duration)>, StoreError> {
         let sql = format!(
             "SELECT DISTINCT provider FROM {} WHERE state IN ('done', 'failed')
                 AND received_at < now() - make_interval(secs => $1) ORDER BY 1",
             self.t
         );
-        let rows = c.query(&sql, &[&older_than.as_secs_f64()]).await?;
+        let rows = self.query("purge check", &sql, &[Param::F64(older_than.as_secs_f64())]).await?;
         Ok(rows
             .iter()
             .filter_map(|r| {
@@ -299,81 +305,117 @@ impl Admin {
 
     /// Deletes `done` and `failed` rows received more than `older_than` ago
     /// (never `pending`, `running` or `dead`), with the same batched
-    /// statement as [`Retention`](super::retention::Retention), and records
+    /// statement as [`Retention`], and records
     /// it. A dry run counts what would go.
     ///
     /// # Errors
-    /// [`OpsError`].
-    pub async fn purge(&self, older_than: Duration, dry_run: bool, actor: &str) -> Result<u64, OpsError> {
-        let filter = Filter::default();
+    /// [`StoreError`].
+    pub async fn purge(&self, older_than: Duration, dry_run: bool, actor: &str) -> Result<u64, StoreError> {
+        let secs = Param::F64(older_than.as_secs_f64());
         if dry_run {
-            let c = self.client().await?;
             let sql = format!(
                 "SELECT count(*) FROM {} WHERE state IN ('done', 'failed') AND received_at < now() - make_interval(secs => $1)",
                 self.t
             );
-            let n: i64 = c.query_one(&sql, &[&older_than.as_secs_f64()]).await?.get(0);
+            let n: i64 = self.query("purge", &sql, &[secs]).await?[0].get(0);
             return Ok(u64::try_from(n).unwrap_or(0));
         }
-        let schema = self.t.trim_end_matches(".webhook_events");
-        let retention = super::retention::Retention::builder(self.pool.clone())
-            .schema(schema)
-            .allow_short_window(true)
-            .build()
-            .map_err(|e| OpsError { source: None, detail: e.to_string() })?;
-        let report = retention.purge_older_than(Some(older_than)).await?;
-        let c = self.client().await?;
-        let filter_json = serde_json::json!({ "older_than_secs": older_than.as_secs() });
-        c.execute(
-            &format!(
-                "INSERT INTO {} (actor, action, filter, rows) VALUES ($1, 'purge', $2::text::jsonb, $3)",
-                self.audit
-            ),
-            &[&actor, &filter_json.to_string(), &i64::try_from(report.deleted).unwrap_or(i64::MAX)],
-        )
-        .await?;
-        let _ = filter;
+        let report = self.retention.purge_older_than(Some(older_than)).await?;
+        let filter = serde_json::json!({ "older_than_secs": older_than.as_secs() }).to_string();
+        let params = audit_params(actor, "purge", &filter, report.deleted);
+        self.query("purge: audit", &self.audit_insert(), &params).await?;
         Ok(report.deleted)
     }
 
-    async fn record(
-        &self,
-        tx: &tokio_postgres::Transaction<'_>,
-        actor: &str,
-        action: &str,
-        filter: &Filter,
-        rows: u64,
-    ) -> Result<(), OpsError> {
-        let mut json = serde_json::to_value(filter).unwrap_or_default();
-        if let (Some(since), Some(map)) = (filter.since, json.as_object_mut()) {
-            map.insert("since_secs".into(), since.as_secs().into());
-        }
-        tx.execute(
-            &format!("INSERT INTO {} (actor, action, filter, rows) VALUES ($1, $2, $3::text::jsonb, $4)", self.audit),
-            &[&actor, &action, &json.to_string(), &i64::try_from(rows).unwrap_or(i64::MAX)],
-        )
-        .await?;
-        Ok(())
+    /// The `INSERT` of an audit row: `$1 actor, $2 action, $3 filter JSON,
+    /// $4 rows`.
+    fn audit_insert(&self) -> String {
+        format!("INSERT INTO {} (actor, action, filter, rows) VALUES ($1, $2, $3::text::jsonb, $4)", self.audit)
     }
 
     /// The audit rows, newest first: `(time, actor, action, filter JSON, rows)`.
     ///
     /// # Errors
-    /// [`OpsError`].
-    pub async fn audit(&self, limit: usize) -> Result<Vec<(SystemTime, String, String, String, i64)>, OpsError> {
-        let c = self.client().await?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = c
-            .query(
-                &format!("SELECT at, actor, action, filter::text, rows FROM {} ORDER BY at DESC LIMIT $1", self.audit),
-                &[&limit],
-            )
-            .await?;
+    /// [`StoreError`].
+    pub async fn audit(&self, limit: usize) -> Result<Vec<(SystemTime, String, String, String, i64)>, StoreError> {
+        let sql = format!("SELECT at, actor, action, filter::text, rows FROM {} ORDER BY at DESC LIMIT $1", self.audit);
+        let rows = self.query("audit", &sql, &[Param::I64(i64::try_from(limit).unwrap_or(i64::MAX))]).await?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))).collect())
+    }
+
+    /// Sets the state gauges once (see [`crate::metrics`]): rows by provider
+    /// and state, and the oldest pending row's age in seconds (0 when none is
+    /// pending).
+    ///
+    /// # Errors
+    /// The [`StoreError`] of the query.
+    pub async fn sample_gauges(&self) -> Result<(), StoreError> {
+        let stats = self.stats().await?;
+        let mut by_state: std::collections::BTreeMap<(String, String), i64> = Default::default();
+        for (provider, _scope, state, rows) in stats.by_state {
+            *by_state.entry((provider, state)).or_default() += rows;
+        }
+        // Zero the states that emptied, for the providers seen.
+        let providers: std::collections::BTreeSet<String> = by_state.keys().map(|(p, _)| p.clone()).collect();
+        for provider in providers {
+            for state in ["pending", "running", "done", "failed", "dead"] {
+                by_state.entry((provider.clone(), state.to_owned())).or_default();
+            }
+        }
+        for ((provider, state), rows) in by_state {
+            crate::metrics::events(provider, state, rows);
+        }
+        crate::metrics::oldest_pending(stats.oldest_pending.unwrap_or_default());
+        Ok(())
+    }
+
+    /// The gauge sampler: [`sample_gauges`](Self::sample_gauges) every
+    /// `period` until `shutdown` completes, a task that runs beside the
+    /// server (spawn it, or use [`spawn_gauge_sampler`](Self::spawn_gauge_sampler)).
+    /// A failed query is logged at WARN and retried the next period.
+    pub async fn run_gauge_sampler(self, period: Duration, shutdown: impl std::future::Future<Output = ()>) {
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut every = tokio::time::interval(period);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => return,
+                _ = every.tick() => {}
+            }
+            if let Err(e) = self.sample_gauges().await {
+                tracing::warn!(error = %e, "metrics gauge sampler: query failed; retried next period");
+            }
+        }
+    }
+
+    /// Spawns [`run_gauge_sampler`](Self::run_gauge_sampler) on the current
+    /// Tokio runtime; await the handle to know it stopped.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime.
+    pub fn spawn_gauge_sampler(
+        self,
+        period: Duration,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(self.run_gauge_sampler(period, shutdown))
     }
 }
 
-fn row(r: &tokio_postgres::Row) -> EventRow {
+/// `$1..$4` of [`Admin::audit_insert`].
+fn audit_params<'a>(actor: &'a str, action: &'a str, filter: &'a str, rows: u64) -> [Param<'a>; 4] {
+    [Param::Text(actor), Param::Text(action), Param::Text(filter), Param::I64(i64::try_from(rows).unwrap_or(i64::MAX))]
+}
+
+/// The filter as the audit row records it.
+fn filter_json(filter: &Filter) -> serde_json::Value {
+    let mut json = serde_json::to_value(filter).unwrap_or_default();
+    if let (Some(since), Some(map)) = (filter.since, json.as_object_mut()) {
+        map.insert("since_secs".into(), since.as_secs().into());
+    }
+    json
+}
+
+fn event_row(r: &Row) -> EventRow {
     EventRow {
         provider: r.get(0),
         scope: r.get(1),

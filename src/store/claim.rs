@@ -3,14 +3,16 @@
 //! and recording the attempt).
 //!
 //! [`WebhookLayer`](crate::WebhookLayer) runs it for every verified
-//! delivery; anything else that must process an event exactly once (a queue
-//! consumer, the inbox worker) can run it the same way:
+//! delivery in synchronous mode; anything else that must process an event
+//! exactly once (a queue consumer, a cron job) can run it the same way. (The
+//! inbox worker does not: its rows are accepted first and leased later, see
+//! [`inbox`](crate::inbox).)
 //!
 //! ```no_run
 //! # async fn run(pool: deadpool_postgres::Pool) -> Result<(), Box<dyn std::error::Error>> {
 //! use webhook_idempotency::store::{Claim, ClaimStore, ScopedEvent};
 //!
-//! let store = ClaimStore::builder(pool).build()?;
+//! let store = ClaimStore::builder(pool).build()?; // or a StoreConfig
 //! let event = ScopedEvent::new("sqs", "orders", "msg-8f14e45f").event_type("order.paid");
 //! match store.claim(&event).await? {
 //!     Claim::Claimed(claimed) => {
@@ -48,130 +50,44 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use deadpool_postgres::{Object, Pool};
 use tokio::time::Instant;
-use tokio_postgres::error::SqlState;
-use tokio_postgres::types::Type;
 
-/// The parameter types of the lookup: scope, provider, key.
-const TEXT3: [Type; 3] = [Type::TEXT, Type::TEXT, Type::TEXT];
-/// The claim's: scope, provider, key, type, the assumed status.
-const CLAIM_TYPES: [Type; 5] = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2];
-
-use super::conn::{prepare_on, query_on, Finish};
+use super::driver::{code, Conn, Db, DbError, Fenced, Param, Row};
 use super::statements::ASSUMED_STATUS;
-use super::{IsolationLevel, Statements, TxConn};
+use super::{IsolationLevel, Statements, StoreConfig};
+use crate::error::{ConfigError, StoreError, StoreErrorKind};
+use crate::event::ScopedEvent;
 use crate::tx::WebhookTx;
 
 /// The first pause before checking again on an event another delivery holds.
 const IN_FLIGHT_FIRST_CHECK: Duration = Duration::from_millis(10);
 /// The longest pause between checks (the backoff doubles up to it).
 const IN_FLIGHT_MAX_CHECK: Duration = Duration::from_millis(200);
+/// The default of [`ClaimStoreBuilder::in_flight_wait`]: 5 seconds.
+pub const DEFAULT_IN_FLIGHT_WAIT: Duration = Duration::from_secs(5);
 
 /// SQLSTATEs of a claim attempt that met another writer of the same row:
 /// its row lock not free within the session's `lock_timeout` (55P03) or
 /// `statement_timeout` (57014), a committed claim newer than the
 /// snapshot at REPEATABLE READ / SERIALIZABLE (40001), crossed claims
 /// (40P01). Each is checked again in a new transaction.
-const CLAIM_CONFLICTS: [SqlState; 4] = [
-    SqlState::LOCK_NOT_AVAILABLE,
-    SqlState::QUERY_CANCELED,
-    SqlState::T_R_SERIALIZATION_FAILURE,
-    SqlState::T_R_DEADLOCK_DETECTED,
-];
-
-/// An event as the store knows it: `(provider, scope, key)` is its identity,
-/// the event type is stored beside it. Each part is 1 to 512 bytes without
-/// NUL (checked by the layer; the database refuses NUL).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScopedEvent {
-    provider: String,
-    scope: String,
-    key: String,
-    event_type: Option<String>,
-}
-
-impl ScopedEvent {
-    /// The event `key` from `provider` in `scope`.
-    pub fn new(provider: impl Into<String>, scope: impl Into<String>, key: impl Into<String>) -> Self {
-        Self { provider: provider.into(), scope: scope.into(), key: key.into(), event_type: None }
-    }
-
-    /// With its event type (`payment_intent.succeeded`, `push`).
-    #[must_use]
-    pub fn event_type(mut self, event_type: impl Into<String>) -> Self {
-        self.event_type = Some(event_type.into());
-        self
-    }
-
-    /// The provider name.
-    pub fn provider(&self) -> &str {
-        &self.provider
-    }
-
-    /// The scope (tenant).
-    pub fn scope(&self) -> &str {
-        &self.scope
-    }
-
-    /// The idempotency key.
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The event type, if known.
-    pub fn get_event_type(&self) -> Option<&str> {
-        self.event_type.as_deref()
-    }
-
-    pub(crate) fn scope_ref(&self) -> &String {
-        &self.scope
-    }
-
-    pub(crate) fn provider_ref(&self) -> &String {
-        &self.provider
-    }
-
-    pub(crate) fn key_ref(&self) -> &String {
-        &self.key
-    }
-
-    pub(crate) fn with_type(mut self, event_type: Option<String>) -> Self {
-        self.event_type = event_type;
-        self
-    }
-}
+const CLAIM_CONFLICTS: [&str; 4] =
+    [code::LOCK_NOT_AVAILABLE, code::QUERY_CANCELED, code::SERIALIZATION_FAILURE, code::DEADLOCK_DETECTED];
 
 /// Builds a [`ClaimStore`].
 #[derive(Debug)]
 #[must_use]
 pub struct ClaimStoreBuilder {
-    pool: Pool,
-    schema: String,
+    store: StoreConfig,
     isolation: IsolationLevel,
-    pool_timeout: Duration,
     in_flight_wait: Duration,
-    database_timeout: Duration,
-    transaction_pooler: bool,
     lookup_first: bool,
 }
 
 impl ClaimStoreBuilder {
-    /// The schema holding the tables (default [`DEFAULT_SCHEMA`](super::DEFAULT_SCHEMA)).
-    pub fn schema(mut self, schema: impl Into<String>) -> Self {
-        self.schema = schema.into();
-        self
-    }
-
     /// The claim transaction's isolation level (default READ COMMITTED).
     pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
         self.isolation = level;
-        self
-    }
-
-    /// How long to wait for a pooled connection (default 5 s).
-    pub fn pool_timeout(mut self, timeout: Duration) -> Self {
-        self.pool_timeout = timeout;
         self
     }
 
@@ -180,34 +96,6 @@ impl ClaimStoreBuilder {
     /// connection is held between checks.
     pub fn in_flight_wait(mut self, wait: Duration) -> Self {
         self.in_flight_wait = wait;
-        self
-    }
-
-    /// The client-side deadline of each database step on the request path
-    /// (one claim attempt, the check with its COMMIT, the failure
-    /// record), default 2 s: well under the senders' own timeouts (Slack 3 s,
-    /// Shopify 5 s, GitHub 10 s). A step past it has its connection discarded
-    /// (detached from the pool, its statement cancelled, closed), never
-    /// pooled; a claim answers [`ClaimErrorKind::Timeout`], a commit
-    /// [`CommitErrorKind::Unknown`]. It covers what PostgreSQL's own timeouts
-    /// cannot: a network that stops answering without closing (a NAT or
-    /// firewall dropping the connection's mapping), where the server never
-    /// sees the statement.
-    pub fn database_timeout(mut self, timeout: Duration) -> Self {
-        self.database_timeout = timeout;
-        self
-    }
-
-    /// Set when the pool's connections go through a transaction-mode pooler
-    /// (PgBouncer `pool_mode = transaction`, Supavisor, RDS Proxy), which may
-    /// run each transaction on another server session: the store then sends
-    /// its statements unnamed, with their parameter types, in one round trip
-    /// each, and caches no prepared statement on the connection
-    /// ([`TxClient::prepare_cached`](crate::TxClient::prepare_cached) prepares
-    /// afresh too). Default off: statements are prepared once per pooled
-    /// connection.
-    pub fn transaction_pooler(mut self, behind_pooler: bool) -> Self {
-        self.transaction_pooler = behind_pooler;
         self
     }
 
@@ -237,26 +125,21 @@ impl ClaimStoreBuilder {
     /// Builds the store.
     ///
     /// # Errors
-    /// [`ConfigError`](crate::ConfigError) for a schema name that is not a
-    /// plain identifier.
-    pub fn build(self) -> Result<ClaimStore, crate::ConfigError> {
-        super::check_schema_name(&self.schema)
-            .map_err(|m| crate::ConfigError::of(crate::layer::ConfigErrorKind::InvalidSchema, m))?;
+    /// [`ConfigError`] for a schema name that is not a plain identifier.
+    pub fn build(self) -> Result<ClaimStore, ConfigError> {
+        let (db, schema) = self.store.open()?;
         Ok(ClaimStore {
             inner: Arc::new(Inner {
-                sql: Statements::new(&self.schema, self.isolation, !self.lookup_first),
-                pool: self.pool,
-                pool_timeout: self.pool_timeout,
+                sql: Statements::new(schema, self.isolation, !self.lookup_first),
+                db,
                 in_flight_wait: self.in_flight_wait,
-                database_timeout: self.database_timeout,
-                transaction_pooler: self.transaction_pooler,
                 lookup_first: self.lookup_first,
             }),
         })
     }
 }
 
-/// Claims events in PostgreSQL: the protocol the layer and the workers share.
+/// Claims events in PostgreSQL: the synchronous protocol the layer runs.
 /// Cheap to clone. See the [module docs](self).
 #[derive(Clone)]
 pub struct ClaimStore {
@@ -264,12 +147,9 @@ pub struct ClaimStore {
 }
 
 struct Inner {
-    pool: Pool,
+    db: Db,
     sql: Statements,
-    pool_timeout: Duration,
     in_flight_wait: Duration,
-    database_timeout: Duration,
-    transaction_pooler: bool,
     lookup_first: bool,
 }
 
@@ -296,93 +176,15 @@ pub enum Claim {
     InFlight,
 }
 
-/// Why a claim could not be made. Nothing was stored.
-#[derive(Debug)]
-pub struct ClaimError {
-    kind: ClaimErrorKind,
-    source: Option<tokio_postgres::Error>,
-}
-
-/// See [`ClaimError`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ClaimErrorKind {
-    /// No pooled connection could be had (the server is down, refused the
-    /// login, or the pool is closed).
-    Unavailable,
-    /// No pooled connection within the pool timeout.
-    PoolTimeout,
-    /// A claim statement failed on the server or the connection broke.
-    Database,
-    /// The database did not answer within the step timeout
-    /// ([`ClaimStoreBuilder::database_timeout`]); the connection was discarded.
-    Timeout,
-}
-
-impl ClaimError {
-    pub(crate) fn of(kind: ClaimErrorKind, source: Option<tokio_postgres::Error>) -> Self {
-        Self { kind, source }
-    }
-
-    /// What went wrong.
-    pub fn kind(&self) -> ClaimErrorKind {
-        self.kind
-    }
-
-    /// The SQLSTATE of the failed statement, when the server answered one.
-    pub fn sqlstate(&self) -> Option<&str> {
-        self.source.as_ref().and_then(|e| e.code()).map(SqlState::code)
-    }
-}
-
-impl fmt::Display for ClaimError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.kind, self.sqlstate()) {
-            (ClaimErrorKind::Unavailable, _) => f.write_str("claim failed: no database connection"),
-            (ClaimErrorKind::PoolTimeout, _) => {
-                f.write_str("claim failed: no database connection within the pool timeout")
-            }
-            (ClaimErrorKind::Timeout, _) => {
-                f.write_str("claim failed: the database did not answer within the step timeout")
-            }
-            (_, Some(code)) => write!(f, "claim failed: SQLSTATE {code}"),
-            (_, None) => f.write_str("claim failed: the connection broke"),
-        }
-    }
-}
-
-impl std::error::Error for ClaimError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as _)
-    }
-}
-
 impl ClaimStore {
-    /// A store on `pool`'s database; see [`ClaimStoreBuilder`] for the defaults.
-    pub fn builder(pool: Pool) -> ClaimStoreBuilder {
+    /// A store on `store`'s database (a [`StoreConfig`], or a bare pool for
+    /// the defaults); see [`ClaimStoreBuilder`] for the claim's own settings.
+    pub fn builder(store: impl Into<StoreConfig>) -> ClaimStoreBuilder {
         ClaimStoreBuilder {
-            pool,
-            schema: super::DEFAULT_SCHEMA.to_owned(),
+            store: store.into(),
             isolation: IsolationLevel::ReadCommitted,
-            pool_timeout: Duration::from_secs(5),
-            in_flight_wait: Duration::from_secs(5),
-            database_timeout: DEFAULT_DATABASE_TIMEOUT,
-            transaction_pooler: false,
+            in_flight_wait: DEFAULT_IN_FLIGHT_WAIT,
             lookup_first: true,
-        }
-    }
-
-    async fn connection(&self) -> Result<Object, ClaimError> {
-        let started = std::time::Instant::now();
-        let got = tokio::time::timeout(self.inner.pool_timeout, self.inner.pool.get()).await;
-        metrics::histogram!("webhook_pool_wait_seconds").record(started.elapsed().as_secs_f64());
-        match got {
-            Ok(Ok(obj)) => Ok(obj),
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "no database connection");
-                Err(ClaimError { kind: ClaimErrorKind::Unavailable, source: None })
-            }
-            Err(_) => Err(ClaimError { kind: ClaimErrorKind::PoolTimeout, source: None }),
         }
     }
 
@@ -395,25 +197,21 @@ impl ClaimStore {
     /// connection between checks.
     ///
     /// # Errors
-    /// [`ClaimError`]: no connection, or a claim statement failed (the
+    /// [`StoreError`]: no connection ([`StoreErrorKind::Unavailable`],
+    /// [`StoreErrorKind::PoolTimeout`]), no answer in time
+    /// ([`StoreErrorKind::Timeout`]), or a claim statement failed (the
     /// schema missing, the database read-only, ...). Nothing was claimed.
-    pub async fn claim(&self, event: &ScopedEvent) -> Result<Claim, ClaimError> {
+    pub async fn claim(&self, event: &ScopedEvent) -> Result<Claim, StoreError> {
         let deadline = Instant::now() + self.inner.in_flight_wait;
         let mut backoff = IN_FLIGHT_FIRST_CHECK;
         let mut retried = false;
         loop {
-            let obj = self.connection().await?;
-            let Ok(attempted) = tokio::time::timeout(self.inner.database_timeout, self.attempt(obj, event)).await
-            else {
-                // The attempt's connection was dropped with it: discarded.
-                tracing::error!(timeout = ?self.inner.database_timeout, "claim: no answer from the database in time");
-                return Err(ClaimError { kind: ClaimErrorKind::Timeout, source: None });
-            };
-            let conflict = match attempted {
-                Ok(Attempt::Claimed(conn, attempt, started)) => {
+            let conn = self.inner.db.connect("claim").await?;
+            let conflict = match self.attempt(conn, event).await {
+                Ok(Attempt::Claimed(tx, attempt, started)) => {
                     let attempt = u32::try_from(attempt).unwrap_or(0);
                     return Ok(Claim::Claimed(ClaimedEvent {
-                        tx: WebhookTx::new(*conn),
+                        tx: WebhookTx::new(*tx),
                         attempt,
                         started,
                         event: event.clone(),
@@ -424,10 +222,15 @@ impl ClaimStore {
                     return Ok(Claim::Done { status: status.and_then(|s| u16::try_from(s).ok()) });
                 }
                 Ok(Attempt::InFlight) => None,
-                Err(e) if e.code().is_some_and(|c| CLAIM_CONFLICTS.contains(c)) => Some(e),
-                Err(e) if session_unusable(&e) && !retried => {
+                Err(e) if e.timed_out() => {
+                    // The attempt's connection was dropped with it: discarded.
+                    tracing::error!(timeout = ?self.inner.db.deadline(), "claim: no answer from the database in time");
+                    return Err(self.inner.db.error(&e, "claim"));
+                }
+                Err(e) if e.code().is_some_and(|c| CLAIM_CONFLICTS.contains(&c)) => Some(e),
+                Err(e) if e.unusable() && !retried => {
                     tracing::warn!(
-                        sqlstate = sqlstate(&e),
+                        sqlstate = e.sqlstate(),
                         "pooled connection cannot serve the claim (closed, read-only, shutting down); \
                          discarded, claiming on a fresh one"
                     );
@@ -435,14 +238,14 @@ impl ClaimStore {
                     continue;
                 }
                 Err(e) => {
-                    super::report_unmigrated(&self.inner.sql, &e);
-                    return Err(ClaimError { kind: ClaimErrorKind::Database, source: Some(e) });
+                    super::report_unmigrated(&self.inner.sql.schema, &e);
+                    return Err(self.inner.db.error(&e, "claim"));
                 }
             };
             let now = Instant::now();
             if now >= deadline {
                 tracing::info!(
-                    sqlstate = conflict.as_ref().and_then(|e| e.code()).map(SqlState::code),
+                    sqlstate = conflict.as_ref().and_then(DbError::code),
                     "another delivery of this event is still in flight after the wait bound"
                 );
                 return Ok(Claim::InFlight);
@@ -456,65 +259,46 @@ impl ClaimStore {
         }
     }
 
-    /// One claim attempt on `obj`: a transaction that either stays open
+    /// One claim attempt on `conn`: a transaction that either stays open
     /// (claimed) or is ended before returning. On error the connection is
     /// closed unless the rollback was confirmed.
-    async fn attempt(&self, obj: Object, event: &ScopedEvent) -> Result<Attempt, tokio_postgres::Error> {
+    async fn attempt(&self, conn: Conn, event: &ScopedEvent) -> Result<Attempt, DbError> {
         let sql = &self.inner.sql;
-        let cache = !self.inner.transaction_pooler;
-        let keys: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&event.scope, &event.provider, &event.key];
-        // The connection is closed, never pooled, if this attempt is dropped
-        // before an answer (the database timeout on a dead network).
-        let conn = TxConn::opening(obj, cache);
-        let client = conn.client();
-        let lookup = prepare_on(client, &sql.lookup, cache).await?;
+        let keys = [Param::Text(event.scope()), Param::Text(event.provider()), Param::Text(event.key())];
         if self.inner.lookup_first {
             // Flight 0, outside any transaction: a done event is answered
             // from here (one round trip, no transaction id, no WAL).
-            let found = query_on(client, lookup.as_ref(), &sql.lookup, &keys, &TEXT3).await?;
-            if let Some(row) = found.first() {
-                if row.get::<_, &str>(0) == "done" {
-                    let status = row.get(1);
-                    conn.release_idle();
-                    return Ok(Attempt::Done(status));
-                }
+            let found = conn.query(&sql.lookup, &keys).await?;
+            if let Some(status) = done_status(&found) {
+                conn.release();
+                return Ok(Attempt::Done(status));
             }
         }
         // Flight 1: BEGIN and the claim (which inserts only if it takes the
-        // event's advisory lock at once): one round trip. The claim is
-        // prepared first, so both leave in order.
-        let claim = prepare_on(client, &sql.claim, cache).await?;
-        let claim_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-            [&event.scope, &event.provider, &event.key, &event.event_type, &ASSUMED_STATUS];
-        let (begun, claimed) = tokio::join!(
-            client.batch_execute(&sql.begin),
-            query_on(client, claim.as_ref(), &sql.claim, &claim_params, &CLAIM_TYPES),
-        );
-        match begun.and(claimed) {
-            Ok(rows) if !rows.is_empty() => Ok(Attempt::Claimed(Box::new(conn), rows[0].get(0), rows[0].get(1))),
-            Ok(_) => {
-                // Another delivery's row stands: done or in flight. End the
-                // transaction and look, in one flight.
-                let found = conn.finish_with(None, lookup.as_ref(), &sql.lookup, &keys, &TEXT3, "ROLLBACK").await;
-                Ok(match found.ok().as_ref().and_then(|rows| rows.first()) {
-                    Some(row) if row.get::<_, &str>(0) == "done" => Attempt::Done(row.get(1)),
-                    _ => Attempt::InFlight,
-                })
-            }
-            Err(e) => {
-                // A session that cannot serve writes (a demoted primary) or is
-                // going away is discarded; otherwise a failed rollback closes it.
-                if !session_unusable(&e) {
-                    let _ = conn.rollback().await;
-                }
-                Err(e)
-            }
+        // event's advisory lock at once): one round trip.
+        let claim = [keys[0], keys[1], keys[2], Param::OptText(event.get_event_type()), Param::I16(ASSUMED_STATUS)];
+        let (tx, rows) = conn.begin(&sql.begin, &sql.claim, &claim).await?;
+        if let Some(row) = rows.first() {
+            return Ok(Attempt::Claimed(Box::new(tx), row.get(0), row.get(1)));
         }
+        // Another delivery's row stands: done or in flight. End the
+        // transaction and look, in one flight.
+        let found = tx.end(&sql.lookup, &keys, "ROLLBACK").await;
+        Ok(match found.ok().as_deref().and_then(done_status) {
+            Some(status) => Attempt::Done(status),
+            None => Attempt::InFlight,
+        })
     }
 }
 
+/// The stored status when the lookup's rows show a `done` event.
+fn done_status(rows: &[Row]) -> Option<Option<i16>> {
+    let row = rows.first()?;
+    (row.get::<&str>(0) == "done").then(|| row.get(1))
+}
+
 enum Attempt {
-    Claimed(Box<TxConn>, i32, SystemTime),
+    Claimed(Box<super::driver::TxConn>, i32, SystemTime),
     Done(Option<i16>),
     InFlight,
 }
@@ -542,10 +326,10 @@ impl fmt::Debug for ClaimedEvent {
 
 /// Why [`ClaimedEvent::commit`] did not commit. The event is not done; where
 /// the connection survived, the failed attempt is recorded.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CommitError {
     kind: CommitErrorKind,
-    source: Option<tokio_postgres::Error>,
+    sqlstate: Option<String>,
 }
 
 /// See [`CommitError`].
@@ -565,14 +349,11 @@ pub enum CommitErrorKind {
     /// COMMIT was sent and no answer came, or it failed: PostgreSQL may or
     /// may not have committed. The next claim finds out (done, or claims again).
     Unknown,
-    /// An inbox lease was taken over (it expired): another worker owns the
-    /// row now, and this work was rolled back.
-    LeaseLost,
 }
 
 impl CommitError {
-    pub(crate) fn of(kind: CommitErrorKind, source: Option<tokio_postgres::Error>) -> Self {
-        Self { kind, source }
+    pub(crate) fn of(kind: CommitErrorKind, e: Option<&DbError>) -> Self {
+        Self { kind, sqlstate: e.and_then(DbError::code).map(str::to_owned) }
     }
 
     /// What went wrong.
@@ -582,7 +363,7 @@ impl CommitError {
 
     /// The SQLSTATE of the failed statement, when there was one.
     pub fn sqlstate(&self) -> Option<&str> {
-        self.source.as_ref().and_then(|e| e.code()).map(SqlState::code)
+        self.sqlstate.as_deref()
     }
 }
 
@@ -593,7 +374,6 @@ impl fmt::Display for CommitError {
             CommitErrorKind::Aborted => "the transaction was aborted by a failed statement",
             CommitErrorKind::ClaimLost => "the claim is no longer in this transaction",
             CommitErrorKind::Unknown => "the commit failed or its outcome is unknown",
-            CommitErrorKind::LeaseLost => "the inbox lease was taken over",
         };
         match self.sqlstate() {
             Some(code) => write!(f, "not committed: {what} (SQLSTATE {code})"),
@@ -602,11 +382,7 @@ impl fmt::Display for CommitError {
     }
 }
 
-impl std::error::Error for CommitError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as _)
-    }
-}
+impl std::error::Error for CommitError {}
 
 impl ClaimedEvent {
     /// The transaction holding the claim: the event's writes go through it
@@ -630,7 +406,7 @@ impl ClaimedEvent {
     /// failure 40001, lock timeout 55P03) a statement through
     /// [`tx`](Self::tx) met: the work should fail and be retried.
     pub fn retryable_conflict(&self) -> Option<&'static str> {
-        self.tx.peek(TxConn::retryable).flatten()
+        self.tx.retryable_conflict()
     }
 
     /// Marks the event done with `status` (the HTTP status of the work's
@@ -650,15 +426,36 @@ impl ClaimedEvent {
     /// [`CommitError`]; the failed attempt is recorded unless the handle is
     /// still in use.
     pub async fn commit(self, status: u16) -> Result<(), CommitError> {
-        let conn = self.take()?;
-        let step = self.store.inner.database_timeout;
-        let result = match tokio::time::timeout(step, self.check_and_commit(conn, status)).await {
-            Ok(result) => result,
-            Err(_) => {
-                // The connection went with the dropped step: discarded. Whether
-                // COMMIT reached the server is unknown; the next claim finds out.
-                tracing::error!(timeout = ?step, "commit: no answer from the database in time");
-                Err(CommitError { kind: CommitErrorKind::Unknown, source: None })
+        let tx = self.tx.take_conn().ok_or(CommitError::of(CommitErrorKind::StillInUse, None))?;
+        let sql = &self.store.inner.sql;
+        let code = i16::try_from(status).unwrap_or(i16::MAX);
+        let ev = &self.event;
+        // The row was written `done` with the assumed status; another status
+        // is stored by a HOT update, in the same flight.
+        let (check, params) = if code == ASSUMED_STATUS {
+            (&sql.check, vec![Param::Time(self.started)])
+        } else {
+            let (scope, provider, key) = (Param::Text(ev.scope()), Param::Text(ev.provider()), Param::Text(ev.key()));
+            (&sql.set_status, vec![scope, provider, key, Param::I16(code), Param::Time(self.started)])
+        };
+        // In a transaction a swallowed error aborted, the check fails (25P02)
+        // and PostgreSQL answers the COMMIT with ROLLBACK (rust-postgres#1334);
+        // when the transaction is no longer the claim's (the work ended it),
+        // the check divides by zero (22012): either way nothing commits.
+        let result = match tx.commit_fenced(check, &params).await {
+            Ok(()) => Ok(()),
+            Err(Fenced::Lost) => {
+                tracing::error!("the claim's transaction was ended by the work; not committed here");
+                Err(CommitError::of(CommitErrorKind::ClaimLost, None))
+            }
+            Err(Fenced::Aborted(e)) => {
+                tracing::error!(sqlstate = e.sqlstate(), "transaction unusable after the work; rolled back");
+                Err(CommitError::of(CommitErrorKind::Aborted, Some(&e)))
+            }
+            Err(Fenced::Unknown(e)) => {
+                // The connection is closed; a retry finds out (done → replayed).
+                tracing::error!(sqlstate = e.sqlstate(), "commit failed or its result is unknown");
+                Err(CommitError::of(CommitErrorKind::Unknown, Some(&e)))
             }
         };
         if let Err(e) = &result {
@@ -671,55 +468,6 @@ impl ClaimedEvent {
         result
     }
 
-    async fn check_and_commit(&self, conn: TxConn, status: u16) -> Result<(), CommitError> {
-        let sql = &self.store.inner.sql;
-        let code = i16::try_from(status).unwrap_or(i16::MAX);
-        let ev = &self.event;
-        // The row was written `done` with the assumed status; another status
-        // is stored by a HOT update, in the same flight.
-        let (stmt, params, types): (&str, Vec<&(dyn tokio_postgres::types::ToSql + Sync)>, &[Type]) =
-            if code == ASSUMED_STATUS {
-                (&sql.check, vec![&self.started], &[Type::TIMESTAMPTZ])
-            } else {
-                (
-                    &sql.set_status,
-                    vec![&ev.scope, &ev.provider, &ev.key, &code, &self.started],
-                    &[Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2, Type::TIMESTAMPTZ],
-                )
-            };
-        let prepared = match conn.prepare(stmt).await {
-            Ok(prepared) => prepared,
-            Err(e) => {
-                tracing::error!(sqlstate = sqlstate(&e), "transaction unusable after the work; rolled back");
-                if !session_unusable(&e) {
-                    rollback(conn).await;
-                }
-                return Err(CommitError { kind: CommitErrorKind::Aborted, source: Some(e) });
-            }
-        };
-        // The check and COMMIT in one flight. In a transaction a swallowed
-        // error aborted, the check fails (25P02) and PostgreSQL answers the
-        // COMMIT with ROLLBACK (rust-postgres#1334); when the transaction is
-        // no longer the claim's (the work ended it), the check divides by
-        // zero (22012): either way nothing commits.
-        match conn.finish_with(None, prepared.as_ref(), stmt, &params, types, "COMMIT").await {
-            Ok(_) => Ok(()),
-            Err(Finish::Statement(e)) if e.code() == Some(&SqlState::DIVISION_BY_ZERO) => {
-                tracing::error!("the claim's transaction was ended by the work; not committed here");
-                Err(CommitError { kind: CommitErrorKind::ClaimLost, source: None })
-            }
-            Err(Finish::Statement(e)) => {
-                tracing::error!(sqlstate = sqlstate(&e), "transaction unusable after the work; rolled back");
-                Err(CommitError { kind: CommitErrorKind::Aborted, source: Some(e) })
-            }
-            Err(Finish::Commit(e)) => {
-                // The connection is closed; a retry finds out (done → replayed).
-                tracing::error!(sqlstate = sqlstate(&e), "commit failed or its result is unknown");
-                Err(CommitError { kind: CommitErrorKind::Unknown, source: Some(e) })
-            }
-        }
-    }
-
     /// Rolls back the work and records a failed attempt (`attempts`, the
     /// error text, the status if any, the time) in a transaction of its own,
     /// so the next delivery claims the event again.
@@ -729,35 +477,21 @@ impl ClaimedEvent {
     /// holds the connection (it is rolled back when that clone drops;
     /// nothing is recorded).
     pub async fn fail(self, error: &str, status: Option<u16>) -> Result<(), CommitError> {
-        let conn = self.take()?;
-        if tokio::time::timeout(self.store.inner.database_timeout, rollback(conn)).await.is_err() {
-            tracing::error!("rollback: no answer from the database in time; connection discarded");
+        let tx = self.tx.take_conn().ok_or(CommitError::of(CommitErrorKind::StillInUse, None))?;
+        if let Err(e) = tx.rollback().await {
+            tracing::warn!(sqlstate = e.sqlstate(), "rollback failed; connection closed");
         }
         // This path never commits: a `done` row with the claim's time was
         // committed by the work itself, and is turned `failed`.
         self.store.record_failure(&self.event, error, status, Some(self.started)).await;
         Ok(())
     }
-
-    fn take(&self) -> Result<TxConn, CommitError> {
-        match self.tx.take() {
-            Ok(Some(conn)) => Ok(conn),
-            Ok(None) | Err(crate::tx::InUse) => Err(CommitError { kind: CommitErrorKind::StillInUse, source: None }),
-        }
-    }
-}
-
-/// Rolls back; a confirmed ROLLBACK returns the connection to the pool,
-/// a failed one closes it.
-async fn rollback(conn: TxConn) {
-    if let Err(e) = conn.rollback().await {
-        tracing::warn!(sqlstate = sqlstate(&e), "rollback failed; closing the connection");
-    }
 }
 
 impl ClaimStore {
     /// Records a failed attempt outside the rolled-back transaction, on a
-    /// pooled connection. Best effort: a failure to record is logged.
+    /// pooled connection: `BEGIN`, the record and `COMMIT` in one flight.
+    /// Best effort: a failure to record is logged.
     async fn record_failure(
         &self,
         event: &ScopedEvent,
@@ -765,62 +499,27 @@ impl ClaimStore {
         status: Option<u16>,
         committed_claim: Option<SystemTime>,
     ) {
-        let Ok(obj) = self.connection().await else {
-            tracing::warn!("failed attempt not recorded: no database connection");
-            return;
-        };
         let sql = &self.inner.sql;
         let code = status.map(|s| i16::try_from(s).unwrap_or(i16::MAX));
-        let cache = !self.inner.transaction_pooler;
-        let record = async {
-            let prepared = prepare_on(&obj, &sql.record_failure, cache).await?;
-            let conn = TxConn::opening(obj, cache);
-            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
-                [&event.scope, &event.provider, &event.key, &event.event_type, &error, &code, &committed_claim];
-            let types = [Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::TEXT, Type::INT2, Type::TIMESTAMPTZ];
-            // BEGIN, the record and COMMIT in one flight.
-            let begin = Some(sql.begin_failure);
-            let finished =
-                conn.finish_with(begin, prepared.as_ref(), &sql.record_failure, &params, &types, "COMMIT").await;
-            finished.map(drop).map_err(|f| match f {
-                Finish::Statement(e) | Finish::Commit(e) => e,
-            })
-        };
-        let Ok(result) = tokio::time::timeout(self.inner.database_timeout, record).await else {
-            tracing::warn!("failed attempt not recorded: no answer from the database in time");
-            return;
-        };
-        if let Err(e) = result {
+        let params = [
+            Param::Text(event.scope()),
+            Param::Text(event.provider()),
+            Param::Text(event.key()),
+            Param::OptText(event.get_event_type()),
+            Param::Text(error),
+            Param::OptI16(code),
+            Param::OptTime(committed_claim),
+        ];
+        let recorded = self.inner.db.transact("record failure", sql.begin_failure, &sql.record_failure, &params).await;
+        if let Err(e) = recorded {
             // Typically another delivery holds the event (lock timeout): it
             // will record its own outcome.
-            tracing::warn!(sqlstate = sqlstate(&e), "failed attempt not recorded");
+            match e.kind() {
+                StoreErrorKind::Timeout => {
+                    tracing::warn!("failed attempt not recorded: no answer from the database in time")
+                }
+                _ => tracing::warn!(error = %e, "failed attempt not recorded"),
+            }
         }
     }
-}
-
-/// The default of [`ClaimStoreBuilder::database_timeout`].
-pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// True when the error says this session cannot serve the claim and must not
-/// go back to the pool: no SQLSTATE (the connection closed or broke), a
-/// read-only transaction (25006: the server was demoted to a replica after a
-/// failover while new sessions reach the new primary), a connection
-/// exception (class 08), an administrator or crash shutdown, or a server not
-/// accepting connections yet (57P01, 57P02, 57P03). PostgreSQL docs,
-/// "PostgreSQL Error Codes".
-pub(crate) fn session_unusable(e: &tokio_postgres::Error) -> bool {
-    match e.code() {
-        None => true,
-        Some(code) => {
-            code == &SqlState::READ_ONLY_SQL_TRANSACTION
-                || code.code().starts_with("08")
-                || [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW].contains(code)
-        }
-    }
-}
-
-/// The SQLSTATE of a database error, for logs (never the message, which may
-/// quote values).
-pub(crate) fn sqlstate(e: &tokio_postgres::Error) -> &str {
-    e.code().map_or("connection", SqlState::code)
 }

@@ -27,38 +27,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use deadpool_postgres::Pool;
-
-use crate::layer::ConfigErrorKind;
-use crate::ConfigError;
-
-const DAY: u64 = 86_400;
-
-/// Stripe's window, 30 days: see `providers::stripe::REPLAY_WINDOW` for the
-/// schedule and its source (<https://docs.stripe.com/webhooks#retries>). The
-/// value is defined here so that this constant exists without the `stripe`
-/// feature; the preset's constant is this one.
-pub const STRIPE_REPLAY_WINDOW: Duration = Duration::from_secs(30 * DAY);
-/// GitHub's window, 3 days: see `providers::github::REPLAY_WINDOW`
-/// (<https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks>).
-/// Defined here so that it exists without the `github` feature.
-pub const GITHUB_REPLAY_WINDOW: Duration = Duration::from_secs(3 * DAY);
-/// Shopify's window, 2 days: see `providers::shopify::REPLAY_WINDOW`
-/// (<https://shopify.dev/docs/apps/build/webhooks/troubleshooting-webhooks>).
-/// Defined here so that it exists without the `shopify` feature.
-pub const SHOPIFY_REPLAY_WINDOW: Duration = Duration::from_secs(2 * DAY);
-/// Slack's window, 1 day: see `providers::slack::REPLAY_WINDOW`
-/// (<https://api.slack.com/apis/events-api#retries>). Defined here so that it
-/// exists without the `slack` feature.
-pub const SLACK_REPLAY_WINDOW: Duration = Duration::from_secs(DAY);
-/// The window of a provider that states none: 30 days, as long as Stripe's
-/// manual resend, the longest of the presets apart from Paddle's 90 days.
-/// The presets whose provider publishes no retry span (Intercom, Twitch,
-/// Typeform, Standard Webhooks and Svix) use it too. A generic provider
-/// (built with [`crate::verify::generic::HmacVerifier`] or
-/// [`crate::Provider::new`]) gets it unless you state its own with
-/// [`RetentionBuilder::window`].
-pub const DEFAULT_REPLAY_WINDOW: Duration = Duration::from_secs(30 * DAY);
+use super::driver::{Db, Param};
+use super::StoreConfig;
+use crate::error::{ConfigError, ConfigErrorKind, StoreError};
+pub use crate::providers::DEFAULT_REPLAY_WINDOW;
 
 /// The documented redelivery and manual-replay window of the preset named
 /// `provider` (its module's `REPLAY_WINDOW`, from
@@ -74,8 +46,7 @@ pub fn replay_window(provider: &str) -> Option<Duration> {
 #[derive(Debug)]
 #[must_use]
 pub struct RetentionBuilder {
-    pool: Pool,
-    schema: String,
+    store: StoreConfig,
     windows: BTreeMap<String, Duration>,
     default_window: Duration,
     batch_size: u32,
@@ -84,12 +55,6 @@ pub struct RetentionBuilder {
 }
 
 impl RetentionBuilder {
-    /// The schema holding the tables (default `webhook_idempotency`).
-    pub fn schema(mut self, schema: impl Into<String>) -> Self {
-        self.schema = schema.into();
-        self
-    }
-
     /// Keep `provider`'s rows for `window` after they were received. This is
     /// where a generic provider states its sender's window (its retries plus
     /// any manual redelivery); a preset's window may be raised here, and
@@ -134,7 +99,7 @@ impl RetentionBuilder {
     /// provider's [`replay_window`] (unless allowed) or a batch size of 0,
     /// `InvalidSchema` for an invalid schema name.
     pub fn build(self) -> Result<Retention, ConfigError> {
-        super::check_schema_name(&self.schema).map_err(|m| ConfigError::of(ConfigErrorKind::InvalidSchema, m))?;
+        let (db, schema) = self.store.open()?;
         if self.batch_size == 0 {
             return Err(ConfigError::of(ConfigErrorKind::InvalidLimit, "the retention batch size must be at least 1"));
         }
@@ -153,7 +118,7 @@ impl RetentionBuilder {
                 }
             }
         }
-        let t = format!("{}.webhook_events", self.schema);
+        let t = format!("{schema}.webhook_events");
         let purge = format!(
             "WITH doomed AS (
                  SELECT scope, provider, event_key FROM {t}
@@ -162,8 +127,11 @@ impl RetentionBuilder {
                  ORDER BY received_at
                  LIMIT $3
                  FOR UPDATE SKIP LOCKED)
-             DELETE FROM {t} e USING doomed
-             WHERE (e.scope, e.provider, e.event_key) = (doomed.scope, doomed.provider, doomed.event_key)"
+             , gone AS (
+                 DELETE FROM {t} e USING doomed
+                 WHERE (e.scope, e.provider, e.event_key) = (doomed.scope, doomed.provider, doomed.event_key)
+                 RETURNING 1)
+             SELECT count(*) FROM gone"
         );
         // The distinct providers, one probe each on the leading column of
         // (provider, received_at) (a "loose index scan").
@@ -176,7 +144,7 @@ impl RetentionBuilder {
              SELECT provider FROM p WHERE provider IS NOT NULL"
         );
         Ok(Retention {
-            pool: self.pool,
+            db: db.without_deadline(),
             purge,
             providers,
             windows: self.windows,
@@ -190,7 +158,7 @@ impl RetentionBuilder {
 /// Deletes rows past their retention window. See the [module docs](self).
 #[derive(Debug, Clone)]
 pub struct Retention {
-    pool: Pool,
+    db: Db,
     purge: String,
     providers: String,
     windows: BTreeMap<String, Duration>,
@@ -211,15 +179,16 @@ pub struct PurgeReport {
 }
 
 impl Retention {
-    /// A retention on `pool`'s database (no connection is made until
-    /// [`purge`](Self::purge)). Every compiled-in preset starts with its
+    /// A retention on `store`'s database (a [`StoreConfig`], or a bare pool
+    /// for the defaults; no connection is made until [`purge`](Self::purge)).
+    /// Its statements have no client-side deadline; the pool timeout applies.
+    /// Every compiled-in preset starts with its
     /// [`replay_window`], unless set otherwise with
     /// [`window`](RetentionBuilder::window); other providers get
     /// [`DEFAULT_REPLAY_WINDOW`].
-    pub fn builder(pool: Pool) -> RetentionBuilder {
+    pub fn builder(store: impl Into<StoreConfig>) -> RetentionBuilder {
         RetentionBuilder {
-            pool,
-            schema: super::DEFAULT_SCHEMA.to_owned(),
+            store: store.into(),
             windows: crate::providers::all().iter().map(|p| (p.name.to_owned(), p.replay_window)).collect(),
             default_window: DEFAULT_REPLAY_WINDOW,
             batch_size: 1_000,
@@ -232,9 +201,9 @@ impl Retention {
     /// in batches, until none is left.
     ///
     /// # Errors
-    /// [`PurgeError`]: no connection, or a batch failed (the batches before
+    /// [`StoreError`]: no connection, or a batch failed (the batches before
     /// it stay deleted).
-    pub async fn purge(&self) -> Result<PurgeReport, PurgeError> {
+    pub async fn purge(&self) -> Result<PurgeReport, StoreError> {
         self.purge_older_than(None).await
     }
 
@@ -243,27 +212,34 @@ impl Retention {
     ///
     /// # Errors
     /// As [`purge`](Self::purge).
-    pub async fn purge_older_than(&self, older_than: Option<Duration>) -> Result<PurgeReport, PurgeError> {
+    pub async fn purge_older_than(&self, older_than: Option<Duration>) -> Result<PurgeReport, StoreError> {
+        let step = "retention purge";
         let started = Instant::now();
         let mut report = PurgeReport::default();
-        let client = self.pool.get().await.map_err(PurgeError::unavailable)?;
-        let stmt = client.prepare_cached(&self.purge).await?;
-        let limit = i64::from(self.batch_size);
-        let present: Vec<String> = client.query(&self.providers, &[]).await?.iter().map(|row| row.get(0)).collect();
-        for provider in present {
-            let window =
-                older_than.unwrap_or_else(|| self.windows.get(&provider).copied().unwrap_or(self.default_window));
-            let secs = window.as_secs_f64();
-            loop {
-                let deleted = client.execute(&stmt, &[&secs, &provider, &limit]).await?;
-                report.batches += 1;
-                report.deleted += deleted;
-                if deleted < u64::from(self.batch_size) {
-                    break;
+        let conn = self.db.connect(step).await?;
+        let limit = Param::I64(i64::from(self.batch_size));
+        let purged = async {
+            let present: Vec<String> = conn.query(&self.providers, &[]).await?.iter().map(|row| row.get(0)).collect();
+            for provider in present {
+                let window =
+                    older_than.unwrap_or_else(|| self.windows.get(&provider).copied().unwrap_or(self.default_window));
+                let params = [Param::F64(window.as_secs_f64()), Param::Text(&provider), limit];
+                loop {
+                    let deleted: i64 = conn.query(&self.purge, &params).await?[0].get(0);
+                    let deleted = u64::try_from(deleted).unwrap_or(0);
+                    report.batches += 1;
+                    report.deleted += deleted;
+                    if deleted < u64::from(self.batch_size) {
+                        break;
+                    }
+                    tokio::time::sleep(self.pause).await;
                 }
-                tokio::time::sleep(self.pause).await;
             }
-        }
+            Ok(())
+        };
+        let purged = purged.await;
+        conn.release();
+        purged.map_err(|e| self.db.error(&e, step))?;
         report.took = started.elapsed();
         Ok(report)
     }
@@ -305,14 +281,13 @@ impl Retention {
     }
 }
 
-/// A purge that stopped: no connection, or a batch failed (the batches
-/// before it stay deleted).
-pub type PurgeError = super::admin::OpsError;
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::providers;
+    use deadpool_postgres::Pool;
+
+    const DAY: u64 = 86_400;
 
     /// A pool that never connects: building a retention makes no connection.
     fn idle_pool() -> Pool {
@@ -365,15 +340,6 @@ mod tests {
         assert_eq!(cases.len(), providers::all().len(), "one row per registry preset");
         for (name, days, covers) in cases {
             assert_eq!(replay_window(name), Some(Duration::from_secs(days * DAY)), "{name}: {covers}");
-        }
-        let aliases = [
-            ("stripe", STRIPE_REPLAY_WINDOW, stripe::REPLAY_WINDOW),
-            ("github", GITHUB_REPLAY_WINDOW, github::REPLAY_WINDOW),
-            ("shopify", SHOPIFY_REPLAY_WINDOW, shopify::REPLAY_WINDOW),
-            ("slack", SLACK_REPLAY_WINDOW, slack::REPLAY_WINDOW),
-        ];
-        for (name, retention_const, preset_const) in aliases {
-            assert_eq!(retention_const, preset_const, "{name}: store::retention keeps the preset's value");
         }
     }
 

@@ -31,7 +31,7 @@
 //! schedule and manual redelivery. State it where the keys are purged, with
 //! [`RetentionBuilder::window`](crate::store::retention::RetentionBuilder::window)
 //! under the provider's name; otherwise its rows are kept
-//! [`DEFAULT_REPLAY_WINDOW`](crate::store::retention::DEFAULT_REPLAY_WINDOW)
+//! [`DEFAULT_REPLAY_WINDOW`](crate::providers::DEFAULT_REPLAY_WINDOW)
 //! (30 days), or the builder's
 //! [`default_window`](crate::store::retention::RetentionBuilder::default_window).
 

@@ -82,7 +82,7 @@ async fn admin(db: &TestDb, args: &[&str]) -> Run {
 /// payload (synchronous mode), `o1` pending from provider `other`.
 async fn prepared() -> TestDb {
     let db = TestDb::new().await;
-    let inbox = Inbox::with_schema(db.pool.clone(), "webhook_idempotency").unwrap();
+    let inbox = Inbox::new(db.pool.clone()).unwrap();
     let head = RequestHead { method: "POST".into(), uri: "/".into(), headers: vec![] };
     let rows: [(&str, &str, &[u8]); 8] = [
         ("acme", "p1", b"{\"id\":\"p1\"}"),

@@ -12,7 +12,8 @@ use axum::Router;
 use http::StatusCode;
 use tokio::sync::{oneshot, Notify};
 use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
-use webhook_idempotency::store::inbox::{AfterFailure, Inbox};
+use webhook_idempotency::store::admin::{Admin, Filter};
+use webhook_idempotency::store::inbox::Inbox;
 use webhook_idempotency::{Mode, WebhookEvent, WebhookTx};
 
 /// The webhook app in inbox mode: the layer stores, nothing else runs.
@@ -57,8 +58,8 @@ fn effect_router() -> Router {
     Router::new().route("/webhooks/stripe", post(apply_effect))
 }
 
-fn fast(pool: deadpool_postgres::Pool, handlers: Router) -> webhook_idempotency::inbox::InboxWorkerBuilder<Router> {
-    InboxWorker::builder(pool, handlers).poll_interval(Duration::from_millis(50)).lease(Duration::from_secs(2))
+fn fast(store: impl Into<StoreConfig>, handlers: Router) -> webhook_idempotency::inbox::InboxWorkerBuilder<Router> {
+    InboxWorker::builder(store, handlers).poll_interval(Duration::from_millis(50)).lease(Duration::from_secs(2))
 }
 
 #[tokio::test]
@@ -115,12 +116,14 @@ async fn no_2xx_without_a_committed_insert() {
     let app = Router::new().route(
         "/webhooks/stripe",
         post(|| async { StatusCode::OK }).layer(
-            stripe_layer(pool.clone())
-                .mode(Mode::Inbox)
-                .pool_timeout(Duration::from_millis(500))
-                .database_timeout(Duration::from_millis(500))
-                .build()
-                .unwrap(),
+            stripe_layer(
+                StoreConfig::new(pool.clone())
+                    .pool_timeout(Duration::from_millis(500))
+                    .database_timeout(Duration::from_millis(500)),
+            )
+            .mode(Mode::Inbox)
+            .build()
+            .unwrap(),
         ),
     );
     assert_eq!(accept(&app, "evt_up").await.0, StatusCode::OK);
@@ -132,41 +135,6 @@ async fn no_2xx_without_a_committed_insert() {
         eventually(Duration::from_secs(20), || async { accept(&app, "evt_down").await.0 == StatusCode::OK }).await;
     assert!(accepted, "accepted once the database is back");
     assert_eq!(db.events().await, 2);
-}
-
-#[tokio::test]
-async fn racing_leases_hand_each_row_to_one_worker() {
-    let db = TestDb::new().await;
-    let app = accepting_app(db.pool.clone());
-    for i in 0..40 {
-        assert_eq!(accept(&app, &format!("evt_race{i}")).await.0, StatusCode::OK);
-    }
-    let inbox = Inbox::with_schema(db.pool(16), "webhook_idempotency").unwrap();
-    let barrier = Arc::new(tokio::sync::Barrier::new(8));
-    let leasers: Vec<_> = (0..8)
-        .map(|_| {
-            let (inbox, barrier) = (inbox.clone(), Arc::clone(&barrier));
-            tokio::spawn(async move {
-                barrier.wait().await;
-                let mut mine = Vec::new();
-                loop {
-                    let rows = inbox.lease(3, Duration::from_secs(60), None, None).await.unwrap();
-                    if rows.is_empty() {
-                        break mine;
-                    }
-                    mine.extend(rows.into_iter().map(|r| r.event().key().to_owned()));
-                }
-            })
-        })
-        .collect();
-    let mut all = Vec::new();
-    for leaser in leasers {
-        all.extend(leaser.await.unwrap());
-    }
-    all.sort();
-    let before = all.len();
-    all.dedup();
-    assert_eq!((before, all.len()), (40, 40), "every row leased exactly once");
 }
 
 #[tokio::test]
@@ -217,9 +185,8 @@ async fn a_slow_worker_whose_lease_expired_cannot_complete_and_its_writes_roll_b
     // A pool of one: the handler's transaction holds it, so A's heartbeat
     // cannot renew the lease (a worker starved of connections).
     let (stop_a, a) = spawn_worker(
-        fast(db.pool(1), slow)
+        fast(StoreConfig::new(db.pool(1)).database_timeout(Duration::from_millis(300)), slow)
             .lease(Duration::from_secs(1))
-            .database_timeout(Duration::from_millis(300))
             .build()
             .unwrap(),
     );
@@ -312,38 +279,12 @@ async fn a_poison_event_goes_dead_after_its_attempts_with_backoff_and_others_flo
     let _ = stop.send(());
     task.await.unwrap();
     // An operator requeues it; the listing shows it dead first.
-    let inbox = Inbox::with_schema(db.pool.clone(), "webhook_idempotency").unwrap();
-    let dead = inbox.list("dead", None, 10).await.unwrap();
+    let admin = Admin::new(db.pool.clone()).unwrap();
+    let dead = admin.list("dead", &Filter::default(), 10).await.unwrap();
     assert_eq!(dead.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), ["evt_poison"]);
-    assert_eq!(inbox.requeue_dead(None, Some("stripe"), Some("evt_poison")).await.unwrap(), 1);
+    let poison = Filter { provider: Some("stripe".into()), key: Some("evt_poison".into()), ..Filter::default() };
+    assert_eq!(admin.requeue(&poison, false, "test").await.unwrap(), 1);
     assert_eq!(db.event_row("evt_poison").await.map(|r| r.0), Some("pending".into()));
-}
-
-#[tokio::test]
-async fn a_failed_run_is_due_again_within_the_backoff_ceiling() {
-    let db = TestDb::new().await;
-    let app = accepting_app(db.pool.clone());
-    assert_eq!(accept(&app, "evt_backoff").await.0, StatusCode::OK);
-    let inbox = Inbox::with_schema(db.pool.clone(), "webhook_idempotency").unwrap();
-    let leased = inbox.lease(1, Duration::from_secs(60), None, None).await.unwrap().remove(0);
-    let policy = RetryPolicy { base: Duration::from_secs(10), cap: Duration::from_secs(60), max_attempts: 5 };
-    let delay = policy.delay(leased.attempt());
-    assert!(delay <= policy.ceiling(1) && policy.ceiling(1) == Duration::from_secs(10));
-    assert_eq!(inbox.retry_later(&leased, 5, delay, "boom", Some(503)).await.unwrap(), AfterFailure::Retry);
-    let wait = db
-        .scalar_f64(
-            "SELECT extract(epoch FROM run_at - last_failed_at)::float8 FROM webhook_idempotency.webhook_events
-              WHERE event_key = 'evt_backoff'",
-        )
-        .await;
-    assert!((wait - delay.as_secs_f64()).abs() < 0.01, "run_at is the delay after the failure: {wait} vs {delay:?}");
-    // Not due yet (unless the jitter drew ~0): nothing to lease before run_at.
-    if delay > Duration::from_millis(500) {
-        assert!(inbox.lease(1, Duration::from_secs(60), None, None).await.unwrap().is_empty());
-    }
-    // The ceilings double up to the cap.
-    let ceilings: Vec<u64> = (1..=5).map(|n| policy.ceiling(n).as_secs()).collect();
-    assert_eq!(ceilings, [10, 20, 40, 60, 60]);
 }
 
 #[tokio::test]
@@ -467,7 +408,7 @@ async fn inbox_chaos_every_event_done_once_or_dead() {
         let port = db.config.get_ports().first().copied().unwrap_or(5432);
         format!("postgresql://{}@{host}:{port}/{}", db.config.get_user().unwrap_or("postgres"), db.name)
     };
-    let inbox = Inbox::with_schema(db.pool(8), "webhook_idempotency").unwrap();
+    let inbox = Inbox::new(db.pool(8)).unwrap();
     let head = webhook_idempotency::store::inbox::RequestHead {
         method: "POST".into(),
         uri: "/webhooks/stripe".into(),

@@ -84,8 +84,8 @@ async fn counters_and_gauges_equal_a_fixed_scenario() {
     let durations = by_label(&snapshot, "webhook_delivery_duration_seconds", "outcome");
     assert_eq!(durations.get("committed"), Some(&3.0), "one duration per delivery");
 
-    let admin = Admin::new(db.pool.clone(), "webhook_idempotency").unwrap();
-    webhook_idempotency::metrics::sample_once(&admin).await.unwrap();
+    let admin = Admin::new(db.pool.clone()).unwrap();
+    admin.sample_gauges().await.unwrap();
     let states = by_label(&snapshotter().snapshot().into_vec(), "webhook_events", "state");
     assert_eq!(states.get("done"), Some(&3.0));
     assert_eq!(states.get("pending"), Some(&0.0));

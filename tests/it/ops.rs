@@ -8,9 +8,10 @@ use ::tower::ServiceExt;
 use axum::routing::post;
 use axum::Router;
 use http::StatusCode;
+use webhook_idempotency::providers::stripe::REPLAY_WINDOW as STRIPE_REPLAY_WINDOW;
 use webhook_idempotency::store::admin::{Admin, Filter};
 use webhook_idempotency::store::inbox::{Inbox, RequestHead};
-use webhook_idempotency::store::retention::{Retention, STRIPE_REPLAY_WINDOW};
+use webhook_idempotency::store::retention::Retention;
 use webhook_idempotency::store::ScopedEvent;
 use webhook_idempotency::ConfigErrorKind;
 
@@ -175,7 +176,7 @@ async fn a_window_shorter_than_the_provider_s_replay_window_is_refused() {
 #[tokio::test]
 async fn two_purgers_at_once_neither_wait_nor_double_count() {
     let db = TestDb::new().await;
-    let inbox = Inbox::with_schema(db.pool.clone(), "webhook_idempotency").unwrap();
+    let inbox = Inbox::new(db.pool.clone()).unwrap();
     let head = RequestHead { method: "POST".into(), uri: "/".into(), headers: vec![] };
     for i in 0..300 {
         let key = format!("evt_{i}");
@@ -199,7 +200,7 @@ async fn two_purgers_at_once_neither_wait_nor_double_count() {
 #[tokio::test]
 async fn operator_actions_are_dry_runnable_and_audited() {
     let db = TestDb::new().await;
-    let inbox = Inbox::with_schema(db.pool.clone(), "webhook_idempotency").unwrap();
+    let inbox = Inbox::new(db.pool.clone()).unwrap();
     let head = RequestHead { method: "POST".into(), uri: "/".into(), headers: vec![] };
     for key in ["d1", "d2", "x1"] {
         inbox.accept(&ScopedEvent::new("acme", "s", key), b"{}", &head).await.unwrap();
@@ -207,7 +208,7 @@ async fn operator_actions_are_dry_runnable_and_audited() {
     set_state(&db, "d1", "dead").await;
     set_state(&db, "d2", "dead").await;
     set_state(&db, "x1", "done").await;
-    let admin = Admin::new(db.pool.clone(), "webhook_idempotency").unwrap();
+    let admin = Admin::new(db.pool.clone()).unwrap();
     let all = Filter::default();
     assert_eq!(admin.requeue(&all, true, "alice").await.unwrap(), 2, "dry run counts");
     assert_eq!(admin.list("dead", &all, 10).await.unwrap().len(), 2, "dry run changed nothing");

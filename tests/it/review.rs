@@ -225,13 +225,15 @@ async fn inbox_with_a_long_schema_name_accepts() {
     webhook_idempotency::store::check_schema(&db.pool, &schema).await.unwrap();
     let sync = Router::new().route(
         "/webhooks/stripe",
-        post(apply_effect).layer(stripe_layer(db.pool.clone()).schema(schema.clone()).build().unwrap()),
+        post(apply_effect)
+            .layer(stripe_layer(StoreConfig::new(db.pool.clone()).schema(schema.clone())).build().unwrap()),
     );
     assert_eq!(sync.oneshot(stripe_request(stripe_body("evt_long1"))).await.unwrap().status(), StatusCode::OK);
     let inbox = Router::new().route(
         "/webhooks/stripe",
-        post(apply_effect)
-            .layer(stripe_layer(db.pool.clone()).schema(schema.clone()).mode(Mode::Inbox).build().unwrap()),
+        post(apply_effect).layer(
+            stripe_layer(StoreConfig::new(db.pool.clone()).schema(schema.clone())).mode(Mode::Inbox).build().unwrap(),
+        ),
     );
     for id in ["evt_long2", "evt_long3"] {
         let res = inbox.clone().oneshot(stripe_request(stripe_body(id))).await.unwrap();
@@ -375,7 +377,7 @@ async fn the_sessions_lock_timeout_survives_the_claim_and_does_not_leak() {
                 }
             }
         };
-        let layer = stripe_layer(pool.clone()).transaction_pooler(pooler).build().unwrap();
+        let layer = stripe_layer(StoreConfig::new(pool.clone()).transaction_pooler(pooler)).build().unwrap();
         let app = Router::new().route("/webhooks/stripe", post(handler).layer(layer));
         for id in ["evt_lt_a", "evt_lt_a", "evt_lt_fail", "evt_lt_fail", "evt_lt_b"] {
             let id = format!("{id}_{pooler}");
@@ -406,8 +408,7 @@ async fn a_duplicate_with_the_pool_held_by_the_first_delivery_is_503() {
             }
         }
     };
-    let layer = stripe_layer(db.pool(1))
-        .pool_timeout(Duration::from_millis(300))
+    let layer = stripe_layer(StoreConfig::new(db.pool(1)).pool_timeout(Duration::from_millis(300)))
         .lock_timeout(Duration::from_secs(3))
         .build()
         .unwrap();
@@ -655,7 +656,7 @@ async fn admin_cli_escapes_bidi_overrides_and_bare_cr() {
     use webhook_idempotency::store::inbox::{Inbox, RequestHead};
     use webhook_idempotency::store::ScopedEvent;
     let db = TestDb::new().await;
-    let inbox = Inbox::with_schema(db.pool.clone(), "webhook_idempotency").unwrap();
+    let inbox = Inbox::new(db.pool.clone()).unwrap();
     let key = "evt_\u{202E}fdp.exe";
     let head = RequestHead { method: "POST".into(), uri: "/m".into(), headers: vec![] };
     let payload = b"{\"amount\": 100000, \"to\": \"mallory\"}\r{\"amount\": 1, \"to\": \"alice\"}             \n";

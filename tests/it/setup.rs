@@ -13,7 +13,8 @@ use tokio_postgres::NoTls;
 use tower::ServiceExt;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::SubscriberExt;
-use webhook_idempotency::store::{self, MigrateErrorKind, MIGRATIONS};
+use webhook_idempotency::store::{self, MIGRATIONS};
+use webhook_idempotency::StoreErrorKind;
 
 const PASSWORD: &str = "pw-that-must-never-show-9f3a";
 
@@ -37,7 +38,7 @@ async fn empty_database(tag: &str) -> tokio_postgres::Config {
 #[tokio::test]
 async fn migrate_errors_carry_kind_sqlstate_and_endpoint_but_no_password() {
     let port = closed_port();
-    let cases: Vec<(&str, tokio_postgres::Config, MigrateErrorKind, &[&str])> = vec![
+    let cases: Vec<(&str, tokio_postgres::Config, StoreErrorKind, &[&str])> = vec![
         (
             "database does not exist",
             {
@@ -45,7 +46,7 @@ async fn migrate_errors_carry_kind_sqlstate_and_endpoint_but_no_password() {
                 c.dbname("no_such_database_here").password(PASSWORD);
                 c
             },
-            MigrateErrorKind::DatabaseMissing,
+            StoreErrorKind::DatabaseMissing,
             &["3D000"],
         ),
         (
@@ -55,7 +56,7 @@ async fn migrate_errors_carry_kind_sqlstate_and_endpoint_but_no_password() {
                 c.user("no_such_role_here").password(PASSWORD);
                 c
             },
-            MigrateErrorKind::Authentication,
+            StoreErrorKind::Authentication,
             // 28000 under trust/peer authentication, 28P01 under password methods.
             &["28000", "28P01"],
         ),
@@ -67,7 +68,7 @@ async fn migrate_errors_carry_kind_sqlstate_and_endpoint_but_no_password() {
                 c.host("127.0.0.1").port(port).user("postgres").dbname("postgres").password(PASSWORD);
                 c
             },
-            MigrateErrorKind::Connect,
+            StoreErrorKind::Unavailable,
             &[],
         ),
     ];
@@ -80,7 +81,7 @@ async fn migrate_errors_carry_kind_sqlstate_and_endpoint_but_no_password() {
         }
         let shown = format!("{err} {err:?}");
         assert!(!shown.contains(PASSWORD), "{name}: the password is shown: {shown}");
-        if kind == MigrateErrorKind::Connect {
+        if kind == StoreErrorKind::Unavailable {
             assert!(err.to_string().contains(&format!("127.0.0.1:{port}")), "{name}: no host:port in {err}");
         }
     }
@@ -107,14 +108,14 @@ async fn check_schema_says_whether_the_schema_is_migrated() {
     client.batch_execute(&by_hand).await.unwrap();
     store::migrate_schema(&pool, "migrated").await.unwrap();
 
-    let cases: &[(&str, &str, Option<MigrateErrorKind>)] = &[
+    let cases: &[(&str, &str, Option<StoreErrorKind>)] = &[
         ("migrated with migrate_schema", "migrated", None),
         ("migrated by running the SQL files", "by_hand", None),
-        ("schema does not exist", "absent", Some(MigrateErrorKind::NotMigrated)),
-        ("schema without tables", "bare", Some(MigrateErrorKind::NotMigrated)),
-        ("version table records nothing", "unrecorded", Some(MigrateErrorKind::NotMigrated)),
-        ("older version recorded", "old", Some(MigrateErrorKind::Outdated)),
-        ("invalid name", "a;b", Some(MigrateErrorKind::InvalidSchemaName)),
+        ("schema does not exist", "absent", Some(StoreErrorKind::NotMigrated)),
+        ("schema without tables", "bare", Some(StoreErrorKind::NotMigrated)),
+        ("version table records nothing", "unrecorded", Some(StoreErrorKind::NotMigrated)),
+        ("older version recorded", "old", Some(StoreErrorKind::Outdated)),
+        ("invalid name", "a;b", Some(StoreErrorKind::InvalidSchemaName)),
     ];
     for (name, schema, want) in cases {
         let got = store::check_schema(&pool, schema).await.map_err(|e| e.kind());
@@ -160,7 +161,7 @@ async fn layer_on_an_unmigrated_schema_answers_503_and_says_to_migrate_once() {
         // Current-thread runtime: the layer's future runs on this thread.
         let _guard = set_default_subscriber(subscriber);
         let svc = tower::Layer::layer(
-            &stripe_layer(db.pool.clone()).schema(schema).build().unwrap(),
+            &stripe_layer(StoreConfig::new(db.pool.clone()).schema(schema)).build().unwrap(),
             tower::service_fn(|_req: http::Request<axum::body::Body>| async {
                 Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::empty()))
             }),
@@ -224,13 +225,19 @@ async fn migrate_into_public_ignores_another_tools_schema_migrations() {
 #[test]
 fn builder_rejects_incomplete_configurations() {
     let pool = crate::support::pool("host=127.0.0.1 user=nobody".parse().unwrap(), 1);
-    let stripe = || webhook_idempotency::WebhookLayer::builder(pool.clone(), webhook_idempotency::Provider::stripe());
+    let on =
+        |store: StoreConfig| webhook_idempotency::WebhookLayer::builder(store, webhook_idempotency::Provider::stripe());
+    let stripe = || on(StoreConfig::new(pool.clone()));
     use webhook_idempotency::ConfigErrorKind as K;
     let cases = [
         ("no scope", stripe().secret("s").build().err(), K::Endpoint),
         ("no secret", stripe().scope("a").build().err(), K::KeyMaterial),
         ("empty scope", stripe().scope("").secret("s").build().err(), K::InvalidName),
-        ("bad schema", stripe().scope("a").secret("s").schema("x;drop").build().err(), K::InvalidSchema),
+        (
+            "bad schema",
+            on(StoreConfig::new(pool.clone()).schema("x;drop")).scope("a").secret("s").build().err(),
+            K::InvalidSchema,
+        ),
         ("zero limit", stripe().scope("a").secret("s").body_limit(0).build().err(), K::InvalidLimit),
         ("lock_timeout 0", stripe().scope("a").secret("s").lock_timeout(Duration::ZERO).build().err(), K::InvalidLimit),
         (

@@ -13,6 +13,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use http::Request;
 use tokio_postgres::NoTls;
 use webhook_idempotency::providers::{github, stripe};
+pub use webhook_idempotency::StoreConfig;
 use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookLayerBuilder, WebhookTx};
 
 pub use webhook_test_support::TempPostgres;
@@ -211,12 +212,13 @@ pub fn github_request(delivery: &str, body: impl Into<Bytes>) -> Request<Body> {
         .unwrap()
 }
 
-pub fn stripe_layer(pool: Pool) -> WebhookLayerBuilder {
-    WebhookLayer::builder(pool, Provider::stripe()).scope("acct_test").secret(STRIPE_SECRET)
+/// The Stripe layer of the suite on `store` (a pool, or a `StoreConfig`).
+pub fn stripe_layer(store: impl Into<StoreConfig>) -> WebhookLayerBuilder {
+    WebhookLayer::builder(store, Provider::stripe()).scope("acct_test").secret(STRIPE_SECRET)
 }
 
-pub fn github_layer(pool: Pool) -> WebhookLayerBuilder {
-    WebhookLayer::builder(pool, Provider::github()).scope("org_test").secret(GITHUB_SECRET)
+pub fn github_layer(store: impl Into<StoreConfig>) -> WebhookLayerBuilder {
+    WebhookLayer::builder(store, Provider::github()).scope("org_test").secret(GITHUB_SECRET)
 }
 
 /// Serves `router` on a free loopback port.

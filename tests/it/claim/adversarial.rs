@@ -592,10 +592,9 @@ async fn fifty_copies_at(isolation: IsolationLevel) {
     let runs = Arc::new(AtomicUsize::new(0));
     let app = route(
         gated_handler("evt_gated", entered.clone(), gate, runs.clone()),
-        stripe_layer(db.pool(4))
+        stripe_layer(StoreConfig::new(db.pool(4)).pool_timeout(Duration::from_secs(10)))
             .isolation_level(isolation)
             .lock_timeout(Duration::from_secs(30))
-            .pool_timeout(Duration::from_secs(10))
             .build()
             .unwrap(),
     );
@@ -731,9 +730,8 @@ async fn a_row_lock_held_without_the_advisory_lock_never_lets_a_copy_run() {
         .await
         .unwrap();
     let (app, runs) = counted_route(
-        stripe_layer(db.pool(4))
+        stripe_layer(StoreConfig::new(db.pool(4)).database_timeout(Duration::from_millis(800)))
             .lock_timeout(Duration::from_millis(300))
-            .database_timeout(Duration::from_millis(800))
             .build()
             .unwrap(),
     );

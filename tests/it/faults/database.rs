@@ -10,7 +10,9 @@ async fn database_stopped_answers_503_then_recovers_after_restart() {
     let db = TestDb::on(server.url("postgres").parse().unwrap()).await;
     let app = Router::new().route(
         "/webhooks/stripe",
-        post(apply_effect).layer(stripe_layer(db.pool.clone()).pool_timeout(Duration::from_secs(2)).build().unwrap()),
+        post(apply_effect).layer(
+            stripe_layer(StoreConfig::new(db.pool.clone()).pool_timeout(Duration::from_secs(2))).build().unwrap(),
+        ),
     );
     assert_eq!(status(&app, stripe_request(stripe_body("evt_before"))).await.0, StatusCode::OK);
 
@@ -85,7 +87,7 @@ async fn pool_exhausted_answers_503_within_the_configured_wait() {
     let wait = Duration::from_millis(300);
     let app = Router::new().route(
         "/webhooks/stripe",
-        post(apply_effect).layer(stripe_layer(pool.clone()).pool_timeout(wait).build().unwrap()),
+        post(apply_effect).layer(stripe_layer(StoreConfig::new(pool.clone()).pool_timeout(wait)).build().unwrap()),
     );
     let held = pool.get().await.unwrap();
     let started = Instant::now();

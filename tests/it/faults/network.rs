@@ -80,7 +80,7 @@ async fn a_silently_dead_network_is_answered_503_and_the_connections_replaced() 
     let via_proxy = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
     let app_pool = pool(via_proxy.parse().unwrap(), 2);
     let timeout = Duration::from_millis(700);
-    let layer = stripe_layer(app_pool.clone()).database_timeout(timeout).build().unwrap();
+    let layer = stripe_layer(StoreConfig::new(app_pool.clone()).database_timeout(timeout)).build().unwrap();
     let app = Router::new().route("/webhooks/stripe", post(apply_effect).layer(layer));
     let warm: Vec<_> = (0..2).map(|i| app.clone().oneshot(stripe_request(stripe_body(&format!("evt_w{i}"))))).collect();
     for res in futures_util::future::join_all(warm).await {
@@ -141,8 +141,7 @@ async fn a_commit_whose_answer_never_comes_is_503_and_the_retry_decides() {
             }
         }
     };
-    let layer = stripe_layer(app_pool)
-        .database_timeout(Duration::from_millis(700))
+    let layer = stripe_layer(StoreConfig::new(app_pool).database_timeout(Duration::from_millis(700)))
         .lock_timeout(Duration::from_millis(200))
         .build()
         .unwrap();

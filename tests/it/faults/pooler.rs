@@ -74,8 +74,7 @@ fn app(db: &TestDb, bouncer: &PgBouncer, pooler_mode: bool, seen: &Seen) -> Rout
             }
         }
     };
-    let layer = stripe_layer(app_pool)
-        .transaction_pooler(pooler_mode)
+    let layer = stripe_layer(StoreConfig::new(app_pool).transaction_pooler(pooler_mode))
         .lock_timeout(std::time::Duration::from_secs(10))
         .build()
         .unwrap();

@@ -64,13 +64,15 @@ async fn soak_with_random_faults_applies_every_effect_exactly_once() {
     let app = Router::new().route(
         "/webhooks/stripe",
         post(bounded_effect).layer(
-            stripe_layer(app_pool.clone())
-                .database_timeout(Duration::from_millis(500))
-                .pool_timeout(Duration::from_secs(1))
-                .lock_timeout(Duration::from_secs(1))
-                .retry_after(Duration::from_secs(1))
-                .build()
-                .unwrap(),
+            stripe_layer(
+                StoreConfig::new(app_pool.clone())
+                    .database_timeout(Duration::from_millis(500))
+                    .pool_timeout(Duration::from_secs(1)),
+            )
+            .lock_timeout(Duration::from_secs(1))
+            .retry_after(Duration::from_secs(1))
+            .build()
+            .unwrap(),
         ),
     );
     let addr = serve(app).await;

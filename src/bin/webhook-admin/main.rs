@@ -46,183 +46,26 @@
 //! [`check_schema`]: webhook_idempotency::store::check_schema
 
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use base64::Engine as _;
 use clap::error::ErrorKind;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::Parser;
 use comfy_table::{presets, Table};
 use serde_json::{json, Value};
 use webhook_idempotency::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use webhook_idempotency::store::admin::{Admin, EventDetail, Filter, OpsError};
-use webhook_idempotency::store::inbox::EventRow;
-use webhook_idempotency::store::{check_schema, MigrateError, MigrateErrorKind, DEFAULT_SCHEMA, SCHEMA_VERSION};
+use webhook_idempotency::store::admin::{Admin, EventDetail, EventRow, Filter};
+use webhook_idempotency::store::{check_schema, StoreConfig, SCHEMA_VERSION};
+use webhook_idempotency::{StoreError, StoreErrorKind};
+
+mod cli;
+mod render;
+use cli::*;
+use render::*;
 use webhook_idempotency::tokio_postgres::config::{Host, SslMode};
 use webhook_idempotency::tokio_postgres::{Config, NoTls};
 
 /// Inspect and repair the webhook events table (requeue, replay, purge),
 /// with every action audited.
-#[derive(Parser, Debug)]
-#[command(
-    name = "webhook-admin",
-    version,
-    after_help = "Exit status: 0 done (or, with --dry-run, something would change); 1 nothing matched \
-                  (no such key, no row to requeue, replay or purge); 2 usage, connection or schema error."
-)]
-struct Cli {
-    /// The PostgreSQL URL (postgres://user:password@host:port/db). Prefer the
-    /// environment variable: a command line is visible to other users.
-    /// Never printed.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true, global = true, value_name = "URL")]
-    database_url: Option<String>,
-    /// The schema holding the tables.
-    #[arg(long, default_value = DEFAULT_SCHEMA, global = true)]
-    schema: String,
-    /// Print JSON instead of tables.
-    #[arg(long, global = true)]
-    json: bool,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// Rows by provider, scope and state; the oldest pending row's age; the
-    /// attempts distribution; failures in the last hour.
-    Stats,
-    /// Rows in one state, oldest first.
-    List {
-        /// The state to list.
-        #[arg(long, value_enum)]
-        state: State,
-        #[command(flatten)]
-        filter: ListFilter,
-        /// The most rows printed.
-        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-        limit: u32,
-    },
-    /// One event in full.
-    Show {
-        /// The provider.
-        provider: String,
-        /// The scope.
-        scope: String,
-        /// The event key.
-        key: String,
-        /// Print the stored payload too (UTF-8 text when printable, else
-        /// base64).
-        #[arg(long)]
-        payload: bool,
-    },
-    /// Put dead or failed rows that have a stored payload back to pending,
-    /// due now, with a fresh attempt budget.
-    Requeue(Action),
-    /// Run done events again from their stored payload: their effects repeat,
-    /// so it needs --force (or --dry-run).
-    Replay {
-        #[command(flatten)]
-        action: Action,
-        /// Replay for real (the handler runs again for every matching event).
-        #[arg(long)]
-        force: bool,
-    },
-    /// Delete done and failed rows received more than --older-than ago
-    /// (never pending, running or dead ones).
-    Purge {
-        /// The age, e.g. 45days, 72h.
-        #[arg(long, value_parser = duration, value_name = "DURATION")]
-        older_than: Duration,
-        /// Count what would go; delete nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Purge even rows of providers whose documented replay window is
-        /// longer than the age (a replay of such an event runs it again).
-        #[arg(long)]
-        allow_short_window: bool,
-        /// Who acts, recorded in the audit table (default: $USER, $LOGNAME,
-        /// else "unknown").
-        #[arg(long)]
-        actor: Option<String>,
-    },
-    /// The audit table, newest first.
-    Audit {
-        /// The most rows printed.
-        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-        limit: u32,
-    },
-}
-
-/// `list`'s filter.
-#[derive(Args, Debug)]
-struct ListFilter {
-    /// Only this provider.
-    #[arg(long)]
-    provider: Option<String>,
-    /// Only this scope.
-    #[arg(long)]
-    scope: Option<String>,
-    /// Only rows received at most this long ago, e.g. 2h, 30m.
-    #[arg(long, value_parser = duration, value_name = "DURATION")]
-    since: Option<Duration>,
-}
-
-/// `requeue`'s and `replay`'s target and options.
-#[derive(Args, Debug)]
-struct Action {
-    /// Only this provider.
-    #[arg(long)]
-    provider: Option<String>,
-    /// Only this scope.
-    #[arg(long)]
-    scope: Option<String>,
-    /// One event: needs --provider and --scope.
-    #[arg(long, requires_all = ["provider", "scope"])]
-    key: Option<String>,
-    /// Only rows received at most this long ago, e.g. 2h, 30m.
-    #[arg(long, value_parser = duration, value_name = "DURATION")]
-    since: Option<Duration>,
-    /// Every row in the state the action takes (no filter).
-    #[arg(long, conflicts_with_all = ["provider", "scope", "key", "since"])]
-    all: bool,
-    /// Show the count and the matching rows; change nothing.
-    #[arg(long)]
-    dry_run: bool,
-    /// Who acts, recorded in the audit table (default: $USER, $LOGNAME,
-    /// else "unknown").
-    #[arg(long)]
-    actor: Option<String>,
-    /// The most matching rows a dry run lists (each is checked for a stored
-    /// payload, one query per row).
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    limit: u32,
-}
-
-/// The row states (`sql/001_webhook_events.sql`).
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Pending,
-    Running,
-    Done,
-    Failed,
-    Dead,
-}
-
-impl State {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Running => "running",
-            Self::Done => "done",
-            Self::Failed => "failed",
-            Self::Dead => "dead",
-        }
-    }
-}
-
-fn duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| format!("{e} (examples: 90s, 15m, 2h, 45days)"))
-}
-
 /// A command that could not run: exit status 2, `kind` for scripts.
 #[derive(Debug)]
 struct Fail {
@@ -236,8 +79,8 @@ impl Fail {
     }
 }
 
-impl From<OpsError> for Fail {
-    fn from(e: OpsError) -> Self {
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Self {
         let kind = if e.sqlstate().is_some() { "database" } else { "connect" };
         Self { kind, message: e.to_string() }
     }
@@ -304,16 +147,16 @@ fn connect(url: Option<&str>) -> Result<(Pool, String), Fail> {
     Ok((pool, target))
 }
 
-fn schema_failure(e: &MigrateError, schema: &str, target: &str) -> Fail {
+fn schema_failure(e: &StoreError, schema: &str, target: &str) -> Fail {
     let (kind, message) = match e.kind() {
-        MigrateErrorKind::NotMigrated => (
+        StoreErrorKind::NotMigrated => (
             "not_migrated",
             format!(
                 "schema {schema} on {target} is not migrated ({e}).\nRun the migrations first \
                  (webhook_idempotency::migrate_schema, or the SQL files under sql/), then webhook-admin again."
             ),
         ),
-        MigrateErrorKind::Outdated => (
+        StoreErrorKind::Outdated => (
             "outdated",
             format!(
                 "schema {schema} on {target} is older than webhook-admin needs (version {SCHEMA_VERSION}) ({e}).\n\
@@ -321,12 +164,12 @@ fn schema_failure(e: &MigrateError, schema: &str, target: &str) -> Fail {
                  webhook-admin again."
             ),
         ),
-        MigrateErrorKind::Connect => ("connect", format!("cannot connect to {target}: {e}")),
-        MigrateErrorKind::Authentication => {
-            ("authentication", format!("the server at {target} refused the login: {e}"))
+        StoreErrorKind::Unavailable | StoreErrorKind::PoolTimeout => {
+            ("connect", format!("cannot connect to {target}: {e}"))
         }
-        MigrateErrorKind::DatabaseMissing => ("database_missing", format!("no such database at {target}: {e}")),
-        MigrateErrorKind::InvalidSchemaName => ("usage", format!("--schema: {e}")),
+        StoreErrorKind::Authentication => ("authentication", format!("the server at {target} refused the login: {e}")),
+        StoreErrorKind::DatabaseMissing => ("database_missing", format!("no such database at {target}: {e}")),
+        StoreErrorKind::InvalidSchemaName => ("usage", format!("--schema: {e}")),
         _ => ("database", format!("schema check on {target}: {e}")),
     };
     Fail { kind, message }
@@ -343,121 +186,6 @@ fn actor(given: Option<String>) -> Result<String, Fail> {
         .map(|v| v.trim().to_owned())
         .find(|v| !v.is_empty())
         .unwrap_or_else(|| "unknown".to_owned()))
-}
-
-/// Sender-controlled text with control characters escaped, so a key, an
-/// error or a payload cannot drive the operator's terminal.
-fn printable(text: &str) -> String {
-    text.chars().map(|c| if unsafe_to_print(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect()
-}
-
-/// Control characters, and the invisible format characters that reorder or
-/// hide text on a terminal (bidirectional overrides and isolates, zero-width
-/// characters, the byte-order mark): a sender must not be able to make the
-/// operator read something else than what is stored.
-fn unsafe_to_print(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
-}
-
-/// A payload as printable text: `("utf8", text)` when it is UTF-8 without
-/// control or invisible format characters other than tab and LF (a bare CR
-/// would let the payload overwrite what the terminal shows), else
-/// `("base64", ...)`.
-fn payload_text(bytes: &[u8]) -> (&'static str, String) {
-    match std::str::from_utf8(bytes) {
-        Ok(s) if !s.chars().any(|c| unsafe_to_print(c) && !matches!(c, '\n' | '\t')) => ("utf8", s.to_owned()),
-        _ => ("base64", base64::engine::general_purpose::STANDARD.encode(bytes)),
-    }
-}
-
-fn time(t: SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t).to_string()
-}
-
-fn time_json(t: Option<SystemTime>) -> Value {
-    t.map_or(Value::Null, |t| humantime::format_rfc3339_millis(t).to_string().into())
-}
-
-/// `t` and how long ago it was (or how soon it is, for `run_at` and
-/// `locked_until`), by this machine's clock, to the second.
-fn ago(t: SystemTime) -> String {
-    let whole = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
-    match SystemTime::now().duration_since(t) {
-        Ok(age) => format!("{} ({} ago)", time(t), whole(age)),
-        Err(ahead) => format!("{} (in {})", time(t), whole(ahead.duration())),
-    }
-}
-
-fn opt_time(t: Option<SystemTime>) -> String {
-    t.map_or_else(|| "-".to_owned(), ago)
-}
-
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_style(presets::UTF8_FULL_CONDENSED);
-    t.set_header(header.to_vec());
-    t
-}
-
-fn shorten(text: &str, max: usize) -> String {
-    let text = printable(text);
-    if text.chars().count() <= max {
-        text
-    } else {
-        text.chars().take(max.saturating_sub(1)).chain(['…']).collect()
-    }
-}
-
-fn row_json(r: &EventRow) -> Value {
-    json!({
-        "provider": r.provider,
-        "scope": r.scope,
-        "key": r.key,
-        "event_type": r.event_type,
-        "state": r.state,
-        "attempts": r.attempts,
-        "last_error": r.last_error,
-        "response_status": r.response_status,
-        "received_at": time_json(Some(r.received_at)),
-        "last_failed_at": time_json(r.last_failed_at),
-    })
-}
-
-fn rows_table(rows: &[EventRow]) -> String {
-    let mut t = table(&[
-        "provider",
-        "scope",
-        "key",
-        "type",
-        "state",
-        "attempts",
-        "status",
-        "received",
-        "last failed",
-        "last error",
-    ]);
-    for r in rows {
-        t.add_row(vec![
-            printable(&r.provider),
-            printable(&r.scope),
-            printable(&r.key),
-            r.event_type.as_deref().map_or_else(|| "-".into(), printable),
-            r.state.clone(),
-            r.attempts.to_string(),
-            r.response_status.map_or_else(|| "-".into(), |s| s.to_string()),
-            time(r.received_at),
-            r.last_failed_at.map_or_else(|| "-".into(), time),
-            r.last_error.as_deref().map_or_else(|| "-".into(), |e| shorten(e, 60)),
-        ]);
-    }
-    t.to_string()
-}
-
-fn json_text(v: &Value) -> String {
-    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
-    s.push('\n');
-    s
 }
 
 async fn stats(admin: &Admin, as_json: bool) -> Result<Report, Fail> {
@@ -741,7 +469,7 @@ async fn run(cli: Cli) -> Result<Report, Fail> {
     let (pool, target) = connect(cli.database_url.as_deref())?;
     let schema = cli.schema.as_str();
     check_schema(&pool, schema).await.map_err(|e| schema_failure(&e, schema, &target))?;
-    let admin = Admin::new(pool, schema).map_err(|e| Fail::usage(format!("--schema: {e}")))?;
+    let admin = Admin::new(StoreConfig::new(pool).schema(schema)).map_err(|e| Fail::usage(format!("--schema: {e}")))?;
     let as_json = cli.json;
     match cli.command {
         Command::Stats => stats(&admin, as_json).await,

@@ -1,0 +1,125 @@
+//! `webhook-admin`'s rendering: text tables, JSON, times and sender-controlled
+//! text made safe for a terminal.
+
+use std::time::{Duration, SystemTime};
+
+use base64::Engine as _;
+
+use comfy_table::{presets, Table};
+use serde_json::{json, Value};
+use webhook_idempotency::store::admin::EventRow;
+
+/// Sender-controlled text with control characters escaped, so a key, an
+/// error or a payload cannot drive the operator's terminal.
+pub(crate) fn printable(text: &str) -> String {
+    text.chars().map(|c| if unsafe_to_print(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect()
+}
+
+/// Control characters, and the invisible format characters that reorder or
+/// hide text on a terminal (bidirectional overrides and isolates, zero-width
+/// characters, the byte-order mark): a sender must not be able to make the
+/// operator read something else than what is stored.
+pub(crate) fn unsafe_to_print(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// A payload as printable text: `("utf8", text)` when it is UTF-8 without
+/// control or invisible format characters other than tab and LF (a bare CR
+/// would let the payload overwrite what the terminal shows), else
+/// `("base64", ...)`.
+pub(crate) fn payload_text(bytes: &[u8]) -> (&'static str, String) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) if !s.chars().any(|c| unsafe_to_print(c) && !matches!(c, '\n' | '\t')) => ("utf8", s.to_owned()),
+        _ => ("base64", base64::engine::general_purpose::STANDARD.encode(bytes)),
+    }
+}
+
+pub(crate) fn time(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+pub(crate) fn time_json(t: Option<SystemTime>) -> Value {
+    t.map_or(Value::Null, |t| humantime::format_rfc3339_millis(t).to_string().into())
+}
+
+/// `t` and how long ago it was (or how soon it is, for `run_at` and
+/// `locked_until`), by this machine's clock, to the second.
+pub(crate) fn ago(t: SystemTime) -> String {
+    let whole = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+    match SystemTime::now().duration_since(t) {
+        Ok(age) => format!("{} ({} ago)", time(t), whole(age)),
+        Err(ahead) => format!("{} (in {})", time(t), whole(ahead.duration())),
+    }
+}
+
+pub(crate) fn opt_time(t: Option<SystemTime>) -> String {
+    t.map_or_else(|| "-".to_owned(), ago)
+}
+
+pub(crate) fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(presets::UTF8_FULL_CONDENSED);
+    t.set_header(header.to_vec());
+    t
+}
+
+pub(crate) fn shorten(text: &str, max: usize) -> String {
+    let text = printable(text);
+    if text.chars().count() <= max {
+        text
+    } else {
+        text.chars().take(max.saturating_sub(1)).chain(['…']).collect()
+    }
+}
+
+pub(crate) fn row_json(r: &EventRow) -> Value {
+    json!({
+        "provider": r.provider,
+        "scope": r.scope,
+        "key": r.key,
+        "event_type": r.event_type,
+        "state": r.state,
+        "attempts": r.attempts,
+        "last_error": r.last_error,
+        "response_status": r.response_status,
+        "received_at": time_json(Some(r.received_at)),
+        "last_failed_at": time_json(r.last_failed_at),
+    })
+}
+
+pub(crate) fn rows_table(rows: &[EventRow]) -> String {
+    let mut t = table(&[
+        "provider",
+        "scope",
+        "key",
+        "type",
+        "state",
+        "attempts",
+        "status",
+        "received",
+        "last failed",
+        "last error",
+    ]);
+    for r in rows {
+        t.add_row(vec![
+            printable(&r.provider),
+            printable(&r.scope),
+            printable(&r.key),
+            r.event_type.as_deref().map_or_else(|| "-".into(), printable),
+            r.state.clone(),
+            r.attempts.to_string(),
+            r.response_status.map_or_else(|| "-".into(), |s| s.to_string()),
+            time(r.received_at),
+            r.last_failed_at.map_or_else(|| "-".into(), time),
+            r.last_error.as_deref().map_or_else(|| "-".into(), |e| shorten(e, 60)),
+        ]);
+    }
+    t.to_string()
+}
+
+pub(crate) fn json_text(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}

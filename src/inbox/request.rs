@@ -1,0 +1,78 @@
+//! The request a worker hands the handler: rebuilt from the stored head and
+//! body, with the transaction and the event in its extensions, as the layer
+//! would have handed it in synchronous mode.
+
+use bytes::Bytes;
+use http::Request;
+
+use super::InboxBody;
+use crate::event::WebhookEvent;
+use crate::store::inbox::{InboxRow, RequestHead};
+use crate::store::queue::Leased;
+use crate::tx::WebhookTx;
+
+impl RequestHead {
+    /// The head of `parts` without the headers that must not be stored, nor
+    /// those in `drop_also` (headers a custom verifier reads a shared token
+    /// from: [`WebhookLayerBuilder::inbox_drop_header`](crate::WebhookLayerBuilder::inbox_drop_header)).
+    pub fn of(parts: &http::request::Parts, drop_also: &[http::HeaderName]) -> Self {
+        let headers = parts
+            .headers
+            .iter()
+            .filter(|(name, _)| keep_header(name.as_str()) && !drop_also.contains(name))
+            .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
+            .collect();
+        Self { method: parts.method.to_string(), uri: parts.uri.to_string(), headers }
+    }
+
+    /// Rebuilds a request with this head and `body`.
+    ///
+    /// # Errors
+    /// When the stored method, URI or a header no longer parses (a row
+    /// written by hand).
+    pub fn to_request<B>(&self, body: B) -> Result<Request<B>, http::Error> {
+        let mut req = Request::builder().method(self.method.as_str()).uri(self.uri.as_str());
+        for (name, value) in &self.headers {
+            req = req.header(name.as_str(), value.as_str());
+        }
+        req.body(body)
+    }
+}
+
+/// Whether a header may be stored: not a signature, nor a credential.
+fn keep_header(name: &str) -> bool {
+    !(name.contains("signature")
+        || name.contains("hmac")
+        || name == "authorization"
+        || name == "proxy-authorization"
+        || name == "cookie")
+}
+
+/// Marks a request an [`InboxWorker`](super::InboxWorker) rebuilt: a
+/// `WebhookLayer` that sees it was wrongly put in front of the worker's
+/// handlers and says so.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FromInbox;
+
+/// The request for `row`'s handler: the stored head (`POST /` for a row
+/// without one) and body, with [`FromInbox`], `tx` and the
+/// [`WebhookEvent`] in the extensions.
+///
+/// # Errors
+/// When the stored head no longer parses.
+pub(crate) fn rebuild(row: &Leased<InboxRow>, tx: WebhookTx) -> Result<Request<InboxBody>, http::Error> {
+    let body: Bytes = row.payload().body.clone();
+    let mut request = match &row.payload().head {
+        Some(head) => head.to_request(InboxBody::new(body.clone())),
+        None => Request::builder().method(http::Method::POST).uri("/").body(InboxBody::new(body.clone())),
+    }?;
+    // axum's body extractors read the stored body whatever its size (it was
+    // accepted under the layer's limit), as they do in the layer.
+    #[cfg(feature = "axum")]
+    axum_core::extract::DefaultBodyLimit::max(body.len().max(1)).apply(&mut request);
+    let extensions = request.extensions_mut();
+    extensions.insert(FromInbox);
+    extensions.insert(tx);
+    extensions.insert(WebhookEvent::new(row.event(), row.attempt(), body));
+    Ok(request)
+}

@@ -1,0 +1,92 @@
+//! The inbox's kind of work: one leased row through the handler service, in
+//! the work's transaction, completed fenced by the lease.
+
+use std::future::poll_fn;
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::{request, InboxBody};
+use crate::store::inbox::{InboxRow, InboxRows};
+use crate::store::queue::{Incomplete, Leased, TableQueue};
+use crate::worker::{Guard, Outcome, Stopped, Work};
+
+/// The inbox worker's work: the handler service, called with each leased
+/// row's rebuilt request. Built by
+/// [`InboxWorker::builder`](super::InboxWorker::builder); it has no API of
+/// its own.
+#[derive(Clone)]
+pub struct InboxWork<S> {
+    service: S,
+}
+
+impl<S> std::fmt::Debug for InboxWork<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InboxWork").finish_non_exhaustive()
+    }
+}
+
+impl<S> InboxWork<S> {
+    pub(crate) fn new(service: S) -> Self {
+        Self { service }
+    }
+}
+
+impl<S, ResBody> Work for InboxWork<S>
+where
+    S: Service<Request<InboxBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: std::fmt::Display + Send + 'static,
+    ResBody: Send + 'static,
+{
+    type Kind = InboxRows;
+
+    async fn run(self, queue: &TableQueue<InboxRows>, row: &Leased<InboxRow>, guard: &Guard) -> Outcome {
+        let tx = match queue.begin(row).await {
+            Ok(tx) => tx,
+            Err(e) => return Outcome::failed(format!("could not begin the transaction: {e}"), None),
+        };
+        let Ok(request) = request::rebuild(row, tx.tx()) else {
+            return Outcome::failed("the stored request head does not parse", None);
+        };
+        let mut service = self.service;
+        let answered = guard
+            .call(async move {
+                poll_fn(|cx| service.poll_ready(cx)).await?;
+                service.call(request).await
+            })
+            .await;
+        let status = match answered {
+            Ok(Ok(response)) => response.status(),
+            Ok(Err(e)) => {
+                tx.rollback().await;
+                return Outcome::failed(format!("the service failed: {e}"), None);
+            }
+            Err(stopped) => {
+                tx.rollback().await;
+                let why = match stopped {
+                    Stopped::TimedOut => "the handler timed out",
+                    Stopped::Panicked => "the handler panicked",
+                };
+                return Outcome::failed(why, None);
+            }
+        };
+        let code = Some(status.as_u16());
+        if let Some(conflict) = tx.retryable_conflict() {
+            tx.rollback().await;
+            return Outcome::failed(format!("retryable conflict in the handler's transaction ({conflict})"), code);
+        }
+        if !status.is_success() {
+            tx.rollback().await;
+            return Outcome::failed(format!("the handler answered {}", status.as_u16()), code);
+        }
+        match tx.complete(code).await {
+            Ok(()) => Outcome::Done,
+            // The lease was taken over, or the handler ended the transaction
+            // itself: recording the failure is fenced by the lease, so it lands
+            // only in the second case.
+            Err(e @ Incomplete::LeaseLost) => Outcome::failed(e.to_string(), code),
+            Err(e) => Outcome::failed(format!("not committed: {e}"), code),
+        }
+    }
+}

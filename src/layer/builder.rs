@@ -1,0 +1,383 @@
+//! [`WebhookLayerBuilder`]: the layer's settings, checked once at build.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::StatusCode;
+
+use super::config::{Config, InboxMode, SuccessFn};
+use super::rejection::{self, Rejection};
+use super::DEFAULT_RETRY_AFTER;
+use super::{Mode, ReplayStatus, WebhookLayer, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT, DEFAULT_LOCK_TIMEOUT};
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::provider::Provider;
+use crate::scope::{Endpoint, ScopeResolver};
+use crate::store::inbox::Inbox;
+use crate::store::{ClaimStore, IsolationLevel, StoreConfig};
+use crate::verify::{Clock, SigningSecret, SystemClock};
+
+impl WebhookLayer {
+    /// Starts a builder for deliveries from `provider`, claimed in `store`'s
+    /// database (a [`StoreConfig`], or a bare pool for the defaults). Set a scope and secrets ([`scope`](WebhookLayerBuilder::scope)
+    /// and [`secret`](WebhookLayerBuilder::secret)) or a
+    /// [`resolver`](WebhookLayerBuilder::resolver), then
+    /// [`build`](WebhookLayerBuilder::build).
+    pub fn builder(store: impl Into<StoreConfig>, provider: Provider) -> WebhookLayerBuilder {
+        WebhookLayerBuilder {
+            store: store.into(),
+            provider,
+            scope: None,
+            secrets: Vec::new(),
+            resolver: None,
+            body_limit: None,
+            gzip_limit: None,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            isolation: IsolationLevel::ReadCommitted,
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            retry_after: DEFAULT_RETRY_AFTER,
+            success: Arc::new(|s: StatusCode| s.is_success()),
+            replay_status: ReplayStatus::Ok,
+            clock: Arc::new(SystemClock),
+            operator_replay: None,
+            rejection_responder: None,
+            lookup_first: true,
+            mode: Mode::Sync,
+            inbox_ack: (StatusCode::OK, bytes::Bytes::new()),
+            inbox_drop: Vec::new(),
+        }
+    }
+}
+
+/// Builder for [`WebhookLayer`]. Every setter takes `self` by value.
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// use webhook_idempotency::deadpool_postgres::{Manager, Pool};
+/// use webhook_idempotency::store::StoreConfig;
+/// use webhook_idempotency::{tokio_postgres, Provider, ReplayStatus, WebhookLayer};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = Pool::builder(Manager::new("postgresql://app@localhost/app".parse()?, tokio_postgres::NoTls)).build()?;
+/// // Where the tables are and the database timeouts: one value for every part.
+/// let store = StoreConfig::new(pool).schema("webhooks"); // migrated with store::migrate_schema(&pool, "webhooks")
+/// let layer = WebhookLayer::builder(store, Provider::stripe())
+///     .scope("acct_main")
+///     .secret("whsec_new") // rotation: either secret passes
+///     .secret("whsec_old")
+///     .lock_timeout(Duration::from_secs(2)) // in-flight duplicate: 409 after 2 s
+///     .replay_status(ReplayStatus::Stored)
+///     .build()?; // ConfigError: no scope, an unusable secret, an invalid name, ...
+/// # drop(layer);
+/// # Ok(())
+/// # }
+/// ```
+#[must_use]
+pub struct WebhookLayerBuilder {
+    store: StoreConfig,
+    provider: Provider,
+    scope: Option<String>,
+    secrets: Vec<SigningSecret>,
+    resolver: Option<Arc<dyn ScopeResolver>>,
+    body_limit: Option<usize>,
+    gzip_limit: Option<usize>,
+    body_timeout: Duration,
+    isolation: IsolationLevel,
+    lock_timeout: Duration,
+    retry_after: Duration,
+    success: Arc<SuccessFn>,
+    replay_status: ReplayStatus,
+    clock: Arc<dyn Clock>,
+    operator_replay: Option<(http::HeaderName, SigningSecret)>,
+    rejection_responder: Option<rejection::RejectionResponder>,
+    lookup_first: bool,
+    mode: Mode,
+    inbox_ack: (StatusCode, bytes::Bytes),
+    inbox_drop: Vec<http::HeaderName>,
+}
+
+impl fmt::Debug for WebhookLayerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookLayerBuilder")
+            .field("provider", &self.provider.name())
+            .field("scope", &self.scope)
+            .field("secrets", &self.secrets.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WebhookLayerBuilder {
+    /// The fixed scope (tenant) of this route: 1 to 512 bytes, no NUL.
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        self.scope = Some(scope.into());
+        self
+    }
+
+    /// Adds a signing secret. Call it again for rotation: a delivery passes
+    /// when any configured secret matches.
+    pub fn secret(mut self, secret: impl Into<SigningSecret>) -> Self {
+        self.secrets.push(secret.into());
+        self
+    }
+
+    /// Resolves scope and secrets per request instead of fixing them, for
+    /// multi-tenant routes. Excludes [`scope`](Self::scope) and
+    /// [`secret`](Self::secret).
+    pub fn resolver(mut self, resolver: impl ScopeResolver) -> Self {
+        self.resolver = Some(Arc::new(resolver));
+        self
+    }
+
+    /// Largest body accepted, in bytes. Larger: 413. Default: the preset's own
+    /// limit where it has one ([`Provider::default_body_limit`]; Twilio: 64 KiB),
+    /// else 25 MiB (GitHub sends up to 25 MB).
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = Some(bytes);
+        self
+    }
+
+    /// The isolation level of the claim's transaction, which the handler's
+    /// writes share (default READ COMMITTED; see [`IsolationLevel`]).
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.isolation = level;
+        self
+    }
+
+    /// The longest a client may take to send the whole body (default 30 s);
+    /// a slower one (a client trickling bytes) is answered 408 and nothing is
+    /// stored. Bounds how long a connection and its buffer are held before
+    /// the signature can even be checked.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
+    /// Accepts `Content-Encoding: gzip` bodies: they are decoded (at most
+    /// `inflated_limit` bytes, else 413; corrupt: 400) and the signature is
+    /// verified over the decoded bytes, which the handler receives with the
+    /// `Content-Encoding` header removed. Off by default: a body with any
+    /// `Content-Encoding` other than `identity` is answered 415. Enable it
+    /// only for senders that sign the uncompressed payload (none of the
+    /// presets sends compressed deliveries).
+    pub fn gzip(mut self, inflated_limit: usize) -> Self {
+        self.gzip_limit = Some(inflated_limit);
+        self
+    }
+
+    /// How long a delivery waits for another delivery of the same event that
+    /// is in flight (default 5 s) before answering 409 + `Retry-After`.
+    ///
+    /// The wait holds no pooled connection: each check is one claim attempt
+    /// that gives up at once when the other delivery holds the event's
+    /// advisory lock (`pg_try_advisory_xact_lock`, PostgreSQL docs "Advisory
+    /// Locks"), after which the connection goes back to the pool; checks repeat
+    /// with backoff (10 ms doubling to 200 ms) until this bound. So copies of
+    /// an event whose handler is slow cannot exhaust the pool. Millisecond
+    /// resolution; 1 ms to 2^31-1 ms.
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// The `Retry-After` sent with 409 and 503 (default 5 s); the header
+    /// carries whole seconds, rounded down, at least 1.
+    pub fn retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = after;
+        self
+    }
+
+    /// Which handler statuses commit (default: 2xx only; redirects roll back).
+    pub fn success(mut self, predicate: impl Fn(StatusCode) -> bool + Send + Sync + 'static) -> Self {
+        self.success = Arc::new(predicate);
+        self
+    }
+
+    /// How duplicates of a done event are answered (default 200).
+    pub fn replay_status(mut self, replay: ReplayStatus) -> Self {
+        self.replay_status = replay;
+        self
+    }
+
+    /// The clock timestamp tolerances are checked against (default: the
+    /// system clock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Whether a delivery first looks for a `done` row outside any
+    /// transaction (default `true`: a duplicate of a done event is one
+    /// autocommit `SELECT`, one round trip, no transaction). `false` claims
+    /// a new event in the first flight, one statement and one round trip
+    /// fewer, and costs a duplicate two round trips inside a transaction
+    /// that writes nothing; choose it when duplicates are rare. See
+    /// [`ClaimStoreBuilder::lookup_first`](crate::store::ClaimStoreBuilder::lookup_first)
+    /// and BENCHMARKS.md.
+    pub fn lookup_first(mut self, lookup_first: bool) -> Self {
+        self.lookup_first = lookup_first;
+        self
+    }
+
+    /// Synchronous (the default) or inbox mode; see [`Mode`].
+    ///
+    /// In inbox mode the body is stored (up to the body limit) with the
+    /// request head, minus headers naming a signature, HMAC or credential
+    /// (`*signature*`, `*hmac*`, `Authorization`, `Cookie`) and the
+    /// operator-replay header: the signature was verified before the row was
+    /// written. Rows stay until retention removes them (never `pending`,
+    /// `running` or `dead` ones).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Inbox mode's answer to an accepted delivery and to a duplicate of one
+    /// (the duplicate also gets `Idempotent-Replayed: true`): default `200`
+    /// with an empty body. Handshakes (Slack's `url_verification`, Discord's
+    /// PING, ...) are still answered by the layer inline.
+    pub fn inbox_ack(mut self, status: StatusCode, body: impl Into<bytes::Bytes>) -> Self {
+        self.inbox_ack = (status, body.into());
+        self
+    }
+
+    /// A header inbox mode must not store, besides those it never stores
+    /// (names containing `signature` or `hmac`, `Authorization`,
+    /// `Proxy-Authorization`, `Cookie`): for example the header a custom
+    /// verifier reads a shared token from (`X-Gitlab-Token`). Repeat for
+    /// several. The URI is stored whole: do not put credentials in the
+    /// webhook URL's query.
+    pub fn inbox_drop_header(mut self, name: http::HeaderName) -> Self {
+        self.inbox_drop.push(name);
+        self
+    }
+
+    /// Shapes the body of the layer's own refusals (401, 413, 409, 503, ...;
+    /// see [`RejectionKind`](super::RejectionKind)), for example as RFC 9457 problem details. The
+    /// layer keeps the status the kind gives, and adds `Retry-After`, `Allow`
+    /// and the [`Rejection`] extension; headers the function sets are kept.
+    /// The default body is one short line of text. Never put secrets, the
+    /// payload or database errors in it: the client is unauthenticated.
+    pub fn rejection_response(
+        mut self,
+        shape: impl Fn(&Rejection) -> http::Response<bytes::Bytes> + Send + Sync + 'static,
+    ) -> Self {
+        self.rejection_responder = Some(Arc::new(shape));
+        self
+    }
+
+    /// Lets an operator replay an old delivery: a request whose header
+    /// `header` equals `token` skips the timestamp tolerance check (the
+    /// signature is still verified, and the claim still deduplicates).
+    /// For re-sending deliveries captured before an outage, after their
+    /// signed timestamp went stale. Keep the token out of senders' reach.
+    pub fn operator_replay(mut self, header: http::HeaderName, token: impl Into<SigningSecret>) -> Self {
+        self.operator_replay = Some((header, token.into()));
+        self
+    }
+
+    /// Checks the configuration and builds the layer.
+    ///
+    /// # Errors
+    /// [`ConfigError`] when neither a scope nor a resolver is set, both are,
+    /// the fixed endpoint's key material cannot authenticate anything (no
+    /// secret, an empty one, a bare `whsec_`, or what the provider's
+    /// [`Verifier::check_secrets`](crate::verify::Verifier::check_secrets)
+    /// refuses; the message names the provider), a name is invalid (the
+    /// schema of the [`StoreConfig`] included), `lock_timeout` is out of
+    /// range, the body limit is 0 or the operator-replay token is short.
+    pub fn build(self) -> Result<WebhookLayer, ConfigError> {
+        let resolver = resolver(&self.provider, self.resolver, self.scope, self.secrets)?;
+        crate::key::validate(self.provider.name()).map_err(|_| {
+            ConfigError::of(ConfigErrorKind::InvalidName, "the provider name must be 1 to 512 bytes without NUL")
+        })?;
+        // PostgreSQL's lock_timeout is an int of milliseconds; 0 would mean no limit.
+        if self.lock_timeout.as_millis() == 0 || self.lock_timeout.as_millis() > i32::MAX as u128 {
+            return Err(ConfigError::of(
+                ConfigErrorKind::InvalidLimit,
+                "lock_timeout must be 1 ms to 2^31-1 ms (about 24.8 days)",
+            ));
+        }
+        let body_limit = self.body_limit.or(self.provider.default_body_limit()).unwrap_or(DEFAULT_BODY_LIMIT);
+        if body_limit == 0 {
+            return Err(ConfigError::of(ConfigErrorKind::InvalidLimit, "the body limit must be at least 1 byte"));
+        }
+        if self.operator_replay.as_ref().is_some_and(|(_, t)| t.expose().len() < 16) {
+            return Err(ConfigError::of(
+                ConfigErrorKind::WeakReplayToken,
+                "the operator replay token must be at least 16 bytes",
+            ));
+        }
+        let inbox = match self.mode {
+            Mode::Inbox => Some(InboxMode {
+                inbox: Inbox::new(self.store.clone())?,
+                status: self.inbox_ack.0,
+                body: self.inbox_ack.1,
+                drop_headers: self.inbox_drop,
+            }),
+            Mode::Sync => None,
+        };
+        let store = ClaimStore::builder(self.store)
+            .isolation_level(self.isolation)
+            .in_flight_wait(self.lock_timeout)
+            .lookup_first(self.lookup_first)
+            .build()?;
+        Ok(WebhookLayer {
+            config: Arc::new(Config {
+                store,
+                inbox,
+                provider: self.provider,
+                resolver,
+                body_limit,
+                gzip_limit: self.gzip_limit,
+                body_timeout: self.body_timeout,
+                retry_after: http::HeaderValue::from(self.retry_after.as_secs().max(1)),
+                success: self.success,
+                replay_status: self.replay_status,
+                clock: self.clock,
+                operator_replay: self.operator_replay,
+                rejection_responder: self.rejection_responder,
+            }),
+        })
+    }
+}
+
+/// The endpoint resolver: the configured one, or the fixed scope with its
+/// secrets, checked.
+fn resolver(
+    provider: &Provider,
+    resolver: Option<Arc<dyn ScopeResolver>>,
+    scope: Option<String>,
+    secrets: Vec<SigningSecret>,
+) -> Result<Arc<dyn ScopeResolver>, ConfigError> {
+    match (resolver, scope) {
+        (Some(_), Some(_)) => {
+            Err(ConfigError::of(ConfigErrorKind::Endpoint, "set either a resolver or a fixed scope, not both"))
+        }
+        (Some(_), None) if !secrets.is_empty() => Err(ConfigError::of(
+            ConfigErrorKind::SecretsWithResolver,
+            "with a resolver, secrets come from the resolver",
+        )),
+        (Some(r), None) => Ok(r),
+        (None, Some(scope)) => {
+            crate::key::validate(&scope).map_err(|_| {
+                ConfigError::of(ConfigErrorKind::InvalidName, "the scope must be 1 to 512 bytes without NUL")
+            })?;
+            if let Err(e) = provider.verifier_ref().check_secrets(&secrets) {
+                return Err(ConfigError::key_material_of(format!("{} layer: {e}", provider.name()), e));
+            }
+            if let Some(i) = secrets.iter().position(SigningSecret::has_surrounding_whitespace) {
+                return Err(ConfigError::of(
+                    ConfigErrorKind::SecretWhitespace,
+                    format!(
+                        "signing secret #{} has leading or trailing whitespace (a newline from a file or an \
+                         environment variable?): trim it; a secret is used byte for byte",
+                        i + 1
+                    ),
+                ));
+            }
+            Ok(Arc::new(Endpoint::new(scope, secrets)))
+        }
+        (None, None) => Err(ConfigError::of(ConfigErrorKind::Endpoint, "set a scope (and secrets) or a resolver")),
+    }
+}

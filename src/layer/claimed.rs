@@ -1,0 +1,136 @@
+//! The claimed-request step: claim the event, hand the claim's transaction
+//! to the inner service with the request, then commit or roll back from the
+//! response. No HTTP answer is made here: the step says what happened, and
+//! each layer on the store (the webhook layer today, the `Idempotency-Key`
+//! layer next) turns that into its own response. The request is built by
+//! the caller once the claim exists, so each layer puts its own extensions
+//! in it.
+//!
+//! Per claimed request, in this order: the claim (a pooled connection, a
+//! transaction, `INSERT ... ON CONFLICT`; see [`ClaimStore`]); the inner
+//! service; then, on a success status and no retryable conflict in the
+//! handler's statements, the fenced commit (only a confirmed `COMMIT` is a
+//! success), otherwise a rollback and the failed attempt recorded.
+
+use std::future::poll_fn;
+use std::time::Instant;
+
+use http::{Request, Response, StatusCode};
+use tower_service::Service;
+
+use super::config::SuccessFn;
+use crate::event::ScopedEvent;
+use crate::store::{Claim, ClaimStore, ClaimedEvent, CommitErrorKind};
+
+/// What [`run`] did with a request.
+#[derive(Debug)]
+pub(crate) enum Claimed<R, E> {
+    /// The handler ran; `committed` when its writes and the claim committed
+    /// (a success status), else rolled back and the attempt recorded.
+    Handled { response: R, committed: bool },
+    /// Processed before: the status the handler answered then, if stored.
+    Duplicate { status: Option<u16> },
+    /// Another delivery still held the event after the in-flight wait.
+    InFlight,
+    /// The store failed: the claim could not be made (`"claim"`) or the
+    /// commit did not happen or its outcome is unknown (`"commit"`).
+    Unavailable(&'static str),
+    /// A statement of the handler met a retryable conflict (its SQLSTATE):
+    /// rolled back and recorded; the sender's retry will succeed.
+    Conflict(&'static str),
+    /// The handler answered while a clone of the transaction was still in
+    /// use (a task it spawned): rolled back when that clone drops.
+    StillInUse,
+    /// The inner service failed: rolled back and recorded.
+    ServiceError(E),
+}
+
+/// Claims `event` in `store` and, when claimed, calls `inner` with the
+/// request `request` builds from the claim; commits when `success` accepts
+/// the response's status.
+pub(crate) async fn run<S, ReqBody, ResBody>(
+    store: &ClaimStore,
+    event: &ScopedEvent,
+    success: &SuccessFn,
+    mut inner: S,
+    request: impl FnOnce(&ClaimedEvent) -> Request<ReqBody>,
+) -> Claimed<Response<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    let claim_started = Instant::now();
+    let claim = store.claim(event).await;
+    crate::metrics::claim(event.provider(), claim_started.elapsed());
+    let claimed = match claim {
+        Ok(Claim::Claimed(claimed)) => claimed,
+        Ok(Claim::Done { status }) => {
+            tracing::info!(outcome = "duplicate", "webhook event already processed; replayed");
+            return Claimed::Duplicate { status };
+        }
+        Ok(Claim::InFlight) => return Claimed::InFlight,
+        Err(e) => {
+            tracing::error!(error = %e, "claim failed");
+            return Claimed::Unavailable("claim");
+        }
+    };
+    tracing::info!(outcome = "claimed", attempt = claimed.attempt(), "webhook event claimed");
+    let req = request(&claimed);
+    let handler_started = Instant::now();
+    let result = match poll_fn(|cx| inner.poll_ready(cx)).await {
+        Ok(()) => inner.call(req).await,
+        Err(e) => Err(e),
+    };
+    crate::metrics::handler(event.provider(), handler_started.elapsed());
+    end(claimed, result, success).await
+}
+
+/// Commits or rolls back from the handler's result.
+async fn end<R, E>(
+    claimed: ClaimedEvent,
+    result: Result<Response<R>, E>,
+    success: &SuccessFn,
+) -> Claimed<Response<R>, E> {
+    let response = match result {
+        Ok(response) => response,
+        Err(e) => {
+            return match claimed.fail("inner service returned an error", None).await {
+                Ok(()) => Claimed::ServiceError(e),
+                Err(_) => Claimed::StillInUse,
+            }
+        }
+    };
+    let status = response.status();
+    if let Some(code) = claimed.retryable_conflict() {
+        // A deadlock, serialization failure or lock timeout in the handler:
+        // the sender's retry will succeed, so say so instead of passing on the
+        // handler's failure (or a success over an aborted transaction).
+        return match fail(claimed, "retryable conflict in the handler's transaction", status).await {
+            Ok(()) => Claimed::Conflict(code),
+            Err(still) => still,
+        };
+    }
+    if !success(status) {
+        if let Err(still) = fail(claimed, "handler answered a non-success status", status).await {
+            return still;
+        }
+        tracing::warn!(outcome = "failed", status = status.as_u16(), "handler did not succeed; rolled back");
+        return Claimed::Handled { response, committed: false };
+    }
+    match claimed.commit(status.as_u16()).await {
+        Ok(()) => {
+            tracing::info!(outcome = "committed", status = status.as_u16(), "webhook event processed");
+            Claimed::Handled { response, committed: true }
+        }
+        Err(e) if e.kind() == CommitErrorKind::StillInUse => Claimed::StillInUse,
+        Err(e) => {
+            tracing::error!(error = %e, "not committed");
+            Claimed::Unavailable("commit")
+        }
+    }
+}
+
+/// Rolls back and records the failed attempt; `StillInUse` when a clone of
+/// the transaction still holds it.
+async fn fail<R, E>(claimed: ClaimedEvent, error: &str, status: StatusCode) -> Result<(), Claimed<R, E>> {
+    claimed.fail(error, Some(status.as_u16())).await.map_err(|_| Claimed::StillInUse)
+}

@@ -1,0 +1,158 @@
+//! [`StoreConfig`]: the one value that says where the tables are and how
+//! every database step behaves, shared by the layer, the claim store, the
+//! workers, the operator API and retention.
+
+use std::fmt;
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+
+use super::driver::Db;
+use crate::error::{ConfigError, ConfigErrorKind};
+
+/// The default wait for a pooled connection: 5 seconds.
+pub const DEFAULT_POOL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The default client-side deadline of each database step: 2 seconds.
+pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The database the crate works in: a deadpool-postgres pool, the schema
+/// holding the tables, and the rules every step follows. Build it once and
+/// give a clone to each part ([`WebhookLayer::builder`](crate::WebhookLayer::builder),
+/// [`InboxWorker::builder`](crate::inbox::InboxWorker::builder),
+/// [`ClaimStore::builder`](super::ClaimStore::builder),
+/// [`Admin::new`](super::admin::Admin::new),
+/// [`Retention::builder`](super::retention::Retention::builder)); every one of
+/// them also takes a bare [`Pool`] (`impl From<Pool>`) for the defaults.
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// use webhook_idempotency::deadpool_postgres::{Manager, Pool};
+/// use webhook_idempotency::store::StoreConfig;
+/// use webhook_idempotency::tokio_postgres;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = Pool::builder(Manager::new("postgresql://app@localhost/app".parse()?, tokio_postgres::NoTls)).build()?;
+/// let store = StoreConfig::new(pool)
+///     .schema("webhooks") // migrated with store::migrate_schema(&pool, "webhooks")
+///     .database_timeout(Duration::from_secs(1))
+///     .transaction_pooler(true); // behind PgBouncer in transaction mode
+/// # drop(store);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+#[must_use]
+pub struct StoreConfig {
+    pool: Pool,
+    schema: String,
+    pool_timeout: Duration,
+    database_timeout: Duration,
+    transaction_pooler: bool,
+}
+
+impl fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("schema", &self.schema)
+            .field("pool_timeout", &self.pool_timeout)
+            .field("database_timeout", &self.database_timeout)
+            .field("transaction_pooler", &self.transaction_pooler)
+            .finish_non_exhaustive()
+    }
+}
+
+impl From<Pool> for StoreConfig {
+    fn from(pool: Pool) -> Self {
+        Self::new(pool)
+    }
+}
+
+impl StoreConfig {
+    /// The tables under [`DEFAULT_SCHEMA`](super::DEFAULT_SCHEMA) in `pool`'s
+    /// database, with the default timeouts.
+    pub fn new(pool: Pool) -> Self {
+        Self {
+            pool,
+            schema: super::DEFAULT_SCHEMA.to_owned(),
+            pool_timeout: DEFAULT_POOL_TIMEOUT,
+            database_timeout: DEFAULT_DATABASE_TIMEOUT,
+            transaction_pooler: false,
+        }
+    }
+
+    /// The PostgreSQL schema holding the tables (default
+    /// `webhook_idempotency`): a plain identifier (lower-case ASCII letters,
+    /// digits and `_`, not starting with a digit, at most 63 bytes), checked
+    /// when a part is built; migrate it with
+    /// [`migrate_schema`](super::migrate_schema).
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// How long to wait for a pooled connection (default 5 s); past it the
+    /// step fails with [`StoreErrorKind::PoolTimeout`](crate::StoreErrorKind::PoolTimeout)
+    /// (the layer answers 503 + `Retry-After`).
+    pub fn pool_timeout(mut self, timeout: Duration) -> Self {
+        self.pool_timeout = timeout;
+        self
+    }
+
+    /// The client-side deadline of each database step on the request path
+    /// and in the workers (default 2 s): one claim attempt, the commit check
+    /// with its COMMIT, the failure record, an inbox accept, a lease. Well
+    /// under the senders' own timeouts (Slack 3 s, Shopify 5 s, GitHub 10 s).
+    /// A step past it has its connection discarded (detached from the pool,
+    /// its statement cancelled, closed), never pooled; the layer answers
+    /// 503 and `Retry-After`, and a COMMIT whose answer never came is an unknown
+    /// outcome (the retry finds the event done, or claims it again). It
+    /// covers what PostgreSQL's own timeouts cannot: a network that stops
+    /// answering without closing (a NAT or firewall dropping the
+    /// connection's mapping), where the server never sees the statement.
+    /// Operator actions, retention and migrations have no client-side
+    /// deadline.
+    pub fn database_timeout(mut self, timeout: Duration) -> Self {
+        self.database_timeout = timeout;
+        self
+    }
+
+    /// Set when the pool's connections go through a transaction-mode pooler
+    /// (PgBouncer `pool_mode = transaction`, Supavisor, RDS Proxy), which may
+    /// run each transaction on another server session, where a cached
+    /// prepared statement does not exist (SQLSTATE 26000). Every part then
+    /// sends its statements unnamed, with their parameter types, in one
+    /// round trip each, and caches no prepared statement on the connection;
+    /// [`TxClient::prepare_cached`](crate::TxClient::prepare_cached) prepares
+    /// afresh too. The handler's own statements must do the same:
+    /// `TxClient::execute(sql_text, ..)` and `query(..)` with text are fine
+    /// (prepared and closed inside the transaction). Default off: statements
+    /// are prepared once per pooled connection.
+    pub fn transaction_pooler(mut self, behind_pooler: bool) -> Self {
+        self.transaction_pooler = behind_pooler;
+        self
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The schema's name as configured.
+    pub fn schema_name(&self) -> &str {
+        &self.schema
+    }
+
+    /// The checked schema name and the database handle every part runs its
+    /// steps through.
+    ///
+    /// # Errors
+    /// [`ConfigErrorKind::InvalidSchema`] for a schema name that is not a
+    /// plain identifier.
+    pub(crate) fn open(&self) -> Result<(Db, &str), ConfigError> {
+        super::check_schema_name(&self.schema).map_err(|m| ConfigError::of(ConfigErrorKind::InvalidSchema, m))?;
+        let db = Db::new(self.pool.clone(), self.pool_timeout, self.database_timeout, self.transaction_pooler);
+        Ok((db, &self.schema))
+    }
+}

@@ -1,0 +1,164 @@
+//! [`TxClient`]: the handler's borrowed connection inside the claim's
+//! transaction, with tokio-postgres's API.
+
+use std::fmt;
+
+use deadpool_postgres::Object;
+use tokio::sync::OwnedMutexGuard;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, ToStatement};
+
+use super::TxConn;
+
+/// The connection inside a [`WebhookTx`](crate::WebhookTx), borrowed; drop it to let others use
+/// the transaction. Its methods wrap [`tokio_postgres::Client`]'s and notice
+/// retryable conflicts (see [`TxClient::execute`]); [`TxClient::raw`] gives
+/// the client itself, without that detection.
+pub struct TxClient {
+    guard: OwnedMutexGuard<Option<TxConn>>,
+}
+
+impl TxClient {
+    /// The borrowed slot; it holds a connection (checked by the caller).
+    pub(crate) fn new(guard: OwnedMutexGuard<Option<TxConn>>) -> Self {
+        Self { guard }
+    }
+}
+
+impl TxClient {
+    /// Like [`tokio_postgres::Client::prepare`], cached per pooled
+    /// connection (deadpool's statement cache); prepared afresh, not cached,
+    /// when the layer is set for a transaction-mode pooler.
+    ///
+    /// # Errors
+    /// The statement does not parse, or the connection failed.
+    pub async fn prepare_cached(&self, query: &str) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
+        let conn = self.guard.as_ref().expect("TxClient exists only while the slot is full");
+        if conn.caches_statements() {
+            conn.client().prepare_cached(query).await
+        } else {
+            // Behind a transaction-mode pooler a cached statement may not exist
+            // on the next transaction's server session: prepare afresh.
+            conn.client().prepare(query).await
+        }
+    }
+
+    /// [`tokio_postgres::Client::execute`], noting a retryable failure.
+    ///
+    /// These wrappers (`execute`, `query`, `query_one`, `query_opt`,
+    /// `batch_execute`) shadow the client's methods of the same names. When
+    /// one fails with a deadlock (40P01), a serialization failure (40001) or
+    /// a lock timeout (55P03), the layer answers 503 + `Retry-After` after
+    /// rolling back, whatever status the handler returned: the sender's
+    /// retry will succeed (PostgreSQL docs, "Serialization Failure Handling").
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::execute`].
+    pub async fn execute<T>(&self, statement: &T, params: &[&(dyn ToSql + Sync)]) -> Result<u64, tokio_postgres::Error>
+    where
+        T: ?Sized + ToStatement,
+    {
+        self.note(self.conn().execute(statement, params).await)
+    }
+
+    /// [`tokio_postgres::Client::query`], noting a retryable failure.
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::query`].
+    pub async fn query<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, tokio_postgres::Error>
+    where
+        T: ?Sized + ToStatement,
+    {
+        self.note(self.conn().query(statement, params).await)
+    }
+
+    /// [`tokio_postgres::Client::query_one`], noting a retryable failure.
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::query_one`].
+    pub async fn query_one<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, tokio_postgres::Error>
+    where
+        T: ?Sized + ToStatement,
+    {
+        self.note(self.conn().query_one(statement, params).await)
+    }
+
+    /// [`tokio_postgres::Client::query_opt`], noting a retryable failure.
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::query_opt`].
+    pub async fn query_opt<T>(
+        &self,
+        statement: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, tokio_postgres::Error>
+    where
+        T: ?Sized + ToStatement,
+    {
+        self.note(self.conn().query_opt(statement, params).await)
+    }
+
+    /// [`tokio_postgres::Client::batch_execute`], noting a retryable failure.
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::batch_execute`].
+    pub async fn batch_execute(&self, query: &str) -> Result<(), tokio_postgres::Error> {
+        self.note(self.conn().batch_execute(query).await)
+    }
+
+    /// [`tokio_postgres::Client::simple_query`], noting a retryable failure.
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::simple_query`].
+    pub async fn simple_query(
+        &self,
+        query: &str,
+    ) -> Result<Vec<tokio_postgres::SimpleQueryMessage>, tokio_postgres::Error> {
+        self.note(self.conn().simple_query(query).await)
+    }
+
+    /// [`tokio_postgres::Client::prepare`] (preparing cannot meet a conflict).
+    ///
+    /// # Errors
+    /// As [`tokio_postgres::Client::prepare`].
+    pub async fn prepare(&self, query: &str) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
+        self.conn().prepare(query).await
+    }
+
+    /// The underlying [`tokio_postgres::Client`], for what the wrappers do
+    /// not cover (`query_raw`, `copy_in`, helpers taking `&Client`).
+    ///
+    /// Statements sent through it bypass the retryable-conflict detection:
+    /// a deadlock (40P01), serialization failure (40001) or lock timeout
+    /// (55P03) met there is not noticed by the layer, which then passes the
+    /// handler's own answer on. Return a non-2xx for such errors yourself, or
+    /// use the wrappers. Do not send `COMMIT`, `ROLLBACK` or `BEGIN`.
+    pub fn raw(&self) -> &tokio_postgres::Client {
+        self.conn()
+    }
+
+    fn note<R>(&self, result: Result<R, tokio_postgres::Error>) -> Result<R, tokio_postgres::Error> {
+        if let Some(conn) = self.guard.as_ref() {
+            conn.note(&result);
+        }
+        result
+    }
+
+    fn conn(&self) -> &Object {
+        self.guard.as_ref().expect("TxClient exists only while the slot is full").client()
+    }
+}
+
+impl fmt::Debug for TxClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TxClient").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,404 @@
+//! The connection typestate: a pooled connection is either outside any
+//! transaction ([`Conn`]) or inside one ([`TxConn`]), and only a confirmed
+//! end gives it back to the pool.
+//!
+//! There is no flag to keep in step with the server: [`Conn::begin`] turns a
+//! `Conn` into a `TxConn` before `BEGIN` is sent, and only a confirmed
+//! `COMMIT` or `ROLLBACK` gives the connection back. Every other way out
+//! drops the value, which detaches the connection from the pool, cancels its
+//! running statement and closes it, so PostgreSQL rolls the transaction back.
+//! deadpool recycles at checkout, and none of its recycling methods notices
+//! an open transaction. A `Conn` is discarded the same way when dropped
+//! without [`Conn::release`], or after a step failed in a way that leaves
+//! the session unusable (a timeout, a broken connection, a read-only server).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use deadpool_postgres::Object;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Statement;
+
+use super::{bounded, code, Db, DbError, Param, Row};
+
+/// A pooled connection outside any transaction.
+pub(crate) struct Conn {
+    obj: Option<Object>,
+    db: Db,
+    /// A step failed so that the session may not be reused: released means
+    /// discarded.
+    poisoned: AtomicBool,
+}
+
+impl Conn {
+    pub(super) fn new(obj: Object, db: Db) -> Self {
+        Self { obj: Some(obj), db, poisoned: AtomicBool::new(false) }
+    }
+
+    fn client(&self) -> &Object {
+        self.obj.as_ref().expect("a Conn holds its connection until released or dropped")
+    }
+
+    /// Notes a failed step: a timeout or a session that cannot serve means
+    /// the connection is discarded instead of released.
+    fn settle<T>(&self, result: Result<T, DbError>) -> Result<T, DbError> {
+        if let Err(e) = &result {
+            if e.unusable() {
+                self.poisoned.store(true, Ordering::Relaxed);
+            }
+        }
+        result
+    }
+
+    /// One autocommit statement, within the deadline.
+    pub(crate) async fn query(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, DbError> {
+        let cache = !self.db.transaction_pooler();
+        let result = bounded(self.db.deadline(), async {
+            let prepared = prepare_on(self.client(), sql, cache).await?;
+            query_on(self.client(), prepared.as_ref(), sql, params).await
+        })
+        .await;
+        self.settle(result)
+    }
+
+    /// Two autocommit statements sent in one flight, within the deadline;
+    /// each answers for itself.
+    pub(crate) async fn pair(
+        &self,
+        (a, pa): (&str, &[Param<'_>]),
+        (b, pb): (&str, &[Param<'_>]),
+    ) -> Result<(Vec<Row>, Result<Vec<Row>, DbError>), DbError> {
+        let cache = !self.db.transaction_pooler();
+        let client = self.client();
+        let result = bounded(self.db.deadline(), async {
+            let first = prepare_on(client, a, cache).await?;
+            let second = prepare_on(client, b, cache).await?;
+            let (x, y) =
+                tokio::join!(query_on(client, first.as_ref(), a, pa), query_on(client, second.as_ref(), b, pb));
+            Ok((x?, y))
+        })
+        .await;
+        self.settle(result)
+    }
+
+    /// Opens a transaction with the simple-query batch `begin` and runs one
+    /// statement in it, both in one flight (the statement is prepared first,
+    /// so both leave in order), within the deadline.
+    ///
+    /// # Errors
+    /// When `begin` or the statement failed: the transaction is rolled back
+    /// (the connection pooled again) unless the session is unusable or the
+    /// step timed out (closed).
+    pub(crate) async fn begin(
+        mut self,
+        begin: &str,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<(TxConn, Vec<Row>), DbError> {
+        let obj = self.obj.take().expect("a Conn holds its connection until released or dropped");
+        // From here on the connection is never pooled unless an end is confirmed.
+        let tx = TxConn::opening(obj, self.db.clone());
+        let cache = !self.db.transaction_pooler();
+        let opened = bounded(self.db.deadline(), async {
+            let client = tx.client();
+            let prepared = prepare_on(client, sql, cache).await?;
+            let (begun, rows) = tokio::join!(
+                async { client.batch_execute(begin).await.map_err(DbError::pg) },
+                query_on(client, prepared.as_ref(), sql, params),
+            );
+            begun.and(rows)
+        })
+        .await;
+        match opened {
+            Ok(rows) => Ok((tx, rows)),
+            Err(e) => {
+                if !e.unusable() {
+                    let _ = tx.rollback().await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// `begin`, one statement and `COMMIT` in one flight, within the deadline.
+    ///
+    /// # Errors
+    /// The statement's failure (nothing committed) or the commit's (the
+    /// outcome is unknown; the connection is closed).
+    pub(crate) async fn transact(mut self, begin: &str, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, DbError> {
+        let obj = self.obj.take().expect("a Conn holds its connection until released or dropped");
+        let tx = TxConn::opening(obj, self.db.clone());
+        let cache = !self.db.transaction_pooler();
+        bounded(self.db.deadline(), async {
+            let prepared = prepare_on(tx.client(), sql, cache).await?;
+            tx.finish(Some(begin), prepared.as_ref(), sql, params, "COMMIT").await.map_err(Finish::into_error)
+        })
+        .await
+    }
+
+    /// Gives the connection back to the pool, or discards it after a step
+    /// that left the session unusable.
+    pub(crate) fn release(mut self) {
+        if !self.poisoned.load(Ordering::Relaxed) {
+            drop(self.obj.take());
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(obj) = self.obj.take() {
+            discard(obj, "closing a connection whose step did not finish");
+        }
+    }
+}
+
+/// A pooled connection with a transaction open on it.
+pub(crate) struct TxConn {
+    obj: Option<Object>,
+    db: Db,
+    /// The first retryable error a handler statement met (deadlock,
+    /// serialization failure, lock timeout): the layer answers 503 +
+    /// `Retry-After` instead of the handler's failure.
+    retryable: OnceLock<&'static str>,
+}
+
+/// How [`TxConn::end`] failed.
+pub(crate) enum Finish {
+    /// `begin` or the statement failed: the transaction ended without
+    /// committing (PostgreSQL answers a `COMMIT` of an aborted transaction
+    /// with `ROLLBACK`); the connection is back in the pool.
+    Statement(DbError),
+    /// The end itself failed or its answer never came: the outcome is
+    /// unknown; the connection is closed.
+    End(DbError),
+}
+
+impl Finish {
+    fn into_error(self) -> DbError {
+        match self {
+            Self::Statement(e) | Self::End(e) => e,
+        }
+    }
+}
+
+/// Why [`TxConn::commit_fenced`] did not commit.
+#[derive(Debug)]
+pub(crate) enum Fenced {
+    /// The fence did not hold (the check divided by zero, 22012): the
+    /// transaction is not the one the fence names (the work ended it
+    /// itself, or a lease was taken over). Rolled back.
+    Lost,
+    /// The transaction was aborted by a failed statement (25P02 and the
+    /// like), or could not even prepare the check. Rolled back.
+    Aborted(DbError),
+    /// `COMMIT` failed or its answer never came (the deadline): PostgreSQL
+    /// may or may not have committed. The connection is closed.
+    Unknown(DbError),
+}
+
+impl TxConn {
+    fn opening(obj: Object, db: Db) -> Self {
+        Self { obj: Some(obj), db, retryable: OnceLock::new() }
+    }
+
+    /// The underlying client (for [`TxClient`](super::TxClient)).
+    pub(crate) fn client(&self) -> &Object {
+        self.obj.as_ref().expect("TxConn holds its connection until released or dropped")
+    }
+
+    /// Whether handler statements may be prepared once and cached on the
+    /// connection (not behind a transaction-mode pooler).
+    pub(crate) fn caches_statements(&self) -> bool {
+        !self.db.transaction_pooler()
+    }
+
+    /// One statement inside the transaction, within the deadline.
+    pub(crate) async fn query(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, DbError> {
+        let cache = self.caches_statements();
+        bounded(self.db.deadline(), async {
+            let prepared = prepare_on(self.client(), sql, cache).await?;
+            query_on(self.client(), prepared.as_ref(), sql, params).await
+        })
+        .await
+    }
+
+    /// A simple-query batch inside the transaction, within the deadline.
+    pub(crate) async fn batch(&self, sql: &str) -> Result<(), DbError> {
+        bounded(self.db.deadline(), async { self.client().batch_execute(sql).await.map_err(DbError::pg) }).await
+    }
+
+    /// Sends `sql` and `end` (`COMMIT` or `ROLLBACK`) in one flight, within
+    /// the deadline. `Ok`: both succeeded, the transaction ended as `end`
+    /// says, the connection is back in the pool.
+    pub(crate) async fn end(self, sql: &str, params: &[Param<'_>], end: &str) -> Result<Vec<Row>, Finish> {
+        let cache = self.caches_statements();
+        let deadline = self.db.deadline();
+        bounded(deadline, async {
+            let prepared = prepare_on(self.client(), sql, cache).await?;
+            self.finish(None, prepared.as_ref(), sql, params, end).await.map_err(Finish::into_error)
+        })
+        .await
+        .map_err(|e| if e.timed_out() { Finish::End(e) } else { Finish::Statement(e) })
+    }
+
+    /// The fenced commit: `check` (a statement that fails unless its fence
+    /// holds: it divides by zero, 22012, otherwise) and `COMMIT` in one
+    /// flight, within the deadline. In an aborted transaction the check
+    /// fails too (25P02), so nothing commits that a bare `COMMIT` would have
+    /// silently rolled back (rust-postgres#1334).
+    ///
+    /// # Errors
+    /// [`Fenced`]: what happened instead of a commit.
+    pub(crate) async fn commit_fenced(self, check: &str, params: &[Param<'_>]) -> Result<(), Fenced> {
+        let cache = self.caches_statements();
+        let deadline = self.db.deadline();
+        let prepared = match bounded(deadline, prepare_on(self.client(), check, cache)).await {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                // Preparing fails in an aborted transaction (25P02).
+                if !e.unusable() {
+                    let _ = self.rollback().await;
+                }
+                return Err(Fenced::Aborted(e));
+            }
+        };
+        let finished =
+            bounded(deadline, async { Ok(self.finish(None, prepared.as_ref(), check, params, "COMMIT").await) }).await;
+        match finished {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(Finish::Statement(e))) if e.is(code::DIVISION_BY_ZERO) => Err(Fenced::Lost),
+            Ok(Err(Finish::Statement(e))) => Err(Fenced::Aborted(e)),
+            Ok(Err(Finish::End(e))) | Err(e) => Err(Fenced::Unknown(e)),
+        }
+    }
+
+    /// `COMMIT`, within the deadline.
+    pub(crate) async fn commit(self) -> Result<(), DbError> {
+        self.end_with("COMMIT").await
+    }
+
+    /// `ROLLBACK`, within the deadline. `Ok`: the connection is back in the
+    /// pool; `Err`: closed (PostgreSQL rolls back when the session ends).
+    pub(crate) async fn rollback(self) -> Result<(), DbError> {
+        self.end_with("ROLLBACK").await
+    }
+
+    async fn end_with(mut self, sql: &str) -> Result<(), DbError> {
+        let deadline = self.db.deadline();
+        bounded(deadline, async { self.client().batch_execute(sql).await.map_err(DbError::pg) }).await?;
+        // Confirmed: outside any transaction, the connection may be pooled.
+        drop(self.obj.take());
+        Ok(())
+    }
+
+    /// `begin` (when given), the prepared statement and `end` in one flight.
+    /// Pools the connection once `end` is confirmed, whatever the statement
+    /// did.
+    async fn finish(
+        mut self,
+        begin: Option<&str>,
+        prepared: Option<&Statement>,
+        sql: &str,
+        params: &[Param<'_>],
+        end: &str,
+    ) -> Result<Vec<Row>, Finish> {
+        let client = self.client();
+        let opened = async {
+            match begin {
+                Some(begin) => client.batch_execute(begin).await.map_err(DbError::pg),
+                None => Ok(()),
+            }
+        };
+        let (opened, done, ended) = tokio::join!(opened, query_on(client, prepared, sql, params), async {
+            client.batch_execute(end).await.map_err(DbError::pg)
+        });
+        if let Err(e) = ended {
+            return Err(Finish::End(e)); // dropped: closed
+        }
+        // The transaction ended either way: the connection may be pooled.
+        drop(self.obj.take());
+        opened.and(done).map_err(Finish::Statement)
+    }
+
+    /// The retryable SQLSTATE a handler statement failed with, if any.
+    pub(crate) fn retryable(&self) -> Option<&'static str> {
+        self.retryable.get().copied()
+    }
+
+    /// Notes `result`'s SQLSTATE when it is a retryable conflict.
+    pub(crate) fn note<R>(&self, result: &Result<R, tokio_postgres::Error>) {
+        if let Err(e) = result {
+            if let Some(code) = e.code().map(tokio_postgres::error::SqlState::code) {
+                if let Some(retryable) = super::RETRYABLE.iter().copied().find(|c| *c == code) {
+                    let _ = self.retryable.set(retryable);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for TxConn {
+    fn drop(&mut self) {
+        let Some(obj) = self.obj.take() else { return }; // released after COMMIT/ROLLBACK
+        discard(obj, "closing a connection abandoned inside a webhook transaction");
+    }
+}
+
+/// Detaches `obj` from the pool, cancels its running statement and closes
+/// it. A dropped query future does not stop the statement on the server;
+/// the cancel request does. Then the close rolls back any transaction.
+fn discard(obj: Object, why: &'static str) {
+    let client = Object::take(obj);
+    tracing::warn!("{why}");
+    let cancel = client.cancel_token();
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => {
+            rt.spawn(async move {
+                let _ = cancel.cancel_query(tokio_postgres::NoTls).await;
+                drop(client);
+            });
+        }
+        Err(_) => drop(client),
+    }
+}
+
+impl From<tokio_postgres::Error> for DbError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::pg(e)
+    }
+}
+
+/// The cached prepared statement for `sql` (a round trip the first time on
+/// this connection), or `None` behind a transaction-mode pooler, where each
+/// transaction may run on another server session. Prepare before a flight,
+/// so the flight's requests leave in order.
+async fn prepare_on(client: &Object, sql: &str, cache: bool) -> Result<Option<Statement>, DbError> {
+    if cache {
+        client.prepare_cached(sql).await.map(Some).map_err(DbError::pg)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Runs `sql`: the prepared statement, or unnamed with its parameter types
+/// (one round trip: Parse, Bind, Execute together).
+async fn query_on(
+    client: &Object,
+    prepared: Option<&Statement>,
+    sql: &str,
+    params: &[Param<'_>],
+) -> Result<Vec<Row>, DbError> {
+    let rows = match prepared {
+        Some(stmt) => {
+            let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+            client.query(stmt, &values).await
+        }
+        None => {
+            let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+                params.iter().map(|p| (p as &(dyn ToSql + Sync), p.ty())).collect();
+            client.query_typed(sql, &typed).await
+        }
+    };
+    rows.map(|rows| rows.into_iter().map(Row).collect()).map_err(DbError::pg)
+}

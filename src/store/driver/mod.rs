@@ -1,0 +1,458 @@
+//! The driver seam: everything that talks to PostgreSQL through a driver
+//! (tokio-postgres with a deadpool pool here) lives in this module, so the
+//! claim, inbox, queue, admin and retention modules hold the protocol and
+//! its SQL text only.
+//!
+//! What the seam owns:
+//! - [`Db`]: the pool, the wait for a pooled connection (bounded by the pool
+//!   timeout), the client-side deadline of every step, the statement mode
+//!   (named statements prepared once per connection, or unnamed ones with
+//!   their parameter types behind a transaction-mode pooler) and the mapping
+//!   of driver errors to [`StoreError`] (with the configured `host:port` for
+//!   connection errors);
+//! - [`Conn`] and [`TxConn`], the connection typestate: a pooled connection
+//!   outside any transaction, or one with a transaction open on it, which is
+//!   never pooled again unless a `COMMIT` or `ROLLBACK` was confirmed;
+//!   dropping either without a confirmed end (a timeout, a dropped future, a
+//!   panic) detaches the connection from the pool, cancels its running
+//!   statement and closes it, so PostgreSQL rolls back;
+//! - the fenced commit ([`TxConn::commit_fenced`]): a check statement and
+//!   `COMMIT` in one flight, where the check fails in an aborted transaction
+//!   (25P02) or when its fence does not hold (it divides by zero: 22012), so
+//!   a `COMMIT` that PostgreSQL would silently turn into `ROLLBACK`
+//!   (rust-postgres#1334) is an error before anything answers 2xx;
+//! - [`Param`] and [`Row`], the driver-neutral parameter and column values
+//!   the protocol modules use, and [`DbError`] with the SQLSTATE as text;
+//! - [`TxClient`], the handler's borrowed connection (tokio-postgres's API,
+//!   with retryable conflicts noted for the layer).
+//!
+//! # A second driver (sqlx)
+//! An sqlx implementation provides the same items over `sqlx::PgPool` and
+//! `PoolConnection<Postgres>`: `Db::connect` (`PgPool::acquire` under the
+//! pool timeout), `Conn::{query, pair, begin, release}` and
+//! `TxConn::{query, batch, end, commit_fenced, commit, rollback}` with the
+//! same flights (sqlx pipelines nothing, so each flight costs one round trip
+//! per statement unless it sends them as one simple-query batch), a `Drop`
+//! that calls `PoolConnection::detach` and closes instead of releasing,
+//! `Param` bound with `Encode<Postgres>` and `Row::get` with
+//! `Decode<Postgres>`, `DbError` from `sqlx::Error::Database` (its `code()`
+//! is the SQLSTATE), and a `TxClient` of its own (the handler then borrows
+//! an `&mut PgConnection`). The protocol modules do not change.
+
+mod client;
+mod conn;
+mod endpoint;
+mod listen;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::BytesMut;
+use deadpool_postgres::Pool;
+use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
+
+pub use client::TxClient;
+pub(crate) use conn::{Conn, Fenced, TxConn};
+pub(crate) use listen::listen_loop;
+
+use crate::error::{StoreError, StoreErrorKind};
+
+/// SQLSTATEs the protocol modules and the seam name (PostgreSQL docs,
+/// Appendix A "PostgreSQL Error Codes").
+pub(crate) mod code {
+    /// `division_by_zero`: a fence check that did not hold.
+    pub(crate) const DIVISION_BY_ZERO: &str = "22012";
+    /// `lock_not_available`: `lock_timeout` elapsed.
+    pub(crate) const LOCK_NOT_AVAILABLE: &str = "55P03";
+    /// `query_canceled`: `statement_timeout` elapsed (or a cancel request).
+    pub(crate) const QUERY_CANCELED: &str = "57014";
+    /// `serialization_failure`.
+    pub(crate) const SERIALIZATION_FAILURE: &str = "40001";
+    /// `deadlock_detected`.
+    pub(crate) const DEADLOCK_DETECTED: &str = "40P01";
+    /// `invalid_schema_name`: the schema does not exist.
+    pub(crate) const INVALID_SCHEMA_NAME: &str = "3F000";
+    /// `undefined_table`.
+    pub(crate) const UNDEFINED_TABLE: &str = "42P01";
+    /// `undefined_column`: a schema older than the crate.
+    pub(crate) const UNDEFINED_COLUMN: &str = "42703";
+    /// `read_only_sql_transaction`: a server demoted to a standby.
+    pub(crate) const READ_ONLY_SQL_TRANSACTION: &str = "25006";
+    /// `invalid_catalog_name`: the database does not exist.
+    pub(crate) const INVALID_CATALOG_NAME: &str = "3D000";
+    /// `invalid_authorization_specification`: no such role, no `pg_hba.conf` entry.
+    pub(crate) const INVALID_AUTHORIZATION: &str = "28000";
+    /// `invalid_password`.
+    pub(crate) const INVALID_PASSWORD: &str = "28P01";
+    /// `admin_shutdown`, `crash_shutdown`, `cannot_connect_now`.
+    pub(crate) const SHUTTING_DOWN: [&str; 3] = ["57P01", "57P02", "57P03"];
+}
+
+/// SQLSTATEs after which a retry of the whole transaction will succeed
+/// (PostgreSQL docs, "Serialization Failure Handling"): deadlock,
+/// serialization failure, lock timeout.
+const RETRYABLE: [&str; 3] = [code::DEADLOCK_DETECTED, code::SERIALIZATION_FAILURE, code::LOCK_NOT_AVAILABLE];
+
+/// The database a store configuration names: the pool and the rules every
+/// step follows. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Db {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    pool_timeout: Duration,
+    /// The client-side deadline of each step; `None` for operator actions,
+    /// retention and migrations, which may run long.
+    deadline: Option<Duration>,
+    transaction_pooler: bool,
+    /// `host:port` of the pool's configuration, for connection errors.
+    endpoint: Option<String>,
+}
+
+impl fmt::Debug for Db {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Db")
+            .field("endpoint", &self.inner.endpoint)
+            .field("deadline", &self.inner.deadline)
+            .field("transaction_pooler", &self.inner.transaction_pooler)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Db {
+    pub(crate) fn new(pool: Pool, pool_timeout: Duration, deadline: Duration, transaction_pooler: bool) -> Self {
+        let endpoint = endpoint::of_pool(&pool);
+        Self { inner: Arc::new(Inner { pool, pool_timeout, deadline: Some(deadline), transaction_pooler, endpoint }) }
+    }
+
+    /// The same database without a client-side step deadline (operator
+    /// actions, retention, migrations: their statements may take longer).
+    pub(crate) fn without_deadline(&self) -> Self {
+        let i = &self.inner;
+        Self {
+            inner: Arc::new(Inner {
+                pool: i.pool.clone(),
+                pool_timeout: i.pool_timeout,
+                deadline: None,
+                transaction_pooler: i.transaction_pooler,
+                endpoint: i.endpoint.clone(),
+            }),
+        }
+    }
+
+    /// The client-side deadline of each step.
+    pub(crate) fn deadline(&self) -> Option<Duration> {
+        self.inner.deadline
+    }
+
+    /// Whether the pool goes through a transaction-mode pooler.
+    pub(crate) fn transaction_pooler(&self) -> bool {
+        self.inner.transaction_pooler
+    }
+
+    /// A pooled connection, within the pool timeout.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::PoolTimeout`] past the pool timeout,
+    /// [`StoreErrorKind::Unavailable`] (or `Authentication`,
+    /// `DatabaseMissing`) when no connection could be made.
+    pub(crate) async fn connect(&self, step: &str) -> Result<Conn, StoreError> {
+        let started = Instant::now();
+        let got = tokio::time::timeout(self.inner.pool_timeout, self.inner.pool.get()).await;
+        crate::metrics::pool_wait(started.elapsed());
+        match got {
+            Ok(Ok(obj)) => Ok(Conn::new(obj, self.clone())),
+            Ok(Err(deadpool_postgres::PoolError::Backend(e))) => Err(self.error(&DbError::pg(e), step)),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "no database connection");
+                Err(StoreError::new(StoreErrorKind::Unavailable, step, format!("no database connection: {e}"))
+                    .with_endpoint(self.inner.endpoint.clone()))
+            }
+            Err(_) => Err(StoreError::new(
+                StoreErrorKind::PoolTimeout,
+                step,
+                "no database connection within the pool timeout",
+            )),
+        }
+    }
+
+    /// One autocommit statement on a pooled connection, within the deadline.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect), and the statement's failure.
+    pub(crate) async fn query(&self, step: &str, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, StoreError> {
+        let conn = self.connect(step).await?;
+        let rows = conn.query(sql, params).await;
+        conn.release(); // or discarded, after a step that left the session unusable
+        rows.map_err(|e| self.error(&e, step))
+    }
+
+    /// `begin`, one statement and `COMMIT` in one flight on a pooled
+    /// connection, within the deadline.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect), and the statement's or the commit's
+    /// failure (nothing committed, or the outcome unknown when COMMIT itself
+    /// went unanswered).
+    pub(crate) async fn transact(
+        &self,
+        step: &str,
+        begin: &str,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Row>, StoreError> {
+        let conn = self.connect(step).await?;
+        conn.transact(begin, sql, params).await.map_err(|e| self.error(&e, step))
+    }
+
+    /// `e` as the crate's error in `step`, naming the server for connection
+    /// errors.
+    pub(crate) fn error(&self, e: &DbError, step: &str) -> StoreError {
+        e.to_store(step, false).with_endpoint(self.endpoint_for(e))
+    }
+
+    /// [`error`](Self::error) with the server's detail and hint (statements
+    /// that carry no event data: migrations, schema checks).
+    pub(crate) fn error_verbose(&self, e: &DbError, step: &str) -> StoreError {
+        e.to_store(step, true).with_endpoint(self.endpoint_for(e))
+    }
+
+    fn endpoint_for(&self, e: &DbError) -> Option<String> {
+        let kind = e.store_kind();
+        let names_server = matches!(
+            kind,
+            StoreErrorKind::Unavailable | StoreErrorKind::Authentication | StoreErrorKind::DatabaseMissing
+        );
+        names_server.then(|| self.inner.endpoint.clone()).flatten()
+    }
+}
+
+/// A statement parameter, driver-neutral. Each variant knows its PostgreSQL
+/// type, which unnamed statements (behind a transaction-mode pooler) send
+/// along.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Param<'a> {
+    /// `text`.
+    Text(&'a str),
+    /// `text` or NULL.
+    OptText(Option<&'a str>),
+    /// `bytea`.
+    Bytes(&'a [u8]),
+    /// `boolean`.
+    Bool(bool),
+    /// `smallint`.
+    I16(i16),
+    /// `smallint` or NULL.
+    OptI16(Option<i16>),
+    /// `integer`.
+    I32(i32),
+    /// `bigint`.
+    I64(i64),
+    /// `double precision`.
+    F64(f64),
+    /// `double precision` or NULL.
+    OptF64(Option<f64>),
+    /// `timestamptz`.
+    Time(SystemTime),
+    /// `timestamptz` or NULL.
+    OptTime(Option<SystemTime>),
+}
+
+impl Param<'_> {
+    fn ty(&self) -> Type {
+        match self {
+            Self::Text(_) | Self::OptText(_) => Type::TEXT,
+            Self::Bytes(_) => Type::BYTEA,
+            Self::Bool(_) => Type::BOOL,
+            Self::I16(_) | Self::OptI16(_) => Type::INT2,
+            Self::I32(_) => Type::INT4,
+            Self::I64(_) => Type::INT8,
+            Self::F64(_) | Self::OptF64(_) => Type::FLOAT8,
+            Self::Time(_) | Self::OptTime(_) => Type::TIMESTAMPTZ,
+        }
+    }
+
+    fn value(&self) -> &(dyn ToSql + Sync) {
+        match self {
+            Self::Text(v) => v,
+            Self::OptText(v) => v,
+            Self::Bytes(v) => v,
+            Self::Bool(v) => v,
+            Self::I16(v) => v,
+            Self::OptI16(v) => v,
+            Self::I32(v) => v,
+            Self::I64(v) => v,
+            Self::F64(v) => v,
+            Self::OptF64(v) => v,
+            Self::Time(v) => v,
+            Self::OptTime(v) => v,
+        }
+    }
+}
+
+impl ToSql for Param<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        self.value().to_sql_checked(ty, out)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true // checked per value in `to_sql_checked`
+    }
+
+    fn to_sql_checked(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        self.value().to_sql_checked(ty, out)
+    }
+}
+
+/// A result row, read by column position.
+pub(crate) struct Row(tokio_postgres::Row);
+
+impl Row {
+    /// Column `idx`, as `T` (`String`, `Option<String>`, `i16`, `i32`, `i64`,
+    /// `f64`, `bool`, `Vec<u8>`, `SystemTime`, or their `Option`s).
+    ///
+    /// # Panics
+    /// When the column does not exist or is not of that type: the statement
+    /// text and its reader are written together.
+    pub(crate) fn get<'a, T: FromSql<'a>>(&'a self, idx: usize) -> T {
+        self.0.get(idx)
+    }
+}
+
+/// A driver error: the server's, the connection's, or a step past its
+/// deadline.
+#[derive(Debug)]
+pub(crate) struct DbError {
+    kind: DbErrorKind,
+}
+
+#[derive(Debug)]
+enum DbErrorKind {
+    Pg(tokio_postgres::Error),
+    /// The step did not finish within the deadline: its connection is
+    /// discarded.
+    Timeout,
+}
+
+impl DbError {
+    pub(crate) fn pg(e: tokio_postgres::Error) -> Self {
+        Self { kind: DbErrorKind::Pg(e) }
+    }
+
+    pub(crate) fn timeout() -> Self {
+        Self { kind: DbErrorKind::Timeout }
+    }
+
+    /// The SQLSTATE the server answered with, as its five characters.
+    pub(crate) fn code(&self) -> Option<&str> {
+        match &self.kind {
+            DbErrorKind::Pg(e) => e.code().map(tokio_postgres::error::SqlState::code),
+            DbErrorKind::Timeout => None,
+        }
+    }
+
+    /// Whether the server answered with SQLSTATE `code`.
+    pub(crate) fn is(&self, code: &str) -> bool {
+        self.code() == Some(code)
+    }
+
+    pub(crate) fn timed_out(&self) -> bool {
+        matches!(self.kind, DbErrorKind::Timeout)
+    }
+
+    /// The SQLSTATE for logs, `connection` or `timeout` when the server sent
+    /// none (never the message, which may quote values).
+    pub(crate) fn sqlstate(&self) -> &str {
+        match &self.kind {
+            DbErrorKind::Timeout => "timeout",
+            DbErrorKind::Pg(_) => self.code().unwrap_or("connection"),
+        }
+    }
+
+    /// True when the session cannot serve the claim and must not go back to
+    /// the pool: no SQLSTATE (the connection closed or broke, or the step
+    /// timed out), a read-only transaction (25006: the server was demoted to
+    /// a standby after a failover while new sessions reach the new primary),
+    /// a connection exception (class 08), an administrator or crash
+    /// shutdown, or a server not accepting connections yet (57P01, 57P02,
+    /// 57P03). PostgreSQL docs, "PostgreSQL Error Codes".
+    pub(crate) fn unusable(&self) -> bool {
+        match self.code() {
+            None => true,
+            Some(code) => {
+                code == code::READ_ONLY_SQL_TRANSACTION || code.starts_with("08") || code::SHUTTING_DOWN.contains(&code)
+            }
+        }
+    }
+
+    fn store_kind(&self) -> StoreErrorKind {
+        match (self.code(), &self.kind) {
+            (_, DbErrorKind::Timeout) => StoreErrorKind::Timeout,
+            (Some(code::INVALID_CATALOG_NAME), _) => StoreErrorKind::DatabaseMissing,
+            (Some(code::INVALID_AUTHORIZATION | code::INVALID_PASSWORD), _) => StoreErrorKind::Authentication,
+            (Some(_), _) => StoreErrorKind::Database,
+            (None, _) => StoreErrorKind::Unavailable,
+        }
+    }
+
+    /// The crate's error for this one; `verbose` adds the server's detail
+    /// and hint.
+    fn to_store(&self, step: &str, verbose: bool) -> StoreError {
+        let kind = self.store_kind();
+        let e = match &self.kind {
+            DbErrorKind::Timeout => {
+                return StoreError::new(kind, step, "the database did not answer within the step deadline")
+            }
+            DbErrorKind::Pg(e) => e,
+        };
+        if let Some(db) = e.as_db_error() {
+            let mut detail = format!("{}: {}", db.severity(), db.message());
+            if verbose {
+                if let Some(d) = db.detail() {
+                    detail.push_str(&format!(" (detail: {d})"));
+                }
+                if let Some(h) = db.hint() {
+                    detail.push_str(&format!(" (hint: {h})"));
+                }
+            }
+            return StoreError::new(kind, step, detail).with_sqlstate(db.code().code());
+        }
+        // Not a server error: I/O, TLS, a closed connection. The chain of
+        // sources holds the reason ("Connection refused (os error 111)").
+        let mut detail = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            detail.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        StoreError::new(kind, step, detail)
+    }
+}
+
+impl fmt::Display for DbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            DbErrorKind::Timeout => f.write_str("no answer from the database within the step deadline"),
+            DbErrorKind::Pg(_) => write!(f, "SQLSTATE {}", self.sqlstate()),
+        }
+    }
+}
+
+/// Runs `fut` within `deadline` (when there is one): past it the future is
+/// dropped and the step fails with [`DbError::timeout`].
+async fn bounded<T>(
+    deadline: Option<Duration>,
+    fut: impl std::future::Future<Output = Result<T, DbError>>,
+) -> Result<T, DbError> {
+    match deadline {
+        Some(d) => tokio::time::timeout(d, fut).await.unwrap_or_else(|_| Err(DbError::timeout())),
+        None => fut.await,
+    }
+}

@@ -1,0 +1,240 @@
+//! The shipped migrations and the schema check.
+
+use deadpool_postgres::Pool;
+
+use super::config::{DEFAULT_DATABASE_TIMEOUT, DEFAULT_POOL_TIMEOUT};
+use super::driver::{code, Db, DbError, Param};
+use super::{check_schema_name, DEFAULT_SCHEMA};
+use crate::error::{StoreError, StoreErrorKind};
+
+/// The shipped migrations, in order: `(version, SQL)`. The SQL names its
+/// schema only as the quoted identifier `"webhook_idempotency"`, the
+/// placeholder [`migrate_schema`] replaces.
+pub const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../../sql/001_webhook_events.sql")),
+    (2, include_str!("../../sql/002_inbox.sql")),
+    (3, include_str!("../../sql/003_operations.sql")),
+    (4, include_str!("../../sql/004_hot_updates.sql")),
+    (5, include_str!("../../sql/005_retention_index.sql")),
+];
+
+/// The newest migration version this crate's statements need.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
+/// Key of the advisory lock serialising migrations across processes.
+const MIGRATION_LOCK: i64 = 0x7765_6268_6f6f_6b31; // "webhook1"
+
+/// The placeholder the shipped SQL names its schema by: the quoted identifier
+/// `"webhook_idempotency"`, and nothing else in the files is spelled so.
+const SCHEMA_PLACEHOLDER: &str = "\"webhook_idempotency\"";
+
+/// The database of `pool` for migrations and checks: the default pool
+/// timeout, no step deadline (a migration may take long).
+fn db(pool: &Pool) -> Db {
+    Db::new(pool.clone(), DEFAULT_POOL_TIMEOUT, DEFAULT_DATABASE_TIMEOUT, false).without_deadline()
+}
+
+/// Creates or updates the tables under [`DEFAULT_SCHEMA`].
+///
+/// Safe to run twice and from several processes at once: each run takes a
+/// transaction-scoped advisory lock (`pg_advisory_xact_lock`), applies the
+/// [`MIGRATIONS`] not yet recorded in `webhook_schema_migrations`, and commits.
+///
+/// # Errors
+/// [`StoreError`] when no connection can be had (kinds
+/// [`Unavailable`](StoreErrorKind::Unavailable), naming the server,
+/// [`Authentication`](StoreErrorKind::Authentication),
+/// [`DatabaseMissing`](StoreErrorKind::DatabaseMissing),
+/// [`PoolTimeout`](StoreErrorKind::PoolTimeout)) or a statement fails
+/// ([`Database`](StoreErrorKind::Database), with the server's message,
+/// detail and hint); nothing is half-applied (each run is one transaction).
+pub async fn migrate(pool: &Pool) -> Result<(), StoreError> {
+    migrate_schema(pool, DEFAULT_SCHEMA).await
+}
+
+/// [`migrate`] into the schema `schema` (a plain identifier: lower-case ASCII letters,
+/// digits and `_`, not starting with a digit, at most 63 bytes).
+///
+/// # Errors
+/// [`StoreErrorKind::InvalidSchemaName`] for an invalid schema name, as
+/// well as [`migrate`]'s.
+pub async fn migrate_schema(pool: &Pool, schema: &str) -> Result<(), StoreError> {
+    check_schema_name(schema).map_err(|e| StoreError::new(StoreErrorKind::InvalidSchemaName, "migrate", e))?;
+    let db = db(pool);
+    let conn = db.connect("connect").await?;
+    let err = |step: &str| {
+        let step = step.to_owned();
+        let db = db.clone();
+        move |e: DbError| db.error_verbose(&e, &step)
+    };
+    // `IF NOT EXISTS` on existing objects only raises NOTICEs: keep them quiet.
+    let begin = "BEGIN; SET LOCAL client_min_messages = warning";
+    let (tx, _) = conn
+        .begin(begin, "SELECT pg_advisory_xact_lock($1)", &[Param::I64(MIGRATION_LOCK)])
+        .await
+        .map_err(err("migrate: advisory lock"))?;
+    tx.batch(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {schema};
+         CREATE TABLE IF NOT EXISTS {schema}.webhook_schema_migrations (
+             version    integer     PRIMARY KEY,
+             applied_at timestamptz NOT NULL DEFAULT now()
+         );"
+    ))
+    .await
+    .map_err(err(&format!("migrate: create schema {schema}")))?;
+    let applied: Vec<i32> = tx
+        .query(&format!("SELECT version FROM {schema}.webhook_schema_migrations"), &[])
+        .await
+        .map_err(err("migrate: read applied versions"))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let record = format!(
+        "INSERT INTO {schema}.webhook_schema_migrations (version) VALUES ($1) ON CONFLICT (version) DO NOTHING"
+    );
+    for (version, sql) in MIGRATIONS {
+        if applied.contains(version) {
+            continue;
+        }
+        let step = format!("migrate: apply migration {version} to schema {schema}");
+        tx.batch(&with_schema(sql, schema)).await.map_err(err(&step))?;
+        // The shipped files record their own version; older ones did not.
+        tx.query(&record, &[Param::I32(*version)]).await.map_err(err(&step))?;
+    }
+    tx.commit().await.map_err(err("migrate: COMMIT"))
+}
+
+/// Checks that `schema` holds the tables at [`SCHEMA_VERSION`] or newer, as
+/// recorded in `<schema>.webhook_schema_migrations` by [`migrate_schema`] or
+/// the SQL files. Call it at startup to fail fast instead of answering every
+/// delivery 503; the layer itself logs the same advice once (at ERROR) when
+/// a claim finds the schema or table missing.
+///
+/// # Errors
+/// [`StoreErrorKind::NotMigrated`] when the schema or its version table
+/// does not exist or records nothing, [`StoreErrorKind::Outdated`] when the
+/// newest recorded version is older than [`SCHEMA_VERSION`],
+/// [`StoreErrorKind::InvalidSchemaName`], and the connection kinds of
+/// [`migrate`].
+pub async fn check_schema(pool: &Pool, schema: &str) -> Result<(), StoreError> {
+    let step = "schema check";
+    check_schema_name(schema).map_err(|e| StoreError::new(StoreErrorKind::InvalidSchemaName, step, e))?;
+    let db = db(pool);
+    let conn = db.connect(step).await?;
+    let versions = format!("{schema}.webhook_schema_migrations");
+    let read = async {
+        let found = conn
+            .query(
+                "SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL",
+                &[Param::Text(schema), Param::Text(&versions)],
+            )
+            .await?;
+        let (has_schema, has_versions): (bool, bool) = (found[0].get(0), found[0].get(1));
+        if !(has_schema && has_versions) {
+            return Ok((has_schema, has_versions, None));
+        }
+        let newest: Option<i32> = conn.query(&format!("SELECT max(version) FROM {versions}"), &[]).await?[0].get(0);
+        Ok((true, true, newest))
+    };
+    let read: Result<_, DbError> = read.await;
+    conn.release();
+    let (has_schema, has_versions, newest) = read.map_err(|e| db.error_verbose(&e, step))?;
+    let advice = migrate_advice(schema);
+    let not_migrated =
+        |what: String| Err(StoreError::new(StoreErrorKind::NotMigrated, step, format!("{what}: {advice}")));
+    if !has_schema {
+        return not_migrated(format!("schema {schema} does not exist"));
+    }
+    if !has_versions {
+        return not_migrated(format!("{versions} does not exist"));
+    }
+    match newest {
+        None => not_migrated(format!("{versions} records no migration")),
+        Some(v) if v < SCHEMA_VERSION => Err(StoreError::new(
+            StoreErrorKind::Outdated,
+            step,
+            format!("schema {schema} is at version {v}, this crate needs {SCHEMA_VERSION}: {advice}"),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// What to run to create or update `schema`.
+fn migrate_advice(schema: &str) -> String {
+    if schema == DEFAULT_SCHEMA {
+        "run webhook_idempotency::migrate(&pool) or apply the files under sql/ in the crate".to_owned()
+    } else {
+        format!(
+            "run webhook_idempotency::migrate_schema(&pool, \"{schema}\") or apply the files under sql/ in the \
+             crate with {DEFAULT_SCHEMA} replaced by {schema}"
+        )
+    }
+}
+
+/// Called when a step on `schema`'s tables failed with `e`: a missing schema
+/// (3F000), table (42P01) or column (42703, a schema older than the crate)
+/// is logged at ERROR with what to run, once per process and schema. The
+/// step fails all the same (the layer answers 503).
+pub(crate) fn report_unmigrated(schema: &str, e: &DbError) {
+    use std::collections::BTreeSet;
+    use std::sync::Mutex;
+    static REPORTED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let Some(sqlstate) = e.code() else { return };
+    if ![code::INVALID_SCHEMA_NAME, code::UNDEFINED_TABLE, code::UNDEFINED_COLUMN].contains(&sqlstate) {
+        return;
+    }
+    let first = REPORTED.lock().unwrap_or_else(|p| p.into_inner()).insert(schema.to_owned());
+    if first {
+        tracing::error!(
+            reason = "schema_not_migrated",
+            schema,
+            sqlstate,
+            "schema {schema} missing or not migrated (every delivery is answered 503 until it is): {}",
+            migrate_advice(schema),
+        );
+    }
+}
+
+/// A shipped migration with its schema placeholder replaced by `schema` (a
+/// checked plain identifier, quoted the same way).
+fn with_schema(sql: &str, schema: &str) -> String {
+    sql.replace(SCHEMA_PLACEHOLDER, &format!("\"{schema}\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_sql_records_its_version() {
+        for (version, sql) in MIGRATIONS {
+            let record = format!("webhook_schema_migrations (version) VALUES ({version})");
+            assert!(sql.contains(&record), "migration {version} does not record itself");
+        }
+    }
+
+    #[test]
+    fn shipped_sql_names_its_schema_only_by_the_placeholder() {
+        for (version, sql) in MIGRATIONS {
+            assert!(sql.contains("\"webhook_idempotency\"."), "{version}");
+            assert!(!sql.to_lowercase().contains("public."), "{version}");
+            // Outside comments, the schema's name appears only as the placeholder.
+            let code: String = sql.lines().filter(|l| !l.trim_start().starts_with("--")).collect::<Vec<_>>().join("\n");
+            assert_eq!(
+                code.matches("webhook_idempotency").count(),
+                code.matches(SCHEMA_PLACEHOLDER).count(),
+                "migration {version}: a bare schema name would escape migrate_schema"
+            );
+            let moved = with_schema(sql, "tenant_a");
+            assert!(!moved
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("--"))
+                .any(|l| l.contains("webhook_idempotency")));
+            // Comments (which name the crate's Rust paths) are left alone.
+            let comments = |text: &str| {
+                text.lines().filter(|l| l.trim_start().starts_with("--")).map(str::to_owned).collect::<Vec<_>>()
+            };
+            assert_eq!(comments(&moved), comments(sql), "migration {version}");
+        }
+    }
+}

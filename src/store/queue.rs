@@ -1,0 +1,540 @@
+//! The workers' side of a queue table: lease due rows, keep leases alive,
+//! and end each one (done inside the work's transaction, retry later, dead,
+//! released), every end fenced by the lease's token. One implementation for
+//! every kind of work; a kind ([`QueueKind`]) names its table, its identity
+//! columns and what a leased row carries.
+//!
+//! The protocol, after River and Oban (one narrow table; claim with one
+//! `UPDATE ... WHERE key IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)
+//! RETURNING`; completion only while the lease is still this worker's,
+//! River's "set state if running"):
+//! - [`TableQueue::lease`]: due `pending` rows, and `running` rows whose
+//!   lease expired (a crashed worker's), become `running` with
+//!   `attempts + 1`, `locked_until = now() + lease` and a fresh
+//!   `lease_token`, in one statement; rows another worker is leasing at that
+//!   moment are skipped. A row whose lease expired after its last allowed
+//!   run (its worker died every time: a payload that crashes workers) is
+//!   buried as `dead` instead.
+//! - [`TableQueue::begin`] opens the work's transaction; [`WorkTx::complete`]
+//!   marks the row `done` in it, only if `lease_token` still matches (a
+//!   worker whose lease was taken over cannot complete the row: its writes
+//!   roll back with it), and commits, in one flight
+//!   ([`TxConn::commit_fenced`](super::driver::TxConn::commit_fenced)).
+//! - [`TableQueue::heartbeat`] extends a live lease;
+//!   [`TableQueue::retry_later`] puts a failed row back to `pending` at a
+//!   later `run_at`, or `dead` past the maximum attempts;
+//!   [`TableQueue::release`] hands a row back untouched (graceful shutdown:
+//!   the attempt is not counted).
+//!
+//! A queue table has the columns `scope`, `provider`, `event_key` (the first
+//! identity columns, text), `state` (`pending`, `running`, `done`, `dead`,
+//! ...), `attempts`, `run_at`, `locked_until`, `lease_token` (uuid),
+//! `last_error`, `last_failed_at` and `response_status` (smallint), with
+//! partial indexes on `run_at` and `locked_until` (migration 4).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::driver::{Db, Fenced, Param, Row};
+use crate::error::StoreError;
+use crate::tx::WebhookTx;
+
+/// A kind of work's table: what the generic queue statements need to know.
+pub(crate) trait QueueKind: Send + Sync + 'static {
+    /// The kind's name, in metrics (`kind` label), logs and the
+    /// notification channel: `inbox`, `outbox`.
+    const NAME: &'static str;
+    /// The table, inside the configured schema.
+    const TABLE: &'static str;
+    /// The identity columns (text), in primary-key order, starting with
+    /// `scope`, `provider`, `event_key`.
+    const KEY: &'static [&'static str];
+    /// The columns a leased row returns besides its identity, attempt and
+    /// token (SQL over the table alias `e`).
+    const PAYLOAD_COLUMNS: &'static str;
+    /// The `SET` items of the fenced completion besides the state and the
+    /// lease; `{status}` stands for the handler's status parameter
+    /// (smallint).
+    const DONE_SET: &'static str;
+    /// What a leased row carries.
+    type Payload: Send + Sync + 'static;
+    /// Reads the payload from `row`, whose [`PAYLOAD_COLUMNS`](Self::PAYLOAD_COLUMNS)
+    /// start at column `first`.
+    fn payload(row: &Row, first: usize) -> Self::Payload;
+}
+
+/// A row leased to this worker: its identity, attempt, lease token and the
+/// kind's payload. Cheap to clone.
+pub(crate) struct Leased<P> {
+    inner: Arc<LeasedInner<P>>,
+}
+
+struct LeasedInner<P> {
+    key: Vec<String>,
+    attempt: u32,
+    token: String,
+    payload: P,
+}
+
+impl<P> Clone for Leased<P> {
+    fn clone(&self) -> Self {
+        Self { inner: Arc::clone(&self.inner) }
+    }
+}
+
+impl<P> fmt::Debug for Leased<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leased").field("key", &self.inner.key).field("attempt", &self.inner.attempt).finish()
+    }
+}
+
+impl<P> Leased<P> {
+    /// The scope (the first identity column).
+    pub(crate) fn scope(&self) -> &str {
+        &self.inner.key[0]
+    }
+
+    /// The provider (the second).
+    pub(crate) fn provider(&self) -> &str {
+        &self.inner.key[1]
+    }
+
+    /// The event key (the third).
+    pub(crate) fn event_key(&self) -> &str {
+        &self.inner.key[2]
+    }
+
+    /// The identity column `i` ([`QueueKind::KEY`]'s order).
+    #[allow(dead_code)] // read by kinds with more identity columns than the inbox's
+    pub(crate) fn key_part(&self, i: usize) -> &str {
+        &self.inner.key[i]
+    }
+
+    /// Which run this is: 1 the first time, higher after failures.
+    pub(crate) fn attempt(&self) -> u32 {
+        self.inner.attempt
+    }
+
+    pub(crate) fn payload(&self) -> &P {
+        &self.inner.payload
+    }
+
+    /// The identity and the token: `$1..$k` and `$k+1` of every fenced
+    /// statement.
+    fn fence(&self) -> Vec<Param<'_>> {
+        let mut params: Vec<Param<'_>> = self.inner.key.iter().map(|k| Param::Text(k)).collect();
+        params.push(Param::Text(&self.inner.token));
+        params
+    }
+}
+
+/// Where a failed row went: see [`TableQueue::retry_later`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterFailure {
+    /// Back to `pending`, due again after the delay.
+    Retry,
+    /// `dead`: past the maximum attempts, kept for an operator.
+    Dead,
+    /// The lease was no longer this worker's: nothing changed.
+    LeaseLost,
+}
+
+/// The statements of one kind's queue, with the schema spliced in once.
+struct QueueSql {
+    lease: String,
+    heartbeat: String,
+    complete: String,
+    retry_later: String,
+    release: String,
+}
+
+impl QueueSql {
+    fn new<K: QueueKind>(schema: &str) -> Self {
+        let t = format!("{schema}.{}", K::TABLE);
+        let k = K::KEY.len();
+        let cols = K::KEY.join(", ");
+        let (e_cols, due_cols) = (prefixed("e", K::KEY), prefixed("due", K::KEY));
+        let pk = K::KEY.iter().enumerate().map(|(i, c)| format!("{c} = ${}", i + 1)).collect::<Vec<_>>().join(" AND ");
+        let fence = format!("state = 'running' AND lease_token = ${}::text::uuid", k + 1);
+        let filter = "($3::text IS NULL OR provider = $3) AND ($4::text IS NULL OR scope = $4)";
+        let n = |i: usize| format!("${}", k + 1 + i);
+        Self {
+            // One locking subquery per partial index (`run_at`, `locked_until`), so
+            // neither scans the table; at most 2 x $2 rows are locked for the
+            // statement and $2 leased. $1 lease seconds, $2 limit, $3 provider,
+            // $4 scope, $5 max attempts.
+            lease: format!(
+                "WITH pending AS (
+                     SELECT {cols}, state, attempts, run_at AS at FROM {t}
+                     WHERE state = 'pending' AND run_at <= now() AND {filter}
+                     ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+                 expired AS (
+                     SELECT {cols}, state, attempts, locked_until AS at FROM {t}
+                     WHERE state = 'running' AND locked_until < now() AND {filter}
+                     ORDER BY locked_until LIMIT $2 FOR UPDATE SKIP LOCKED),
+                 due AS (
+                     SELECT * FROM (SELECT * FROM expired UNION ALL SELECT * FROM pending) c ORDER BY at LIMIT $2),
+                 buried AS (
+                     UPDATE {t} e SET state = 'dead', run_at = NULL, locked_until = NULL, lease_token = NULL,
+                            last_failed_at = now(),
+                            last_error = 'the worker lost its lease on the last allowed attempt (crashed or killed)'
+                     FROM due
+                     WHERE ({e_cols}) = ({due_cols}) AND due.state = 'running' AND due.attempts >= $5
+                     RETURNING 1)
+                 UPDATE {t} e SET state = 'running', attempts = e.attempts + 1, run_at = NULL,
+                        locked_until = now() + make_interval(secs => $1), lease_token = gen_random_uuid()
+                 FROM due
+                 WHERE ({e_cols}) = ({due_cols}) AND NOT (due.state = 'running' AND due.attempts >= $5)
+                 RETURNING {e_cols}, e.attempts, e.lease_token::text, {}",
+                K::PAYLOAD_COLUMNS
+            ),
+            heartbeat: format!(
+                "UPDATE {t} SET locked_until = now() + make_interval(secs => {}) WHERE {pk} AND {fence} RETURNING 1",
+                n(1)
+            ),
+            // Fails (22012) when the lease is no longer this worker's, so the
+            // COMMIT sent in the same flight ends an aborted transaction.
+            complete: format!(
+                "WITH done AS (
+                     UPDATE {t} SET state = 'done', {}, locked_until = NULL, lease_token = NULL
+                     WHERE {pk} AND {fence} AND now() = {} RETURNING 1)
+                 SELECT 1 / count(*)::int FROM done",
+                K::DONE_SET.replace("{status}", &n(1)),
+                n(2)
+            ),
+            retry_later: format!(
+                "UPDATE {t} SET state = CASE WHEN attempts >= {max} THEN 'dead' ELSE 'pending' END,
+                        run_at = CASE WHEN attempts >= {max} THEN NULL ELSE now() + make_interval(secs => {delay}) END,
+                        last_error = {error}, response_status = {status},
+                        last_failed_at = now(), locked_until = NULL, lease_token = NULL
+                 WHERE {pk} AND {fence} RETURNING state",
+                max = n(1),
+                delay = n(2),
+                error = n(3),
+                status = n(4)
+            ),
+            release: format!(
+                "UPDATE {t} SET state = 'pending', attempts = greatest(attempts - 1, 0), run_at = now(),
+                        locked_until = NULL, lease_token = NULL
+                 WHERE {pk} AND {fence} RETURNING 1"
+            ),
+        }
+    }
+}
+
+/// `alias.column` for each column, comma-separated.
+fn prefixed(alias: &str, columns: &[&str]) -> String {
+    columns.iter().map(|c| format!("{alias}.{c}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The channel a kind's producers notify on, per schema: a digest of the
+/// schema's name, so that any valid schema name (up to 63 bytes) gives a
+/// channel name within PostgreSQL's 63-byte identifier limit
+/// (`webhook_inbox_` and 16 hex digits of the schema name's SHA-256).
+pub(crate) fn channel(kind: &str, schema: &str) -> String {
+    use sha2::{Digest as _, Sha256};
+    format!("webhook_{kind}_{}", &hex::encode(Sha256::digest(schema.as_bytes()))[..16])
+}
+
+/// One kind's queue on one database and schema. Cheap to clone.
+pub(crate) struct TableQueue<K> {
+    inner: Arc<QueueInner>,
+    kind: PhantomData<fn() -> K>,
+}
+
+struct QueueInner {
+    db: Db,
+    sql: QueueSql,
+    channel: String,
+}
+
+impl<K> Clone for TableQueue<K> {
+    fn clone(&self) -> Self {
+        Self { inner: Arc::clone(&self.inner), kind: PhantomData }
+    }
+}
+
+impl<K: QueueKind> TableQueue<K> {
+    /// The queue of kind `K` under `schema` (a checked identifier).
+    pub(crate) fn new(db: Db, schema: &str) -> Self {
+        let inner = QueueInner { sql: QueueSql::new::<K>(schema), channel: channel(K::NAME, schema), db };
+        Self { inner: Arc::new(inner), kind: PhantomData }
+    }
+
+    /// The channel producers `pg_notify` when they add rows.
+    pub(crate) fn channel(&self) -> &str {
+        &self.inner.channel
+    }
+
+    /// Leases up to `limit` due rows for `lease` (optionally of one provider
+    /// and scope): each becomes `running` with `attempts + 1` and a fresh
+    /// lease token. A row whose lease expired after run `max_attempts` is
+    /// buried as `dead`. Rows other workers are leasing are skipped.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database is unavailable.
+    pub(crate) async fn lease(
+        &self,
+        limit: usize,
+        lease: Duration,
+        provider: Option<&str>,
+        scope: Option<&str>,
+        max_attempts: u32,
+    ) -> Result<Vec<Leased<K::Payload>>, StoreError> {
+        let params = [
+            Param::F64(lease.as_secs_f64()),
+            Param::I64(i64::try_from(limit).unwrap_or(i64::MAX)),
+            Param::OptText(provider),
+            Param::OptText(scope),
+            Param::I32(i32::try_from(max_attempts).unwrap_or(i32::MAX)),
+        ];
+        let rows = self.inner.db.query("lease", &self.inner.sql.lease, &params).await?;
+        let k = K::KEY.len();
+        Ok(rows
+            .iter()
+            .map(|row| Leased {
+                inner: Arc::new(LeasedInner {
+                    key: (0..k).map(|i| row.get(i)).collect(),
+                    attempt: u32::try_from(row.get::<i32>(k)).unwrap_or(0),
+                    token: row.get(k + 1),
+                    payload: K::payload(row, k + 2),
+                }),
+            })
+            .collect())
+    }
+
+    /// Extends `leased`'s lease to `lease` from now. `Ok(false)`: the lease
+    /// is no longer this worker's (it expired and another worker took the
+    /// row, or the row ended).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database is unavailable.
+    pub(crate) async fn heartbeat(&self, leased: &Leased<K::Payload>, lease: Duration) -> Result<bool, StoreError> {
+        let mut params = leased.fence();
+        params.push(Param::F64(lease.as_secs_f64()));
+        Ok(!self.inner.db.query("heartbeat", &self.inner.sql.heartbeat, &params).await?.is_empty())
+    }
+
+    /// Puts a failed row back to `pending`, due after `delay`, or `dead` when
+    /// it has run `max_attempts` times; records `error` (never a payload)
+    /// and the handler's `status`. Fenced by the lease.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database is unavailable.
+    pub(crate) async fn retry_later(
+        &self,
+        leased: &Leased<K::Payload>,
+        max_attempts: u32,
+        delay: Duration,
+        error: &str,
+        status: Option<u16>,
+    ) -> Result<AfterFailure, StoreError> {
+        let mut params = leased.fence();
+        params.extend([
+            Param::I32(i32::try_from(max_attempts).unwrap_or(i32::MAX)),
+            Param::F64(delay.as_secs_f64()),
+            Param::Text(error),
+            Param::OptI16(status.map(|s| i16::try_from(s).unwrap_or(i16::MAX))),
+        ]);
+        let rows = self.inner.db.query("retry later", &self.inner.sql.retry_later, &params).await?;
+        Ok(match rows.first().map(|r| r.get::<&str>(0)) {
+            Some("dead") => AfterFailure::Dead,
+            Some(_) => AfterFailure::Retry,
+            None => AfterFailure::LeaseLost,
+        })
+    }
+
+    /// Hands a leased row back untouched: `pending`, due now, the attempt not
+    /// counted (graceful shutdown). `Ok(false)` when the lease was no longer
+    /// this worker's.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database is unavailable.
+    pub(crate) async fn release(&self, leased: &Leased<K::Payload>) -> Result<bool, StoreError> {
+        let params = leased.fence();
+        Ok(!self.inner.db.query("release", &self.inner.sql.release, &params).await?.is_empty())
+    }
+
+    /// Opens the transaction a leased row's work runs in (READ COMMITTED):
+    /// `BEGIN` and the transaction's `now()` in one flight, so the completion
+    /// matches only inside this very transaction.
+    ///
+    /// # Errors
+    /// [`StoreError`] when no connection can be had or `BEGIN` fails.
+    pub(crate) async fn begin(&self, leased: &Leased<K::Payload>) -> Result<WorkTx<K>, StoreError> {
+        let step = "begin the work's transaction";
+        let conn = self.inner.db.connect(step).await?;
+        let begin = "BEGIN ISOLATION LEVEL READ COMMITTED";
+        let (tx, rows) = conn.begin(begin, "SELECT now()", &[]).await.map_err(|e| self.inner.db.error(&e, step))?;
+        let started: SystemTime = rows[0].get(0);
+        Ok(WorkTx { tx: WebhookTx::new(tx), leased: leased.clone(), queue: self.clone(), started })
+    }
+}
+
+/// The transaction a leased row's work runs in. [`complete`](Self::complete)
+/// commits the work with the row marked `done`, only while the lease is
+/// still this worker's; dropping it rolls the work back.
+#[must_use = "dropping the transaction rolls the work back"]
+pub(crate) struct WorkTx<K: QueueKind> {
+    tx: WebhookTx,
+    leased: Leased<K::Payload>,
+    queue: TableQueue<K>,
+    /// The work transaction's `now()`: the completion checks it runs there.
+    started: SystemTime,
+}
+
+/// Why [`WorkTx::complete`] did not commit.
+#[derive(Debug)]
+pub(crate) enum Incomplete {
+    /// A clone of the handle still holds the connection (a task the work
+    /// spawned): rolled back when that clone drops.
+    StillInUse,
+    /// The lease was taken over, or the work ended its transaction itself:
+    /// rolled back, the row left to its lease.
+    LeaseLost,
+    /// A failed statement aborted the transaction (its SQLSTATE): rolled back.
+    Aborted(String),
+    /// COMMIT's answer never came: the outcome is unknown.
+    Unknown,
+}
+
+impl fmt::Display for Incomplete {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::StillInUse => f.write_str("the transaction handle is still in use"),
+            Self::LeaseLost => f.write_str(
+                "the work's transaction was not this lease's at completion (taken over, or ended by the handler)",
+            ),
+            Self::Aborted(code) => write!(f, "the transaction was aborted by a failed statement (SQLSTATE {code})"),
+            Self::Unknown => f.write_str("the commit failed or its outcome is unknown"),
+        }
+    }
+}
+
+impl<K: QueueKind> WorkTx<K> {
+    /// The transaction handle for the work (the handler's `WebhookTx`).
+    pub(crate) fn tx(&self) -> WebhookTx {
+        self.tx.clone()
+    }
+
+    /// The SQLSTATE of a retryable conflict a statement through the handle
+    /// met (40P01, 40001, 55P03).
+    pub(crate) fn retryable_conflict(&self) -> Option<&'static str> {
+        self.tx.retryable_conflict()
+    }
+
+    /// Marks the row `done` with `status` inside the work's transaction,
+    /// fenced by the lease token, and commits.
+    ///
+    /// # Errors
+    /// [`Incomplete`]: what happened instead.
+    pub(crate) async fn complete(self, status: Option<u16>) -> Result<(), Incomplete> {
+        let tx = self.tx.take_conn().ok_or(Incomplete::StillInUse)?;
+        let mut params = self.leased.fence();
+        params.push(Param::OptI16(status.map(|s| i16::try_from(s).unwrap_or(i16::MAX))));
+        params.push(Param::Time(self.started));
+        match tx.commit_fenced(&self.queue.inner.sql.complete, &params).await {
+            Ok(()) => Ok(()),
+            Err(Fenced::Lost) => Err(Incomplete::LeaseLost),
+            Err(Fenced::Aborted(e)) => Err(Incomplete::Aborted(e.sqlstate().to_owned())),
+            Err(Fenced::Unknown(e)) => {
+                tracing::error!(sqlstate = e.sqlstate(), "{} commit failed or its result is unknown", K::NAME);
+                Err(Incomplete::Unknown)
+            }
+        }
+    }
+
+    /// Rolls the work back (the row stays leased; end it with
+    /// [`TableQueue::retry_later`] or [`TableQueue::release`]).
+    pub(crate) async fn rollback(self) {
+        if let Some(tx) = self.tx.take_conn() {
+            let _ = tx.rollback().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::event::ScopedEvent;
+    use crate::store::inbox::{Inbox, InboxRows, RequestHead};
+    use crate::test_support::db;
+    use crate::worker::RetryPolicy;
+
+    /// The inbox queue on a fresh database with `keys` accepted as pending.
+    async fn inbox_with(keys: &[String], pool_size: usize) -> (TableQueue<InboxRows>, deadpool_postgres::Pool) {
+        let pool = db::fresh(pool_size).await;
+        let inbox = Inbox::new(pool.clone()).unwrap();
+        let head = RequestHead { method: "POST".into(), uri: "/webhooks/stripe".into(), headers: vec![] };
+        for key in keys {
+            let event = ScopedEvent::new("stripe", "acct_test", key.clone());
+            assert!(inbox.accept(&event, b"{}", &head).await.unwrap(), "{key} accepted");
+        }
+        let store = crate::store::StoreConfig::new(pool.clone());
+        let (db, schema) = store.open().unwrap();
+        (TableQueue::new(db, schema), pool)
+    }
+
+    #[tokio::test]
+    async fn racing_leases_hand_each_row_to_one_worker() {
+        let keys: Vec<String> = (0..40).map(|i| format!("evt_race{i}")).collect();
+        let (queue, _pool) = inbox_with(&keys, 16).await;
+        let barrier = Arc::new(tokio::sync::Barrier::new(8));
+        let leasers: Vec<_> = (0..8)
+            .map(|_| {
+                let (queue, barrier) = (queue.clone(), Arc::clone(&barrier));
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let mut mine = Vec::new();
+                    loop {
+                        let rows = queue.lease(3, Duration::from_secs(60), None, None, u32::MAX).await.unwrap();
+                        if rows.is_empty() {
+                            break mine;
+                        }
+                        mine.extend(rows.into_iter().map(|r| r.event_key().to_owned()));
+                    }
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for leaser in leasers {
+            all.extend(leaser.await.unwrap());
+        }
+        all.sort();
+        let before = all.len();
+        all.dedup();
+        assert_eq!((before, all.len()), (40, 40), "every row leased exactly once");
+    }
+
+    #[tokio::test]
+    async fn a_failed_run_is_due_again_within_the_backoff_ceiling() {
+        let (queue, pool) = inbox_with(&["evt_backoff".to_owned()], 4).await;
+        let leased = queue.lease(1, Duration::from_secs(60), None, None, u32::MAX).await.unwrap().remove(0);
+        let policy = RetryPolicy { base: Duration::from_secs(10), cap: Duration::from_secs(60), max_attempts: 5 };
+        let delay = policy.delay(leased.attempt());
+        assert!(delay <= policy.ceiling(1) && policy.ceiling(1) == Duration::from_secs(10));
+        assert_eq!(queue.retry_later(&leased, 5, delay, "boom", Some(503)).await.unwrap(), AfterFailure::Retry);
+        let wait = db::scalar_f64(
+            &pool,
+            "SELECT extract(epoch FROM run_at - last_failed_at)::float8 FROM webhook_idempotency.webhook_events
+              WHERE event_key = 'evt_backoff'",
+        )
+        .await;
+        assert!(
+            (wait - delay.as_secs_f64()).abs() < 0.01,
+            "run_at is the delay after the failure: {wait} vs {delay:?}"
+        );
+        // Not due yet (unless the jitter drew ~0): nothing to lease before run_at.
+        if delay > Duration::from_millis(500) {
+            assert!(queue.lease(1, Duration::from_secs(60), None, None, u32::MAX).await.unwrap().is_empty());
+        }
+        // The ceilings double up to the cap.
+        let ceilings: Vec<u64> = (1..=5).map(|n| policy.ceiling(n).as_secs()).collect();
+        assert_eq!(ceilings, [10, 20, 40, 60, 60]);
+    }
+}

@@ -1,0 +1,69 @@
+//! The completer: ends each run. A successful run has already committed
+//! its `done` inside the work's transaction (fenced by the lease token); a
+//! failed one is put back to `pending` at a backoff with full jitter, or
+//! buried as `dead` past the maximum attempts, fenced by the token too, so
+//! a worker whose lease was taken over changes nothing.
+
+use std::time::Instant;
+
+use super::{Outcome, Settings};
+use crate::store::queue::{AfterFailure, Leased, QueueKind, TableQueue};
+
+/// Ends `item`'s run with `outcome`, counting and timing it by kind and
+/// provider. Runs inside the item's span.
+pub(crate) async fn finish<K: QueueKind>(
+    queue: &TableQueue<K>,
+    settings: &Settings,
+    item: &Leased<K::Payload>,
+    outcome: Outcome,
+    started: Instant,
+) {
+    let ended = match outcome {
+        Outcome::Done => {
+            tracing::info!(outcome = "committed", "{} item processed", K::NAME);
+            "done"
+        }
+        Outcome::LeaseLost => {
+            tracing::warn!(outcome = "lease_lost", "{} lease taken over; work rolled back", K::NAME);
+            "lease_lost"
+        }
+        Outcome::Failed { error, status } => {
+            let delay = settings.retry.delay(item.attempt());
+            match queue.retry_later(item, settings.retry.max_attempts, delay, &error, status).await {
+                Ok(AfterFailure::Dead) => {
+                    tracing::error!(outcome = "dead", error, "{} item dead after its last attempt", K::NAME);
+                    "dead"
+                }
+                Ok(AfterFailure::Retry) => {
+                    tracing::warn!(outcome = "failed", error, retry_in = ?delay, "{} item failed; retried later", K::NAME);
+                    "retried"
+                }
+                Ok(AfterFailure::LeaseLost) => {
+                    tracing::warn!(
+                        outcome = "lease_lost",
+                        "{} lease taken over before the failure was recorded",
+                        K::NAME
+                    );
+                    "lease_lost"
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "{} failure not recorded; the lease will expire", K::NAME);
+                    "retried"
+                }
+            }
+        }
+    };
+    crate::metrics::worker_run(K::NAME, item.provider(), ended, Some(started.elapsed()));
+}
+
+/// Hands an unfinished item back at shutdown (`pending`, the attempt not
+/// counted).
+pub(crate) async fn release<K: QueueKind>(queue: &TableQueue<K>, item: &Leased<K::Payload>) {
+    match queue.release(item).await {
+        Ok(_) => tracing::info!(key = item.event_key(), "{}: released unfinished work at shutdown", K::NAME),
+        Err(e) => {
+            tracing::warn!(key = item.event_key(), error = %e, "{}: could not release at shutdown; the lease will expire", K::NAME)
+        }
+    }
+    crate::metrics::worker_run(K::NAME, item.provider(), "released", None);
+}

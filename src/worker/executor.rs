@@ -1,0 +1,107 @@
+//! The executor: runs one leased item under a heartbeat, inside the item's
+//! span, with the user's code guarded ([`Guard`]), then hands the outcome to
+//! the completer.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::Instrument;
+
+use super::{completer, Outcome, Settings, Work};
+use crate::store::queue::{Leased, QueueKind, TableQueue};
+
+/// Runs the user's code (a handler, an effect function) for the executor: in
+/// a task of its own, so a panic is a failed run and not a dead worker,
+/// within the handler timeout, in the item's span, and aborted when the run
+/// is dropped (a lost lease, a shutdown past its bound).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Guard {
+    timeout: Duration,
+}
+
+/// Why [`Guard::call`] returned no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stopped {
+    /// Past the handler timeout.
+    TimedOut,
+    /// The code panicked.
+    Panicked,
+}
+
+impl Guard {
+    /// `fut`'s output, or why there is none.
+    pub(crate) async fn call<F>(&self, fut: F) -> Result<F::Output, Stopped>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let task = AbortOnDrop(tokio::spawn(tokio::time::timeout(self.timeout, fut).in_current_span()));
+        match task.join().await {
+            Ok(Ok(output)) => Ok(output),
+            Ok(Err(_)) => Err(Stopped::TimedOut),
+            Err(_) => Err(Stopped::Panicked),
+        }
+    }
+}
+
+/// Runs `item` to its end: done, retried later, dead, or left to whoever
+/// took the lease over.
+pub(crate) async fn process<W: Work>(
+    queue: TableQueue<W::Kind>,
+    work: W,
+    settings: Arc<Settings>,
+    item: Leased<<W::Kind as QueueKind>::Payload>,
+) {
+    // An ERROR-level span: its fields reach every event inside it, the
+    // handler's own lines included (the guard runs it in this span).
+    let span = tracing::error_span!(
+        "worker",
+        kind = <W::Kind as QueueKind>::NAME,
+        provider = item.provider(),
+        scope = item.scope(),
+        key = item.event_key(),
+        attempt = item.attempt()
+    );
+    async move {
+        let started = Instant::now();
+        let guard = Guard { timeout: settings.handler_timeout };
+        let outcome = tokio::select! {
+            outcome = work.run(&queue, &item, &guard) => outcome,
+            () = heartbeat(&queue, &item, settings.lease) => Outcome::LeaseLost,
+        };
+        completer::finish(&queue, &settings, &item, outcome, started).await;
+    }
+    .instrument(span)
+    .await;
+}
+
+/// Renews the lease every third of it; returns when the lease is no longer
+/// this worker's.
+async fn heartbeat<K: QueueKind>(queue: &TableQueue<K>, item: &Leased<K::Payload>, lease: Duration) {
+    let mut every = tokio::time::interval(lease / 3);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        match queue.heartbeat(item, lease).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => tracing::warn!(error = %e, "worker: heartbeat failed; retrying"),
+        }
+    }
+}
+
+/// A spawned task aborted when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> AbortOnDrop<T> {
+    async fn join(mut self) -> Result<T, tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -1,0 +1,274 @@
+//! The worker runtime: one runtime, several kinds of work.
+//!
+//! The shape is River's: a **producer** leases at most as many due items as
+//! it has free slots (one `UPDATE ... WHERE ... IN (SELECT ... FOR UPDATE
+//! SKIP LOCKED LIMIT n) RETURNING`, a lease deadline and a fresh token per
+//! row); an **executor** runs each item under a heartbeat that renews its
+//! lease every third of it, with the user's code in a task of its own (a
+//! panic is a failed run) bounded by the handler timeout; a **completer**
+//! ends every item fenced by its token (done inside the work's own
+//! transaction, retried at a backoff with full jitter, dead past the maximum
+//! attempts, or left to whoever took the lease over); a **notifier** wakes
+//! the producer by `LISTEN` (with reconnect), polling being the fallback so
+//! a lost notification costs at most one poll interval; and **graceful
+//! shutdown** stops leasing, lets work in hand finish for a bound, then
+//! rolls the rest back and releases their rows (the attempt not counted).
+//!
+//! A kind of work supplies its table and statements (a queue kind in the
+//! store) and the function that runs one item (`Work`); it never copies the
+//! loop. The inbox worker ([`InboxWorker`](crate::inbox::InboxWorker)) is
+//! the first kind; every kind shares [`WorkerBuilder`]'s settings and
+//! [`RetryPolicy`].
+//!
+//! Every run is counted (`webhook_worker_runs_total` by `kind`, `provider`
+//! and `outcome`: `done`, `retried`, `dead`, `lease_lost`, `released`) and
+//! timed (`webhook_worker_run_duration_seconds`); see [`crate::metrics`].
+//! The run's log lines, the handler's included, carry a span with the
+//! item's `kind`, `provider`, `scope`, `key` and `attempt`.
+
+mod completer;
+mod executor;
+mod producer;
+mod retry;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+pub(crate) use executor::{Guard, Stopped};
+pub use retry::RetryPolicy;
+
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::store::driver::Db;
+use crate::store::queue::{Leased, QueueKind, TableQueue};
+use crate::store::StoreConfig;
+
+/// How one run of an item ended, for the completer.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The work committed with the row marked `done`.
+    Done,
+    /// The lease was no longer this worker's: the work rolled back and the
+    /// row is left to the lease's new holder.
+    LeaseLost,
+    /// The run failed (rolled back): retry later or bury. `error` is a
+    /// description without payload or secrets; `status` the handler's.
+    Failed { error: String, status: Option<u16> },
+}
+
+impl Outcome {
+    pub(crate) fn failed(error: impl Into<String>, status: Option<u16>) -> Self {
+        Self::Failed { error: error.into(), status }
+    }
+}
+
+/// A kind of work: runs one leased item in a transaction it opens from the
+/// queue, with the user's code inside [`Guard::call`], and ends it fenced.
+pub(crate) trait Work: Clone + Send + 'static {
+    /// The queue kind this work leases from.
+    type Kind: QueueKind;
+
+    /// Runs `item` once (the producer clones the work for each item).
+    fn run(
+        self,
+        queue: &TableQueue<Self::Kind>,
+        item: &Leased<<Self::Kind as QueueKind>::Payload>,
+        guard: &Guard,
+    ) -> impl Future<Output = Outcome> + Send;
+}
+
+type ListenFn = Arc<dyn Fn(Arc<Notify>, String) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// The runtime's settings, common to every kind of work.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) provider: Option<String>,
+    pub(crate) scope: Option<String>,
+    pub(crate) concurrency: usize,
+    pub(crate) batch_size: Option<usize>,
+    pub(crate) lease: Duration,
+    pub(crate) poll_interval: Duration,
+    pub(crate) handler_timeout: Duration,
+    pub(crate) shutdown_timeout: Duration,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) listen: Option<ListenFn>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            provider: None,
+            scope: None,
+            concurrency: 4,
+            batch_size: None,
+            lease: Duration::from_secs(30),
+            poll_interval: Duration::from_secs(1),
+            handler_timeout: Duration::from_secs(300),
+            shutdown_timeout: Duration::from_secs(10),
+            retry: RetryPolicy::default(),
+            listen: None,
+        }
+    }
+}
+
+impl Settings {
+    /// Rows leased per statement: the batch size, up to the free slots.
+    pub(crate) fn batch(&self) -> usize {
+        self.batch_size.unwrap_or(self.concurrency)
+    }
+}
+
+/// Builds a worker of one kind (an [`InboxWorker`](crate::inbox::InboxWorker),
+/// ...): the settings every kind shares are here, the kind's own next to
+/// its constructor. Every setter takes `self` by value.
+#[must_use]
+pub struct WorkerBuilder<W> {
+    store: StoreConfig,
+    work: W,
+    settings: Settings,
+}
+
+impl<W> fmt::Debug for WorkerBuilder<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("store", &self.store)
+            .field("concurrency", &self.settings.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W> WorkerBuilder<W> {
+    pub(crate) fn new(store: StoreConfig, work: W) -> Self {
+        Self { store, work, settings: Settings::default() }
+    }
+
+    /// Only rows of this provider (default: all).
+    pub fn provider(mut self, provider: impl Into<String>) -> Self {
+        self.settings.provider = Some(provider.into());
+        self
+    }
+
+    /// Only rows of this scope (default: all).
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        self.settings.scope = Some(scope.into());
+        self
+    }
+
+    /// Items processed at once (default 4). Each holds a pooled connection
+    /// for its run's duration; size the pool above it.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.settings.concurrency = n;
+        self
+    }
+
+    /// Rows leased per statement (default: the free slots, up to the
+    /// concurrency). Each row is still processed in its own transaction.
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.settings.batch_size = Some(n);
+        self
+    }
+
+    /// How long a lease lasts without renewal (default 30 s; at least 1 s).
+    /// Renewed every third of it while the item runs.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.settings.lease = lease;
+        self
+    }
+
+    /// How often to look for due rows without a notification (default 1 s).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.settings.poll_interval = interval;
+        self
+    }
+
+    /// The longest one run of the user's code may take (default 300 s); past
+    /// it the run fails and is retried.
+    pub fn handler_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.handler_timeout = timeout;
+        self
+    }
+
+    /// How long work in hand may finish after shutdown is asked (default 10 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.shutdown_timeout = timeout;
+        self
+    }
+
+    /// The retry policy for failed runs.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.settings.retry = policy;
+        self
+    }
+
+    /// Wakes the worker by `LISTEN` on a dedicated connection built from
+    /// `config` and `tls` (re-established after a loss, 1 s between tries),
+    /// instead of waiting for the next poll: the same `pg_notify` producers
+    /// send when they add rows.
+    pub fn listen<T>(mut self, config: tokio_postgres::Config, tls: T) -> Self
+    where
+        T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone + Send + Sync + 'static,
+        T::Stream: Send,
+        T::TlsConnect: Send,
+        <T::TlsConnect as tokio_postgres::tls::TlsConnect<tokio_postgres::Socket>>::Future: Send,
+    {
+        let listen: ListenFn = Arc::new(move |notify, channel| {
+            Box::pin(crate::store::driver::listen_loop(config.clone(), tls.clone(), notify, channel))
+        });
+        self.settings.listen = Some(listen);
+        self
+    }
+
+    /// Checks the settings and builds the worker.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an invalid schema name, a concurrency or batch of
+    /// 0, a lease under 1 s, or a retry policy of 0 attempts.
+    pub fn build(self) -> Result<Worker<W>, ConfigError> {
+        let s = &self.settings;
+        if s.concurrency == 0 || s.batch_size == Some(0) {
+            return Err(ConfigError::of(
+                ConfigErrorKind::InvalidLimit,
+                "concurrency and batch size must be at least 1",
+            ));
+        }
+        if s.lease < Duration::from_secs(1) {
+            return Err(ConfigError::of(ConfigErrorKind::InvalidLimit, "the lease must be at least 1 s"));
+        }
+        if s.retry.max_attempts == 0 {
+            return Err(ConfigError::of(ConfigErrorKind::InvalidLimit, "the retry policy needs at least 1 attempt"));
+        }
+        let (db, schema) = self.store.open()?;
+        let schema = schema.to_owned();
+        Ok(Worker { db, schema, work: self.work, settings: Arc::new(self.settings) })
+    }
+}
+
+/// A worker of one kind, built by [`WorkerBuilder::build`]. Start it with
+/// its kind's `run` (a future to spawn), for example
+/// [`InboxWorker::run`](crate::inbox::InboxWorker::run).
+pub struct Worker<W> {
+    db: Db,
+    schema: String,
+    work: W,
+    settings: Arc<Settings>,
+}
+
+impl<W> fmt::Debug for Worker<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Worker")
+            .field("schema", &self.schema)
+            .field("concurrency", &self.settings.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs `worker`'s producer until `shutdown` completes, then shuts down
+/// gracefully. Each kind's public `run` calls this.
+pub(crate) async fn run<W: Work>(worker: Worker<W>, shutdown: impl Future<Output = ()> + Send) {
+    let queue = TableQueue::<W::Kind>::new(worker.db, &worker.schema);
+    producer::run(queue, worker.work, worker.settings, shutdown).await;
+}

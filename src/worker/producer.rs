@@ -1,0 +1,95 @@
+//! The producer: leases at most the free slots' worth of due items, hands
+//! each to the executor, waits for a notification, a poll tick or a free
+//! slot, and shuts down gracefully.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+
+use super::{completer, executor, Settings, Work};
+use crate::store::queue::{Leased, QueueKind, TableQueue};
+
+/// Items in hand, by a local id: what shutdown releases if they do not
+/// finish.
+type InHand<P> = Arc<Mutex<HashMap<u64, Leased<P>>>>;
+
+/// Runs until `shutdown` completes, then stops leasing, lets work in hand
+/// finish for up to the shutdown timeout, aborts the rest (rolling their
+/// work back) and releases their rows.
+pub(crate) async fn run<W: Work>(
+    queue: TableQueue<W::Kind>,
+    work: W,
+    settings: Arc<Settings>,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let notify = Arc::new(Notify::new());
+    let listener =
+        settings.listen.as_ref().map(|listen| tokio::spawn(listen(Arc::clone(&notify), queue.channel().to_owned())));
+    let slots = Arc::new(Semaphore::new(settings.concurrency));
+    let in_hand: InHand<<W::Kind as QueueKind>::Payload> = Arc::default();
+    let mut next_id = 0u64;
+    let mut jobs = JoinSet::new();
+    let mut shutdown = pin!(shutdown);
+    loop {
+        while jobs.try_join_next().is_some() {}
+        let free = slots.available_permits().min(settings.batch());
+        let mut leased_all = false;
+        if free > 0 {
+            let (provider, scope) = (settings.provider.as_deref(), settings.scope.as_deref());
+            match queue.lease(free, settings.lease, provider, scope, settings.retry.max_attempts).await {
+                Ok(rows) => {
+                    leased_all = rows.len() == free;
+                    for row in rows {
+                        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else { break };
+                        let id = next_id;
+                        next_id += 1;
+                        lock(&in_hand).insert(id, row.clone());
+                        let (queue, work, settings, in_hand) =
+                            (queue.clone(), work.clone(), Arc::clone(&settings), Arc::clone(&in_hand));
+                        jobs.spawn(async move {
+                            executor::process(queue, work, settings, row).await;
+                            lock(&in_hand).remove(&id);
+                            drop(permit);
+                        });
+                    }
+                }
+                Err(e) => tracing::warn!(
+                    kind = <W::Kind as QueueKind>::NAME,
+                    error = %e,
+                    "worker: leasing due rows failed; retrying after the poll interval"
+                ),
+            }
+        }
+        if leased_all && slots.available_permits() > 0 {
+            continue; // more may be due
+        }
+        tokio::select! {
+            () = &mut shutdown => break,
+            () = notify.notified() => {}
+            () = tokio::time::sleep(settings.poll_interval) => {}
+            Some(_) = jobs.join_next(), if !jobs.is_empty() => {}
+        }
+    }
+    // Graceful shutdown: no more leases; work in hand may finish.
+    if let Some(listener) = listener {
+        listener.abort();
+    }
+    let finished =
+        tokio::time::timeout(settings.shutdown_timeout, async { while jobs.join_next().await.is_some() {} }).await;
+    if finished.is_err() {
+        jobs.abort_all();
+        while jobs.join_next().await.is_some() {}
+    }
+    let unfinished: Vec<_> = lock(&in_hand).drain().map(|(_, row)| row).collect();
+    for row in unfinished {
+        completer::release(&queue, &row).await;
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
