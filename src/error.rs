@@ -8,8 +8,6 @@
 
 use std::fmt;
 
-use crate::verify::KeyMaterialError;
-
 /// An invalid configuration (of a layer, a worker, a store configuration, a
 /// verifier, a secret), found when it is built rather than on the first
 /// delivery.
@@ -193,3 +191,86 @@ impl fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
+
+/// Why configured key material cannot authenticate deliveries. See
+/// [`KeyMaterialError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyMaterialErrorKind {
+    /// No secret is configured at all.
+    NoSecret,
+    /// A secret of zero bytes (what `${VAR}` gives for an unset variable):
+    /// anyone can compute an HMAC with an empty key.
+    Empty,
+    /// A secret that is only a provider prefix (a bare `whsec_`), so no key
+    /// follows it.
+    OnlyPrefix,
+    /// Not in the format the provider issues (a missing `whsec_` prefix,
+    /// text that is not base64, a private key where a public one belongs).
+    Malformed,
+    /// Fewer key bytes than the provider's documented minimum.
+    TooShort,
+    /// More key bytes than the provider's documented maximum.
+    TooLong,
+    /// A public key that does not decode to a valid key (Ed25519, P-256).
+    InvalidPublicKey,
+}
+
+impl KeyMaterialErrorKind {
+    /// A stable `snake_case` name for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoSecret => "no_secret",
+            Self::Empty => "empty_secret",
+            Self::OnlyPrefix => "only_prefix",
+            Self::Malformed => "malformed_secret",
+            Self::TooShort => "secret_too_short",
+            Self::TooLong => "secret_too_long",
+            Self::InvalidPublicKey => "invalid_public_key",
+        }
+    }
+}
+
+impl fmt::Display for KeyMaterialErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Unusable key material, from [`Verifier::check_secrets`]: which secret (its
+/// position in the configured list) and why, with a hint; never the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyMaterialError {
+    kind: KeyMaterialErrorKind,
+    index: Option<usize>,
+    hint: &'static str,
+}
+
+impl KeyMaterialError {
+    /// An error of `kind` about the secret at `index` (0-based; `None` for
+    /// the list as a whole), with a short `hint` on how to fix it.
+    pub fn new(kind: KeyMaterialErrorKind, index: Option<usize>, hint: &'static str) -> Self {
+        Self { kind, index, hint }
+    }
+
+    /// Why the key material is unusable.
+    pub fn kind(&self) -> KeyMaterialErrorKind {
+        self.kind
+    }
+
+    /// The position of the offending secret in the configured list, 0-based.
+    pub fn index(&self) -> Option<usize> {
+        self.index
+    }
+}
+
+impl fmt::Display for KeyMaterialError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.index {
+            Some(i) => write!(f, "signing secret #{} is unusable ({}): {}", i + 1, self.kind, self.hint),
+            None => write!(f, "signing secrets unusable ({}): {}", self.kind, self.hint),
+        }
+    }
+}
+
+impl std::error::Error for KeyMaterialError {}

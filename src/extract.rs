@@ -6,10 +6,10 @@ use http::request::Parts;
 use http::StatusCode;
 
 use crate::event::WebhookEvent;
-use crate::tx::WebhookTx;
+use crate::store::driver::WebhookTx;
 
 /// Rejection of the [`WebhookTx`] and [`WebhookEvent`] extractors: the route
-/// is not behind [`WebhookLayer`](crate::WebhookLayer). Answered with a bare
+/// is not behind [`WebhookLayer`](crate::layer::WebhookLayer). Answered with a bare
 /// 500; the explanation ([`body_text`](Self::body_text), which layer to add)
 /// is logged at ERROR, never sent, since the client is unauthenticated.
 #[derive(Debug, Clone, Copy)]

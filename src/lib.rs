@@ -82,7 +82,6 @@ pub mod provider;
 pub mod providers;
 pub mod scope;
 pub mod store;
-pub mod tx;
 pub mod verify;
 pub mod worker;
 
@@ -95,9 +94,8 @@ pub use layer::IDEMPOTENT_REPLAYED;
 pub use layer::{Mode, Rejection, RejectionKind, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService};
 pub use provider::Provider;
 pub use scope::Endpoint;
-pub use store::driver::TxClient;
+pub use store::driver::{TxClient, TxError, TxErrorKind, WebhookTx};
 pub use store::{migrate, migrate_schema, IsolationLevel, StoreConfig};
-pub use tx::{TxError, TxErrorKind, WebhookTx};
 pub use verify::SigningSecret;
 
 /// The deadpool-postgres this crate is built against: build the pool you

@@ -60,8 +60,12 @@ where
 /// A webhook sender: its name (the `provider` column of the claim), how its
 /// deliveries are verified and where their event key lives.
 ///
-/// Presets: [`Provider::stripe`], [`Provider::github`]. Anything else:
-/// [`Provider::new`] with any verifier and key extractor.
+/// Presets: one constructor per preset, defined in the preset's module under
+/// [`providers`](crate::providers) and compiled with its feature
+/// ([`Provider::stripe`] and `Provider::github` by default, `Provider::slack`,
+/// `Provider::svix`, ...; [`providers::REGISTRY`](crate::providers::REGISTRY)
+/// lists them). Anything else: [`Provider::new`] with any verifier and key
+/// extractor.
 #[derive(Clone)]
 #[must_use]
 pub struct Provider {
@@ -107,136 +111,6 @@ impl Provider {
     /// The methods set by [`Provider::methods`].
     pub fn allowed_methods(&self) -> &[http::Method] {
         &self.methods
-    }
-
-    /// Stripe (`Stripe-Signature`, 300 s tolerance; key = the Event `id`). See [`crate::providers::stripe`].
-    #[cfg(feature = "stripe")]
-    pub fn stripe() -> Self {
-        crate::providers::stripe::provider()
-    }
-
-    /// GitHub (`X-Hub-Signature-256`; key = `X-GitHub-Delivery`). See [`crate::providers::github`].
-    #[cfg(feature = "github")]
-    pub fn github() -> Self {
-        crate::providers::github::provider()
-    }
-
-    /// Slack (`X-Slack-Signature` `v0=`, 300 s; key = `event_id`; answers `url_verification`). See [`crate::providers::slack`].
-    #[cfg(feature = "slack")]
-    pub fn slack() -> Self {
-        crate::providers::slack::provider()
-    }
-
-    /// Standard Webhooks (`webhook-id`/`-timestamp`/`-signature`, `v1` and `v1a`; key = `webhook-id`). See [`crate::providers::standard_webhooks`].
-    #[cfg(feature = "standard-webhooks")]
-    pub fn standard_webhooks() -> Self {
-        crate::providers::standard_webhooks::provider()
-    }
-
-    /// Svix (the Standard Webhooks scheme under `svix-*` headers). See [`crate::providers::standard_webhooks`].
-    #[cfg(feature = "standard-webhooks")]
-    pub fn svix() -> Self {
-        crate::providers::standard_webhooks::svix_provider()
-    }
-
-    /// Discord interactions (Ed25519; key = the interaction `id`; answers PING). See [`crate::providers::discord`].
-    #[cfg(feature = "discord")]
-    pub fn discord() -> Self {
-        crate::providers::discord::provider()
-    }
-
-    /// Paddle Billing (`Paddle-Signature` `ts=;h1=`, 5 s; key = `event_id`). See [`crate::providers::paddle`].
-    #[cfg(feature = "paddle")]
-    pub fn paddle() -> Self {
-        crate::providers::paddle::provider()
-    }
-
-    /// Linear (`Linear-Signature`, `webhookTimestamp` within 60 s; key = `Linear-Delivery`). See [`crate::providers::linear`].
-    #[cfg(feature = "linear")]
-    pub fn linear() -> Self {
-        crate::providers::linear::provider()
-    }
-
-    /// PagerDuty v3 (`X-PagerDuty-Signature` `v1=`; key = `event.id`). See [`crate::providers::pagerduty`].
-    #[cfg(feature = "pagerduty")]
-    pub fn pagerduty() -> Self {
-        crate::providers::pagerduty::provider()
-    }
-
-    /// Calendly (`Calendly-Webhook-Signature` `t=,v1=`, 180 s; derived key). See [`crate::providers::calendly`].
-    #[cfg(feature = "calendly")]
-    pub fn calendly() -> Self {
-        crate::providers::calendly::provider()
-    }
-
-    /// Typeform (`Typeform-Signature` `sha256=` base64; key = `event_id`). See [`crate::providers::typeform`].
-    #[cfg(feature = "typeform")]
-    pub fn typeform() -> Self {
-        crate::providers::typeform::provider()
-    }
-
-    /// Intercom (`X-Hub-Signature` `sha1=`; key = the notification `id`). See [`crate::providers::intercom`].
-    #[cfg(feature = "intercom")]
-    pub fn intercom() -> Self {
-        crate::providers::intercom::provider()
-    }
-
-    /// Zoom (`x-zm-signature` `v0=`, 300 s; derived key; answers `endpoint.url_validation`). See [`crate::providers::zoom`].
-    #[cfg(feature = "zoom")]
-    pub fn zoom() -> Self {
-        crate::providers::zoom::provider()
-    }
-
-    /// Twitch EventSub (`Twitch-Eventsub-Message-Signature`, 600 s; key = the message id; answers the callback verification). See [`crate::providers::twitch`].
-    #[cfg(feature = "twitch")]
-    pub fn twitch() -> Self {
-        crate::providers::twitch::provider()
-    }
-
-    /// Mailgun (signature in the body, 900 s; key = `event-data.id`). See [`crate::providers::mailgun`].
-    #[cfg(feature = "mailgun")]
-    pub fn mailgun() -> Self {
-        crate::providers::mailgun::provider()
-    }
-
-    /// SendGrid Event Webhook (ECDSA P-256; derived key over the batch's `sg_event_id`s). See [`crate::providers::sendgrid`].
-    #[cfg(feature = "sendgrid")]
-    pub fn sendgrid() -> Self {
-        crate::providers::sendgrid::provider()
-    }
-
-    /// Shopify (`X-Shopify-Hmac-Sha256` base64; key = `X-Shopify-Event-Id`, else
-    /// `X-Shopify-Webhook-Id`). See [`crate::providers::shopify`].
-    #[cfg(feature = "shopify")]
-    pub fn shopify() -> Self {
-        crate::providers::shopify::provider()
-    }
-
-    /// Square (`x-square-hmacsha256-signature` over the notification URL +
-    /// body; key = `event_id`). `notification_url` is the URL exactly as
-    /// registered in Square. See [`crate::providers::square`].
-    #[cfg(feature = "square")]
-    pub fn square(notification_url: impl Into<String>) -> Self {
-        crate::providers::square::provider(notification_url)
-    }
-
-    /// Twilio (`X-Twilio-Signature`, HMAC-SHA1 over the URL + sorted POST
-    /// parameters or `bodySHA256`; key = `I-Twilio-Idempotency-Token`).
-    /// `public_base_url` is the scheme and host Twilio calls. See
-    /// [`crate::providers::twilio`].
-    #[cfg(feature = "twilio")]
-    pub fn twilio(public_base_url: impl Into<String>) -> Self {
-        // Twilio sends GET when a webhook is configured for it; the signature
-        // then covers the URL with its query.
-        crate::providers::twilio::provider(public_base_url).methods([http::Method::POST, http::Method::GET])
-    }
-
-    /// HubSpot signature v3 (`X-HubSpot-Signature-v3` over method + URI + body +
-    /// timestamp, 300 s; derived batch key). `public_base_url` is the scheme
-    /// and host HubSpot calls. See [`crate::providers::hubspot`].
-    #[cfg(feature = "hubspot")]
-    pub fn hubspot(public_base_url: impl Into<String>) -> Self {
-        crate::providers::hubspot::provider(public_base_url)
     }
 
     /// Replaces the verifier, for example a preset with another tolerance:

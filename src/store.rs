@@ -40,6 +40,8 @@ mod migrate;
 pub(crate) mod queue;
 pub mod retention;
 mod statements;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub use crate::error::{StoreError, StoreErrorKind};
 pub use crate::event::ScopedEvent;

@@ -12,7 +12,7 @@
 //! An [`InboxWorker`] then runs the same handler the synchronous mode wraps:
 //! it leases due rows, rebuilds each request (same method, URI, body and
 //! kept headers) and calls the service with [`WebhookTx`](crate::WebhookTx)
-//! and [`WebhookEvent`](crate::WebhookEvent) in the extensions. The
+//! and [`WebhookEvent`](crate::event::WebhookEvent) in the extensions. The
 //! handler's writes and the row's `done` commit in one transaction, fenced by
 //! the lease token: a worker whose lease was taken over cannot complete the
 //! row, and its writes roll back with it.

@@ -7,14 +7,14 @@ use http::Request;
 
 use super::InboxBody;
 use crate::event::WebhookEvent;
+use crate::store::driver::WebhookTx;
 use crate::store::inbox::{InboxRow, RequestHead};
 use crate::store::queue::Leased;
-use crate::tx::WebhookTx;
 
 impl RequestHead {
     /// The head of `parts` without the headers that must not be stored, nor
     /// those in `drop_also` (headers a custom verifier reads a shared token
-    /// from: [`WebhookLayerBuilder::inbox_drop_header`](crate::WebhookLayerBuilder::inbox_drop_header)).
+    /// from: [`WebhookLayerBuilder::inbox_drop_header`](crate::layer::WebhookLayerBuilder::inbox_drop_header)).
     pub fn of(parts: &http::request::Parts, drop_also: &[http::HeaderName]) -> Self {
         let headers = parts
             .headers

@@ -17,7 +17,7 @@
 //!    (READ COMMITTED by default) and `(provider, scope, key)` is claimed with one
 //!    `INSERT ... ON CONFLICT DO NOTHING`;
 //! 7. claimed: [`WebhookTx`](crate::WebhookTx) and
-//!    [`WebhookEvent`](crate::WebhookEvent) go into the request extensions and
+//!    [`WebhookEvent`](crate::event::WebhookEvent) go into the request extensions and
 //!    the inner service runs. A success response (2xx by default) marks the
 //!    event done and commits; only a confirmed COMMIT lets the response out,
 //!    otherwise 503. Any other response rolls back, records the failed

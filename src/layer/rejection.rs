@@ -34,7 +34,7 @@ use super::ResponseBody;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RejectionKind {
-    /// A method the provider never sends ([`Provider::methods`](crate::Provider::methods)).
+    /// A method the provider never sends ([`Provider::methods`](crate::provider::Provider::methods)).
     MethodNotAllowed,
     /// The body (declared, streamed, or inflated) is over the limit.
     BodyTooLarge,
@@ -154,7 +154,7 @@ impl fmt::Display for RejectionKind {
 /// [`reason`](Self::reason) (for an invalid signature the verifier's kind,
 /// such as `timestamp_too_old`; for a store failure the SQLSTATE class).
 /// Found in the response's extensions, and passed to the
-/// [`rejection_response`](crate::WebhookLayerBuilder::rejection_response) hook.
+/// [`rejection_response`](crate::layer::WebhookLayerBuilder::rejection_response) hook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rejection {
     kind: RejectionKind,

@@ -39,7 +39,7 @@
 //! values is inferred from their definitions: Calendly does not document its
 //! retry body byte for byte. An envelope missing any of the three, or holding
 //! a non-string, is a key error (400): override the extractor with
-//! [`crate::Provider::key_extractor`] for such events. The event type is
+//! [`crate::provider::Provider::key_extractor`] for such events. The event type is
 //! `event`.
 //!
 //! **Signed / not signed**
@@ -176,11 +176,32 @@ impl KeyExtractor for CalendlyKey {
     }
 }
 
-/// The Calendly preset: [`CalendlyVerifier`] with the 180 second tolerance
-/// and the derived [`CalendlyKey`].
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(NAME, CalendlyVerifier::new(), CalendlyKey::new())
+impl crate::provider::Provider {
+    /// Calendly (`Calendly-Webhook-Signature` `t=,v1=`, 180 s; derived key). See [`crate::providers::calendly`].
+    ///
+    /// The Calendly preset: [`CalendlyVerifier`] with the 180 second tolerance
+    /// and the derived [`CalendlyKey`].
+    pub fn calendly() -> Self {
+        crate::provider::Provider::new(NAME, CalendlyVerifier::new(), CalendlyKey::new())
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "calendly",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER],
+    build: |_| crate::provider::Provider::calendly(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |_, ts, body| {
+        let sig = sign(&super::example_secret(), ts, body);
+        super::hmac_example(crate::provider::Provider::calendly(), body, vec![(SIGNATURE_HEADER, sig)])
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -210,7 +231,10 @@ mod tests {
         assert_eq!(check(&[header], body, &secrets, ts + 180), Ok(()));
         assert_eq!(check(&[header], body, &secrets, ts + 181), Err(VerifyErrorKind::TimestampTooOld));
 
-        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
+        let identity = crate::provider::Provider::calendly()
+            .extractor_ref()
+            .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
+            .unwrap();
         assert_eq!(identity.key, expected["key"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
         // A retry: the same envelope under a new `t` verifies at its own time.
@@ -308,6 +332,6 @@ mod tests {
         // Netstrings keep field boundaries: moving a character across fields changes the key.
         assert_ne!(derived_key("ab", "c", "d"), derived_key("a", "bc", "d"));
         assert_eq!(derived_key("e", "c", "u").len(), "sha256:".len() + 64);
-        assert_eq!(provider().name(), "calendly");
+        assert_eq!(crate::provider::Provider::calendly().name(), "calendly");
     }
 }

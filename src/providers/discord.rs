@@ -265,11 +265,19 @@ pub fn sign(seed: &[u8; 32], timestamp: u64, body: &[u8]) -> String {
     hex::encode(SigningKey::from_bytes(seed).sign(&message).to_bytes())
 }
 
-/// Discord's interactions preset: [`DiscordVerifier`] (five minutes), key =
-/// `/id`, type = `/type`, and `PING` answered with `PONG`. Name: `discord`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(NAME, DiscordVerifier::new(), crate::key::JsonPointerKey::new("/id").event_type("/type"))
+impl crate::provider::Provider {
+    /// Discord interactions (Ed25519; key = the interaction `id`; answers PING). See [`crate::providers::discord`].
+    ///
+    /// Discord's interactions preset: [`DiscordVerifier`] (five minutes), key =
+    /// `/id`, type = `/type`, and `PING` answered with `PONG`. Name: `discord`.
+    pub fn discord() -> Self {
+        crate::provider::Provider::new(
+            NAME,
+            DiscordVerifier::new(),
+            crate::key::JsonPointerKey::new("/id").event_type("/type"),
+        )
         .challenge(pong)
+    }
 }
 
 /// Answers a `PING` interaction (`"type": 1`) with `{"type":1}`.
@@ -284,6 +292,29 @@ fn pong(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
         .body(Bytes::from_static(br#"{"type":1}"#))
         .ok()
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "discord",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::PublicKey,
+    headers: &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
+    build: |_| crate::provider::Provider::discord(),
+    secret: super::raw_secret,
+    public_key: Some(|text| public_key(text).map_err(super::key_error)),
+    example: |_, ts, body| {
+        const SEED: [u8; 32] = [7; 32];
+        let headers = vec![(SIGNATURE_HEADER, sign(&SEED, ts, body)), (TIMESTAMP_HEADER, ts.to_string())];
+        super::Example {
+            provider: crate::provider::Provider::discord(),
+            secrets: vec![crate::verify::SigningSecret::from(public_key_of(&SEED))],
+            parts: super::example_parts("/", headers),
+            body: body.to_vec(),
+        }
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -321,7 +352,7 @@ mod tests {
                 VerifyErrorKind::NoMatchingSignature,
                 "{name} tampered"
             );
-            let id = provider().extractor_ref().extract(&p, body).unwrap();
+            let id = crate::provider::Provider::discord().extractor_ref().extract(&p, body).unwrap();
             assert_eq!((id.key.as_str(), id.event_type.as_deref()), (want_key, Some(want_type)), "{name}");
         }
         // Ed25519 is deterministic: the fixture's seed gives the same signature here.
@@ -572,7 +603,7 @@ mod tests {
 
     #[test]
     fn preset() {
-        let provider = provider();
+        let provider = crate::provider::Provider::discord();
         assert_eq!(provider.name(), "discord");
         let body = br#"{"id":"1","type":1}"#;
         let header = sign(&SEED, NOW, body);

@@ -81,15 +81,19 @@ impl Verifier for GitHubVerifier {
     }
 }
 
-/// The GitHub preset: [`GitHubVerifier`], key = `X-GitHub-Delivery`, type =
-/// `X-GitHub-Event`. The CLI name is `github`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(
-        NAME,
-        GitHubVerifier::new(),
-        crate::key::HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
-            .event_type(http::HeaderName::from_static(EVENT_HEADER)),
-    )
+impl crate::provider::Provider {
+    /// GitHub (`X-Hub-Signature-256`; key = `X-GitHub-Delivery`). See [`crate::providers::github`].
+    ///
+    /// The GitHub preset: [`GitHubVerifier`], key = `X-GitHub-Delivery`, type =
+    /// `X-GitHub-Event`. The CLI name is `github`.
+    pub fn github() -> Self {
+        crate::provider::Provider::new(
+            NAME,
+            GitHubVerifier::new(),
+            crate::key::HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
+                .event_type(http::HeaderName::from_static(EVENT_HEADER)),
+        )
+    }
 }
 
 /// The `X-Hub-Signature-256` value GitHub would send for `body` with
@@ -97,6 +101,24 @@ pub(crate) fn provider() -> crate::Provider {
 pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(hmac_sha256(secret, &[body])))
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "github",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
+    build: |_| crate::provider::Provider::github(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |id, _, body| {
+        let sig = sign(&super::example_secret(), body);
+        let headers = vec![(SIGNATURE_HEADER, sig), (DELIVERY_HEADER, id.to_owned())];
+        super::hmac_example(crate::provider::Provider::github(), body, headers)
+    },
+};
 
 #[cfg(test)]
 mod tests {

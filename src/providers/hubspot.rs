@@ -20,7 +20,7 @@
 //! `X-HubSpot-Signature` (v1, v2) headers are ignored.
 //!
 //! **The URL:** the public base URL is configuration
-//! ([`HubSpotVerifier::new`], [`Provider::hubspot`](crate::Provider::hubspot)): `scheme://host[:port][/prefix]`
+//! ([`HubSpotVerifier::new`], [`Provider::hubspot`](crate::provider::Provider::hubspot)): `scheme://host[:port][/prefix]`
 //! as HubSpot reaches the service, never taken from `Host` or forwarding
 //! headers. The request's path and query are appended as received, so the
 //! path the layer sees must be the one HubSpot requested: if a router strips
@@ -47,7 +47,7 @@
 //! grouping, the new batch gets a new key: handle events idempotently by
 //! their own identity as well. A body that is not such a batch (a workflow
 //! webhook action, a CRM card fetch) has no key (400): give those endpoints
-//! their own [`KeyExtractor`] with [`crate::Provider::key_extractor`].
+//! their own [`KeyExtractor`] with [`crate::provider::Provider::key_extractor`].
 //!
 //! **Signed / not signed**
 //! (<https://developers.hubspot.com/docs/apps/developer-platform/build-apps/authentication/request-validation>):
@@ -304,12 +304,43 @@ impl KeyExtractor for HubSpotBatchKey {
     }
 }
 
-/// The HubSpot preset for requests reaching the service at `public_base_url`
-/// (see [`HubSpotVerifier::new`]): [`HubSpotVerifier`] with a 300 second
-/// tolerance, key [`HubSpotBatchKey`], type the batch's `subscriptionType`.
-pub(crate) fn provider(public_base_url: impl Into<String>) -> crate::Provider {
-    crate::Provider::new(NAME, HubSpotVerifier::new(public_base_url), HubSpotBatchKey::new())
+impl crate::provider::Provider {
+    /// HubSpot signature v3 (`X-HubSpot-Signature-v3` over method + URI + body +
+    /// timestamp, 300 s; derived batch key). `public_base_url` is the scheme
+    /// and host HubSpot calls. See [`crate::providers::hubspot`].
+    ///
+    /// The HubSpot preset for requests reaching the service at `public_base_url`
+    /// (see [`HubSpotVerifier::new`]): [`HubSpotVerifier`] with a 300 second
+    /// tolerance, key [`HubSpotBatchKey`], type the batch's `subscriptionType`.
+    pub fn hubspot(public_base_url: impl Into<String>) -> Self {
+        crate::provider::Provider::new(NAME, HubSpotVerifier::new(public_base_url), HubSpotBatchKey::new())
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "hubspot",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::PublicBaseUrl,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
+    build: |url| crate::provider::Provider::hubspot(url),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |_, ts, body| {
+        let millis = ts.saturating_mul(1000);
+        let url = format!("{}/hook", super::EXAMPLE_BASE);
+        let sig = sign(&super::example_secret(), "POST", &url, body, millis);
+        let headers = vec![(SIGNATURE_HEADER, sig), (TIMESTAMP_HEADER, millis.to_string())];
+        super::Example {
+            provider: crate::provider::Provider::hubspot(super::EXAMPLE_BASE),
+            secrets: vec![super::example_secret()],
+            parts: super::example_parts("/hook", headers),
+            body: body.to_vec(),
+        }
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -418,7 +449,10 @@ mod tests {
             );
             let uri = format!("{}{}", f.public_base_url, f.path_and_query);
             assert_eq!(sign(&secrets[0], &d.method, &uri, d.body.as_bytes(), ts), d.signature);
-            let id = provider(f.public_base_url.as_str()).extractor_ref().extract(&p, d.body.as_bytes()).unwrap();
+            let id = crate::provider::Provider::hubspot(f.public_base_url.as_str())
+                .extractor_ref()
+                .extract(&p, d.body.as_bytes())
+                .unwrap();
             assert_eq!(id.event_type.as_deref(), Some("contact.propertyChange"));
             keys.push(id.key);
         }
@@ -725,6 +759,6 @@ mod tests {
         for (name, body, want) in cases {
             assert_eq!(key(body).unwrap_err(), *want, "{name}");
         }
-        assert_eq!(provider("https://x.example").name(), "hubspot");
+        assert_eq!(crate::provider::Provider::hubspot("https://x.example").name(), "hubspot");
     }
 }

@@ -91,11 +91,36 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
     format!("sha1={}", hex::encode(hmac(Algorithm::Sha1, secret, &[body])))
 }
 
-/// The Intercom preset: [`IntercomVerifier`]; key = the notification `id`,
-/// type = `topic`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(NAME, IntercomVerifier::new(), crate::key::JsonPointerKey::new("/id").event_type("/topic"))
+impl crate::provider::Provider {
+    /// Intercom (`X-Hub-Signature` `sha1=`; key = the notification `id`). See [`crate::providers::intercom`].
+    ///
+    /// The Intercom preset: [`IntercomVerifier`]; key = the notification `id`,
+    /// type = `topic`.
+    pub fn intercom() -> Self {
+        crate::provider::Provider::new(
+            NAME,
+            IntercomVerifier::new(),
+            crate::key::JsonPointerKey::new("/id").event_type("/topic"),
+        )
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "intercom",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER],
+    build: |_| crate::provider::Provider::intercom(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |_, _, body| {
+        let sig = sign(&super::example_secret(), body);
+        super::hmac_example(crate::provider::Provider::intercom(), body, vec![(SIGNATURE_HEADER, sig)])
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -128,7 +153,10 @@ mod tests {
             let header = case["header"].as_str().unwrap();
             assert_eq!(sign(&secret, body), header, "{name}");
             assert_eq!(check(&[header], body, std::slice::from_ref(&secret)), Ok(()), "{name}");
-            let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
+            let identity = crate::provider::Provider::intercom()
+                .extractor_ref()
+                .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
+                .unwrap();
             assert_eq!(identity.key, case["id"].as_str().unwrap(), "{name}");
             assert_eq!(identity.event_type.as_deref(), case["topic"].as_str(), "{name}");
         }
@@ -137,8 +165,17 @@ mod tests {
         let retry = include_bytes!("../../tests/fixtures/providers/intercom/retry_body.json");
         let retry_header = expected["retry_body"]["header"].as_str().unwrap();
         assert_eq!(check(&[retry_header], retry, std::slice::from_ref(&secret)), Ok(()));
-        let first = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), bodies[0].0).unwrap();
-        assert_eq!(provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), retry).unwrap(), first);
+        let first = crate::provider::Provider::intercom()
+            .extractor_ref()
+            .extract(&header_lines(SIGNATURE_HEADER, &[]), bodies[0].0)
+            .unwrap();
+        assert_eq!(
+            crate::provider::Provider::intercom()
+                .extractor_ref()
+                .extract(&header_lines(SIGNATURE_HEADER, &[]), retry)
+                .unwrap(),
+            first
+        );
     }
 
     #[test]
@@ -193,6 +230,6 @@ mod tests {
             sign(&SigningSecret::from("Jefe"), b"what do ya want for nothing?"),
             "sha1=effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"
         );
-        assert_eq!(provider().name(), "intercom");
+        assert_eq!(crate::provider::Provider::intercom().name(), "intercom");
     }
 }

@@ -234,11 +234,33 @@ impl KeyExtractor for LinearKey {
     }
 }
 
-/// The Linear preset: [`LinearVerifier`] with the 60 second tolerance and
-/// [`LinearKey`].
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(NAME, LinearVerifier::new(), LinearKey::new())
+impl crate::provider::Provider {
+    /// Linear (`Linear-Signature`, `webhookTimestamp` within 60 s; key = `Linear-Delivery`). See [`crate::providers::linear`].
+    ///
+    /// The Linear preset: [`LinearVerifier`] with the 60 second tolerance and
+    /// [`LinearKey`].
+    pub fn linear() -> Self {
+        crate::provider::Provider::new(NAME, LinearVerifier::new(), LinearKey::new())
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "linear",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
+    build: |_| crate::provider::Provider::linear(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |id, _, body| {
+        let sig = sign(&super::example_secret(), body);
+        let headers = vec![(SIGNATURE_HEADER, sig), (DELIVERY_HEADER, id.to_owned())];
+        super::hmac_example(crate::provider::Provider::linear(), body, headers)
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -281,7 +303,7 @@ mod tests {
         let mut p = header_lines(SIGNATURE_HEADER, &[header]);
         p.headers.insert(DELIVERY_HEADER, expected["delivery"].as_str().unwrap().parse().unwrap());
         p.headers.insert(EVENT_HEADER, http::HeaderValue::from_static("Issue"));
-        let identity = provider().extractor_ref().extract(&p, body).unwrap();
+        let identity = crate::provider::Provider::linear().extractor_ref().extract(&p, body).unwrap();
         assert_eq!(identity.key, expected["delivery"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
@@ -402,6 +424,6 @@ mod tests {
             let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
             assert_eq!(got, *want, "{name}");
         }
-        assert_eq!(provider().name(), "linear");
+        assert_eq!(crate::provider::Provider::linear().name(), "linear");
     }
 }

@@ -289,15 +289,41 @@ pub fn signed_body(secret: &SigningSecret, timestamp: u64, token: &str, event_da
     .to_string()
 }
 
-/// The Mailgun preset: [`MailgunVerifier`] (900 s), key = `event-data.id`,
-/// type = `event-data.event`. The CLI name is `mailgun`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(
-        NAME,
-        MailgunVerifier::new(),
-        crate::key::JsonPointerKey::new("/event-data/id").event_type("/event-data/event"),
-    )
+impl crate::provider::Provider {
+    /// Mailgun (signature in the body, 900 s; key = `event-data.id`). See [`crate::providers::mailgun`].
+    ///
+    /// The Mailgun preset: [`MailgunVerifier`] (900 s), key = `event-data.id`,
+    /// type = `event-data.event`. The CLI name is `mailgun`.
+    pub fn mailgun() -> Self {
+        crate::provider::Provider::new(
+            NAME,
+            MailgunVerifier::new(),
+            crate::key::JsonPointerKey::new("/event-data/id").event_type("/event-data/event"),
+        )
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "mailgun",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[],
+    build: |_| crate::provider::Provider::mailgun(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |id, ts, body| {
+        let event = serde_json::json!({ "id": id, "pad": String::from_utf8_lossy(body) });
+        let signed = signed_body(&super::example_secret(), ts, "token-0123456789", &event);
+        super::hmac_example(
+            crate::provider::Provider::mailgun(),
+            signed.as_bytes(),
+            vec![("content-type", "application/json".to_owned())],
+        )
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -337,7 +363,7 @@ mod tests {
                 Err(VerifyErrorKind::NoMatchingSignature),
                 "{name}"
             );
-            let id = provider().extractor_ref().extract(&head(), body).unwrap();
+            let id = crate::provider::Provider::mailgun().extractor_ref().extract(&head(), body).unwrap();
             assert_eq!(id.key, case["event_id"].as_str().unwrap());
             assert_eq!(id.event_type.as_deref(), Some(case["event"].as_str().unwrap()));
         }
@@ -443,7 +469,7 @@ mod tests {
 
     #[test]
     fn preset_wiring() {
-        let provider = provider();
+        let provider = crate::provider::Provider::mailgun();
         assert_eq!(provider.name(), "mailgun");
         assert!(provider.challenge_ref().is_none());
         let secret = [SigningSecret::from("k")];

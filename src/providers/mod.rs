@@ -45,8 +45,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::provider::Provider;
 use crate::verify::SigningSecret;
-use crate::Provider;
 
 #[cfg(feature = "calendly")]
 pub mod calendly;
@@ -335,404 +335,45 @@ fn example_secret() -> SigningSecret {
 /// preset is one entry here plus its module (and its Cargo feature).
 pub const REGISTRY: &[PresetInfo] = &[
     #[cfg(feature = "stripe")]
-    PresetInfo {
-        name: stripe::NAME,
-        feature: "stripe",
-        replay_window: stripe::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[stripe::SIGNATURE_HEADER],
-        build: |_| Provider::stripe(),
-        secret: raw_secret,
-        public_key: None,
-        example: |_, ts, body| {
-            let sig = stripe::sign(&example_secret(), ts, body);
-            hmac_example(Provider::stripe(), body, vec![(stripe::SIGNATURE_HEADER, sig)])
-        },
-    },
+    stripe::PRESET,
     #[cfg(feature = "github")]
-    PresetInfo {
-        name: github::NAME,
-        feature: "github",
-        replay_window: github::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[github::SIGNATURE_HEADER, github::DELIVERY_HEADER, github::EVENT_HEADER],
-        build: |_| Provider::github(),
-        secret: raw_secret,
-        public_key: None,
-        example: |id, _, body| {
-            let sig = github::sign(&example_secret(), body);
-            let headers = vec![(github::SIGNATURE_HEADER, sig), (github::DELIVERY_HEADER, id.to_owned())];
-            hmac_example(Provider::github(), body, headers)
-        },
-    },
+    github::PRESET,
     #[cfg(feature = "slack")]
-    PresetInfo {
-        name: slack::NAME,
-        feature: "slack",
-        replay_window: slack::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[
-            slack::SIGNATURE_HEADER,
-            slack::TIMESTAMP_HEADER,
-            slack::RETRY_NUM_HEADER,
-            slack::RETRY_REASON_HEADER,
-        ],
-        build: |_| Provider::slack(),
-        secret: raw_secret,
-        public_key: None,
-        example: |_, ts, body| {
-            let sig = slack::sign(&example_secret(), ts, body);
-            let headers = vec![(slack::SIGNATURE_HEADER, sig), (slack::TIMESTAMP_HEADER, ts.to_string())];
-            hmac_example(Provider::slack(), body, headers)
-        },
-    },
+    slack::PRESET,
     #[cfg(feature = "standard-webhooks")]
-    PresetInfo {
-        name: standard_webhooks::NAME,
-        feature: "standard-webhooks",
-        replay_window: standard_webhooks::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Whsec,
-        headers: &[
-            standard_webhooks::ID_HEADER,
-            standard_webhooks::TIMESTAMP_HEADER,
-            standard_webhooks::SIGNATURE_HEADER,
-        ],
-        build: |_| Provider::standard_webhooks(),
-        secret: |text| standard_webhooks::secret(text).map_err(key_error),
-        public_key: Some(|text| standard_webhooks::public_key(text).map_err(key_error)),
-        example: |id, ts, body| standard_webhooks::example(Provider::standard_webhooks(), false, id, ts, body),
-    },
+    standard_webhooks::PRESET,
     #[cfg(feature = "standard-webhooks")]
-    PresetInfo {
-        name: standard_webhooks::SVIX_NAME,
-        feature: "standard-webhooks",
-        replay_window: standard_webhooks::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Whsec,
-        headers: &[
-            standard_webhooks::SVIX_ID_HEADER,
-            standard_webhooks::SVIX_TIMESTAMP_HEADER,
-            standard_webhooks::SVIX_SIGNATURE_HEADER,
-            standard_webhooks::ID_HEADER,
-            standard_webhooks::TIMESTAMP_HEADER,
-            standard_webhooks::SIGNATURE_HEADER,
-        ],
-        build: |_| Provider::svix(),
-        secret: |text| standard_webhooks::secret(text).map_err(key_error),
-        public_key: Some(|text| standard_webhooks::public_key(text).map_err(key_error)),
-        example: |id, ts, body| standard_webhooks::example(Provider::svix(), true, id, ts, body),
-    },
+    standard_webhooks::SVIX_PRESET,
     #[cfg(feature = "shopify")]
-    PresetInfo {
-        name: shopify::NAME,
-        feature: "shopify",
-        replay_window: shopify::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[
-            shopify::SIGNATURE_HEADER,
-            shopify::EVENT_ID_HEADER,
-            shopify::WEBHOOK_ID_HEADER,
-            shopify::TOPIC_HEADER,
-            shopify::EVENTS_SIGNATURE_HEADER,
-            shopify::EVENTS_EVENT_ID_HEADER,
-            shopify::EVENTS_WEBHOOK_ID_HEADER,
-            shopify::EVENTS_TOPIC_HEADER,
-        ],
-        build: |_| Provider::shopify(),
-        secret: raw_secret,
-        public_key: None,
-        example: |id, _, body| {
-            let sig = shopify::sign(&example_secret(), body);
-            let headers = vec![(shopify::SIGNATURE_HEADER, sig), (shopify::EVENT_ID_HEADER, id.to_owned())];
-            hmac_example(Provider::shopify(), body, headers)
-        },
-    },
+    shopify::PRESET,
     #[cfg(feature = "square")]
-    PresetInfo {
-        name: square::NAME,
-        feature: "square",
-        replay_window: square::REPLAY_WINDOW,
-        url: UrlArg::NotificationUrl,
-        key: KeyKind::Secret,
-        headers: &[square::SIGNATURE_HEADER],
-        build: |url| Provider::square(url),
-        secret: raw_secret,
-        public_key: None,
-        example: |_, _, body| {
-            let sig = square::sign(&example_secret(), EXAMPLE_SQUARE_URL, body);
-            hmac_example(Provider::square(EXAMPLE_SQUARE_URL), body, vec![(square::SIGNATURE_HEADER, sig)])
-        },
-    },
+    square::PRESET,
     #[cfg(feature = "twilio")]
-    PresetInfo {
-        name: twilio::NAME,
-        feature: "twilio",
-        replay_window: twilio::REPLAY_WINDOW,
-        url: UrlArg::PublicBaseUrl,
-        key: KeyKind::Secret,
-        headers: &[
-            twilio::SIGNATURE_HEADER,
-            twilio::SIGNATURE_SETTINGS_HEADER,
-            twilio::IDEMPOTENCY_HEADER,
-            "content-type",
-        ],
-        build: |url| Provider::twilio(url),
-        secret: raw_secret,
-        public_key: None,
-        example: |id, _, body| {
-            let uri = format!("/hook?bodySHA256={}", twilio::body_sha256(body));
-            let sig = twilio::sign(&example_secret(), &format!("{EXAMPLE_BASE}{uri}"), &[]);
-            let headers = vec![
-                (twilio::SIGNATURE_HEADER, sig),
-                ("content-type", "application/json".to_owned()),
-                (twilio::IDEMPOTENCY_HEADER, id.to_owned()),
-            ];
-            Example {
-                provider: Provider::twilio(EXAMPLE_BASE),
-                secrets: vec![example_secret()],
-                parts: example_parts(&uri, headers),
-                body: body.to_vec(),
-            }
-        },
-    },
+    twilio::PRESET,
     #[cfg(feature = "paddle")]
-    PresetInfo {
-        name: paddle::NAME,
-        feature: "paddle",
-        replay_window: paddle::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[paddle::SIGNATURE_HEADER],
-        build: |_| Provider::paddle(),
-        secret: raw_secret,
-        public_key: None,
-        example: |_, ts, body| {
-            let sig = paddle::sign(&example_secret(), ts, body);
-            hmac_example(Provider::paddle(), body, vec![(paddle::SIGNATURE_HEADER, sig)])
-        },
-    },
+    paddle::PRESET,
     #[cfg(feature = "linear")]
-    PresetInfo {
-        name: linear::NAME,
-        feature: "linear",
-        replay_window: linear::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[linear::SIGNATURE_HEADER, linear::DELIVERY_HEADER, linear::EVENT_HEADER],
-        build: |_| Provider::linear(),
-        secret: raw_secret,
-        public_key: None,
-        example: |id, _, body| {
-            let sig = linear::sign(&example_secret(), body);
-            let headers = vec![(linear::SIGNATURE_HEADER, sig), (linear::DELIVERY_HEADER, id.to_owned())];
-            hmac_example(Provider::linear(), body, headers)
-        },
-    },
+    linear::PRESET,
     #[cfg(feature = "hubspot")]
-    PresetInfo {
-        name: hubspot::NAME,
-        feature: "hubspot",
-        replay_window: hubspot::REPLAY_WINDOW,
-        url: UrlArg::PublicBaseUrl,
-        key: KeyKind::Secret,
-        headers: &[hubspot::SIGNATURE_HEADER, hubspot::TIMESTAMP_HEADER],
-        build: |url| Provider::hubspot(url),
-        secret: raw_secret,
-        public_key: None,
-        example: |_, ts, body| {
-            let millis = ts.saturating_mul(1000);
-            let url = format!("{EXAMPLE_BASE}/hook");
-            let sig = hubspot::sign(&example_secret(), "POST", &url, body, millis);
-            let headers = vec![(hubspot::SIGNATURE_HEADER, sig), (hubspot::TIMESTAMP_HEADER, millis.to_string())];
-            Example {
-                provider: Provider::hubspot(EXAMPLE_BASE),
-                secrets: vec![example_secret()],
-                parts: example_parts("/hook", headers),
-                body: body.to_vec(),
-            }
-        },
-    },
+    hubspot::PRESET,
     #[cfg(feature = "pagerduty")]
-    PresetInfo {
-        name: pagerduty::NAME,
-        feature: "pagerduty",
-        replay_window: pagerduty::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[pagerduty::SIGNATURE_HEADER],
-        build: |_| Provider::pagerduty(),
-        secret: raw_secret,
-        public_key: None,
-        example: |_, _, body| {
-            let sig = pagerduty::sign(&[example_secret()], body);
-            hmac_example(Provider::pagerduty(), body, vec![(pagerduty::SIGNATURE_HEADER, sig)])
-        },
-    },
+    pagerduty::PRESET,
     #[cfg(feature = "zoom")]
-    PresetInfo {
-        name: zoom::NAME,
-        feature: "zoom",
-        replay_window: zoom::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[zoom::SIGNATURE_HEADER, zoom::TIMESTAMP_HEADER],
-        build: |_| Provider::zoom(),
-        secret: raw_secret,
-        public_key: None,
-        example: |_, ts, body| {
-            let sig = zoom::sign(&example_secret(), ts, body);
-            let headers = vec![(zoom::SIGNATURE_HEADER, sig), (zoom::TIMESTAMP_HEADER, ts.to_string())];
-            hmac_example(Provider::zoom(), body, headers)
-        },
-    },
+    zoom::PRESET,
     #[cfg(feature = "twitch")]
-    PresetInfo {
-        name: twitch::NAME,
-        feature: "twitch",
-        replay_window: twitch::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[
-            twitch::SIGNATURE_HEADER,
-            twitch::MESSAGE_ID_HEADER,
-            twitch::TIMESTAMP_HEADER,
-            twitch::MESSAGE_TYPE_HEADER,
-            twitch::SUBSCRIPTION_TYPE_HEADER,
-        ],
-        build: |_| Provider::twitch(),
-        secret: raw_secret,
-        public_key: None,
-        example: |id, ts, body| {
-            let stamp = twitch::format_timestamp(ts);
-            let headers = vec![
-                (twitch::SIGNATURE_HEADER, twitch::sign(&example_secret(), id, &stamp, body)),
-                (twitch::MESSAGE_ID_HEADER, id.to_owned()),
-                (twitch::TIMESTAMP_HEADER, stamp),
-                (twitch::MESSAGE_TYPE_HEADER, "notification".to_owned()),
-            ];
-            hmac_example(Provider::twitch(), body, headers)
-        },
-    },
+    twitch::PRESET,
     #[cfg(feature = "intercom")]
-    PresetInfo {
-        name: intercom::NAME,
-        feature: "intercom",
-        replay_window: intercom::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[intercom::SIGNATURE_HEADER],
-        build: |_| Provider::intercom(),
-        secret: raw_secret,
-        public_key: None,
-        example: |_, _, body| {
-            let sig = intercom::sign(&example_secret(), body);
-            hmac_example(Provider::intercom(), body, vec![(intercom::SIGNATURE_HEADER, sig)])
-        },
-    },
+    intercom::PRESET,
     #[cfg(feature = "mailgun")]
-    PresetInfo {
-        name: mailgun::NAME,
-        feature: "mailgun",
-        replay_window: mailgun::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[],
-        build: |_| Provider::mailgun(),
-        secret: raw_secret,
-        public_key: None,
-        example: |id, ts, body| {
-            let event = serde_json::json!({ "id": id, "pad": String::from_utf8_lossy(body) });
-            let signed = mailgun::signed_body(&example_secret(), ts, "token-0123456789", &event);
-            hmac_example(Provider::mailgun(), signed.as_bytes(), vec![("content-type", "application/json".to_owned())])
-        },
-    },
+    mailgun::PRESET,
     #[cfg(feature = "calendly")]
-    PresetInfo {
-        name: calendly::NAME,
-        feature: "calendly",
-        replay_window: calendly::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[calendly::SIGNATURE_HEADER],
-        build: |_| Provider::calendly(),
-        secret: raw_secret,
-        public_key: None,
-        example: |_, ts, body| {
-            let sig = calendly::sign(&example_secret(), ts, body);
-            hmac_example(Provider::calendly(), body, vec![(calendly::SIGNATURE_HEADER, sig)])
-        },
-    },
+    calendly::PRESET,
     #[cfg(feature = "typeform")]
-    PresetInfo {
-        name: typeform::NAME,
-        feature: "typeform",
-        replay_window: typeform::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::Secret,
-        headers: &[typeform::SIGNATURE_HEADER],
-        build: |_| Provider::typeform(),
-        secret: raw_secret,
-        public_key: None,
-        example: |_, _, body| {
-            let sig = typeform::sign(&example_secret(), body);
-            hmac_example(Provider::typeform(), body, vec![(typeform::SIGNATURE_HEADER, sig)])
-        },
-    },
+    typeform::PRESET,
     #[cfg(feature = "discord")]
-    PresetInfo {
-        name: discord::NAME,
-        feature: "discord",
-        replay_window: discord::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::PublicKey,
-        headers: &[discord::SIGNATURE_HEADER, discord::TIMESTAMP_HEADER],
-        build: |_| Provider::discord(),
-        secret: raw_secret,
-        public_key: Some(|text| discord::public_key(text).map_err(key_error)),
-        example: |_, ts, body| {
-            const SEED: [u8; 32] = [7; 32];
-            let headers = vec![
-                (discord::SIGNATURE_HEADER, discord::sign(&SEED, ts, body)),
-                (discord::TIMESTAMP_HEADER, ts.to_string()),
-            ];
-            Example {
-                provider: Provider::discord(),
-                secrets: vec![SigningSecret::from(discord::public_key_of(&SEED))],
-                parts: example_parts("/", headers),
-                body: body.to_vec(),
-            }
-        },
-    },
+    discord::PRESET,
     #[cfg(feature = "sendgrid")]
-    PresetInfo {
-        name: sendgrid::NAME,
-        feature: "sendgrid",
-        replay_window: sendgrid::REPLAY_WINDOW,
-        url: UrlArg::None,
-        key: KeyKind::PublicKey,
-        headers: &[sendgrid::SIGNATURE_HEADER, sendgrid::TIMESTAMP_HEADER],
-        build: |_| Provider::sendgrid(),
-        secret: raw_secret,
-        public_key: Some(raw_secret),
-        example: |_, ts, body| {
-            let key = p256::ecdsa::SigningKey::from_slice(&[9; 32]).expect("a valid P-256 scalar");
-            let headers = vec![
-                (sendgrid::SIGNATURE_HEADER, sendgrid::sign(&key, ts, body)),
-                (sendgrid::TIMESTAMP_HEADER, ts.to_string()),
-            ];
-            Example {
-                provider: Provider::sendgrid(),
-                secrets: vec![SigningSecret::from(sendgrid::public_key_base64(key.verifying_key()))],
-                parts: example_parts("/", headers),
-                body: body.to_vec(),
-            }
-        },
-    },
+    sendgrid::PRESET,
 ];
 
 #[cfg(test)]

@@ -120,15 +120,36 @@ pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
     format!("ts={ts};h1={}", hex::encode(mac))
 }
 
-/// The Paddle Billing preset: [`PaddleVerifier`] with the 5 second default
-/// tolerance; key = the body's `event_id`, type = `event_type`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(
-        NAME,
-        PaddleVerifier::new(),
-        crate::key::JsonPointerKey::new("/event_id").event_type("/event_type"),
-    )
+impl crate::provider::Provider {
+    /// Paddle Billing (`Paddle-Signature` `ts=;h1=`, 5 s; key = `event_id`). See [`crate::providers::paddle`].
+    ///
+    /// The Paddle Billing preset: [`PaddleVerifier`] with the 5 second default
+    /// tolerance; key = the body's `event_id`, type = `event_type`.
+    pub fn paddle() -> Self {
+        crate::provider::Provider::new(
+            NAME,
+            PaddleVerifier::new(),
+            crate::key::JsonPointerKey::new("/event_id").event_type("/event_type"),
+        )
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "paddle",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER],
+    build: |_| crate::provider::Provider::paddle(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |_, ts, body| {
+        let sig = sign(&super::example_secret(), ts, body);
+        super::hmac_example(crate::provider::Provider::paddle(), body, vec![(SIGNATURE_HEADER, sig)])
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -157,7 +178,10 @@ mod tests {
             Err(VerifyErrorKind::NoMatchingSignature)
         );
 
-        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
+        let identity = crate::provider::Provider::paddle()
+            .extractor_ref()
+            .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
+            .unwrap();
         assert_eq!(identity.key, "evt_01hsdn97563968dy0szkmgjwh3");
         assert_eq!(identity.event_type.as_deref(), Some("price.created"));
     }
@@ -203,7 +227,10 @@ mod tests {
         assert_eq!(check(&[rotated], body, std::slice::from_ref(&old), ts), Ok(()));
         assert_eq!(check(&[single], body, std::slice::from_ref(&old), ts), Err(VerifyErrorKind::NoMatchingSignature));
 
-        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
+        let identity = crate::provider::Provider::paddle()
+            .extractor_ref()
+            .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
+            .unwrap();
         assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
@@ -280,6 +307,6 @@ mod tests {
         let mut odd = http::Request::builder().body(()).unwrap().into_parts().0;
         odd.headers.insert(SIGNATURE_HEADER, http::HeaderValue::from_bytes(b"ts=1;h1=\xff").unwrap());
         assert_eq!(v.precheck(&odd).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
-        assert_eq!(provider().name(), "paddle");
+        assert_eq!(crate::provider::Provider::paddle().name(), "paddle");
     }
 }

@@ -99,15 +99,36 @@ pub fn sign(secrets: &[SigningSecret], body: &[u8]) -> String {
     header
 }
 
-/// The PagerDuty v3 preset: [`PagerDutyVerifier`]; key = the body's
-/// `event.id`, type = `event.event_type`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(
-        NAME,
-        PagerDutyVerifier::new(),
-        crate::key::JsonPointerKey::new("/event/id").event_type("/event/event_type"),
-    )
+impl crate::provider::Provider {
+    /// PagerDuty v3 (`X-PagerDuty-Signature` `v1=`; key = `event.id`). See [`crate::providers::pagerduty`].
+    ///
+    /// The PagerDuty v3 preset: [`PagerDutyVerifier`]; key = the body's
+    /// `event.id`, type = `event.event_type`.
+    pub fn pagerduty() -> Self {
+        crate::provider::Provider::new(
+            NAME,
+            PagerDutyVerifier::new(),
+            crate::key::JsonPointerKey::new("/event/id").event_type("/event/event_type"),
+        )
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "pagerduty",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER],
+    build: |_| crate::provider::Provider::pagerduty(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |_, _, body| {
+        let sig = sign(&[super::example_secret()], body);
+        super::hmac_example(crate::provider::Provider::pagerduty(), body, vec![(SIGNATURE_HEADER, sig)])
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -136,7 +157,10 @@ mod tests {
         assert_eq!(check(&[mismatch], body, &secrets), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[], body, &secrets), Err(VerifyErrorKind::MissingHeader));
 
-        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
+        let identity = crate::provider::Provider::pagerduty()
+            .extractor_ref()
+            .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
+            .unwrap();
         assert_eq!(identity.key, "01BWDWL3NYY7LUFPZCC28QUCMK");
         assert_eq!(identity.event_type.as_deref(), Some("incident.priority_updated"));
     }
@@ -163,7 +187,10 @@ mod tests {
         assert_eq!(check(&[single], body, std::slice::from_ref(&old)), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[single], body, &[old, secret]), Ok(()));
 
-        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
+        let identity = crate::provider::Provider::pagerduty()
+            .extractor_ref()
+            .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
+            .unwrap();
         assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
@@ -220,6 +247,6 @@ mod tests {
             VerifyErrorKind::NoSecret
         );
         assert_eq!(sign(&[], b"{}"), "");
-        assert_eq!(provider().name(), "pagerduty");
+        assert_eq!(crate::provider::Provider::pagerduty().name(), "pagerduty");
     }
 }

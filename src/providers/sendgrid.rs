@@ -252,11 +252,38 @@ pub fn batch_identity(_parts: &http::request::Parts, body: &[u8]) -> Result<Even
     })
 }
 
-/// The SendGrid preset: [`SendGridVerifier`] (300 s), key from
-/// [`batch_identity`]. The CLI name is `sendgrid`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(NAME, SendGridVerifier::new(), batch_identity)
+impl crate::provider::Provider {
+    /// SendGrid Event Webhook (ECDSA P-256; derived key over the batch's `sg_event_id`s). See [`crate::providers::sendgrid`].
+    ///
+    /// The SendGrid preset: [`SendGridVerifier`] (300 s), key from
+    /// [`batch_identity`]. The CLI name is `sendgrid`.
+    pub fn sendgrid() -> Self {
+        crate::provider::Provider::new(NAME, SendGridVerifier::new(), batch_identity)
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "sendgrid",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::PublicKey,
+    headers: &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
+    build: |_| crate::provider::Provider::sendgrid(),
+    secret: super::raw_secret,
+    public_key: Some(super::raw_secret),
+    example: |_, ts, body| {
+        let key = p256::ecdsa::SigningKey::from_slice(&[9; 32]).expect("a valid P-256 scalar");
+        let headers = vec![(SIGNATURE_HEADER, sign(&key, ts, body)), (TIMESTAMP_HEADER, ts.to_string())];
+        super::Example {
+            provider: crate::provider::Provider::sendgrid(),
+            secrets: vec![crate::verify::SigningSecret::from(public_key_base64(key.verifying_key()))],
+            parts: super::example_parts("/", headers),
+            body: body.to_vec(),
+        }
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -431,7 +458,10 @@ mod tests {
             ),
             Err(VerifyErrorKind::NoMatchingSignature)
         );
-        let id = provider().extractor_ref().extract(&parts(&[], &[]), s("body").as_bytes()).unwrap();
+        let id = crate::provider::Provider::sendgrid()
+            .extractor_ref()
+            .extract(&parts(&[], &[]), s("body").as_bytes())
+            .unwrap();
         assert_eq!(id.event_type.as_deref(), Some("delivered"));
     }
 

@@ -173,13 +173,45 @@ impl KeyExtractor for ShopifyKey {
     }
 }
 
-/// The Shopify preset: [`ShopifyVerifier`], key [`ShopifyKey::default`]
-/// (`X-Shopify-Event-Id`, falling back to `X-Shopify-Webhook-Id`), type
-/// `X-Shopify-Topic`. Another key policy:
-/// `shopify::provider().key_extractor(ShopifyKey::WebhookId)`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(NAME, ShopifyVerifier::new(), ShopifyKey::default())
+impl crate::provider::Provider {
+    /// Shopify (`X-Shopify-Hmac-Sha256` base64; key = `X-Shopify-Event-Id`, else
+    /// `X-Shopify-Webhook-Id`). See [`crate::providers::shopify`].
+    ///
+    /// The Shopify preset: [`ShopifyVerifier`], key [`ShopifyKey::default`]
+    /// (`X-Shopify-Event-Id`, falling back to `X-Shopify-Webhook-Id`), type
+    /// `X-Shopify-Topic`. Another key policy:
+    /// `Provider::shopify().key_extractor(ShopifyKey::WebhookId)`.
+    pub fn shopify() -> Self {
+        crate::provider::Provider::new(NAME, ShopifyVerifier::new(), ShopifyKey::default())
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "shopify",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[
+        SIGNATURE_HEADER,
+        EVENT_ID_HEADER,
+        WEBHOOK_ID_HEADER,
+        TOPIC_HEADER,
+        EVENTS_SIGNATURE_HEADER,
+        EVENTS_EVENT_ID_HEADER,
+        EVENTS_WEBHOOK_ID_HEADER,
+        EVENTS_TOPIC_HEADER,
+    ],
+    build: |_| crate::provider::Provider::shopify(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |id, _, body| {
+        let sig = sign(&super::example_secret(), body);
+        let headers = vec![(SIGNATURE_HEADER, sig), (EVENT_ID_HEADER, id.to_owned())];
+        super::hmac_example(crate::provider::Provider::shopify(), body, headers)
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -245,7 +277,7 @@ mod tests {
                 VerifyErrorKind::NoMatchingSignature,
                 "{family} tampered"
             );
-            let id = provider().extractor_ref().extract(&p, f.body.as_bytes()).unwrap();
+            let id = crate::provider::Provider::shopify().extractor_ref().extract(&p, f.body.as_bytes()).unwrap();
             let want_key = if family == "webhooks" {
                 &f.headers["X-Shopify-Event-Id"]
             } else {
@@ -363,6 +395,6 @@ mod tests {
 
     #[test]
     fn preset_name() {
-        assert_eq!(provider().name(), "shopify");
+        assert_eq!(crate::provider::Provider::shopify().name(), "shopify");
     }
 }

@@ -145,12 +145,16 @@ pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
     format!("v0={}", hex::encode(mac))
 }
 
-/// Slack's Events API preset: [`SlackVerifier`] (five minutes), key =
-/// `/event_id`, type = `/event/type` (or `/type`), and the
-/// `url_verification` handshake answered with its `challenge`. Name:
-/// `slack`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(NAME, SlackVerifier::new(), event_identity).challenge(url_verification)
+impl crate::provider::Provider {
+    /// Slack (`X-Slack-Signature` `v0=`, 300 s; key = `event_id`; answers `url_verification`). See [`crate::providers::slack`].
+    ///
+    /// Slack's Events API preset: [`SlackVerifier`] (five minutes), key =
+    /// `/event_id`, type = `/event/type` (or `/type`), and the
+    /// `url_verification` handshake answered with its `challenge`. Name:
+    /// `slack`.
+    pub fn slack() -> Self {
+        crate::provider::Provider::new(NAME, SlackVerifier::new(), event_identity).challenge(url_verification)
+    }
 }
 
 fn json_str(value: Option<&serde_json::Value>) -> Result<Option<String>, KeyError> {
@@ -192,6 +196,24 @@ fn url_verification(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
         .body(Bytes::copy_from_slice(challenge.as_bytes()))
         .ok()
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "slack",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER, TIMESTAMP_HEADER, RETRY_NUM_HEADER, RETRY_REASON_HEADER],
+    build: |_| crate::provider::Provider::slack(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |_, ts, body| {
+        let sig = sign(&super::example_secret(), ts, body);
+        let headers = vec![(SIGNATURE_HEADER, sig), (TIMESTAMP_HEADER, ts.to_string())];
+        super::hmac_example(crate::provider::Provider::slack(), body, headers)
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -471,7 +493,7 @@ mod tests {
 
     #[test]
     fn preset() {
-        let provider = provider();
+        let provider = crate::provider::Provider::slack();
         assert_eq!(provider.name(), "slack");
         assert!(provider.challenge_ref().is_some());
         let secret = SigningSecret::from("s");
@@ -488,7 +510,7 @@ mod tests {
     /// its own and carries the same key, so its claim finds the first one.
     #[test]
     fn retry_is_another_delivery_of_the_same_event() {
-        let provider = provider();
+        let provider = crate::provider::Provider::slack();
         let secrets = [SigningSecret::from("s")];
         let body = br#"{"type":"event_callback","event_id":"Ev42","event":{"type":"message"}}"#;
         let first_ts = NOW.to_string();

@@ -9,7 +9,7 @@
 //!
 //! The notification URL is the subscription's URL **exactly as registered
 //! in Square** (scheme, host, path, query, trailing slash): it is
-//! configuration ([`SquareVerifier::new`], [`Provider::square`](crate::Provider::square)), never rebuilt from
+//! configuration ([`SquareVerifier::new`], [`Provider::square`](crate::provider::Provider::square)), never rebuilt from
 //! the request, whose `Host` and path a proxy may rewrite and an attacker
 //! may choose. Each subscription (URL and key) is one endpoint.
 //!
@@ -102,16 +102,43 @@ pub fn sign(secret: &SigningSecret, notification_url: &str, body: &[u8]) -> Stri
     Encoding::Base64.encode(&hmac_sha256(secret, &[notification_url.as_bytes(), body]))
 }
 
-/// The Square preset for the subscription registered with `notification_url`
-/// (exactly as entered in Square): [`SquareVerifier`], key `/event_id`, type
-/// `/type`.
-pub(crate) fn provider(notification_url: impl Into<String>) -> crate::Provider {
-    crate::Provider::new(
-        NAME,
-        SquareVerifier::new(notification_url),
-        crate::key::JsonPointerKey::new("/event_id").event_type("/type"),
-    )
+impl crate::provider::Provider {
+    /// Square (`x-square-hmacsha256-signature` over the notification URL +
+    /// body; key = `event_id`). `notification_url` is the URL exactly as
+    /// registered in Square. See [`crate::providers::square`].
+    ///
+    /// The Square preset for the subscription registered with `notification_url`
+    /// (exactly as entered in Square): [`SquareVerifier`], key `/event_id`, type
+    /// `/type`.
+    pub fn square(notification_url: impl Into<String>) -> Self {
+        crate::provider::Provider::new(
+            NAME,
+            SquareVerifier::new(notification_url),
+            crate::key::JsonPointerKey::new("/event_id").event_type("/type"),
+        )
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "square",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::NotificationUrl,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER],
+    build: |url| crate::provider::Provider::square(url),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |_, _, body| {
+        let sig = sign(&super::example_secret(), super::EXAMPLE_SQUARE_URL, body);
+        super::hmac_example(
+            crate::provider::Provider::square(super::EXAMPLE_SQUARE_URL),
+            body,
+            vec![(SIGNATURE_HEADER, sig)],
+        )
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -211,7 +238,10 @@ mod tests {
         let secrets = [key];
         assert_eq!(verify(&f.notification_url, &[&f.signature], f.body.as_bytes(), &secrets), Ok(()));
         let p = parts(&[&f.signature]);
-        let id = provider(f.notification_url.as_str()).extractor_ref().extract(&p, f.body.as_bytes()).unwrap();
+        let id = crate::provider::Provider::square(f.notification_url.as_str())
+            .extractor_ref()
+            .extract(&p, f.body.as_bytes())
+            .unwrap();
         assert_eq!(id.key, "5e8c6f1a-2d8b-4c3e-9a41-0b7f3d2e6c19");
         assert_eq!(id.event_type.as_deref(), Some("payment.updated"));
     }
@@ -267,7 +297,7 @@ mod tests {
         assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
         assert_eq!(v.precheck(&parts(&["x"])).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
         assert!(v.precheck(&parts(&[&sign(&SigningSecret::from("k"), "u", b"")])).is_ok());
-        let x = provider("https://example.com/");
+        let x = crate::provider::Provider::square("https://example.com/");
         let p = parts(&[]);
         let cases: &[(&str, &[u8], Result<(&str, Option<&str>), KeyErrorKind>)] = &[
             ("both", br#"{"event_id":"e","type":"t"}"#, Ok(("e", Some("t")))),

@@ -49,8 +49,8 @@
 //! cached on the secret ([`SigningSecret::parsed`]), never decoded per
 //! delivery.
 //!
-//! **Presets.** [`Provider::standard_webhooks`](crate::Provider::standard_webhooks) (`standard-webhooks`) reads the `webhook-*`
-//! headers only. [`Provider::svix`](crate::Provider::svix) (`svix`) reads each `svix-*` header and
+//! **Presets.** [`Provider::standard_webhooks`](crate::provider::Provider::standard_webhooks) (`standard-webhooks`) reads the `webhook-*`
+//! headers only. [`Provider::svix`](crate::provider::Provider::svix) (`svix`) reads each `svix-*` header and
 //! falls back to its `webhook-*` counterpart when absent, as the Svix
 //! libraries do, so it also accepts Svix's unbranded headers.
 //!
@@ -573,23 +573,37 @@ impl crate::key::KeyExtractor for MessageKey {
     }
 }
 
-/// The Standard Webhooks preset: [`StandardWebhooksVerifier::new`]
-/// (`webhook-*` headers, five minutes), key = `webhook-id`, type = the body's
-/// `type`. Name: `standard-webhooks`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(NAME, StandardWebhooksVerifier::new(), MessageKey { names: Names::Standard })
+impl crate::provider::Provider {
+    /// Standard Webhooks (`webhook-id`/`-timestamp`/`-signature`, `v1` and `v1a`; key = `webhook-id`). See [`crate::providers::standard_webhooks`].
+    ///
+    /// The Standard Webhooks preset: [`StandardWebhooksVerifier::new`]
+    /// (`webhook-*` headers, five minutes), key = `webhook-id`, type = the body's
+    /// `type`. Name: `standard-webhooks`.
+    pub fn standard_webhooks() -> Self {
+        crate::provider::Provider::new(NAME, StandardWebhooksVerifier::new(), MessageKey { names: Names::Standard })
+    }
 }
 
-/// The Svix preset: [`StandardWebhooksVerifier::svix`] (`svix-*` headers,
-/// falling back to `webhook-*`; five minutes), key = `svix-id` (or
-/// `webhook-id`), type = the body's `type`. Name: `svix`.
-pub(crate) fn svix_provider() -> crate::Provider {
-    crate::Provider::new(SVIX_NAME, StandardWebhooksVerifier::svix(), MessageKey { names: Names::Svix })
+impl crate::provider::Provider {
+    /// Svix (the Standard Webhooks scheme under `svix-*` headers). See [`crate::providers::standard_webhooks`].
+    ///
+    /// The Svix preset: [`StandardWebhooksVerifier::svix`] (`svix-*` headers,
+    /// falling back to `webhook-*`; five minutes), key = `svix-id` (or
+    /// `webhook-id`), type = the body's `type`. Name: `svix`.
+    pub fn svix() -> Self {
+        crate::provider::Provider::new(SVIX_NAME, StandardWebhooksVerifier::svix(), MessageKey { names: Names::Svix })
+    }
 }
 
 /// The registry's example for the Standard Webhooks presets (`svix`: the
 /// `svix-*` header names), signed with a fixed test `whsec_` key.
-pub(crate) fn example(provider: crate::Provider, svix: bool, id: &str, timestamp: u64, body: &[u8]) -> super::Example {
+pub(crate) fn example(
+    provider: crate::provider::Provider,
+    svix: bool,
+    id: &str,
+    timestamp: u64,
+    body: &[u8],
+) -> super::Example {
     const WHSEC: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     let key = secret(WHSEC).expect("a valid whsec_ key");
     let sig = sign(&key, id, timestamp, body).expect("an HMAC key");
@@ -601,6 +615,41 @@ pub(crate) fn example(provider: crate::Provider, svix: bool, id: &str, timestamp
     let headers = vec![(names[0], id.to_owned()), (names[1], timestamp.to_string()), (names[2], sig)];
     super::Example { provider, secrets: vec![key], parts: super::example_parts("/", headers), body: body.to_vec() }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "standard-webhooks",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Whsec,
+    headers: &[ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER],
+    build: |_| crate::provider::Provider::standard_webhooks(),
+    secret: |text| secret(text).map_err(super::key_error),
+    public_key: Some(|text| public_key(text).map_err(super::key_error)),
+    example: |id, ts, body| example(crate::provider::Provider::standard_webhooks(), false, id, ts, body),
+};
+
+/// The registry entry of the Svix preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const SVIX_PRESET: super::PresetInfo = super::PresetInfo {
+    name: SVIX_NAME,
+    feature: "standard-webhooks",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Whsec,
+    headers: &[
+        SVIX_ID_HEADER,
+        SVIX_TIMESTAMP_HEADER,
+        SVIX_SIGNATURE_HEADER,
+        ID_HEADER,
+        TIMESTAMP_HEADER,
+        SIGNATURE_HEADER,
+    ],
+    build: |_| crate::provider::Provider::svix(),
+    secret: |text| secret(text).map_err(super::key_error),
+    public_key: Some(|text| public_key(text).map_err(super::key_error)),
+    example: |id, ts, body| example(crate::provider::Provider::svix(), true, id, ts, body),
+};
 
 #[cfg(test)]
 mod tests {
@@ -726,7 +775,8 @@ mod tests {
             assert_eq!(check(&v, &p, body.as_bytes(), secrets, now), *want, "{name}");
         }
         let p = parts(&[(ID_HEADER, &id), (TIMESTAMP_HEADER, &ts), (SIGNATURE_HEADER, &s("signature_v1"))]);
-        let identity = provider().extractor_ref().extract(&p, body.as_bytes()).unwrap();
+        let identity =
+            crate::provider::Provider::standard_webhooks().extractor_ref().extract(&p, body.as_bytes()).unwrap();
         assert_eq!((identity.key.as_str(), identity.event_type.as_deref()), (id.as_str(), Some("contact.created")));
     }
 
@@ -741,7 +791,7 @@ mod tests {
         let now: u64 = ts.parse().unwrap();
         let secrets = [secret(&s("secret")).unwrap()];
         assert_eq!(sign(&secrets[0], &id, now, body.as_bytes()).unwrap(), sig);
-        let svix = svix_provider();
+        let svix = crate::provider::Provider::svix();
         assert_eq!(svix.name(), "svix");
         let branded = parts(&[(SVIX_ID_HEADER, &id), (SVIX_TIMESTAMP_HEADER, &ts), (SVIX_SIGNATURE_HEADER, &sig)]);
         let unbranded = parts(&[(ID_HEADER, &id), (TIMESTAMP_HEADER, &ts), (SIGNATURE_HEADER, &sig)]);
@@ -753,7 +803,10 @@ mod tests {
         }
         // The Standard Webhooks preset reads only the webhook-* names.
         let d = Delivery::new(&branded, body.as_bytes(), &secrets, at(now));
-        assert_eq!(provider().verifier_ref().verify(&d).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
+        assert_eq!(
+            crate::provider::Provider::standard_webhooks().verifier_ref().verify(&d).unwrap_err().kind(),
+            VerifyErrorKind::MissingHeader
+        );
     }
 
     #[test]
@@ -1047,7 +1100,7 @@ mod tests {
         let p = parts(&[]);
         let short = [whsec(MIN_SECRET_BYTES - 1)];
         let d = Delivery::new(&p, b"{}", &short, UNIX_EPOCH);
-        match provider().check(&d) {
+        match crate::provider::Provider::standard_webhooks().check(&d) {
             Err(crate::provider::CheckError::KeyMaterial(e)) => assert_eq!(e.kind(), K::TooShort),
             other => panic!("expected a key material error, got {other:?}"),
         }
@@ -1162,7 +1215,7 @@ mod tests {
             let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
             assert_eq!(got, *want, "{name}");
         }
-        assert_eq!(provider().name(), "standard-webhooks");
-        assert!(provider().challenge_ref().is_none());
+        assert_eq!(crate::provider::Provider::standard_webhooks().name(), "standard-webhooks");
+        assert!(crate::provider::Provider::standard_webhooks().challenge_ref().is_none());
     }
 }

@@ -98,10 +98,18 @@ impl Verifier for StripeVerifier {
     }
 }
 
-/// The Stripe preset: [`StripeVerifier`] (300 s), key = the Event `id`
-/// (`evt_...`), type = `type`. The CLI name is `stripe`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(NAME, StripeVerifier::new(), crate::key::JsonPointerKey::new("/id").event_type("/type"))
+impl crate::provider::Provider {
+    /// Stripe (`Stripe-Signature`, 300 s tolerance; key = the Event `id`). See [`crate::providers::stripe`].
+    ///
+    /// The Stripe preset: [`StripeVerifier`] (300 s), key = the Event `id`
+    /// (`evt_...`), type = `type`. The CLI name is `stripe`.
+    pub fn stripe() -> Self {
+        crate::provider::Provider::new(
+            NAME,
+            StripeVerifier::new(),
+            crate::key::JsonPointerKey::new("/id").event_type("/type"),
+        )
+    }
 }
 
 /// The `Stripe-Signature` value Stripe would send for `body` at `timestamp`
@@ -112,6 +120,23 @@ pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
     let mac = hmac_sha256(secret, &[ts.as_bytes(), b".", body]);
     format!("t={ts},v1={}", hex::encode(mac))
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "stripe",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER],
+    build: |_| crate::provider::Provider::stripe(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |_, ts, body| {
+        let sig = sign(&super::example_secret(), ts, body);
+        super::hmac_example(crate::provider::Provider::stripe(), body, vec![(SIGNATURE_HEADER, sig)])
+    },
+};
 
 #[cfg(test)]
 mod tests {

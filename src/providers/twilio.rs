@@ -20,7 +20,7 @@
 //! ([`VerifyErrorKind::NoMatchingSignature`]).
 //!
 //! **The URL:** the public base URL is configuration
-//! ([`TwilioVerifier::new`], [`Provider::twilio`](crate::Provider::twilio)): `scheme://host[:port][/prefix]`
+//! ([`TwilioVerifier::new`], [`Provider::twilio`](crate::provider::Provider::twilio)): `scheme://host[:port][/prefix]`
 //! as Twilio reaches the service (behind TLS termination and proxies), never
 //! taken from `Host` or forwarding headers. The request's path and query are
 //! appended exactly as received (not decoded, not re-encoded), so the path
@@ -46,7 +46,7 @@
 //! integrations commonly do) and it is not signed. A product that does not
 //! send it gets a 400 (`key_missing`): give such an endpoint a key from the
 //! signed parameters instead, for example a closure reading `MessageSid` and
-//! `MessageStatus`, with [`crate::Provider::key_extractor`]. There is no
+//! `MessageStatus`, with [`crate::provider::Provider::key_extractor`]. There is no
 //! event type.
 //!
 //! **Limit of the scheme:** no timestamp and no signed event id: whoever
@@ -135,7 +135,7 @@ pub const MAX_FORM_PARAMS: usize = 1_000;
 pub const MAX_FORM_BYTES: usize = 64 * 1024;
 
 /// The body limit the Twilio preset asks of the layer when the application
-/// sets none ([`crate::Provider::default_body_limit`]): [`MAX_FORM_BYTES`],
+/// sets none ([`crate::provider::Provider::default_body_limit`]): [`MAX_FORM_BYTES`],
 /// so an oversized body is answered 413 before it is buffered.
 pub const DEFAULT_BODY_LIMIT: usize = MAX_FORM_BYTES;
 
@@ -489,19 +489,57 @@ pub fn body_sha256(body: &[u8]) -> String {
     hex::encode(sha2::Sha256::digest(body))
 }
 
-/// The Twilio preset for requests reaching the service at `public_base_url`
-/// (see [`TwilioVerifier::new`]): [`TwilioVerifier`], key the
-/// `I-Twilio-Idempotency-Token` header, no event type, and a default body
-/// limit of [`DEFAULT_BODY_LIMIT`] bytes (used when the layer's
-/// `body_limit` is not set).
-pub(crate) fn provider(public_base_url: impl Into<String>) -> crate::Provider {
-    crate::Provider::new(
-        NAME,
-        TwilioVerifier::new(public_base_url),
-        crate::key::HeaderKey::new(http::HeaderName::from_static(IDEMPOTENCY_HEADER)),
-    )
-    .with_body_limit(DEFAULT_BODY_LIMIT)
+impl crate::provider::Provider {
+    /// Twilio (`X-Twilio-Signature`, HMAC-SHA1 over the URL + sorted POST
+    /// parameters or `bodySHA256`; key = `I-Twilio-Idempotency-Token`).
+    /// `public_base_url` is the scheme and host Twilio calls. See
+    /// [`crate::providers::twilio`].
+    ///
+    /// The Twilio preset for requests reaching the service at `public_base_url`
+    /// (see [`TwilioVerifier::new`]): [`TwilioVerifier`], key the
+    /// `I-Twilio-Idempotency-Token` header, no event type, and a default body
+    /// limit of [`DEFAULT_BODY_LIMIT`] bytes (used when the layer's
+    /// `body_limit` is not set).
+    pub fn twilio(public_base_url: impl Into<String>) -> Self {
+        crate::provider::Provider::new(
+            NAME,
+            TwilioVerifier::new(public_base_url),
+            crate::key::HeaderKey::new(http::HeaderName::from_static(IDEMPOTENCY_HEADER)),
+        )
+        .with_body_limit(DEFAULT_BODY_LIMIT)
+        // Twilio sends GET when a webhook is configured for it; the signature
+        // then covers the URL with its query.
+        .methods([http::Method::POST, http::Method::GET])
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "twilio",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::PublicBaseUrl,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER, SIGNATURE_SETTINGS_HEADER, IDEMPOTENCY_HEADER, "content-type"],
+    build: |url| crate::provider::Provider::twilio(url),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |id, _, body| {
+        let uri = format!("/hook?bodySHA256={}", body_sha256(body));
+        let sig = sign(&super::example_secret(), &format!("{}{uri}", super::EXAMPLE_BASE), &[]);
+        let headers = vec![
+            (SIGNATURE_HEADER, sig),
+            ("content-type", "application/json".to_owned()),
+            (IDEMPOTENCY_HEADER, id.to_owned()),
+        ];
+        super::Example {
+            provider: crate::provider::Provider::twilio(super::EXAMPLE_BASE),
+            secrets: vec![super::example_secret()],
+            parts: super::example_parts(&uri, headers),
+            body: body.to_vec(),
+        }
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -1025,7 +1063,10 @@ mod tests {
         assert_eq!(with_length(FORM, "/sms", 25 << 20), Err(VerifyErrorKind::MalformedHeader));
         assert_eq!(with_length("application/json", &json_uri, 25 << 20), Ok(()));
         // The preset asks the layer for a matching body limit.
-        assert_eq!(provider("https://example.com").default_body_limit(), Some(DEFAULT_BODY_LIMIT));
+        assert_eq!(
+            crate::provider::Provider::twilio("https://example.com").default_body_limit(),
+            Some(DEFAULT_BODY_LIMIT)
+        );
     }
 
     /// The unsigned 25 MiB `a&` body once took seconds and hundreds of MB
@@ -1124,7 +1165,7 @@ mod tests {
             v.precheck(&request("GET", "/?bodySHA256=1", &[(SIGNATURE_HEADER, &sig)])).unwrap_err().kind(),
             VerifyErrorKind::MalformedHeader
         );
-        let x = provider("https://example.com");
+        let x = crate::provider::Provider::twilio("https://example.com");
         assert_eq!(x.name(), "twilio");
         let got = x.extractor_ref().extract(&request("POST", "/", &[(IDEMPOTENCY_HEADER, "tok-1")]), b"").unwrap();
         assert_eq!((got.key.as_str(), got.event_type), ("tok-1", None));

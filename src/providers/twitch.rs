@@ -242,13 +242,40 @@ pub fn message_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Eve
     Ok(EventIdentity { key: key.to_owned(), event_type })
 }
 
-/// The Twitch EventSub preset: [`TwitchVerifier`] (600 s), identity from
-/// [`message_identity`] (key = `Twitch-Eventsub-Message-Id`, type = the
-/// body's `subscription.type`), and the [`CallbackVerification`] handshake.
-/// The CLI name is `twitch`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(NAME, TwitchVerifier::new(), message_identity).challenge(CallbackVerification)
+impl crate::provider::Provider {
+    /// Twitch EventSub (`Twitch-Eventsub-Message-Signature`, 600 s; key = the message id; answers the callback verification). See [`crate::providers::twitch`].
+    ///
+    /// The Twitch EventSub preset: [`TwitchVerifier`] (600 s), identity from
+    /// [`message_identity`] (key = `Twitch-Eventsub-Message-Id`, type = the
+    /// body's `subscription.type`), and the [`CallbackVerification`] handshake.
+    /// The CLI name is `twitch`.
+    pub fn twitch() -> Self {
+        crate::provider::Provider::new(NAME, TwitchVerifier::new(), message_identity).challenge(CallbackVerification)
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "twitch",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER, MESSAGE_ID_HEADER, TIMESTAMP_HEADER, MESSAGE_TYPE_HEADER, SUBSCRIPTION_TYPE_HEADER],
+    build: |_| crate::provider::Provider::twitch(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |id, ts, body| {
+        let stamp = format_timestamp(ts);
+        let headers = vec![
+            (SIGNATURE_HEADER, sign(&super::example_secret(), id, &stamp, body)),
+            (MESSAGE_ID_HEADER, id.to_owned()),
+            (TIMESTAMP_HEADER, stamp),
+            (MESSAGE_TYPE_HEADER, "notification".to_owned()),
+        ];
+        super::hmac_example(crate::provider::Provider::twitch(), body, headers)
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -340,7 +367,7 @@ mod tests {
                 assert_eq!(answer.body(), m["challenge"].as_str().unwrap());
             } else {
                 assert!(answer.is_none(), "{name}");
-                let id = provider().extractor_ref().extract(&p, body).unwrap();
+                let id = crate::provider::Provider::twitch().extractor_ref().extract(&p, body).unwrap();
                 assert_eq!(id.key, h(MESSAGE_ID_HEADER));
                 assert_eq!(id.event_type, Some(h(SUBSCRIPTION_TYPE_HEADER)));
             }
@@ -372,7 +399,7 @@ mod tests {
             let ts = m["headers"]["Twitch-Eventsub-Message-Timestamp"].as_str().unwrap();
             (parts(&pairs), m["body"].as_str().unwrap().as_bytes().to_vec(), parse_rfc3339(ts).unwrap() as u64)
         };
-        let x = provider();
+        let x = crate::provider::Provider::twitch();
         let cases: &[(&str, &str, &[(&str, &str)], Option<&str>, Option<http::StatusCode>)] = &[
             ("genuine notification", "notification", &[], Some("channel.follow"), None),
             (

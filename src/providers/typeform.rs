@@ -79,15 +79,36 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
     format!("sha256={}", Encoding::Base64.encode(&hmac_sha256(secret, &[body])))
 }
 
-/// The Typeform preset: [`TypeformVerifier`]; key = the body's `event_id`,
-/// type = `event_type`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(
-        NAME,
-        TypeformVerifier::new(),
-        crate::key::JsonPointerKey::new("/event_id").event_type("/event_type"),
-    )
+impl crate::provider::Provider {
+    /// Typeform (`Typeform-Signature` `sha256=` base64; key = `event_id`). See [`crate::providers::typeform`].
+    ///
+    /// The Typeform preset: [`TypeformVerifier`]; key = the body's `event_id`,
+    /// type = `event_type`.
+    pub fn typeform() -> Self {
+        crate::provider::Provider::new(
+            NAME,
+            TypeformVerifier::new(),
+            crate::key::JsonPointerKey::new("/event_id").event_type("/event_type"),
+        )
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "typeform",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER],
+    build: |_| crate::provider::Provider::typeform(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |_, _, body| {
+        let sig = sign(&super::example_secret(), body);
+        super::hmac_example(crate::provider::Provider::typeform(), body, vec![(SIGNATURE_HEADER, sig)])
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -116,7 +137,10 @@ mod tests {
         let empty = expected["empty_body_header"].as_str().unwrap();
         assert_eq!(check(&[empty], b"", std::slice::from_ref(&secret)), Ok(()));
 
-        let identity = provider().extractor_ref().extract(&header_lines(SIGNATURE_HEADER, &[]), body).unwrap();
+        let identity = crate::provider::Provider::typeform()
+            .extractor_ref()
+            .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
+            .unwrap();
         assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
@@ -176,6 +200,6 @@ mod tests {
             v.precheck(&header_lines(SIGNATURE_HEADER, &["sha256=short"])).unwrap_err().kind(),
             VerifyErrorKind::MalformedHeader
         );
-        assert_eq!(provider().name(), "typeform");
+        assert_eq!(crate::provider::Provider::typeform().name(), "typeform");
     }
 }

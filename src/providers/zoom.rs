@@ -224,11 +224,33 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
     crate::key::DerivedKey::new().canonical_body().event_type_json("/event").extract_parsed(parts, Some(&doc))
 }
 
-/// The Zoom preset: [`ZoomVerifier`] (300 s), key from [`event_identity`],
-/// type `event`, and the [`UrlValidation`] handshake. The CLI name is `zoom`.
-pub(crate) fn provider() -> crate::Provider {
-    crate::Provider::new(NAME, ZoomVerifier::new(), event_identity).challenge(UrlValidation)
+impl crate::provider::Provider {
+    /// Zoom (`x-zm-signature` `v0=`, 300 s; derived key; answers `endpoint.url_validation`). See [`crate::providers::zoom`].
+    ///
+    /// The Zoom preset: [`ZoomVerifier`] (300 s), key from [`event_identity`],
+    /// type `event`, and the [`UrlValidation`] handshake. The CLI name is `zoom`.
+    pub fn zoom() -> Self {
+        crate::provider::Provider::new(NAME, ZoomVerifier::new(), event_identity).challenge(UrlValidation)
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
+    name: NAME,
+    feature: "zoom",
+    replay_window: REPLAY_WINDOW,
+    url: super::UrlArg::None,
+    key: super::KeyKind::Secret,
+    headers: &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
+    build: |_| crate::provider::Provider::zoom(),
+    secret: super::raw_secret,
+    public_key: None,
+    example: |_, ts, body| {
+        let sig = sign(&super::example_secret(), ts, body);
+        let headers = vec![(SIGNATURE_HEADER, sig), (TIMESTAMP_HEADER, ts.to_string())];
+        super::hmac_example(crate::provider::Provider::zoom(), body, headers)
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -447,7 +469,7 @@ mod tests {
 
     #[test]
     fn preset_wiring() {
-        let provider = provider();
+        let provider = crate::provider::Provider::zoom();
         assert_eq!(provider.name(), "zoom");
         let secret = [SigningSecret::from("tok")];
         let body = br#"{"event":"endpoint.url_validation","payload":{"plainToken":"abc"}}"#;

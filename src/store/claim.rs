@@ -2,7 +2,7 @@
 //! claim's transaction, then commit (marking it done) or fail (rolling back
 //! and recording the attempt).
 //!
-//! [`WebhookLayer`](crate::WebhookLayer) runs it for every verified
+//! [`WebhookLayer`](crate::layer::WebhookLayer) runs it for every verified
 //! delivery in synchronous mode; anything else that must process an event
 //! exactly once (a queue consumer, a cron job) can run it the same way. (The
 //! inbox worker does not: its rows are accepted first and leased later, see
@@ -57,7 +57,7 @@ use super::statements::ASSUMED_STATUS;
 use super::{IsolationLevel, Statements, StoreConfig};
 use crate::error::{ConfigError, StoreError, StoreErrorKind};
 use crate::event::ScopedEvent;
-use crate::tx::WebhookTx;
+use crate::store::driver::WebhookTx;
 
 /// The first pause before checking again on an event another delivery holds.
 const IN_FLIGHT_FIRST_CHECK: Duration = Duration::from_millis(10);

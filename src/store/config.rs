@@ -18,7 +18,7 @@ pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The database the crate works in: a deadpool-postgres pool, the schema
 /// holding the tables, and the rules every step follows. Build it once and
-/// give a clone to each part ([`WebhookLayer::builder`](crate::WebhookLayer::builder),
+/// give a clone to each part ([`WebhookLayer::builder`](crate::layer::WebhookLayer::builder),
 /// [`InboxWorker::builder`](crate::inbox::InboxWorker::builder),
 /// [`ClaimStore::builder`](super::ClaimStore::builder),
 /// [`Admin::new`](super::admin::Admin::new),
@@ -93,7 +93,7 @@ impl StoreConfig {
     }
 
     /// How long to wait for a pooled connection (default 5 s); past it the
-    /// step fails with [`StoreErrorKind::PoolTimeout`](crate::StoreErrorKind::PoolTimeout)
+    /// step fails with [`StoreErrorKind::PoolTimeout`](crate::error::StoreErrorKind::PoolTimeout)
     /// (the layer answers 503 + `Retry-After`).
     pub fn pool_timeout(mut self, timeout: Duration) -> Self {
         self.pool_timeout = timeout;

@@ -38,7 +38,7 @@ pub struct RequestHead {
 }
 
 /// The inbox store: accepting deliveries on one database and schema. Cheap
-/// to clone. The layer in [`Mode::Inbox`](crate::Mode::Inbox) runs it for
+/// to clone. The layer in [`Mode::Inbox`](crate::layer::Mode::Inbox) runs it for
 /// every verified delivery; anything else that receives events (a queue
 /// consumer, a poller) can put them in the same inbox for the same
 /// [`InboxWorker`](crate::inbox::InboxWorker)s.

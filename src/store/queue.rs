@@ -39,7 +39,7 @@ use std::time::{Duration, SystemTime};
 
 use super::driver::{Db, Fenced, Param, Row};
 use crate::error::StoreError;
-use crate::tx::WebhookTx;
+use crate::store::driver::WebhookTx;
 
 /// A kind of work's table: what the generic queue statements need to know.
 pub(crate) trait QueueKind: Send + Sync + 'static {
@@ -463,7 +463,7 @@ mod tests {
     use super::*;
     use crate::event::ScopedEvent;
     use crate::store::inbox::{Inbox, InboxRows, RequestHead};
-    use crate::test_support::db;
+    use crate::store::testing as db;
     use crate::worker::RetryPolicy;
 
     /// The inbox queue on a fresh database with `keys` accepted as pending.

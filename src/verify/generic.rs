@@ -43,7 +43,7 @@ use super::{
     hmac, match_any_secret, parse_unix_millis, parse_unix_seconds, single_header, Algorithm, Delivery, Encoding,
     SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
-use crate::ConfigError;
+use crate::error::ConfigError;
 
 /// What the sender signs, in order, after the
 /// [`content_prefix`](HmacVerifierBuilder::content_prefix) if one is set.

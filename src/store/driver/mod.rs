@@ -43,6 +43,7 @@ mod client;
 mod conn;
 mod endpoint;
 mod listen;
+mod tx;
 
 use std::fmt;
 use std::sync::Arc;
@@ -55,6 +56,7 @@ use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
 pub use client::TxClient;
 pub(crate) use conn::{Conn, Fenced, TxConn};
 pub(crate) use listen::listen_loop;
+pub use tx::{TxError, TxErrorKind, WebhookTx};
 
 use crate::error::{StoreError, StoreErrorKind};
 

@@ -1,11 +1,13 @@
-//! [`WebhookTx`]: the claim's transaction, handed to the handler.
+//! [`WebhookTx`]: the claim's transaction, handed to the handler (and the
+//! worker's, for the inbox): a shared slot holding the [`TxConn`] that the
+//! layer or the worker takes back to end the transaction.
 
 use std::fmt;
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
 
-use crate::store::driver::{TxClient, TxConn};
+use super::{TxClient, TxConn};
 
 /// The transaction holding this delivery's claim. The handler's business
 /// writes go through it, so they commit (or roll back) together with the

@@ -1,0 +1,270 @@
+//! The pieces every verifier shares: HMAC over parts, constant-time
+//! matching against every configured secret, the signed-timestamp
+//! tolerance, header parsing, and the default key-material check.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+use super::{Delivery, KeyMaterialError, KeyMaterialErrorKind, SigningSecret, VerifyError, VerifyErrorKind};
+
+/// Prefixes providers print in front of key material; a secret that is only
+/// one of them holds no key.
+const BARE_PREFIXES: [&[u8]; 3] = [b"whsec_", b"whpk_", b"whsk_"];
+
+/// The default [`Verifier::check_secrets`]: at least one secret, and none
+/// empty or only a provider prefix (`whsec_`, `whpk_`, `whsk_`).
+///
+/// # Errors
+/// [`KeyMaterialErrorKind::NoSecret`], [`KeyMaterialErrorKind::Empty`] or
+/// [`KeyMaterialErrorKind::OnlyPrefix`].
+pub fn check_key_material(secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
+    if secrets.is_empty() {
+        let hint = "configure the signing secret the provider shows for this endpoint";
+        return Err(KeyMaterialError::new(KeyMaterialErrorKind::NoSecret, None, hint));
+    }
+    for (i, secret) in secrets.iter().enumerate() {
+        let bytes = secret.expose();
+        if bytes.is_empty() {
+            let hint = "the secret is empty (an unset environment variable?); anyone can sign with an empty key";
+            return Err(KeyMaterialError::new(KeyMaterialErrorKind::Empty, Some(i), hint));
+        }
+        if BARE_PREFIXES.contains(&bytes) {
+            let hint = "the secret is only a prefix; copy the whole secret";
+            return Err(KeyMaterialError::new(KeyMaterialErrorKind::OnlyPrefix, Some(i), hint));
+        }
+    }
+    Ok(())
+}
+
+/// HMAC-SHA256 (RFC 2104, FIPS 180-4) of the concatenation of `parts`,
+/// keyed by `secret`: 32 bytes.
+///
+/// Feeding the parts one by one avoids copying the body into a new buffer;
+/// custom verifiers can build a scheme's signed content the same way
+/// (`&[timestamp, b".", body]`).
+pub fn hmac_sha256(secret: &SigningSecret, parts: &[&[u8]]) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.expose()).expect("HMAC accepts keys of any length");
+    for part in parts {
+        mac.update(part);
+    }
+    mac.finalize().into_bytes().into()
+}
+
+/// The hash functions webhook senders use in HMAC signatures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// HMAC-SHA1 (20 bytes): Twilio, Intercom's legacy header.
+    Sha1,
+    /// HMAC-SHA256 (32 bytes): most senders.
+    Sha256,
+    /// HMAC-SHA512 (64 bytes).
+    Sha512,
+}
+
+impl Algorithm {
+    /// The tag's length in bytes: 20, 32 or 64.
+    pub fn tag_len(self) -> usize {
+        match self {
+            Self::Sha1 => 20,
+            Self::Sha256 => 32,
+            Self::Sha512 => 64,
+        }
+    }
+}
+
+/// An HMAC tag, up to 64 bytes; `as_ref()` gives its bytes.
+#[derive(Clone, Copy)]
+pub struct Tag {
+    bytes: [u8; 64],
+    len: usize,
+}
+
+impl AsRef<[u8]> for Tag {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl fmt::Debug for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Tag(<redacted>)")
+    }
+}
+
+fn mac_of<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]]) -> Tag {
+    let mut mac = <M as KeyInit>::new_from_slice(key).expect("HMAC accepts keys of any length");
+    for part in parts {
+        mac.update(part);
+    }
+    let out = mac.finalize().into_bytes();
+    let mut tag = Tag { bytes: [0; 64], len: out.len() };
+    tag.bytes[..out.len()].copy_from_slice(&out);
+    tag
+}
+
+/// HMAC (RFC 2104) with `algorithm` of the concatenation of `parts`, keyed
+/// by `secret`, without copying the parts into one buffer.
+pub fn hmac(algorithm: Algorithm, secret: &SigningSecret, parts: &[&[u8]]) -> Tag {
+    match algorithm {
+        Algorithm::Sha1 => mac_of::<Hmac<sha1::Sha1>>(secret.expose(), parts),
+        Algorithm::Sha256 => mac_of::<Hmac<Sha256>>(secret.expose(), parts),
+        Algorithm::Sha512 => mac_of::<Hmac<sha2::Sha512>>(secret.expose(), parts),
+    }
+}
+
+/// How a signature is written in its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Encoding {
+    /// Hexadecimal, either case.
+    Hex,
+    /// Standard base64 with padding (RFC 4648 section 4).
+    Base64,
+}
+
+impl Encoding {
+    /// Decodes a signature; `None` when it is not valid in this encoding.
+    pub fn decode(self, text: &str) -> Option<Vec<u8>> {
+        use base64::Engine as _;
+        match self {
+            Self::Hex => hex::decode(text).ok(),
+            Self::Base64 => base64::engine::general_purpose::STANDARD.decode(text).ok(),
+        }
+    }
+
+    /// Encodes a tag the way a sender writes it (hex in lower case).
+    pub fn encode(self, bytes: &[u8]) -> String {
+        use base64::Engine as _;
+        match self {
+            Self::Hex => hex::encode(bytes),
+            Self::Base64 => base64::engine::general_purpose::STANDARD.encode(bytes),
+        }
+    }
+}
+
+/// Parses a signed Unix timestamp in seconds: ASCII digits only, at most 20.
+///
+/// # Errors
+/// [`VerifyErrorKind::MalformedHeader`] for anything else (signs, spaces,
+/// fractions, empty).
+pub fn parse_unix_seconds(text: &str) -> Result<u64, VerifyError> {
+    parse_digits(text)
+}
+
+/// ASCII digits only, at most 20, as a `u64`; the unit is the caller's.
+fn parse_digits(text: &str) -> Result<u64, VerifyError> {
+    if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(VerifyErrorKind::MalformedHeader.into());
+    }
+    text.parse().map_err(|_| VerifyErrorKind::MalformedHeader.into())
+}
+
+/// Parses a signed Unix timestamp in **milliseconds** (HubSpot): the same
+/// text rules as [`parse_unix_seconds`] (ASCII digits only, at most 20),
+/// the value in milliseconds.
+///
+/// # Errors
+/// [`VerifyErrorKind::MalformedHeader`] for anything else.
+pub fn parse_unix_millis(text: &str) -> Result<u64, VerifyError> {
+    parse_digits(text)
+}
+
+/// The single value of header `name`, as text.
+///
+/// # Errors
+/// [`VerifyErrorKind::MissingHeader`] when absent,
+/// [`VerifyErrorKind::MalformedHeader`] when not visible ASCII or when
+/// repeated with different values.
+pub fn single_header<'a>(parts: &'a http::request::Parts, name: &str) -> Result<&'a str, VerifyError> {
+    let mut values = parts.headers.get_all(name).iter();
+    let first = values.next().ok_or(VerifyErrorKind::MissingHeader)?;
+    if values.any(|v| v != first) {
+        return Err(VerifyErrorKind::MalformedHeader.into());
+    }
+    first.to_str().map_err(|_| VerifyErrorKind::MalformedHeader.into())
+}
+
+/// Passes when, for any of the delivery's secrets, `mac(secret)` equals any
+/// of `candidates`: every secret and every candidate is compared, each in
+/// constant time ([`any_matches`]), so the time does not reveal which pair
+/// matched. The shared end of every HMAC preset.
+///
+/// # Errors
+/// [`VerifyErrorKind::NoSecret`] without secrets,
+/// [`VerifyErrorKind::NoMatchingSignature`] when nothing matches.
+pub fn match_any_secret<'c, T, I>(
+    delivery: &Delivery<'_>,
+    candidates: I,
+    mac: impl Fn(&SigningSecret) -> T,
+) -> Result<(), VerifyError>
+where
+    T: AsRef<[u8]>,
+    I: IntoIterator<Item = &'c [u8]> + Clone,
+{
+    let mut matched = false;
+    for secret in delivery.require_secrets()? {
+        matched |= any_matches(mac(secret).as_ref(), candidates.clone());
+    }
+    if matched {
+        Ok(())
+    } else {
+        Err(VerifyErrorKind::NoMatchingSignature.into())
+    }
+}
+
+/// True when any of `candidates` equals `expected`. Each comparison is
+/// constant-time (`subtle::ConstantTimeEq`) and every candidate is compared,
+/// so the time does not reveal which one matched or how much of it did.
+pub fn any_matches<'a>(expected: &[u8], candidates: impl IntoIterator<Item = &'a [u8]>) -> bool {
+    let mut found = subtle::Choice::from(0);
+    for candidate in candidates {
+        found |= expected.ct_eq(candidate);
+    }
+    found.into()
+}
+
+/// Checks a signed Unix timestamp (seconds) against `now`, `tolerance` in
+/// both directions.
+///
+/// # Errors
+/// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
+pub fn check_tolerance(timestamp: u64, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
+    check_signed_at(UNIX_EPOCH.checked_add(Duration::from_secs(timestamp)), now, tolerance)
+}
+
+/// Checks a signed Unix timestamp in **milliseconds** against `now`,
+/// `tolerance` in both directions, to the millisecond (HubSpot, Linear).
+///
+/// # Errors
+/// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
+pub fn check_tolerance_millis(millis: u64, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
+    check_signed_at(UNIX_EPOCH.checked_add(Duration::from_millis(millis)), now, tolerance)
+}
+
+fn check_signed_at(signed: Option<SystemTime>, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
+    // Past what SystemTime can hold: certainly in the future.
+    let Some(signed) = signed else {
+        return Err(VerifyErrorKind::TimestampInFuture.into());
+    };
+    match now.duration_since(signed) {
+        Ok(age) if age > tolerance => Err(VerifyErrorKind::TimestampTooOld.into()),
+        Ok(_) => Ok(()),
+        Err(ahead) if ahead.duration() > tolerance => Err(VerifyErrorKind::TimestampInFuture.into()),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Every value of header `name` (case-insensitive), in order, across
+/// repeated header lines; a value that is not visible ASCII is
+/// [`VerifyErrorKind::MalformedHeader`].
+pub fn header_values<'a>(
+    parts: &'a http::request::Parts,
+    name: &'a str,
+) -> impl Iterator<Item = Result<&'a str, VerifyError>> + 'a {
+    parts.headers.get_all(name).iter().map(|v| v.to_str().map_err(|_| VerifyErrorKind::MalformedHeader.into()))
+}
