@@ -10,30 +10,90 @@ use bytes::Bytes;
 use crate::key::{EventIdentity, KeyError, KeyExtractor};
 use crate::verify::{Delivery, KeyMaterialError, Verifier, VerifyError};
 
-/// Why [`Provider::check`] rejected a delivery.
+/// Why [`Provider::check`] rejected a delivery: [`kind`](Self::kind) says
+/// which step, and the step's own error is its accessor's (and the
+/// [`source`](std::error::Error::source)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CheckError {
-    /// The signature did not verify (the layer answers 401).
+pub struct CheckError {
+    failed: Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Failed {
     Verify(VerifyError),
-    /// No usable event key (the layer answers 400).
     Key(KeyError),
-    /// The configured key material authenticates nothing (an empty secret, a
-    /// bare `whsec_`): the layer refuses to build with it.
     KeyMaterial(KeyMaterialError),
 }
 
-impl fmt::Display for CheckError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Verify(e) => e.fmt(f),
-            Self::Key(e) => e.fmt(f),
-            Self::KeyMaterial(e) => e.fmt(f),
+/// Which step of [`Provider::check`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CheckErrorKind {
+    /// The signature did not verify (the layer answers 401):
+    /// [`CheckError::verify_error`].
+    Verify,
+    /// No usable event key (the layer answers 400): [`CheckError::key_error`].
+    Key,
+    /// The configured key material authenticates nothing (an empty secret, a
+    /// bare `whsec_`): the layer refuses to build with it;
+    /// [`CheckError::key_material`].
+    KeyMaterial,
+}
+
+impl CheckError {
+    /// Which step failed.
+    pub fn kind(&self) -> CheckErrorKind {
+        match self.failed {
+            Failed::Verify(_) => CheckErrorKind::Verify,
+            Failed::Key(_) => CheckErrorKind::Key,
+            Failed::KeyMaterial(_) => CheckErrorKind::KeyMaterial,
+        }
+    }
+
+    /// The verification error, when the signature did not verify.
+    pub fn verify_error(&self) -> Option<&VerifyError> {
+        match &self.failed {
+            Failed::Verify(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The key error, when no usable event key was found.
+    pub fn key_error(&self) -> Option<&KeyError> {
+        match &self.failed {
+            Failed::Key(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The key-material error, when the secrets authenticate nothing.
+    pub fn key_material(&self) -> Option<&KeyMaterialError> {
+        match &self.failed {
+            Failed::KeyMaterial(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    fn error(&self) -> &(dyn std::error::Error + 'static) {
+        match &self.failed {
+            Failed::Verify(e) => e,
+            Failed::Key(e) => e,
+            Failed::KeyMaterial(e) => e,
         }
     }
 }
 
-impl std::error::Error for CheckError {}
+impl fmt::Display for CheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.error(), f)
+    }
+}
+
+impl std::error::Error for CheckError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.error())
+    }
+}
 
 /// A provider's endpoint-verification handshake (Slack's `url_verification`,
 /// Zoom's `endpoint.url_validation`, Twitch's
@@ -157,13 +217,15 @@ impl Provider {
     /// command) and tests.
     ///
     /// # Errors
-    /// [`CheckError::KeyMaterial`] when the secrets authenticate nothing,
-    /// [`CheckError::Verify`] when the signature does not verify,
-    /// [`CheckError::Key`] when no usable event key is found.
+    /// [`CheckError`] of kind [`CheckErrorKind::KeyMaterial`] when the
+    /// secrets authenticate nothing, [`CheckErrorKind::Verify`] when the
+    /// signature does not verify, [`CheckErrorKind::Key`] when no usable event
+    /// key is found.
     pub fn check(&self, delivery: &Delivery<'_>) -> Result<EventIdentity, CheckError> {
-        self.verifier.check_secrets(delivery.secrets).map_err(CheckError::KeyMaterial)?;
-        self.verifier.verify(delivery).map_err(CheckError::Verify)?;
-        self.identify(delivery.parts, delivery.body).map_err(CheckError::Key)
+        let failed = |failed| CheckError { failed };
+        self.verifier.check_secrets(delivery.secrets).map_err(|e| failed(Failed::KeyMaterial(e)))?;
+        self.verifier.verify(delivery).map_err(|e| failed(Failed::Verify(e)))?;
+        self.identify(delivery.parts, delivery.body).map_err(|e| failed(Failed::Key(e)))
     }
 
     /// The identity the layer claims a verified delivery under: the key

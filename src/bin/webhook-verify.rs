@@ -258,7 +258,7 @@ fn run(args: &Args) -> Result<bool, Usage> {
     // Key material first: a handshake must not verify under a key that
     // authenticates nothing (an empty secret), as the layer refuses to build.
     let checked = provider.check(&delivery);
-    if let Err(CheckError::KeyMaterial(e)) = &checked {
+    if let Some(e) = checked.as_ref().err().and_then(CheckError::key_material) {
         return Err(Usage(format!("key material unusable: {e}")));
     }
     if let Ok(Some(answer)) = provider.handshake(&delivery) {
@@ -275,20 +275,18 @@ fn run(args: &Args) -> Result<bool, Usage> {
             }
             Ok(true)
         }
-        Err(CheckError::Verify(e)) => {
-            println!("invalid: {}", e.kind());
-            for hint in hints(args, &parts, &body, Some(e.kind()), now) {
-                println!("hint: {hint}");
+        Err(e) => {
+            if let Some(e) = e.verify_error() {
+                println!("invalid: {}", e.kind());
+                for hint in hints(args, &parts, &body, Some(e.kind()), now) {
+                    println!("hint: {hint}");
+                }
+            } else if let Some(k) = e.key_error() {
+                println!("invalid: {}", k.kind().as_str());
+                println!("hint: the signature is valid, but the event key the layer needs is missing or unusable");
+            } else {
+                println!("invalid: unknown");
             }
-            Ok(false)
-        }
-        Err(CheckError::Key(k)) => {
-            println!("invalid: {}", k.kind().as_str());
-            println!("hint: the signature is valid, but the event key the layer needs is missing or unusable");
-            Ok(false)
-        }
-        Err(_) => {
-            println!("invalid: unknown");
             Ok(false)
         }
     }

@@ -211,22 +211,48 @@ impl Verifier for DiscordVerifier {
     }
 }
 
-/// Why an application public key was refused by [`public_key`].
+/// What a [`PublicKeyError`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum PublicKeyError {
+pub enum PublicKeyErrorKind {
     /// Not 64 hexadecimal digits.
     NotHex,
     /// 64 hex digits that are not a valid Ed25519 public key.
     NotAKey,
 }
 
-impl std::fmt::Display for PublicKeyError {
+impl std::fmt::Display for PublicKeyErrorKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::NotHex => "a Discord public key is 64 hexadecimal digits",
             Self::NotAKey => "not a valid Ed25519 public key",
         })
+    }
+}
+
+/// An application public key [`public_key`] refused: see
+/// [`kind`](Self::kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PublicKeyError {
+    kind: PublicKeyErrorKind,
+}
+
+impl PublicKeyError {
+    /// What is wrong.
+    pub fn kind(&self) -> PublicKeyErrorKind {
+        self.kind
+    }
+}
+
+impl From<PublicKeyErrorKind> for PublicKeyError {
+    fn from(kind: PublicKeyErrorKind) -> Self {
+        Self { kind }
+    }
+}
+
+impl std::fmt::Display for PublicKeyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.kind.fmt(f)
     }
 }
 
@@ -240,10 +266,10 @@ impl std::error::Error for PublicKeyError {}
 /// the curve. Surrounding whitespace is not trimmed.
 pub fn public_key(hex_key: &str) -> Result<SigningSecret, PublicKeyError> {
     let mut bytes = [0u8; 32];
-    hex::decode_to_slice(hex_key, &mut bytes).map_err(|_| PublicKeyError::NotHex)?;
-    let key = VerifyingKey::from_bytes(&bytes).map_err(|_| PublicKeyError::NotAKey)?;
+    hex::decode_to_slice(hex_key, &mut bytes).map_err(|_| PublicKeyErrorKind::NotHex)?;
+    let key = VerifyingKey::from_bytes(&bytes).map_err(|_| PublicKeyErrorKind::NotAKey)?;
     if key.is_weak() {
-        return Err(PublicKeyError::NotAKey);
+        return Err(PublicKeyErrorKind::NotAKey.into());
     }
     Ok(SigningSecret::new(bytes.to_vec()))
 }
@@ -570,16 +596,16 @@ mod tests {
         assert_eq!(public_key(&good).unwrap().expose(), hex::decode(&good).unwrap());
         assert_eq!(public_key(&good.to_uppercase()).unwrap().expose(), hex::decode(&good).unwrap());
         let cases = [
-            ("short", good[..62].to_owned(), PublicKeyError::NotHex),
-            ("not hex", "z".repeat(64), PublicKeyError::NotHex),
-            ("trailing newline", format!("{good}\n"), PublicKeyError::NotHex),
+            ("short", good[..62].to_owned(), PublicKeyErrorKind::NotHex),
+            ("not hex", "z".repeat(64), PublicKeyErrorKind::NotHex),
+            ("trailing newline", format!("{good}\n"), PublicKeyErrorKind::NotHex),
             // y = 2 is not on the curve (no x satisfies the equation).
-            ("not a point", format!("02{}", "0".repeat(62)), PublicKeyError::NotAKey),
+            ("not a point", format!("02{}", "0".repeat(62)), PublicKeyErrorKind::NotAKey),
             // The identity point: small order, refused.
-            ("weak", format!("01{}", "0".repeat(62)), PublicKeyError::NotAKey),
+            ("weak", format!("01{}", "0".repeat(62)), PublicKeyErrorKind::NotAKey),
         ];
         for (name, text, want) in cases {
-            assert_eq!(public_key(&text).unwrap_err(), want, "{name}");
+            assert_eq!(public_key(&text).unwrap_err().kind(), want, "{name}");
         }
     }
 

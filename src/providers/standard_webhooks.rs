@@ -362,15 +362,15 @@ fn hint(raw: &[u8], kind: KeyMaterialErrorKind) -> &'static str {
 /// The [`SecretError`] for a secret [`classify_bytes`] refused.
 fn secret_error(raw: &[u8], kind: KeyMaterialErrorKind) -> SecretError {
     if raw.starts_with(WHPK) || raw.starts_with(WHSK) {
-        return SecretError::WrongKind;
+        return SecretErrorKind::WrongKind.into();
     }
-    match kind {
-        KeyMaterialErrorKind::TooShort => SecretError::TooShort,
-        KeyMaterialErrorKind::TooLong => SecretError::TooLong,
-        KeyMaterialErrorKind::Empty | KeyMaterialErrorKind::OnlyPrefix => SecretError::Empty,
-        KeyMaterialErrorKind::Malformed if raw.starts_with(WHSEC) => SecretError::NotBase64,
-        _ => SecretError::MissingPrefix,
-    }
+    SecretError::from(match kind {
+        KeyMaterialErrorKind::TooShort => SecretErrorKind::TooShort,
+        KeyMaterialErrorKind::TooLong => SecretErrorKind::TooLong,
+        KeyMaterialErrorKind::Empty | KeyMaterialErrorKind::OnlyPrefix => SecretErrorKind::Empty,
+        KeyMaterialErrorKind::Malformed if raw.starts_with(WHSEC) => SecretErrorKind::NotBase64,
+        _ => SecretErrorKind::MissingPrefix,
+    })
 }
 
 impl Verifier for StandardWebhooksVerifier {
@@ -433,11 +433,10 @@ impl Verifier for StandardWebhooksVerifier {
     }
 }
 
-/// Why a secret or key was refused by [`secret`], [`public_key`] or
-/// [`sign`].
+/// What a [`SecretError`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum SecretError {
+pub enum SecretErrorKind {
     /// The text after the prefix is not base64 (whitespace included).
     NotBase64,
     /// The secret decodes to no bytes.
@@ -456,7 +455,7 @@ pub enum SecretError {
     TooLong,
 }
 
-impl std::fmt::Display for SecretError {
+impl std::fmt::Display for SecretErrorKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Self::NotBase64 => "the secret is not base64 after its prefix",
@@ -470,6 +469,32 @@ impl std::fmt::Display for SecretError {
     }
 }
 
+/// A secret or key [`secret`], [`public_key`] or [`sign`] refused: see
+/// [`kind`](Self::kind). The message never contains the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SecretError {
+    kind: SecretErrorKind,
+}
+
+impl SecretError {
+    /// What is wrong.
+    pub fn kind(&self) -> SecretErrorKind {
+        self.kind
+    }
+}
+
+impl From<SecretErrorKind> for SecretError {
+    fn from(kind: SecretErrorKind) -> Self {
+        Self { kind }
+    }
+}
+
+impl std::fmt::Display for SecretError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.kind.fmt(f)
+    }
+}
+
 impl std::error::Error for SecretError {}
 
 /// An endpoint's symmetric signing secret as the sender shows it: `whsec_`
@@ -480,15 +505,15 @@ impl std::error::Error for SecretError {}
 /// its canonical form (`whsec_` + padded base64), decoded once.
 ///
 /// # Errors
-/// [`SecretError::MissingPrefix`], [`SecretError::NotBase64`],
-/// [`SecretError::Empty`], [`SecretError::TooShort`],
-/// [`SecretError::TooLong`], or [`SecretError::WrongKind`] for a
+/// [`SecretErrorKind::MissingPrefix`], [`SecretErrorKind::NotBase64`],
+/// [`SecretErrorKind::Empty`], [`SecretErrorKind::TooShort`],
+/// [`SecretErrorKind::TooLong`], or [`SecretErrorKind::WrongKind`] for a
 /// `whpk_`/`whsk_` key. Whitespace is not trimmed.
 pub fn secret(whsec: &str) -> Result<SigningSecret, SecretError> {
     let raw = whsec.as_bytes();
     match classify_bytes(raw) {
         Ok(Key::Hmac(key)) => Ok(SigningSecret::from(format!("whsec_{}", Base64::encode_string(key.expose())))),
-        Ok(Key::Public(_)) => Err(SecretError::WrongKind),
+        Ok(Key::Public(_)) => Err(SecretErrorKind::WrongKind.into()),
         Err(kind) => Err(secret_error(raw, kind)),
     }
 }
@@ -499,18 +524,18 @@ pub fn secret(whsec: &str) -> Result<SigningSecret, SecretError> {
 /// canonical `whpk_` form for the verifier.
 ///
 /// # Errors
-/// [`SecretError::NotBase64`], [`SecretError::NotAPublicKey`], or
-/// [`SecretError::WrongKind`] for a `whsec_`/`whsk_` secret.
+/// [`SecretErrorKind::NotBase64`], [`SecretErrorKind::NotAPublicKey`], or
+/// [`SecretErrorKind::WrongKind`] for a `whsec_`/`whsk_` secret.
 pub fn public_key(whpk: &str) -> Result<SigningSecret, SecretError> {
     if whpk.starts_with("whsec_") || whpk.starts_with("whsk_") {
-        return Err(SecretError::WrongKind);
+        return Err(SecretErrorKind::WrongKind.into());
     }
     let b64 = whpk.strip_prefix("whpk_").unwrap_or(whpk);
-    let bytes = decode_secret_base64(b64.as_bytes()).ok_or(SecretError::NotBase64)?;
-    let bytes: [u8; 32] = bytes.try_into().map_err(|_| SecretError::NotAPublicKey)?;
-    let key = VerifyingKey::from_bytes(&bytes).map_err(|_| SecretError::NotAPublicKey)?;
+    let bytes = decode_secret_base64(b64.as_bytes()).ok_or(SecretErrorKind::NotBase64)?;
+    let bytes: [u8; 32] = bytes.try_into().map_err(|_| SecretErrorKind::NotAPublicKey)?;
+    let key = VerifyingKey::from_bytes(&bytes).map_err(|_| SecretErrorKind::NotAPublicKey)?;
     if key.is_weak() {
-        return Err(SecretError::NotAPublicKey);
+        return Err(SecretErrorKind::NotAPublicKey.into());
     }
     Ok(SigningSecret::from(format!("whpk_{}", general_purpose::STANDARD.encode(bytes))))
 }
@@ -528,12 +553,12 @@ pub fn public_key_of(seed: &[u8; 32]) -> String {
 /// and fixtures.
 ///
 /// # Errors
-/// As [`secret`]: [`SecretError::WrongKind`] for a `whpk_`/`whsk_` key,
-/// [`SecretError::NotBase64`], [`SecretError::MissingPrefix`], ...
+/// As [`secret`]: [`SecretErrorKind::WrongKind`] for a `whpk_`/`whsk_` key,
+/// [`SecretErrorKind::NotBase64`], [`SecretErrorKind::MissingPrefix`], ...
 pub fn sign(secret: &SigningSecret, id: &str, timestamp: u64, body: &[u8]) -> Result<String, SecretError> {
     let key = match &*classify(secret) {
         Ok(Key::Hmac(key)) => hmac_sha256(key, &[id.as_bytes(), b".", timestamp.to_string().as_bytes(), b".", body]),
-        Ok(Key::Public(_)) => return Err(SecretError::WrongKind),
+        Ok(Key::Public(_)) => return Err(SecretErrorKind::WrongKind.into()),
         Err(kind) => return Err(secret_error(secret.expose(), *kind)),
     };
     Ok(format!("v1,{}", general_purpose::STANDARD.encode(key)))
@@ -685,7 +710,7 @@ mod tests {
         assert_eq!(sign(&whsec, id, ts, body).unwrap(), v1);
         // The official libraries also take the text without `whsec_`; this
         // crate requires the prefix (see the module docs).
-        assert_eq!(secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap_err(), SecretError::MissingPrefix);
+        assert_eq!(secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap_err().kind(), SecretErrorKind::MissingPrefix);
 
         let seed: [u8; 32] = general_purpose::STANDARD
             .decode("VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk=")
@@ -1100,10 +1125,9 @@ mod tests {
         let p = parts(&[]);
         let short = [whsec(MIN_SECRET_BYTES - 1)];
         let d = Delivery::new(&p, b"{}", &short, UNIX_EPOCH);
-        match crate::provider::Provider::standard_webhooks().check(&d) {
-            Err(crate::provider::CheckError::KeyMaterial(e)) => assert_eq!(e.kind(), K::TooShort),
-            other => panic!("expected a key material error, got {other:?}"),
-        }
+        let checked = crate::provider::Provider::standard_webhooks().check(&d);
+        let material = checked.as_ref().err().and_then(crate::provider::CheckError::key_material);
+        assert_eq!(material.map(|e| e.kind()), Some(K::TooShort), "expected a key material error, got {checked:?}");
     }
 
     /// The classification is computed once per secret and shared by clones.
@@ -1130,18 +1154,18 @@ mod tests {
         }
         let (short, long) = (sized(MIN_SECRET_BYTES - 1), sized(MAX_SECRET_BYTES + 1));
         let bad = [
-            ("empty", "whsec_", SecretError::Empty),
-            ("no prefix", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", SecretError::MissingPrefix),
-            ("23 bytes", &short, SecretError::TooShort),
-            ("65 bytes", &long, SecretError::TooLong),
-            ("not base64", "whsec_***", SecretError::NotBase64),
-            ("trailing newline", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n", SecretError::NotBase64),
-            ("non-canonical last character", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSx=", SecretError::NotBase64),
-            ("public key", "whpk_YWJj", SecretError::WrongKind),
-            ("private key", "whsk_YWJj", SecretError::WrongKind),
+            ("empty", "whsec_", SecretErrorKind::Empty),
+            ("no prefix", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", SecretErrorKind::MissingPrefix),
+            ("23 bytes", &short, SecretErrorKind::TooShort),
+            ("65 bytes", &long, SecretErrorKind::TooLong),
+            ("not base64", "whsec_***", SecretErrorKind::NotBase64),
+            ("trailing newline", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n", SecretErrorKind::NotBase64),
+            ("non-canonical last character", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSx=", SecretErrorKind::NotBase64),
+            ("public key", "whpk_YWJj", SecretErrorKind::WrongKind),
+            ("private key", "whsk_YWJj", SecretErrorKind::WrongKind),
         ];
         for (name, input, want) in bad {
-            assert_eq!(secret(input).unwrap_err(), want, "{name}");
+            assert_eq!(secret(input).unwrap_err().kind(), want, "{name}");
         }
         let whpk = public_key_of(&SEED);
         assert_eq!(public_key(&whpk).unwrap().expose(), whpk.as_bytes());
@@ -1151,21 +1175,36 @@ mod tests {
             general_purpose::STANDARD.encode([1u8].iter().chain(&[0u8; 31]).copied().collect::<Vec<_>>())
         );
         let bad = [
-            ("short", "whpk_YWJj".to_owned(), SecretError::NotAPublicKey),
-            ("not base64", "whpk_***".to_owned(), SecretError::NotBase64),
-            ("symmetric secret", canonical.to_owned(), SecretError::WrongKind),
-            ("private key", "whsk_YWJj".to_owned(), SecretError::WrongKind),
-            ("weak", weak, SecretError::NotAPublicKey),
+            ("short", "whpk_YWJj".to_owned(), SecretErrorKind::NotAPublicKey),
+            ("not base64", "whpk_***".to_owned(), SecretErrorKind::NotBase64),
+            ("symmetric secret", canonical.to_owned(), SecretErrorKind::WrongKind),
+            ("private key", "whsk_YWJj".to_owned(), SecretErrorKind::WrongKind),
+            ("weak", weak, SecretErrorKind::NotAPublicKey),
         ];
         for (name, input, want) in bad {
-            assert_eq!(public_key(&input).unwrap_err(), want, "{name}");
+            assert_eq!(public_key(&input).unwrap_err().kind(), want, "{name}");
         }
-        assert_eq!(sign(&SigningSecret::from(whpk.as_str()), "m", 1, b"").unwrap_err(), SecretError::WrongKind);
-        assert_eq!(sign(&SigningSecret::from("whsk_YWJj"), "m", 1, b"").unwrap_err(), SecretError::WrongKind);
-        assert_eq!(sign(&SigningSecret::from("whsec_***"), "m", 1, b"").unwrap_err(), SecretError::NotBase64);
-        assert_eq!(sign(&SigningSecret::new(Vec::new()), "m", 1, b"").unwrap_err(), SecretError::Empty);
-        assert_eq!(sign(&SigningSecret::from("raw key"), "m", 1, b"").unwrap_err(), SecretError::MissingPrefix);
-        assert_eq!(sign(&SigningSecret::from(short.as_str()), "m", 1, b"").unwrap_err(), SecretError::TooShort);
+        assert_eq!(
+            sign(&SigningSecret::from(whpk.as_str()), "m", 1, b"").unwrap_err().kind(),
+            SecretErrorKind::WrongKind
+        );
+        assert_eq!(
+            sign(&SigningSecret::from("whsk_YWJj"), "m", 1, b"").unwrap_err().kind(),
+            SecretErrorKind::WrongKind
+        );
+        assert_eq!(
+            sign(&SigningSecret::from("whsec_***"), "m", 1, b"").unwrap_err().kind(),
+            SecretErrorKind::NotBase64
+        );
+        assert_eq!(sign(&SigningSecret::new(Vec::new()), "m", 1, b"").unwrap_err().kind(), SecretErrorKind::Empty);
+        assert_eq!(
+            sign(&SigningSecret::from("raw key"), "m", 1, b"").unwrap_err().kind(),
+            SecretErrorKind::MissingPrefix
+        );
+        assert_eq!(
+            sign(&SigningSecret::from(short.as_str()), "m", 1, b"").unwrap_err().kind(),
+            SecretErrorKind::TooShort
+        );
     }
 
     #[test]

@@ -532,3 +532,29 @@ async fn a_worker_given_the_layered_router_says_so() {
         logs.text()
     );
 }
+
+/// The handler's own log lines, run by a worker, carry the event's fields
+/// (the worker's span, as the layer's span does in synchronous mode).
+#[tokio::test]
+async fn a_worker_s_handler_log_line_carries_the_event_s_key() {
+    let db = TestDb::new().await;
+    let (logs, _guard) = Logs::capture();
+    let app = accepting_app(db.pool.clone());
+    assert_eq!(accept(&app, "evt_span").await.0, StatusCode::OK);
+    let handlers = Router::new().route(
+        "/webhooks/stripe",
+        post(|tx: WebhookTx, event: WebhookEvent| async move {
+            tracing::info!("the handler writes its effect");
+            apply_effect(tx, event).await
+        }),
+    );
+    let (stop, task) = spawn_worker(fast(db.pool(4), handlers).build().unwrap());
+    assert!(eventually(Duration::from_secs(10), || async { db.effects_for("evt_span").await == 1 }).await);
+    let _ = stop.send(());
+    task.await.unwrap();
+    let lines = logs.lines_with(&["the handler writes its effect"]);
+    assert_eq!(lines.len(), 1, "{}", logs.text());
+    for field in ["kind=\"inbox\"", "provider=\"stripe\"", "scope=\"acct_test\"", "key=\"evt_span\"", "attempt=1"] {
+        assert!(lines[0].contains(field), "{field} missing from {:?}", lines[0]);
+    }
+}

@@ -11,10 +11,13 @@ use axum::routing::post;
 use axum::Router;
 use http::{Request, StatusCode};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use std::time::Duration;
 use webhook_idempotency::key::JsonPointerKey;
 use webhook_idempotency::providers::stripe::StripeVerifier;
+
+use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
 use webhook_idempotency::store::admin::Admin;
-use webhook_idempotency::{Provider, WebhookLayer};
+use webhook_idempotency::{Mode, Provider, WebhookEvent, WebhookLayer, WebhookTx};
 
 /// The process-wide recorder (installed once for this test binary).
 fn snapshotter() -> &'static Snapshotter {
@@ -89,4 +92,55 @@ async fn counters_and_gauges_equal_a_fixed_scenario() {
     let states = by_label(&snapshotter().snapshot().into_vec(), "webhook_events", "state");
     assert_eq!(states.get("done"), Some(&3.0));
     assert_eq!(states.get("pending"), Some(&0.0));
+
+    // Inbox mode: three accepted events; the worker completes one at once,
+    // one on its second run, and buries the third after its two attempts.
+    let provider = || Provider::new("metrics_probe", StripeVerifier::new(), JsonPointerKey::new("/id"));
+    let inbox_layer = WebhookLayer::builder(db.pool.clone(), provider())
+        .scope("acct_inbox")
+        .secret(STRIPE_SECRET)
+        .mode(Mode::Inbox)
+        .build()
+        .unwrap();
+    let accepting = Router::new().route("/webhooks/stripe", post(apply_effect).layer(inbox_layer));
+    for key in ["evt_i_ok", "evt_i_flaky", "evt_i_poison"] {
+        assert_eq!(accepting.clone().oneshot(stripe_request(stripe_body(key))).await.unwrap().status(), StatusCode::OK);
+    }
+    let handlers = Router::new().route(
+        "/webhooks/stripe",
+        post(|tx: WebhookTx, event: WebhookEvent| async move {
+            let fails = event.key() == "evt_i_poison" || (event.key() == "evt_i_flaky" && event.attempt() == 1);
+            if fails {
+                return StatusCode::INTERNAL_SERVER_ERROR;
+            }
+            apply_effect(tx, event).await
+        }),
+    );
+    let policy = RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(10), max_attempts: 2 };
+    let worker = InboxWorker::builder(db.pool(4), handlers)
+        .scope("acct_inbox")
+        .poll_interval(Duration::from_millis(20))
+        .retry(policy)
+        .build()
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(worker.run(async move {
+        let _ = stopped.await;
+    }));
+    let open = "SELECT count(*) FROM webhook_idempotency.webhook_events
+                 WHERE scope = 'acct_inbox' AND state NOT IN ('done', 'dead')";
+    assert!(eventually(Duration::from_secs(20), || async { db.scalar(open).await == 0 }).await, "the inbox drained");
+    let _ = stop.send(());
+    task.await.unwrap();
+    let snapshot: Snapshot = snapshotter().snapshot().into_vec();
+    // The first snapshot drained the synchronous part's counters to 0.
+    let mut accepted = by_label(&snapshot, "webhook_deliveries_total", "outcome");
+    accepted.retain(|_, n| *n > 0.0);
+    assert_eq!(accepted, BTreeMap::from([("accepted".into(), 3.0)]));
+    let runs = by_label(&snapshot, "webhook_worker_runs_total", "outcome");
+    assert_eq!(runs, BTreeMap::from([("dead".into(), 1.0), ("done".into(), 2.0), ("retried".into(), 2.0)]));
+    let timed = by_label(&snapshot, "webhook_worker_run_duration_seconds", "outcome");
+    assert_eq!(timed, runs, "one duration per run");
+    let kinds = by_label(&snapshot, "webhook_worker_runs_total", "kind");
+    assert_eq!(kinds.keys().collect::<Vec<_>>(), ["inbox"]);
 }
