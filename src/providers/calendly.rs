@@ -48,13 +48,14 @@
 //! from the body) and the event type (the body's `event`) are signed. Other
 //! headers are not.
 
+use crate::provider::Provider;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
-use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
+use crate::verify::{hmac_sha256, SigningSecret};
 
 /// The header Calendly signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "calendly-webhook-signature";
@@ -73,34 +74,13 @@ pub const NAME: &str = "calendly";
 /// margin.
 pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
 
-/// Verifies the `Calendly-Webhook-Signature` header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct CalendlyVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for CalendlyVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl CalendlyVerifier {
+hmac_verifier! {
+    /// Verifies the `Calendly-Webhook-Signature` header.
+    pub struct CalendlyVerifier;
     /// A verifier with Calendly's tolerance of 180 seconds.
-    pub fn new() -> Self {
-        Self::with_tolerance(DEFAULT_TOLERANCE)
-    }
-
+    fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `t=` may be from now.
-    pub fn tolerance(self, tolerance: Duration) -> Self {
-        Self::with_tolerance(tolerance)
-    }
-
-    fn with_tolerance(tolerance: Duration) -> Self {
-        let inner = spec().tolerance(tolerance).build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
+    fn tolerance();
 }
 
 /// The scheme as a specification of the generic HMAC verifier.
@@ -112,16 +92,6 @@ fn spec() -> HmacVerifierBuilder {
         .timestamp_key("t")
         .signature_separator(',')
         .signed_content(SignedContent::TimestampBody { separator: ".".into() })
-}
-
-impl Verifier for CalendlyVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        self.inner.precheck(parts)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        self.inner.verify(delivery)
-    }
 }
 
 /// The `Calendly-Webhook-Signature` value Calendly would send for `body` at
@@ -176,38 +146,23 @@ impl KeyExtractor for CalendlyKey {
     }
 }
 
-impl crate::provider::Provider {
+preset! {
     /// Calendly (`Calendly-Webhook-Signature` `t=,v1=`, 180 s; derived key). See [`crate::providers::calendly`].
     ///
     /// The Calendly preset: [`CalendlyVerifier`] with the 180 second tolerance
     /// and the derived [`CalendlyKey`].
-    pub fn calendly() -> Self {
-        crate::provider::Provider::new(NAME, CalendlyVerifier::new(), CalendlyKey::new())
-    }
-}
-
-/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
+    fn calendly() = Provider::new(NAME, CalendlyVerifier::new(), CalendlyKey::new());
     feature: "calendly",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER],
-    build: |_| crate::provider::Provider::calendly(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |_, ts, body| {
-        let sig = sign(&super::example_secret(), ts, body);
-        super::hmac_example(crate::provider::Provider::calendly(), body, vec![(SIGNATURE_HEADER, sig)])
-    },
-};
+    headers: [SIGNATURE_HEADER],
+    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))],
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::{at, header_lines};
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{Delivery, Verifier as _};
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {
         let p = header_lines(SIGNATURE_HEADER, headers);

@@ -66,6 +66,7 @@
 //! body's `id`) and the event type (the body's `type`) are signed. Other
 //! headers are not.
 
+use crate::provider::Provider;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -320,27 +321,19 @@ fn pong(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
-    feature: "discord",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::PublicKey,
-    headers: &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
-    build: |_| crate::provider::Provider::discord(),
-    secret: super::raw_secret,
-    public_key: Some(|text| public_key(text).map_err(super::key_error)),
-    example: |_, ts, body| {
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
+    NAME,
+    "discord",
+    REPLAY_WINDOW,
+    &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
+    |_| Provider::discord(),
+    |_, ts, body| {
         const SEED: [u8; 32] = [7; 32];
         let headers = vec![(SIGNATURE_HEADER, sign(&SEED, ts, body)), (TIMESTAMP_HEADER, ts.to_string())];
-        super::Example {
-            provider: crate::provider::Provider::discord(),
-            secrets: vec![crate::verify::SigningSecret::from(public_key_of(&SEED))],
-            parts: super::example_parts("/", headers),
-            body: body.to_vec(),
-        }
+        super::asymmetric_example(Provider::discord(), public_key_of(&SEED), headers, body)
     },
-};
+)
+.keys(super::KeyKind::PublicKey, super::raw_secret, Some(|text| public_key(text).map_err(super::key_error)));
 
 #[cfg(test)]
 mod tests {

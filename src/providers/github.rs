@@ -29,8 +29,9 @@
 //! event). Route on the body's content, not on the stored type, where it
 //! matters.
 
-use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
+use crate::provider::Provider;
+use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder};
+use crate::verify::{hmac_sha256, SigningSecret};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "github";
@@ -49,51 +50,32 @@ pub const DELIVERY_HEADER: &str = "x-github-delivery";
 /// The header carrying the event name (the event type).
 pub const EVENT_HEADER: &str = "x-github-event";
 
-/// Verifies the `X-Hub-Signature-256` header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct GitHubVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for GitHubVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl GitHubVerifier {
+hmac_verifier! {
+    /// Verifies the `X-Hub-Signature-256` header.
+    pub struct GitHubVerifier;
     /// A verifier for `X-Hub-Signature-256`.
-    pub fn new() -> Self {
-        // The scheme as a specification of the generic HMAC verifier.
-        let inner = HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict().build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
+    fn new();
 }
 
-impl Verifier for GitHubVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        self.inner.precheck(parts)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        self.inner.verify(delivery)
-    }
+/// The scheme as a specification of the generic HMAC verifier.
+fn spec() -> HmacVerifierBuilder {
+    HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict()
 }
 
-impl crate::provider::Provider {
+preset! {
     /// GitHub (`X-Hub-Signature-256`; key = `X-GitHub-Delivery`). See [`crate::providers::github`].
     ///
     /// The GitHub preset: [`GitHubVerifier`], key = `X-GitHub-Delivery`, type =
     /// `X-GitHub-Event`. The CLI name is `github`.
-    pub fn github() -> Self {
-        crate::provider::Provider::new(
-            NAME,
-            GitHubVerifier::new(),
-            crate::key::HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
-                .event_type(http::HeaderName::from_static(EVENT_HEADER)),
-        )
-    }
+    fn github() = Provider::new(
+        NAME,
+        GitHubVerifier::new(),
+        crate::key::HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
+            .event_type(http::HeaderName::from_static(EVENT_HEADER)),
+    );
+    feature: "github",
+    headers: [SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
+    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())],
 }
 
 /// The `X-Hub-Signature-256` value GitHub would send for `body` with
@@ -102,29 +84,12 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(hmac_sha256(secret, &[body])))
 }
 
-/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
-    feature: "github",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
-    build: |_| crate::provider::Provider::github(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |id, _, body| {
-        let sig = sign(&super::example_secret(), body);
-        let headers = vec![(SIGNATURE_HEADER, sig), (DELIVERY_HEADER, id.to_owned())];
-        super::hmac_example(crate::provider::Provider::github(), body, headers)
-    },
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::header_lines;
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{Delivery, Verifier as _};
     use std::time::SystemTime;
 
     /// The worked example in GitHub's "Validating webhook deliveries":

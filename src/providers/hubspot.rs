@@ -56,6 +56,7 @@
 //! event type (their common `subscriptionType`) are signed. Other headers are
 //! not.
 
+use crate::provider::Provider;
 use std::time::Duration;
 
 use sha2::Digest as _;
@@ -318,29 +319,26 @@ impl crate::provider::Provider {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
-    feature: "hubspot",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::PublicBaseUrl,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
-    build: |url| crate::provider::Provider::hubspot(url),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |_, ts, body| {
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
+    NAME,
+    "hubspot",
+    REPLAY_WINDOW,
+    &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
+    |url| Provider::hubspot(url),
+    |_, ts, body| {
+        // The signature covers the method, the URL and a millisecond timestamp.
         let millis = ts.saturating_mul(1000);
-        let url = format!("{}/hook", super::EXAMPLE_BASE);
-        let sig = sign(&super::example_secret(), "POST", &url, body, millis);
+        let sig = sign(&super::example_secret(), "POST", &format!("{}/hook", super::EXAMPLE_BASE), body, millis);
         let headers = vec![(SIGNATURE_HEADER, sig), (TIMESTAMP_HEADER, millis.to_string())];
         super::Example {
-            provider: crate::provider::Provider::hubspot(super::EXAMPLE_BASE),
+            provider: Provider::hubspot(super::EXAMPLE_BASE),
             secrets: vec![super::example_secret()],
             parts: super::example_parts("/hook", headers),
             body: body.to_vec(),
         }
     },
-};
+)
+.signing(super::UrlArg::PublicBaseUrl);
 
 #[cfg(test)]
 mod tests {

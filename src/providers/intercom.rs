@@ -31,8 +31,9 @@
 //! notification's `id`) and the event type (its `topic`) come from it and are
 //! signed. Headers are not.
 
-use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac, Algorithm, Delivery, SigningSecret, Verifier, VerifyError};
+use crate::provider::Provider;
+use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder};
+use crate::verify::{hmac, Algorithm, SigningSecret};
 
 /// The header Intercom signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature";
@@ -53,36 +54,16 @@ pub const NAME: &str = "intercom";
 /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
 pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
 
-/// Verifies the `X-Hub-Signature` header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct IntercomVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for IntercomVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl IntercomVerifier {
+hmac_verifier! {
+    /// Verifies the `X-Hub-Signature` header.
+    pub struct IntercomVerifier;
     /// A verifier for `X-Hub-Signature`.
-    pub fn new() -> Self {
-        // The scheme as a specification of the generic HMAC verifier.
-        let inner = HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).prefix("sha1=").strict().build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
+    fn new();
 }
 
-impl Verifier for IntercomVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        self.inner.precheck(parts)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        self.inner.verify(delivery)
-    }
+/// The scheme as a specification of the generic HMAC verifier.
+fn spec() -> HmacVerifierBuilder {
+    HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).prefix("sha1=").strict()
 }
 
 /// The `X-Hub-Signature` value Intercom would send for `body` with
@@ -91,42 +72,27 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
     format!("sha1={}", hex::encode(hmac(Algorithm::Sha1, secret, &[body])))
 }
 
-impl crate::provider::Provider {
+preset! {
     /// Intercom (`X-Hub-Signature` `sha1=`; key = the notification `id`). See [`crate::providers::intercom`].
     ///
     /// The Intercom preset: [`IntercomVerifier`]; key = the notification `id`,
     /// type = `topic`.
-    pub fn intercom() -> Self {
-        crate::provider::Provider::new(
-            NAME,
-            IntercomVerifier::new(),
-            crate::key::JsonPointerKey::new("/id").event_type("/topic"),
-        )
-    }
-}
-
-/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
+    fn intercom() = Provider::new(
+        NAME,
+        IntercomVerifier::new(),
+        crate::key::JsonPointerKey::new("/id").event_type("/topic"),
+    );
     feature: "intercom",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER],
-    build: |_| crate::provider::Provider::intercom(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |_, _, body| {
-        let sig = sign(&super::example_secret(), body);
-        super::hmac_example(crate::provider::Provider::intercom(), body, vec![(SIGNATURE_HEADER, sig)])
-    },
-};
+    headers: [SIGNATURE_HEADER],
+    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::header_lines;
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{Delivery, Verifier as _};
     use std::time::SystemTime;
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {

@@ -45,6 +45,7 @@
 //! `Linear-Event` header it falls back to when the body lacks them is not.
 //! Other headers are not signed.
 
+use crate::provider::Provider;
 use std::fmt;
 use std::time::Duration;
 
@@ -234,33 +235,16 @@ impl KeyExtractor for LinearKey {
     }
 }
 
-impl crate::provider::Provider {
+preset! {
     /// Linear (`Linear-Signature`, `webhookTimestamp` within 60 s; key = `Linear-Delivery`). See [`crate::providers::linear`].
     ///
     /// The Linear preset: [`LinearVerifier`] with the 60 second tolerance and
     /// [`LinearKey`].
-    pub fn linear() -> Self {
-        crate::provider::Provider::new(NAME, LinearVerifier::new(), LinearKey::new())
-    }
-}
-
-/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
+    fn linear() = Provider::new(NAME, LinearVerifier::new(), LinearKey::new());
     feature: "linear",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
-    build: |_| crate::provider::Provider::linear(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |id, _, body| {
-        let sig = sign(&super::example_secret(), body);
-        let headers = vec![(SIGNATURE_HEADER, sig), (DELIVERY_HEADER, id.to_owned())];
-        super::hmac_example(crate::provider::Provider::linear(), body, headers)
-    },
-};
+    headers: [SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
+    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())],
+}
 
 #[cfg(test)]
 mod tests {

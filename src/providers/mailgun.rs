@@ -43,6 +43,7 @@
 //! type (`event-data.event`) can be changed by whoever holds one signed
 //! `signature` object (see the limit above). Headers are not signed.
 
+use crate::provider::Provider;
 use std::fmt;
 use std::time::Duration;
 
@@ -304,26 +305,20 @@ impl crate::provider::Provider {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
-    feature: "mailgun",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[],
-    build: |_| crate::provider::Provider::mailgun(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |id, ts, body| {
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
+    NAME,
+    "mailgun",
+    REPLAY_WINDOW,
+    &[],
+    |_| Provider::mailgun(),
+    |id, ts, body| {
+        // The signature is in the body: the example's body is the signed one.
         let event = serde_json::json!({ "id": id, "pad": String::from_utf8_lossy(body) });
         let signed = signed_body(&super::example_secret(), ts, "token-0123456789", &event);
-        super::hmac_example(
-            crate::provider::Provider::mailgun(),
-            signed.as_bytes(),
-            vec![("content-type", "application/json".to_owned())],
-        )
+        let headers = vec![("content-type", "application/json".to_owned())];
+        super::hmac_example(Provider::mailgun(), signed.as_bytes(), headers)
     },
-};
+);
 
 #[cfg(test)]
 mod tests {

@@ -42,11 +42,111 @@
 //! The CLI, the quickstart, the benches, the fuzz targets and the
 //! conformance tests pick it up from the registry.
 
+use crate::provider::Provider;
 use std::fmt;
 use std::time::Duration;
 
-use crate::provider::Provider;
 use crate::verify::SigningSecret;
+
+/// The verifier type of an HMAC preset: a named wrapper of the generic
+/// [`HmacVerifier`](crate::verify::generic::HmacVerifier) that the module's
+/// `spec()` describes, with [`Verifier`](crate::verify::Verifier) delegated
+/// to it. `fn new() at DEFAULT_TOLERANCE; fn tolerance();` gives a scheme
+/// that signs a timestamp its constructor at the module's
+/// `DEFAULT_TOLERANCE` and a `tolerance` setter; `fn new();` a scheme
+/// without one its constructor.
+#[allow(unused_macros)] // unused without an HMAC preset
+macro_rules! hmac_verifier {
+    ($(#[$attr:meta])* pub struct $name:ident;) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone)]
+        #[must_use]
+        pub struct $name {
+            inner: $crate::verify::generic::HmacVerifier,
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl $crate::verify::Verifier for $name {
+            fn precheck(&self, parts: &http::request::Parts) -> Result<(), $crate::verify::VerifyError> {
+                self.inner.precheck(parts)
+            }
+
+            fn verify(&self, delivery: &$crate::verify::Delivery<'_>) -> Result<(), $crate::verify::VerifyError> {
+                self.inner.verify(delivery)
+            }
+        }
+    };
+    ($(#[$attr:meta])* pub struct $name:ident; $(#[$new:meta])* fn new();) => {
+        hmac_verifier! { $(#[$attr])* pub struct $name; }
+
+        impl $name {
+            $(#[$new])*
+            pub fn new() -> Self {
+                Self { inner: spec().build().expect("a valid fixed configuration") }
+            }
+        }
+    };
+    (
+        $(#[$attr:meta])* pub struct $name:ident;
+        $(#[$new:meta])* fn new() at DEFAULT_TOLERANCE;
+        $(#[$tolerance:meta])* fn tolerance();
+    ) => {
+        hmac_verifier! { $(#[$attr])* pub struct $name; }
+
+        impl $name {
+            $(#[$new])*
+            pub fn new() -> Self {
+                Self::with_tolerance(DEFAULT_TOLERANCE)
+            }
+
+            $(#[$tolerance])*
+            pub fn tolerance(self, tolerance: std::time::Duration) -> Self {
+                Self::with_tolerance(tolerance)
+            }
+
+            fn with_tolerance(tolerance: std::time::Duration) -> Self {
+                Self { inner: spec().tolerance(tolerance).build().expect("a valid fixed configuration") }
+            }
+        }
+    };
+}
+
+/// A preset's constructor, `Provider::<name>()` (defined in the preset's
+/// module, with its docs), and its registry entry, `PRESET`: an HMAC preset
+/// named by the module's `NAME`, kept for its `REPLAY_WINDOW`, reading
+/// `headers`, whose example delivery carries the headers `signed` makes.
+#[allow(unused_macros)] // unused without an HMAC preset
+macro_rules! preset {
+    (
+        $(#[$doc:meta])*
+        fn $ctor:ident() = $provider:expr;
+        feature: $feature:literal,
+        headers: [$($header:expr),* $(,)?],
+        signed: $signed:expr $(,)?
+    ) => {
+        impl $crate::provider::Provider {
+            $(#[$doc])*
+            pub fn $ctor() -> Self {
+                $provider
+            }
+        }
+
+        /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+        pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::hmac(
+            NAME,
+            $feature,
+            REPLAY_WINDOW,
+            &[$($header),*],
+            |_| $crate::provider::Provider::$ctor(),
+            $signed,
+        );
+    };
+}
 
 #[cfg(feature = "calendly")]
 pub mod calendly;
@@ -201,7 +301,79 @@ pub struct PresetInfo {
     build: fn(&str) -> Provider,
     secret: fn(&str) -> Result<SigningSecret, KeyTextError>,
     public_key: Option<fn(&str) -> Result<SigningSecret, KeyTextError>>,
-    example: fn(&str, u64, &[u8]) -> Example,
+    example: ExampleOf,
+}
+
+/// How a preset makes its [`Example`].
+#[derive(Clone, Copy)]
+#[allow(dead_code)] // a variant is unused without some presets
+enum ExampleOf {
+    /// The headers an HMAC preset sends with `body`, signed with the given
+    /// secret (event key, Unix timestamp, body): the example is `POST /` with
+    /// them and the test secret, to the provider built with the example URL.
+    Signed(fn(&SigningSecret, &str, u64, &[u8]) -> Vec<(&'static str, String)>),
+    /// The whole example (another key kind, URI or body).
+    Whole(fn(&str, u64, &[u8]) -> Example),
+}
+
+/// The signed-example headers of an HMAC preset.
+#[allow(dead_code)] // unused without an HMAC preset
+type SignedHeaders = fn(&SigningSecret, &str, u64, &[u8]) -> Vec<(&'static str, String)>;
+/// A key-text parser of a preset.
+#[allow(dead_code)] // unused without a public-key preset
+type KeyText = fn(&str) -> Result<SigningSecret, KeyTextError>;
+
+#[allow(dead_code)] // the registry entries use what their presets need
+impl PresetInfo {
+    /// The entry of a preset verifying with a shared secret used byte for
+    /// byte, signing no URL; `signed` gives the headers of its example.
+    const fn hmac(
+        name: &'static str,
+        feature: &'static str,
+        replay_window: Duration,
+        headers: &'static [&'static str],
+        build: fn(&str) -> Provider,
+        signed: SignedHeaders,
+    ) -> Self {
+        Self {
+            name,
+            feature,
+            url: UrlArg::None,
+            key: KeyKind::Secret,
+            headers,
+            replay_window,
+            build,
+            secret: raw_secret,
+            public_key: None,
+            example: ExampleOf::Signed(signed),
+        }
+    }
+
+    /// The same entry for a scheme that signs a URL.
+    const fn signing(self, url: UrlArg) -> Self {
+        Self { url, ..self }
+    }
+
+    /// The same entry with other key material.
+    const fn keys(self, key: KeyKind, secret: KeyText, public_key: Option<KeyText>) -> Self {
+        Self { key, secret, public_key, ..self }
+    }
+
+    /// The entry of a preset whose example is not a plain HMAC delivery to
+    /// `POST /` (another key kind, URI or body): `example` makes it whole.
+    const fn other(
+        name: &'static str,
+        feature: &'static str,
+        replay_window: Duration,
+        headers: &'static [&'static str],
+        build: fn(&str) -> Provider,
+        example: fn(&str, u64, &[u8]) -> Example,
+    ) -> Self {
+        Self {
+            example: ExampleOf::Whole(example),
+            ..Self::hmac(name, feature, replay_window, headers, build, no_headers)
+        }
+    }
 }
 
 impl fmt::Debug for PresetInfo {
@@ -258,7 +430,24 @@ impl PresetInfo {
     /// with a fixed test key. Schemes that read the body check what it
     /// carries: Linear wants `webhookTimestamp` (Unix milliseconds) in it.
     pub fn example(&self, id: &str, timestamp: u64, body: &[u8]) -> Example {
-        (self.example)(id, timestamp, body)
+        match self.example {
+            ExampleOf::Whole(example) => example(id, timestamp, body),
+            ExampleOf::Signed(signed) => {
+                let url = match self.url {
+                    UrlArg::None => "",
+                    UrlArg::NotificationUrl => EXAMPLE_SQUARE_URL,
+                    UrlArg::PublicBaseUrl => EXAMPLE_BASE,
+                };
+                let secret = example_secret();
+                let headers = signed(&secret, id, timestamp, body);
+                Example {
+                    provider: (self.build)(url),
+                    secrets: vec![secret],
+                    parts: example_parts("/", headers),
+                    body: body.to_vec(),
+                }
+            }
+        }
     }
 }
 
@@ -313,6 +502,29 @@ fn example_parts(uri: &str, headers: Vec<(&'static str, String)>) -> http::reque
         req = req.header(name, value);
     }
     req.body(()).expect("example headers are valid").into_parts().0
+}
+
+/// The signed headers of a preset whose example is made whole.
+#[allow(dead_code)] // unused without such a preset
+fn no_headers(_: &SigningSecret, _: &str, _: u64, _: &[u8]) -> Vec<(&'static str, String)> {
+    Vec::new()
+}
+
+/// A public-key preset's example: `POST /` with `headers`, verified by
+/// `public_key` (its text, as the sender shows it).
+#[allow(dead_code)] // unused without a public-key preset
+fn asymmetric_example(
+    provider: Provider,
+    public_key: String,
+    headers: Vec<(&'static str, String)>,
+    body: &[u8],
+) -> Example {
+    Example {
+        provider,
+        secrets: vec![SigningSecret::from(public_key)],
+        parts: example_parts("/", headers),
+        body: body.to_vec(),
+    }
 }
 
 /// An HMAC preset's example: the test secret, `POST /`, `headers`.

@@ -33,10 +33,11 @@
 //! (the body's `event_id`) and the event type (the body's `event_type`) are
 //! signed. Other headers are not.
 
+use crate::provider::Provider;
 use std::time::Duration;
 
 use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
-use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
+use crate::verify::{hmac_sha256, SigningSecret};
 
 /// The header Paddle signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "paddle-signature";
@@ -60,34 +61,13 @@ pub const NAME: &str = "paddle";
 /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
 pub const REPLAY_WINDOW: std::time::Duration = super::days(90);
 
-/// Verifies the `Paddle-Signature` header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct PaddleVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for PaddleVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl PaddleVerifier {
+hmac_verifier! {
+    /// Verifies the `Paddle-Signature` header.
+    pub struct PaddleVerifier;
     /// A verifier with Paddle's default tolerance of 5 seconds.
-    pub fn new() -> Self {
-        Self::with_tolerance(DEFAULT_TOLERANCE)
-    }
-
+    fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `ts=` may be from now.
-    pub fn tolerance(self, tolerance: Duration) -> Self {
-        Self::with_tolerance(tolerance)
-    }
-
-    fn with_tolerance(tolerance: Duration) -> Self {
-        let inner = spec().tolerance(tolerance).build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
+    fn tolerance();
 }
 
 /// The scheme as a specification of the generic HMAC verifier.
@@ -101,16 +81,6 @@ fn spec() -> HmacVerifierBuilder {
         .signed_content(SignedContent::TimestampBody { separator: ":".into() })
 }
 
-impl Verifier for PaddleVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        self.inner.precheck(parts)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        self.inner.verify(delivery)
-    }
-}
-
 /// The `Paddle-Signature` value Paddle would send for `body` at `timestamp`
 /// (Unix seconds) with `secret`: `ts={timestamp};h1={hex}`. For tests and
 /// fixtures.
@@ -120,42 +90,27 @@ pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
     format!("ts={ts};h1={}", hex::encode(mac))
 }
 
-impl crate::provider::Provider {
+preset! {
     /// Paddle Billing (`Paddle-Signature` `ts=;h1=`, 5 s; key = `event_id`). See [`crate::providers::paddle`].
     ///
     /// The Paddle Billing preset: [`PaddleVerifier`] with the 5 second default
     /// tolerance; key = the body's `event_id`, type = `event_type`.
-    pub fn paddle() -> Self {
-        crate::provider::Provider::new(
-            NAME,
-            PaddleVerifier::new(),
-            crate::key::JsonPointerKey::new("/event_id").event_type("/event_type"),
-        )
-    }
-}
-
-/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
+    fn paddle() = Provider::new(
+        NAME,
+        PaddleVerifier::new(),
+        crate::key::JsonPointerKey::new("/event_id").event_type("/event_type"),
+    );
     feature: "paddle",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER],
-    build: |_| crate::provider::Provider::paddle(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |_, ts, body| {
-        let sig = sign(&super::example_secret(), ts, body);
-        super::hmac_example(crate::provider::Provider::paddle(), body, vec![(SIGNATURE_HEADER, sig)])
-    },
-};
+    headers: [SIGNATURE_HEADER],
+    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))],
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::{at, header_lines};
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{Delivery, Verifier as _};
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {
         let p = header_lines(SIGNATURE_HEADER, headers);

@@ -34,8 +34,9 @@
 //! the event type (`event.event_type`) come from it and are signed. Headers are
 //! not.
 
-use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
+use crate::provider::Provider;
+use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder};
+use crate::verify::{hmac_sha256, SigningSecret};
 
 /// The header PagerDuty signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-pagerduty-signature";
@@ -50,38 +51,19 @@ pub const NAME: &str = "pagerduty";
 /// redelivery. A day covers the retries with a margin.
 pub const REPLAY_WINDOW: std::time::Duration = super::days(1);
 
-/// Verifies the `X-PagerDuty-Signature` header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct PagerDutyVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for PagerDutyVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl PagerDutyVerifier {
+hmac_verifier! {
+    /// Verifies the `X-PagerDuty-Signature` header.
+    pub struct PagerDutyVerifier;
     /// A verifier for `X-PagerDuty-Signature`.
-    pub fn new() -> Self {
-        // The scheme as a specification of the generic HMAC verifier: a
-        // comma-separated `key=value` list whose `v1` entries are signatures
-        // (one that is not 64 hex digits is skipped), other versions ignored.
-        let inner = HmacVerifier::builder(SIGNATURE_HEADER).key_value("v1").signature_separator(',').build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
+    fn new();
 }
 
-impl Verifier for PagerDutyVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        self.inner.precheck(parts)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        self.inner.verify(delivery)
-    }
+/// The scheme as a specification of the generic HMAC verifier.
+fn spec() -> HmacVerifierBuilder {
+    // A
+    // comma-separated `key=value` list whose `v1` entries are signatures
+    // (one that is not 64 hex digits is skipped), other versions ignored.
+    HmacVerifier::builder(SIGNATURE_HEADER).key_value("v1").signature_separator(',')
 }
 
 /// The `X-PagerDuty-Signature` value PagerDuty would send for `body` from a
@@ -99,42 +81,27 @@ pub fn sign(secrets: &[SigningSecret], body: &[u8]) -> String {
     header
 }
 
-impl crate::provider::Provider {
+preset! {
     /// PagerDuty v3 (`X-PagerDuty-Signature` `v1=`; key = `event.id`). See [`crate::providers::pagerduty`].
     ///
     /// The PagerDuty v3 preset: [`PagerDutyVerifier`]; key = the body's
     /// `event.id`, type = `event.event_type`.
-    pub fn pagerduty() -> Self {
-        crate::provider::Provider::new(
-            NAME,
-            PagerDutyVerifier::new(),
-            crate::key::JsonPointerKey::new("/event/id").event_type("/event/event_type"),
-        )
-    }
-}
-
-/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
+    fn pagerduty() = Provider::new(
+        NAME,
+        PagerDutyVerifier::new(),
+        crate::key::JsonPointerKey::new("/event/id").event_type("/event/event_type"),
+    );
     feature: "pagerduty",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER],
-    build: |_| crate::provider::Provider::pagerduty(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |_, _, body| {
-        let sig = sign(&[super::example_secret()], body);
-        super::hmac_example(crate::provider::Provider::pagerduty(), body, vec![(SIGNATURE_HEADER, sig)])
-    },
-};
+    headers: [SIGNATURE_HEADER],
+    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(std::slice::from_ref(s), b))],
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::header_lines;
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{Delivery, Verifier as _};
     use std::time::SystemTime;
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {

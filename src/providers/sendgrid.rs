@@ -48,6 +48,7 @@
 //! the event key (derived from the body's `sg_event_id`s) and the event type
 //! (the events' common `event`) are signed. Other headers are not.
 
+use crate::provider::Provider;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -263,27 +264,19 @@ impl crate::provider::Provider {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
-    feature: "sendgrid",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::PublicKey,
-    headers: &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
-    build: |_| crate::provider::Provider::sendgrid(),
-    secret: super::raw_secret,
-    public_key: Some(super::raw_secret),
-    example: |_, ts, body| {
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
+    NAME,
+    "sendgrid",
+    REPLAY_WINDOW,
+    &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
+    |_| Provider::sendgrid(),
+    |_, ts, body| {
         let key = p256::ecdsa::SigningKey::from_slice(&[9; 32]).expect("a valid P-256 scalar");
         let headers = vec![(SIGNATURE_HEADER, sign(&key, ts, body)), (TIMESTAMP_HEADER, ts.to_string())];
-        super::Example {
-            provider: crate::provider::Provider::sendgrid(),
-            secrets: vec![crate::verify::SigningSecret::from(public_key_base64(key.verifying_key()))],
-            parts: super::example_parts("/", headers),
-            body: body.to_vec(),
-        }
+        super::asymmetric_example(Provider::sendgrid(), public_key_base64(key.verifying_key()), headers, body)
     },
-};
+)
+.keys(super::KeyKind::PublicKey, super::raw_secret, Some(super::raw_secret));
 
 #[cfg(test)]
 mod tests {

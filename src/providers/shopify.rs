@@ -48,9 +48,10 @@
 //! re-sent with other id or topic headers verifies.
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
+use crate::provider::Provider;
 
-use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, VerifyError};
+use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder};
+use crate::verify::{hmac_sha256, Encoding, SigningSecret};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "shopify";
@@ -79,40 +80,16 @@ pub const EVENTS_WEBHOOK_ID_HEADER: &str = "shopify-webhook-id";
 /// Events deliveries' topic header.
 pub const EVENTS_TOPIC_HEADER: &str = "shopify-topic";
 
-/// Verifies the `X-Shopify-Hmac-Sha256` (or `Shopify-Hmac-Sha256`) header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct ShopifyVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for ShopifyVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl ShopifyVerifier {
+hmac_verifier! {
+    /// Verifies the `X-Shopify-Hmac-Sha256` (or `Shopify-Hmac-Sha256`) header.
+    pub struct ShopifyVerifier;
     /// A verifier for Shopify's body HMAC.
-    pub fn new() -> Self {
-        // The scheme as a specification of the generic HMAC verifier.
-        let inner = HmacVerifier::builder(SIGNATURE_HEADER)
-            .encoding(Encoding::Base64)
-            .also_header(EVENTS_SIGNATURE_HEADER)
-            .strict()
-            .build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
+    fn new();
 }
 
-impl Verifier for ShopifyVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        self.inner.precheck(parts)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        self.inner.verify(delivery)
-    }
+/// The scheme as a specification of the generic HMAC verifier.
+fn spec() -> HmacVerifierBuilder {
+    HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).also_header(EVENTS_SIGNATURE_HEADER).strict()
 }
 
 /// The `X-Shopify-Hmac-Sha256` value Shopify would send for `body` with
@@ -173,7 +150,7 @@ impl KeyExtractor for ShopifyKey {
     }
 }
 
-impl crate::provider::Provider {
+preset! {
     /// Shopify (`X-Shopify-Hmac-Sha256` base64; key = `X-Shopify-Event-Id`, else
     /// `X-Shopify-Webhook-Id`). See [`crate::providers::shopify`].
     ///
@@ -181,19 +158,9 @@ impl crate::provider::Provider {
     /// (`X-Shopify-Event-Id`, falling back to `X-Shopify-Webhook-Id`), type
     /// `X-Shopify-Topic`. Another key policy:
     /// `Provider::shopify().key_extractor(ShopifyKey::WebhookId)`.
-    pub fn shopify() -> Self {
-        crate::provider::Provider::new(NAME, ShopifyVerifier::new(), ShopifyKey::default())
-    }
-}
-
-/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
+    fn shopify() = Provider::new(NAME, ShopifyVerifier::new(), ShopifyKey::default());
     feature: "shopify",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[
+    headers: [
         SIGNATURE_HEADER,
         EVENT_ID_HEADER,
         WEBHOOK_ID_HEADER,
@@ -203,20 +170,14 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
         EVENTS_WEBHOOK_ID_HEADER,
         EVENTS_TOPIC_HEADER,
     ],
-    build: |_| crate::provider::Provider::shopify(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |id, _, body| {
-        let sig = sign(&super::example_secret(), body);
-        let headers = vec![(SIGNATURE_HEADER, sig), (EVENT_ID_HEADER, id.to_owned())];
-        super::hmac_example(crate::provider::Provider::shopify(), body, headers)
-    },
-};
+    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (EVENT_ID_HEADER, id.to_owned())],
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{Delivery, Verifier as _};
     use std::time::SystemTime;
 
     fn parts(headers: &[(&str, &str)]) -> http::request::Parts {

@@ -49,13 +49,14 @@
 //! `type`) are signed. Other headers, `X-Slack-Retry-Num` and
 //! `X-Slack-Retry-Reason` included, are not.
 
+use crate::provider::Provider;
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
-use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
+use crate::verify::{hmac_sha256, Delivery, SigningSecret};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "slack";
@@ -78,35 +79,14 @@ pub const RETRY_REASON_HEADER: &str = "x-slack-retry-reason";
 /// Slack's documented window: five minutes.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
-/// Verifies the `X-Slack-Signature` header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct SlackVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for SlackVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl SlackVerifier {
+hmac_verifier! {
+    /// Verifies the `X-Slack-Signature` header.
+    pub struct SlackVerifier;
     /// A verifier with the default tolerance of five minutes.
-    pub fn new() -> Self {
-        Self::with_tolerance(DEFAULT_TOLERANCE)
-    }
-
+    fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `X-Slack-Request-Timestamp` may be
     /// from now.
-    pub fn tolerance(self, tolerance: Duration) -> Self {
-        Self::with_tolerance(tolerance)
-    }
-
-    fn with_tolerance(tolerance: Duration) -> Self {
-        let inner = spec().tolerance(tolerance).build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
+    fn tolerance();
 }
 
 /// The scheme as a specification of the generic HMAC verifier.
@@ -126,16 +106,6 @@ fn spec() -> HmacVerifierBuilder {
         .signed_content(SignedContent::TimestampBody { separator: ":".into() })
 }
 
-impl Verifier for SlackVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        self.inner.precheck(parts)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        self.inner.verify(delivery)
-    }
-}
-
 /// The `X-Slack-Signature` value Slack would send for `body` at `timestamp`
 /// (Unix seconds, sent as `X-Slack-Request-Timestamp`) with `secret`:
 /// `v0={hex}`. For tests and fixtures.
@@ -145,16 +115,17 @@ pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
     format!("v0={}", hex::encode(mac))
 }
 
-impl crate::provider::Provider {
+preset! {
     /// Slack (`X-Slack-Signature` `v0=`, 300 s; key = `event_id`; answers `url_verification`). See [`crate::providers::slack`].
     ///
     /// Slack's Events API preset: [`SlackVerifier`] (five minutes), key =
     /// `/event_id`, type = `/event/type` (or `/type`), and the
     /// `url_verification` handshake answered with its `challenge`. Name:
     /// `slack`.
-    pub fn slack() -> Self {
-        crate::provider::Provider::new(NAME, SlackVerifier::new(), event_identity).challenge(url_verification)
-    }
+    fn slack() = Provider::new(NAME, SlackVerifier::new(), event_identity).challenge(url_verification);
+    feature: "slack",
+    headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER, RETRY_NUM_HEADER, RETRY_REASON_HEADER],
+    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())],
 }
 
 fn json_str(value: Option<&serde_json::Value>) -> Result<Option<String>, KeyError> {
@@ -197,29 +168,12 @@ fn url_verification(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
         .ok()
 }
 
-/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
-    feature: "slack",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER, TIMESTAMP_HEADER, RETRY_NUM_HEADER, RETRY_REASON_HEADER],
-    build: |_| crate::provider::Provider::slack(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |_, ts, body| {
-        let sig = sign(&super::example_secret(), ts, body);
-        let headers = vec![(SIGNATURE_HEADER, sig), (TIMESTAMP_HEADER, ts.to_string())];
-        super::hmac_example(crate::provider::Provider::slack(), body, headers)
-    },
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::{at, headers as parts, NOW};
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{Delivery, Verifier as _};
 
     /// The worked example in Slack's "Verifying requests from Slack": a
     /// slash command body, secret `8f742231b10e8888abcd99yyyzzz85a5`,

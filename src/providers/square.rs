@@ -34,6 +34,7 @@
 //! key (the body's `event_id`) and the event type (the body's `type`) are
 //! signed. Headers are not.
 
+use crate::provider::Provider;
 use crate::verify::generic::{HmacVerifier, SignedContent};
 use crate::verify::{hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, VerifyError};
 
@@ -120,25 +121,15 @@ impl crate::provider::Provider {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
-    feature: "square",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::NotificationUrl,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER],
-    build: |url| crate::provider::Provider::square(url),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |_, _, body| {
-        let sig = sign(&super::example_secret(), super::EXAMPLE_SQUARE_URL, body);
-        super::hmac_example(
-            crate::provider::Provider::square(super::EXAMPLE_SQUARE_URL),
-            body,
-            vec![(SIGNATURE_HEADER, sig)],
-        )
-    },
-};
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::hmac(
+    NAME,
+    "square",
+    REPLAY_WINDOW,
+    &[SIGNATURE_HEADER],
+    |url| Provider::square(url),
+    |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, super::EXAMPLE_SQUARE_URL, b))],
+)
+.signing(super::UrlArg::NotificationUrl);
 
 #[cfg(test)]
 mod tests {

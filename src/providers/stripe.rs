@@ -22,10 +22,11 @@
 //! header is: the handler must not trust any header but `Stripe-Signature`'s
 //! timestamp.
 
+use crate::provider::Provider;
 use std::time::Duration;
 
 use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
-use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
+use crate::verify::{hmac_sha256, SigningSecret};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "stripe";
@@ -44,34 +45,13 @@ pub const SIGNATURE_HEADER: &str = "stripe-signature";
 /// Stripe's default tolerance: 300 seconds.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
-/// Verifies the `Stripe-Signature` header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct StripeVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for StripeVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl StripeVerifier {
+hmac_verifier! {
+    /// Verifies the `Stripe-Signature` header.
+    pub struct StripeVerifier;
     /// A verifier with the default tolerance of 300 seconds.
-    pub fn new() -> Self {
-        Self::with_tolerance(DEFAULT_TOLERANCE)
-    }
-
+    fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `t=` may be from now.
-    pub fn tolerance(self, tolerance: Duration) -> Self {
-        Self::with_tolerance(tolerance)
-    }
-
-    fn with_tolerance(tolerance: Duration) -> Self {
-        let inner = spec().tolerance(tolerance).build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
+    fn tolerance();
 }
 
 /// The scheme as a specification of the generic HMAC verifier.
@@ -88,28 +68,19 @@ fn spec() -> HmacVerifierBuilder {
         .lenient_timestamp_in_verify()
 }
 
-impl Verifier for StripeVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        self.inner.precheck(parts)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        self.inner.verify(delivery)
-    }
-}
-
-impl crate::provider::Provider {
+preset! {
     /// Stripe (`Stripe-Signature`, 300 s tolerance; key = the Event `id`). See [`crate::providers::stripe`].
     ///
     /// The Stripe preset: [`StripeVerifier`] (300 s), key = the Event `id`
     /// (`evt_...`), type = `type`. The CLI name is `stripe`.
-    pub fn stripe() -> Self {
-        crate::provider::Provider::new(
-            NAME,
-            StripeVerifier::new(),
-            crate::key::JsonPointerKey::new("/id").event_type("/type"),
-        )
-    }
+    fn stripe() = Provider::new(
+        NAME,
+        StripeVerifier::new(),
+        crate::key::JsonPointerKey::new("/id").event_type("/type"),
+    );
+    feature: "stripe",
+    headers: [SIGNATURE_HEADER],
+    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))],
 }
 
 /// The `Stripe-Signature` value Stripe would send for `body` at `timestamp`
@@ -121,28 +92,12 @@ pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
     format!("t={ts},v1={}", hex::encode(mac))
 }
 
-/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
-    feature: "stripe",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER],
-    build: |_| crate::provider::Provider::stripe(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |_, ts, body| {
-        let sig = sign(&super::example_secret(), ts, body);
-        super::hmac_example(crate::provider::Provider::stripe(), body, vec![(SIGNATURE_HEADER, sig)])
-    },
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::{at, header_lines, NOW};
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{Delivery, Verifier as _};
 
     #[test]
     fn verifies_and_rejects() {

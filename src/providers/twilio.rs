@@ -73,6 +73,7 @@
 //! (`I-Twilio-Idempotency-Token`) is a header and **not signed**; there is no
 //! event type. No other header is signed.
 
+use crate::provider::Provider;
 use hmac::{Hmac, KeyInit, Mac as _};
 use sha2::Digest as _;
 use subtle::ConstantTimeEq as _;
@@ -514,17 +515,14 @@ impl crate::provider::Provider {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
-    feature: "twilio",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::PublicBaseUrl,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER, SIGNATURE_SETTINGS_HEADER, IDEMPOTENCY_HEADER, "content-type"],
-    build: |url| crate::provider::Provider::twilio(url),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |id, _, body| {
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
+    NAME,
+    "twilio",
+    REPLAY_WINDOW,
+    &[SIGNATURE_HEADER, SIGNATURE_SETTINGS_HEADER, IDEMPOTENCY_HEADER, "content-type"],
+    |url| Provider::twilio(url),
+    |id, _, body| {
+        // A JSON body is signed through `bodySHA256` in the URL's query.
         let uri = format!("/hook?bodySHA256={}", body_sha256(body));
         let sig = sign(&super::example_secret(), &format!("{}{uri}", super::EXAMPLE_BASE), &[]);
         let headers = vec![
@@ -533,13 +531,14 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
             (IDEMPOTENCY_HEADER, id.to_owned()),
         ];
         super::Example {
-            provider: crate::provider::Provider::twilio(super::EXAMPLE_BASE),
+            provider: Provider::twilio(super::EXAMPLE_BASE),
             secrets: vec![super::example_secret()],
             parts: super::example_parts(&uri, headers),
             body: body.to_vec(),
         }
     },
-};
+)
+.signing(super::UrlArg::PublicBaseUrl);
 
 #[cfg(test)]
 mod tests {

@@ -56,6 +56,7 @@
 //! `-Message-Retry` included; the handler must not trust them
 //! (<https://dev.twitch.tv/docs/eventsub/handling-webhook-events/#verifying-the-event-message>).
 
+use crate::provider::Provider;
 use time::format_description::well_known::Rfc3339;
 
 use std::time::Duration;
@@ -64,7 +65,7 @@ use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent, TimestampFormat};
-use crate::verify::{hmac_sha256, single_header, Delivery, SigningSecret, Verifier, VerifyError};
+use crate::verify::{hmac_sha256, single_header, Delivery, SigningSecret};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "twitch";
@@ -100,34 +101,13 @@ pub const CALLBACK_VERIFICATION: &str = "webhook_callback_verification";
 /// Twitch's replay window: 10 minutes.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(600);
 
-/// Verifies the `Twitch-Eventsub-Message-Signature` header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct TwitchVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for TwitchVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl TwitchVerifier {
+hmac_verifier! {
+    /// Verifies the `Twitch-Eventsub-Message-Signature` header.
+    pub struct TwitchVerifier;
     /// A verifier with Twitch's tolerance of 600 seconds.
-    pub fn new() -> Self {
-        Self::with_tolerance(DEFAULT_TOLERANCE)
-    }
-
+    fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) the message timestamp may be from now.
-    pub fn tolerance(self, tolerance: Duration) -> Self {
-        Self::with_tolerance(tolerance)
-    }
-
-    fn with_tolerance(tolerance: Duration) -> Self {
-        let inner = spec().tolerance(tolerance).build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
+    fn tolerance();
 }
 
 /// The scheme as a specification of the generic HMAC verifier.
@@ -146,16 +126,6 @@ fn spec() -> HmacVerifierBuilder {
 
 fn expected(secret: &SigningSecret, id: &str, timestamp: &str, body: &[u8]) -> [u8; 32] {
     hmac_sha256(secret, &[id.as_bytes(), timestamp.as_bytes(), body])
-}
-
-impl Verifier for TwitchVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        self.inner.precheck(parts)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        self.inner.verify(delivery)
-    }
 }
 
 /// The `Twitch-Eventsub-Message-Signature` value Twitch would send for
@@ -242,40 +212,18 @@ pub fn message_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Eve
     Ok(EventIdentity { key: key.to_owned(), event_type })
 }
 
-impl crate::provider::Provider {
+preset! {
     /// Twitch EventSub (`Twitch-Eventsub-Message-Signature`, 600 s; key = the message id; answers the callback verification). See [`crate::providers::twitch`].
     ///
     /// The Twitch EventSub preset: [`TwitchVerifier`] (600 s), identity from
     /// [`message_identity`] (key = `Twitch-Eventsub-Message-Id`, type = the
     /// body's `subscription.type`), and the [`CallbackVerification`] handshake.
     /// The CLI name is `twitch`.
-    pub fn twitch() -> Self {
-        crate::provider::Provider::new(NAME, TwitchVerifier::new(), message_identity).challenge(CallbackVerification)
-    }
-}
-
-/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
+    fn twitch() = Provider::new(NAME, TwitchVerifier::new(), message_identity).challenge(CallbackVerification);
     feature: "twitch",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER, MESSAGE_ID_HEADER, TIMESTAMP_HEADER, MESSAGE_TYPE_HEADER, SUBSCRIPTION_TYPE_HEADER],
-    build: |_| crate::provider::Provider::twitch(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |id, ts, body| {
-        let stamp = format_timestamp(ts);
-        let headers = vec![
-            (SIGNATURE_HEADER, sign(&super::example_secret(), id, &stamp, body)),
-            (MESSAGE_ID_HEADER, id.to_owned()),
-            (TIMESTAMP_HEADER, stamp),
-            (MESSAGE_TYPE_HEADER, "notification".to_owned()),
-        ];
-        super::hmac_example(crate::provider::Provider::twitch(), body, headers)
-    },
-};
+    headers: [SIGNATURE_HEADER, MESSAGE_ID_HEADER, TIMESTAMP_HEADER, MESSAGE_TYPE_HEADER, SUBSCRIPTION_TYPE_HEADER],
+    signed: |s, id, ts, b| { let stamp = format_timestamp(ts); vec![ (SIGNATURE_HEADER, sign(s, id, &stamp, b)), (MESSAGE_ID_HEADER, id.to_owned()), (TIMESTAMP_HEADER, stamp), (MESSAGE_TYPE_HEADER, "notification".to_owned()), ] },
+}
 
 #[cfg(test)]
 mod tests {
@@ -283,6 +231,7 @@ mod tests {
     use crate::provider::Challenge as _;
     use crate::test_support::{at, headers as parts, NOW};
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{Delivery, Verifier as _};
 
     // 2023-11-14T22:13:20Z
 

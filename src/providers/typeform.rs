@@ -23,8 +23,9 @@
 //! the event type (`event_type`) come from it and are signed. Headers are
 //! not.
 
-use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, VerifyError};
+use crate::provider::Provider;
+use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder};
+use crate::verify::{hmac_sha256, Encoding, SigningSecret};
 
 /// The header Typeform signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "typeform-signature";
@@ -40,37 +41,16 @@ pub const NAME: &str = "typeform";
 /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
 pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
 
-/// Verifies the `Typeform-Signature` header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct TypeformVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for TypeformVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl TypeformVerifier {
+hmac_verifier! {
+    /// Verifies the `Typeform-Signature` header.
+    pub struct TypeformVerifier;
     /// A verifier for `Typeform-Signature`.
-    pub fn new() -> Self {
-        // The scheme as a specification of the generic HMAC verifier.
-        let inner =
-            HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).prefix("sha256=").strict().build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
+    fn new();
 }
 
-impl Verifier for TypeformVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        self.inner.precheck(parts)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        self.inner.verify(delivery)
-    }
+/// The scheme as a specification of the generic HMAC verifier.
+fn spec() -> HmacVerifierBuilder {
+    HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).prefix("sha256=").strict()
 }
 
 /// The `Typeform-Signature` value Typeform would send for `body` with
@@ -79,42 +59,27 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
     format!("sha256={}", Encoding::Base64.encode(&hmac_sha256(secret, &[body])))
 }
 
-impl crate::provider::Provider {
+preset! {
     /// Typeform (`Typeform-Signature` `sha256=` base64; key = `event_id`). See [`crate::providers::typeform`].
     ///
     /// The Typeform preset: [`TypeformVerifier`]; key = the body's `event_id`,
     /// type = `event_type`.
-    pub fn typeform() -> Self {
-        crate::provider::Provider::new(
-            NAME,
-            TypeformVerifier::new(),
-            crate::key::JsonPointerKey::new("/event_id").event_type("/event_type"),
-        )
-    }
-}
-
-/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
+    fn typeform() = Provider::new(
+        NAME,
+        TypeformVerifier::new(),
+        crate::key::JsonPointerKey::new("/event_id").event_type("/event_type"),
+    );
     feature: "typeform",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER],
-    build: |_| crate::provider::Provider::typeform(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |_, _, body| {
-        let sig = sign(&super::example_secret(), body);
-        super::hmac_example(crate::provider::Provider::typeform(), body, vec![(SIGNATURE_HEADER, sig)])
-    },
-};
+    headers: [SIGNATURE_HEADER],
+    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::header_lines;
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{Delivery, Verifier as _};
     use std::time::SystemTime;
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {

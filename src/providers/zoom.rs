@@ -51,13 +51,14 @@
 //! (derived from the canonical body) and the event type (the body's `event`)
 //! are signed. Other headers, `x-zm-trackingid` included, are not.
 
+use crate::provider::Provider;
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
-use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError};
+use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier as _};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "zoom";
@@ -81,34 +82,13 @@ pub const URL_VALIDATION_EVENT: &str = "endpoint.url_validation";
 /// Default tolerance: 300 seconds (Zoom documents none).
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
-/// Verifies the `x-zm-signature` header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct ZoomVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for ZoomVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl ZoomVerifier {
+hmac_verifier! {
+    /// Verifies the `x-zm-signature` header.
+    pub struct ZoomVerifier;
     /// A verifier with the default tolerance of 300 seconds.
-    pub fn new() -> Self {
-        Self::with_tolerance(DEFAULT_TOLERANCE)
-    }
-
+    fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `x-zm-request-timestamp` may be from now.
-    pub fn tolerance(self, tolerance: Duration) -> Self {
-        Self::with_tolerance(tolerance)
-    }
-
-    fn with_tolerance(tolerance: Duration) -> Self {
-        let inner = spec().tolerance(tolerance).build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
+    fn tolerance();
 }
 
 /// The scheme as a specification of the generic HMAC verifier.
@@ -125,16 +105,6 @@ fn spec() -> HmacVerifierBuilder {
 
 fn expected(secret: &SigningSecret, timestamp: &str, body: &[u8]) -> [u8; 32] {
     hmac_sha256(secret, &[b"v0:", timestamp.as_bytes(), b":", body])
-}
-
-impl Verifier for ZoomVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        self.inner.precheck(parts)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        self.inner.verify(delivery)
-    }
 }
 
 /// The `x-zm-signature` value Zoom would send for `body` at `timestamp`
@@ -224,39 +194,23 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
     crate::key::DerivedKey::new().canonical_body().event_type_json("/event").extract_parsed(parts, Some(&doc))
 }
 
-impl crate::provider::Provider {
+preset! {
     /// Zoom (`x-zm-signature` `v0=`, 300 s; derived key; answers `endpoint.url_validation`). See [`crate::providers::zoom`].
     ///
     /// The Zoom preset: [`ZoomVerifier`] (300 s), key from [`event_identity`],
     /// type `event`, and the [`UrlValidation`] handshake. The CLI name is `zoom`.
-    pub fn zoom() -> Self {
-        crate::provider::Provider::new(NAME, ZoomVerifier::new(), event_identity).challenge(UrlValidation)
-    }
-}
-
-/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
+    fn zoom() = Provider::new(NAME, ZoomVerifier::new(), event_identity).challenge(UrlValidation);
     feature: "zoom",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Secret,
-    headers: &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
-    build: |_| crate::provider::Provider::zoom(),
-    secret: super::raw_secret,
-    public_key: None,
-    example: |_, ts, body| {
-        let sig = sign(&super::example_secret(), ts, body);
-        let headers = vec![(SIGNATURE_HEADER, sig), (TIMESTAMP_HEADER, ts.to_string())];
-        super::hmac_example(crate::provider::Provider::zoom(), body, headers)
-    },
-};
+    headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER],
+    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())],
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Challenge as _;
     use crate::test_support::{at, NOW};
+    use crate::verify::Delivery;
     use crate::verify::VerifyErrorKind;
 
     fn parts(signatures: &[&str], timestamps: &[&str]) -> http::request::Parts {

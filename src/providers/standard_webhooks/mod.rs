@@ -75,17 +75,24 @@
 
 use std::time::Duration;
 
-use std::sync::Arc;
-
 use base64::engine::general_purpose;
 use base64::Engine as _;
-use base64ct::{Base64, Base64Unpadded, Encoding as _};
-use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+use ed25519_dalek::Signature;
+
+mod key;
+
+use crate::provider::Provider;
+
+use key::{classify, hint, Key};
+pub use key::{
+    public_key, public_key_of, secret, sign, sign_ed25519, SecretError, SecretErrorKind, MAX_SECRET_BYTES,
+    MIN_SECRET_BYTES,
+};
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 use crate::verify::{
     any_matches, check_key_material, header_values, hmac_sha256, parse_unix_seconds, single_header, Delivery,
-    KeyMaterialError, KeyMaterialErrorKind, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+    KeyMaterialError, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
@@ -263,116 +270,6 @@ fn parse(parts: &http::request::Parts, names: Names) -> Result<Header<'_>, Verif
     Ok(Header { id, timestamp, seconds, v1, v1a })
 }
 
-const WHSEC: &[u8] = b"whsec_";
-const WHPK: &[u8] = b"whpk_";
-const WHSK: &[u8] = b"whsk_";
-
-/// Fewest bytes a `whsec_` key may decode to: the specification's symmetric
-/// "Signing secret: Random. At least 24 bytes (192 bits, 512 maximum)"
-/// (section "Signature scheme"). Svix issues exactly 24.
-pub const MIN_SECRET_BYTES: usize = 24;
-
-/// Most bytes a `whsec_` key may decode to: the same line's "512 maximum",
-/// read as bits (64 bytes).
-pub const MAX_SECRET_BYTES: usize = 64;
-
-/// A configured secret, read by its prefix and decoded once (cached on the
-/// [`SigningSecret`] through [`SigningSecret::parsed`]).
-enum Key {
-    /// The decoded `whsec_` key bytes, for `v1` (HMAC-SHA256).
-    Hmac(SigningSecret),
-    /// The decoded `whpk_` key, for `v1a` (Ed25519).
-    Public(VerifyingKey),
-}
-
-/// A secret's classification, or why it authenticates nothing.
-type Classified = Result<Key, KeyMaterialErrorKind>;
-
-/// The secret's classification, computed on first use and cached for the
-/// secret and its clones.
-fn classify(secret: &SigningSecret) -> Arc<Classified> {
-    secret.parsed(classify_bytes)
-}
-
-/// Standard base64 (RFC 4648 section 4), padding optional as the official
-/// libraries accept it, decoded in constant time with `base64ct` (the
-/// timing does not depend on the secret's characters).
-fn decode_secret_base64(text: &[u8]) -> Option<Vec<u8>> {
-    // Padded input is a multiple of four characters; unpadded input of such a
-    // length needs no padding, so the padded decoder takes it too.
-    let mut buf = vec![0u8; text.len() / 4 * 3 + 3];
-    let n = if text.len().is_multiple_of(4) {
-        Base64::decode(text, &mut buf).ok()?.len()
-    } else {
-        Base64Unpadded::decode(text, &mut buf).ok()?.len()
-    };
-    buf.truncate(n);
-    Some(buf)
-}
-
-/// Reads a secret by its prefix; see the module docs.
-fn classify_bytes(raw: &[u8]) -> Classified {
-    if raw.is_empty() {
-        return Err(KeyMaterialErrorKind::Empty);
-    }
-    if [WHSEC, WHPK, WHSK].contains(&raw) {
-        return Err(KeyMaterialErrorKind::OnlyPrefix);
-    }
-    if let Some(b64) = raw.strip_prefix(WHSEC) {
-        let key = decode_secret_base64(b64).ok_or(KeyMaterialErrorKind::Malformed)?;
-        return match key.len() {
-            n if n < MIN_SECRET_BYTES => Err(KeyMaterialErrorKind::TooShort),
-            n if n > MAX_SECRET_BYTES => Err(KeyMaterialErrorKind::TooLong),
-            _ => Ok(Key::Hmac(SigningSecret::new(key))),
-        };
-    }
-    if let Some(b64) = raw.strip_prefix(WHPK) {
-        // A public key: no secret to protect, any base64 decoder would do.
-        let bytes = decode_secret_base64(b64).ok_or(KeyMaterialErrorKind::Malformed)?;
-        let bytes: [u8; 32] = bytes.try_into().map_err(|_| KeyMaterialErrorKind::InvalidPublicKey)?;
-        return match VerifyingKey::from_bytes(&bytes) {
-            Ok(key) if !key.is_weak() => Ok(Key::Public(key)),
-            _ => Err(KeyMaterialErrorKind::InvalidPublicKey),
-        };
-    }
-    // `whsk_` is the sender's private key; anything unprefixed may be a
-    // public key pasted without its `whpk_`, which must never key an HMAC.
-    Err(KeyMaterialErrorKind::Malformed)
-}
-
-/// The fix to suggest for a refused secret.
-fn hint(raw: &[u8], kind: KeyMaterialErrorKind) -> &'static str {
-    match kind {
-        KeyMaterialErrorKind::TooShort => "a whsec_ key must decode to at least 24 bytes (Standard Webhooks)",
-        KeyMaterialErrorKind::TooLong => "a whsec_ key must decode to at most 64 bytes (Standard Webhooks)",
-        KeyMaterialErrorKind::InvalidPublicKey => "a whpk_ key must be base64 of a valid 32-byte Ed25519 public key",
-        KeyMaterialErrorKind::Malformed if raw.starts_with(WHSK) => {
-            "whsk_ is the sender's private key; configure the whpk_ public key"
-        }
-        KeyMaterialErrorKind::Malformed if raw.starts_with(WHSEC) || raw.starts_with(WHPK) => {
-            "the text after the prefix is not base64"
-        }
-        KeyMaterialErrorKind::Malformed => {
-            "copy the secret with its whsec_ (or whpk_) prefix; an unprefixed secret is ambiguous"
-        }
-        _ => "copy the whole secret, with its whsec_ or whpk_ prefix",
-    }
-}
-
-/// The [`SecretError`] for a secret [`classify_bytes`] refused.
-fn secret_error(raw: &[u8], kind: KeyMaterialErrorKind) -> SecretError {
-    if raw.starts_with(WHPK) || raw.starts_with(WHSK) {
-        return SecretErrorKind::WrongKind.into();
-    }
-    SecretError::from(match kind {
-        KeyMaterialErrorKind::TooShort => SecretErrorKind::TooShort,
-        KeyMaterialErrorKind::TooLong => SecretErrorKind::TooLong,
-        KeyMaterialErrorKind::Empty | KeyMaterialErrorKind::OnlyPrefix => SecretErrorKind::Empty,
-        KeyMaterialErrorKind::Malformed if raw.starts_with(WHSEC) => SecretErrorKind::NotBase64,
-        _ => SecretErrorKind::MissingPrefix,
-    })
-}
-
 impl Verifier for StandardWebhooksVerifier {
     /// Deliveries carrying `v1a` (Ed25519) signatures are verified on the
     /// blocking pool; HMAC-only ones inline.
@@ -431,145 +328,6 @@ impl Verifier for StandardWebhooksVerifier {
         }
         delivery.check_time(header.seconds, self.tolerance)
     }
-}
-
-/// What a [`SecretError`] is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SecretErrorKind {
-    /// The text after the prefix is not base64 (whitespace included).
-    NotBase64,
-    /// The secret decodes to no bytes.
-    Empty,
-    /// A key of another kind: a `whpk_`/`whsk_` key where a `whsec_` secret
-    /// was expected, or the reverse.
-    WrongKind,
-    /// Not a 32-byte Ed25519 public key (or a weak one).
-    NotAPublicKey,
-    /// A symmetric secret without its `whsec_` prefix. Unprefixed text is
-    /// refused: it cannot be told from a public key pasted without `whpk_`.
-    MissingPrefix,
-    /// A `whsec_` key of fewer than [`MIN_SECRET_BYTES`] bytes.
-    TooShort,
-    /// A `whsec_` key of more than [`MAX_SECRET_BYTES`] bytes.
-    TooLong,
-}
-
-impl std::fmt::Display for SecretErrorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::NotBase64 => "the secret is not base64 after its prefix",
-            Self::Empty => "the secret is empty",
-            Self::WrongKind => "a key of another kind (whsec_, whpk_ and whsk_ are not interchangeable)",
-            Self::NotAPublicKey => "not a valid 32-byte Ed25519 public key",
-            Self::MissingPrefix => "a Standard Webhooks secret starts with whsec_; copy it whole",
-            Self::TooShort => "the whsec_ key is shorter than 24 bytes",
-            Self::TooLong => "the whsec_ key is longer than 64 bytes",
-        })
-    }
-}
-
-/// A secret or key [`secret`], [`public_key`] or [`sign`] refused: see
-/// [`kind`](Self::kind). The message never contains the key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SecretError {
-    kind: SecretErrorKind,
-}
-
-impl SecretError {
-    /// What is wrong.
-    pub fn kind(&self) -> SecretErrorKind {
-        self.kind
-    }
-}
-
-impl From<SecretErrorKind> for SecretError {
-    fn from(kind: SecretErrorKind) -> Self {
-        Self { kind }
-    }
-}
-
-impl std::fmt::Display for SecretError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.kind.fmt(f)
-    }
-}
-
-impl std::error::Error for SecretError {}
-
-/// An endpoint's symmetric signing secret as the sender shows it: `whsec_`
-/// followed by base64 (padding optional) of [`MIN_SECRET_BYTES`] to
-/// [`MAX_SECRET_BYTES`] bytes. The prefix is required: unprefixed text could
-/// be a `whpk_` public key pasted without its prefix, and a public key used
-/// as an HMAC key lets anyone who reads it sign `v1` deliveries. Returned in
-/// its canonical form (`whsec_` + padded base64), decoded once.
-///
-/// # Errors
-/// [`SecretErrorKind::MissingPrefix`], [`SecretErrorKind::NotBase64`],
-/// [`SecretErrorKind::Empty`], [`SecretErrorKind::TooShort`],
-/// [`SecretErrorKind::TooLong`], or [`SecretErrorKind::WrongKind`] for a
-/// `whpk_`/`whsk_` key. Whitespace is not trimmed.
-pub fn secret(whsec: &str) -> Result<SigningSecret, SecretError> {
-    let raw = whsec.as_bytes();
-    match classify_bytes(raw) {
-        Ok(Key::Hmac(key)) => Ok(SigningSecret::from(format!("whsec_{}", Base64::encode_string(key.expose())))),
-        Ok(Key::Public(_)) => Err(SecretErrorKind::WrongKind.into()),
-        Err(kind) => Err(secret_error(raw, kind)),
-    }
-}
-
-/// An endpoint's Ed25519 public key as the sender shows it (`whpk_` +
-/// base64 of 32 bytes; the prefix may be omitted, since reading any text as
-/// a public key gives nobody a way to sign), checked and returned in its
-/// canonical `whpk_` form for the verifier.
-///
-/// # Errors
-/// [`SecretErrorKind::NotBase64`], [`SecretErrorKind::NotAPublicKey`], or
-/// [`SecretErrorKind::WrongKind`] for a `whsec_`/`whsk_` secret.
-pub fn public_key(whpk: &str) -> Result<SigningSecret, SecretError> {
-    if whpk.starts_with("whsec_") || whpk.starts_with("whsk_") {
-        return Err(SecretErrorKind::WrongKind.into());
-    }
-    let b64 = whpk.strip_prefix("whpk_").unwrap_or(whpk);
-    let bytes = decode_secret_base64(b64.as_bytes()).ok_or(SecretErrorKind::NotBase64)?;
-    let bytes: [u8; 32] = bytes.try_into().map_err(|_| SecretErrorKind::NotAPublicKey)?;
-    let key = VerifyingKey::from_bytes(&bytes).map_err(|_| SecretErrorKind::NotAPublicKey)?;
-    if key.is_weak() {
-        return Err(SecretErrorKind::NotAPublicKey.into());
-    }
-    Ok(SigningSecret::from(format!("whpk_{}", general_purpose::STANDARD.encode(bytes))))
-}
-
-/// The `whpk_` public key of the Ed25519 key with this 32-byte seed (the
-/// seed is what a `whsk_` private key encodes). For tests and fixtures.
-pub fn public_key_of(seed: &[u8; 32]) -> String {
-    format!("whpk_{}", general_purpose::STANDARD.encode(SigningKey::from_bytes(seed).verifying_key().as_bytes()))
-}
-
-/// The `v1` entry a sender would put in the signature header for `body`
-/// with message `id` at `timestamp` (Unix seconds): `v1,{base64}`. `secret`
-/// is read like the verifier reads it: `whsec_` text, as [`secret`] returns
-/// it. Join several entries with a space for a rotation header. For tests
-/// and fixtures.
-///
-/// # Errors
-/// As [`secret`]: [`SecretErrorKind::WrongKind`] for a `whpk_`/`whsk_` key,
-/// [`SecretErrorKind::NotBase64`], [`SecretErrorKind::MissingPrefix`], ...
-pub fn sign(secret: &SigningSecret, id: &str, timestamp: u64, body: &[u8]) -> Result<String, SecretError> {
-    let key = match &*classify(secret) {
-        Ok(Key::Hmac(key)) => hmac_sha256(key, &[id.as_bytes(), b".", timestamp.to_string().as_bytes(), b".", body]),
-        Ok(Key::Public(_)) => return Err(SecretErrorKind::WrongKind.into()),
-        Err(kind) => return Err(secret_error(secret.expose(), *kind)),
-    };
-    Ok(format!("v1,{}", general_purpose::STANDARD.encode(key)))
-}
-
-/// The `v1a` entry a sender would put in the signature header for `body`
-/// with message `id` at `timestamp`, signed with the Ed25519 key whose
-/// 32-byte seed is `seed`: `v1a,{base64}`. For tests and fixtures.
-pub fn sign_ed25519(seed: &[u8; 32], id: &str, timestamp: u64, body: &[u8]) -> String {
-    let content = [id.as_bytes(), b".", timestamp.to_string().as_bytes(), b".", body].concat();
-    format!("v1a,{}", general_purpose::STANDARD.encode(SigningKey::from_bytes(seed).sign(&content).to_bytes()))
 }
 
 /// The message id header (`names` in order) as the key, and the body's
@@ -642,44 +400,45 @@ pub(crate) fn example(
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo {
-    name: NAME,
-    feature: "standard-webhooks",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Whsec,
-    headers: &[ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER],
-    build: |_| crate::provider::Provider::standard_webhooks(),
-    secret: |text| secret(text).map_err(super::key_error),
-    public_key: Some(|text| public_key(text).map_err(super::key_error)),
-    example: |id, ts, body| example(crate::provider::Provider::standard_webhooks(), false, id, ts, body),
-};
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
+    NAME,
+    "standard-webhooks",
+    REPLAY_WINDOW,
+    &[ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER],
+    |_| Provider::standard_webhooks(),
+    |id, ts, body| example(Provider::standard_webhooks(), false, id, ts, body),
+)
+.keys(super::KeyKind::Whsec, whsec_text, Some(whpk_text));
 
 /// The registry entry of the Svix preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const SVIX_PRESET: super::PresetInfo = super::PresetInfo {
-    name: SVIX_NAME,
-    feature: "standard-webhooks",
-    replay_window: REPLAY_WINDOW,
-    url: super::UrlArg::None,
-    key: super::KeyKind::Whsec,
-    headers: &[
-        SVIX_ID_HEADER,
-        SVIX_TIMESTAMP_HEADER,
-        SVIX_SIGNATURE_HEADER,
-        ID_HEADER,
-        TIMESTAMP_HEADER,
-        SIGNATURE_HEADER,
-    ],
-    build: |_| crate::provider::Provider::svix(),
-    secret: |text| secret(text).map_err(super::key_error),
-    public_key: Some(|text| public_key(text).map_err(super::key_error)),
-    example: |id, ts, body| example(crate::provider::Provider::svix(), true, id, ts, body),
-};
+pub(crate) const SVIX_PRESET: super::PresetInfo = super::PresetInfo::other(
+    SVIX_NAME,
+    "standard-webhooks",
+    REPLAY_WINDOW,
+    &[SVIX_ID_HEADER, SVIX_TIMESTAMP_HEADER, SVIX_SIGNATURE_HEADER, ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER],
+    |_| Provider::svix(),
+    |id, ts, body| example(Provider::svix(), true, id, ts, body),
+)
+.keys(super::KeyKind::Whsec, whsec_text, Some(whpk_text));
+
+/// [`secret`] for the registry's key-text parser.
+fn whsec_text(text: &str) -> Result<SigningSecret, super::KeyTextError> {
+    secret(text).map_err(super::key_error)
+}
+
+/// [`public_key`] for the registry's key-text parser.
+fn whpk_text(text: &str) -> Result<SigningSecret, super::KeyTextError> {
+    public_key(text).map_err(super::key_error)
+}
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use super::key::Classified;
     use super::*;
     use crate::test_support::{at, headers as parts};
+    use crate::verify::KeyMaterialErrorKind;
     use std::time::UNIX_EPOCH;
 
     fn check(
@@ -746,7 +505,7 @@ mod tests {
     #[test]
     fn standardwebhooks_library_fixture() {
         let f: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/standard-webhooks/delivery.json"))
+            serde_json::from_str(include_str!("../../../tests/fixtures/providers/standard-webhooks/delivery.json"))
                 .unwrap();
         let s = |name: &str| f[name].as_str().unwrap().to_owned();
         let (id, ts, body) = (s("id"), s("timestamp"), s("body"));
@@ -810,7 +569,7 @@ mod tests {
     #[test]
     fn svix_library_fixture() {
         let f: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/svix/delivery.json")).unwrap();
+            serde_json::from_str(include_str!("../../../tests/fixtures/providers/svix/delivery.json")).unwrap();
         let s = |name: &str| f[name].as_str().unwrap().to_owned();
         let (id, ts, body, sig) = (s("id"), s("timestamp"), s("body"), s("signature"));
         let now: u64 = ts.parse().unwrap();

@@ -39,11 +39,14 @@ use std::time::Duration;
 
 use http::HeaderName;
 
+mod builder;
+
+pub use builder::HmacVerifierBuilder;
+
 use super::{
     hmac, match_any_secret, parse_unix_millis, parse_unix_seconds, single_header, Algorithm, Delivery, Encoding,
     SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
-use crate::error::ConfigError;
 
 /// What the sender signs, in order, after the
 /// [`content_prefix`](HmacVerifierBuilder::content_prefix) if one is set.
@@ -138,23 +141,6 @@ pub struct HmacVerifier {
     quirks: Quirks,
 }
 
-/// Builder for [`HmacVerifier`]; defaults: HMAC-SHA256, hex, no prefix, the
-/// body alone, one signature per header line, timestamps in Unix seconds,
-/// tolerance 300 seconds.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct HmacVerifierBuilder {
-    header: Result<HeaderName, String>,
-    inner: HmacVerifier,
-    timestamp_header: Option<Result<HeaderName, String>>,
-    id_header: Option<Result<HeaderName, String>>,
-    extra_headers: Vec<Result<HeaderName, String>>,
-}
-
-fn header_name(name: &str) -> Result<HeaderName, String> {
-    HeaderName::try_from(name).map_err(|_| format!("invalid header name {name:?}"))
-}
-
 /// What the signature header(s) hold: the decoded signatures and, for a
 /// `key=value` header with a timestamp key, the timestamp as sent.
 struct Found<'a> {
@@ -179,35 +165,6 @@ enum SignedTime {
 }
 
 impl HmacVerifier {
-    /// Starts a verifier reading signatures from header `signature_header`
-    /// (case-insensitive).
-    pub fn builder(signature_header: &str) -> HmacVerifierBuilder {
-        HmacVerifierBuilder {
-            header: header_name(signature_header),
-            inner: HmacVerifier {
-                header: HeaderName::from_static("x-signature"),
-                algorithm: Algorithm::Sha256,
-                encoding: Encoding::Hex,
-                prefix: String::new(),
-                signature_key: None,
-                timestamp_key: None,
-                content: SignedContent::Body,
-                content_prefix: String::new(),
-                timestamp_header: None,
-                timestamp_format: TimestampFormat::UnixSeconds,
-                id_header: None,
-                tolerance: Duration::from_secs(300),
-                separator: None,
-                strict: false,
-                extra_headers: Vec::new(),
-                quirks: Quirks::default(),
-            },
-            timestamp_header: None,
-            id_header: None,
-            extra_headers: Vec::new(),
-        }
-    }
-
     /// One tag of the algorithm's length (20, 32 or 64 bytes) from `encoded`;
     /// a value longer than any encoding of one is refused before decoding.
     fn decode_exact(&self, encoded: &str) -> Option<Vec<u8>> {
@@ -389,214 +346,6 @@ impl HmacVerifier {
             SignedContent::UrlBody { url } => parts.extend([url.as_bytes(), body]),
         }
         parts
-    }
-}
-
-impl HmacVerifierBuilder {
-    /// The HMAC hash (default SHA-256).
-    pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
-        self.inner.algorithm = algorithm;
-        self
-    }
-
-    /// How signatures are written (default hex).
-    pub fn encoding(mut self, encoding: Encoding) -> Self {
-        self.inner.encoding = encoding;
-        self
-    }
-
-    /// Text before each signature (`sha256=`, `v1=`, `v1,`); entries without
-    /// it are ignored as other schemes. Not with [`key_value`](Self::key_value).
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.inner.prefix = prefix.into();
-        self
-    }
-
-    /// The signature header is a list of `key=value` entries (Stripe's
-    /// `t=...,v1=...`, Paddle's `ts=...;h1=...`, PagerDuty's `v1=...,v1=...`,
-    /// Zoom's `v0=...`), separated by
-    /// [`signature_separator`](Self::signature_separator) if set: values
-    /// under `signature_key` are signatures, each exactly one tag (a value
-    /// that is not is skipped, or malformed when [`strict`](Self::strict));
-    /// other keys are ignored; an entry without `=` is
-    /// [`VerifyErrorKind::MalformedHeader`]. A header with no signature
-    /// under the key is [`VerifyErrorKind::NoMatchingSignature`].
-    pub fn key_value(mut self, signature_key: impl Into<String>) -> Self {
-        self.inner.signature_key = Some(signature_key.into());
-        self
-    }
-
-    /// The signed timestamp is the `key=value` header's entry under
-    /// `timestamp_key` (Stripe's `t`, Paddle's `ts`) instead of a header of
-    /// its own; missing, or given twice with different values, it is
-    /// [`VerifyErrorKind::MalformedHeader`]. Needs
-    /// [`key_value`](Self::key_value) and
-    /// [`signature_separator`](Self::signature_separator).
-    pub fn timestamp_key(mut self, timestamp_key: impl Into<String>) -> Self {
-        self.inner.timestamp_key = Some(timestamp_key.into());
-        self
-    }
-
-    /// What is signed (default: the body alone).
-    pub fn signed_content(mut self, content: SignedContent) -> Self {
-        self.inner.content = content;
-        self
-    }
-
-    /// Literal text signed before the [`SignedContent`] (Slack's and Zoom's
-    /// `v0:` in `v0:{timestamp}:{body}`).
-    pub fn content_prefix(mut self, literal: impl Into<String>) -> Self {
-        self.inner.content_prefix = literal.into();
-        self
-    }
-
-    /// The header carrying the signed timestamp (in the
-    /// [`timestamp_format`](Self::timestamp_format), Unix seconds by default).
-    pub fn timestamp_header(mut self, name: &str) -> Self {
-        self.timestamp_header = Some(header_name(name));
-        self
-    }
-
-    /// How the signed timestamp is written (default Unix seconds).
-    pub fn timestamp_format(mut self, format: TimestampFormat) -> Self {
-        self.inner.timestamp_format = format;
-        self
-    }
-
-    /// The header carrying the message id that is signed.
-    pub fn id_header(mut self, name: &str) -> Self {
-        self.id_header = Some(header_name(name));
-        self
-    }
-
-    /// How far the timestamp may be from now, both directions (default 300 s).
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.inner.tolerance = tolerance;
-        self
-    }
-
-    /// Several signatures in one header value, separated by `separator`
-    /// (`' '` for Standard Webhooks, `','` for PagerDuty). Any one matching
-    /// passes.
-    pub fn signature_separator(mut self, separator: char) -> Self {
-        self.inner.separator = Some(separator);
-        self
-    }
-
-    /// Every signature must decode to exactly one tag of the algorithm's
-    /// length (20, 32 or 64 bytes), and, for a prefixed header, every entry
-    /// must carry the prefix; anything else in the header is
-    /// [`VerifyErrorKind::MalformedHeader`] instead of being skipped as
-    /// another scheme. For senders with a single documented format
-    /// (GitHub's `sha256=`, Shopify's base64, Zoom's `v0=`), where a stray
-    /// value is a broken sender or a forgery, not a future version.
-    pub fn strict(mut self) -> Self {
-        self.inner.strict = true;
-        self
-    }
-
-    /// Another header carrying signatures in the same format (Shopify's
-    /// `Shopify-Hmac-Sha256` next to `X-Shopify-Hmac-Sha256`); the
-    /// signatures of all of them are tried.
-    pub fn also_header(mut self, name: &str) -> Self {
-        self.extra_headers.push(header_name(name));
-        self
-    }
-
-    /// Slack: the signature header must appear once (identical repeated
-    /// lines pass), else it is malformed.
-    #[cfg_attr(not(feature = "slack"), allow(dead_code))]
-    pub(crate) fn single_signature_line(mut self) -> Self {
-        self.inner.quirks.single_line = true;
-        self
-    }
-
-    /// Slack: the timestamp header is trimmed before it is parsed and signed.
-    #[cfg_attr(not(feature = "slack"), allow(dead_code))]
-    pub(crate) fn trim_timestamp(mut self) -> Self {
-        self.inner.quirks.trim_timestamp = true;
-        self
-    }
-
-    /// Slack: the precheck passes a header without a signature under the
-    /// signature key (another version); `verify` fails it.
-    #[cfg_attr(not(feature = "slack"), allow(dead_code))]
-    pub(crate) fn precheck_without_signature(mut self) -> Self {
-        self.inner.quirks.precheck_without_signature = true;
-        self
-    }
-
-    /// Stripe: Unix seconds may carry a leading `+`, and the timestamp is
-    /// parsed by `verify` only, once a signature was found (the precheck
-    /// checks it is present).
-    #[cfg_attr(not(feature = "stripe"), allow(dead_code))]
-    pub(crate) fn lenient_timestamp_in_verify(mut self) -> Self {
-        self.inner.quirks.plus_sign = true;
-        self.inner.quirks.timestamp_in_verify_only = true;
-        self
-    }
-
-    /// Square: an empty [`SignedContent::UrlBody`] URL is accepted (its
-    /// verifier's constructor is infallible).
-    #[cfg_attr(not(feature = "square"), allow(dead_code))]
-    pub(crate) fn allow_empty_url(mut self) -> Self {
-        self.inner.quirks.empty_url = true;
-        self
-    }
-
-    /// Checks the configuration.
-    ///
-    /// # Errors
-    /// [`ConfigError`] for an invalid header name; a timestamped content
-    /// without a timestamp header or key, or with both; a timestamp header or
-    /// key without a timestamped content; an id content without an id
-    /// header, or an id header without one; a timestamp key without
-    /// `key_value` or a separator, or equal to the signature key; a prefix
-    /// with `key_value`; an empty URL.
-    pub fn build(self) -> Result<HmacVerifier, ConfigError> {
-        let mut v = self.inner;
-        v.header = self.header.map_err(ConfigError::new)?;
-        v.timestamp_header = self.timestamp_header.transpose().map_err(ConfigError::new)?;
-        v.id_header = self.id_header.transpose().map_err(ConfigError::new)?;
-        v.extra_headers = self.extra_headers.into_iter().collect::<Result<_, _>>().map_err(ConfigError::new)?;
-        let needs_ts = matches!(v.content, SignedContent::TimestampBody { .. } | SignedContent::IdTimestampBody { .. });
-        let has_ts = v.timestamp_header.is_some() || v.timestamp_key.is_some();
-        if needs_ts && !has_ts {
-            return Err(ConfigError::new(
-                "this signed content includes a timestamp: set timestamp_header or timestamp_key",
-            ));
-        }
-        if v.timestamp_header.is_some() && v.timestamp_key.is_some() {
-            return Err(ConfigError::new("set timestamp_header or timestamp_key, not both"));
-        }
-        if matches!(v.content, SignedContent::IdTimestampBody { .. }) && v.id_header.is_none() {
-            return Err(ConfigError::new("this signed content includes a message id: set id_header"));
-        }
-        // A timestamp or id the signature does not cover would be a window the
-        // sender's attacker sets: refuse the configuration.
-        if !needs_ts && has_ts {
-            return Err(ConfigError::new("a timestamp is read but the signed content has no timestamp"));
-        }
-        if !matches!(v.content, SignedContent::IdTimestampBody { .. }) && v.id_header.is_some() {
-            return Err(ConfigError::new("id_header is set but the signed content has no id"));
-        }
-        match (&v.signature_key, &v.timestamp_key) {
-            (None, Some(_)) => return Err(ConfigError::new("timestamp_key needs key_value")),
-            (Some(_), _) if !v.prefix.is_empty() => {
-                return Err(ConfigError::new("a prefix and key_value exclude each other"));
-            }
-            (Some(key), Some(ts_key)) if key == ts_key => {
-                return Err(ConfigError::new("timestamp_key equals the signature key"));
-            }
-            (Some(_), Some(_)) if v.separator.is_none() => {
-                return Err(ConfigError::new("timestamp_key needs signature_separator"));
-            }
-            _ => {}
-        }
-        if matches!(&v.content, SignedContent::UrlBody { url } if url.is_empty()) && !v.quirks.empty_url {
-            return Err(ConfigError::new("the signed URL is empty"));
-        }
-        Ok(v)
     }
 }
 
