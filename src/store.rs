@@ -87,6 +87,28 @@ impl IsolationLevel {
 /// The default schema holding the tables.
 pub const DEFAULT_SCHEMA: &str = "webhook_idempotency";
 
+/// Runs `step` now and every `period` after until `shutdown` completes (a
+/// step under way finishes first): the loop of the store's periodic tasks
+/// (retention, the gauge sampler).
+pub(crate) async fn every<F, Fut>(
+    period: std::time::Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+    mut step: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut ticks = tokio::time::interval(period);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => return,
+            _ = ticks.tick() => {}
+        }
+        step().await;
+    }
+}
+
 /// Checks `schema` is a plain identifier, safe to splice into SQL.
 pub(crate) fn check_schema_name(schema: &str) -> Result<(), String> {
     let ok = !schema.is_empty()

@@ -54,7 +54,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
-use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
+use crate::verify::generic::{HmacVerifier, SignedContent};
 use crate::verify::{hmac_sha256, SigningSecret};
 
 /// The header Calendly signs deliveries with.
@@ -76,22 +76,19 @@ pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
 
 hmac_verifier! {
     /// Verifies the `Calendly-Webhook-Signature` header.
-    pub struct CalendlyVerifier;
+    pub struct CalendlyVerifier = {
+        // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
+        // hex digits is skipped.
+        HmacVerifier::builder(SIGNATURE_HEADER)
+            .key_value("v1")
+            .timestamp_key("t")
+            .signature_separator(',')
+            .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+    };
     /// A verifier with Calendly's tolerance of 180 seconds.
     fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `t=` may be from now.
     fn tolerance();
-}
-
-/// The scheme as a specification of the generic HMAC verifier.
-fn spec() -> HmacVerifierBuilder {
-    // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
-    // hex digits is skipped.
-    HmacVerifier::builder(SIGNATURE_HEADER)
-        .key_value("v1")
-        .timestamp_key("t")
-        .signature_separator(',')
-        .signed_content(SignedContent::TimestampBody { separator: ".".into() })
 }
 
 /// The `Calendly-Webhook-Signature` value Calendly would send for `body` at

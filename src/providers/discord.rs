@@ -74,8 +74,8 @@ use bytes::Bytes;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 
 use crate::verify::{
-    check_key_material, parse_unix_seconds, single_header, Delivery, KeyMaterialError, KeyMaterialErrorKind,
-    SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+    check_public_keys, parse_unix_seconds, single_header, Delivery, KeyMaterialError, SigningSecret, Verifier,
+    VerifyError, VerifyErrorKind,
 };
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
@@ -178,15 +178,8 @@ impl Verifier for DiscordVerifier {
     /// [`KeyMaterialErrorKind::NoSecret`], [`KeyMaterialErrorKind::Empty`],
     /// or [`KeyMaterialErrorKind::InvalidPublicKey`].
     fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
-        check_key_material(secrets)?;
-        match secrets.iter().position(|s| verifying_key(s).is_none()) {
-            Some(i) => Err(KeyMaterialError::new(
-                KeyMaterialErrorKind::InvalidPublicKey,
-                Some(i),
-                "a Discord public key is the application's 64 hex digits from the Developer Portal",
-            )),
-            None => Ok(()),
-        }
+        let hint = "a Discord public key is the application's 64 hex digits from the Developer Portal";
+        check_public_keys(secrets, |s| verifying_key(s).is_some(), hint)
     }
 
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
@@ -531,7 +524,7 @@ mod tests {
 
     #[test]
     fn check_secrets_cases() {
-        use KeyMaterialErrorKind as K;
+        use crate::verify::KeyMaterialErrorKind as K;
         let good = public_key_of(&SEED);
         let raw = public_key(&good).unwrap();
         // Printable text whose 32 bytes happen to be a valid curve point

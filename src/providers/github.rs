@@ -30,7 +30,7 @@
 //! matters.
 
 use crate::provider::Provider;
-use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder};
+use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac_sha256, SigningSecret};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
@@ -52,14 +52,9 @@ pub const EVENT_HEADER: &str = "x-github-event";
 
 hmac_verifier! {
     /// Verifies the `X-Hub-Signature-256` header.
-    pub struct GitHubVerifier;
+    pub struct GitHubVerifier = HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict();
     /// A verifier for `X-Hub-Signature-256`.
     fn new();
-}
-
-/// The scheme as a specification of the generic HMAC verifier.
-fn spec() -> HmacVerifierBuilder {
-    HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict()
 }
 
 preset! {

@@ -32,7 +32,7 @@
 //! signed. Headers are not.
 
 use crate::provider::Provider;
-use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder};
+use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac, Algorithm, SigningSecret};
 
 /// The header Intercom signs deliveries with.
@@ -56,14 +56,9 @@ pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
 
 hmac_verifier! {
     /// Verifies the `X-Hub-Signature` header.
-    pub struct IntercomVerifier;
+    pub struct IntercomVerifier = HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).prefix("sha1=").strict();
     /// A verifier for `X-Hub-Signature`.
     fn new();
-}
-
-/// The scheme as a specification of the generic HMAC verifier.
-fn spec() -> HmacVerifierBuilder {
-    HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).prefix("sha1=").strict()
 }
 
 /// The `X-Hub-Signature` value Intercom would send for `body` with

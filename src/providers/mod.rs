@@ -49,8 +49,9 @@ use std::time::Duration;
 use crate::verify::SigningSecret;
 
 /// The verifier type of an HMAC preset: a named wrapper of the generic
-/// [`HmacVerifier`](crate::verify::generic::HmacVerifier) that the module's
-/// `spec()` describes, with [`Verifier`](crate::verify::Verifier) delegated
+/// [`HmacVerifier`](crate::verify::generic::HmacVerifier) that the builder
+/// expression after `=` describes (the scheme as a specification of the
+/// generic verifier), with [`Verifier`](crate::verify::Verifier) delegated
 /// to it. `fn new() at DEFAULT_TOLERANCE; fn tolerance();` gives a scheme
 /// that signs a timestamp its constructor at the module's
 /// `DEFAULT_TOLERANCE` and a `tolerance` setter; `fn new();` a scheme
@@ -81,18 +82,18 @@ macro_rules! hmac_verifier {
             }
         }
     };
-    ($(#[$attr:meta])* pub struct $name:ident; $(#[$new:meta])* fn new();) => {
+    ($(#[$attr:meta])* pub struct $name:ident = $spec:expr; $(#[$new:meta])* fn new();) => {
         hmac_verifier! { $(#[$attr])* pub struct $name; }
 
         impl $name {
             $(#[$new])*
             pub fn new() -> Self {
-                Self { inner: spec().build().expect("a valid fixed configuration") }
+                Self { inner: $spec.build().expect("a valid fixed configuration") }
             }
         }
     };
     (
-        $(#[$attr:meta])* pub struct $name:ident;
+        $(#[$attr:meta])* pub struct $name:ident = $spec:expr;
         $(#[$new:meta])* fn new() at DEFAULT_TOLERANCE;
         $(#[$tolerance:meta])* fn tolerance();
     ) => {
@@ -110,7 +111,7 @@ macro_rules! hmac_verifier {
             }
 
             fn with_tolerance(tolerance: std::time::Duration) -> Self {
-                Self { inner: spec().tolerance(tolerance).build().expect("a valid fixed configuration") }
+                Self { inner: $spec.tolerance(tolerance).build().expect("a valid fixed configuration") }
             }
         }
     };

@@ -36,7 +36,7 @@
 use crate::provider::Provider;
 use std::time::Duration;
 
-use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
+use crate::verify::generic::{HmacVerifier, SignedContent};
 use crate::verify::{hmac_sha256, SigningSecret};
 
 /// The header Paddle signs deliveries with.
@@ -63,22 +63,19 @@ pub const REPLAY_WINDOW: std::time::Duration = super::days(90);
 
 hmac_verifier! {
     /// Verifies the `Paddle-Signature` header.
-    pub struct PaddleVerifier;
+    pub struct PaddleVerifier = {
+        // `ts=` and `h1=` entries, semicolon-separated; an `h1` value that is not
+        // 64 hex digits is skipped like an unknown scheme.
+        HmacVerifier::builder(SIGNATURE_HEADER)
+            .key_value("h1")
+            .timestamp_key("ts")
+            .signature_separator(';')
+            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
+    };
     /// A verifier with Paddle's default tolerance of 5 seconds.
     fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `ts=` may be from now.
     fn tolerance();
-}
-
-/// The scheme as a specification of the generic HMAC verifier.
-fn spec() -> HmacVerifierBuilder {
-    // `ts=` and `h1=` entries, semicolon-separated; an `h1` value that is not
-    // 64 hex digits is skipped like an unknown scheme.
-    HmacVerifier::builder(SIGNATURE_HEADER)
-        .key_value("h1")
-        .timestamp_key("ts")
-        .signature_separator(';')
-        .signed_content(SignedContent::TimestampBody { separator: ":".into() })
 }
 
 /// The `Paddle-Signature` value Paddle would send for `body` at `timestamp`

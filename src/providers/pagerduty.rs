@@ -35,7 +35,7 @@
 //! not.
 
 use crate::provider::Provider;
-use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder};
+use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac_sha256, SigningSecret};
 
 /// The header PagerDuty signs deliveries with.
@@ -53,17 +53,14 @@ pub const REPLAY_WINDOW: std::time::Duration = super::days(1);
 
 hmac_verifier! {
     /// Verifies the `X-PagerDuty-Signature` header.
-    pub struct PagerDutyVerifier;
+    pub struct PagerDutyVerifier = {
+        // A
+        // comma-separated `key=value` list whose `v1` entries are signatures
+        // (one that is not 64 hex digits is skipped), other versions ignored.
+        HmacVerifier::builder(SIGNATURE_HEADER).key_value("v1").signature_separator(',')
+    };
     /// A verifier for `X-PagerDuty-Signature`.
     fn new();
-}
-
-/// The scheme as a specification of the generic HMAC verifier.
-fn spec() -> HmacVerifierBuilder {
-    // A
-    // comma-separated `key=value` list whose `v1` entries are signatures
-    // (one that is not 64 hex digits is skipped), other versions ignored.
-    HmacVerifier::builder(SIGNATURE_HEADER).key_value("v1").signature_separator(',')
 }
 
 /// The `X-PagerDuty-Signature` value PagerDuty would send for `body` from a

@@ -59,8 +59,8 @@ use sha2::{Digest as _, Sha256};
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 use crate::verify::{
-    check_key_material, header_values, parse_unix_seconds, single_header, Delivery, Encoding, KeyMaterialError,
-    KeyMaterialErrorKind, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+    check_public_keys, header_values, parse_unix_seconds, single_header, Delivery, Encoding, KeyMaterialError,
+    SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
@@ -168,15 +168,9 @@ impl Verifier for SendGridVerifier {
     /// [`KeyMaterialErrorKind::NoSecret`], [`KeyMaterialErrorKind::Empty`],
     /// or [`KeyMaterialErrorKind::InvalidPublicKey`].
     fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
-        check_key_material(secrets)?;
-        match secrets.iter().position(|s| verifying_key(s).is_none()) {
-            Some(i) => Err(KeyMaterialError::new(
-                KeyMaterialErrorKind::InvalidPublicKey,
-                Some(i),
-                "a SendGrid verification key is the base64 public key (MFkwEwYH...) shown in the Event Webhook settings",
-            )),
-            None => Ok(()),
-        }
+        let hint =
+            "a SendGrid verification key is the base64 public key (MFkwEwYH...) shown in the Event Webhook settings";
+        check_public_keys(secrets, |s| verifying_key(s).is_some(), hint)
     }
 
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
@@ -542,7 +536,7 @@ mod tests {
 
     #[test]
     fn check_secrets_cases() {
-        use KeyMaterialErrorKind as K;
+        use crate::verify::KeyMaterialErrorKind as K;
         let pem = format!(
             "-----BEGIN PUBLIC KEY-----\n{}\n{}\n-----END PUBLIC KEY-----\n",
             &DOCS_PUBLIC_KEY[..64],

@@ -50,7 +50,7 @@
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 use crate::provider::Provider;
 
-use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder};
+use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac_sha256, Encoding, SigningSecret};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
@@ -82,14 +82,9 @@ pub const EVENTS_TOPIC_HEADER: &str = "shopify-topic";
 
 hmac_verifier! {
     /// Verifies the `X-Shopify-Hmac-Sha256` (or `Shopify-Hmac-Sha256`) header.
-    pub struct ShopifyVerifier;
+    pub struct ShopifyVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).also_header(EVENTS_SIGNATURE_HEADER).strict();
     /// A verifier for Shopify's body HMAC.
     fn new();
-}
-
-/// The scheme as a specification of the generic HMAC verifier.
-fn spec() -> HmacVerifierBuilder {
-    HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).also_header(EVENTS_SIGNATURE_HEADER).strict()
 }
 
 /// The `X-Shopify-Hmac-Sha256` value Shopify would send for `body` with

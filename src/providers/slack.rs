@@ -55,7 +55,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
+use crate::verify::generic::{HmacVerifier, SignedContent};
 use crate::verify::{hmac_sha256, Delivery, SigningSecret};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
@@ -81,29 +81,26 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 hmac_verifier! {
     /// Verifies the `X-Slack-Signature` header.
-    pub struct SlackVerifier;
+    pub struct SlackVerifier = {
+        // One `v0=` line; a `v0` value that is not 64 hex digits is malformed.
+        // Kept from the preset's own parser: the header must appear once
+        // (identical repeats pass), the timestamp header is trimmed, and the
+        // precheck passes a header of another version (`verify` fails it).
+        HmacVerifier::builder(SIGNATURE_HEADER)
+            .key_value("v0")
+            .strict()
+            .single_signature_line()
+            .precheck_without_signature()
+            .timestamp_header(TIMESTAMP_HEADER)
+            .trim_timestamp()
+            .content_prefix("v0:")
+            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
+    };
     /// A verifier with the default tolerance of five minutes.
     fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `X-Slack-Request-Timestamp` may be
     /// from now.
     fn tolerance();
-}
-
-/// The scheme as a specification of the generic HMAC verifier.
-fn spec() -> HmacVerifierBuilder {
-    // One `v0=` line; a `v0` value that is not 64 hex digits is malformed.
-    // Kept from the preset's own parser: the header must appear once
-    // (identical repeats pass), the timestamp header is trimmed, and the
-    // precheck passes a header of another version (`verify` fails it).
-    HmacVerifier::builder(SIGNATURE_HEADER)
-        .key_value("v0")
-        .strict()
-        .single_signature_line()
-        .precheck_without_signature()
-        .timestamp_header(TIMESTAMP_HEADER)
-        .trim_timestamp()
-        .content_prefix("v0:")
-        .signed_content(SignedContent::TimestampBody { separator: ":".into() })
 }
 
 /// The `X-Slack-Signature` value Slack would send for `body` at `timestamp`

@@ -25,7 +25,7 @@
 use crate::provider::Provider;
 use std::time::Duration;
 
-use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
+use crate::verify::generic::{HmacVerifier, SignedContent};
 use crate::verify::{hmac_sha256, SigningSecret};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
@@ -47,25 +47,22 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 hmac_verifier! {
     /// Verifies the `Stripe-Signature` header.
-    pub struct StripeVerifier;
+    pub struct StripeVerifier = {
+        // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
+        // hex digits is skipped like an unknown scheme. Kept from the preset's own
+        // parser: `t` is read with Rust's `u64` parser (a leading `+` passes) and
+        // only by `verify`.
+        HmacVerifier::builder(SIGNATURE_HEADER)
+            .key_value("v1")
+            .timestamp_key("t")
+            .signature_separator(',')
+            .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+            .lenient_timestamp_in_verify()
+    };
     /// A verifier with the default tolerance of 300 seconds.
     fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `t=` may be from now.
     fn tolerance();
-}
-
-/// The scheme as a specification of the generic HMAC verifier.
-fn spec() -> HmacVerifierBuilder {
-    // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
-    // hex digits is skipped like an unknown scheme. Kept from the preset's own
-    // parser: `t` is read with Rust's `u64` parser (a leading `+` passes) and
-    // only by `verify`.
-    HmacVerifier::builder(SIGNATURE_HEADER)
-        .key_value("v1")
-        .timestamp_key("t")
-        .signature_separator(',')
-        .signed_content(SignedContent::TimestampBody { separator: ".".into() })
-        .lenient_timestamp_in_verify()
 }
 
 preset! {

@@ -64,7 +64,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent, TimestampFormat};
+use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
 use crate::verify::{hmac_sha256, single_header, Delivery, SigningSecret};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
@@ -103,25 +103,22 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(600);
 
 hmac_verifier! {
     /// Verifies the `Twitch-Eventsub-Message-Signature` header.
-    pub struct TwitchVerifier;
+    pub struct TwitchVerifier = {
+        // `sha256=` lines; a value that is not 64 hex digits is malformed, other
+        // algorithms are ignored. Signed: `{id}{timestamp}{body}`, the timestamp
+        // an RFC 3339 `date-time`.
+        HmacVerifier::builder(SIGNATURE_HEADER)
+            .key_value("sha256")
+            .strict()
+            .id_header(MESSAGE_ID_HEADER)
+            .timestamp_header(TIMESTAMP_HEADER)
+            .timestamp_format(TimestampFormat::Custom(parse_rfc3339))
+            .signed_content(SignedContent::IdTimestampBody { separator: String::new() })
+    };
     /// A verifier with Twitch's tolerance of 600 seconds.
     fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) the message timestamp may be from now.
     fn tolerance();
-}
-
-/// The scheme as a specification of the generic HMAC verifier.
-fn spec() -> HmacVerifierBuilder {
-    // `sha256=` lines; a value that is not 64 hex digits is malformed, other
-    // algorithms are ignored. Signed: `{id}{timestamp}{body}`, the timestamp
-    // an RFC 3339 `date-time`.
-    HmacVerifier::builder(SIGNATURE_HEADER)
-        .key_value("sha256")
-        .strict()
-        .id_header(MESSAGE_ID_HEADER)
-        .timestamp_header(TIMESTAMP_HEADER)
-        .timestamp_format(TimestampFormat::Custom(parse_rfc3339))
-        .signed_content(SignedContent::IdTimestampBody { separator: String::new() })
 }
 
 fn expected(secret: &SigningSecret, id: &str, timestamp: &str, body: &[u8]) -> [u8; 32] {

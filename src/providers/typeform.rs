@@ -24,7 +24,7 @@
 //! not.
 
 use crate::provider::Provider;
-use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder};
+use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac_sha256, Encoding, SigningSecret};
 
 /// The header Typeform signs deliveries with.
@@ -43,14 +43,9 @@ pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
 
 hmac_verifier! {
     /// Verifies the `Typeform-Signature` header.
-    pub struct TypeformVerifier;
+    pub struct TypeformVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).prefix("sha256=").strict();
     /// A verifier for `Typeform-Signature`.
     fn new();
-}
-
-/// The scheme as a specification of the generic HMAC verifier.
-fn spec() -> HmacVerifierBuilder {
-    HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).prefix("sha256=").strict()
 }
 
 /// The `Typeform-Signature` value Typeform would send for `body` with

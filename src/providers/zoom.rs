@@ -57,7 +57,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::verify::generic::{HmacVerifier, HmacVerifierBuilder, SignedContent};
+use crate::verify::generic::{HmacVerifier, SignedContent};
 use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier as _};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
@@ -84,23 +84,20 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 hmac_verifier! {
     /// Verifies the `x-zm-signature` header.
-    pub struct ZoomVerifier;
+    pub struct ZoomVerifier = {
+        // `v0=` lines; a `v0` value that is not 64 hex digits is malformed, other
+        // versions are ignored.
+        HmacVerifier::builder(SIGNATURE_HEADER)
+            .key_value("v0")
+            .strict()
+            .timestamp_header(TIMESTAMP_HEADER)
+            .content_prefix("v0:")
+            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
+    };
     /// A verifier with the default tolerance of 300 seconds.
     fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `x-zm-request-timestamp` may be from now.
     fn tolerance();
-}
-
-/// The scheme as a specification of the generic HMAC verifier.
-fn spec() -> HmacVerifierBuilder {
-    // `v0=` lines; a `v0` value that is not 64 hex digits is malformed, other
-    // versions are ignored.
-    HmacVerifier::builder(SIGNATURE_HEADER)
-        .key_value("v0")
-        .strict()
-        .timestamp_header(TIMESTAMP_HEADER)
-        .content_prefix("v0:")
-        .signed_content(SignedContent::TimestampBody { separator: ":".into() })
 }
 
 fn expected(secret: &SigningSecret, timestamp: &str, body: &[u8]) -> [u8; 32] {

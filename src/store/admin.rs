@@ -374,17 +374,12 @@ impl Admin {
     /// server (spawn it, or use [`spawn_gauge_sampler`](Self::spawn_gauge_sampler)).
     /// A failed query is logged at WARN and retried the next period.
     pub async fn run_gauge_sampler(self, period: Duration, shutdown: impl std::future::Future<Output = ()>) {
-        let mut shutdown = std::pin::pin!(shutdown);
-        let mut every = tokio::time::interval(period);
-        loop {
-            tokio::select! {
-                () = &mut shutdown => return,
-                _ = every.tick() => {}
-            }
+        super::every(period, shutdown, || async {
             if let Err(e) = self.sample_gauges().await {
                 tracing::warn!(error = %e, "metrics gauge sampler: query failed; retried next period");
             }
-        }
+        })
+        .await;
     }
 
     /// Spawns [`run_gauge_sampler`](Self::run_gauge_sampler) on the current

@@ -276,7 +276,8 @@ impl ClaimStore {
         }
         // Flight 1: BEGIN and the claim (which inserts only if it takes the
         // event's advisory lock at once): one round trip.
-        let claim = [keys[0], keys[1], keys[2], Param::OptText(event.get_event_type()), Param::I16(ASSUMED_STATUS)];
+        let [scope, provider, key, event_type] = Param::event(event);
+        let claim = [scope, provider, key, event_type, Param::I16(ASSUMED_STATUS)];
         let (tx, rows) = conn.begin(&sql.begin, &sql.claim, &claim).await?;
         if let Some(row) = rows.first() {
             return Ok(Attempt::Claimed(Box::new(tx), row.get(0), row.get(1)));
@@ -501,11 +502,12 @@ impl ClaimStore {
     ) {
         let sql = &self.inner.sql;
         let code = status.map(|s| i16::try_from(s).unwrap_or(i16::MAX));
+        let [scope, provider, key, event_type] = Param::event(event);
         let params = [
-            Param::Text(event.scope()),
-            Param::Text(event.provider()),
-            Param::Text(event.key()),
-            Param::OptText(event.get_event_type()),
+            scope,
+            provider,
+            key,
+            event_type,
             Param::Text(error),
             Param::OptI16(code),
             Param::OptTime(committed_claim),

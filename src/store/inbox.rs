@@ -111,14 +111,8 @@ impl Inbox {
     pub async fn accept(&self, event: &ScopedEvent, payload: &[u8], head: &RequestHead) -> Result<bool, StoreError> {
         let step = "inbox accept";
         let head = serde_json::to_string(head).expect("a RequestHead serialises");
-        let params = [
-            Param::Text(event.scope()),
-            Param::Text(event.provider()),
-            Param::Text(event.key()),
-            Param::OptText(event.get_event_type()),
-            Param::Bytes(payload),
-            Param::Text(&head),
-        ];
+        let [scope, provider, key, event_type] = Param::event(event);
+        let params = [scope, provider, key, event_type, Param::Bytes(payload), Param::Text(&head)];
         let notify = [Param::Text(&self.channel), Param::Text(event.provider())];
         let conn = self.db.connect(step).await?;
         // One flight: the insert, then the notification in a transaction of

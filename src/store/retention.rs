@@ -248,20 +248,15 @@ impl Retention {
     /// with several processes running it at once. Failures are logged and
     /// retried at the next period.
     pub async fn run(self, period: Duration, shutdown: impl std::future::Future<Output = ()>) {
-        let mut shutdown = std::pin::pin!(shutdown);
-        let mut every = tokio::time::interval(period);
-        loop {
-            tokio::select! {
-                () = &mut shutdown => return,
-                _ = every.tick() => {}
-            }
+        super::every(period, shutdown, || async {
             match self.purge().await {
                 Ok(report) => {
                     tracing::info!(deleted = report.deleted, batches = report.batches, took = ?report.took, "retention purge")
                 }
                 Err(e) => tracing::warn!(error = %e, "retention purge failed; retried next period"),
             }
-        }
+        })
+        .await;
     }
 }
 

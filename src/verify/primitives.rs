@@ -40,6 +40,26 @@ pub fn check_key_material(secrets: &[SigningSecret]) -> Result<(), KeyMaterialEr
     Ok(())
 }
 
+/// [`Verifier::check_secrets`](super::Verifier::check_secrets) for a scheme
+/// that verifies with public keys: [`check_key_material`], then every secret
+/// must be a key `is_key` accepts (a wrong one would otherwise fail every
+/// delivery as a signature mismatch); `hint` says what the provider shows.
+///
+/// # Errors
+/// [`KeyMaterialErrorKind::NoSecret`], [`KeyMaterialErrorKind::Empty`], or
+/// [`KeyMaterialErrorKind::InvalidPublicKey`] for the first secret that is no key.
+pub fn check_public_keys(
+    secrets: &[SigningSecret],
+    is_key: impl Fn(&SigningSecret) -> bool,
+    hint: &'static str,
+) -> Result<(), KeyMaterialError> {
+    check_key_material(secrets)?;
+    match secrets.iter().position(|s| !is_key(s)) {
+        Some(i) => Err(KeyMaterialError::new(KeyMaterialErrorKind::InvalidPublicKey, Some(i), hint)),
+        None => Ok(()),
+    }
+}
+
 /// HMAC-SHA256 (RFC 2104, FIPS 180-4) of the concatenation of `parts`,
 /// keyed by `secret`: 32 bytes.
 ///

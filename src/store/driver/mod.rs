@@ -263,7 +263,19 @@ pub(crate) enum Param<'a> {
     OptTime(Option<SystemTime>),
 }
 
-impl Param<'_> {
+impl<'a> Param<'a> {
+    /// An event's identity and type: `$1 scope, $2 provider, $3 key, $4
+    /// event type`, the first parameters of the claim's and the inbox's
+    /// statements.
+    pub(crate) fn event(event: &'a crate::event::ScopedEvent) -> [Self; 4] {
+        [
+            Self::Text(event.scope()),
+            Self::Text(event.provider()),
+            Self::Text(event.key()),
+            Self::OptText(event.get_event_type()),
+        ]
+    }
+
     fn ty(&self) -> Type {
         match self {
             Self::Text(_) | Self::OptText(_) => Type::TEXT,
