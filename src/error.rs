@@ -237,7 +237,7 @@ impl fmt::Display for KeyMaterialErrorKind {
     }
 }
 
-/// Unusable key material, from [`Verifier::check_secrets`]: which secret (its
+/// Unusable key material, from [`Verifier::check_secrets`](crate::verify::Verifier::check_secrets): which secret (its
 /// position in the configured list) and why, with a hint; never the secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyMaterialError {

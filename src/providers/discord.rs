@@ -13,7 +13,7 @@
 //!   else (a typo, the application's 32-character client secret, a bot
 //!   token) is refused
 //!   by [`DiscordVerifier`]'s [`Verifier::check_secrets`] with
-//!   [`KeyMaterialErrorKind::InvalidPublicKey`] when the layer is built (or
+//!   [`KeyMaterialErrorKind::InvalidPublicKey`](crate::verify::KeyMaterialErrorKind::InvalidPublicKey) when the layer is built (or
 //!   the resolver returns it), instead of failing every delivery as a
 //!   signature mismatch; the verifier itself skips it. Each key is parsed
 //!   once and cached on the secret ([`SigningSecret::parsed`]). Several
@@ -175,8 +175,8 @@ impl Verifier for DiscordVerifier {
     /// signature mismatch. Parses each once (cached on the secret).
     ///
     /// # Errors
-    /// [`KeyMaterialErrorKind::NoSecret`], [`KeyMaterialErrorKind::Empty`],
-    /// or [`KeyMaterialErrorKind::InvalidPublicKey`].
+    /// [`KeyMaterialErrorKind::NoSecret`](crate::verify::KeyMaterialErrorKind::NoSecret), [`KeyMaterialErrorKind::Empty`](crate::verify::KeyMaterialErrorKind::Empty),
+    /// or [`KeyMaterialErrorKind::InvalidPublicKey`](crate::verify::KeyMaterialErrorKind::InvalidPublicKey).
     fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
         let hint = "a Discord public key is the application's 64 hex digits from the Developer Portal";
         check_public_keys(secrets, |s| verifying_key(s).is_some(), hint)

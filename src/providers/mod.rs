@@ -33,11 +33,14 @@
 //! 1. a Cargo feature (`acme = []`, and in `full`);
 //! 2. `src/providers/acme.rs` with `NAME`, `REPLAY_WINDOW` (the provider's
 //!    automatic retries and manual redelivery, citing the page that
-//!    documents them), the verifier (for an HMAC scheme, a specification of
-//!    [`crate::verify::generic::HmacVerifier`]), the key extractor and
-//!    `sign`, with its tests;
-//! 3. `pub mod acme;` below, `Provider::acme()` in `src/provider.rs`, and
-//!    one [`PresetInfo`] entry in [`REGISTRY`].
+//!    documents them), the verifier (for an HMAC scheme, `hmac_verifier!`
+//!    over a specification of [`crate::verify::generic::HmacVerifier`]), the
+//!    constructor `Provider::acme()` with its registry entry `PRESET`
+//!    (`preset!` for an HMAC scheme, else an `impl Provider` block and
+//!    `PresetInfo::other`), `sign`, and its tests;
+//! 3. `pub mod acme;` below and `acme::PRESET` in [`REGISTRY`].
+//!
+//! CONTRIBUTING.md shows the two declarations of an HMAC preset.
 //!
 //! The CLI, the quickstart, the benches, the fuzz targets and the
 //! conformance tests pick it up from the registry.

@@ -16,7 +16,7 @@
 //!   accepted too). A secret that is not such a key (the webhook's
 //!   verification key pasted in part, an API key) is refused by
 //!   [`SendGridVerifier`]'s [`Verifier::check_secrets`] with
-//!   [`KeyMaterialErrorKind::InvalidPublicKey`] when the layer is built (or
+//!   [`KeyMaterialErrorKind::InvalidPublicKey`](crate::verify::KeyMaterialErrorKind::InvalidPublicKey) when the layer is built (or
 //!   the resolver returns it), instead of failing every delivery as a
 //!   signature mismatch; the verifier itself skips it. Each key is parsed
 //!   once and cached on the secret ([`SigningSecret::parsed`]).
@@ -165,8 +165,8 @@ impl Verifier for SendGridVerifier {
     /// delivery as a signature mismatch. Parses each once (cached).
     ///
     /// # Errors
-    /// [`KeyMaterialErrorKind::NoSecret`], [`KeyMaterialErrorKind::Empty`],
-    /// or [`KeyMaterialErrorKind::InvalidPublicKey`].
+    /// [`KeyMaterialErrorKind::NoSecret`](crate::verify::KeyMaterialErrorKind::NoSecret), [`KeyMaterialErrorKind::Empty`](crate::verify::KeyMaterialErrorKind::Empty),
+    /// or [`KeyMaterialErrorKind::InvalidPublicKey`](crate::verify::KeyMaterialErrorKind::InvalidPublicKey).
     fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
         let hint =
             "a SendGrid verification key is the base64 public key (MFkwEwYH...) shown in the Event Webhook settings";

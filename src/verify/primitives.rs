@@ -15,7 +15,7 @@ use super::{Delivery, KeyMaterialError, KeyMaterialErrorKind, SigningSecret, Ver
 /// one of them holds no key.
 const BARE_PREFIXES: [&[u8]; 3] = [b"whsec_", b"whpk_", b"whsk_"];
 
-/// The default [`Verifier::check_secrets`]: at least one secret, and none
+/// The default [`Verifier::check_secrets`](crate::verify::Verifier::check_secrets): at least one secret, and none
 /// empty or only a provider prefix (`whsec_`, `whpk_`, `whsk_`).
 ///
 /// # Errors

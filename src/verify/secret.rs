@@ -15,7 +15,7 @@ use subtle::ConstantTimeEq;
 /// Ed25519 or P-256 public key) does it once per secret with
 /// [`SigningSecret::parsed`]; clones share that cache, so a secret fixed on
 /// the layer is decoded when the layer is built (by
-/// [`Verifier::check_secrets`]), never per delivery.
+/// [`Verifier::check_secrets`](crate::verify::Verifier::check_secrets)), never per delivery.
 #[derive(Clone)]
 pub struct SigningSecret {
     bytes: Vec<u8>,

@@ -43,7 +43,7 @@
 //!
 //! [`StandardWebhooksVerifier`]'s [`Verifier::check_secrets`] enforces this
 //! when the layer is built (fixed secrets) and for every endpoint a resolver
-//! returns, with a [`KeyMaterialErrorKind`] per case; the verifier itself
+//! returns, with a [`KeyMaterialErrorKind`](crate::verify::KeyMaterialErrorKind) per case; the verifier itself
 //! skips a secret that fails it, like one that does not match. Each secret
 //! is decoded once, in constant time (`base64ct`), and the decoded key is
 //! cached on the secret ([`SigningSecret::parsed`]), never decoded per
@@ -283,12 +283,12 @@ impl Verifier for StandardWebhooksVerifier {
     /// public key; decodes each once (cached on the secret).
     ///
     /// # Errors
-    /// [`KeyMaterialErrorKind::NoSecret`], [`KeyMaterialErrorKind::Empty`],
-    /// [`KeyMaterialErrorKind::OnlyPrefix`] (a bare `whsec_`),
-    /// [`KeyMaterialErrorKind::Malformed`] (no prefix, a `whsk_` private key,
-    /// not base64), [`KeyMaterialErrorKind::TooShort`],
-    /// [`KeyMaterialErrorKind::TooLong`], or
-    /// [`KeyMaterialErrorKind::InvalidPublicKey`] for a bad `whpk_` key.
+    /// [`KeyMaterialErrorKind::NoSecret`](crate::verify::KeyMaterialErrorKind::NoSecret), [`KeyMaterialErrorKind::Empty`](crate::verify::KeyMaterialErrorKind::Empty),
+    /// [`KeyMaterialErrorKind::OnlyPrefix`](crate::verify::KeyMaterialErrorKind::OnlyPrefix) (a bare `whsec_`),
+    /// [`KeyMaterialErrorKind::Malformed`](crate::verify::KeyMaterialErrorKind::Malformed) (no prefix, a `whsk_` private key,
+    /// not base64), [`KeyMaterialErrorKind::TooShort`](crate::verify::KeyMaterialErrorKind::TooShort),
+    /// [`KeyMaterialErrorKind::TooLong`](crate::verify::KeyMaterialErrorKind::TooLong), or
+    /// [`KeyMaterialErrorKind::InvalidPublicKey`](crate::verify::KeyMaterialErrorKind::InvalidPublicKey) for a bad `whpk_` key.
     fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
         check_key_material(secrets)?;
         for (i, secret) in secrets.iter().enumerate() {

@@ -84,8 +84,8 @@ impl HmacVerifierBuilder {
     /// under `signature_key` are signatures, each exactly one tag (a value
     /// that is not is skipped, or malformed when [`strict`](Self::strict));
     /// other keys are ignored; an entry without `=` is
-    /// [`VerifyErrorKind::MalformedHeader`]. A header with no signature
-    /// under the key is [`VerifyErrorKind::NoMatchingSignature`].
+    /// [`VerifyErrorKind::MalformedHeader`](crate::verify::VerifyErrorKind::MalformedHeader). A header with no signature
+    /// under the key is [`VerifyErrorKind::NoMatchingSignature`](crate::verify::VerifyErrorKind::NoMatchingSignature).
     pub fn key_value(mut self, signature_key: impl Into<String>) -> Self {
         self.inner.signature_key = Some(signature_key.into());
         self
@@ -94,7 +94,7 @@ impl HmacVerifierBuilder {
     /// The signed timestamp is the `key=value` header's entry under
     /// `timestamp_key` (Stripe's `t`, Paddle's `ts`) instead of a header of
     /// its own; missing, or given twice with different values, it is
-    /// [`VerifyErrorKind::MalformedHeader`]. Needs
+    /// [`VerifyErrorKind::MalformedHeader`](crate::verify::VerifyErrorKind::MalformedHeader). Needs
     /// [`key_value`](Self::key_value) and
     /// [`signature_separator`](Self::signature_separator).
     pub fn timestamp_key(mut self, timestamp_key: impl Into<String>) -> Self {
@@ -151,7 +151,7 @@ impl HmacVerifierBuilder {
     /// Every signature must decode to exactly one tag of the algorithm's
     /// length (20, 32 or 64 bytes), and, for a prefixed header, every entry
     /// must carry the prefix; anything else in the header is
-    /// [`VerifyErrorKind::MalformedHeader`] instead of being skipped as
+    /// [`VerifyErrorKind::MalformedHeader`](crate::verify::VerifyErrorKind::MalformedHeader) instead of being skipped as
     /// another scheme. For senders with a single documented format
     /// (GitHub's `sha256=`, Shopify's base64, Zoom's `v0=`), where a stray
     /// value is a broken sender or a forgery, not a future version.
