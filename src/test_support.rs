@@ -32,3 +32,29 @@ pub(crate) fn header_lines(name: &str, values: &[&str]) -> http::request::Parts 
 pub(crate) fn headers(list: &[(&str, &str)]) -> http::request::Parts {
     request(list)
 }
+
+/// `verifier`'s verdict, as its kind, on `body` with one `header` line per
+/// value of `values` (in order), `secrets` configured, at `now`.
+pub(crate) fn verdict(
+    verifier: &impl crate::verify::Verifier,
+    header: &str,
+    values: &[&str],
+    body: &[u8],
+    secrets: &[crate::verify::SigningSecret],
+    now: SystemTime,
+) -> Result<(), crate::verify::VerifyErrorKind> {
+    let parts = header_lines(header, values);
+    verifier.verify(&crate::verify::Delivery::new(&parts, body, secrets, now)).map_err(|e| e.kind())
+}
+
+/// The identity `provider`'s key extractor reads from `body` under `parts`.
+///
+/// # Panics
+/// When it finds none.
+pub(crate) fn identity(
+    provider: &crate::provider::Provider,
+    parts: &http::request::Parts,
+    body: &[u8],
+) -> crate::key::EventIdentity {
+    provider.extractor_ref().extract(parts, body).expect("an identity")
+}

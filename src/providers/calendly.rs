@@ -162,8 +162,7 @@ mod tests {
     use crate::verify::{Delivery, Verifier as _};
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {
-        let p = header_lines(SIGNATURE_HEADER, headers);
-        CalendlyVerifier::new().verify(&Delivery::new(&p, body, secrets, at(now))).map_err(|e| e.kind())
+        crate::test_support::verdict(&CalendlyVerifier::new(), SIGNATURE_HEADER, headers, body, secrets, at(now))
     }
 
     /// Hand-computed with Python's `hmac` and `hashlib` (no official SDK
@@ -183,10 +182,11 @@ mod tests {
         assert_eq!(check(&[header], body, &secrets, ts + 180), Ok(()));
         assert_eq!(check(&[header], body, &secrets, ts + 181), Err(VerifyErrorKind::TimestampTooOld));
 
-        let identity = crate::provider::Provider::calendly()
-            .extractor_ref()
-            .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
-            .unwrap();
+        let identity = crate::test_support::identity(
+            &crate::provider::Provider::calendly(),
+            &header_lines(SIGNATURE_HEADER, &[]),
+            body,
+        );
         assert_eq!(identity.key, expected["key"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
         // A retry: the same envelope under a new `t` verifies at its own time.

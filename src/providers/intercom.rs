@@ -86,13 +86,19 @@ preset! {
 mod tests {
     use super::*;
     use crate::test_support::header_lines;
+    use crate::verify::Verifier as _;
     use crate::verify::VerifyErrorKind;
-    use crate::verify::{Delivery, Verifier as _};
     use std::time::SystemTime;
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
-        let p = header_lines(SIGNATURE_HEADER, headers);
-        IntercomVerifier::new().verify(&Delivery::new(&p, body, secrets, SystemTime::now())).map_err(|e| e.kind())
+        crate::test_support::verdict(
+            &IntercomVerifier::new(),
+            SIGNATURE_HEADER,
+            headers,
+            body,
+            secrets,
+            SystemTime::now(),
+        )
     }
 
     /// Hand-computed with Python's `hmac` (Intercom's SDKs, `intercom-client`
@@ -114,10 +120,11 @@ mod tests {
             let header = case["header"].as_str().unwrap();
             assert_eq!(sign(&secret, body), header, "{name}");
             assert_eq!(check(&[header], body, std::slice::from_ref(&secret)), Ok(()), "{name}");
-            let identity = crate::provider::Provider::intercom()
-                .extractor_ref()
-                .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
-                .unwrap();
+            let identity = crate::test_support::identity(
+                &crate::provider::Provider::intercom(),
+                &header_lines(SIGNATURE_HEADER, &[]),
+                body,
+            );
             assert_eq!(identity.key, case["id"].as_str().unwrap(), "{name}");
             assert_eq!(identity.event_type.as_deref(), case["topic"].as_str(), "{name}");
         }
@@ -126,15 +133,17 @@ mod tests {
         let retry = include_bytes!("../../tests/fixtures/providers/intercom/retry_body.json");
         let retry_header = expected["retry_body"]["header"].as_str().unwrap();
         assert_eq!(check(&[retry_header], retry, std::slice::from_ref(&secret)), Ok(()));
-        let first = crate::provider::Provider::intercom()
-            .extractor_ref()
-            .extract(&header_lines(SIGNATURE_HEADER, &[]), bodies[0].0)
-            .unwrap();
+        let first = crate::test_support::identity(
+            &crate::provider::Provider::intercom(),
+            &header_lines(SIGNATURE_HEADER, &[]),
+            bodies[0].0,
+        );
         assert_eq!(
-            crate::provider::Provider::intercom()
-                .extractor_ref()
-                .extract(&header_lines(SIGNATURE_HEADER, &[]), retry)
-                .unwrap(),
+            crate::test_support::identity(
+                &crate::provider::Provider::intercom(),
+                &header_lines(SIGNATURE_HEADER, &[]),
+                retry
+            ),
             first
         );
     }

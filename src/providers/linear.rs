@@ -258,8 +258,7 @@ mod tests {
     }
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now_ms: u64) -> Result<(), VerifyErrorKind> {
-        let p = header_lines(SIGNATURE_HEADER, headers);
-        LinearVerifier::new().verify(&Delivery::new(&p, body, secrets, at_ms(now_ms))).map_err(|e| e.kind())
+        crate::test_support::verdict(&LinearVerifier::new(), SIGNATURE_HEADER, headers, body, secrets, at_ms(now_ms))
     }
 
     /// A delivery signed by the documented formula and accepted by
@@ -287,7 +286,7 @@ mod tests {
         let mut p = header_lines(SIGNATURE_HEADER, &[header]);
         p.headers.insert(DELIVERY_HEADER, expected["delivery"].as_str().unwrap().parse().unwrap());
         p.headers.insert(EVENT_HEADER, http::HeaderValue::from_static("Issue"));
-        let identity = crate::provider::Provider::linear().extractor_ref().extract(&p, body).unwrap();
+        let identity = crate::test_support::identity(&crate::provider::Provider::linear(), &p, body);
         assert_eq!(identity.key, expected["delivery"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }

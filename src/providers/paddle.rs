@@ -110,8 +110,7 @@ mod tests {
     use crate::verify::{Delivery, Verifier as _};
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {
-        let p = header_lines(SIGNATURE_HEADER, headers);
-        PaddleVerifier::new().verify(&Delivery::new(&p, body, secrets, at(now))).map_err(|e| e.kind())
+        crate::test_support::verdict(&PaddleVerifier::new(), SIGNATURE_HEADER, headers, body, secrets, at(now))
     }
 
     /// The fixed vector in Paddle's Go SDK (`PaddleHQ/paddle-go-sdk`,
@@ -130,10 +129,11 @@ mod tests {
             Err(VerifyErrorKind::NoMatchingSignature)
         );
 
-        let identity = crate::provider::Provider::paddle()
-            .extractor_ref()
-            .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
-            .unwrap();
+        let identity = crate::test_support::identity(
+            &crate::provider::Provider::paddle(),
+            &header_lines(SIGNATURE_HEADER, &[]),
+            body,
+        );
         assert_eq!(identity.key, "evt_01hsdn97563968dy0szkmgjwh3");
         assert_eq!(identity.event_type.as_deref(), Some("price.created"));
     }
@@ -179,10 +179,11 @@ mod tests {
         assert_eq!(check(&[rotated], body, std::slice::from_ref(&old), ts), Ok(()));
         assert_eq!(check(&[single], body, std::slice::from_ref(&old), ts), Err(VerifyErrorKind::NoMatchingSignature));
 
-        let identity = crate::provider::Provider::paddle()
-            .extractor_ref()
-            .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
-            .unwrap();
+        let identity = crate::test_support::identity(
+            &crate::provider::Provider::paddle(),
+            &header_lines(SIGNATURE_HEADER, &[]),
+            body,
+        );
         assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }

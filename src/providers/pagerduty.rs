@@ -102,8 +102,14 @@ mod tests {
     use std::time::SystemTime;
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
-        let p = header_lines(SIGNATURE_HEADER, headers);
-        PagerDutyVerifier::new().verify(&Delivery::new(&p, body, secrets, SystemTime::now())).map_err(|e| e.kind())
+        crate::test_support::verdict(
+            &PagerDutyVerifier::new(),
+            SIGNATURE_HEADER,
+            headers,
+            body,
+            secrets,
+            SystemTime::now(),
+        )
     }
 
     /// The vector in PagerDuty's Go client (`PagerDuty/go-pagerduty`,
@@ -121,10 +127,11 @@ mod tests {
         assert_eq!(check(&[mismatch], body, &secrets), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[], body, &secrets), Err(VerifyErrorKind::MissingHeader));
 
-        let identity = crate::provider::Provider::pagerduty()
-            .extractor_ref()
-            .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
-            .unwrap();
+        let identity = crate::test_support::identity(
+            &crate::provider::Provider::pagerduty(),
+            &header_lines(SIGNATURE_HEADER, &[]),
+            body,
+        );
         assert_eq!(identity.key, "01BWDWL3NYY7LUFPZCC28QUCMK");
         assert_eq!(identity.event_type.as_deref(), Some("incident.priority_updated"));
     }
@@ -151,10 +158,11 @@ mod tests {
         assert_eq!(check(&[single], body, std::slice::from_ref(&old)), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[single], body, &[old, secret]), Ok(()));
 
-        let identity = crate::provider::Provider::pagerduty()
-            .extractor_ref()
-            .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
-            .unwrap();
+        let identity = crate::test_support::identity(
+            &crate::provider::Provider::pagerduty(),
+            &header_lines(SIGNATURE_HEADER, &[]),
+            body,
+        );
         assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }

@@ -73,13 +73,19 @@ preset! {
 mod tests {
     use super::*;
     use crate::test_support::header_lines;
+    use crate::verify::Verifier as _;
     use crate::verify::VerifyErrorKind;
-    use crate::verify::{Delivery, Verifier as _};
     use std::time::SystemTime;
 
     fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
-        let p = header_lines(SIGNATURE_HEADER, headers);
-        TypeformVerifier::new().verify(&Delivery::new(&p, body, secrets, SystemTime::now())).map_err(|e| e.kind())
+        crate::test_support::verdict(
+            &TypeformVerifier::new(),
+            SIGNATURE_HEADER,
+            headers,
+            body,
+            secrets,
+            SystemTime::now(),
+        )
     }
 
     /// Hand-computed with Python's `hmac` and `base64` (Typeform's SDK,
@@ -97,10 +103,11 @@ mod tests {
         let empty = expected["empty_body_header"].as_str().unwrap();
         assert_eq!(check(&[empty], b"", std::slice::from_ref(&secret)), Ok(()));
 
-        let identity = crate::provider::Provider::typeform()
-            .extractor_ref()
-            .extract(&header_lines(SIGNATURE_HEADER, &[]), body)
-            .unwrap();
+        let identity = crate::test_support::identity(
+            &crate::provider::Provider::typeform(),
+            &header_lines(SIGNATURE_HEADER, &[]),
+            body,
+        );
         assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
         assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
