@@ -304,7 +304,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind(bind).await?;
     let addr = listener.local_addr()?;
     let hooks = Arc::new(DemoHooks { enabled: args.demo, ..DemoHooks::default() });
-    let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+    // Buckets, so the durations are Prometheus histograms (aggregatable
+    // across instances) rather than per-process summaries.
+    let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Suffix("_duration_seconds".into()),
+            &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0],
+        )?
+        .install_recorder()?;
     let router = app(pool.clone(), &args, addr, Arc::clone(&hooks), prometheus)?;
     println!("listening on http://{addr}: POST /webhooks/<preset>, GET /effects, GET /metrics");
     // The state gauges (rows by state, oldest pending age), every 10 s.

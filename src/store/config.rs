@@ -144,6 +144,24 @@ impl StoreConfig {
         &self.schema
     }
 
+    /// [`migrate_schema`](crate::migrate_schema) into this configuration's
+    /// pool and schema, so the schema is named once.
+    ///
+    /// # Errors
+    /// As [`migrate_schema`](crate::migrate_schema).
+    pub async fn migrate(&self) -> Result<(), crate::StoreError> {
+        crate::migrate_schema(&self.pool, &self.schema).await
+    }
+
+    /// [`check_schema`](crate::store::check_schema) on this configuration's
+    /// pool and schema.
+    ///
+    /// # Errors
+    /// As [`check_schema`](crate::store::check_schema).
+    pub async fn check(&self) -> Result<(), crate::StoreError> {
+        crate::store::check_schema(&self.pool, &self.schema).await
+    }
+
     /// The checked schema name and the database handle every part runs its
     /// steps through.
     ///

@@ -13,7 +13,7 @@ use tokio_postgres::NoTls;
 use tower::ServiceExt;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::SubscriberExt;
-use webhook_idempotency::store::{self, MIGRATIONS};
+use webhook_idempotency::store::{self, StoreConfig, MIGRATIONS};
 use webhook_idempotency::StoreErrorKind;
 
 const PASSWORD: &str = "pw-that-must-never-show-9f3a";
@@ -107,10 +107,14 @@ async fn check_schema_says_whether_the_schema_is_migrated() {
     let by_hand = MIGRATIONS.iter().map(|(_, sql)| sql.replace(store::DEFAULT_SCHEMA, "by_hand")).collect::<String>();
     client.batch_execute(&by_hand).await.unwrap();
     store::migrate_schema(&pool, "migrated").await.unwrap();
+    let config = StoreConfig::new(pool.clone()).schema("by_config");
+    assert_eq!(config.check().await.map_err(|e| e.kind()), Err(StoreErrorKind::NotMigrated), "before config.migrate");
+    config.migrate().await.unwrap();
 
     let cases: &[(&str, &str, Option<StoreErrorKind>)] = &[
         ("migrated with migrate_schema", "migrated", None),
         ("migrated by running the SQL files", "by_hand", None),
+        ("migrated with StoreConfig::migrate", "by_config", None),
         ("schema does not exist", "absent", Some(StoreErrorKind::NotMigrated)),
         ("schema without tables", "bare", Some(StoreErrorKind::NotMigrated)),
         ("version table records nothing", "unrecorded", Some(StoreErrorKind::NotMigrated)),

@@ -46,7 +46,7 @@
 //! [`check_schema`]: webhook_idempotency::store::check_schema
 
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use clap::error::ErrorKind;
 use clap::Parser;
@@ -152,7 +152,8 @@ fn schema_failure(e: &StoreError, schema: &str, target: &str) -> Fail {
         StoreErrorKind::NotMigrated => (
             "not_migrated",
             format!(
-                "schema {schema} on {target} is not migrated ({e}).\nRun the migrations first \
+                "schema {schema} on {target} is not migrated ({e}).\nIf your tables live under another schema, \
+                 pass --schema <name> (or WEBHOOK_SCHEMA); otherwise run the migrations first \
                  (webhook_idempotency::migrate_schema, or the SQL files under sql/), then webhook-admin again."
             ),
         ),
@@ -426,16 +427,17 @@ async fn purge(
     as_json: bool,
 ) -> Result<Report, Fail> {
     let n = admin.purge(older_than, dry_run, &actor).await?;
-    let age = humantime::format_duration(older_than);
+    // The cut-off as a time: humantime's duration text reads "30days".
+    let age = SystemTime::now().checked_sub(older_than).map_or_else(|| "the epoch".to_owned(), time);
     let out = if as_json {
         json_text(&json!({
             "action": "purge", "dry_run": dry_run, "rows": n, "actor": actor, "older_than_secs": older_than.as_secs()
         }))
     } else if dry_run {
-        format!("dry run: purge would delete {n} done or failed rows received more than {age} ago; nothing changed\n")
+        format!("dry run: purge would delete {n} done or failed rows received before {age}; nothing changed\n")
     } else {
         format!(
-            "purge: {n} done or failed rows received more than {age} ago deleted (actor {}; recorded in the audit \
+            "purge: {n} done or failed rows received before {age} deleted (actor {}; recorded in the audit \
              table)\n",
             printable(&actor)
         )
