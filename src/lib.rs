@@ -78,6 +78,7 @@ pub mod inbox;
 pub mod key;
 pub mod layer;
 pub mod metrics;
+pub mod outbox;
 pub mod provider;
 pub mod providers;
 pub mod scope;

@@ -14,13 +14,16 @@
 //! | `webhook_handler_duration_seconds` | histogram | `provider` | the inner service's run |
 //! | `webhook_claim_duration_seconds` | histogram | `provider` | the claim, in-flight waits included |
 //! | `webhook_pool_wait_seconds` | histogram | | waiting for a pooled connection |
-//! | `webhook_worker_runs_total` | counter | `kind`, `provider`, `outcome` | every run of a worker's item (`kind` `inbox`): `done`, `retried` (failed, due again), `dead`, `lease_lost`, `released` (at shutdown) |
+//! | `webhook_worker_runs_total` | counter | `kind`, `provider`, `outcome` | every run of a worker's item (`kind` `inbox` or `outbox`): `done`, `retried` (failed, due again), `dead`, `lease_lost`, `released` (at shutdown) |
 //! | `webhook_worker_run_duration_seconds` | histogram | `kind`, `provider`, `outcome` | one run, from its lease to its end |
+//! | `webhook_outbox_effects_total` | counter | `provider`, `effect`, `outcome` | every run of an outbox effect: `delivered`, `retried`, `uncertain`, `resent` (reconciled as not delivered), `dead`, `lease_lost`, `released` |
 //! | `webhook_events` | gauge | `provider`, `state` | rows by state (the gauge sampler) |
 //! | `webhook_oldest_pending_age_seconds` | gauge | | the oldest `pending` row's wait (the gauge sampler) |
+//! | `webhook_outbox_effects` | gauge | `effect`, `state` | outbox rows by state (the gauge sampler) |
+//! | `webhook_outbox_oldest_due_age_seconds` | gauge | | how long the oldest due outbox row (`pending`, or `uncertain` with a reconciliation due) has been due (the gauge sampler) |
 //!
 //! Labels stay bounded: provider names and fixed vocabularies, never event
-//! keys or scopes. See OPERATIONS.md for the alerts that matter.
+//! keys or scopes (effect names are the registered ones). See OPERATIONS.md for the alerts that matter.
 
 use std::time::{Duration, Instant};
 
@@ -75,4 +78,22 @@ pub(crate) fn events(provider: String, state: String, rows: i64) {
 /// Sets the oldest pending row's wait (zero when none is pending).
 pub(crate) fn oldest_pending(age: Duration) {
     metrics::gauge!("webhook_oldest_pending_age_seconds").set(age.as_secs_f64());
+}
+
+/// Counts how a run of an outbox effect ended.
+pub(crate) fn outbox_effect(provider: &str, effect: &str, outcome: &'static str) {
+    metrics::counter!(
+        "webhook_outbox_effects_total", "provider" => provider.to_owned(), "effect" => effect.to_owned(), "outcome" => outcome
+    )
+    .increment(1);
+}
+
+/// Sets the outbox rows of `effect` in `state`.
+pub(crate) fn outbox_rows(effect: String, state: String, rows: i64) {
+    metrics::gauge!("webhook_outbox_effects", "effect" => effect, "state" => state).set(rows as f64);
+}
+
+/// Sets how long the oldest due outbox row has been due (zero when none is).
+pub(crate) fn outbox_oldest_due(age: Duration) {
+    metrics::gauge!("webhook_outbox_oldest_due_age_seconds").set(age.as_secs_f64());
 }

@@ -31,12 +31,14 @@
 //! ([`migrate`], [`check_schema`]). Only `driver` talks to the database
 //! driver (tokio-postgres with deadpool); the rest is protocol and SQL text.
 
+pub mod actions;
 pub mod admin;
 pub mod claim;
 mod config;
 pub(crate) mod driver;
 pub mod inbox;
 mod migrate;
+pub mod outbox;
 pub(crate) mod queue;
 pub mod retention;
 mod statements;

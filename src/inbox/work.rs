@@ -9,7 +9,7 @@ use tower_service::Service;
 use super::{request, InboxBody};
 use crate::store::inbox::{InboxRow, InboxRows};
 use crate::store::queue::{Incomplete, Leased, TableQueue};
-use crate::worker::{Guard, Outcome, Stopped, Work};
+use crate::worker::{Guard, Outcome, Work};
 
 /// The inbox worker's work: the handler service, called with each leased
 /// row's rebuilt request. Built by
@@ -64,11 +64,7 @@ where
             }
             Err(stopped) => {
                 tx.rollback().await;
-                let why = match stopped {
-                    Stopped::TimedOut => "the handler timed out",
-                    Stopped::Panicked => "the handler panicked",
-                };
-                return Outcome::failed(why, None);
+                return Outcome::failed(format!("the handler {stopped}"), None);
             }
         };
         let code = Some(status.as_u16());
@@ -80,6 +76,7 @@ where
             tx.rollback().await;
             return Outcome::failed(format!("the handler answered {}", status.as_u16()), code);
         }
+        guard.completing();
         match tx.complete(code).await {
             Ok(()) => Outcome::Done,
             // The lease was taken over, or the handler ended the transaction

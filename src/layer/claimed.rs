@@ -43,6 +43,10 @@ pub(crate) enum Claimed<R, E> {
     StillInUse,
     /// The inner service failed: rolled back and recorded.
     ServiceError(E),
+    /// The handler answered a 2xx that the success predicate refuses:
+    /// rolled back and recorded. Passing the 2xx on would tell the sender
+    /// the event was processed and lose it; the layer answers 500.
+    RefusedSuccess,
 }
 
 /// Claims `event` in `store` and, when claimed, calls `inner` with the
@@ -112,6 +116,14 @@ async fn end<R, E>(
     if !success(status) {
         if let Err(still) = fail(claimed, "handler answered a non-success status", status).await {
             return still;
+        }
+        if status.is_success() {
+            tracing::error!(
+                outcome = "failed",
+                status = status.as_u16(),
+                "handler answered a 2xx the success predicate refuses; rolled back, answered 500 so the sender retries"
+            );
+            return Claimed::RefusedSuccess;
         }
         tracing::warn!(outcome = "failed", status = status.as_u16(), "handler did not succeed; rolled back");
         return Claimed::Handled { response, committed: false };

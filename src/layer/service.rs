@@ -181,6 +181,7 @@ fn answer<ResBody, E>(config: &Config, claimed: Claimed<Response<ResBody>, E>) -
             tracing::error!("the handler answered while still holding WebhookTx; rolled back");
             config.refuse(RejectionKind::HandlerError, "tx_still_in_use")
         }
+        Claimed::RefusedSuccess => config.refuse(RejectionKind::HandlerError, "refused_success"),
         Claimed::ServiceError(e) => return Err(e),
     })
 }

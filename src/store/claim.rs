@@ -131,6 +131,7 @@ impl ClaimStoreBuilder {
         Ok(ClaimStore {
             inner: Arc::new(Inner {
                 sql: Statements::new(schema, self.isolation, !self.lookup_first),
+                tables: super::queue::tables(schema),
                 db,
                 in_flight_wait: self.in_flight_wait,
                 lookup_first: self.lookup_first,
@@ -149,6 +150,7 @@ pub struct ClaimStore {
 struct Inner {
     db: Db,
     sql: Statements,
+    tables: Arc<super::driver::TxTables>,
     in_flight_wait: Duration,
     lookup_first: bool,
 }
@@ -211,7 +213,7 @@ impl ClaimStore {
                 Ok(Attempt::Claimed(tx, attempt, started)) => {
                     let attempt = u32::try_from(attempt).unwrap_or(0);
                     return Ok(Claim::Claimed(ClaimedEvent {
-                        tx: WebhookTx::new(*tx),
+                        tx: WebhookTx::new(*tx, event.clone(), Arc::clone(&self.inner.tables)),
                         attempt,
                         started,
                         event: event.clone(),
@@ -268,7 +270,15 @@ impl ClaimStore {
         if self.inner.lookup_first {
             // Flight 0, outside any transaction: a done event is answered
             // from here (one round trip, no transaction id, no WAL).
-            let found = conn.query(&sql.lookup, &keys).await?;
+            let found = match conn.query(&sql.lookup, &keys).await {
+                Ok(found) => found,
+                Err(e) => {
+                    // An ordinary error (55P03 behind a migration's lock) leaves
+                    // the session fine: pooled again; an unusable one, closed.
+                    conn.release();
+                    return Err(e);
+                }
+            };
             if let Some(status) = done_status(&found) {
                 conn.release();
                 return Ok(Attempt::Done(status));
@@ -443,7 +453,7 @@ impl ClaimedEvent {
         // and PostgreSQL answers the COMMIT with ROLLBACK (rust-postgres#1334);
         // when the transaction is no longer the claim's (the work ended it),
         // the check divides by zero (22012): either way nothing commits.
-        let result = match tx.commit_fenced(check, &params).await {
+        let result = match tx.commit_fenced(check, &params, self.tx.scope().notify()).await {
             Ok(()) => Ok(()),
             Err(Fenced::Lost) => {
                 tracing::error!("the claim's transaction was ended by the work; not committed here");

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use deadpool_postgres::Pool;
 
-use super::driver::Db;
+use super::driver::{cancel_with, CancelFn, Db};
 use crate::error::{ConfigError, ConfigErrorKind};
 
 /// The default wait for a pooled connection: 5 seconds.
@@ -50,6 +50,7 @@ pub struct StoreConfig {
     pool_timeout: Duration,
     database_timeout: Duration,
     transaction_pooler: bool,
+    cancel: Option<CancelFn>,
 }
 
 impl fmt::Debug for StoreConfig {
@@ -59,6 +60,7 @@ impl fmt::Debug for StoreConfig {
             .field("pool_timeout", &self.pool_timeout)
             .field("database_timeout", &self.database_timeout)
             .field("transaction_pooler", &self.transaction_pooler)
+            .field("cancel_tls", &self.cancel.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +81,7 @@ impl StoreConfig {
             pool_timeout: DEFAULT_POOL_TIMEOUT,
             database_timeout: DEFAULT_DATABASE_TIMEOUT,
             transaction_pooler: false,
+            cancel: None,
         }
     }
 
@@ -134,6 +137,28 @@ impl StoreConfig {
         self
     }
 
+    /// The TLS connector for cancel requests: give it the one the pool's
+    /// manager connects with when the server requires TLS
+    /// (`sslmode=require`). A connection the crate discards (a step past its
+    /// deadline, a dropped request) first asks the server to cancel its
+    /// running statement, which otherwise runs on, holding its locks (the
+    /// event's advisory lock among them: its redeliveries are answered 409
+    /// meanwhile). The cancel request goes over a new connection ("Canceling
+    /// Requests in Progress", PostgreSQL docs, protocol flow) with the
+    /// session's `sslmode`: tokio-postgres cannot send it without TLS when
+    /// that is `require`. Default: plain TCP, enough without TLS or with
+    /// `sslmode=prefer`; a cancel that fails is logged at WARN.
+    pub fn cancel_tls<T>(mut self, tls: T) -> Self
+    where
+        T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone + Send + Sync + 'static,
+        T::Stream: Send,
+        T::TlsConnect: Send,
+        <T::TlsConnect as tokio_postgres::tls::TlsConnect<tokio_postgres::Socket>>::Future: Send,
+    {
+        self.cancel = Some(cancel_with(tls));
+        self
+    }
+
     /// The pool.
     pub fn pool(&self) -> &Pool {
         &self.pool
@@ -170,7 +195,13 @@ impl StoreConfig {
     /// plain identifier.
     pub(crate) fn open(&self) -> Result<(Db, &str), ConfigError> {
         super::check_schema_name(&self.schema).map_err(|m| ConfigError::of(ConfigErrorKind::InvalidSchema, m))?;
-        let db = Db::new(self.pool.clone(), self.pool_timeout, self.database_timeout, self.transaction_pooler);
+        let db = Db::new(
+            self.pool.clone(),
+            self.pool_timeout,
+            self.database_timeout,
+            self.transaction_pooler,
+            self.cancel.clone(),
+        );
         Ok((db, &self.schema))
     }
 }

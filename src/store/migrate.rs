@@ -16,6 +16,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (3, include_str!("../../sql/003_operations.sql")),
     (4, include_str!("../../sql/004_hot_updates.sql")),
     (5, include_str!("../../sql/005_retention_index.sql")),
+    (6, include_str!("../../sql/006_outbox.sql")),
 ];
 
 /// The newest migration version this crate's statements need.
@@ -31,7 +32,7 @@ const SCHEMA_PLACEHOLDER: &str = "\"webhook_idempotency\"";
 /// The database of `pool` for migrations and checks: the default pool
 /// timeout, no step deadline (a migration may take long).
 fn db(pool: &Pool) -> Db {
-    Db::new(pool.clone(), DEFAULT_POOL_TIMEOUT, DEFAULT_DATABASE_TIMEOUT, false).without_deadline()
+    Db::new(pool.clone(), DEFAULT_POOL_TIMEOUT, DEFAULT_DATABASE_TIMEOUT, false, None).without_deadline()
 }
 
 /// Creates or updates the tables under [`DEFAULT_SCHEMA`].

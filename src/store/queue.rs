@@ -37,7 +37,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::driver::{Db, Fenced, Param, Row};
+use super::driver::{Db, Fenced, Param, Row, TxTables};
 use crate::error::StoreError;
 use crate::store::driver::WebhookTx;
 
@@ -48,11 +48,18 @@ pub(crate) trait QueueKind: Send + Sync + 'static {
     const NAME: &'static str;
     /// The table, inside the configured schema.
     const TABLE: &'static str;
-    /// The identity columns (text), in primary-key order, starting with
-    /// `scope`, `provider`, `event_key`.
+    /// The identity columns, in primary-key order, starting with `scope`,
+    /// `provider`, `event_key`; text unless written `name:type`
+    /// (`ordinal:integer`), which the statements cast to and from text.
     const KEY: &'static [&'static str];
+    /// The states a row is due in at its `run_at` (SQL list).
+    const DUE_STATES: &'static str = "'pending'";
+    /// The column a worker's `only` list filters on (the outbox's `effect`),
+    /// if the kind has one.
+    const FILTER_COLUMN: Option<&'static str> = None;
     /// The columns a leased row returns besides its identity, attempt and
-    /// token (SQL over the table alias `e`).
+    /// token (SQL over the table alias `e`; `{schema}` stands for the
+    /// schema).
     const PAYLOAD_COLUMNS: &'static str;
     /// The `SET` items of the fenced completion besides the state and the
     /// lease; `{status}` stands for the handler's status parameter
@@ -63,6 +70,21 @@ pub(crate) trait QueueKind: Send + Sync + 'static {
     /// Reads the payload from `row`, whose [`PAYLOAD_COLUMNS`](Self::PAYLOAD_COLUMNS)
     /// start at column `first`.
     fn payload(row: &Row, first: usize) -> Self::Payload;
+    /// The state a failed run of this row goes back to for its retry.
+    fn retry_state(_payload: &Self::Payload) -> &'static str {
+        "pending"
+    }
+
+    /// Counts how a run of an item of `provider` ended, in the kind's own
+    /// metrics (the runtime counts every kind's runs already); `filter` is
+    /// the row's [`FILTER_COLUMN`](Self::FILTER_COLUMN) value, if the kind
+    /// has one.
+    fn count(_provider: &str, _filter: Option<&str>, _outcome: &'static str) {}
+}
+
+/// An identity column of `K::KEY`: its name and its SQL type.
+fn key_column(entry: &'static str) -> (&'static str, &'static str) {
+    entry.split_once(':').unwrap_or((entry, "text"))
 }
 
 /// A row leased to this worker: its identity, attempt, lease token and the
@@ -106,10 +128,14 @@ impl<P> Leased<P> {
         &self.inner.key[2]
     }
 
-    /// The identity column `i` ([`QueueKind::KEY`]'s order).
-    #[allow(dead_code)] // read by kinds with more identity columns than the inbox's
+    /// The identity column `i` ([`QueueKind::KEY`]'s order), as text.
     pub(crate) fn key_part(&self, i: usize) -> &str {
         &self.inner.key[i]
+    }
+
+    /// The identity column named `column`, if the key has it.
+    pub(crate) fn column(&self, key: &'static [&'static str], column: &str) -> Option<&str> {
+        key.iter().position(|c| key_column(c).0 == column).map(|i| self.key_part(i))
     }
 
     /// Which run this is: 1 the first time, higher after failures.
@@ -123,11 +149,28 @@ impl<P> Leased<P> {
 
     /// The identity and the token: `$1..$k` and `$k+1` of every fenced
     /// statement.
-    fn fence(&self) -> Vec<Param<'_>> {
+    pub(crate) fn fence(&self) -> Vec<Param<'_>> {
         let mut params: Vec<Param<'_>> = self.inner.key.iter().map(|k| Param::Text(k)).collect();
         params.push(Param::Text(&self.inner.token));
         params
     }
+}
+
+/// What one lease statement did: the rows leased to this worker, and the
+/// rows it buried as `dead` instead (their lease expired after the last
+/// allowed run: a worker died on each).
+pub(crate) struct Leases<P> {
+    pub(crate) leased: Vec<Leased<P>>,
+    pub(crate) buried: Vec<Buried>,
+}
+
+/// A row the lease buried.
+#[derive(Debug)]
+pub(crate) struct Buried {
+    pub(crate) provider: String,
+    pub(crate) key: String,
+    /// The kind's filter column's value (the outbox's effect).
+    pub(crate) filter: Option<String>,
 }
 
 /// Where a failed row went: see [`TableQueue::retry_later`].
@@ -141,6 +184,44 @@ pub(crate) enum AfterFailure {
     LeaseLost,
 }
 
+/// The statement parts that name a kind's identity: the columns, the
+/// columns qualified by `e` and `due` (cast to text where needed), and the
+/// match of `$1..$k`.
+struct KeySql {
+    cols: String,
+    e_cols: String,
+    due_cols: String,
+    returned: String,
+    pk: String,
+}
+
+impl KeySql {
+    fn new(key: &'static [&'static str]) -> Self {
+        let columns: Vec<(&str, &str)> = key.iter().map(|c| key_column(c)).collect();
+        let names = |alias: &str| columns.iter().map(|(c, _)| format!("{alias}{c}")).collect::<Vec<_>>().join(", ");
+        let returned = columns
+            .iter()
+            .map(|(c, ty)| if *ty == "text" { format!("e.{c}") } else { format!("e.{c}::text") })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let pk = columns
+            .iter()
+            .enumerate()
+            .map(
+                |(i, (c, ty))| {
+                    if *ty == "text" {
+                        format!("{c} = ${}", i + 1)
+                    } else {
+                        format!("{c} = ${}::text::{ty}", i + 1)
+                    }
+                },
+            )
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        Self { cols: names(""), e_cols: names("e."), due_cols: names("due."), returned, pk }
+    }
+}
+
 /// The statements of one kind's queue, with the schema spliced in once.
 struct QueueSql {
     lease: String,
@@ -148,27 +229,29 @@ struct QueueSql {
     complete: String,
     retry_later: String,
     release: String,
+    bury: String,
 }
 
 impl QueueSql {
     fn new<K: QueueKind>(schema: &str) -> Self {
         let t = format!("{schema}.{}", K::TABLE);
         let k = K::KEY.len();
-        let cols = K::KEY.join(", ");
-        let (e_cols, due_cols) = (prefixed("e", K::KEY), prefixed("due", K::KEY));
-        let pk = K::KEY.iter().enumerate().map(|(i, c)| format!("{c} = ${}", i + 1)).collect::<Vec<_>>().join(" AND ");
+        let KeySql { cols, e_cols, due_cols, returned, pk } = KeySql::new(K::KEY);
+        let due_states = K::DUE_STATES;
         let fence = format!("state = 'running' AND lease_token = ${}::text::uuid", k + 1);
-        let filter = "($3::text IS NULL OR provider = $3) AND ($4::text IS NULL OR scope = $4)";
+        let only = K::FILTER_COLUMN
+            .map_or("$6::text[] IS NULL".to_owned(), |c| format!("($6::text[] IS NULL OR {c} = ANY($6))"));
+        let filter = format!("($3::text IS NULL OR provider = $3) AND ($4::text IS NULL OR scope = $4) AND {only}");
         let n = |i: usize| format!("${}", k + 1 + i);
         Self {
             // One locking subquery per partial index (`run_at`, `locked_until`), so
             // neither scans the table; at most 2 x $2 rows are locked for the
             // statement and $2 leased. $1 lease seconds, $2 limit, $3 provider,
-            // $4 scope, $5 max attempts.
+            // $4 scope, $5 max attempts, $6 the `only` list (text[]).
             lease: format!(
                 "WITH pending AS (
                      SELECT {cols}, state, attempts, run_at AS at FROM {t}
-                     WHERE state = 'pending' AND run_at <= now() AND {filter}
+                     WHERE state IN ({due_states}) AND run_at <= now() AND {filter}
                      ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED),
                  expired AS (
                      SELECT {cols}, state, attempts, locked_until AS at FROM {t}
@@ -182,13 +265,22 @@ impl QueueSql {
                             last_error = 'the worker lost its lease on the last allowed attempt (crashed or killed)'
                      FROM due
                      WHERE ({e_cols}) = ({due_cols}) AND due.state = 'running' AND due.attempts >= $5
-                     RETURNING 1)
-                 UPDATE {t} e SET state = 'running', attempts = e.attempts + 1, run_at = NULL,
-                        locked_until = now() + make_interval(secs => $1), lease_token = gen_random_uuid()
-                 FROM due
-                 WHERE ({e_cols}) = ({due_cols}) AND NOT (due.state = 'running' AND due.attempts >= $5)
-                 RETURNING {e_cols}, e.attempts, e.lease_token::text, {}",
-                K::PAYLOAD_COLUMNS
+                     RETURNING e.provider, e.event_key, {filter_value} AS filter),
+                 leased AS (
+                     UPDATE {t} e SET state = 'running', attempts = e.attempts + 1, run_at = NULL,
+                            locked_until = now() + make_interval(secs => $1), lease_token = gen_random_uuid()
+                     FROM due
+                     WHERE ({e_cols}) = ({due_cols}) AND NOT (due.state = 'running' AND due.attempts >= $5)
+                     RETURNING {returned}, e.attempts, e.lease_token::text, {payload})
+                 -- At least one row: the buried rows' providers, keys and filter values ride
+                 -- along, so the runtime can count and log them; without a leased row the
+                 -- leased columns are NULL.
+                 SELECT leased.*, b.providers, b.keys, b.filters FROM
+                     (SELECT array_agg(provider) AS providers, array_agg(event_key) AS keys,
+                             array_agg(filter) AS filters FROM buried) b
+                     LEFT JOIN leased ON true",
+                payload = K::PAYLOAD_COLUMNS.replace("{schema}", schema),
+                filter_value = K::FILTER_COLUMN.map_or("NULL::text".to_owned(), |c| format!("e.{c}")),
             ),
             heartbeat: format!(
                 "UPDATE {t} SET locked_until = now() + make_interval(secs => {}) WHERE {pk} AND {fence} RETURNING 1",
@@ -205,7 +297,7 @@ impl QueueSql {
                 n(2)
             ),
             retry_later: format!(
-                "UPDATE {t} SET state = CASE WHEN attempts >= {max} THEN 'dead' ELSE 'pending' END,
+                "UPDATE {t} SET state = CASE WHEN attempts >= {max} THEN 'dead' ELSE {again} END,
                         run_at = CASE WHEN attempts >= {max} THEN NULL ELSE now() + make_interval(secs => {delay}) END,
                         last_error = {error}, response_status = {status},
                         last_failed_at = now(), locked_until = NULL, lease_token = NULL
@@ -213,7 +305,15 @@ impl QueueSql {
                 max = n(1),
                 delay = n(2),
                 error = n(3),
-                status = n(4)
+                status = n(4),
+                again = n(5)
+            ),
+            bury: format!(
+                "UPDATE {t} SET state = 'dead', run_at = NULL, last_error = {}, response_status = {},
+                        last_failed_at = now(), locked_until = NULL, lease_token = NULL
+                 WHERE {pk} AND {fence} RETURNING 1",
+                n(1),
+                n(2)
             ),
             release: format!(
                 "UPDATE {t} SET state = 'pending', attempts = greatest(attempts - 1, 0), run_at = now(),
@@ -224,11 +324,6 @@ impl QueueSql {
     }
 }
 
-/// `alias.column` for each column, comma-separated.
-fn prefixed(alias: &str, columns: &[&str]) -> String {
-    columns.iter().map(|c| format!("{alias}.{c}")).collect::<Vec<_>>().join(", ")
-}
-
 /// The channel a kind's producers notify on, per schema: a digest of the
 /// schema's name, so that any valid schema name (up to 63 bytes) gives a
 /// channel name within PostgreSQL's 63-byte identifier limit
@@ -236,6 +331,14 @@ fn prefixed(alias: &str, columns: &[&str]) -> String {
 pub(crate) fn channel(kind: &str, schema: &str) -> String {
     use sha2::{Digest as _, Sha256};
     format!("webhook_{kind}_{}", &hex::encode(Sha256::digest(schema.as_bytes()))[..16])
+}
+
+/// The outbox's kind name (its queue kind's `NAME`).
+pub(crate) const OUTBOX: &str = "outbox";
+
+/// The tables of `schema` for the transactions a store opens.
+pub(crate) fn tables(schema: &str) -> Arc<TxTables> {
+    Arc::new(TxTables { schema: schema.to_owned(), outbox_channel: channel(OUTBOX, schema) })
 }
 
 /// One kind's queue on one database and schema. Cheap to clone.
@@ -248,6 +351,7 @@ struct QueueInner {
     db: Db,
     sql: QueueSql,
     channel: String,
+    tables: Arc<TxTables>,
 }
 
 impl<K> Clone for TableQueue<K> {
@@ -259,7 +363,12 @@ impl<K> Clone for TableQueue<K> {
 impl<K: QueueKind> TableQueue<K> {
     /// The queue of kind `K` under `schema` (a checked identifier).
     pub(crate) fn new(db: Db, schema: &str) -> Self {
-        let inner = QueueInner { sql: QueueSql::new::<K>(schema), channel: channel(K::NAME, schema), db };
+        let inner = QueueInner {
+            sql: QueueSql::new::<K>(schema),
+            channel: channel(K::NAME, schema),
+            tables: tables(schema),
+            db,
+        };
         Self { inner: Arc::new(inner), kind: PhantomData }
     }
 
@@ -281,19 +390,36 @@ impl<K: QueueKind> TableQueue<K> {
         lease: Duration,
         provider: Option<&str>,
         scope: Option<&str>,
+        only: Option<&[String]>,
         max_attempts: u32,
-    ) -> Result<Vec<Leased<K::Payload>>, StoreError> {
+    ) -> Result<Leases<K::Payload>, StoreError> {
         let params = [
             Param::F64(lease.as_secs_f64()),
             Param::I64(i64::try_from(limit).unwrap_or(i64::MAX)),
             Param::OptText(provider),
             Param::OptText(scope),
             Param::I32(i32::try_from(max_attempts).unwrap_or(i32::MAX)),
+            Param::OptTexts(only),
         ];
         let rows = self.inner.db.query("lease", &self.inner.sql.lease, &params).await?;
         let k = K::KEY.len();
-        Ok(rows
+        let mut leases = Leases { leased: Vec::with_capacity(rows.len()), buried: Vec::new() };
+        if let Some(first) = rows.first() {
+            let n = first.len();
+            let providers: Option<Vec<String>> = first.get(n - 3);
+            let keys: Option<Vec<String>> = first.get(n - 2);
+            let filters: Option<Vec<Option<String>>> = first.get(n - 1);
+            leases.buried = providers
+                .unwrap_or_default()
+                .into_iter()
+                .zip(keys.unwrap_or_default())
+                .zip(filters.unwrap_or_default())
+                .map(|((provider, key), filter)| Buried { provider, key, filter })
+                .collect();
+        }
+        leases.leased = rows
             .iter()
+            .filter(|row| row.get::<Option<&str>>(0).is_some())
             .map(|row| Leased {
                 inner: Arc::new(LeasedInner {
                     key: (0..k).map(|i| row.get(i)).collect(),
@@ -302,7 +428,8 @@ impl<K: QueueKind> TableQueue<K> {
                     payload: K::payload(row, k + 2),
                 }),
             })
-            .collect())
+            .collect();
+        Ok(leases)
     }
 
     /// Extends `leased`'s lease to `lease` from now. `Ok(false)`: the lease
@@ -337,6 +464,7 @@ impl<K: QueueKind> TableQueue<K> {
             Param::F64(delay.as_secs_f64()),
             Param::Text(error),
             Param::OptI16(status.map(|s| i16::try_from(s).unwrap_or(i16::MAX))),
+            Param::Text(K::retry_state(leased.payload())),
         ]);
         let rows = self.inner.db.query("retry later", &self.inner.sql.retry_later, &params).await?;
         Ok(match rows.first().map(|r| r.get::<&str>(0)) {
@@ -344,6 +472,33 @@ impl<K: QueueKind> TableQueue<K> {
             Some(_) => AfterFailure::Retry,
             None => AfterFailure::LeaseLost,
         })
+    }
+
+    /// Buries a leased row as `dead` now, whatever its attempts (a permanent
+    /// failure), with `error` (never a payload) and `status`. `Ok(false)`
+    /// when the lease was no longer this worker's.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database is unavailable.
+    pub(crate) async fn bury(
+        &self,
+        leased: &Leased<K::Payload>,
+        error: &str,
+        status: Option<u16>,
+    ) -> Result<bool, StoreError> {
+        let mut params = leased.fence();
+        params.extend([Param::Text(error), Param::OptI16(status.map(|s| i16::try_from(s).unwrap_or(i16::MAX)))]);
+        Ok(!self.inner.db.query("bury", &self.inner.sql.bury, &params).await?.is_empty())
+    }
+
+    /// The database the queue runs on, for a kind's own statements.
+    pub(crate) fn db(&self) -> &Db {
+        &self.inner.db
+    }
+
+    /// The schema the queue's table is in.
+    pub(crate) fn schema(&self) -> &str {
+        &self.inner.tables.schema
     }
 
     /// Hands a leased row back untouched: `pending`, due now, the attempt not
@@ -369,7 +524,9 @@ impl<K: QueueKind> TableQueue<K> {
         let begin = "BEGIN ISOLATION LEVEL READ COMMITTED";
         let (tx, rows) = conn.begin(begin, "SELECT now()", &[]).await.map_err(|e| self.inner.db.error(&e, step))?;
         let started: SystemTime = rows[0].get(0);
-        Ok(WorkTx { tx: WebhookTx::new(tx), leased: leased.clone(), queue: self.clone(), started })
+        let event = crate::event::ScopedEvent::new(leased.provider(), leased.scope(), leased.event_key());
+        let tx = WebhookTx::new(tx, event, Arc::clone(&self.inner.tables));
+        Ok(WorkTx { tx, leased: leased.clone(), queue: self.clone(), started })
     }
 }
 
@@ -435,7 +592,7 @@ impl<K: QueueKind> WorkTx<K> {
         let mut params = self.leased.fence();
         params.push(Param::OptI16(status.map(|s| i16::try_from(s).unwrap_or(i16::MAX))));
         params.push(Param::Time(self.started));
-        match tx.commit_fenced(&self.queue.inner.sql.complete, &params).await {
+        match tx.commit_fenced(&self.queue.inner.sql.complete, &params, self.tx.scope().notify()).await {
             Ok(()) => Ok(()),
             Err(Fenced::Lost) => Err(Incomplete::LeaseLost),
             Err(Fenced::Aborted(e)) => Err(Incomplete::Aborted(e.sqlstate().to_owned())),
@@ -492,7 +649,8 @@ mod tests {
                     barrier.wait().await;
                     let mut mine = Vec::new();
                     loop {
-                        let rows = queue.lease(3, Duration::from_secs(60), None, None, u32::MAX).await.unwrap();
+                        let rows =
+                            queue.lease(3, Duration::from_secs(60), None, None, None, u32::MAX).await.unwrap().leased;
                         if rows.is_empty() {
                             break mine;
                         }
@@ -512,9 +670,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_row_whose_last_allowed_lease_expired_is_buried_and_reported() {
+        let (queue, pool) = inbox_with(&["evt_crashes".to_owned(), "evt_fine".to_owned()], 4).await;
+        let first = queue.lease(2, Duration::from_secs(60), None, None, None, 1).await.unwrap();
+        assert_eq!((first.leased.len(), first.buried.len()), (2, 0));
+        // The worker holding evt_crashes died: its lease is past.
+        pool.get()
+            .await
+            .unwrap()
+            .batch_execute(
+                "UPDATE webhook_idempotency.webhook_events SET locked_until = now() - interval '1 second'
+                  WHERE event_key = 'evt_crashes'",
+            )
+            .await
+            .unwrap();
+        let next = queue.lease(2, Duration::from_secs(60), None, None, None, 1).await.unwrap();
+        assert!(next.leased.is_empty(), "its one allowed run is spent");
+        let buried: Vec<_> =
+            next.buried.iter().map(|b| (b.provider.as_str(), b.key.as_str(), b.filter.clone())).collect();
+        assert_eq!(buried, [("stripe", "evt_crashes", None)]);
+        let state = db::scalar_f64(
+            &pool,
+            "SELECT count(*)::float8 FROM webhook_idempotency.webhook_events WHERE state = 'dead' AND event_key = 'evt_crashes'",
+        )
+        .await;
+        assert_eq!(state, 1.0);
+        let nothing = queue.lease(2, Duration::from_secs(60), None, None, None, 1).await.unwrap();
+        assert!(nothing.leased.is_empty() && nothing.buried.is_empty(), "buried once");
+    }
+
+    #[tokio::test]
     async fn a_failed_run_is_due_again_within_the_backoff_ceiling() {
         let (queue, pool) = inbox_with(&["evt_backoff".to_owned()], 4).await;
-        let leased = queue.lease(1, Duration::from_secs(60), None, None, u32::MAX).await.unwrap().remove(0);
+        let leased =
+            queue.lease(1, Duration::from_secs(60), None, None, None, u32::MAX).await.unwrap().leased.remove(0);
         let policy = RetryPolicy { base: Duration::from_secs(10), cap: Duration::from_secs(60), max_attempts: 5 };
         let delay = policy.delay(leased.attempt());
         assert!(delay <= policy.ceiling(1) && policy.ceiling(1) == Duration::from_secs(10));
@@ -531,7 +720,12 @@ mod tests {
         );
         // Not due yet (unless the jitter drew ~0): nothing to lease before run_at.
         if delay > Duration::from_millis(500) {
-            assert!(queue.lease(1, Duration::from_secs(60), None, None, u32::MAX).await.unwrap().is_empty());
+            assert!(queue
+                .lease(1, Duration::from_secs(60), None, None, None, u32::MAX)
+                .await
+                .unwrap()
+                .leased
+                .is_empty());
         }
         // The ceilings double up to the cap.
         let ceilings: Vec<u64> = (1..=5).map(|n| policy.ceiling(n).as_secs()).collect();

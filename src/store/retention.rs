@@ -23,14 +23,23 @@
 //! (`FOR UPDATE SKIP LOCKED`), so several processes may purge at once without
 //! waiting on or double-counting each other. It never touches `pending`,
 //! `running` or `dead` rows.
+//!
+//! The same purge deletes delivered outbox rows past
+//! [`RetentionBuilder::outbox_window`] (never `pending`, `running`,
+//! `uncertain` or `dead` ones). Business keys (`webhook_actions`) and object
+//! versions (`webhook_versions`) are never purged: they guard transitions for
+//! as long as the objects live; delete them with your objects.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::driver::{Db, Param};
+use super::driver::{Conn, Db, DbError, Param};
 use super::StoreConfig;
 use crate::error::{ConfigError, ConfigErrorKind, StoreError};
 pub use crate::providers::DEFAULT_REPLAY_WINDOW;
+
+/// How long delivered outbox rows are kept by default: 30 days.
+pub const DEFAULT_OUTBOX_WINDOW: Duration = Duration::from_secs(30 * 86_400);
 
 /// The documented redelivery and manual-replay window of the preset named
 /// `provider` (its module's `REPLAY_WINDOW`, from
@@ -52,6 +61,7 @@ pub struct RetentionBuilder {
     batch_size: u32,
     pause: Duration,
     allow_short: bool,
+    outbox_window: Duration,
 }
 
 impl RetentionBuilder {
@@ -89,6 +99,17 @@ impl RetentionBuilder {
     /// A replay after the purge is then processed again.
     pub fn allow_short_window(mut self, allow: bool) -> Self {
         self.allow_short = allow;
+        self
+    }
+
+    /// Keep delivered (`done`) outbox rows for `window` after their delivery
+    /// (default [`DEFAULT_OUTBOX_WINDOW`], 30 days): the record of what was
+    /// sent, with its remote reference, for operators. `pending`, `running`,
+    /// `uncertain` and `dead` rows are never purged. A purged row's event is
+    /// still deduplicated by its own row in the events table, so an effect
+    /// cannot be enqueued again while that row is kept.
+    pub fn outbox_window(mut self, window: Duration) -> Self {
+        self.outbox_window = window;
         self
     }
 
@@ -143,9 +164,26 @@ impl RetentionBuilder {
                    FROM p WHERE p.provider IS NOT NULL)
              SELECT provider FROM p WHERE provider IS NOT NULL"
         );
+        let outbox = format!("{schema}.webhook_outbox");
+        // The payload rows go with their row (ON DELETE CASCADE).
+        let outbox_purge = format!(
+            "WITH doomed AS (
+                 SELECT scope, provider, event_key, effect, ordinal FROM {outbox}
+                 WHERE state = 'done' AND delivered_at < now() - make_interval(secs => $1)
+                 LIMIT $2
+                 FOR UPDATE SKIP LOCKED)
+             , gone AS (
+                 DELETE FROM {outbox} o USING doomed
+                 WHERE (o.scope, o.provider, o.event_key, o.effect, o.ordinal)
+                     = (doomed.scope, doomed.provider, doomed.event_key, doomed.effect, doomed.ordinal)
+                 RETURNING 1)
+             SELECT count(*) FROM gone"
+        );
         Ok(Retention {
             db: db.without_deadline(),
             purge,
+            outbox_purge,
+            outbox_window: self.outbox_window,
             providers,
             windows: self.windows,
             default_window: self.default_window,
@@ -160,6 +198,8 @@ impl RetentionBuilder {
 pub struct Retention {
     db: Db,
     purge: String,
+    outbox_purge: String,
+    outbox_window: Duration,
     providers: String,
     windows: BTreeMap<String, Duration>,
     default_window: Duration,
@@ -194,17 +234,45 @@ impl Retention {
             batch_size: 1_000,
             pause: Duration::from_millis(50),
             allow_short: false,
+            outbox_window: DEFAULT_OUTBOX_WINDOW,
         }
     }
 
-    /// Deletes every `done` or `failed` row older than its provider's window,
+    /// Deletes every `done` or `failed` event row older than its provider's
+    /// window, then every delivered outbox row older than the outbox window,
     /// in batches, until none is left.
     ///
     /// # Errors
     /// [`StoreError`]: no connection, or a batch failed (the batches before
     /// it stay deleted).
     pub async fn purge(&self) -> Result<PurgeReport, StoreError> {
-        self.purge_older_than(None).await
+        let events = self.purge_older_than(None).await?;
+        let effects = self.purge_effects_older_than(None).await?;
+        Ok(PurgeReport {
+            deleted: events.deleted + effects.deleted,
+            batches: events.batches + effects.batches,
+            took: events.took + effects.took,
+        })
+    }
+
+    /// Deletes delivered (`done`) outbox rows delivered more than
+    /// `older_than` ago (the outbox window when `None`), in batches; their
+    /// payloads go with them.
+    ///
+    /// # Errors
+    /// As [`purge`](Self::purge).
+    pub async fn purge_effects_older_than(&self, older_than: Option<Duration>) -> Result<PurgeReport, StoreError> {
+        let step = "retention purge (outbox)";
+        let started = Instant::now();
+        let mut report = PurgeReport::default();
+        let window = older_than.unwrap_or(self.outbox_window);
+        let params = [Param::F64(window.as_secs_f64()), Param::I64(i64::from(self.batch_size))];
+        let conn = self.db.connect(step).await?;
+        let purged = self.batches(&conn, &self.outbox_purge, &params, &mut report).await;
+        conn.release();
+        purged.map_err(|e| self.db.error(&e, step))?;
+        report.took = started.elapsed();
+        Ok(report)
     }
 
     /// [`purge`](Self::purge) with one window for every provider (the admin
@@ -224,16 +292,7 @@ impl Retention {
                 let window =
                     older_than.unwrap_or_else(|| self.windows.get(&provider).copied().unwrap_or(self.default_window));
                 let params = [Param::F64(window.as_secs_f64()), Param::Text(&provider), limit];
-                loop {
-                    let deleted: i64 = conn.query(&self.purge, &params).await?[0].get(0);
-                    let deleted = u64::try_from(deleted).unwrap_or(0);
-                    report.batches += 1;
-                    report.deleted += deleted;
-                    if deleted < u64::from(self.batch_size) {
-                        break;
-                    }
-                    tokio::time::sleep(self.pause).await;
-                }
+                self.batches(&conn, &self.purge, &params, &mut report).await?;
             }
             Ok(())
         };
@@ -242,6 +301,27 @@ impl Retention {
         purged.map_err(|e| self.db.error(&e, step))?;
         report.took = started.elapsed();
         Ok(report)
+    }
+
+    /// Runs the batch `sql` (which returns how many rows it deleted) until a
+    /// batch deletes fewer than the batch size, pausing between batches.
+    async fn batches(
+        &self,
+        conn: &Conn,
+        sql: &str,
+        params: &[Param<'_>],
+        report: &mut PurgeReport,
+    ) -> Result<(), DbError> {
+        loop {
+            let deleted: i64 = conn.query(sql, params).await?[0].get(0);
+            let deleted = u64::try_from(deleted).unwrap_or(0);
+            report.batches += 1;
+            report.deleted += deleted;
+            if deleted < u64::from(self.batch_size) {
+                return Ok(());
+            }
+            tokio::time::sleep(self.pause).await;
+        }
     }
 
     /// Purges every `period` until `shutdown` completes: a task to spawn. Safe

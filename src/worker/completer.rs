@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use super::{Outcome, Settings};
-use crate::store::queue::{AfterFailure, Leased, QueueKind, TableQueue};
+use crate::store::queue::{AfterFailure, Buried, Leased, QueueKind, TableQueue};
 
 /// Ends `item`'s run with `outcome`, counting and timing it by kind and
 /// provider. Runs inside the item's span.
@@ -27,6 +27,24 @@ pub(crate) async fn finish<K: QueueKind>(
             tracing::warn!(outcome = "lease_lost", "{} lease taken over; work rolled back", K::NAME);
             "lease_lost"
         }
+        Outcome::Settled(state) => {
+            tracing::warn!(outcome = state, "{} item {state}", K::NAME);
+            state
+        }
+        Outcome::Dead { error, status } => match queue.bury(item, &error, status).await {
+            Ok(true) => {
+                tracing::error!(outcome = "dead", error, "{} item failed permanently; dead", K::NAME);
+                "dead"
+            }
+            Ok(false) => {
+                tracing::warn!(outcome = "lease_lost", "{} lease taken over before the failure was recorded", K::NAME);
+                "lease_lost"
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "{} failure not recorded; the lease will expire", K::NAME);
+                "retried"
+            }
+        },
         Outcome::Failed { error, status } => {
             let delay = settings.retry.delay(item.attempt());
             match queue.retry_later(item, settings.retry.max_attempts, delay, &error, status).await {
@@ -54,16 +72,55 @@ pub(crate) async fn finish<K: QueueKind>(
         }
     };
     crate::metrics::worker_run(K::NAME, item.provider(), ended, Some(started.elapsed()));
+    K::count(item.provider(), filter::<K>(item), ended);
+}
+
+/// The item's filter column's value, for the kind's own metrics.
+fn filter<K: QueueKind>(item: &Leased<K::Payload>) -> Option<&str> {
+    K::FILTER_COLUMN.and_then(|c| item.column(K::KEY, c))
+}
+
+/// Logs and counts the rows a lease buried as `dead`: each lost its lease
+/// on its last allowed run (its worker crashed or was killed every time).
+pub(crate) fn buried<K: QueueKind>(rows: &[Buried]) {
+    for row in rows {
+        tracing::error!(
+            kind = K::NAME,
+            provider = row.provider,
+            key = row.key,
+            outcome = "dead",
+            "{} item dead: its lease expired on the last allowed attempt (the worker crashed or was killed each time)",
+            K::NAME
+        );
+        crate::metrics::worker_run(K::NAME, &row.provider, "dead", None);
+        K::count(&row.provider, row.filter.as_deref(), "dead");
+    }
 }
 
 /// Hands an unfinished item back at shutdown (`pending`, the attempt not
 /// counted).
 pub(crate) async fn release<K: QueueKind>(queue: &TableQueue<K>, item: &Leased<K::Payload>) {
-    match queue.release(item).await {
-        Ok(_) => tracing::info!(key = item.event_key(), "{}: released unfinished work at shutdown", K::NAME),
-        Err(e) => {
-            tracing::warn!(key = item.event_key(), error = %e, "{}: could not release at shutdown; the lease will expire", K::NAME)
+    let ended = match queue.release(item).await {
+        Ok(true) => {
+            tracing::info!(key = item.event_key(), "{}: released unfinished work at shutdown", K::NAME);
+            "released"
         }
-    }
-    crate::metrics::worker_run(K::NAME, item.provider(), "released", None);
+        Ok(false) => {
+            // The run's end landed after all (a commit that outlived its
+            // cancellation), or another worker holds the row now.
+            tracing::info!(
+                key = item.event_key(),
+                "{}: nothing to release at shutdown: the row is no longer this lease's (its end committed, or \
+                 another worker took it)",
+                K::NAME
+            );
+            "lease_lost"
+        }
+        Err(e) => {
+            tracing::warn!(key = item.event_key(), error = %e, "{}: could not release at shutdown; the lease will expire", K::NAME);
+            "released"
+        }
+    };
+    crate::metrics::worker_run(K::NAME, item.provider(), ended, None);
+    K::count(item.provider(), filter::<K>(item), ended);
 }

@@ -15,9 +15,16 @@ use crate::store::queue::{Leased, QueueKind, TableQueue};
 /// a task of its own, so a panic is a failed run and not a dead worker,
 /// within the handler timeout, in the item's span, and aborted when the run
 /// is dropped (a lost lease, a shutdown past its bound).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Guard {
     timeout: Duration,
+    retry: super::RetryPolicy,
+    /// Set by the work when it starts its fenced end: from then on the
+    /// heartbeat leaves the run alone (a heartbeat that waited on the row
+    /// lock of a slow commit finds the row ended and must not cancel the
+    /// commit, nor count a done run as a lost lease). The end is fenced by
+    /// the token itself.
+    completing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Why [`Guard::call`] returned no answer.
@@ -29,7 +36,27 @@ pub(crate) enum Stopped {
     Panicked,
 }
 
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::TimedOut => "timed out",
+            Self::Panicked => "panicked",
+        })
+    }
+}
+
 impl Guard {
+    /// The retry policy's delay after run `attempt` failed (for a kind that
+    /// schedules a later run itself, as the outbox's reconciliation).
+    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
+        self.retry.delay(attempt)
+    }
+
+    /// The work starts its fenced end: the heartbeat stands down.
+    pub(crate) fn completing(&self) {
+        self.completing.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// `fut`'s output, or why there is none.
     pub(crate) async fn call<F>(&self, fut: F) -> Result<F::Output, Stopped>
     where
@@ -65,10 +92,12 @@ pub(crate) async fn process<W: Work>(
     );
     async move {
         let started = Instant::now();
-        let guard = Guard { timeout: settings.handler_timeout };
+        let completing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let guard =
+            Guard { timeout: settings.handler_timeout, retry: settings.retry, completing: Arc::clone(&completing) };
         let outcome = tokio::select! {
             outcome = work.run(&queue, &item, &guard) => outcome,
-            () = heartbeat(&queue, &item, settings.lease) => Outcome::LeaseLost,
+            () = heartbeat(&queue, &item, settings.lease, &completing) => Outcome::LeaseLost,
         };
         completer::finish(&queue, &settings, &item, outcome, started).await;
     }
@@ -77,14 +106,28 @@ pub(crate) async fn process<W: Work>(
 }
 
 /// Renews the lease every third of it; returns when the lease is no longer
-/// this worker's.
-async fn heartbeat<K: QueueKind>(queue: &TableQueue<K>, item: &Leased<K::Payload>, lease: Duration) {
+/// this worker's, unless the work has started its fenced end (then it never
+/// returns: the end decides).
+async fn heartbeat<K: QueueKind>(
+    queue: &TableQueue<K>,
+    item: &Leased<K::Payload>,
+    lease: Duration,
+    completing: &std::sync::atomic::AtomicBool,
+) {
     let mut every = tokio::time::interval(lease / 3);
     every.tick().await;
     loop {
         every.tick().await;
+        if completing.load(std::sync::atomic::Ordering::SeqCst) {
+            return std::future::pending().await;
+        }
         match queue.heartbeat(item, lease).await {
             Ok(true) => {}
+            Ok(false) if completing.load(std::sync::atomic::Ordering::SeqCst) => {
+                // The row ended under the work's own end (its commit held the
+                // row lock this renewal waited on).
+                return std::future::pending().await;
+            }
             Ok(false) => return,
             Err(e) => tracing::warn!(error = %e, "worker: heartbeat failed; retrying"),
         }

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-pub(crate) use executor::{Guard, Stopped};
+pub(crate) use executor::Guard;
 pub use retry::RetryPolicy;
 
 use crate::error::{ConfigError, ConfigErrorKind};
@@ -58,6 +58,11 @@ pub(crate) enum Outcome {
     /// The run failed (rolled back): retry later or bury. `error` is a
     /// description without payload or secrets; `status` the handler's.
     Failed { error: String, status: Option<u16> },
+    /// The run failed permanently: bury the row now, whatever its attempts.
+    Dead { error: String, status: Option<u16> },
+    /// The work ended the row itself in a state of its kind (the outbox's
+    /// `uncertain`, `resent`): counted under that name.
+    Settled(&'static str),
 }
 
 impl Outcome {
@@ -96,6 +101,9 @@ pub(crate) struct Settings {
     pub(crate) shutdown_timeout: Duration,
     pub(crate) retry: RetryPolicy,
     pub(crate) listen: Option<ListenFn>,
+    /// Only rows whose kind's filter column is one of these (the outbox:
+    /// the effects this worker has functions for).
+    pub(crate) only: Option<Vec<String>>,
 }
 
 impl Default for Settings {
@@ -111,6 +119,7 @@ impl Default for Settings {
             shutdown_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
             listen: None,
+            only: None,
         }
     }
 }
@@ -144,6 +153,12 @@ impl<W> fmt::Debug for WorkerBuilder<W> {
 impl<W> WorkerBuilder<W> {
     pub(crate) fn new(store: StoreConfig, work: W) -> Self {
         Self { store, work, settings: Settings::default() }
+    }
+
+    /// Leases only rows whose kind's filter column is one of `names`.
+    pub(crate) fn only(mut self, names: Vec<String>) -> Self {
+        self.settings.only = Some(names);
+        self
     }
 
     /// Only rows of this provider (default: all).

@@ -40,8 +40,11 @@ pub(crate) async fn run<W: Work>(
         let mut leased_all = false;
         if free > 0 {
             let (provider, scope) = (settings.provider.as_deref(), settings.scope.as_deref());
-            match queue.lease(free, settings.lease, provider, scope, settings.retry.max_attempts).await {
-                Ok(rows) => {
+            let only = settings.only.as_deref();
+            match queue.lease(free, settings.lease, provider, scope, only, settings.retry.max_attempts).await {
+                Ok(leases) => {
+                    completer::buried::<W::Kind>(&leases.buried);
+                    let rows = leases.leased;
                     leased_all = rows.len() == free;
                     for row in rows {
                         let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else { break };

@@ -376,20 +376,9 @@ fn chaos_worker(pool: deadpool_postgres::Pool) -> InboxWorker<Router> {
 #[ignore = "a worker process started by inbox_chaos_every_event_done_once_or_dead"]
 async fn inbox_worker_process() {
     let Ok(url) = std::env::var(CHAOS_ENV) else { return };
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let workers: Vec<_> = (0..2)
-        .map(|_| {
-            let mut stopped = stopped.clone();
-            tokio::spawn(chaos_worker(pool(url.parse().unwrap(), 6)).run(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            }))
-        })
-        .collect();
-    let _ = tokio::task::spawn_blocking(|| std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new())).await;
-    let _ = stop.send(true);
-    for w in workers {
-        let _ = w.await;
-    }
+    let workers = Tasks::spawn(2, |shutdown| chaos_worker(pool(url.parse().unwrap(), 6)).run(shutdown));
+    until_stdin_closes().await;
+    workers.stop().await;
 }
 
 /// 2,000 events (`INBOX_CHAOS_EVENTS=10000` for the long form) across four
@@ -400,14 +389,6 @@ async fn inbox_worker_process() {
 async fn inbox_chaos_every_event_done_once_or_dead() {
     let events: usize = std::env::var("INBOX_CHAOS_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
     let db = TestDb::new().await;
-    let url = {
-        let host = match db.config.get_hosts().first() {
-            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
-            _ => "127.0.0.1".into(),
-        };
-        let port = db.config.get_ports().first().copied().unwrap_or(5432);
-        format!("postgresql://{}@{host}:{port}/{}", db.config.get_user().unwrap_or("postgres"), db.name)
-    };
     let inbox = Inbox::new(db.pool(8)).unwrap();
     let head = webhook_idempotency::store::inbox::RequestHead {
         method: "POST".into(),
@@ -421,58 +402,20 @@ async fn inbox_chaos_every_event_done_once_or_dead() {
         assert!(inbox.accept(&event, &stripe_body(&key), &head).await.unwrap());
     }
     let started = Instant::now();
-    let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["inbox::inbox_worker_process", "--exact", "--ignored", "--nocapture"])
-        .env(CHAOS_ENV, &url)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let local: Vec<_> = (0..2)
-        .map(|_| {
-            let mut stopped = stopped.clone();
-            tokio::spawn(chaos_worker(db.pool(6)).run(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            }))
-        })
-        .collect();
-    // Backends killed at random while the workers run.
-    let killed = Arc::new(std::sync::atomic::AtomicI64::new(0));
-    let killer = {
-        let (db_pool, killed) = (db.pool(1), Arc::clone(&killed));
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(fastrand::u64(100..400))).await;
-                let c = db_pool.get().await.unwrap();
-                let sql = "SELECT count(pg_terminate_backend(pid)) FROM (
-                               SELECT pid FROM pg_stat_activity
-                                WHERE datname = current_database() AND pid <> pg_backend_pid()
-                                  AND backend_type = 'client backend' AND application_name <> 'observer'
-                                ORDER BY random() LIMIT 1) victim";
-                let n = c.query_one(sql, &[]).await.map(|r| r.get::<_, i64>(0)).unwrap_or(0);
-                killed.fetch_add(n, Ordering::SeqCst);
-            }
-        })
-    };
-    // The test's own view of the database is never killed.
-    let observer = {
-        let mut config = db.config.clone();
-        config.application_name("observer");
-        pool(config, 1)
-    };
+    let child = child_test_process("inbox::inbox_worker_process", CHAOS_ENV, &db.url());
+    let local = Tasks::spawn(2, |shutdown| chaos_worker(db.pool(6)).run(shutdown));
+    // Backends killed at random while the workers run; the test's own view
+    // of the database is never killed.
+    let killer = Killer::start(&db, 100..400);
+    let observer = db.observer();
     let open = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state IN ('pending', 'running')";
     let drained = eventually(Duration::from_secs(240), || async {
         let c = observer.get().await.unwrap();
         c.query_one(open, &[]).await.unwrap().get::<_, i64>(0) == 0
     })
     .await;
-    killer.abort();
-    let _ = stop.send(true);
-    for w in local {
-        let _ = w.await;
-    }
+    let killed = killer.stop();
+    local.stop().await;
     drop(child); // stdin closes: the child's workers stop
     assert!(drained, "every event reached an end state");
     let took = started.elapsed();
@@ -489,7 +432,6 @@ async fn inbox_chaos_every_event_done_once_or_dead() {
         .await;
     let effects = db.scalar("SELECT count(*) FROM effects").await;
     let poison_effects = db.scalar("SELECT count(*) FROM effects WHERE event_key LIKE '%p'").await;
-    let killed = killed.load(Ordering::SeqCst);
     println!(
         "inbox chaos: {events} events in {took:?}, {killed} backends killed: {done} done, {dead} dead, \
          {effects} effects, {doubled} doubled"
@@ -557,4 +499,38 @@ async fn a_worker_s_handler_log_line_carries_the_event_s_key() {
     for field in ["kind=\"inbox\"", "provider=\"stripe\"", "scope=\"acct_test\"", "key=\"evt_span\"", "attempt=1"] {
         assert!(lines[0].contains(field), "{field} missing from {:?}", lines[0]);
     }
+}
+
+/// From the breaker's review: a COMMIT slower than a third of the lease
+/// (a deferred trigger sleeping 0.6 s, lease 1 s). The heartbeat's renewal
+/// waits on the row lock the completion holds, then finds the row `done`:
+/// that is the run's own end, not a lost lease. Before, it cancelled the
+/// commit in flight (closing its connection) and counted the run
+/// `lease_lost`.
+#[tokio::test]
+async fn a_heartbeat_behind_a_slow_commit_does_not_cancel_it() {
+    let db = TestDb::new().await;
+    db.execute(
+        "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN PERFORM pg_sleep(0.6); RETURN NULL; END $$;
+             CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON effects
+               DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit();",
+    )
+    .await;
+    let app = accepting_app(db.pool.clone());
+    for i in 0..6 {
+        assert_eq!(accept(&app, &format!("evt_slow_commit_{i}")).await.0, StatusCode::OK);
+    }
+    let (logs, guard) = Logs::capture();
+    let (stop, task) =
+        spawn_worker(fast(db.pool(8), effect_router()).lease(Duration::from_secs(1)).concurrency(2).build().unwrap());
+    let done = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = 'done'";
+    assert!(eventually(Duration::from_secs(30), || async { db.scalar(done).await == 6 }).await);
+    let _ = stop.send(());
+    task.await.unwrap();
+    drop(guard);
+    assert_eq!(db.effects().await, 6);
+    assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_events WHERE attempts > 1").await, 0);
+    assert_eq!(logs.lines_with(&["lease taken over"]), Vec::<String>::new());
+    assert_eq!(logs.lines_with(&["closing a connection"]), Vec::<String>::new(), "no commit was cut off");
 }

@@ -20,6 +20,7 @@ mod http;
 mod inbox;
 mod metrics;
 mod ops;
+mod outbox;
 mod properties;
 mod providers;
 mod review;

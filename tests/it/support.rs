@@ -81,6 +81,29 @@ impl TestDb {
         pool(self.config.clone(), max_size)
     }
 
+    /// Runs `sql` (one or more statements) on this database.
+    pub async fn execute(&self, sql: &str) {
+        self.pool.get().await.unwrap().batch_execute(sql).await.unwrap();
+    }
+
+    /// This database's URL (for a child process).
+    pub fn url(&self) -> String {
+        let host = match self.config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            _ => "127.0.0.1".into(),
+        };
+        let port = self.config.get_ports().first().copied().unwrap_or(5432);
+        format!("postgresql://{}@{host}:{port}/{}", self.config.get_user().unwrap_or("postgres"), self.name)
+    }
+
+    /// A pool of one whose session the [`Killer`] never kills: the test's
+    /// own view of the database.
+    pub fn observer(&self) -> Pool {
+        let mut config = self.config.clone();
+        config.application_name("observer");
+        pool(config, 1)
+    }
+
     pub async fn effects(&self) -> i64 {
         self.scalar("SELECT count(*) FROM effects").await
     }
@@ -371,6 +394,96 @@ impl Drop for Proxy {
         self.acceptor.abort();
         for (t, _) in self.flows.lock().unwrap().drain(..) {
             t.abort();
+        }
+    }
+}
+
+/// Kills one random client backend of a database (never the observer's) at
+/// random intervals of `between` until dropped; counts the kills.
+pub struct Killer {
+    task: tokio::task::JoinHandle<()>,
+    killed: std::sync::Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl Killer {
+    pub fn start(db: &TestDb, between: std::ops::Range<u64>) -> Self {
+        let killed = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let (pool, count) = (db.pool(1), std::sync::Arc::clone(&killed));
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(fastrand::u64(between.clone()))).await;
+                let Ok(c) = pool.get().await else { continue };
+                let sql = "SELECT count(pg_terminate_backend(pid)) FROM (
+                               SELECT pid FROM pg_stat_activity
+                                WHERE datname = current_database() AND pid <> pg_backend_pid()
+                                  AND backend_type = 'client backend' AND application_name <> 'observer'
+                                ORDER BY random() LIMIT 1) victim";
+                let n = c.query_one(sql, &[]).await.map(|r| r.get::<_, i64>(0)).unwrap_or(0);
+                count.fetch_add(n, Ordering::SeqCst);
+            }
+        });
+        Self { task, killed }
+    }
+
+    /// Stops killing; the backends killed.
+    pub fn stop(self) -> i64 {
+        self.task.abort();
+        self.killed.load(Ordering::SeqCst)
+    }
+}
+
+/// This test binary again as a child process, running only the ignored
+/// test `test` with `env` set to `value`, until its standard input closes
+/// (drop the child).
+pub fn child_test_process(test: &str, env: &str, value: &str) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--ignored", "--nocapture"])
+        .env(env, value)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The body of a child test process: waits until the parent closes its
+/// standard input.
+pub async fn until_stdin_closes() {
+    let _ = tokio::task::spawn_blocking(|| std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new())).await;
+}
+
+/// A future that completes when its [`Tasks`] stop.
+pub type Shutdown = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// `n` tasks (workers) each given a shutdown future; [`stop`](Self::stop)
+/// completes them all and waits for their ends.
+pub struct Tasks {
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Tasks {
+    pub fn spawn<F, Fut>(n: usize, start: F) -> Self
+    where
+        F: Fn(Shutdown) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let tasks = (0..n)
+            .map(|_| {
+                let mut stopped = stopped.clone();
+                tokio::spawn(start(Box::pin(async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                })))
+            })
+            .collect();
+        Self { stop, tasks }
+    }
+
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
         }
     }
 }

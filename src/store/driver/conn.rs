@@ -131,7 +131,7 @@ impl Conn {
         let cache = !self.db.transaction_pooler();
         bounded(self.db.deadline(), async {
             let prepared = prepare_on(tx.client(), sql, cache).await?;
-            tx.finish(Some(begin), prepared.as_ref(), sql, params, "COMMIT").await.map_err(Finish::into_error)
+            tx.finish(Some(begin), prepared.as_ref(), sql, params, "COMMIT", None).await.map_err(Finish::into_error)
         })
         .await
     }
@@ -148,7 +148,7 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         if let Some(obj) = self.obj.take() {
-            discard(obj, "closing a connection whose step did not finish");
+            discard(obj, &self.db, "closing a connection whose step did not finish");
         }
     }
 }
@@ -161,13 +161,19 @@ pub(crate) struct TxConn {
     /// serialization failure, lock timeout): the layer answers 503 +
     /// `Retry-After` instead of the handler's failure.
     retryable: OnceLock<&'static str>,
+    /// A handler statement failed in a way that leaves the session unfit for
+    /// the pool (25006: the server turned read-only after a failover; a
+    /// shutdown in progress): discarded after its end instead of pooled.
+    poisoned: AtomicBool,
 }
 
 /// How [`TxConn::end`] failed.
 pub(crate) enum Finish {
-    /// `begin` or the statement failed: the transaction ended without
-    /// committing (PostgreSQL answers a `COMMIT` of an aborted transaction
-    /// with `ROLLBACK`); the connection is back in the pool.
+    /// `begin` or the statement failed, or the server refused the end with
+    /// an error of its own (a deferred constraint at `COMMIT`): the
+    /// transaction ended without committing (PostgreSQL answers a `COMMIT`
+    /// of an aborted transaction with `ROLLBACK`); the connection is back in
+    /// the pool.
     Statement(DbError),
     /// The end itself failed or its answer never came: the outcome is
     /// unknown; the connection is closed.
@@ -199,7 +205,7 @@ pub(crate) enum Fenced {
 
 impl TxConn {
     fn opening(obj: Object, db: Db) -> Self {
-        Self { obj: Some(obj), db, retryable: OnceLock::new() }
+        Self { obj: Some(obj), db, retryable: OnceLock::new(), poisoned: AtomicBool::new(false) }
     }
 
     /// The underlying client (for [`TxClient`](super::TxClient)).
@@ -236,7 +242,7 @@ impl TxConn {
         let deadline = self.db.deadline();
         bounded(deadline, async {
             let prepared = prepare_on(self.client(), sql, cache).await?;
-            self.finish(None, prepared.as_ref(), sql, params, end).await.map_err(Finish::into_error)
+            self.finish(None, prepared.as_ref(), sql, params, end, None).await.map_err(Finish::into_error)
         })
         .await
         .map_err(|e| if e.timed_out() { Finish::End(e) } else { Finish::Statement(e) })
@@ -248,9 +254,18 @@ impl TxConn {
     /// fails too (25P02), so nothing commits that a bare `COMMIT` would have
     /// silently rolled back (rust-postgres#1334).
     ///
+    /// With `notify`, a `NOTIFY` on that channel follows in the same flight,
+    /// in a transaction of its own (notifying inside the transaction would
+    /// take PostgreSQL's notification lock through its commit).
+    ///
     /// # Errors
     /// [`Fenced`]: what happened instead of a commit.
-    pub(crate) async fn commit_fenced(self, check: &str, params: &[Param<'_>]) -> Result<(), Fenced> {
+    pub(crate) async fn commit_fenced(
+        self,
+        check: &str,
+        params: &[Param<'_>],
+        notify: Option<&str>,
+    ) -> Result<(), Fenced> {
         let cache = self.caches_statements();
         let deadline = self.db.deadline();
         let prepared = match bounded(deadline, prepare_on(self.client(), check, cache)).await {
@@ -263,8 +278,10 @@ impl TxConn {
                 return Err(Fenced::Aborted(e));
             }
         };
-        let finished =
-            bounded(deadline, async { Ok(self.finish(None, prepared.as_ref(), check, params, "COMMIT").await) }).await;
+        let finished = bounded(deadline, async {
+            Ok(self.finish(None, prepared.as_ref(), check, params, "COMMIT", notify).await)
+        })
+        .await;
         match finished {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(Finish::Statement(e))) if e.is(code::DIVISION_BY_ZERO) => Err(Fenced::Lost),
@@ -288,13 +305,24 @@ impl TxConn {
         let deadline = self.db.deadline();
         bounded(deadline, async { self.client().batch_execute(sql).await.map_err(DbError::pg) }).await?;
         // Confirmed: outside any transaction, the connection may be pooled.
-        drop(self.obj.take());
+        self.pool_or_discard();
         Ok(())
     }
 
-    /// `begin` (when given), the prepared statement and `end` in one flight.
-    /// Pools the connection once `end` is confirmed, whatever the statement
-    /// did.
+    /// After a confirmed end: back to the pool, unless a statement showed
+    /// the session unfit for it.
+    fn pool_or_discard(&mut self) {
+        let Some(obj) = self.obj.take() else { return };
+        if self.poisoned.load(Ordering::Relaxed) {
+            discard(obj, &self.db, "closing a connection whose session refused writes or is shutting down");
+        } else {
+            drop(obj);
+        }
+    }
+
+    /// `begin` (when given), the prepared statement, `end` and a `NOTIFY` on
+    /// `notify` (when given) in one flight. Pools the connection once `end`
+    /// is confirmed, whatever the statement did.
     async fn finish(
         mut self,
         begin: Option<&str>,
@@ -302,6 +330,7 @@ impl TxConn {
         sql: &str,
         params: &[Param<'_>],
         end: &str,
+        notify: Option<&str>,
     ) -> Result<Vec<Row>, Finish> {
         let client = self.client();
         let opened = async {
@@ -310,14 +339,36 @@ impl TxConn {
                 None => Ok(()),
             }
         };
-        let (opened, done, ended) = tokio::join!(opened, query_on(client, prepared, sql, params), async {
-            client.batch_execute(end).await.map_err(DbError::pg)
-        });
+        let notified = async {
+            if let Some(channel) = notify {
+                // The channel is a checked identifier (`queue::channel`).
+                if let Err(e) = client.batch_execute(&format!("NOTIFY \"{channel}\"")).await {
+                    tracing::warn!(error = %e, "notification not sent; workers find the rows by polling");
+                }
+            }
+        };
+        let (opened, done, ended, ()) = tokio::join!(
+            opened,
+            query_on(client, prepared, sql, params),
+            async { client.batch_execute(end).await.map_err(DbError::pg) },
+            notified
+        );
         if let Err(e) = ended {
-            return Err(Finish::End(e)); // dropped: closed
+            if e.code().is_some_and(|c| !super::unusable_code(c)) {
+                // The server refused the end (a deferred constraint, a
+                // serialization failure at COMMIT): the transaction rolled
+                // back and the session is idle, a known outcome.
+                self.note_error(&e);
+                self.pool_or_discard();
+                return Err(Finish::Statement(e));
+            }
+            return Err(Finish::End(e)); // unanswered or unusable: closed
         }
         // The transaction ended either way: the connection may be pooled.
-        drop(self.obj.take());
+        if let Err(e) = opened.as_ref().and(done.as_ref()) {
+            self.note_error(e);
+        }
+        self.pool_or_discard();
         opened.and(done).map_err(Finish::Statement)
     }
 
@@ -326,14 +377,26 @@ impl TxConn {
         self.retryable.get().copied()
     }
 
-    /// Notes `result`'s SQLSTATE when it is a retryable conflict.
+    /// Notes `e`'s SQLSTATE: a retryable conflict, or a session unfit for
+    /// the pool.
+    pub(crate) fn note_error(&self, e: &DbError) {
+        self.note_code(e.code());
+    }
+
+    /// [`note_error`](Self::note_error) for a handler statement's result.
     pub(crate) fn note<R>(&self, result: &Result<R, tokio_postgres::Error>) {
         if let Err(e) = result {
-            if let Some(code) = e.code().map(tokio_postgres::error::SqlState::code) {
-                if let Some(retryable) = super::RETRYABLE.iter().copied().find(|c| *c == code) {
-                    let _ = self.retryable.set(retryable);
-                }
-            }
+            self.note_code(e.code().map(tokio_postgres::error::SqlState::code));
+        }
+    }
+
+    fn note_code(&self, code: Option<&str>) {
+        let Some(code) = code else { return };
+        if let Some(retryable) = super::RETRYABLE.iter().copied().find(|c| *c == code) {
+            let _ = self.retryable.set(retryable);
+        }
+        if super::unusable_code(code) {
+            self.poisoned.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -341,21 +404,28 @@ impl TxConn {
 impl Drop for TxConn {
     fn drop(&mut self) {
         let Some(obj) = self.obj.take() else { return }; // released after COMMIT/ROLLBACK
-        discard(obj, "closing a connection abandoned inside a webhook transaction");
+        discard(obj, &self.db, "closing a connection abandoned inside a webhook transaction");
     }
 }
 
 /// Detaches `obj` from the pool, cancels its running statement and closes
 /// it. A dropped query future does not stop the statement on the server;
 /// the cancel request does. Then the close rolls back any transaction.
-fn discard(obj: Object, why: &'static str) {
+fn discard(obj: Object, db: &Db, why: &'static str) {
     let client = Object::take(obj);
     tracing::warn!("{why}");
     let cancel = client.cancel_token();
     match tokio::runtime::Handle::try_current() {
         Ok(rt) => {
+            let db = db.clone();
             rt.spawn(async move {
-                let _ = cancel.cancel_query(tokio_postgres::NoTls).await;
+                if let Err(e) = db.cancel(cancel).await {
+                    tracing::warn!(
+                        error = %e,
+                        "the discarded connection's statement could not be cancelled and runs until it ends \
+                         (with TLS to PostgreSQL, give StoreConfig::cancel_tls the pool's connector)"
+                    );
+                }
                 drop(client);
             });
         }
@@ -401,4 +471,87 @@ async fn query_on(
         }
     };
     rows.map(|rows| rows.into_iter().map(Row).collect()).map_err(DbError::pg)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::testing;
+
+    async fn pid(pool: &deadpool_postgres::Pool) -> i32 {
+        pool.get().await.unwrap().query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0)
+    }
+
+    fn db(pool: &deadpool_postgres::Pool) -> Db {
+        Db::new(pool.clone(), Duration::from_secs(5), Duration::from_secs(5), false, None)
+    }
+
+    /// A session that refused a handler's write with 25006 (read-only after
+    /// a failover) is closed after its rollback, not pooled for the next run.
+    #[tokio::test]
+    async fn a_session_that_refused_a_write_is_not_pooled_again() {
+        let pool = testing::fresh(1).await;
+        let before = pid(&pool).await;
+        // This session now starts read-only transactions, as a demoted primary's do.
+        pool.get().await.unwrap().batch_execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY").await.unwrap();
+        let (tx, _) = db(&pool).connect("test").await.unwrap().begin("BEGIN", "SELECT 1", &[]).await.unwrap();
+        let refused = tx.client().execute("CREATE TABLE t (x int)", &[]).await;
+        assert_eq!(
+            refused.as_ref().err().and_then(|e| e.code()).map(|c| c.code()),
+            Some(code::READ_ONLY_SQL_TRANSACTION)
+        );
+        tx.note(&refused);
+        tx.rollback().await.unwrap();
+        assert_ne!(pid(&pool).await, before, "a new session");
+    }
+
+    /// A COMMIT the server refuses with an ordinary error (a deferred unique
+    /// constraint, 23505) has a known outcome, rolled back, and the session
+    /// goes back to the pool.
+    #[tokio::test]
+    async fn a_commit_refused_by_a_deferred_constraint_is_rolled_back_and_the_session_pooled() {
+        let pool = testing::fresh(1).await;
+        pool.get()
+            .await
+            .unwrap()
+            .batch_execute("CREATE TABLE d (k text, CONSTRAINT du UNIQUE (k) DEFERRABLE INITIALLY DEFERRED)")
+            .await
+            .unwrap();
+        let before = pid(&pool).await;
+        let (tx, _) = db(&pool)
+            .connect("test")
+            .await
+            .unwrap()
+            .begin("BEGIN", "INSERT INTO d VALUES ('x'), ('x')", &[])
+            .await
+            .unwrap();
+        match tx.commit_fenced("SELECT 1", &[], None).await {
+            Err(Fenced::Aborted(e)) => assert_eq!(e.code(), Some("23505")),
+            Err(Fenced::Unknown(e)) => panic!("reported unknown: {e:?}"),
+            other => panic!("{:?}", other.is_ok()),
+        }
+        assert_eq!(pid(&pool).await, before, "the same session, pooled");
+        let rows: i64 = pool.get().await.unwrap().query_one("SELECT count(*) FROM d", &[]).await.unwrap().get(0);
+        assert_eq!(rows, 0, "nothing committed");
+    }
+
+    /// An ordinary error on an autocommit step (55P03 behind a migration's
+    /// lock) leaves the session pooled; a timed-out step's is closed.
+    #[tokio::test]
+    async fn an_ordinary_step_error_pools_the_session_and_a_timeout_closes_it() {
+        let pool = testing::fresh(2).await;
+        let before = pid(&pool).await;
+        let conn = db(&pool).connect("test").await.unwrap();
+        let failed = conn.query("SET lock_timeout = 1; SELECT 1", &[]).await;
+        assert!(failed.is_err(), "two statements in one prepared query");
+        conn.release();
+        assert_eq!(pid(&pool).await, before, "pooled after an ordinary error");
+        let quick = Db::new(pool.clone(), Duration::from_secs(5), Duration::from_millis(100), false, None);
+        let conn = quick.connect("test").await.unwrap();
+        assert!(conn.query("SELECT pg_sleep(5)", &[]).await.err().is_some_and(|e| e.timed_out()));
+        conn.release();
+        assert_ne!(pid(&pool).await, before, "closed after a timeout");
+    }
 }

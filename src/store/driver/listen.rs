@@ -10,6 +10,14 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+/// What the listener connection said.
+#[allow(clippy::large_enum_variant)] // one value per message, on the stack of one task
+enum Event {
+    Message(Option<Result<tokio_postgres::AsyncMessage, tokio_postgres::Error>>),
+    /// The `LISTEN` itself failed.
+    Refused(tokio_postgres::Error),
+}
+
 /// `LISTEN`s on `channel` and wakes `notify` on every notification;
 /// reconnects after a loss. Runs until dropped.
 pub(crate) async fn listen_loop<T>(config: tokio_postgres::Config, tls: T, notify: Arc<Notify>, channel: String)
@@ -23,29 +31,43 @@ where
                 let statement = format!("LISTEN \"{channel}\"");
                 let listen = client.batch_execute(&statement);
                 let mut listen = pin!(listen);
-                let mut listening = false;
+                // `None` until the LISTEN answered: polled until then only (a
+                // finished future must not be polled again).
+                let mut listening: Option<bool> = None;
                 loop {
-                    let message = poll_fn(|cx| {
-                        if !listening {
+                    let event = poll_fn(|cx| {
+                        if listening.is_none() {
                             if let std::task::Poll::Ready(result) = listen.as_mut().poll(cx) {
-                                listening = result.is_ok();
-                                if result.is_ok() {
-                                    // Rows accepted before LISTEN took effect.
-                                    notify.notify_one();
+                                match result {
+                                    Ok(()) => {
+                                        listening = Some(true);
+                                        // Rows accepted before LISTEN took effect.
+                                        notify.notify_one();
+                                    }
+                                    Err(e) => {
+                                        listening = Some(false);
+                                        return std::task::Poll::Ready(Event::Refused(e));
+                                    }
                                 }
                             }
                         }
-                        connection.poll_message(cx)
+                        connection.poll_message(cx).map(Event::Message)
                     })
                     .await;
-                    match message {
-                        Some(Ok(tokio_postgres::AsyncMessage::Notification(_))) => notify.notify_one(),
-                        Some(Ok(_)) => {}
-                        Some(Err(e)) => {
+                    match event {
+                        Event::Message(Some(Ok(tokio_postgres::AsyncMessage::Notification(_)))) => notify.notify_one(),
+                        Event::Message(Some(Ok(_))) => {}
+                        Event::Message(Some(Err(e))) => {
                             tracing::warn!(error = %e, "worker listener connection lost; reconnecting");
                             break;
                         }
-                        None => break,
+                        Event::Message(None) => break,
+                        Event::Refused(e) => {
+                            // A standby refuses LISTEN during recovery: try again
+                            // (a failover may make this node, or the next, primary).
+                            tracing::warn!(error = %e, "worker listener: LISTEN refused; polling meanwhile, retrying");
+                            break;
+                        }
                     }
                 }
             }

@@ -46,6 +46,8 @@ mod listen;
 mod tx;
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -56,6 +58,7 @@ use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
 pub use client::TxClient;
 pub(crate) use conn::{Conn, Fenced, TxConn};
 pub(crate) use listen::listen_loop;
+pub(crate) use tx::TxTables;
 pub use tx::{TxError, TxErrorKind, WebhookTx};
 
 use crate::error::{StoreError, StoreErrorKind};
@@ -112,6 +115,31 @@ struct Inner {
     transaction_pooler: bool,
     /// `host:port` of the pool's configuration, for connection errors.
     endpoint: Option<String>,
+    /// Sends a cancel request with the pool's TLS ([`cancel_with`]); plain
+    /// TCP when `None`.
+    cancel: Option<CancelFn>,
+}
+
+/// Sends the cancel request of a discarded connection's running statement.
+pub(crate) type CancelFn = Arc<
+    dyn Fn(tokio_postgres::CancelToken) -> Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// A [`CancelFn`] sending cancel requests through `tls`: a server that
+/// requires TLS (`sslmode=require`) refuses plain-TCP cancel requests.
+pub(crate) fn cancel_with<T>(tls: T) -> CancelFn
+where
+    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone + Send + Sync + 'static,
+    T::Stream: Send,
+    T::TlsConnect: Send,
+    <T::TlsConnect as tokio_postgres::tls::TlsConnect<tokio_postgres::Socket>>::Future: Send,
+{
+    Arc::new(move |token: tokio_postgres::CancelToken| {
+        let tls = tls.clone();
+        Box::pin(async move { token.cancel_query(tls).await })
+    })
 }
 
 impl fmt::Debug for Db {
@@ -125,9 +153,25 @@ impl fmt::Debug for Db {
 }
 
 impl Db {
-    pub(crate) fn new(pool: Pool, pool_timeout: Duration, deadline: Duration, transaction_pooler: bool) -> Self {
+    pub(crate) fn new(
+        pool: Pool,
+        pool_timeout: Duration,
+        deadline: Duration,
+        transaction_pooler: bool,
+        cancel: Option<CancelFn>,
+    ) -> Self {
         let endpoint = endpoint::of_pool(&pool);
-        Self { inner: Arc::new(Inner { pool, pool_timeout, deadline: Some(deadline), transaction_pooler, endpoint }) }
+        let deadline = Some(deadline);
+        Self { inner: Arc::new(Inner { pool, pool_timeout, deadline, transaction_pooler, endpoint, cancel }) }
+    }
+
+    /// Cancels the statement `token`'s session is running, with the
+    /// configured TLS (plain TCP by default).
+    pub(crate) async fn cancel(&self, token: tokio_postgres::CancelToken) -> Result<(), tokio_postgres::Error> {
+        match &self.inner.cancel {
+            Some(cancel) => cancel(token).await,
+            None => token.cancel_query(tokio_postgres::NoTls).await,
+        }
     }
 
     /// The same database without a client-side step deadline (operator
@@ -141,6 +185,7 @@ impl Db {
                 deadline: None,
                 transaction_pooler: i.transaction_pooler,
                 endpoint: i.endpoint.clone(),
+                cancel: i.cancel.clone(),
             }),
         }
     }
@@ -261,6 +306,8 @@ pub(crate) enum Param<'a> {
     Time(SystemTime),
     /// `timestamptz` or NULL.
     OptTime(Option<SystemTime>),
+    /// `text[]` or NULL.
+    OptTexts(Option<&'a [String]>),
 }
 
 impl<'a> Param<'a> {
@@ -286,6 +333,7 @@ impl<'a> Param<'a> {
             Self::I64(_) => Type::INT8,
             Self::F64(_) | Self::OptF64(_) => Type::FLOAT8,
             Self::Time(_) | Self::OptTime(_) => Type::TIMESTAMPTZ,
+            Self::OptTexts(_) => Type::TEXT_ARRAY,
         }
     }
 
@@ -303,6 +351,7 @@ impl<'a> Param<'a> {
             Self::OptF64(v) => v,
             Self::Time(v) => v,
             Self::OptTime(v) => v,
+            Self::OptTexts(v) => v,
         }
     }
 }
@@ -338,6 +387,11 @@ impl Row {
     pub(crate) fn get<'a, T: FromSql<'a>>(&'a self, idx: usize) -> T {
         self.0.get(idx)
     }
+
+    /// The number of columns.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// A driver error: the server's, the connection's, or a step past its
@@ -353,6 +407,13 @@ enum DbErrorKind {
     /// The step did not finish within the deadline: its connection is
     /// discarded.
     Timeout,
+}
+
+/// SQLSTATEs after which a session must not serve another step: 25006 (the
+/// server is read-only: a standby promoted away from, after a failover),
+/// class 08 (connection exceptions) and the shutdown codes.
+pub(crate) fn unusable_code(code: &str) -> bool {
+    code == code::READ_ONLY_SQL_TRANSACTION || code.starts_with("08") || code::SHUTTING_DOWN.contains(&code)
 }
 
 impl DbError {
@@ -398,12 +459,7 @@ impl DbError {
     /// shutdown, or a server not accepting connections yet (57P01, 57P02,
     /// 57P03). PostgreSQL docs, "PostgreSQL Error Codes".
     pub(crate) fn unusable(&self) -> bool {
-        match self.code() {
-            None => true,
-            Some(code) => {
-                code == code::READ_ONLY_SQL_TRANSACTION || code.starts_with("08") || code::SHUTTING_DOWN.contains(&code)
-            }
-        }
+        self.code().is_none_or(unusable_code)
     }
 
     fn store_kind(&self) -> StoreErrorKind {

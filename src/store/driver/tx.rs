@@ -3,11 +3,13 @@
 //! layer or the worker takes back to end the transaction.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
 
-use super::{TxClient, TxConn};
+use super::{Param, Row, TxClient, TxConn};
+use crate::event::ScopedEvent;
 
 /// The transaction holding this delivery's claim. The handler's business
 /// writes go through it, so they commit (or roll back) together with the
@@ -30,6 +32,39 @@ use super::{TxClient, TxConn};
 #[derive(Clone)]
 pub struct WebhookTx {
     slot: Arc<Mutex<Option<TxConn>>>,
+    scope: Arc<TxScope>,
+}
+
+/// Where the crate's tables are, for statements through a [`WebhookTx`]:
+/// built once per store, shared by its transactions.
+#[derive(Debug)]
+pub(crate) struct TxTables {
+    /// The checked schema name.
+    pub(crate) schema: String,
+    /// The channel a commit that enqueued effects notifies.
+    pub(crate) outbox_channel: String,
+}
+
+/// What the crate's own statements through a [`WebhookTx`] need besides the
+/// connection: the event the transaction holds, where the tables are, and
+/// whether the commit must wake the outbox workers.
+pub(crate) struct TxScope {
+    pub(crate) event: ScopedEvent,
+    pub(crate) tables: Arc<TxTables>,
+    enqueued: AtomicBool,
+}
+
+impl TxScope {
+    /// Notes that an effect was enqueued in this transaction.
+    pub(crate) fn note_enqueued(&self) {
+        self.enqueued.store(true, Ordering::Relaxed);
+    }
+
+    /// The channel to notify with the commit: the outbox's, when an effect
+    /// was enqueued.
+    pub(crate) fn notify(&self) -> Option<&str> {
+        self.enqueued.load(Ordering::Relaxed).then_some(self.tables.outbox_channel.as_str())
+    }
 }
 
 impl fmt::Debug for WebhookTx {
@@ -39,8 +74,32 @@ impl fmt::Debug for WebhookTx {
 }
 
 impl WebhookTx {
-    pub(crate) fn new(conn: TxConn) -> Self {
-        Self { slot: Arc::new(Mutex::new(Some(conn))) }
+    /// The transaction on `conn` holding `event`'s claim (or lease), with
+    /// the tables `tables` names.
+    pub(crate) fn new(conn: TxConn, event: ScopedEvent, tables: Arc<TxTables>) -> Self {
+        let scope = TxScope { event, tables, enqueued: AtomicBool::new(false) };
+        Self { slot: Arc::new(Mutex::new(Some(conn))), scope: Arc::new(scope) }
+    }
+
+    /// The event, the schema and the enqueue flag of this transaction.
+    pub(crate) fn scope(&self) -> &TxScope {
+        &self.scope
+    }
+
+    /// Runs one of the crate's statements in the transaction (an enqueue, a
+    /// business key, a version), waiting while a [`TxClient`] is borrowed; a
+    /// retryable conflict it meets is noted as the handler's own are.
+    ///
+    /// # Errors
+    /// [`TxErrorKind::Finished`] once the transaction ended,
+    /// [`TxErrorKind::Database`] when the statement failed.
+    pub(crate) async fn run(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, TxError> {
+        let guard = Arc::clone(&self.slot).lock_owned().await;
+        let conn = guard.as_ref().ok_or(TxError { kind: TxErrorKind::Finished, sqlstate: None })?;
+        conn.query(sql, params).await.map_err(|e| {
+            conn.note_error(&e);
+            TxError { kind: TxErrorKind::Database, sqlstate: e.code().map(str::to_owned) }
+        })
     }
 
     /// Borrows the connection inside the transaction. Waits while another
@@ -54,7 +113,7 @@ impl WebhookTx {
         if guard.is_some() {
             Ok(TxClient::new(guard))
         } else {
-            Err(TxError { kind: TxErrorKind::Finished })
+            Err(TxError { kind: TxErrorKind::Finished, sqlstate: None })
         }
     }
 
@@ -72,9 +131,10 @@ impl WebhookTx {
 }
 
 /// Using a [`WebhookTx`] failed: see [`kind`](Self::kind).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxError {
     kind: TxErrorKind,
+    sqlstate: Option<String>,
 }
 
 /// What a [`TxError`] is about.
@@ -84,21 +144,42 @@ pub enum TxErrorKind {
     /// The layer (or the worker) already committed or rolled back this
     /// transaction: the handler had returned its response.
     Finished,
+    /// One of the crate's statements in the transaction failed (an enqueue,
+    /// a business key, a version; see [`TxError::sqlstate`]). A deadlock,
+    /// serialization failure or lock timeout is answered 503 as the
+    /// handler's own are; any other error leaves the transaction aborted:
+    /// answer a non-success status.
+    Database,
+    /// An argument is out of its range (an effect name over 128 bytes, an
+    /// action name, a business key or an object id over its bound).
+    Invalid,
 }
 
 impl TxError {
+    pub(crate) fn invalid() -> Self {
+        Self { kind: TxErrorKind::Invalid, sqlstate: None }
+    }
+
     /// What went wrong.
     pub fn kind(&self) -> TxErrorKind {
         self.kind
+    }
+
+    /// The SQLSTATE of a failed statement ([`TxErrorKind::Database`]).
+    pub fn sqlstate(&self) -> Option<&str> {
+        self.sqlstate.as_deref()
     }
 }
 
 impl fmt::Display for TxError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
-            TxErrorKind::Finished => f.write_str(
+        match (self.kind, &self.sqlstate) {
+            (TxErrorKind::Finished, _) => f.write_str(
                 "the webhook transaction is finished: WebhookTx is usable only until the handler returns its response",
             ),
+            (TxErrorKind::Database, Some(code)) => write!(f, "webhook transaction statement failed: SQLSTATE {code}"),
+            (TxErrorKind::Database, None) => f.write_str("webhook transaction statement failed: the connection broke"),
+            (TxErrorKind::Invalid, _) => f.write_str("webhook transaction: an argument is out of its range"),
         }
     }
 }

@@ -181,6 +181,34 @@ async fn a_success_status_other_than_200_is_stored_and_replayed_as_configured() 
 }
 
 #[tokio::test]
+async fn a_2xx_the_success_predicate_refuses_is_answered_500_and_the_retry_runs_once() {
+    let db = TestDb::new().await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let app = route(
+        move |tx: WebhookTx, event: WebhookEvent| {
+            let run = counter.fetch_add(1, Ordering::SeqCst);
+            async move {
+                insert_effect(&tx, &event).await.unwrap();
+                if run == 0 {
+                    StatusCode::ACCEPTED
+                } else {
+                    StatusCode::OK
+                }
+            }
+        },
+        stripe_layer(db.pool.clone()).success(|s| s == StatusCode::OK).build().unwrap(),
+    );
+    // Passing the 202 on would tell the sender the event was processed.
+    assert_eq!(deliver(&app, "evt_refused_2xx").await, Answer::refused(RejectionKind::HandlerError));
+    assert_eq!(db.effects().await, 0, "rolled back");
+    assert_eq!(db.event_row("evt_refused_2xx").await, Some(("failed".into(), 1, Some(202))));
+    assert_eq!(deliver(&app, "evt_refused_2xx").await, Answer::fresh(StatusCode::OK), "the sender's retry");
+    assert_eq!((db.effects().await, runs.load(Ordering::SeqCst)), (1, 2));
+    assert_eq!(db.idle_in_transaction().await, 0);
+}
+
+#[tokio::test]
 async fn a_success_over_a_swallowed_statement_error_is_never_2xx_and_the_next_delivery_runs_once() {
     // The handler's own statement fails, it ignores the error and answers a
     // success: the check pipelined with COMMIT fails 25P02, nothing commits.

@@ -285,3 +285,33 @@ async fn serializable_concurrent_duplicate_is_replayed_not_5xx() {
     assert_eq!((again.status(), again.headers().contains_key("idempotent-replayed")), (StatusCode::OK, true));
     assert_eq!(db.effects().await, 1);
 }
+
+/// From the breaker's review: while a migration holds `webhook_events`
+/// locked, the claim's first statement fails 55P03 on the session's own
+/// `lock_timeout`: an ordinary error that leaves the session fine. The
+/// connection goes back to the pool; before, each retry of the claim closed
+/// one and opened another (8 closed for one delivery).
+#[tokio::test]
+async fn a_claim_blocked_by_a_migration_s_lock_keeps_its_pooled_connection() {
+    let db = TestDb::new().await;
+    let mut config = db.config.clone();
+    config.options("-c lock_timeout=100");
+    let app_pool = pool(config, 2);
+    let layer = stripe_layer(app_pool.clone()).lock_timeout(Duration::from_millis(1500)).build().unwrap();
+    let app = Router::new().route("/webhooks/stripe", post(apply_effect).layer(layer));
+    assert_eq!(status_code(&app, stripe_request(stripe_body("evt_warm"))).await, StatusCode::OK);
+    let (locker, conn) = db.config.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    locker
+        .batch_execute("BEGIN; LOCK TABLE webhook_idempotency.webhook_events IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let (logs, guard) = Logs::capture();
+    let blocked = status_code(&app, stripe_request(stripe_body("evt_locked"))).await;
+    drop(guard);
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert!(blocked == StatusCode::CONFLICT || blocked == StatusCode::SERVICE_UNAVAILABLE, "{blocked}");
+    assert_eq!(logs.lines_with(&["closing a connection"]), Vec::<String>::new(), "no connection was closed");
+    assert_eq!(status_code(&app, stripe_request(stripe_body("evt_locked"))).await, StatusCode::OK, "the retry runs");
+    assert_eq!(db.effects_for("evt_locked").await, 1);
+}

@@ -10,15 +10,25 @@
 //! does), and records its audit row after the last batch; its dry run counts
 //! the rows it would delete.
 //!
+//! The outbox has its own ([`Admin::outbox_stats`], [`Admin::list_effects`],
+//! [`Admin::show_effect`], [`Admin::resolve_effect`],
+//! [`Admin::requeue_effects`], [`Admin::purge_effects`]), audited alike.
+//!
 //! The gauge sampler ([`Admin::run_gauge_sampler`]) polls [`Admin::stats`]
-//! for the `webhook_events` and `webhook_oldest_pending_age_seconds` gauges.
+//! and [`Admin::outbox_stats`] for the `webhook_events`,
+//! `webhook_oldest_pending_age_seconds`, `webhook_outbox_effects` and
+//! `webhook_outbox_oldest_due_age_seconds` gauges.
+
+mod outbox;
 
 use std::time::{Duration, SystemTime};
 
-use super::driver::{Db, DbError, Param, Row};
+use super::driver::{Db, Param, Row};
 use super::retention::Retention;
 use super::StoreConfig;
 use crate::error::{ConfigError, StoreError};
+
+pub use outbox::{EffectFilter, EffectId, EffectRow, OutboxStats, Resolution};
 
 /// Which rows an action or listing applies to: every part given must match.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -96,6 +106,7 @@ pub struct Admin {
     retention: Retention,
     t: String,
     audit: String,
+    outbox: String,
 }
 
 const MATCH: &str = "($1::text IS NULL OR provider = $1) AND ($2::text IS NULL OR scope = $2)
@@ -129,9 +140,10 @@ impl Admin {
         let config = store.into();
         let (db, schema) = config.open()?;
         let (t, audit) = (format!("{schema}.webhook_events"), format!("{schema}.webhook_audit"));
+        let outbox = format!("{schema}.webhook_outbox");
         // The admin command's `--older-than` purge: its own age, checked by the caller.
         let retention = Retention::builder(config.clone()).allow_short_window(true).build()?;
-        Ok(Self { db: db.without_deadline(), retention, t, audit })
+        Ok(Self { db: db.without_deadline(), retention, t, audit, outbox })
     }
 
     async fn query(&self, step: &str, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, StoreError> {
@@ -250,8 +262,7 @@ impl Admin {
         self.act("replay", "state = 'done'", filter, dry_run, actor).await
     }
 
-    /// The action's update and its audit row in one transaction; a dry run
-    /// rolls both back, so the count is exactly what the action changes.
+    /// The action's update and its audit row ([`Admin::audited`]).
     async fn act(
         &self,
         action: &str,
@@ -268,14 +279,8 @@ impl Admin {
              SELECT count(*) FROM changed",
             self.t
         );
-        let err = |e: DbError| self.db.error(&e, action);
-        let conn = self.db.connect(action).await?;
-        let (tx, rows) = conn.begin("BEGIN", &sql, &filter.params()).await.map_err(err)?;
-        let changed = u64::try_from(rows[0].get::<i64>(0)).unwrap_or(0);
         let json = filter_json(filter).to_string();
-        tx.query(&self.audit_insert(), &audit_params(actor, action, &json, changed)).await.map_err(err)?;
-        if dry_run { tx.rollback().await } else { tx.commit().await }.map_err(err)?;
-        Ok(changed)
+        self.audited(action, &sql, &filter.params(), &json, dry_run, actor).await
     }
 
     /// The providers that have `done` or `failed` rows received more than
@@ -345,27 +350,25 @@ impl Admin {
 
     /// Sets the state gauges once (see [`crate::metrics`]): rows by provider
     /// and state, and the oldest pending row's age in seconds (0 when none is
-    /// pending).
+    /// pending); outbox rows by effect and state, and how long the oldest due
+    /// effect has been due.
     ///
     /// # Errors
     /// The [`StoreError`] of the query.
     pub async fn sample_gauges(&self) -> Result<(), StoreError> {
         let stats = self.stats().await?;
-        let mut by_state: std::collections::BTreeMap<(String, String), i64> = Default::default();
-        for (provider, _scope, state, rows) in stats.by_state {
-            *by_state.entry((provider, state)).or_default() += rows;
-        }
-        // Zero the states that emptied, for the providers seen.
-        let providers: std::collections::BTreeSet<String> = by_state.keys().map(|(p, _)| p.clone()).collect();
-        for provider in providers {
-            for state in ["pending", "running", "done", "failed", "dead"] {
-                by_state.entry((provider.clone(), state.to_owned())).or_default();
-            }
-        }
-        for ((provider, state), rows) in by_state {
+        let events = stats.by_state.into_iter().map(|(provider, _scope, state, rows)| (provider, state, rows));
+        for ((provider, state), rows) in every_state(events, &["pending", "running", "done", "failed", "dead"]) {
             crate::metrics::events(provider, state, rows);
         }
         crate::metrics::oldest_pending(stats.oldest_pending.unwrap_or_default());
+        let outbox = self.outbox_stats().await?;
+        for ((effect, state), rows) in
+            every_state(outbox.by_state, &["pending", "running", "done", "uncertain", "dead"])
+        {
+            crate::metrics::outbox_rows(effect, state, rows);
+        }
+        crate::metrics::outbox_oldest_due(outbox.oldest_due.unwrap_or_default());
         Ok(())
     }
 
@@ -394,6 +397,25 @@ impl Admin {
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(self.run_gauge_sampler(period, shutdown))
     }
+}
+
+/// Rows summed by `(label, state)`, with every state in `states` present
+/// (zero) for each label seen, so a gauge whose rows moved on reads 0.
+fn every_state(
+    counts: impl IntoIterator<Item = (String, String, i64)>,
+    states: &[&str],
+) -> std::collections::BTreeMap<(String, String), i64> {
+    let mut by_state: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    for (label, state, rows) in counts {
+        *by_state.entry((label, state)).or_default() += rows;
+    }
+    let labels: std::collections::BTreeSet<String> = by_state.keys().map(|(l, _)| l.clone()).collect();
+    for label in labels {
+        for state in states {
+            by_state.entry((label.clone(), (*state).to_owned())).or_default();
+        }
+    }
+    by_state
 }
 
 /// `$1..$4` of [`Admin::audit_insert`].

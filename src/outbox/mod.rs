@@ -1,0 +1,143 @@
+//! The outbox: external effects (an e-mail, a charge, a call to a
+//! fulfilment API) decided once in the handler's transaction and delivered
+//! at least once afterwards, with a downstream idempotency key that the
+//! remote deduplicates on.
+//!
+//! A local transaction cannot roll back a remote call. So the handler does
+//! not call: it records the intent with [`WebhookTx::enqueue`] in the same
+//! transaction as the claim and its business writes. They commit together
+//! or not at all (a handler that fails leaves no effect behind), and a
+//! retried handler that enqueues the same effect again finds it there
+//! ([`Enqueued::Duplicate`]). An [`OutboxWorker`] then leases due rows
+//! (`FOR UPDATE SKIP LOCKED`, a lease fenced by a token, as the inbox
+//! worker does: it is the same runtime, [`crate::worker`]), calls the
+//! effect function registered under the effect's name, outside any
+//! database transaction, and ends the row by what the function reports.
+//!
+//! ```no_run
+//! use axum::{http::StatusCode, routing::post, Router};
+//! use webhook_idempotency::outbox::{Effect, EffectContext, EffectResult, Effects, OutboxWorker};
+//! use webhook_idempotency::{Provider, WebhookEvent, WebhookLayer, WebhookTx};
+//!
+//! async fn on_payment(tx: WebhookTx, event: WebhookEvent) -> StatusCode {
+//!     let order = "ord_1"; // read from the event's payload
+//!     match tx.claim_action("fulfil_order", order).await {
+//!         Ok(true) => {}
+//!         Ok(false) => return StatusCode::OK, // the other event of this payment did it
+//!         Err(_) => return StatusCode::INTERNAL_SERVER_ERROR,
+//!     }
+//!     let receipt = Effect::json("send_receipt", serde_json::json!({ "order": order }));
+//!     match tx.enqueue(receipt).await {
+//!         Ok(_) => StatusCode::OK, // commits with the claim
+//!         Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
+//!     }
+//! }
+//!
+//! async fn send_receipt(ctx: EffectContext) -> EffectResult {
+//!     // POST to the mail API with `Idempotency-Key: ctx.downstream_key()`;
+//!     // a timeout after sending is `EffectResult::uncertain(..)`.
+//!     EffectResult::delivered()
+//! }
+//!
+//! # async fn run(pool: deadpool_postgres::Pool, secret: String) -> Result<(), Box<dyn std::error::Error>> {
+//! let layer = WebhookLayer::builder(pool.clone(), Provider::stripe()).scope("acct_1").secret(secret).build()?;
+//! let app: Router = Router::new().route("/webhooks/stripe", post(on_payment)).route_layer(layer);
+//! let worker = OutboxWorker::builder(pool, Effects::new().effect("send_receipt", send_receipt)).build()?;
+//! let worker = tokio::spawn(worker.run(std::future::pending()));
+//! # drop((app, worker)); Ok(()) }
+//! ```
+//!
+//! **The downstream key.** [`EffectContext::downstream_key`] is derived from
+//! the row's identity alone (scope, provider, event key, effect name,
+//! ordinal; [`downstream_key`] gives the format): equal on every attempt,
+//! after every crash and in every process, and never containing the
+//! attempt. Send it as the remote's idempotency key (Stripe's
+//! `Idempotency-Key` header, Adyen's `idempotency-key`, both within their
+//! limits at 61 characters): a repeated call then returns the first result
+//! instead of acting twice.
+//!
+//! **The at-least-once window.** A worker that crashes after the remote
+//! acted and before the row is marked `done` leaves the row `running`; once
+//! its lease expires another worker calls again, with the same key. Nothing
+//! in this crate can close that window (the remote call and the local mark
+//! cannot be one transaction); the key makes the repeat harmless where the
+//! remote honours it.
+//!
+//! **Outcomes.** The function reports [`EffectResult`]:
+//! - `Delivered` (with an optional remote reference): `done`, with the time;
+//! - `Retry`: back to `pending` after a backoff with full jitter
+//!   ([`RetryPolicy`](crate::worker::RetryPolicy)), `dead` past its attempts;
+//! - `Failed`: `dead` now;
+//! - `Uncertain`, when the remote may have acted and the answer was lost (a
+//!   timeout after the request was sent, a reset before the answer). The row
+//!   is never called blindly again. With a reconciliation registered for
+//!   the effect ([`Effects::reconcile`]) the row is due again after a
+//!   backoff and the reconciliation, not the effect, runs: it asks the
+//!   remote (by the downstream key) and answers [`Reconciled`]: delivered
+//!   (`done`), not delivered (called again at once, same key), failed
+//!   (`dead`) or still unknown (asked again later, `dead` past the
+//!   attempts). Without one the row waits in `uncertain` for an operator
+//!   ([`Admin::resolve_effect`](crate::store::admin::Admin::resolve_effect),
+//!   `webhook-admin outbox resolve`).
+//!
+//! A function that panics or runs past the worker's
+//! [`handler_timeout`](crate::worker::WorkerBuilder::handler_timeout) may
+//! have sent its call: it counts as uncertain too.
+//!
+//! **Business keys and ordering** are on [`WebhookTx`] too:
+//! [`claim_action`](WebhookTx::claim_action) claims a business transition
+//! once per scope whatever event carries it, and
+//! [`apply_if_newer`](WebhookTx::apply_if_newer) guards a last-writer-wins
+//! update against events arriving out of order (see
+//! [`store::actions`](crate::store::actions)).
+//!
+//! **Workers.** A worker leases only rows of the effects it has functions
+//! for, so processes may serve different effects from one database. Every
+//! run is counted (`webhook_worker_runs_total{kind="outbox"}`, and
+//! `webhook_outbox_effects_total` by effect and outcome); the gauge sampler
+//! sets `webhook_outbox_effects` by state and
+//! `webhook_outbox_oldest_due_age_seconds`. Leases, heartbeats, wake-ups
+//! (`pg_notify` sent in the same flight as the handler's `COMMIT`, with
+//! [`listen`](crate::worker::WorkerBuilder::listen)) and shutdown are the
+//! inbox worker's: see [`crate::inbox`].
+
+mod registry;
+mod work;
+
+pub use registry::{EffectContext, EffectResult, Effects, Reconciled};
+pub use work::OutboxWork;
+
+pub use crate::store::outbox::{downstream_key, Effect, Enqueued, MAX_EFFECT_BYTES};
+use crate::store::StoreConfig;
+use crate::worker::{Worker, WorkerBuilder};
+#[cfg(doc)]
+use crate::WebhookTx;
+
+/// Delivers outbox rows with registered effect functions. Build with
+/// [`OutboxWorker::builder`], start with [`OutboxWorker::run`] (a future to
+/// spawn). See the [module docs](self).
+pub type OutboxWorker = Worker<OutboxWork>;
+
+/// Builds an [`OutboxWorker`]: the settings every worker shares
+/// ([`WorkerBuilder`]).
+pub type OutboxWorkerBuilder = WorkerBuilder<OutboxWork>;
+
+impl Worker<OutboxWork> {
+    /// A worker on `store`'s outbox (a [`StoreConfig`], or a bare pool for
+    /// the defaults) delivering with `effects`. It leases only the rows of
+    /// the effects registered there.
+    pub fn builder(store: impl Into<StoreConfig>, effects: Effects) -> OutboxWorkerBuilder {
+        let work = OutboxWork::new(effects);
+        let names = work.names();
+        WorkerBuilder::new(store.into(), work).only(names)
+    }
+
+    /// Runs until `shutdown` completes, then shuts down gracefully: stops
+    /// leasing, lets calls in hand finish for up to the shutdown timeout,
+    /// then releases the rest (`pending`, the attempt not counted; a call
+    /// that went out before is repeated with the same key). Spawn it:
+    /// `tokio::spawn(worker.run(signal))`.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()> + Send) {
+        crate::worker::run(self, shutdown).await;
+    }
+}

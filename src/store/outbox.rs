@@ -1,0 +1,329 @@
+//! The outbox's rows: effects a handler decided inside its transaction
+//! ([`WebhookTx::enqueue`]), kept until an
+//! [`OutboxWorker`](crate::outbox::OutboxWorker) delivered them, and their
+//! queue kind (the lease, heartbeat and fenced ends are the crate's queue
+//! module's; the worker is in [`outbox`](crate::outbox)).
+//!
+//! A row's identity is `(scope, provider, event_key, effect, ordinal)`: the
+//! event that decided it, and which of its effects. Enqueuing the same
+//! identity twice, from a retried handler or a second call, keeps the first
+//! row ([`Enqueued::Duplicate`]). The payload sits in a table of its own,
+//! written once, so the state changes of a delivery rewrite a narrow row.
+
+use std::borrow::Cow;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+
+use super::driver::{Param, Row, TxError, WebhookTx};
+use super::queue::{self, Leased, QueueKind};
+
+/// Longest effect name, in bytes.
+pub const MAX_EFFECT_BYTES: usize = 128;
+
+/// An external effect a handler decides: its name (the registered function
+/// that delivers it), its payload, which of the event's effects of that
+/// name it is (`ordinal`, default 0) and when it may run first.
+///
+/// ```
+/// use webhook_idempotency::outbox::Effect;
+///
+/// let receipt = Effect::json("send_receipt", serde_json::json!({ "order": "ord_1", "to": "a@example.com" }));
+/// let second = Effect::json("send_receipt", serde_json::json!({ "order": "ord_1", "to": "b@example.com" })).ordinal(1);
+/// # drop((receipt, second));
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Effect {
+    name: String,
+    ordinal: u32,
+    payload: Bytes,
+    content_type: Cow<'static, str>,
+    not_before: Option<SystemTime>,
+}
+
+impl Effect {
+    /// The effect `name` with a JSON payload.
+    pub fn json(name: impl Into<String>, payload: serde_json::Value) -> Self {
+        let payload = Bytes::from(payload.to_string());
+        Self::bytes(name, payload, "application/json")
+    }
+
+    /// The effect `name` with `payload` as bytes of `content_type`.
+    pub fn bytes(
+        name: impl Into<String>,
+        payload: impl Into<Bytes>,
+        content_type: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            ordinal: 0,
+            payload: payload.into(),
+            content_type: content_type.into(),
+            not_before: None,
+        }
+    }
+
+    /// Which of the event's effects named so this is (default 0): a handler
+    /// that sends two receipts for one event enqueues ordinals 0 and 1.
+    pub fn ordinal(mut self, ordinal: u32) -> Self {
+        self.ordinal = ordinal;
+        self
+    }
+
+    /// Runs no earlier than `at` (default: as soon as the transaction
+    /// commits).
+    pub fn not_before(mut self, at: SystemTime) -> Self {
+        self.not_before = Some(at);
+        self
+    }
+
+    /// The effect's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// What [`WebhookTx::enqueue`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Enqueued {
+    /// A new row, committed or rolled back with the transaction.
+    Added,
+    /// The event already has this effect (same name and ordinal): kept as
+    /// it was, nothing written (River's "skipped as duplicate").
+    Duplicate,
+}
+
+impl WebhookTx {
+    /// Records `effect` for this transaction's event, in the transaction: it
+    /// commits with the claim and the handler's writes, or rolls back with
+    /// them (a rolled-back handler leaves no effect behind). The commit
+    /// wakes the outbox workers (`NOTIFY`, sent in the same flight as
+    /// `COMMIT`); an [`OutboxWorker`](crate::outbox::OutboxWorker) delivers
+    /// it at least once, with a downstream key that is the same on every
+    /// attempt ([`downstream_key`]). One statement, one round trip.
+    ///
+    /// # Errors
+    /// [`TxErrorKind::Invalid`](super::driver::TxErrorKind::Invalid) for an
+    /// empty name, one over [`MAX_EFFECT_BYTES`] or with NUL;
+    /// [`TxErrorKind::Database`](super::driver::TxErrorKind::Database) when
+    /// the statement failed (the outbox table missing: run the migrations),
+    /// and [`TxErrorKind::Finished`](super::driver::TxErrorKind::Finished)
+    /// after the handler answered.
+    pub async fn enqueue(&self, effect: Effect) -> Result<Enqueued, TxError> {
+        if effect.name.is_empty() || effect.name.len() > MAX_EFFECT_BYTES || effect.name.contains('\0') {
+            return Err(TxError::invalid());
+        }
+        let scope = self.scope();
+        let sql = enqueue_sql(&scope.tables.schema);
+        let ordinal = i32::try_from(effect.ordinal).map_err(|_| TxError::invalid())?;
+        let [s, p, k, _] = Param::event(&scope.event);
+        let params = [
+            s,
+            p,
+            k,
+            Param::Text(&effect.name),
+            Param::I32(ordinal),
+            Param::OptTime(effect.not_before),
+            Param::Bytes(&effect.payload),
+            Param::Text(&effect.content_type),
+        ];
+        let added: i64 = self.run(&sql, &params).await?[0].get(0);
+        if added == 0 {
+            return Ok(Enqueued::Duplicate);
+        }
+        scope.note_enqueued();
+        Ok(Enqueued::Added)
+    }
+}
+
+/// The enqueue: the row and its payload in one statement, the payload only
+/// when the row is new.
+fn enqueue_sql(schema: &str) -> String {
+    format!(
+        "WITH row AS (
+             INSERT INTO {schema}.webhook_outbox (scope, provider, event_key, effect, ordinal, state, run_at)
+             VALUES ($1, $2, $3, $4, $5, 'pending', coalesce($6, now()))
+             ON CONFLICT (scope, provider, event_key, effect, ordinal) DO NOTHING
+             RETURNING 1),
+         payload AS (
+             INSERT INTO {schema}.webhook_outbox_payloads (scope, provider, event_key, effect, ordinal, payload,
+                                                          content_type)
+             SELECT $1, $2, $3, $4, $5, $7, $8 FROM row
+             RETURNING 1)
+         SELECT count(*) FROM row"
+    )
+}
+
+/// The downstream idempotency key of an effect: derived from its identity
+/// alone, so it is the same on every attempt, after every crash and in
+/// every process, and never contains the attempt. Give it to the remote side
+/// as its idempotency key (Stripe's `Idempotency-Key` header, Adyen's
+/// `idempotency-key`): a repeat of the call then returns the first result.
+///
+/// Format: `whk1_` and 56 lowercase hex digits, 61 ASCII characters (within
+/// Adyen's 64 and Stripe's 255): the first 28 bytes of SHA-256 over
+/// `len(scope):scope/len(provider):provider/len(event_key):event_key/len(effect):effect/ordinal`
+/// (lengths in bytes, decimal), so distinct identities never share an input.
+pub fn downstream_key(scope: &str, provider: &str, event_key: &str, effect: &str, ordinal: u32) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut hash = Sha256::new();
+    for part in [scope, provider, event_key, effect] {
+        hash.update(part.len().to_string());
+        hash.update(b":");
+        hash.update(part.as_bytes());
+        hash.update(b"/");
+    }
+    hash.update(ordinal.to_string());
+    format!("whk1_{}", hex::encode(&hash.finalize()[..28]))
+}
+
+/// An outbox row as a worker leases it.
+#[derive(Debug)]
+pub(crate) struct OutboxRow {
+    pub(crate) payload: Bytes,
+    pub(crate) content_type: String,
+    /// The row was uncertain: this run reconciles instead of calling again.
+    pub(crate) reconcile: bool,
+}
+
+/// The outbox as a queue kind.
+pub(crate) struct OutboxRows;
+
+impl QueueKind for OutboxRows {
+    const NAME: &'static str = queue::OUTBOX;
+    const TABLE: &'static str = "webhook_outbox";
+    const KEY: &'static [&'static str] = &["scope", "provider", "event_key", "effect", "ordinal:integer"];
+    const DUE_STATES: &'static str = "'pending', 'uncertain'";
+    const FILTER_COLUMN: Option<&'static str> = Some("effect");
+    const PAYLOAD_COLUMNS: &'static str = "(SELECT p.payload FROM {schema}.webhook_outbox_payloads p
+           WHERE (p.scope, p.provider, p.event_key, p.effect, p.ordinal)
+               = (e.scope, e.provider, e.event_key, e.effect, e.ordinal)),
+         (SELECT p.content_type FROM {schema}.webhook_outbox_payloads p
+           WHERE (p.scope, p.provider, p.event_key, p.effect, p.ordinal)
+               = (e.scope, e.provider, e.event_key, e.effect, e.ordinal)),
+         e.uncertain_since IS NOT NULL";
+    const DONE_SET: &'static str = "response_status = {status}, delivered_at = now(), uncertain_since = NULL";
+    type Payload = OutboxRow;
+
+    fn payload(row: &Row, first: usize) -> OutboxRow {
+        OutboxRow {
+            payload: row.get::<Option<Vec<u8>>>(first).map(Bytes::from).unwrap_or_default(),
+            content_type: row.get::<Option<String>>(first + 1).unwrap_or_default(),
+            reconcile: row.get(first + 2),
+        }
+    }
+
+    fn retry_state(payload: &OutboxRow) -> &'static str {
+        if payload.reconcile {
+            "uncertain"
+        } else {
+            "pending"
+        }
+    }
+
+    fn count(provider: &str, effect: Option<&str>, outcome: &'static str) {
+        let outcome = if outcome == "done" { "delivered" } else { outcome };
+        crate::metrics::outbox_effect(provider, effect.unwrap_or_default(), outcome);
+    }
+}
+
+impl Leased<OutboxRow> {
+    /// The effect's name.
+    pub(crate) fn effect(&self) -> &str {
+        self.key_part(3)
+    }
+
+    /// Which of the event's effects of that name.
+    pub(crate) fn ordinal(&self) -> u32 {
+        self.key_part(4).parse().unwrap_or(0)
+    }
+
+    /// The row's downstream key.
+    pub(crate) fn downstream_key(&self) -> String {
+        downstream_key(self.scope(), self.provider(), self.event_key(), self.effect(), self.ordinal())
+    }
+}
+
+/// The outbox's own ends, besides the queue's retry, bury and release: all
+/// fenced by the lease token (`$1..$5` the identity, `$6` the token).
+pub(crate) struct OutboxSql {
+    /// `$7 remote_ref, $8 response_status`: delivered.
+    pub(crate) delivered: String,
+    /// `$7 last_error, $8 seconds until the reconciliation (NULL: none, an
+    /// operator resolves it), $9 response_status`: uncertain.
+    pub(crate) uncertain: String,
+    /// The reconciliation found the call did not happen: send again, now.
+    pub(crate) resend: String,
+}
+
+impl OutboxSql {
+    pub(crate) fn new(schema: &str) -> Self {
+        let t = format!("{schema}.webhook_outbox");
+        let fence = "scope = $1 AND provider = $2 AND event_key = $3 AND effect = $4 AND ordinal = $5::text::integer
+                     AND state = 'running' AND lease_token = $6::text::uuid";
+        let released = "locked_until = NULL, lease_token = NULL";
+        Self {
+            delivered: format!(
+                "UPDATE {t} SET state = 'done', delivered_at = now(), remote_ref = $7, response_status = $8,
+                        uncertain_since = NULL, run_at = NULL, {released}
+                 WHERE {fence} RETURNING 1"
+            ),
+            uncertain: format!(
+                "UPDATE {t} SET state = 'uncertain', uncertain_since = coalesce(uncertain_since, now()),
+                        run_at = CASE WHEN $8::float8 IS NULL THEN NULL ELSE now() + make_interval(secs => $8) END,
+                        last_error = $7, response_status = $9, last_failed_at = now(), {released}
+                 WHERE {fence} RETURNING 1"
+            ),
+            resend: format!(
+                "UPDATE {t} SET state = 'pending', uncertain_since = NULL, run_at = now(), {released}
+                 WHERE {fence} RETURNING 1"
+            ),
+        }
+    }
+}
+
+/// The parameters of [`OutboxSql::uncertain`] after the fence.
+pub(crate) fn uncertain_params<'a>(
+    error: &'a str,
+    reconcile_in: Option<Duration>,
+    status: Option<u16>,
+) -> [Param<'a>; 3] {
+    [
+        Param::Text(error),
+        Param::OptF64(reconcile_in.map(|d| d.as_secs_f64())),
+        Param::OptI16(status.map(|s| i16::try_from(s).unwrap_or(i16::MAX))),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn downstream_keys_are_stable_short_ascii_and_distinct() {
+        let key = downstream_key("acct_1", "stripe", "evt_1", "send_receipt", 0);
+        assert_eq!(key, downstream_key("acct_1", "stripe", "evt_1", "send_receipt", 0), "the same every time");
+        assert_eq!(key.len(), 61);
+        assert!(key.len() <= 64 && key.is_ascii() && key.starts_with("whk1_"), "{key}");
+        assert!(key[5..].bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()), "{key}");
+        let others = [
+            downstream_key("acct_2", "stripe", "evt_1", "send_receipt", 0),
+            downstream_key("acct_1", "github", "evt_1", "send_receipt", 0),
+            downstream_key("acct_1", "stripe", "evt_2", "send_receipt", 0),
+            downstream_key("acct_1", "stripe", "evt_1", "charge", 0),
+            downstream_key("acct_1", "stripe", "evt_1", "send_receipt", 1),
+            // Parts that join alike with '/' stay apart (length prefixes).
+            downstream_key("acct_1/stripe", "", "evt_1", "send_receipt", 0),
+            downstream_key("acct_1", "stripe/evt_1", "", "send_receipt", 0),
+        ];
+        for other in &others {
+            assert_ne!(&key, other);
+        }
+        let mut all: Vec<&String> = others.iter().collect();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), others.len());
+    }
+}
