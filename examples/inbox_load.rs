@@ -33,8 +33,11 @@
 //! With `pg_stat_statements` loaded (the script does), the accept rows also
 //! count the statements the server ran per accepted delivery.
 
+#[path = "common/bench.rs"]
+mod bench;
+use bench::{conninfo, field, load1, load_span, pgbench_bin, pool, serve};
+
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,10 +50,9 @@ use axum::routing::post;
 use axum::Router;
 use bytes::Bytes;
 use clap::Parser;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::Pool;
 use hdrhistogram::Histogram;
 use tokio::sync::{oneshot, Notify};
-use tokio_postgres::NoTls;
 use webhook_idempotency::inbox::InboxWorker;
 use webhook_idempotency::providers::stripe;
 use webhook_idempotency::{Mode, Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
@@ -101,23 +103,6 @@ struct Args {
     /// Skip phases: any of accept, drain, latency, ceiling.
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
-}
-
-fn pool(config: &tokio_postgres::Config, size: usize) -> Pool {
-    let manager =
-        Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-    Pool::builder(manager).max_size(size).build().expect("pool config")
-}
-
-fn load1() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
-}
-
-fn load_span(before: f64) -> String {
-    format!("{before:.2}→{:.2}", load1())
 }
 
 /// A Stripe event of exactly [`BODY_BYTES`] bytes.
@@ -203,21 +188,6 @@ struct AcceptRun {
     latency: Histogram<u64>,
     per_accept: Option<f64>,
     load: String,
-}
-
-async fn serve(app: Router) -> (SocketAddr, oneshot::Sender<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-    let addr = listener.local_addr().expect("address");
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("serve")
-    });
-    (addr, stop)
 }
 
 fn inbox_app(pool: Pool) -> Router {
@@ -459,7 +429,7 @@ async fn latency_run(
         .concurrency(concurrency)
         .poll_interval(poll);
     if listen {
-        worker = worker.listen(db.config.clone(), NoTls);
+        worker = worker.listen(db.config.clone(), tokio_postgres::NoTls);
     }
     let (stop_worker, task) = spawn_worker(worker.build().expect("worker config"));
     // Let the listener connect and the first poll pass.
@@ -512,39 +482,6 @@ struct PgbenchRun {
     transactions: u64,
     load: String,
     note: String,
-}
-
-fn pgbench_bin(arg: Option<PathBuf>) -> Option<PathBuf> {
-    arg.or_else(|| {
-        let mut bins: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-            .ok()?
-            .flatten()
-            .map(|e| e.path().join("bin/pgbench"))
-            .filter(|p| p.is_file())
-            .collect();
-        bins.sort();
-        bins.pop()
-    })
-}
-
-fn conninfo(config: &tokio_postgres::Config) -> String {
-    let host = match config.get_hosts().first() {
-        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
-        _ => "127.0.0.1".into(),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    format!(
-        "host={host} port={port} user={} dbname={}",
-        config.get_user().unwrap_or("postgres"),
-        config.get_dbname().unwrap_or("postgres")
-    )
-}
-
-fn field(out: &str, prefix: &str) -> f64 {
-    out.lines()
-        .find_map(|l| l.trim().strip_prefix(prefix))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
 }
 
 async fn pgbench_run(

@@ -1,46 +1,7 @@
 #!/usr/bin/env bash
-# Inbox-mode load benchmarks (BENCHMARKS.md, "Inbox mode"): starts a throwaway
-# PostgreSQL with durable commits (fsync = on, synchronous_commit = on), runs
-# `cargo run --release --all-features --example inbox_load` against it (which
-# also runs pgbench with scripts/inbox-bench/*.sql for the ceiling), then stops
-# and deletes the server. Loopback only; about 11 minutes with the defaults.
+# Inbox-mode load benchmarks (BENCHMARKS.md, "Inbox mode"): examples/inbox_load.rs
+# on a durable throwaway PostgreSQL (scripts/bench-pg.sh), with pgbench running
+# scripts/inbox-bench/*.sql for the ceiling. About 11 minutes with the defaults.
 #
 #   scripts/inbox-bench.sh [inbox_load options]   # e.g. --accept-secs 5
-#
-# PostgreSQL binaries: $PG_BIN, else the newest /usr/lib/postgresql/*/bin.
-# As root the server runs as the `postgres` user (PostgreSQL refuses root).
-set -euo pipefail
-
-here="$(cd "$(dirname "$0")/.." && pwd)"
-pg_bin="${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}"
-[ -x "$pg_bin/initdb" ] || { echo "PostgreSQL server binaries not found (set PG_BIN)" >&2; exit 1; }
-
-root="$(mktemp -d /tmp/inbox-bench-pg.XXXXXX)"
-as_pg=()
-if [ "$(id -u)" = 0 ]; then
-    chown postgres: "$root"
-    as_pg=(runuser -u postgres --)
-fi
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null || echo 55432)"
-
-cleanup() {
-    "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$root/data" -m immediate -w stop >/dev/null 2>&1 || true
-    rm -rf "$root"
-}
-trap cleanup EXIT INT TERM
-
-"${as_pg[@]}" "$pg_bin/initdb" -U postgres -A trust -E UTF8 -D "$root/data" >/dev/null
-# Durable commits: fsync and synchronous_commit on (the defaults, stated).
-# max_wal_size keeps checkpoints out of the short runs; pg_stat_statements
-# counts the statements each accepted delivery costs.
-options="-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$root \
- -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c wal_sync_method=fdatasync \
- -c max_connections=200 -c shared_buffers=256MB -c max_wal_size=4GB -c checkpoint_timeout=30min \
- -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
-"${as_pg[@]}" "$pg_bin/pg_ctl" -D "$root/data" -l "$root/server.log" -w -t 60 -o "$options" start >/dev/null
-
-echo "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (data in $root, fsync=on, synchronous_commit=on)"
-echo "load before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
-cd "$here"
-cargo run --release --all-features --example inbox_load -- \
-    --database-url "postgresql://postgres@127.0.0.1:$port/postgres" --pgbench "$pg_bin/pgbench" "$@"
+exec "$(dirname "$0")/bench-pg.sh" inbox_load "$@"

@@ -45,9 +45,9 @@ CREATE INDEX IF NOT EXISTS webhook_outbox_run_at
     ON "webhook_idempotency".webhook_outbox (run_at) WHERE run_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS webhook_outbox_locked_until
     ON "webhook_idempotency".webhook_outbox (locked_until) WHERE locked_until IS NOT NULL;
--- Retention and the operators' listings by age.
-CREATE INDEX IF NOT EXISTS webhook_outbox_created_at
-    ON "webhook_idempotency".webhook_outbox (created_at);
+-- Retention: delivered rows by age (maintained when a row is marked done, not at enqueue).
+CREATE INDEX IF NOT EXISTS webhook_outbox_delivered_at
+    ON "webhook_idempotency".webhook_outbox (delivered_at) WHERE state = 'done';
 
 -- The payloads, apart from the row every state change rewrites: written once at enqueue, read at each
 -- lease, deleted with their row.

@@ -101,6 +101,7 @@
 //! [`listen`](crate::worker::WorkerBuilder::listen)) and shutdown are the
 //! inbox worker's: see [`crate::inbox`].
 
+mod marker;
 mod registry;
 mod work;
 

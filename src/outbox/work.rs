@@ -4,8 +4,8 @@
 
 use std::sync::{Arc, OnceLock};
 
+use super::marker::Marker;
 use super::registry::{EffectContext, EffectResult, Effects, Reconciled, Registered};
-use crate::store::driver::Param;
 use crate::store::outbox::{uncertain_params, OutboxRow, OutboxRows, OutboxSql};
 use crate::store::queue::{Leased, TableQueue};
 use crate::worker::{Guard, Outcome, Work};
@@ -17,6 +17,7 @@ use crate::worker::{Guard, Outcome, Work};
 pub struct OutboxWork {
     effects: Arc<Effects>,
     sql: Arc<OnceLock<OutboxSql>>,
+    marker: Arc<OnceLock<Marker>>,
 }
 
 impl std::fmt::Debug for OutboxWork {
@@ -27,7 +28,7 @@ impl std::fmt::Debug for OutboxWork {
 
 impl OutboxWork {
     pub(crate) fn new(effects: Effects) -> Self {
-        Self { effects: Arc::new(effects), sql: Arc::default() }
+        Self { effects: Arc::new(effects), sql: Arc::default(), marker: Arc::default() }
     }
 
     pub(crate) fn names(&self) -> Vec<String> {
@@ -64,26 +65,30 @@ impl Work for OutboxWork {
             Err(outcome) => return outcome,
         };
         let sql = self.sql.get_or_init(|| OutboxSql::new(queue.schema()));
+        guard.completing();
         let mut params = row.fence();
-        let (statement, what, settled) = match &end {
+        let (statement, what, state) = match &end {
             End::Delivered(remote_ref) => {
-                params.extend([Param::OptText(remote_ref.as_deref()), Param::OptI16(None)]);
-                (&sql.delivered, "outbox delivered", None)
+                let marker = self.marker.get_or_init(|| Marker::start(queue.db().clone(), sql.delivered.clone()));
+                return match marker.mark(row, remote_ref.clone()).await {
+                    Ok(true) => Outcome::Done,
+                    Ok(false) => Outcome::LeaseLost,
+                    // Not recorded: the lease expires and the row runs again (the
+                    // documented at-least-once window; the same downstream key).
+                    Err(e) => Outcome::failed(format!("the delivery could not be recorded: {e}"), None),
+                };
             }
             End::Uncertain(error) => {
                 // Reconciled later when a function is registered, else left to an operator.
                 let due = registered.reconcile.is_some().then(|| guard.backoff(row.attempt()));
                 params.extend(uncertain_params(error, due, None));
-                (&sql.uncertain, "outbox uncertain", Some("uncertain"))
+                (&sql.uncertain, "outbox uncertain", "uncertain")
             }
-            End::Resend => (&sql.resend, "outbox resend", Some("resent")),
+            End::Resend => (&sql.resend, "outbox resend", "resent"),
         };
-        guard.completing();
         match queue.db().query(what, statement, &params).await {
             Ok(rows) if rows.is_empty() => Outcome::LeaseLost,
-            Ok(_) => settled.map_or(Outcome::Done, Outcome::Settled),
-            // Not recorded: the lease expires and the row runs again (the
-            // documented at-least-once window; the same downstream key).
+            Ok(_) => Outcome::Settled(state),
             Err(e) => Outcome::failed(format!("the outcome could not be recorded: {e}"), None),
         }
     }

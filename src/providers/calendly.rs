@@ -47,6 +47,10 @@
 //! the `t=` timestamp and the raw body are signed, so the event key (derived
 //! from the body) and the event type (the body's `event`) are signed. Other
 //! headers are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! payload's `created_at` (ISO 8601), or the invitee's `updated_at`.
 
 use crate::provider::Provider;
 use std::time::Duration;

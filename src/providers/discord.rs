@@ -65,6 +65,10 @@
 //! `X-Signature-Timestamp` and the raw body are signed, so the event key (the
 //! body's `id`) and the event type (the body's `type`) are signed. Other
 //! headers are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): none:
+//! interactions are requests answered once, not changes of an object.
 
 use crate::provider::Provider;
 use std::sync::Arc;

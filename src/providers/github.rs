@@ -28,6 +28,12 @@
 //! `X-GitHub-Event` it is stored under that type (the body does not name its
 //! event). Route on the body's content, not on the stored type, where it
 //! matters.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! object's `updated_at` (ISO 8601, for example `issue.updated_at` or
+//! `pull_request.updated_at`) as Unix seconds; deliveries carry no event time
+//! of their own, and GitHub does not promise their order.
 
 use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;

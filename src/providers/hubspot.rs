@@ -55,6 +55,10 @@
 //! are signed, so the event key (derived from the body's events) and the
 //! event type (their common `subscriptionType`) are signed. Other headers are
 //! not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): each
+//! event's `occurredAt` (Unix milliseconds).
 
 use crate::provider::Provider;
 use std::time::Duration;

@@ -30,6 +30,10 @@
 //! only the raw body is signed (no timestamp); the event key (the
 //! notification's `id`) and the event type (its `topic`) come from it and are
 //! signed. Headers are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! notification's `created_at` (Unix seconds), or the item's own `updated_at`.
 
 use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;

@@ -44,6 +44,11 @@
 //! signed when it comes from the body (`type` and `action`); the
 //! `Linear-Event` header it falls back to when the body lacks them is not.
 //! Other headers are not signed.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! entity's `updatedAt` (ISO 8601) in `data`, or the payload's
+//! `webhookTimestamp` (Unix milliseconds).
 
 use crate::provider::Provider;
 use std::fmt;

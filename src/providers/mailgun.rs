@@ -42,6 +42,10 @@
 //! of the body is **not signed**: the event key (`event-data.id`) and the event
 //! type (`event-data.event`) can be changed by whoever holds one signed
 //! `signature` object (see the limit above). Headers are not signed.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): `event-
+//! data.timestamp` (Unix seconds with a fraction: scale it to microseconds).
 
 use crate::provider::Provider;
 use std::fmt;

@@ -617,6 +617,44 @@ mod tests {
         assert!(find("nope").is_none());
     }
 
+    /// Each preset's module docs say which field orders its objects' changes
+    /// (the `version` of `WebhookTx::apply_if_newer`).
+    #[test]
+    fn every_preset_documents_its_ordering_field() {
+        let sources: &[(&str, &str)] = &[
+            ("calendly", include_str!("calendly.rs")),
+            ("discord", include_str!("discord.rs")),
+            ("github", include_str!("github.rs")),
+            ("hubspot", include_str!("hubspot.rs")),
+            ("intercom", include_str!("intercom.rs")),
+            ("linear", include_str!("linear.rs")),
+            ("mailgun", include_str!("mailgun.rs")),
+            ("paddle", include_str!("paddle.rs")),
+            ("pagerduty", include_str!("pagerduty.rs")),
+            ("sendgrid", include_str!("sendgrid.rs")),
+            ("shopify", include_str!("shopify.rs")),
+            ("slack", include_str!("slack.rs")),
+            ("square", include_str!("square.rs")),
+            ("standard-webhooks", include_str!("standard_webhooks/mod.rs")),
+            ("stripe", include_str!("stripe.rs")),
+            ("twilio", include_str!("twilio.rs")),
+            ("twitch", include_str!("twitch.rs")),
+            ("typeform", include_str!("typeform.rs")),
+            ("zoom", include_str!("zoom.rs")),
+        ];
+        for preset in REGISTRY {
+            // Svix sends the Standard Webhooks scheme; its preset lives there.
+            let module = if preset.name == "svix" { "standard-webhooks" } else { preset.name };
+            let source = sources.iter().find(|(name, _)| *name == module).map(|(_, s)| *s);
+            let docs: String = source
+                .unwrap_or_else(|| panic!("{}: no module source listed", preset.name))
+                .lines()
+                .take_while(|l| l.starts_with("//!") || l.is_empty())
+                .collect();
+            assert!(docs.contains("**Ordering**"), "{}: no ordering paragraph in its module docs", preset.name);
+        }
+    }
+
     #[test]
     fn every_example_verifies_and_tampering_fails() {
         let body = format!(r#"{{"id":"evt_1","type":"t","webhookTimestamp":{}}}"#, NOW * 1000);

@@ -32,6 +32,12 @@
 //! `ts` of `Paddle-Signature` and the raw body are signed, so the event key
 //! (the body's `event_id`) and the event type (the body's `event_type`) are
 //! signed. Other headers are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! event's `occurred_at` (RFC 3339, microseconds): Paddle advises ordering by
+//! it, as deliveries may arrive out of order
+//! (<https://developer.paddle.com/webhooks/about/how-webhooks-work>).
 
 use crate::provider::Provider;
 use std::time::Duration;
@@ -51,7 +57,7 @@ pub const NAME: &str = "paddle";
 ///
 /// Paddle retries a failed notification of a live account up to 60 times
 /// over 3 days with an exponential back-off (Paddle, "Handle webhook
-/// delivery", <https://developer.paddle.com/webhooks/respond-to-webhooks>),
+/// delivery", <https://developer.paddle.com/webhooks/about/how-webhooks-work>),
 /// and a `delivered` or `failed` notification can be replayed through the
 /// API for as long as Paddle keeps it, 90 days (Paddle, "Replay a
 /// notification",

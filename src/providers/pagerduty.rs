@@ -33,6 +33,10 @@
 //! only the raw body is signed (no timestamp); the event key (`event.id`) and
 //! the event type (`event.event_type`) come from it and are signed. Headers are
 //! not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! event's `occurred_at` (ISO 8601).
 
 use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;

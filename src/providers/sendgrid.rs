@@ -47,6 +47,11 @@
 //! `X-Twilio-Email-Event-Webhook-Timestamp` and the raw body are signed, so
 //! the event key (derived from the body's `sg_event_id`s) and the event type
 //! (the events' common `event`) are signed. Other headers are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): each
+//! event's `timestamp` (Unix seconds); one delivery batches several events,
+//! possibly of one message.
 
 use crate::provider::Provider;
 use std::sync::Arc;

@@ -46,6 +46,13 @@
 //! `X-Shopify-Webhook-Id`, or their unprefixed Events forms) and the event
 //! type (`X-Shopify-Topic`) are headers and **not signed**: a captured body
 //! re-sent with other id or topic headers verifies.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! resource's `updated_at` (ISO 8601) as Unix milliseconds; deliveries are not
+//! ordered (several updates may be folded into one, Shopify developer
+//! changelog, "Webhooks delivered from Shopify are being improved"). The
+//! `X-Shopify-Triggered-At` header is not signed.
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 use crate::provider::Provider;

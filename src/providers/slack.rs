@@ -48,6 +48,11 @@
 //! (the body's `event_id`) and the event type (the body's `event.type` or
 //! `type`) are signed. Other headers, `X-Slack-Retry-Num` and
 //! `X-Slack-Retry-Reason` included, are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! envelope's `event_time` (Unix seconds) of the Events API
+//! (<https://api.slack.com/apis/events-api#callback-field>).
 
 use crate::provider::Provider;
 use std::time::Duration;

@@ -33,6 +33,12 @@
 //! the configured notification URL and the raw body are signed, so the event
 //! key (the body's `event_id`) and the event type (the body's `type`) are
 //! signed. Headers are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! object's `version` (an integer Square increments with every change, for
+//! example `data.object.payment.version`) where it has one, else the event's
+//! `created_at` (<https://developer.squareup.com/docs/webhooks/overview>).
 
 use crate::provider::Provider;
 use crate::verify::generic::{HmacVerifier, SignedContent};

@@ -21,6 +21,14 @@
 //! body's `id`) and the event type (the body's `type`) are signed. No other
 //! header is: the handler must not trust any header but `Stripe-Signature`'s
 //! timestamp.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! event's `created` (Unix seconds): Stripe does not deliver events in the
+//! order they happened (<https://docs.stripe.com/webhooks#event-ordering>), and
+//! its objects carry no version. Two changes within one second compare equal,
+//! and the second is not applied: fetch the object from the API when that
+//! matters.
 
 use crate::provider::Provider;
 use std::time::Duration;

@@ -72,6 +72,12 @@
 //! `bodySHA256` covers the body) are signed. The event key
 //! (`I-Twilio-Idempotency-Token`) is a header and **not signed**; there is no
 //! event type. No other header is signed.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! `SequenceNumber` parameter of a call's status callbacks (it orders the
+//! callbacks of one call); message status callbacks have none: keep the
+//! furthest state instead (`delivered` after `sent`).
 
 use crate::provider::Provider;
 use hmac::{Hmac, KeyInit, Mac as _};

@@ -55,6 +55,11 @@
 //! `Twitch-Eventsub-Subscription-Type`, `-Subscription-Version` and
 //! `-Message-Retry` included; the handler must not trust them
 //! (<https://dev.twitch.tv/docs/eventsub/handling-webhook-events/#verifying-the-event-message>).
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! `Twitch-Eventsub-Message-Timestamp` header (RFC 3339, part of the signed
+//! message), or the event's own time fields.
 
 use crate::provider::Provider;
 use time::format_description::well_known::Rfc3339;

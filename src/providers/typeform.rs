@@ -22,6 +22,11 @@
 //! only the raw body is signed (no timestamp); the event key (`event_id`) and
 //! the event type (`event_type`) come from it and are signed. Headers are
 //! not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): none
+//! needed: each form response is submitted once (`form_response.submitted_at`),
+//! an insert rather than an update.
 
 use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;

@@ -50,6 +50,10 @@
 //! `x-zm-request-timestamp` and the raw body are signed, so the event key
 //! (derived from the canonical body) and the event type (the body's `event`)
 //! are signed. Other headers, `x-zm-trackingid` included, are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! payload's `event_ts` (Unix milliseconds).
 
 use crate::provider::Provider;
 use std::time::Duration;

@@ -41,6 +41,9 @@ impl WebhookTx {
     /// deadlock; PostgreSQL ends one (40P01) and the layer answers it 503,
     /// so its sender retries.
     ///
+    /// Like [`enqueue`](WebhookTx::enqueue), it borrows the transaction's
+    /// connection: drop a [`TxClient`](crate::TxClient) you hold first.
+    ///
     /// # Errors
     /// [`TxErrorKind::Invalid`](super::driver::TxErrorKind::Invalid) for an
     /// empty or too long action (over [`MAX_ACTION_BYTES`]) or business key

@@ -86,7 +86,6 @@ impl Effect {
 
 /// What [`WebhookTx::enqueue`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use]
 pub enum Enqueued {
     /// A new row, committed or rolled back with the transaction.
     Added,
@@ -103,6 +102,10 @@ impl WebhookTx {
     /// `COMMIT`); an [`OutboxWorker`](crate::outbox::OutboxWorker) delivers
     /// it at least once, with a downstream key that is the same on every
     /// attempt ([`downstream_key`]). One statement, one round trip.
+    ///
+    /// It borrows the transaction's connection as
+    /// [`client`](WebhookTx::client) does: drop a [`TxClient`](crate::TxClient)
+    /// you hold before calling it, or it waits for that client for ever.
     ///
     /// # Errors
     /// [`TxErrorKind::Invalid`](super::driver::TxErrorKind::Invalid) for an
@@ -249,7 +252,11 @@ impl Leased<OutboxRow> {
 /// The outbox's own ends, besides the queue's retry, bury and release: all
 /// fenced by the lease token (`$1..$5` the identity, `$6` the token).
 pub(crate) struct OutboxSql {
-    /// `$7 remote_ref, $8 response_status`: delivered.
+    /// Delivered, for a batch of rows in one statement: `$1..$7` arrays of
+    /// scope, provider, event key, effect, ordinal, token and remote
+    /// reference (text, NULL elements allowed in the last), each row fenced
+    /// by its own token; returns the identities it marked (a row missing
+    /// from them had lost its lease).
     pub(crate) delivered: String,
     /// `$7 last_error, $8 seconds until the reconciliation (NULL: none, an
     /// operator resolves it), $9 response_status`: uncertain.
@@ -266,9 +273,14 @@ impl OutboxSql {
         let released = "locked_until = NULL, lease_token = NULL";
         Self {
             delivered: format!(
-                "UPDATE {t} SET state = 'done', delivered_at = now(), remote_ref = $7, response_status = $8,
-                        uncertain_since = NULL, run_at = NULL, {released}
-                 WHERE {fence} RETURNING 1"
+                "UPDATE {t} o SET state = 'done', delivered_at = now(), remote_ref = d.remote_ref,
+                        response_status = NULL, uncertain_since = NULL, run_at = NULL, {released}
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+                      AS d(scope, provider, event_key, effect, ordinal, token, remote_ref)
+                 WHERE (o.scope, o.provider, o.event_key, o.effect, o.ordinal)
+                     = (d.scope, d.provider, d.event_key, d.effect, d.ordinal::integer)
+                   AND o.state = 'running' AND o.lease_token = d.token::uuid
+                 RETURNING o.scope, o.provider, o.event_key, o.effect, o.ordinal::text"
             ),
             uncertain: format!(
                 "UPDATE {t} SET state = 'uncertain', uncertain_since = coalesce(uncertain_since, now()),

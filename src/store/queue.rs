@@ -147,6 +147,11 @@ impl<P> Leased<P> {
         &self.inner.payload
     }
 
+    /// The lease's token.
+    pub(crate) fn token(&self) -> &str {
+        &self.inner.token
+    }
+
     /// The identity and the token: `$1..$k` and `$k+1` of every fenced
     /// statement.
     pub(crate) fn fence(&self) -> Vec<Param<'_>> {

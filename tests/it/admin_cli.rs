@@ -460,3 +460,109 @@ async fn purge_refuses_an_age_inside_a_provider_s_replay_window() {
         db.pool.get().await.unwrap().query_one(&format!("SELECT count(*) FROM {EVENTS}"), &[]).await.unwrap().get(0);
     assert_eq!(left, 1);
 }
+
+const OUTBOX: &str = "webhook_idempotency.webhook_outbox";
+
+/// The outbox commands on rows written as `WebhookTx::enqueue` writes them
+/// (SQL sets their states): `u1` uncertain without a reconciliation, `x1`
+/// dead, `d1` delivered 40 days ago, `p1` pending.
+#[tokio::test]
+async fn outbox_commands_list_show_resolve_requeue_and_purge_with_audit() {
+    let db = TestDb::new().await;
+    db.execute(&format!(
+        "INSERT INTO {OUTBOX} (scope, provider, event_key, effect, state, attempts, last_error, run_at,
+                               uncertain_since, delivered_at)
+         VALUES ('s', 'stripe', 'u1', 'send_receipt', 'uncertain', 1, 'timed out after sending', NULL, now(), NULL),
+                ('s', 'stripe', 'x1', 'send_receipt', 'dead', 5, '422 from the remote', NULL, NULL, NULL),
+                ('s', 'stripe', 'd1', 'send_receipt', 'done', 1, NULL, NULL, NULL, now() - interval '40 days'),
+                ('s', 'stripe', 'p1', 'ship_parcel', 'pending', 0, NULL, now(), NULL, NULL);
+         INSERT INTO {OUTBOX}_payloads (scope, provider, event_key, effect, ordinal, payload, content_type)
+         SELECT scope, provider, event_key, effect, ordinal, convert_to('{{\"order\":\"' || event_key || '\"}}', 'UTF8'),
+                'application/json' FROM {OUTBOX};"
+    ))
+    .await;
+    let state = |key: &'static str| {
+        let db = &db;
+        async move { db.scalar_text(&format!("SELECT state FROM {OUTBOX} WHERE event_key = '{key}'")).await }
+    };
+    let key_u1 = webhook_idempotency::outbox::downstream_key("s", "stripe", "u1", "send_receipt", 0);
+    let u1 = ["stripe", "s", "u1", "send_receipt"];
+    let with = |a: &[&'static str], b: &[&'static str]| -> Vec<&'static str> { a.iter().chain(b).copied().collect() };
+    // (name, args, exit, stdout must contain)
+    let cases: Vec<(&str, Vec<&str>, i32, Vec<String>)> = vec![
+        ("stats", vec!["outbox", "stats"], 0, vec!["send_receipt".into(), "waiting for an operator: 1".into()]),
+        (
+            "list uncertain",
+            vec!["outbox", "list", "--state", "uncertain"],
+            0,
+            vec!["u1".into(), "timed out after sending".into()],
+        ),
+        ("list nothing", vec!["outbox", "list", "--state", "running"], 1, vec!["no running effects match".into()]),
+        (
+            "show with the downstream key",
+            with(&["outbox", "show"], &with(&u1, &["--payload"])),
+            0,
+            vec![key_u1.clone(), "{\"order\":\"u1\"}".into()],
+        ),
+        ("show unknown", vec!["outbox", "show", "stripe", "s", "nope", "send_receipt"], 1, vec!["no effect".into()]),
+        (
+            "resolve dry run",
+            with(&["outbox", "resolve"], &with(&u1, &["--as", "delivered", "--dry-run"])),
+            0,
+            vec!["dry run".into()],
+        ),
+        ("resolve dead needs a reason", with(&["outbox", "resolve"], &with(&u1, &["--as", "dead"])), 2, vec![]),
+        (
+            "resolve delivered",
+            with(
+                &["outbox", "resolve"],
+                &with(&u1, &["--as", "delivered", "--remote-ref", "msg_42", "--actor", "alice"]),
+            ),
+            0,
+            vec!["marked delivered".into()],
+        ),
+        ("resolve again: not uncertain", with(&["outbox", "resolve"], &with(&u1, &["--as", "delivered"])), 1, vec![]),
+        ("requeue needs a target", vec!["outbox", "requeue"], 2, vec![]),
+        (
+            "requeue dry run",
+            vec!["outbox", "requeue", "--effect", "send_receipt", "--dry-run"],
+            0,
+            vec!["would change 1".into()],
+        ),
+        (
+            "requeue",
+            vec!["outbox", "requeue", "--all", "--actor", "bob"],
+            0,
+            vec!["1 dead effects back to pending".into()],
+        ),
+        (
+            "purge",
+            vec!["outbox", "purge", "--older-than", "30days", "--actor", "carol"],
+            0,
+            vec!["1 delivered effects deleted".into()],
+        ),
+        ("purge again", vec!["outbox", "purge", "--older-than", "30days"], 1, vec![]),
+    ];
+    for (name, args, code, wants) in cases {
+        let run = admin(&db, &args).await;
+        assert_eq!(run.code, code, "{name}: {}{}", run.stdout, run.stderr);
+        for want in wants {
+            assert!(run.stdout.contains(&want), "{name}: {want:?} not in {}", run.stdout);
+        }
+    }
+    assert_eq!(state("u1").await, "done");
+    assert_eq!(db.scalar_text(&format!("SELECT remote_ref FROM {OUTBOX} WHERE event_key = 'u1'")).await, "msg_42");
+    assert_eq!(state("x1").await, "pending");
+    assert_eq!(db.scalar(&format!("SELECT count(*) FROM {OUTBOX} WHERE event_key = 'd1'")).await, 0);
+    let audit = db
+        .scalar_text("SELECT string_agg(actor || ':' || action || ':' || rows, ',' ORDER BY at) FROM webhook_idempotency.webhook_audit")
+        .await;
+    // Every action that ran is recorded, those that changed nothing too; dry runs are not.
+    assert_eq!(
+        audit,
+        "alice:outbox_resolve:1,ops-test:outbox_resolve:0,bob:outbox_requeue:1,carol:outbox_purge:1,ops-test:outbox_purge:0"
+    );
+    let json = admin(&db, &["--json", "outbox", "list", "--state", "done"]).await.json();
+    assert_eq!(json[0]["downstream_key"], key_u1.as_str());
+    assert_eq!(json[0]["remote_ref"], "msg_42");
+}

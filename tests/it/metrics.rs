@@ -16,6 +16,7 @@ use webhook_idempotency::key::JsonPointerKey;
 use webhook_idempotency::providers::stripe::StripeVerifier;
 
 use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
+use webhook_idempotency::outbox::{Effect, EffectContext, EffectResult, Effects, OutboxWorker, Reconciled};
 use webhook_idempotency::store::admin::Admin;
 use webhook_idempotency::{Mode, Provider, WebhookEvent, WebhookLayer, WebhookTx};
 
@@ -33,7 +34,8 @@ fn snapshotter() -> &'static Snapshotter {
 type Snapshot = Vec<(metrics_util::CompositeKey, Option<metrics::Unit>, Option<metrics::SharedString>, DebugValue)>;
 
 /// Values of `name` for the probe provider in `snapshot`, by the value of
-/// `label`. (A snapshot drains counters and histograms: take one, read it all.)
+/// `label`, summed over the other labels. (A snapshot drains counters and
+/// histograms: take one, read it all.)
 fn by_label(snapshot: &Snapshot, name: &str, label: &str) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for (key, _, _, value) in snapshot {
@@ -47,7 +49,7 @@ fn by_label(snapshot: &Snapshot, name: &str, label: &str) -> BTreeMap<String, f6
             DebugValue::Gauge(g) => g.into_inner(),
             DebugValue::Histogram(h) => h.len() as f64,
         };
-        out.insert(l.value().to_owned(), v);
+        *out.entry(l.value().to_owned()).or_default() += v;
     }
     out
 }
@@ -143,4 +145,67 @@ async fn counters_and_gauges_equal_a_fixed_scenario() {
     assert_eq!(timed, runs, "one duration per run");
     let kinds = by_label(&snapshot, "webhook_worker_runs_total", "kind");
     assert_eq!(kinds.keys().collect::<Vec<_>>(), ["inbox"]);
+
+    // The outbox: a handler enqueues two effects per event; `notify` is
+    // delivered, `charge` is uncertain the first time and reconciled as
+    // not delivered, then delivered.
+    let outbox_layer =
+        WebhookLayer::builder(db.pool.clone(), provider()).scope("acct_outbox").secret(STRIPE_SECRET).build().unwrap();
+    let enqueuing = Router::new().route(
+        "/webhooks/stripe",
+        post(|tx: WebhookTx| async move {
+            for name in ["notify", "charge"] {
+                let _ = tx.enqueue(Effect::json(name, serde_json::json!({}))).await.unwrap();
+            }
+            StatusCode::OK
+        })
+        .layer(outbox_layer),
+    );
+    assert_eq!(enqueuing.oneshot(stripe_request(stripe_body("evt_o1"))).await.unwrap().status(), StatusCode::OK);
+    let effects = Effects::new()
+        .effect("notify", |_ctx: EffectContext| async { EffectResult::delivered() })
+        .effect("charge", |ctx: EffectContext| async move {
+            if ctx.attempt() == 1 {
+                EffectResult::uncertain("reset")
+            } else {
+                EffectResult::delivered()
+            }
+        })
+        .reconcile("charge", |_ctx: EffectContext| async { Reconciled::NotDelivered });
+    let worker = OutboxWorker::builder(db.pool(4), effects)
+        .poll_interval(Duration::from_millis(20))
+        .retry(RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(10), max_attempts: 5 })
+        .build()
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(worker.run(async move {
+        let _ = stopped.await;
+    }));
+    let open = "SELECT count(*) FROM webhook_idempotency.webhook_outbox WHERE state <> 'done'";
+    assert!(eventually(Duration::from_secs(20), || async { db.scalar(open).await == 0 }).await, "the outbox drained");
+    let _ = stop.send(());
+    task.await.unwrap();
+    admin.sample_gauges().await.unwrap();
+    let snapshot: Snapshot = snapshotter().snapshot().into_vec();
+    let outcomes = by_label(&snapshot, "webhook_outbox_effects_total", "outcome");
+    assert_eq!(
+        outcomes,
+        BTreeMap::from([("delivered".into(), 2.0), ("resent".into(), 1.0), ("uncertain".into(), 1.0)])
+    );
+    let mut kinds = by_label(&snapshot, "webhook_worker_runs_total", "kind");
+    kinds.retain(|_, n| *n > 0.0);
+    assert_eq!(kinds, BTreeMap::from([("outbox".into(), 4.0)]));
+    let gauge = |name: &str| {
+        snapshot.iter().find(|(k, ..)| k.key().name() == name).map(|(.., v)| match v {
+            DebugValue::Gauge(g) => g.into_inner(),
+            _ => f64::NAN,
+        })
+    };
+    assert_eq!(gauge("webhook_outbox_oldest_due_age_seconds"), Some(0.0), "nothing due");
+    let done_gauge = snapshot.iter().any(|(k, .., v)| {
+        k.key().name() == "webhook_outbox_effects"
+            && k.key().labels().any(|l| l.key() == "state" && l.value() == "done")
+            && matches!(v, DebugValue::Gauge(g) if g.into_inner() >= 1.0)
+    });
+    assert!(done_gauge, "the outbox state gauge");
 }

@@ -1091,3 +1091,34 @@ async fn outbox_chaos_every_effect_performed_once_per_key_or_dead() {
         "some keys were called more than once ({calls} calls, {performed} keys): the key made it harmless"
     );
 }
+
+#[tokio::test]
+async fn shutdown_releases_a_call_in_flight_without_counting_the_attempt() {
+    let db = TestDb::new().await;
+    let entered = Arc::new(Notify::new());
+    let hanging = {
+        let entered = Arc::clone(&entered);
+        Effects::new().effect("send_receipt", move |_ctx: EffectContext| {
+            let entered = Arc::clone(&entered);
+            async move {
+                entered.notify_one();
+                std::future::pending::<EffectResult>().await
+            }
+        })
+    };
+    let worker = spawn(fast(db.pool(4), hanging).shutdown_timeout(Duration::from_millis(200)).build().unwrap());
+    assert_eq!(deliver(&enqueuing_app(db.pool.clone(), StatusCode::OK), stripe_body("evt_stop")).await, StatusCode::OK);
+    entered.notified().await;
+    stop(worker).await;
+    let (state, attempts, _, _) = outbox_row(&db, "evt_stop").await.unwrap();
+    assert_eq!((state.as_str(), attempts), ("pending", 0), "handed back, due now, the attempt not counted");
+    // The next worker calls it (again: the documented at-least-once window) with the same key.
+    let remote = Remote::default();
+    let next = spawn(fast(db.pool(4), delivering(&remote)).build().unwrap());
+    assert!(
+        eventually(Duration::from_secs(10), || async { state_of(&db, "evt_stop").await.as_deref() == Some("done") })
+            .await
+    );
+    stop(next).await;
+    assert_eq!(remote.calls(&key_of("evt_stop", "send_receipt")), [1]);
+}

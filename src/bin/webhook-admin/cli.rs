@@ -95,6 +95,151 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
         limit: u32,
     },
+    /// The outbox: external effects waiting, delivered, uncertain or dead.
+    Outbox {
+        #[command(subcommand)]
+        command: OutboxCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum OutboxCommand {
+    /// Effects by name and state; how long the oldest due effect has waited;
+    /// uncertain effects waiting for an operator.
+    Stats,
+    /// Effects in one state, oldest first, with their last error.
+    List {
+        /// The state to list.
+        #[arg(long, value_enum)]
+        state: EffectState,
+        #[command(flatten)]
+        filter: EffectTarget,
+        /// The most rows printed.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        limit: u32,
+    },
+    /// One effect in full, with its downstream key.
+    Show {
+        #[command(flatten)]
+        id: EffectIdArgs,
+        /// Print the payload too (UTF-8 text when printable, else base64).
+        #[arg(long)]
+        payload: bool,
+    },
+    /// Resolve one uncertain effect as you found it at the remote (ask the
+    /// remote by the downstream key `show` prints).
+    Resolve {
+        #[command(flatten)]
+        id: EffectIdArgs,
+        /// delivered (the remote did it), dead (it must not happen), or
+        /// resend (it did not happen: call again with the same key).
+        #[arg(long = "as", value_enum)]
+        resolution: ResolveAs,
+        /// The remote's reference, with --as delivered.
+        #[arg(long)]
+        remote_ref: Option<String>,
+        /// Why, with --as dead (recorded as the last error).
+        #[arg(long, required_if_eq("resolution", "dead"))]
+        reason: Option<String>,
+        /// Check that the effect is uncertain; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Who acts, recorded in the audit table (default: $USER, $LOGNAME,
+        /// else "unknown").
+        #[arg(long)]
+        actor: Option<String>,
+    },
+    /// Put dead effects back to pending, due now, with a fresh attempt
+    /// budget: they are called again with the same downstream key.
+    Requeue {
+        #[command(flatten)]
+        filter: EffectTarget,
+        /// Every dead effect (no filter).
+        #[arg(long, conflicts_with_all = ["provider", "scope", "key", "effect"])]
+        all: bool,
+        /// Count what would change; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Who acts, recorded in the audit table.
+        #[arg(long)]
+        actor: Option<String>,
+    },
+    /// Delete delivered effects delivered more than --older-than ago (never
+    /// pending, running, uncertain or dead ones).
+    Purge {
+        /// The age, e.g. 30days, 72h.
+        #[arg(long, value_parser = duration, value_name = "DURATION")]
+        older_than: Duration,
+        /// Count what would go; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Who acts, recorded in the audit table.
+        #[arg(long)]
+        actor: Option<String>,
+    },
+}
+
+/// Which effects: every part given must match.
+#[derive(Args, Debug)]
+pub(crate) struct EffectTarget {
+    /// Only this provider.
+    #[arg(long)]
+    pub(crate) provider: Option<String>,
+    /// Only this scope.
+    #[arg(long)]
+    pub(crate) scope: Option<String>,
+    /// Only this event key.
+    #[arg(long)]
+    pub(crate) key: Option<String>,
+    /// Only this effect name.
+    #[arg(long)]
+    pub(crate) effect: Option<String>,
+}
+
+/// One effect's identity.
+#[derive(Args, Debug)]
+pub(crate) struct EffectIdArgs {
+    /// The provider of the event that decided it.
+    pub(crate) provider: String,
+    /// The scope.
+    pub(crate) scope: String,
+    /// The event key.
+    pub(crate) key: String,
+    /// The effect's name.
+    pub(crate) effect: String,
+    /// Which of the event's effects of that name.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) ordinal: u32,
+}
+
+/// The outbox row states (`sql/006_outbox.sql`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EffectState {
+    Pending,
+    Running,
+    Done,
+    Uncertain,
+    Dead,
+}
+
+impl EffectState {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::Uncertain => "uncertain",
+            Self::Dead => "dead",
+        }
+    }
+}
+
+/// How `outbox resolve` ends an uncertain effect.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ResolveAs {
+    Delivered,
+    Dead,
+    Resend,
 }
 
 /// `list`'s filter.

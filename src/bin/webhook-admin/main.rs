@@ -1,6 +1,6 @@
-//! `webhook-admin`: the events table for the person on call, through
-//! [`Admin`] (statistics, listings, one event in full, requeue, replay,
-//! purge, the audit table).
+//! `webhook-admin`: the events table and the outbox for the person on call,
+//! through [`Admin`] (statistics, listings, one event or effect in full,
+//! requeue, replay, purge, resolving an uncertain effect, the audit table).
 //!
 //! ```text
 //! export DATABASE_URL=postgres://ops@db.internal:5432/app
@@ -11,6 +11,12 @@
 //! webhook-admin replay --provider stripe --since 30m --force --actor alice
 //! webhook-admin purge --older-than 45days --dry-run
 //! webhook-admin audit --limit 20 --json
+//! webhook-admin outbox stats
+//! webhook-admin outbox list --state uncertain
+//! webhook-admin outbox show stripe default evt_1Nx... send_receipt --payload
+//! webhook-admin outbox resolve stripe default evt_1Nx... send_receipt --as delivered --remote-ref msg_42
+//! webhook-admin outbox requeue --effect send_receipt --dry-run
+//! webhook-admin outbox purge --older-than 30days
 //! ```
 //!
 //! Durations (`--since`, `--older-than`) are humantime's: `90s`, `15m`,
@@ -38,8 +44,9 @@
 //! machine. Connections are made without TLS (`sslmode=require` is
 //! refused).
 //!
-//! Every `requeue`, `replay` and `purge` that changes rows is recorded by
-//! the library in `<schema>.webhook_audit` with `--actor` (default `$USER`,
+//! Every `requeue`, `replay`, `purge` and `outbox resolve` / `requeue` /
+//! `purge` that changes rows is recorded by the library in
+//! `<schema>.webhook_audit` with `--actor` (default `$USER`,
 //! then `$LOGNAME`, else `unknown`); a dry run records nothing.
 //!
 //! [`Admin`]: webhook_idempotency::store::admin::Admin
@@ -58,6 +65,7 @@ use webhook_idempotency::store::{check_schema, StoreConfig, SCHEMA_VERSION};
 use webhook_idempotency::{StoreError, StoreErrorKind};
 
 mod cli;
+mod outbox;
 mod render;
 use cli::*;
 use render::*;
@@ -500,6 +508,7 @@ async fn run(cli: Cli) -> Result<Report, Fail> {
             purge(&admin, older_than, dry_run, actor(who)?, as_json).await
         }
         Command::Audit { limit } => audit(&admin, limit, as_json).await,
+        Command::Outbox { command } => outbox::run(&admin, command, as_json).await,
     }
 }
 

@@ -72,6 +72,12 @@
 //! the message id header, the timestamp header and the raw body are signed,
 //! so the event key (`webhook-id` / `svix-id`) and the event type (the body's
 //! `type`) are signed. Other headers are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! payload's own version or `timestamp` (the spec's envelope field, RFC 3339);
+//! not the `webhook-timestamp` header, which is the time of sending and changes
+//! on a retry.
 
 use std::time::Duration;
 

@@ -308,6 +308,8 @@ pub(crate) enum Param<'a> {
     OptTime(Option<SystemTime>),
     /// `text[]` or NULL.
     OptTexts(Option<&'a [String]>),
+    /// `text[]` whose elements may be NULL.
+    TextList(&'a [Option<String>]),
 }
 
 impl<'a> Param<'a> {
@@ -333,7 +335,7 @@ impl<'a> Param<'a> {
             Self::I64(_) => Type::INT8,
             Self::F64(_) | Self::OptF64(_) => Type::FLOAT8,
             Self::Time(_) | Self::OptTime(_) => Type::TIMESTAMPTZ,
-            Self::OptTexts(_) => Type::TEXT_ARRAY,
+            Self::OptTexts(_) | Self::TextList(_) => Type::TEXT_ARRAY,
         }
     }
 
@@ -352,6 +354,7 @@ impl<'a> Param<'a> {
             Self::Time(v) => v,
             Self::OptTime(v) => v,
             Self::OptTexts(v) => v,
+            Self::TextList(v) => v,
         }
     }
 }
