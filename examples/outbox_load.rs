@@ -110,11 +110,8 @@ impl Db {
     }
 
     async fn reset(&self) {
-        self.exec(
-            "TRUNCATE webhook_idempotency.webhook_events, webhook_idempotency.webhook_outbox,
-                      webhook_idempotency.webhook_outbox_payloads, bench_effects",
-        )
-        .await;
+        self.exec("TRUNCATE webhook_idempotency.webhook_events, webhook_idempotency.webhook_outbox, bench_effects")
+            .await;
         self.exec("CHECKPOINT").await;
     }
 
@@ -131,13 +128,10 @@ impl Db {
             .await
             .expect("connection")
             .execute(
-                "WITH rows AS (
-                     INSERT INTO webhook_idempotency.webhook_outbox (scope, provider, event_key, effect, state, run_at)
-                     SELECT $1, 'stripe', 'evt_o_' || g, 'send_receipt', 'pending', now()
-                     FROM generate_series(1, $2::int) g
-                     RETURNING scope, provider, event_key, effect, ordinal)
-                 INSERT INTO webhook_idempotency.webhook_outbox_payloads
-                 SELECT scope, provider, event_key, effect, ordinal, $3, 'application/json' FROM rows",
+                "INSERT INTO webhook_idempotency.webhook_outbox
+                     (scope, provider, event_key, effect, state, run_at, payload, content_type)
+                 SELECT $1, 'stripe', 'evt_o_' || g, 'send_receipt', 'pending', now(), $3, 'application/json'
+                 FROM generate_series(1, $2::int) g",
                 &[&SCOPE, &(n as i32), &payload],
             )
             .await

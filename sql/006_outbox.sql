@@ -37,6 +37,13 @@ CREATE TABLE IF NOT EXISTS "webhook_idempotency".webhook_outbox (
     run_at           timestamptz,
     locked_until     timestamptz,
     lease_token      uuid,
+    -- The payload as enqueued, and its content type ('application/json' for `Effect::json`). A payload that
+    -- makes the row pass ~2 kB is TOASTed (compressed, out of line): an UPDATE that does not change it keeps
+    -- the pointer, so the lease and the ends rewrite the narrow row only ("TOAST", PostgreSQL docs). A
+    -- smaller one stays inline and is rewritten with each state change; BENCHMARKS.md measures what that
+    -- costs (WAL per delivered effect) against a table of its own, which costs the enqueue more.
+    payload          bytea       NOT NULL,
+    content_type     text        NOT NULL,
     PRIMARY KEY (scope, provider, event_key, effect, ordinal)
 ) WITH (fillfactor = 90);
 
@@ -48,23 +55,6 @@ CREATE INDEX IF NOT EXISTS webhook_outbox_locked_until
 -- Retention: delivered rows by age (maintained when a row is marked done, not at enqueue).
 CREATE INDEX IF NOT EXISTS webhook_outbox_delivered_at
     ON "webhook_idempotency".webhook_outbox (delivered_at) WHERE state = 'done';
-
--- The payloads, apart from the row every state change rewrites: written once at enqueue, read at each
--- lease, deleted with their row.
-CREATE TABLE IF NOT EXISTS "webhook_idempotency".webhook_outbox_payloads (
-    scope            text        NOT NULL,
-    provider         text        NOT NULL,
-    event_key        text        NOT NULL,
-    effect           text        NOT NULL,
-    ordinal          integer     NOT NULL,
-    payload          bytea       NOT NULL,
-    -- 'application/json' for `Effect::json`, else what the enqueue said.
-    content_type     text        NOT NULL,
-    PRIMARY KEY (scope, provider, event_key, effect, ordinal),
-    FOREIGN KEY (scope, provider, event_key, effect, ordinal)
-        REFERENCES "webhook_idempotency".webhook_outbox (scope, provider, event_key, effect, ordinal)
-        ON DELETE CASCADE
-);
 
 -- Business keys: "this transition happened", apart from "this event was received". One row per
 -- (scope, action, business_key), claimed with `WebhookTx::claim_action` in the handler's transaction.

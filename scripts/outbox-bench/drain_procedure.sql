@@ -20,10 +20,7 @@ BEGIN
           FROM pending p
          WHERE (e.scope, e.provider, e.event_key, e.effect, e.ordinal)
              = (p.scope, p.provider, p.event_key, p.effect, p.ordinal)
-        RETURNING e.event_key, e.lease_token,
-                  (SELECT pl.payload FROM webhook_idempotency.webhook_outbox_payloads pl
-                    WHERE (pl.scope, pl.provider, pl.event_key, pl.effect, pl.ordinal)
-                        = (e.scope, e.provider, e.event_key, e.effect, e.ordinal)) AS payload)
+        RETURNING e.event_key, e.lease_token, e.payload, e.content_type)
     SELECT leased.event_key, leased.lease_token::text FROM leased;
 END $$;
 

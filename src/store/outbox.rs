@@ -7,8 +7,9 @@
 //! A row's identity is `(scope, provider, event_key, effect, ordinal)`: the
 //! event that decided it, and which of its effects. Enqueuing the same
 //! identity twice, from a retried handler or a second call, keeps the first
-//! row ([`Enqueued::Duplicate`]). The payload sits in a table of its own,
-//! written once, so the state changes of a delivery rewrite a narrow row.
+//! row ([`Enqueued::Duplicate`]). A payload past ~2 kB is stored out of line
+//! (TOAST) and written once; a smaller one rides in the row (BENCHMARKS.md
+//! measures the WAL that costs per delivered effect).
 
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
@@ -141,19 +142,15 @@ impl WebhookTx {
     }
 }
 
-/// The enqueue: the row and its payload in one statement, the payload only
-/// when the row is new.
+/// The enqueue: the row with its payload, unless the event already has this
+/// effect.
 fn enqueue_sql(schema: &str) -> String {
     format!(
         "WITH row AS (
-             INSERT INTO {schema}.webhook_outbox (scope, provider, event_key, effect, ordinal, state, run_at)
-             VALUES ($1, $2, $3, $4, $5, 'pending', coalesce($6, now()))
+             INSERT INTO {schema}.webhook_outbox
+                 (scope, provider, event_key, effect, ordinal, state, run_at, payload, content_type)
+             VALUES ($1, $2, $3, $4, $5, 'pending', coalesce($6, now()), $7, $8)
              ON CONFLICT (scope, provider, event_key, effect, ordinal) DO NOTHING
-             RETURNING 1),
-         payload AS (
-             INSERT INTO {schema}.webhook_outbox_payloads (scope, provider, event_key, effect, ordinal, payload,
-                                                          content_type)
-             SELECT $1, $2, $3, $4, $5, $7, $8 FROM row
              RETURNING 1)
          SELECT count(*) FROM row"
     )
@@ -200,20 +197,14 @@ impl QueueKind for OutboxRows {
     const KEY: &'static [&'static str] = &["scope", "provider", "event_key", "effect", "ordinal:integer"];
     const DUE_STATES: &'static str = "'pending', 'uncertain'";
     const FILTER_COLUMN: Option<&'static str> = Some("effect");
-    const PAYLOAD_COLUMNS: &'static str = "(SELECT p.payload FROM {schema}.webhook_outbox_payloads p
-           WHERE (p.scope, p.provider, p.event_key, p.effect, p.ordinal)
-               = (e.scope, e.provider, e.event_key, e.effect, e.ordinal)),
-         (SELECT p.content_type FROM {schema}.webhook_outbox_payloads p
-           WHERE (p.scope, p.provider, p.event_key, p.effect, p.ordinal)
-               = (e.scope, e.provider, e.event_key, e.effect, e.ordinal)),
-         e.uncertain_since IS NOT NULL";
+    const PAYLOAD_COLUMNS: &'static str = "e.payload, e.content_type, e.uncertain_since IS NOT NULL";
     const DONE_SET: &'static str = "response_status = {status}, delivered_at = now(), uncertain_since = NULL";
     type Payload = OutboxRow;
 
     fn payload(row: &Row, first: usize) -> OutboxRow {
         OutboxRow {
-            payload: row.get::<Option<Vec<u8>>>(first).map(Bytes::from).unwrap_or_default(),
-            content_type: row.get::<Option<String>>(first + 1).unwrap_or_default(),
+            payload: Bytes::from(row.get::<Vec<u8>>(first)),
+            content_type: row.get(first + 1),
             reconcile: row.get(first + 2),
         }
     }

@@ -165,7 +165,6 @@ impl RetentionBuilder {
              SELECT provider FROM p WHERE provider IS NOT NULL"
         );
         let outbox = format!("{schema}.webhook_outbox");
-        // The payload rows go with their row (ON DELETE CASCADE).
         let outbox_purge = format!(
             "WITH doomed AS (
                  SELECT scope, provider, event_key, effect, ordinal FROM {outbox}
@@ -256,8 +255,7 @@ impl Retention {
     }
 
     /// Deletes delivered (`done`) outbox rows delivered more than
-    /// `older_than` ago (the outbox window when `None`), in batches; their
-    /// payloads go with them.
+    /// `older_than` ago (the outbox window when `None`), in batches.
     ///
     /// # Errors
     /// As [`purge`](Self::purge).

@@ -471,14 +471,15 @@ async fn outbox_commands_list_show_resolve_requeue_and_purge_with_audit() {
     let db = TestDb::new().await;
     db.execute(&format!(
         "INSERT INTO {OUTBOX} (scope, provider, event_key, effect, state, attempts, last_error, run_at,
-                               uncertain_since, delivered_at)
-         VALUES ('s', 'stripe', 'u1', 'send_receipt', 'uncertain', 1, 'timed out after sending', NULL, now(), NULL),
-                ('s', 'stripe', 'x1', 'send_receipt', 'dead', 5, '422 from the remote', NULL, NULL, NULL),
-                ('s', 'stripe', 'd1', 'send_receipt', 'done', 1, NULL, NULL, NULL, now() - interval '40 days'),
-                ('s', 'stripe', 'p1', 'ship_parcel', 'pending', 0, NULL, now(), NULL, NULL);
-         INSERT INTO {OUTBOX}_payloads (scope, provider, event_key, effect, ordinal, payload, content_type)
-         SELECT scope, provider, event_key, effect, ordinal, convert_to('{{\"order\":\"' || event_key || '\"}}', 'UTF8'),
-                'application/json' FROM {OUTBOX};"
+                               uncertain_since, delivered_at, payload, content_type)
+         SELECT scope, provider, key, effect, state, attempts, last_error, run_at, uncertain_since, delivered_at,
+                convert_to('{{\"order\":\"' || key || '\"}}', 'UTF8'), 'application/json'
+         FROM (VALUES ('s', 'stripe', 'u1', 'send_receipt', 'uncertain', 1, 'timed out after sending', NULL::timestamptz,
+                       now(), NULL::timestamptz),
+                      ('s', 'stripe', 'x1', 'send_receipt', 'dead', 5, '422 from the remote', NULL, NULL, NULL),
+                      ('s', 'stripe', 'd1', 'send_receipt', 'done', 1, NULL, NULL, NULL, now() - interval '40 days'),
+                      ('s', 'stripe', 'p1', 'ship_parcel', 'pending', 0, NULL, now(), NULL, NULL))
+              AS v(scope, provider, key, effect, state, attempts, last_error, run_at, uncertain_since, delivered_at);"
     ))
     .await;
     let state = |key: &'static str| {

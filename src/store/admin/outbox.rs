@@ -217,10 +217,9 @@ impl Admin {
         with_payload: bool,
     ) -> Result<Option<(EffectRow, Option<(String, Vec<u8>)>)>, StoreError> {
         let sql = format!(
-            "SELECT {COLUMNS}, CASE WHEN $6 THEN p.content_type END, CASE WHEN $6 THEN p.payload END
-             FROM {t} o LEFT JOIN {t}_payloads p USING (scope, provider, event_key, effect, ordinal)
-             WHERE {ONE}",
-            t = self.outbox
+            "SELECT {COLUMNS}, CASE WHEN $6 THEN content_type END, CASE WHEN $6 THEN payload END
+             FROM {} WHERE {ONE}",
+            self.outbox
         );
         let mut params = id.params().to_vec();
         params.push(Param::Bool(with_payload));
