@@ -34,6 +34,8 @@
 //! test default. Ctrl-C or SIGTERM stops it gracefully.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
@@ -45,11 +47,11 @@ use clap::Parser;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
-use webhook_idempotency::inbox::RetryPolicy;
 use webhook_idempotency::outbox::{
     downstream_key, Effect, EffectContext, EffectResult, Effects, OutboxWorker, Reconciled,
 };
 use webhook_idempotency::providers::stripe;
+use webhook_idempotency::worker::RetryPolicy;
 use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
 
 const DEFAULT_STRIPE_SECRET: &str = "whsec_outbox_example_secret";
@@ -97,6 +99,15 @@ fn rate(text: &str) -> Result<f64, String> {
 struct App {
     pool: Pool,
     fail_rate: f64,
+    faults: Arc<Faults>,
+}
+
+/// What the fake mail service did, for the demo's summary.
+#[derive(Default)]
+struct Faults {
+    unavailable: AtomicUsize,
+    hung: AtomicUsize,
+    dropped: AtomicUsize,
 }
 
 // ---- the webhook handler ----
@@ -208,8 +219,14 @@ async fn fake_mail(State(app): State<App>, headers: HeaderMap, body: Bytes) -> (
         .unwrap_or_default();
     let fault = (fastrand::f64() < app.fail_rate).then(|| fastrand::u8(0..3));
     match fault {
-        Some(0) => return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "error": "try again" }))),
-        Some(1) => std::future::pending::<()>().await, // hangs past the caller's timeout
+        Some(0) => {
+            app.faults.unavailable.fetch_add(1, Ordering::Relaxed);
+            return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "error": "try again" })));
+        }
+        Some(1) => {
+            app.faults.hung.fetch_add(1, Ordering::Relaxed);
+            std::future::pending::<()>().await // hangs past the caller's timeout
+        }
         _ => {}
     }
     let message_id = match record(&app.pool, &key, &order_id).await {
@@ -218,6 +235,7 @@ async fn fake_mail(State(app): State<App>, headers: HeaderMap, body: Bytes) -> (
     };
     if fault == Some(2) {
         // Acted, and the answer is lost: the connection closes unanswered.
+        app.faults.dropped.fetch_add(1, Ordering::Relaxed);
         std::panic::panic_any(DropConnection);
     }
     (StatusCode::OK, Json(json!({ "message_id": message_id })))
@@ -320,7 +338,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .scope(SCOPE)
         .secret(args.stripe_secret.as_str())
         .build()?;
-    let app = App { pool: pool.clone(), fail_rate: args.fail_rate };
+    let faults = Arc::new(Faults::default());
+    let app = App { pool: pool.clone(), fail_rate: args.fail_rate, faults: Arc::clone(&faults) };
     let router = Router::new()
         .route("/webhooks/stripe", post(on_stripe).layer(layer))
         .route("/fake-mail", post(fake_mail))
@@ -355,7 +374,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
 
-    let outcome = if args.demo { demo(addr, &args.stripe_secret, &pool).await } else { Ok(()) };
+    let outcome = if args.demo { demo(addr, &args.stripe_secret, &pool, &faults).await } else { Ok(()) };
     if args.demo {
         let _ = stop.send(true);
     } else {
@@ -384,7 +403,7 @@ async fn terminated() {
 
 // ---- --demo ----
 
-async fn demo(addr: SocketAddr, secret: &str, pool: &Pool) -> Result<(), Box<dyn std::error::Error>> {
+async fn demo(addr: SocketAddr, secret: &str, pool: &Pool, faults: &Faults) -> Result<(), Box<dyn std::error::Error>> {
     let client = reqwest::Client::new();
     let url = format!("http://{addr}/webhooks/stripe");
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
@@ -456,6 +475,18 @@ async fn demo(addr: SocketAddr, secret: &str, pool: &Pool) -> Result<(), Box<dyn
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     println!("outbox drained in {:.1} s", started.elapsed().as_secs_f64());
+    let runs: i64 = c
+        .query_one("SELECT coalesce(sum(attempts), 0)::bigint FROM webhook_idempotency.webhook_outbox", &[])
+        .await?
+        .get(0);
+    let recorded: i64 = c.query_one("SELECT count(*) FROM demo_sent", &[]).await?.get(0);
+    println!(
+        "mail service: {recorded} calls recorded; {} answered 503, {} hung past the caller's timeout, {} recorded then \
+         dropped before answering (uncertain, reconciled); the worker's runs: {runs} (calls and reconciliations)",
+        faults.unavailable.load(Ordering::Relaxed),
+        faults.hung.load(Ordering::Relaxed),
+        faults.dropped.load(Ordering::Relaxed)
+    );
 
     let mut mismatches = Vec::new();
     println!("{:<6} {:>11}  {:<18} {:<61} {:>5}", "order", "fulfilments", "fulfilled by", "receipt key", "calls");

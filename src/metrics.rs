@@ -14,9 +14,9 @@
 //! | `webhook_handler_duration_seconds` | histogram | `provider` | the inner service's run |
 //! | `webhook_claim_duration_seconds` | histogram | `provider` | the claim, in-flight waits included |
 //! | `webhook_pool_wait_seconds` | histogram | | waiting for a pooled connection |
-//! | `webhook_worker_runs_total` | counter | `kind`, `provider`, `outcome` | every run of a worker's item (`kind` `inbox` or `outbox`): `done`, `retried` (failed, due again), `dead`, `lease_lost`, `released` (at shutdown) |
+//! | `webhook_worker_runs_total` | counter | `kind`, `provider`, `outcome` | every run of a worker's item (`kind` `inbox` or `outbox`): `done`, `retried` (failed, due again), `dead`, `lease_lost`, `released` (at shutdown), and the outbox's `uncertain`, `resent`, `unrecorded` |
 //! | `webhook_worker_run_duration_seconds` | histogram | `kind`, `provider`, `outcome` | one run, from its lease to its end |
-//! | `webhook_outbox_effects_total` | counter | `provider`, `effect`, `outcome` | every run of an outbox effect: `delivered`, `retried`, `uncertain`, `resent` (reconciled as not delivered), `dead`, `lease_lost`, `released` |
+//! | `webhook_outbox_effects_total` | counter | `provider`, `effect`, `outcome` | every run of an outbox effect: `delivered`, `retried`, `uncertain`, `resent` (reconciled as not delivered), `dead`, `lease_lost`, `released`, `unrecorded` (its end could not be written: the lease expires) |
 //! | `webhook_events` | gauge | `provider`, `state` | rows by state (the gauge sampler) |
 //! | `webhook_oldest_pending_age_seconds` | gauge | | the oldest `pending` row's wait (the gauge sampler) |
 //! | `webhook_outbox_effects` | gauge | `effect`, `state` | outbox rows by state (the gauge sampler) |

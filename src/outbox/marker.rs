@@ -75,10 +75,12 @@ async fn batches(db: Db, sql: String, mut queue: mpsc::UnboundedReceiver<Mark>) 
         ];
         match db.query("outbox delivered", &sql, &params).await {
             Ok(rows) => {
-                let marked: HashSet<[String; 5]> =
-                    rows.iter().map(|r| [0, 1, 2, 3, 4].map(|i| r.get::<String>(i))).collect();
+                // A run is marked when its row and its token came back: a stale
+                // run of the same row in the same batch is not.
+                let marked: HashSet<([String; 5], String)> =
+                    rows.iter().map(|r| ([0, 1, 2, 3, 4].map(|i| r.get::<String>(i)), r.get::<String>(5))).collect();
                 for mark in batch {
-                    let _ = mark.reply.send(Ok(marked.contains(&mark.id)));
+                    let _ = mark.reply.send(Ok(marked.contains(&(mark.id, mark.token))));
                 }
             }
             Err(e) => {

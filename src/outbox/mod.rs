@@ -66,7 +66,7 @@
 //! **Outcomes.** The function reports [`EffectResult`]:
 //! - `Delivered` (with an optional remote reference): `done`, with the time;
 //! - `Retry`: back to `pending` after a backoff with full jitter
-//!   ([`RetryPolicy`](crate::worker::RetryPolicy)), `dead` past its attempts;
+//!   ([`RetryPolicy`]), `dead` past its attempts;
 //! - `Failed`: `dead` now;
 //! - `Uncertain`, when the remote may have acted and the answer was lost (a
 //!   timeout after the request was sent, a reset before the answer). The row
@@ -105,6 +105,7 @@ mod marker;
 mod registry;
 mod work;
 
+pub use crate::worker::RetryPolicy;
 pub use registry::{EffectContext, EffectResult, Effects, Reconciled};
 pub use work::OutboxWork;
 

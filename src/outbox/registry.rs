@@ -34,8 +34,10 @@ impl EffectContext {
         &self.downstream_key
     }
 
-    /// Which run this is: 1 the first time, higher after failures (and
-    /// reconciliations).
+    /// Which run this is: 1 the first time, higher after failures; a
+    /// reconciliation is a run too. An operator's requeue or `resolve --as
+    /// resend` starts the count again at 1 (a fresh budget). Never part of
+    /// the downstream key.
     pub fn attempt(&self) -> u32 {
         self.attempt
     }

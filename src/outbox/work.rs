@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::marker::Marker;
 use super::registry::{EffectContext, EffectResult, Effects, Reconciled, Registered};
+use crate::store::driver::Param;
 use crate::store::outbox::{uncertain_params, OutboxRow, OutboxRows, OutboxSql};
 use crate::store::queue::{Leased, TableQueue};
 use crate::worker::{Guard, Outcome, Work};
@@ -66,33 +67,57 @@ impl Work for OutboxWork {
         };
         let sql = self.sql.get_or_init(|| OutboxSql::new(queue.schema()));
         guard.completing();
-        let mut params = row.fence();
-        let (statement, what, state) = match &end {
-            End::Delivered(remote_ref) => {
-                let marker = self.marker.get_or_init(|| Marker::start(queue.db().clone(), sql.delivered.clone()));
-                return match marker.mark(row, remote_ref.clone()).await {
-                    Ok(true) => Outcome::Done,
-                    Ok(false) => Outcome::LeaseLost,
-                    // Not recorded: the lease expires and the row runs again (the
-                    // documented at-least-once window; the same downstream key).
-                    Err(e) => Outcome::failed(format!("the delivery could not be recorded: {e}"), None),
-                };
+        // The remote may have acted: the end is recorded, retried while the
+        // database fails (the heartbeat keeps the lease meanwhile), and never
+        // turned into a blind retry of the call.
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            let recorded = match &end {
+                End::Delivered(remote_ref) => {
+                    let marker = self.marker.get_or_init(|| Marker::start(queue.db().clone(), sql.delivered.clone()));
+                    marker.mark(row, remote_ref.clone()).await.map(|marked| marked.then_some(Outcome::Done))
+                }
+                End::Uncertain(error) => {
+                    // Reconciled later when a function is registered, else left to an operator.
+                    let due = registered.reconcile.is_some().then(|| guard.backoff(row.attempt()));
+                    let mut params = row.fence();
+                    params.extend(uncertain_params(error, due, None));
+                    let rows = queue.db().query("outbox uncertain", &sql.uncertain, &params).await;
+                    rows.map(|r| (!r.is_empty()).then_some(Outcome::Settled("uncertain"))).map_err(|e| e.to_string())
+                }
+                End::Resend => {
+                    let mut params = row.fence();
+                    params.push(Param::I32(i32::try_from(guard.max_attempts()).unwrap_or(i32::MAX)));
+                    let rows = queue.db().query("outbox resend", &sql.resend, &params).await;
+                    rows.map(|r| {
+                        r.first().map(|r| match r.get::<&str>(0) {
+                            "dead" => Outcome::Settled("dead"),
+                            _ => Outcome::Settled("resent"),
+                        })
+                    })
+                    .map_err(|e| e.to_string())
+                }
+            };
+            match recorded {
+                Ok(Some(outcome)) => return outcome,
+                Ok(None) => return Outcome::LeaseLost,
+                Err(error) if tries >= END_TRIES => return Outcome::Unrecorded { error },
+                Err(error) => {
+                    guard.retrying_end();
+                    tracing::warn!(error, tries, "outbox: the run's end could not be recorded; trying again");
+                    tokio::time::sleep(END_RETRY_BASE * 2u32.pow(tries - 1)).await;
+                }
             }
-            End::Uncertain(error) => {
-                // Reconciled later when a function is registered, else left to an operator.
-                let due = registered.reconcile.is_some().then(|| guard.backoff(row.attempt()));
-                params.extend(uncertain_params(error, due, None));
-                (&sql.uncertain, "outbox uncertain", "uncertain")
-            }
-            End::Resend => (&sql.resend, "outbox resend", "resent"),
-        };
-        match queue.db().query(what, statement, &params).await {
-            Ok(rows) if rows.is_empty() => Outcome::LeaseLost,
-            Ok(_) => Outcome::Settled(state),
-            Err(e) => Outcome::failed(format!("the outcome could not be recorded: {e}"), None),
         }
     }
 }
+
+/// How often a run's end is tried before it is left to the lease (about 6 s
+/// of backoff in all).
+const END_TRIES: u32 = 6;
+/// The first pause between tries, doubled each time.
+const END_RETRY_BASE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The function's context for `row`.
 fn context(row: &Leased<OutboxRow>) -> EffectContext {

@@ -65,8 +65,9 @@ impl Effect {
         }
     }
 
-    /// Which of the event's effects named so this is (default 0): a handler
-    /// that sends two receipts for one event enqueues ordinals 0 and 1.
+    /// Which of the event's effects named so this is (default 0, at most
+    /// `i32::MAX`): a handler that sends two receipts for one event enqueues
+    /// ordinals 0 and 1.
     pub fn ordinal(mut self, ordinal: u32) -> Self {
         self.ordinal = ordinal;
         self
@@ -110,13 +111,18 @@ impl WebhookTx {
     ///
     /// # Errors
     /// [`TxErrorKind::Invalid`](super::driver::TxErrorKind::Invalid) for an
-    /// empty name, one over [`MAX_EFFECT_BYTES`] or with NUL;
+    /// empty name, one over [`MAX_EFFECT_BYTES`] or with NUL, an ordinal over
+    /// `i32::MAX` (2,147,483,647), or a `not_before` before 1970 or after the
+    /// year 9999;
     /// [`TxErrorKind::Database`](super::driver::TxErrorKind::Database) when
     /// the statement failed (the outbox table missing: run the migrations),
     /// and [`TxErrorKind::Finished`](super::driver::TxErrorKind::Finished)
     /// after the handler answered.
     pub async fn enqueue(&self, effect: Effect) -> Result<Enqueued, TxError> {
         if effect.name.is_empty() || effect.name.len() > MAX_EFFECT_BYTES || effect.name.contains('\0') {
+            return Err(TxError::invalid());
+        }
+        if effect.not_before.is_some_and(|at| !(SystemTime::UNIX_EPOCH..=latest_not_before()).contains(&at)) {
             return Err(TxError::invalid());
         }
         let scope = self.scope();
@@ -140,6 +146,12 @@ impl WebhookTx {
         scope.note_enqueued();
         Ok(Enqueued::Added)
     }
+}
+
+/// The latest `not_before` accepted: 9999-12-31T23:59:59Z. Later times wrap
+/// in the driver's conversion to `timestamptz`.
+fn latest_not_before() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(253_402_300_799)
 }
 
 /// The enqueue: the row with its payload, unless the event already has this
@@ -246,13 +258,14 @@ pub(crate) struct OutboxSql {
     /// Delivered, for a batch of rows in one statement: `$1..$7` arrays of
     /// scope, provider, event key, effect, ordinal, token and remote
     /// reference (text, NULL elements allowed in the last), each row fenced
-    /// by its own token; returns the identities it marked (a row missing
-    /// from them had lost its lease).
+    /// by its own token; returns the identities and tokens it marked (a run
+    /// missing from them had lost its lease).
     pub(crate) delivered: String,
     /// `$7 last_error, $8 seconds until the reconciliation (NULL: none, an
     /// operator resolves it), $9 response_status`: uncertain.
     pub(crate) uncertain: String,
-    /// The reconciliation found the call did not happen: send again, now.
+    /// The reconciliation found the call did not happen: send again, now,
+    /// or `dead` past the run budget (`$7` max attempts); returns the state.
     pub(crate) resend: String,
 }
 
@@ -271,7 +284,7 @@ impl OutboxSql {
                  WHERE (o.scope, o.provider, o.event_key, o.effect, o.ordinal)
                      = (d.scope, d.provider, d.event_key, d.effect, d.ordinal::integer)
                    AND o.state = 'running' AND o.lease_token = d.token::uuid
-                 RETURNING o.scope, o.provider, o.event_key, o.effect, o.ordinal::text"
+                 RETURNING o.scope, o.provider, o.event_key, o.effect, o.ordinal::text, d.token"
             ),
             uncertain: format!(
                 "UPDATE {t} SET state = 'uncertain', uncertain_since = coalesce(uncertain_since, now()),
@@ -280,8 +293,13 @@ impl OutboxSql {
                  WHERE {fence} RETURNING 1"
             ),
             resend: format!(
-                "UPDATE {t} SET state = 'pending', uncertain_since = NULL, run_at = now(), {released}
-                 WHERE {fence} RETURNING 1"
+                "UPDATE {t} SET state = CASE WHEN attempts >= $7 THEN 'dead' ELSE 'pending' END,
+                        last_error = CASE WHEN attempts >= $7
+                                     THEN 'reconciled as not delivered on the last allowed attempt' ELSE last_error END,
+                        last_failed_at = CASE WHEN attempts >= $7 THEN now() ELSE last_failed_at END,
+                        run_at = CASE WHEN attempts >= $7 THEN NULL ELSE now() END,
+                        uncertain_since = NULL, {released}
+                 WHERE {fence} RETURNING state"
             ),
         }
     }

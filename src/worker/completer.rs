@@ -27,6 +27,15 @@ pub(crate) async fn finish<K: QueueKind>(
             tracing::warn!(outcome = "lease_lost", "{} lease taken over; work rolled back", K::NAME);
             "lease_lost"
         }
+        Outcome::Unrecorded { error } => {
+            tracing::error!(
+                outcome = "unrecorded",
+                error,
+                "{} run ended but its outcome could not be recorded; the lease expires and the row runs again",
+                K::NAME
+            );
+            "unrecorded"
+        }
         Outcome::Settled(state) => {
             tracing::warn!(outcome = state, "{} item {state}", K::NAME);
             state
@@ -53,7 +62,7 @@ pub(crate) async fn finish<K: QueueKind>(
                     "dead"
                 }
                 Ok(AfterFailure::Retry) => {
-                    tracing::warn!(outcome = "failed", error, retry_in = ?delay, "{} item failed; retried later", K::NAME);
+                    tracing::warn!(outcome = "retried", error, retry_in = ?delay, "{} item failed; retried later", K::NAME);
                     "retried"
                 }
                 Ok(AfterFailure::LeaseLost) => {

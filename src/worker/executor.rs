@@ -19,12 +19,14 @@ use crate::store::queue::{Leased, QueueKind, TableQueue};
 pub(crate) struct Guard {
     timeout: Duration,
     retry: super::RetryPolicy,
-    /// Set by the work when it starts its fenced end: from then on the
-    /// heartbeat leaves the run alone (a heartbeat that waited on the row
-    /// lock of a slow commit finds the row ended and must not cancel the
-    /// commit, nor count a done run as a lost lease). The end is fenced by
-    /// the token itself.
-    completing: Arc<std::sync::atomic::AtomicBool>,
+    /// Where the run is, for the heartbeat: [`RUNNING`], [`ENDING`] (the
+    /// work started its fenced end: renewals pause, so none is in flight or
+    /// waiting on the row lock of a slow commit when the run ends, and a
+    /// renewal that finds the row ended does not count a done run as a lost
+    /// lease), [`RETRYING_END`] (the end failed and is tried again: renewals
+    /// resume, so the lease holds meanwhile). The end is fenced by the token
+    /// itself.
+    phase: Arc<std::sync::atomic::AtomicU8>,
 }
 
 /// Why [`Guard::call`] returned no answer.
@@ -52,9 +54,20 @@ impl Guard {
         self.retry.delay(attempt)
     }
 
-    /// The work starts its fenced end: the heartbeat stands down.
+    /// The retry policy's runs allowed per row.
+    pub(crate) fn max_attempts(&self) -> u32 {
+        self.retry.max_attempts
+    }
+
+    /// The work starts its fenced end: the heartbeat pauses.
     pub(crate) fn completing(&self) {
-        self.completing.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.phase.store(ENDING, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The work's end failed and is tried again: the heartbeat renews the
+    /// lease meanwhile.
+    pub(crate) fn retrying_end(&self) {
+        self.phase.store(RETRYING_END, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// `fut`'s output, or why there is none.
@@ -88,16 +101,21 @@ pub(crate) async fn process<W: Work>(
         provider = item.provider(),
         scope = item.scope(),
         key = item.event_key(),
-        attempt = item.attempt()
+        attempt = item.attempt(),
+        effect = tracing::field::Empty,
     );
+    // The kind's filter column (the outbox's effect name), when it has one.
+    let kind = <W::Kind as QueueKind>::FILTER_COLUMN;
+    if let Some(effect) = kind.and_then(|c| item.column(<W::Kind as QueueKind>::KEY, c)) {
+        span.record("effect", effect);
+    }
     async move {
         let started = Instant::now();
-        let completing = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let guard =
-            Guard { timeout: settings.handler_timeout, retry: settings.retry, completing: Arc::clone(&completing) };
+        let phase = Arc::new(std::sync::atomic::AtomicU8::new(RUNNING));
+        let guard = Guard { timeout: settings.handler_timeout, retry: settings.retry, phase: Arc::clone(&phase) };
         let outcome = tokio::select! {
             outcome = work.run(&queue, &item, &guard) => outcome,
-            () = heartbeat(&queue, &item, settings.lease, &completing) => Outcome::LeaseLost,
+            () = heartbeat(&queue, &item, settings.lease, &phase) => Outcome::LeaseLost,
         };
         completer::finish(&queue, &settings, &item, outcome, started).await;
     }
@@ -105,29 +123,34 @@ pub(crate) async fn process<W: Work>(
     .await;
 }
 
+/// The run executes the user's code.
+const RUNNING: u8 = 0;
+/// The work is ending the row (fenced): no renewal.
+const ENDING: u8 = 1;
+/// The work retries its end: renewals resume.
+const RETRYING_END: u8 = 2;
+
 /// Renews the lease every third of it; returns when the lease is no longer
-/// this worker's, unless the work has started its fenced end (then it never
-/// returns: the end decides).
+/// this worker's while the user's code runs. Once the work is ending the row
+/// it renews only while that end is retried, and a lease found gone then is
+/// the end's to report (it never returns).
 async fn heartbeat<K: QueueKind>(
     queue: &TableQueue<K>,
     item: &Leased<K::Payload>,
     lease: Duration,
-    completing: &std::sync::atomic::AtomicBool,
+    phase: &std::sync::atomic::AtomicU8,
 ) {
+    use std::sync::atomic::Ordering::SeqCst;
     let mut every = tokio::time::interval(lease / 3);
     every.tick().await;
     loop {
         every.tick().await;
-        if completing.load(std::sync::atomic::Ordering::SeqCst) {
-            return std::future::pending().await;
+        if phase.load(SeqCst) == ENDING {
+            continue;
         }
         match queue.heartbeat(item, lease).await {
             Ok(true) => {}
-            Ok(false) if completing.load(std::sync::atomic::Ordering::SeqCst) => {
-                // The row ended under the work's own end (its commit held the
-                // row lock this renewal waited on).
-                return std::future::pending().await;
-            }
+            Ok(false) if phase.load(SeqCst) != RUNNING => return std::future::pending().await,
             Ok(false) => return,
             Err(e) => tracing::warn!(error = %e, "worker: heartbeat failed; retrying"),
         }

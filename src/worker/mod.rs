@@ -24,7 +24,8 @@
 //! and `outcome`: `done`, `retried`, `dead`, `lease_lost`, `released`) and
 //! timed (`webhook_worker_run_duration_seconds`); see [`crate::metrics`].
 //! The run's log lines, the handler's included, carry a span with the
-//! item's `kind`, `provider`, `scope`, `key` and `attempt`.
+//! item's `kind`, `provider`, `scope`, `key` and `attempt` (and the
+//! outbox's `effect`).
 
 mod completer;
 mod executor;
@@ -63,6 +64,12 @@ pub(crate) enum Outcome {
     /// The work ended the row itself in a state of its kind (the outbox's
     /// `uncertain`, `resent`): counted under that name.
     Settled(&'static str),
+    /// The work knew how the run ended but could not record it (the
+    /// database failed through every try): nothing more is written; the
+    /// lease expires and the row runs again (the documented at-least-once
+    /// window). Never turned into a retry or a burial that would misstate
+    /// what happened.
+    Unrecorded { error: String },
 }
 
 impl Outcome {

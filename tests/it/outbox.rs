@@ -1164,3 +1164,188 @@ async fn a_large_payload_is_written_once_out_of_line_and_handed_over_intact() {
     assert_eq!(db.scalar(&chunks).await, stored, "the lease and the mark kept the payload's pointer: written once");
     assert_eq!(*received.lock().unwrap(), [("application/pdf".to_owned(), bytes::Bytes::from(large))]);
 }
+
+/// A trigger that kills its own backend the first time an outbox row moves
+/// from `running` to `to_state`: the worker's statement for that end meets
+/// a terminated connection (from the breaker's review).
+async fn kill_backend_on(db: &TestDb, to_state: &str) {
+    db.execute(&format!(
+        "CREATE SEQUENCE kill_{to_state};
+         CREATE FUNCTION kill_{to_state}() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF OLD.state = 'running' AND NEW.state = '{to_state}' AND nextval('kill_{to_state}') = 1 THEN
+             PERFORM pg_terminate_backend(pg_backend_pid());
+             PERFORM pg_sleep(5);
+           END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER kill_{to_state} BEFORE UPDATE ON webhook_idempotency.webhook_outbox
+           FOR EACH ROW EXECUTE FUNCTION kill_{to_state}();"
+    ))
+    .await;
+}
+
+/// Counts the calls of an effect that always answers `answer`.
+fn counting(calls: &Arc<AtomicUsize>, answer: EffectResult) -> Effects {
+    let calls = Arc::clone(calls);
+    Effects::new().effect("send_receipt", move |_ctx: EffectContext| {
+        let (calls, answer) = (Arc::clone(&calls), answer.clone());
+        async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            answer
+        }
+    })
+}
+
+#[tokio::test]
+async fn an_uncertain_end_the_database_fails_to_record_is_recorded_on_a_retry_not_called_again() {
+    let db = TestDb::new().await;
+    kill_backend_on(&db, "uncertain").await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let worker =
+        spawn(fast(db.pool(4), counting(&calls, EffectResult::uncertain("timed out after sending"))).build().unwrap());
+    assert_eq!(
+        deliver(&enqueuing_app(db.pool.clone(), StatusCode::OK), stripe_body("evt_unc_kill")).await,
+        StatusCode::OK
+    );
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            state_of(&db, "evt_unc_kill").await.as_deref() == Some("uncertain")
+        })
+        .await
+    );
+    stop(worker).await;
+    assert_eq!(outbox_row(&db, "evt_unc_kill").await.unwrap().1, 1, "one run");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "never called blindly again");
+}
+
+#[tokio::test]
+async fn a_delivered_end_the_database_fails_to_record_is_recorded_on_a_retry_even_on_the_last_attempt() {
+    let db = TestDb::new().await;
+    kill_backend_on(&db, "done").await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let policy = RetryPolicy { base: Duration::from_millis(50), cap: Duration::from_millis(200), max_attempts: 1 };
+    let worker =
+        spawn(fast(db.pool(4), counting(&calls, EffectResult::delivered_as("ref_1"))).retry(policy).build().unwrap());
+    assert_eq!(
+        deliver(&enqueuing_app(db.pool.clone(), StatusCode::OK), stripe_body("evt_mark_kill")).await,
+        StatusCode::OK
+    );
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            matches!(state_of(&db, "evt_mark_kill").await.as_deref(), Some("done" | "dead"))
+        })
+        .await
+    );
+    stop(worker).await;
+    let (state, attempts, remote_ref, _) = outbox_row(&db, "evt_mark_kill").await.unwrap();
+    assert_eq!((state.as_str(), attempts, remote_ref.as_deref()), ("done", 1, Some("ref_1")), "not dead");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the mark was retried, not the call");
+}
+
+#[tokio::test]
+async fn an_uncertain_effect_reconciled_as_not_delivered_again_and_again_ends_dead_within_its_budget() {
+    let db = TestDb::new().await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let effects = counting(&calls, EffectResult::uncertain("reset before the answer"))
+        .reconcile("send_receipt", |_ctx: EffectContext| async { Reconciled::NotDelivered });
+    let policy = RetryPolicy { base: Duration::from_millis(20), cap: Duration::from_millis(50), max_attempts: 3 };
+    let worker = spawn(fast(db.pool(4), effects).retry(policy).build().unwrap());
+    assert_eq!(
+        deliver(&enqueuing_app(db.pool.clone(), StatusCode::OK), stripe_body("evt_cycle")).await,
+        StatusCode::OK
+    );
+    assert!(
+        eventually(Duration::from_secs(15), || async { state_of(&db, "evt_cycle").await.as_deref() == Some("dead") })
+            .await
+    );
+    stop(worker).await;
+    let (_, attempts, _, last_error) = outbox_row(&db, "evt_cycle").await.unwrap();
+    // The call on the last allowed run may have acted: one reconciliation
+    // past the budget finds out, then the row is dead.
+    assert_eq!(attempts, 4, "three runs and the last reconciliation");
+    assert!(calls.load(Ordering::SeqCst) <= 2, "calls: {}", calls.load(Ordering::SeqCst));
+    assert_eq!(last_error.as_deref(), Some("reconciled as not delivered on the last allowed attempt"));
+}
+
+#[tokio::test]
+async fn ordinals_past_i32_and_not_before_times_outside_1970_to_9999_are_refused() {
+    let db = TestDb::new().await;
+    let kinds = Arc::new(Mutex::new(Vec::new()));
+    let app = {
+        let kinds = Arc::clone(&kinds);
+        Router::new().route(
+            "/webhooks/stripe",
+            post(move |tx: WebhookTx| {
+                let kinds = Arc::clone(&kinds);
+                async move {
+                    let effect = || Effect::json("send_receipt", serde_json::json!({}));
+                    let year_10000 = std::time::UNIX_EPOCH + Duration::from_secs(253_402_300_800);
+                    let before_1970 = std::time::UNIX_EPOCH - Duration::from_secs(1);
+                    let results = [
+                        tx.enqueue(effect().ordinal(i32::MAX as u32 + 1)).await.err().map(|e| e.kind()),
+                        tx.enqueue(effect().not_before(year_10000)).await.err().map(|e| e.kind()),
+                        tx.enqueue(effect().not_before(before_1970)).await.err().map(|e| e.kind()),
+                        tx.enqueue(effect().ordinal(i32::MAX as u32)).await.err().map(|e| e.kind()),
+                    ];
+                    kinds.lock().unwrap().extend(results);
+                    StatusCode::OK
+                }
+            })
+            .layer(stripe_layer(db.pool.clone()).build().unwrap()),
+        )
+    };
+    assert_eq!(deliver(&app, stripe_body("evt_limits")).await, StatusCode::OK);
+    let invalid = Some(webhook_idempotency::TxErrorKind::Invalid);
+    assert_eq!(*kinds.lock().unwrap(), [invalid, invalid, invalid, None], "the largest ordinal is accepted");
+    // The operator API does not alias u32::MAX to the row of ordinal i32::MAX.
+    db.execute("UPDATE webhook_idempotency.webhook_outbox SET state = 'uncertain'").await;
+    let admin = Admin::new(db.pool.clone()).unwrap();
+    let id = |ordinal| EffectId {
+        provider: "stripe".into(),
+        scope: "acct_test".into(),
+        key: "evt_limits".into(),
+        effect: "send_receipt".into(),
+        ordinal,
+    };
+    let dead = Resolution::Dead { reason: "test".into() };
+    assert!(!admin.resolve_effect(&id(u32::MAX), &dead, false, "op").await.unwrap());
+    assert!(admin.show_effect(&id(u32::MAX), false).await.unwrap().is_none());
+    assert_eq!(state_of(&db, "evt_limits").await.as_deref(), Some("uncertain"));
+    assert!(admin.resolve_effect(&id(i32::MAX as u32), &dead, false, "op").await.unwrap());
+}
+
+/// A handler that still holds the `TxClient` it used when it calls
+/// `claim_action` (or `enqueue`) gets `InUse` after the store's database
+/// timeout, with a WARN that says what to do, instead of waiting for ever.
+#[tokio::test]
+async fn a_business_key_claimed_while_the_handler_holds_its_client_fails_fast_with_in_use() {
+    let db = TestDb::new().await;
+    let store = StoreConfig::new(db.pool.clone()).database_timeout(Duration::from_millis(300));
+    let got = Arc::new(Mutex::new(None));
+    let app = {
+        let got = Arc::clone(&got);
+        Router::new().route(
+            "/webhooks/stripe",
+            post(move |tx: WebhookTx| {
+                let got = Arc::clone(&got);
+                async move {
+                    let held = tx.client().await.unwrap();
+                    held.execute("SELECT 1", &[]).await.unwrap();
+                    let claimed = tx.claim_action("fulfil_order", "ord_1").await;
+                    *got.lock().unwrap() = Some(claimed.map_err(|e| e.kind()));
+                    drop(held);
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
+            })
+            .layer(stripe_layer(store).build().unwrap()),
+        )
+    };
+    let (logs, guard) = Logs::capture();
+    let started = Instant::now();
+    assert_eq!(deliver(&app, stripe_body("evt_held")).await, StatusCode::INTERNAL_SERVER_ERROR);
+    drop(guard);
+    assert!(started.elapsed() < Duration::from_secs(5), "answered in {:?}", started.elapsed());
+    assert_eq!(*got.lock().unwrap(), Some(Err(webhook_idempotency::TxErrorKind::InUse)));
+    assert_eq!(logs.lines_with(&["still borrowed by a TxClient"]).len(), 1, "{}", logs.text());
+}

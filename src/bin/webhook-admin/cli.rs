@@ -207,8 +207,8 @@ pub(crate) struct EffectIdArgs {
     pub(crate) key: String,
     /// The effect's name.
     pub(crate) effect: String,
-    /// Which of the event's effects of that name.
-    #[arg(long, default_value_t = 0)]
+    /// Which of the event's effects of that name (0 to 2147483647).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64))]
     pub(crate) ordinal: u32,
 }
 

@@ -38,7 +38,7 @@ pub struct EffectId {
     /// The effect's name.
     pub effect: String,
     /// Which of the event's effects of that name (0 unless the handler set
-    /// another).
+    /// another; at most `i32::MAX`: a larger one matches no row).
     pub ordinal: u32,
 }
 
@@ -49,14 +49,17 @@ impl EffectId {
         downstream_key(&self.scope, &self.provider, &self.key, &self.effect, self.ordinal)
     }
 
-    fn params(&self) -> [Param<'_>; 5] {
-        [
+    /// `$1..$5` of [`ONE`]; `None` for an ordinal no row can have (over
+    /// `i32::MAX`, which the enqueue refuses).
+    fn params(&self) -> Option<[Param<'_>; 5]> {
+        let ordinal = i32::try_from(self.ordinal).ok()?;
+        Some([
             Param::Text(&self.provider),
             Param::Text(&self.scope),
             Param::Text(&self.key),
             Param::Text(&self.effect),
-            Param::I32(i32::try_from(self.ordinal).unwrap_or(i32::MAX)),
-        ]
+            Param::I32(ordinal),
+        ])
     }
 }
 
@@ -221,7 +224,8 @@ impl Admin {
              FROM {} WHERE {ONE}",
             self.outbox
         );
-        let mut params = id.params().to_vec();
+        let Some(id_params) = id.params() else { return Ok(None) };
+        let mut params = id_params.to_vec();
         params.push(Param::Bool(with_payload));
         let found = self.query("outbox show", &sql, &params).await?;
         Ok(found.first().map(|r| {
@@ -247,7 +251,8 @@ impl Admin {
         dry_run: bool,
         actor: &str,
     ) -> Result<bool, StoreError> {
-        let mut params = id.params().to_vec();
+        let Some(id_params) = id.params() else { return Ok(false) };
+        let mut params = id_params.to_vec();
         let set = match resolution {
             Resolution::Delivered { remote_ref } => {
                 params.push(Param::OptText(remote_ref.as_deref()));

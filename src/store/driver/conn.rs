@@ -208,6 +208,11 @@ impl TxConn {
         Self { obj: Some(obj), db, retryable: OnceLock::new(), poisoned: AtomicBool::new(false) }
     }
 
+    /// The client-side deadline of each step on this connection.
+    pub(crate) fn step_deadline(&self) -> Option<std::time::Duration> {
+        self.db.deadline()
+    }
+
     /// The underlying client (for [`TxClient`](super::TxClient)).
     pub(crate) fn client(&self) -> &Object {
         self.obj.as_ref().expect("TxConn holds its connection until released or dropped")

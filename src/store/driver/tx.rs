@@ -5,6 +5,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Mutex;
 
@@ -52,6 +53,8 @@ pub(crate) struct TxScope {
     pub(crate) event: ScopedEvent,
     pub(crate) tables: Arc<TxTables>,
     enqueued: AtomicBool,
+    /// How long the crate's statements wait for a borrowed connection.
+    lock_wait: Duration,
 }
 
 impl TxScope {
@@ -77,7 +80,8 @@ impl WebhookTx {
     /// The transaction on `conn` holding `event`'s claim (or lease), with
     /// the tables `tables` names.
     pub(crate) fn new(conn: TxConn, event: ScopedEvent, tables: Arc<TxTables>) -> Self {
-        let scope = TxScope { event, tables, enqueued: AtomicBool::new(false) };
+        let lock_wait = conn.step_deadline().unwrap_or(crate::store::DEFAULT_DATABASE_TIMEOUT);
+        let scope = TxScope { event, tables, enqueued: AtomicBool::new(false), lock_wait };
         Self { slot: Arc::new(Mutex::new(Some(conn))), scope: Arc::new(scope) }
     }
 
@@ -87,14 +91,24 @@ impl WebhookTx {
     }
 
     /// Runs one of the crate's statements in the transaction (an enqueue, a
-    /// business key, a version), waiting while a [`TxClient`] is borrowed; a
-    /// retryable conflict it meets is noted as the handler's own are.
+    /// business key, a version), waiting while a [`TxClient`] is borrowed (up
+    /// to the store's database timeout); a retryable conflict it meets is
+    /// noted as the handler's own are.
     ///
     /// # Errors
     /// [`TxErrorKind::Finished`] once the transaction ended,
+    /// [`TxErrorKind::InUse`] when the client stayed borrowed,
     /// [`TxErrorKind::Database`] when the statement failed.
     pub(crate) async fn run(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, TxError> {
-        let guard = Arc::clone(&self.slot).lock_owned().await;
+        let wait = self.scope.lock_wait;
+        let Ok(guard) = tokio::time::timeout(wait, Arc::clone(&self.slot).lock_owned()).await else {
+            tracing::warn!(
+                waited = ?wait,
+                "the webhook transaction's connection is still borrowed by a TxClient: drop it before enqueue, \
+                 claim_action or apply_if_newer"
+            );
+            return Err(TxError { kind: TxErrorKind::InUse, sqlstate: None });
+        };
         let conn = guard.as_ref().ok_or(TxError { kind: TxErrorKind::Finished, sqlstate: None })?;
         conn.query(sql, params).await.map_err(|e| {
             conn.note_error(&e);
@@ -153,6 +167,13 @@ pub enum TxErrorKind {
     /// An argument is out of its range (an effect name over 128 bytes, an
     /// action name, a business key or an object id over its bound).
     Invalid,
+    /// The transaction's connection stayed borrowed by a [`TxClient`] for
+    /// longer than the store's database timeout while one of the crate's
+    /// statements waited for it: most often the handler still holds the
+    /// client it used before calling [`enqueue`](WebhookTx::enqueue) or
+    /// [`claim_action`](WebhookTx::claim_action) (drop it first: `drop(db)`,
+    /// or a block around its use). Waiting on would never end.
+    InUse,
 }
 
 impl TxError {
@@ -180,6 +201,10 @@ impl fmt::Display for TxError {
             (TxErrorKind::Database, Some(code)) => write!(f, "webhook transaction statement failed: SQLSTATE {code}"),
             (TxErrorKind::Database, None) => f.write_str("webhook transaction statement failed: the connection broke"),
             (TxErrorKind::Invalid, _) => f.write_str("webhook transaction: an argument is out of its range"),
+            (TxErrorKind::InUse, _) => f.write_str(
+                "webhook transaction: its connection is still borrowed by a TxClient; drop the client before \
+                 enqueue, claim_action or apply_if_newer",
+            ),
         }
     }
 }
