@@ -51,6 +51,21 @@ impl Marker {
     }
 }
 
+/// Marks one run delivered with its own statement on `db` (a retried end,
+/// outside the batches, on a more patient `db`).
+pub(crate) async fn mark_one(
+    db: &Db,
+    sql: &str,
+    row: &Leased<OutboxRow>,
+    remote_ref: Option<String>,
+) -> Result<bool, String> {
+    let (reply, answer) = oneshot::channel();
+    let id = [0, 1, 2, 3, 4].map(|i| row.key_part(i).to_owned());
+    let mark = Mark { id, token: row.token().to_owned(), remote_ref, reply };
+    write(db, sql, vec![mark]).await;
+    answer.await.map_err(|_| "the mark was dropped".to_owned())?
+}
+
 async fn batches(db: Db, sql: String, mut queue: mpsc::UnboundedReceiver<Mark>) {
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
@@ -60,34 +75,39 @@ async fn batches(db: Db, sql: String, mut queue: mpsc::UnboundedReceiver<Mark>) 
                 Err(_) => break,
             }
         }
-        let column = |i: usize| batch.iter().map(|m| m.id[i].clone()).collect::<Vec<_>>();
-        let (scopes, providers, keys, effects, ordinals) = (column(0), column(1), column(2), column(3), column(4));
-        let tokens: Vec<String> = batch.iter().map(|m| m.token.clone()).collect();
-        let refs: Vec<Option<String>> = batch.iter().map(|m| m.remote_ref.clone()).collect();
-        let params = [
-            Param::OptTexts(Some(&scopes)),
-            Param::OptTexts(Some(&providers)),
-            Param::OptTexts(Some(&keys)),
-            Param::OptTexts(Some(&effects)),
-            Param::OptTexts(Some(&ordinals)),
-            Param::OptTexts(Some(&tokens)),
-            Param::TextList(&refs),
-        ];
-        match db.query("outbox delivered", &sql, &params).await {
-            Ok(rows) => {
-                // A run is marked when its row and its token came back: a stale
-                // run of the same row in the same batch is not.
-                let marked: HashSet<([String; 5], String)> =
-                    rows.iter().map(|r| ([0, 1, 2, 3, 4].map(|i| r.get::<String>(i)), r.get::<String>(5))).collect();
-                for mark in batch {
-                    let _ = mark.reply.send(Ok(marked.contains(&(mark.id, mark.token))));
-                }
+        write(&db, &sql, batch).await;
+    }
+}
+
+/// One statement marking `batch`; each run gets its answer.
+async fn write(db: &Db, sql: &str, batch: Vec<Mark>) {
+    let column = |i: usize| batch.iter().map(|m| m.id[i].clone()).collect::<Vec<_>>();
+    let (scopes, providers, keys, effects, ordinals) = (column(0), column(1), column(2), column(3), column(4));
+    let tokens: Vec<String> = batch.iter().map(|m| m.token.clone()).collect();
+    let refs: Vec<Option<String>> = batch.iter().map(|m| m.remote_ref.clone()).collect();
+    let params = [
+        Param::OptTexts(Some(&scopes)),
+        Param::OptTexts(Some(&providers)),
+        Param::OptTexts(Some(&keys)),
+        Param::OptTexts(Some(&effects)),
+        Param::OptTexts(Some(&ordinals)),
+        Param::OptTexts(Some(&tokens)),
+        Param::TextList(&refs),
+    ];
+    match db.query("outbox delivered", sql, &params).await {
+        Ok(rows) => {
+            // A run is marked when its row and its token came back: a stale
+            // run of the same row in the same batch is not.
+            let marked: HashSet<([String; 5], String)> =
+                rows.iter().map(|r| ([0, 1, 2, 3, 4].map(|i| r.get::<String>(i)), r.get::<String>(5))).collect();
+            for mark in batch {
+                let _ = mark.reply.send(Ok(marked.contains(&(mark.id, mark.token))));
             }
-            Err(e) => {
-                let error = e.to_string();
-                for mark in batch {
-                    let _ = mark.reply.send(Err(error.clone()));
-                }
+        }
+        Err(e) => {
+            let error = e.to_string();
+            for mark in batch {
+                let _ = mark.reply.send(Err(error.clone()));
             }
         }
     }

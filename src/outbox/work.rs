@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::marker::Marker;
+use super::marker::{mark_one, Marker};
 use super::registry::{EffectContext, EffectResult, Effects, Reconciled, Registered};
 use crate::store::driver::Param;
 use crate::store::outbox::{uncertain_params, OutboxRow, OutboxRows, OutboxSql};
@@ -74,22 +74,38 @@ impl Work for OutboxWork {
         loop {
             tries += 1;
             let recorded = match &end {
-                End::Delivered(remote_ref) => {
+                // The first try joins the batch; a retry goes alone, with a
+                // deadline doubled each time (a mark slower than the deadline
+                // would otherwise never land).
+                End::Delivered(remote_ref) if tries == 1 => {
                     let marker = self.marker.get_or_init(|| Marker::start(queue.db().clone(), sql.delivered.clone()));
                     marker.mark(row, remote_ref.clone()).await.map(|marked| marked.then_some(Outcome::Done))
+                }
+                End::Delivered(remote_ref) => {
+                    let db = queue.db().patient(2u32.pow((tries - 1).min(3)));
+                    let marked = mark_one(&db, &sql.delivered, row, remote_ref.clone()).await;
+                    marked.map(|marked| marked.then_some(Outcome::Done))
                 }
                 End::Uncertain(error) => {
                     // Reconciled later when a function is registered, else left to an operator.
                     let due = registered.reconcile.is_some().then(|| guard.backoff(row.attempt()));
                     let mut params = row.fence();
                     params.extend(uncertain_params(error, due, None));
-                    let rows = queue.db().query("outbox uncertain", &sql.uncertain, &params).await;
+                    let rows = queue
+                        .db()
+                        .patient(2u32.pow((tries - 1).min(3)))
+                        .query("outbox uncertain", &sql.uncertain, &params)
+                        .await;
                     rows.map(|r| (!r.is_empty()).then_some(Outcome::Settled("uncertain"))).map_err(|e| e.to_string())
                 }
                 End::Resend => {
                     let mut params = row.fence();
                     params.push(Param::I32(i32::try_from(guard.max_attempts()).unwrap_or(i32::MAX)));
-                    let rows = queue.db().query("outbox resend", &sql.resend, &params).await;
+                    let rows = queue
+                        .db()
+                        .patient(2u32.pow((tries - 1).min(3)))
+                        .query("outbox resend", &sql.resend, &params)
+                        .await;
                     rows.map(|r| {
                         r.first().map(|r| match r.get::<&str>(0) {
                             "dead" => Outcome::Settled("dead"),
@@ -113,8 +129,8 @@ impl Work for OutboxWork {
     }
 }
 
-/// How often a run's end is tried before it is left to the lease (about 6 s
-/// of backoff in all).
+/// How often a run's end is tried before it is left to the lease (about 3 s
+/// of pauses in all; each retry's deadline twice the one before, up to 8x).
 const END_TRIES: u32 = 6;
 /// The first pause between tries, doubled each time.
 const END_RETRY_BASE: std::time::Duration = std::time::Duration::from_millis(100);

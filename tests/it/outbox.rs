@@ -1349,3 +1349,30 @@ async fn a_business_key_claimed_while_the_handler_holds_its_client_fails_fast_wi
     assert_eq!(*got.lock().unwrap(), Some(Err(webhook_idempotency::TxErrorKind::InUse)));
     assert_eq!(logs.lines_with(&["still borrowed by a TxClient"]).len(), 1, "{}", logs.text());
 }
+
+/// From the breaker's review: the delivered mark takes longer than the
+/// store's database timeout (a trigger sleeping 0.5 s against a 300 ms
+/// timeout). The retried mark gets more time; the effect is not called again.
+#[tokio::test]
+async fn a_delivered_mark_slower_than_the_database_timeout_lands_on_a_patient_retry() {
+    let db = TestDb::new().await;
+    db.execute(
+        "CREATE FUNCTION slow_mark() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF EXISTS (SELECT 1 FROM n WHERE state = 'done') THEN PERFORM pg_sleep(0.5); END IF; RETURN NULL; END $$;
+         CREATE TRIGGER slow_mark AFTER UPDATE ON webhook_idempotency.webhook_outbox
+           REFERENCING NEW TABLE AS n FOR EACH STATEMENT EXECUTE FUNCTION slow_mark();",
+    )
+    .await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let store = StoreConfig::new(db.pool(8)).database_timeout(Duration::from_millis(300));
+    let worker = spawn(fast(store, counting(&calls, EffectResult::delivered())).build().unwrap());
+    let app = enqueuing_app(db.pool.clone(), StatusCode::OK);
+    for i in 0..3 {
+        assert_eq!(deliver(&app, stripe_body(&format!("evt_slow_mark{i}"))).await, StatusCode::OK);
+    }
+    let done = "SELECT count(*) FROM webhook_idempotency.webhook_outbox WHERE state = 'done'";
+    assert!(eventually(Duration::from_secs(20), || async { db.scalar(done).await == 3 }).await);
+    stop(worker).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "one call per effect");
+    assert_eq!(db.scalar("SELECT max(attempts)::bigint FROM webhook_idempotency.webhook_outbox").await, 1);
+}

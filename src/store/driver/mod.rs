@@ -177,12 +177,22 @@ impl Db {
     /// The same database without a client-side step deadline (operator
     /// actions, retention, migrations: their statements may take longer).
     pub(crate) fn without_deadline(&self) -> Self {
+        self.with_deadline(None)
+    }
+
+    /// The same database with each step's deadline `factor` times the
+    /// configured one (a retried end that timed out gets more time).
+    pub(crate) fn patient(&self, factor: u32) -> Self {
+        self.with_deadline(self.inner.deadline.map(|d| d.saturating_mul(factor)))
+    }
+
+    fn with_deadline(&self, deadline: Option<Duration>) -> Self {
         let i = &self.inner;
         Self {
             inner: Arc::new(Inner {
                 pool: i.pool.clone(),
                 pool_timeout: i.pool_timeout,
-                deadline: None,
+                deadline,
                 transaction_pooler: i.transaction_pooler,
                 endpoint: i.endpoint.clone(),
                 cancel: i.cancel.clone(),
