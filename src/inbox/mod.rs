@@ -106,7 +106,6 @@ use bytes::Bytes;
 use http::{Request, Response};
 use tower_service::Service;
 
-pub(crate) use request::FromInbox;
 pub use work::InboxWork;
 
 use crate::store::StoreConfig;

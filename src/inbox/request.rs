@@ -8,7 +8,7 @@ use http::Request;
 use super::InboxBody;
 use crate::event::WebhookEvent;
 use crate::store::driver::WebhookTx;
-use crate::store::inbox::{InboxRow, RequestHead};
+use crate::store::inbox::{FromInbox, InboxRow, RequestHead};
 use crate::store::queue::Leased;
 
 impl RequestHead {
@@ -47,12 +47,6 @@ fn keep_header(name: &str) -> bool {
         || name == "proxy-authorization"
         || name == "cookie")
 }
-
-/// Marks a request an [`InboxWorker`](super::InboxWorker) rebuilt: a
-/// `WebhookLayer` that sees it was wrongly put in front of the worker's
-/// handlers and says so.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct FromInbox;
 
 /// The request for `row`'s handler: the stored head (`POST /` for a row
 /// without one) and body, with [`FromInbox`], `tx` and the

@@ -189,7 +189,7 @@ impl WebhookLayerBuilder {
 
     /// Which handler statuses commit (default: 2xx only; redirects roll back).
     /// A 2xx the predicate refuses rolls back and is answered 500
-    /// ([`RejectionKind::HandlerError`](crate::RejectionKind::HandlerError)):
+    /// ([`RejectionKind::HandlerError`](super::RejectionKind::HandlerError)):
     /// passing it on would tell the sender the event was processed, and it
     /// would never be retried.
     pub fn success(mut self, predicate: impl Fn(StatusCode) -> bool + Send + Sync + 'static) -> Self {

@@ -116,7 +116,7 @@ where
     ReqBody::Error: Into<BoxError>,
     ResBody: http_body::Body<Data = Bytes>,
 {
-    if req.extensions().get::<crate::inbox::FromInbox>().is_some() {
+    if req.extensions().get::<crate::store::inbox::FromInbox>().is_some() {
         // The worker must call the handlers without the layer: the stored
         // request carries no signature to verify.
         tracing::error!(

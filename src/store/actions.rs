@@ -42,7 +42,7 @@ impl WebhookTx {
     /// so its sender retries.
     ///
     /// Like [`enqueue`](WebhookTx::enqueue), it borrows the transaction's
-    /// connection: drop a [`TxClient`](crate::TxClient) you hold first.
+    /// connection: drop a [`TxClient`](super::driver::TxClient) you hold first.
     ///
     /// # Errors
     /// [`TxErrorKind::Invalid`](super::driver::TxErrorKind::Invalid) for an

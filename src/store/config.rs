@@ -8,7 +8,7 @@ use std::time::Duration;
 use deadpool_postgres::Pool;
 
 use super::driver::{cancel_with, CancelFn, Db};
-use crate::error::{ConfigError, ConfigErrorKind};
+use crate::error::{ConfigError, ConfigErrorKind, StoreError};
 
 /// The default wait for a pooled connection: 5 seconds.
 pub const DEFAULT_POOL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -169,22 +169,22 @@ impl StoreConfig {
         &self.schema
     }
 
-    /// [`migrate_schema`](crate::migrate_schema) into this configuration's
+    /// [`migrate_schema`](super::migrate_schema) into this configuration's
     /// pool and schema, so the schema is named once.
     ///
     /// # Errors
-    /// As [`migrate_schema`](crate::migrate_schema).
-    pub async fn migrate(&self) -> Result<(), crate::StoreError> {
-        crate::migrate_schema(&self.pool, &self.schema).await
+    /// As [`migrate_schema`](super::migrate_schema).
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        super::migrate_schema(&self.pool, &self.schema).await
     }
 
-    /// [`check_schema`](crate::store::check_schema) on this configuration's
+    /// [`check_schema`](super::check_schema) on this configuration's
     /// pool and schema.
     ///
     /// # Errors
-    /// As [`check_schema`](crate::store::check_schema).
-    pub async fn check(&self) -> Result<(), crate::StoreError> {
-        crate::store::check_schema(&self.pool, &self.schema).await
+    /// As [`check_schema`](super::check_schema).
+    pub async fn check(&self) -> Result<(), StoreError> {
+        super::check_schema(&self.pool, &self.schema).await
     }
 
     /// The checked schema name and the database handle every part runs its

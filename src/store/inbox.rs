@@ -18,6 +18,13 @@ use super::StoreConfig;
 use crate::error::{ConfigError, StoreError};
 use crate::event::ScopedEvent;
 
+/// Marks a request an [`InboxWorker`](crate::inbox::InboxWorker) rebuilt
+/// from a stored row: a `WebhookLayer` that sees it was wrongly put in
+/// front of the worker's handlers and says so. Here, below both, so neither
+/// imports the other.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FromInbox;
+
 /// The request head kept with a pending event, to rebuild the request for
 /// the handler: method, URI and the headers the handler may read. Stored as
 /// JSON in `request_head`: `{"method": "POST", "uri": "/x", "headers":

@@ -106,7 +106,7 @@ impl WebhookTx {
     /// attempt ([`downstream_key`]). One statement, one round trip.
     ///
     /// It borrows the transaction's connection as
-    /// [`client`](WebhookTx::client) does: drop a [`TxClient`](crate::TxClient)
+    /// [`client`](WebhookTx::client) does: drop a [`TxClient`](super::driver::TxClient)
     /// you hold before calling it, or it waits for that client for ever.
     ///
     /// # Errors
