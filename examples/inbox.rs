@@ -259,14 +259,14 @@ async fn main() -> Result<(), Error> {
         args.workers, args.lease
     );
 
-    // Ctrl-C, or the end of the demo, stops the server and the worker.
+    // Ctrl-C or SIGTERM (a deploy), or the end of the demo, stops the server and
+    // the worker: work in hand finishes or is handed back, no lease is left to expire.
     let (stop, stop_rx) = watch::channel(false);
     let on_ctrl_c = {
         let stop = stop.clone();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                stop.send_replace(true);
-            }
+            common::terminated().await;
+            stop.send_replace(true);
         })
     };
     let worker = tokio::spawn(worker.run(stopped(stop_rx.clone())));

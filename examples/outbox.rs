@@ -33,6 +33,9 @@
 //! exit (needs the PostgreSQL server binaries). `STRIPE_WEBHOOK_SECRET` has a
 //! test default. Ctrl-C or SIGTERM stops it gracefully.
 
+#[allow(dead_code)] // the outbox example uses only `terminated` of it
+mod common;
+use common::terminated;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -385,20 +388,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A hung fake-mail call keeps its connection: the server gets a bound.
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     outcome
-}
-
-/// Ctrl-C or SIGTERM (what a deploy sends).
-async fn terminated() {
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 // ---- --demo ----

@@ -317,7 +317,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The state gauges (rows by state, oldest pending age), every 10 s.
     let sampler = webhook_idempotency::store::admin::Admin::new(pool.clone())?
         .spawn_gauge_sampler(std::time::Duration::from_secs(10), std::future::pending());
-    // Stops the server: Ctrl-C, or the end of the demo.
+    // Stops the server: Ctrl-C or SIGTERM, or the end of the demo.
     let stop = Arc::new(tokio::sync::Notify::new());
     let stopped = Arc::clone(&stop);
     let server = tokio::spawn(async move {
@@ -325,7 +325,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .with_graceful_shutdown(async move {
                 tokio::select! {
                     _ = stopped.notified() => {}
-                    _ = tokio::signal::ctrl_c() => {}
+                    () = common::terminated() => {}
                 }
             })
             .await

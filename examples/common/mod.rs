@@ -29,3 +29,18 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for HeldLog {
         self.clone()
     }
 }
+
+/// Ctrl-C or SIGTERM (what a deploy or `docker stop` sends): either starts the
+/// graceful shutdown.
+pub(crate) async fn terminated() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}

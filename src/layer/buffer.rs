@@ -20,8 +20,10 @@ pub(crate) enum ReadError {
 /// (amortised doubling: at most twice that), whatever the framing: a body
 /// sent in one-byte chunks costs what the same body in one chunk costs. The
 /// buffer starts at the declared `Content-Length` when there is one (already
-/// checked against `limit` by the caller), so a well-behaved sender causes
-/// one allocation. A body that is a single frame is handed on without a copy.
+/// checked against `limit` by the caller), up to [`MAX_RESERVE`]: a sender
+/// that declares 25 MB and trickles bytes gets 64 KiB reserved, not 25 MB,
+/// and the buffer grows (doubling) with what actually arrives. A body that
+/// is a single frame is handed on without a copy.
 pub(crate) async fn read_limited<B>(body: B, limit: usize, declared: Option<u64>) -> Result<Bytes, ReadError>
 where
     B: Body,
@@ -42,8 +44,7 @@ where
             (None, None) => first = Some(data.copy_to_bytes(n)),
             (Some(_), None) => {
                 let head = first.take().unwrap_or_default();
-                let hint = declared.and_then(|d| usize::try_from(d).ok()).unwrap_or(0).min(limit);
-                let mut grow = BytesMut::with_capacity(hint.max(head.len() + n));
+                let mut grow = BytesMut::with_capacity(initial_capacity(declared, limit, head.len() + n));
                 grow.extend_from_slice(&head);
                 put(&mut grow, &mut data);
                 buf = Some(grow);
@@ -56,6 +57,19 @@ where
         (Some(first), None) => first,
         (None, None) => Bytes::new(),
     })
+}
+
+/// The most a body buffer reserves ahead of the bytes received: 64 KiB. The
+/// declared `Content-Length` is a claim, not bytes: reserving it whole let
+/// unauthenticated senders hold gigabytes of address space with a trickle.
+pub(crate) const MAX_RESERVE: usize = 64 * 1024;
+
+/// The buffer's first capacity once a second frame arrives with `received`
+/// bytes in hand: the declared length (within `limit`) up to
+/// [`MAX_RESERVE`], and never less than what is in hand.
+fn initial_capacity(declared: Option<u64>, limit: usize, received: usize) -> usize {
+    let hint = declared.and_then(|d| usize::try_from(d).ok()).unwrap_or(0).min(limit).min(MAX_RESERVE);
+    hint.max(received)
 }
 
 fn put(buf: &mut BytesMut, data: &mut impl Buf) {
@@ -116,6 +130,21 @@ mod tests {
         for (name, body, limit, declared, want) in cases {
             let got = read_limited(body, limit, declared).await;
             assert_eq!(got.as_deref().map_err(|e| *e), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_declared_length_reserves_at_most_64_kib_ahead_of_the_bytes() {
+        let mib25 = 25 * 1024 * 1024;
+        let cases = [
+            ("a trickle under a 25 MB claim", Some(mib25 as u64), mib25, 2, MAX_RESERVE),
+            ("a small honest body", Some(1_100), mib25, 600, 1_100),
+            ("a claim past the limit", Some(u64::MAX), 1_000, 2, 1_000),
+            ("no claim", None, mib25, 10, 10),
+            ("more in hand than reserved", Some(mib25 as u64), mib25, 100_000, 100_000),
+        ];
+        for (name, declared, limit, received, want) in cases {
+            assert_eq!(initial_capacity(declared, limit, received), want, "{name}");
         }
     }
 
