@@ -237,6 +237,16 @@ impl Retention {
         }
     }
 
+    /// The window `provider`'s rows are kept for: its preset's
+    /// [`replay_window`] (or the one set with
+    /// [`window`](RetentionBuilder::window)), else the default window
+    /// ([`DEFAULT_REPLAY_WINDOW`] unless set with
+    /// [`default_window`](RetentionBuilder::default_window)). One rule for
+    /// [`purge`](Self::purge) and for the admin's short-window check.
+    pub fn window(&self, provider: &str) -> Duration {
+        self.windows.get(provider).copied().unwrap_or(self.default_window)
+    }
+
     /// Deletes every `done` or `failed` event row older than its provider's
     /// window, then every delivered outbox row older than the outbox window,
     /// in batches, until none is left.
@@ -287,8 +297,7 @@ impl Retention {
         let purged = async {
             let present: Vec<String> = conn.query(&self.providers, &[]).await?.iter().map(|row| row.get(0)).collect();
             for provider in present {
-                let window =
-                    older_than.unwrap_or_else(|| self.windows.get(&provider).copied().unwrap_or(self.default_window));
+                let window = older_than.unwrap_or_else(|| self.window(&provider));
                 let params = [Param::F64(window.as_secs_f64()), Param::Text(&provider), limit];
                 self.batches(&conn, &self.purge, &params, &mut report).await?;
             }

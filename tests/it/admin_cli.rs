@@ -271,7 +271,13 @@ async fn dry_runs_change_nothing_and_list_what_would_change() {
             &["would change 1 rows", "d1"],
             &[],
         ),
-        ("purge", vec!["purge", "--older-than", "1day", "--dry-run"], 0, &["would delete 1 done or failed rows"], &[]),
+        (
+            "purge",
+            vec!["purge", "--older-than", "1day", "--dry-run", "--allow-short-window"],
+            0,
+            &["would delete 1 done or failed rows"],
+            &[],
+        ),
         ("purge, nothing that old", vec!["purge", "--older-than", "30days", "--dry-run"], 1, &["would delete 0"], &[]),
     ];
     for (name, args, code, present, absent) in cases {
@@ -319,8 +325,20 @@ async fn actions_change_rows_and_are_audited() {
             0,
             Some(("d1", Some("pending"))),
         ),
-        ("purge", "u", vec!["purge", "--older-than", "1day", "--actor", "carol"], 0, Some(("f1", None))),
-        ("purge again: nothing left", "u", vec!["purge", "--older-than", "1day", "--actor", "carol"], 1, None),
+        (
+            "purge",
+            "u",
+            vec!["purge", "--older-than", "1day", "--allow-short-window", "--actor", "carol"],
+            0,
+            Some(("f1", None)),
+        ),
+        (
+            "purge again: nothing left",
+            "u",
+            vec!["purge", "--older-than", "1day", "--allow-short-window", "--actor", "carol"],
+            1,
+            None,
+        ),
     ];
     for (name, user, args, code, after) in cases {
         let run = admin_with(Some(&url), user, &args).await;
@@ -459,6 +477,38 @@ async fn purge_refuses_an_age_inside_a_provider_s_replay_window() {
     let left: i64 =
         db.pool.get().await.unwrap().query_one(&format!("SELECT count(*) FROM {EVENTS}"), &[]).await.unwrap().get(0);
     assert_eq!(left, 1);
+}
+
+/// Input from the third reliability review: `purge --older-than 1d` deleted a
+/// custom provider's rows 3 and 10 days old while `Retention` keeps providers
+/// without a preset for the default window (30 days). One rule for both now.
+#[tokio::test]
+async fn purge_keeps_providers_without_a_preset_for_the_default_window() {
+    let db = TestDb::new().await;
+    db.pool
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(&format!(
+            "INSERT INTO {EVENTS} (scope, provider, event_key, state, received_at)
+             VALUES ('s', 'acme', 'a3', 'done', now() - interval '3 days'),
+                    ('s', 'acme', 'a10', 'failed', now() - interval '10 days'),
+                    ('s', 'acme', 'a40', 'done', now() - interval '40 days')"
+        ))
+        .await
+        .unwrap();
+    let count = || async {
+        let c = db.pool.get().await.unwrap();
+        c.query_one(&format!("SELECT count(*) FROM {EVENTS}"), &[]).await.unwrap().get::<_, i64>(0)
+    };
+    let run = admin(&db, &["purge", "--older-than", "1day", "--actor", "carol"]).await;
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("acme (30days)"), "names the provider and its window: {}", run.stderr);
+    assert_eq!(count().await, 3, "refused: nothing deleted");
+    // Past the default window the purge goes ahead and takes only the old row.
+    let run = admin(&db, &["purge", "--older-than", "31days", "--actor", "carol"]).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(count().await, 2);
 }
 
 const OUTBOX: &str = "webhook_idempotency.webhook_outbox";

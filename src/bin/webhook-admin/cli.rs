@@ -80,8 +80,10 @@ pub(crate) enum Command {
         /// Count what would go; delete nothing.
         #[arg(long)]
         dry_run: bool,
-        /// Purge even rows of providers whose documented replay window is
-        /// longer than the age (a replay of such an event runs it again).
+        /// Purge even rows of providers whose retention window (the preset's
+        /// documented replay window; 30 days for a provider without a
+        /// preset) is longer than the age (a replay of such an event runs it
+        /// again).
         #[arg(long)]
         allow_short_window: bool,
         /// Who acts, recorded in the audit table (default: $USER, $LOGNAME,

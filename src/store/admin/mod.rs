@@ -285,9 +285,11 @@ impl Admin {
 
     /// The providers that have `done` or `failed` rows received more than
     /// `older_than` ago while `older_than` is shorter than their documented
-    /// replay window ([`replay_window`](super::retention::replay_window)),
-    /// with that window: purging those rows would let a replay of the event
-    /// run again. Empty when the age is safe for every provider present.
+    /// window ([`Retention::window`]: the preset's documented replay window,
+    /// or the default window, 30 days, for a provider without a preset, as
+    /// [`Retention`] keeps them), with that window: purging those rows would
+    /// let a replay of the event run again. Empty when the age is safe for
+    /// every provider present.
     ///
     /// # Errors
     /// [`StoreError`].
@@ -302,7 +304,7 @@ impl Admin {
             .iter()
             .filter_map(|r| {
                 let provider: String = r.get(0);
-                let window = super::retention::replay_window(&provider)?;
+                let window = self.retention.window(&provider);
                 (older_than < window).then_some((provider, window))
             })
             .collect())
