@@ -216,11 +216,9 @@ fn hints(
     out
 }
 
-/// The sender's text with control characters escaped, so a body cannot
-/// drive the operator's terminal.
-fn printable(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() }).collect()
-}
+#[path = "shared/escape.rs"]
+mod escape;
+use escape::printable;
 
 /// Secrets and public keys in the form each preset's verifier expects
 /// ([`PresetInfo::secret`], [`PresetInfo::public_key`]): the Standard
@@ -360,7 +358,7 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(Usage(message)) => {
-            eprintln!("webhook-verify: {message}");
+            eprintln!("webhook-verify: {}", printable(&message));
             ExitCode::from(2)
         }
     }

@@ -617,3 +617,84 @@ async fn outbox_commands_list_show_resolve_requeue_and_purge_with_audit() {
     assert_eq!(json[0]["downstream_key"], key_u1.as_str());
     assert_eq!(json[0]["remote_ref"], "msg_42");
 }
+
+/// Input from the third security review: U+061C, U+00AD, U+180E,
+/// U+206A..206F, U+2028/2029, tag characters and C1 controls were printed raw
+/// by `list` and `--json` (two different keys could look the same), and
+/// `webhook-verify` escaped less than `webhook-admin`. One escaping rule now
+/// (`src/bin/shared/escape.rs`), in tables, JSON and both tools.
+#[tokio::test]
+async fn invisible_and_bidi_characters_are_escaped_in_tables_json_and_both_tools() {
+    const SEEN: &[char] = &[
+        '\u{061C}',
+        '\u{00AD}',
+        '\u{180E}',
+        '\u{206A}',
+        '\u{206F}',
+        '\u{2028}',
+        '\u{2029}',
+        '\u{E0041}',
+        '\u{202E}',
+        '\u{009B}',
+        '\u{00A0}',
+        '\u{200B}',
+    ];
+    let db = TestDb::new().await;
+    let c = db.pool.get().await.unwrap();
+    let keys: Vec<String> = SEEN.iter().map(|ch| format!("evt{ch}1")).collect();
+    for key in &keys {
+        c.execute(
+            &format!(
+                "INSERT INTO {EVENTS} (scope, provider, event_key, event_type, state, last_error)
+                 VALUES ('s', 'acme', $1, $1, 'done', $1)"
+            ),
+            &[key],
+        )
+        .await
+        .unwrap();
+    }
+    drop(c);
+    let raw = |text: &str| SEEN.iter().copied().find(|ch| text.contains(*ch));
+    let table = admin(&db, &["list", "--state", "done", "--limit", "50"]).await;
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert_eq!(raw(&table.stdout), None, "printed raw in the table:\n{}", table.stdout);
+    assert!(table.stdout.contains("evt\\u{61c}1"), "escaped visibly:\n{}", table.stdout);
+    let show = admin(&db, &["show", "acme", "s", &keys[0]]).await;
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert_eq!(raw(&show.stdout), None, "printed raw by show:\n{}", show.stdout);
+    let json = admin(&db, &["--json", "list", "--state", "done", "--limit", "50"]).await;
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    assert_eq!(raw(&json.stdout), None, "printed raw in JSON:\n{}", json.stdout);
+    let parsed: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let mut listed: Vec<String> =
+        parsed.as_array().unwrap().iter().map(|r| r["key"].as_str().unwrap().to_owned()).collect();
+    let mut want = keys.clone();
+    listed.sort();
+    want.sort();
+    assert_eq!(listed, want, "the JSON escapes decode to the stored keys");
+
+    // webhook-verify prints the event key with the same rule.
+    let secret = webhook_idempotency::verify::SigningSecret::from("whsec_escape");
+    for key in &keys {
+        let body = serde_json::json!({ "id": key, "type": format!("t{key}") }).to_string();
+        let header = format!(
+            "stripe-signature: {}",
+            webhook_idempotency::providers::stripe::sign(&secret, 1_700_000_000, body.as_bytes())
+        );
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_webhook-verify"))
+            .args(["--provider", "stripe", "--secret", "whsec_escape", "--header", &header, "--body-file", "-"])
+            .args(["--now", "1700000000"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use tokio::io::AsyncWriteExt as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(body.as_bytes()).await.unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().await.unwrap();
+        let out = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.starts_with("valid"), "{out}");
+        assert_eq!(raw(&out), None, "webhook-verify printed raw:\n{out}");
+    }
+}

@@ -34,9 +34,11 @@
 //! Output: tables for people; `--json` prints one JSON document on standard
 //! output (errors as `{"error": kind, "message": ...}` on standard error).
 //! Text that senders control (event keys, types, errors, payloads) has its
-//! control characters escaped in tables, so a delivery cannot drive the
-//! operator's terminal; a payload that is not printable UTF-8 is shown in
-//! base64.
+//! control, format, separator and other invisible characters escaped, in
+//! tables and in `--json` alike (one rule with `webhook-verify`, in
+//! `src/bin/shared/escape.rs`), so a delivery cannot drive the operator's
+//! terminal and two different keys never look the same; a payload that is
+//! not printable UTF-8 is shown in base64.
 //!
 //! The database URL is never printed, nor echoed in argument errors; a
 //! connection error names only `host:port/database`. Prefer `DATABASE_URL`
@@ -65,6 +67,8 @@ use webhook_idempotency::store::{check_schema, StoreConfig, SCHEMA_VERSION};
 use webhook_idempotency::{StoreError, StoreErrorKind};
 
 mod cli;
+#[path = "../shared/escape.rs"]
+mod escape;
 mod outbox;
 mod render;
 use cli::*;
@@ -566,7 +570,7 @@ fn main() -> ExitCode {
             let text = if as_json {
                 json_text(&json!({"error": fail.kind, "message": fail.message}))
             } else {
-                format!("webhook-admin: {}: {}\n", fail.kind, fail.message)
+                format!("webhook-admin: {}: {}\n", fail.kind, printable(&fail.message))
             };
             emit(std::io::stderr().lock(), &text);
             ExitCode::from(2)

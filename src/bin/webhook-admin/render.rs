@@ -9,20 +9,7 @@ use comfy_table::{presets, Table};
 use serde_json::{json, Value};
 use webhook_idempotency::store::admin::EventRow;
 
-/// Sender-controlled text with control characters escaped, so a key, an
-/// error or a payload cannot drive the operator's terminal.
-pub(crate) fn printable(text: &str) -> String {
-    text.chars().map(|c| if unsafe_to_print(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect()
-}
-
-/// Control characters, and the invisible format characters that reorder or
-/// hide text on a terminal (bidirectional overrides and isolates, zero-width
-/// characters, the byte-order mark): a sender must not be able to make the
-/// operator read something else than what is stored.
-pub(crate) fn unsafe_to_print(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
-}
+pub(crate) use crate::escape::{printable, unsafe_to_print};
 
 /// A payload as printable text: `("utf8", text)` when it is UTF-8 without
 /// control or invisible format characters other than tab and LF (a bare CR
@@ -119,7 +106,7 @@ pub(crate) fn rows_table(rows: &[EventRow]) -> String {
 }
 
 pub(crate) fn json_text(v: &Value) -> String {
-    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    let mut s = crate::escape::json_safe(&serde_json::to_string_pretty(v).unwrap_or_default());
     s.push('\n');
     s
 }
