@@ -1,4 +1,5 @@
 //! The paths that do no database work: a bad Stripe signature (401), a
+//! `Stripe-Signature` of 5,000 entries (401, refused by its size), a
 //! declared `Content-Length` over the body limit (413), through
 //! `WebhookService` with a pool to a closed port (a connection attempt would
 //! fail the request with another status, which the bench asserts against);
@@ -61,13 +62,26 @@ fn service(c: &mut Criterion) {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
     // Signed with another secret: a well-formed header that does not match.
     let bad = stripe::sign(&SigningSecret::from("whsec_other"), now, &body);
-    let cases: [(&str, StatusCode, Box<dyn Fn() -> Request<Full<Bytes>>>); 2] = [
+    // The third security review's header: 5,000 `v1=` entries (340 KB).
+    let long_list = format!("t={now},{}", vec![format!("v1={}", "0".repeat(64)); 5_000].join(","));
+    let cases: [(&str, StatusCode, Box<dyn Fn() -> Request<Full<Bytes>>>); 3] = [
         (
             "401 bad signature, 1 KB",
             StatusCode::UNAUTHORIZED,
             Box::new(|| {
                 Request::post("/")
                     .header("stripe-signature", &bad)
+                    .header("content-length", body.len())
+                    .body(Full::new(body.clone()))
+                    .unwrap()
+            }),
+        ),
+        (
+            "401 Stripe-Signature of 5,000 v1 entries (340 KB), 1 KB",
+            StatusCode::UNAUTHORIZED,
+            Box::new(|| {
+                Request::post("/")
+                    .header("stripe-signature", &long_list)
                     .header("content-length", body.len())
                     .body(Full::new(body.clone()))
                     .unwrap()

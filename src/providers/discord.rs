@@ -192,7 +192,10 @@ impl Verifier for DiscordVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let header = parse(delivery.parts)?;
+        // Cheap checks first: the timestamp, then the cost cap, then the cryptography.
+        delivery.check_time(header.seconds, self.tolerance)?;
         let secrets = delivery.require_secrets()?;
+        crate::verify::check_verifications(1, secrets.len())?;
         let mut message = Vec::with_capacity(header.timestamp.len() + delivery.body.len());
         message.extend_from_slice(header.timestamp.as_bytes());
         message.extend_from_slice(delivery.body);
@@ -205,7 +208,7 @@ impl Verifier for DiscordVerifier {
         if !matched {
             return Err(VerifyErrorKind::NoMatchingSignature.into());
         }
-        delivery.check_time(header.seconds, self.tolerance)
+        Ok(())
     }
 }
 

@@ -190,7 +190,10 @@ fn decode_tag(text: &str) -> Option<[u8; 32]> {
 
 fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
     let mut signatures = Vec::new();
+    crate::verify::check_signature_header_size(parts, SIGNATURE_HEADER)?;
+    let mut entries = 0;
     for value in header_values(parts, SIGNATURE_HEADER) {
+        crate::verify::count_entry(&mut entries)?;
         signatures.push(decode_tag(value?.trim()).ok_or(VerifyErrorKind::MalformedHeader)?);
     }
     if signatures.is_empty() {
@@ -208,13 +211,14 @@ impl Verifier for HubSpotVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let header = parse(delivery.parts)?;
+        // Cheap checks first: the timestamp's age before any HMAC over the body.
+        delivery.check_time_millis(header.millis, self.tolerance)?;
         let path_and_query = delivery.parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
         let uri = decode_reserved(&format!("{}{path_and_query}", self.base));
         let method = delivery.parts.method.as_str().as_bytes();
         match_any_secret(delivery, header.signatures.iter().map(|s| &s[..]), |secret| {
             hmac_sha256(secret, &[method, uri.as_bytes(), delivery.body, header.timestamp.as_bytes()])
-        })?;
-        delivery.check_time_millis(header.millis, self.tolerance)
+        })
     }
 }
 
@@ -614,13 +618,14 @@ mod tests {
                 Err(VerifyErrorKind::MalformedHeader),
             ),
             (
+                // Read as milliseconds: January 1970, refused by the age check before any HMAC.
                 "timestamp in seconds is just another number",
                 "POST",
                 pq,
                 vec![(s, &good), (t, "1751371260")],
                 body,
                 current,
-                Err(VerifyErrorKind::NoMatchingSignature),
+                Err(VerifyErrorKind::TimestampTooOld),
             ),
             (
                 "non-numeric timestamp",

@@ -115,7 +115,10 @@ impl LinearVerifier {
 /// Every `Linear-Signature` value (one per header line), decoded.
 fn parse(parts: &http::request::Parts) -> Result<Vec<[u8; 32]>, VerifyError> {
     let mut signatures = Vec::new();
+    crate::verify::check_signature_header_size(parts, SIGNATURE_HEADER)?;
+    let mut entries = 0;
     for value in header_values(parts, SIGNATURE_HEADER) {
+        crate::verify::count_entry(&mut entries)?;
         let mut sig = [0u8; 32];
         hex::decode_to_slice(value?.trim(), &mut sig).map_err(|_| VerifyErrorKind::MalformedHeader)?;
         signatures.push(sig);

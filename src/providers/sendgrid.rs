@@ -127,6 +127,7 @@ pub const MAX_SIGNATURES: usize = 4;
 
 fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
     let mut signatures = Vec::new();
+    crate::verify::check_signature_header_size(parts, SIGNATURE_HEADER)?;
     for value in header_values(parts, SIGNATURE_HEADER) {
         if signatures.len() == MAX_SIGNATURES {
             return Err(VerifyErrorKind::MalformedHeader.into());
@@ -184,9 +185,13 @@ impl Verifier for SendGridVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let header = parse(delivery.parts)?;
+        // Cheap checks first: the timestamp, then the cost cap, then the cryptography.
+        delivery.check_time(header.seconds, self.tolerance)?;
+        let secrets = delivery.require_secrets()?;
+        crate::verify::check_verifications(header.signatures.len(), secrets.len())?;
         let message: [&[u8]; 2] = [header.timestamp.as_bytes(), delivery.body];
         let mut matched = false;
-        for secret in delivery.require_secrets()? {
+        for secret in secrets {
             if let Some(key) = verifying_key(secret).as_ref() {
                 matched |= header.signatures.iter().any(|sig| key.multipart_verify(&message, sig).is_ok());
             }
@@ -194,7 +199,7 @@ impl Verifier for SendGridVerifier {
         if !matched {
             return Err(VerifyErrorKind::NoMatchingSignature.into());
         }
-        delivery.check_time(header.seconds, self.tolerance)
+        Ok(())
     }
 }
 
@@ -327,11 +332,12 @@ mod tests {
             ("valid", DOCS_PUBLIC_KEY, DOCS_PAYLOAD, DOCS_SIGNATURE, DOCS_TIMESTAMP, Ok(())),
             ("payload changed", DOCS_PUBLIC_KEY, "payload", DOCS_SIGNATURE, DOCS_TIMESTAMP, Err(VerifyErrorKind::NoMatchingSignature)),
             (
+                // Within the tolerance (checked first), so the signature decides: the timestamp is signed.
                 "timestamp changed",
                 DOCS_PUBLIC_KEY,
                 DOCS_PAYLOAD,
                 DOCS_SIGNATURE,
-                "1388788367",
+                "1588788368",
                 Err(VerifyErrorKind::NoMatchingSignature),
             ),
             (

@@ -97,8 +97,9 @@ pub use key::{
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 use crate::verify::{
-    any_matches, check_key_material, header_values, hmac_sha256, parse_unix_seconds, single_header, Delivery,
-    KeyMaterialError, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+    any_matches, check_key_material, check_signature_header_size, check_verifications, count_entry, header_values,
+    hmac_sha256, parse_unix_seconds, single_header, Delivery, KeyMaterialError, SigningSecret, Verifier, VerifyError,
+    VerifyErrorKind,
 };
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
@@ -141,7 +142,16 @@ pub const SVIX_SIGNATURE_HEADER: &str = "svix-signature";
 /// The specification's tolerance: five minutes.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
-/// The most `v1a` (Ed25519) entries one delivery may carry.
+/// The most `v1a` (Ed25519) entries one delivery may carry: 8. The cost of a
+/// delivery is also capped across keys: its `v1a` signatures times the
+/// endpoint's `whpk_` keys may not exceed
+/// [`MAX_PUBLIC_KEY_VERIFICATIONS`](crate::verify::MAX_PUBLIC_KEY_VERIFICATIONS)
+/// (8), and the whole header holds at most
+/// [`MAX_SIGNATURE_ENTRIES`](crate::verify::MAX_SIGNATURE_ENTRIES) entries in
+/// [`MAX_SIGNATURE_HEADER_BYTES`](crate::verify::MAX_SIGNATURE_HEADER_BYTES);
+/// past any of them the delivery is
+/// [`MalformedHeader`](crate::verify::VerifyErrorKind::MalformedHeader), before
+/// any cryptography. The timestamp is checked before the signatures.
 pub const MAX_ED25519_SIGNATURES: usize = 8;
 
 /// Which header names a verifier reads.
@@ -251,8 +261,11 @@ fn parse(parts: &http::request::Parts, names: Names) -> Result<Header<'_>, Verif
     let seconds = parse_unix_seconds(timestamp)?;
     let mut v1 = Vec::new();
     let mut v1a = Vec::new();
+    check_signature_header_size(parts, sig_name)?;
+    let mut entries = 0usize;
     for value in header_values(parts, sig_name) {
         for entry in value?.split_ascii_whitespace() {
+            count_entry(&mut entries)?;
             let (version, sig) = entry.split_once(',').ok_or(VerifyErrorKind::MalformedHeader)?;
             // A signature of the wrong length or not base64 can never match;
             // skip it like an unknown version instead of failing the others.
@@ -311,10 +324,17 @@ impl Verifier for StandardWebhooksVerifier {
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let header = parse(delivery.parts, self.names)?;
+        // Cheap checks first: the timestamp, then the cost cap, then the cryptography.
+        delivery.check_time(header.seconds, self.tolerance)?;
+        let secrets = delivery.require_secrets()?;
+        if !header.v1a.is_empty() {
+            let public_keys = secrets.iter().filter(|s| matches!(&*classify(s), Ok(Key::Public(_)))).count();
+            check_verifications(header.v1a.len(), public_keys)?;
+        }
         let pieces: [&[u8]; 5] = [header.id.as_bytes(), b".", header.timestamp.as_bytes(), b".", delivery.body];
         let mut matched = false;
         let mut content: Option<Vec<u8>> = None;
-        for secret in delivery.require_secrets()? {
+        for secret in secrets {
             // A secret `check_secrets` refuses is skipped here too, so direct
             // users of the verifier never key an HMAC with it.
             match &*classify(secret) {
@@ -332,7 +352,7 @@ impl Verifier for StandardWebhooksVerifier {
         if !matched {
             return Err(VerifyErrorKind::NoMatchingSignature.into());
         }
-        delivery.check_time(header.seconds, self.tolerance)
+        Ok(())
     }
 }
 
@@ -597,6 +617,66 @@ mod tests {
             crate::provider::Provider::standard_webhooks().verifier_ref().verify(&d).unwrap_err().kind(),
             VerifyErrorKind::MissingHeader
         );
+    }
+
+    /// Input from the third security review: four `whpk_` keys and a header of
+    /// eight signatures from an unrelated key cost 32 Ed25519 verifications
+    /// per request. The cap counts signatures times keys, and the cheap checks
+    /// (format, timestamp) come before any cryptography.
+    #[test]
+    fn public_key_verifications_are_capped_across_keys_and_come_after_the_cheap_checks() {
+        const NOW: u64 = 1_700_000_000;
+        let id = "msg_flood";
+        let body = br#"{"type":"user.created"}"#;
+        let keys: Vec<SigningSecret> = (0u8..4).map(|i| public_key(&public_key_of(&[i + 1; 32])).unwrap()).collect();
+        let unrelated = *b"an unrelated key signs this one.";
+        let ts = NOW.to_string();
+        let sigs = |n: usize| vec![sign_ed25519(&unrelated, id, NOW, body); n].join(" ");
+        let p = |sig: &str| parts(&[(ID_HEADER, id), (TIMESTAMP_HEADER, &ts), (SIGNATURE_HEADER, sig)]);
+        let v = StandardWebhooksVerifier::new();
+        let cases: [(&str, usize, usize, Result<(), VerifyErrorKind>); 4] = [
+            ("8 signatures x 4 keys = 32: refused unverified", 8, 4, Err(VerifyErrorKind::MalformedHeader)),
+            ("3 signatures x 3 keys = 9: refused unverified", 3, 3, Err(VerifyErrorKind::MalformedHeader)),
+            ("4 signatures x 2 keys = 8: verified", 4, 2, Err(VerifyErrorKind::NoMatchingSignature)),
+            ("1 signature x 4 keys = 4: verified", 1, 4, Err(VerifyErrorKind::NoMatchingSignature)),
+        ];
+        for (name, n_sigs, n_keys, want) in cases {
+            assert_eq!(check(&v, &p(&sigs(n_sigs)), body, &keys[..n_keys], NOW), want, "{name}");
+        }
+        // A stale delivery is refused by its timestamp before any signature is checked.
+        assert_eq!(check(&v, &p(&sigs(1)), body, &keys, NOW + 301), Err(VerifyErrorKind::TimestampTooOld));
+        // The signing key among four is still found within the cap.
+        let mut with_signer = keys[..3].to_vec();
+        with_signer.push(public_key(&public_key_of(&unrelated)).unwrap());
+        assert_eq!(check(&v, &p(&sigs(2)), body, &with_signer, NOW), Ok(()));
+    }
+
+    /// An unbounded signature list (the review's 5,000 entries) is refused by
+    /// its size before it is split, and past 16 entries however short.
+    #[test]
+    fn signature_lists_past_the_caps_are_malformed() {
+        const NOW: u64 = 1_700_000_000;
+        let key = secret("whsec_dGhlIHJlYWwgc2lnbmluZyBzZWNyZXQh").unwrap();
+        let id = "msg_1";
+        let ts = NOW.to_string();
+        let body = b"{}";
+        let good = sign(&key, id, NOW, body).unwrap();
+        let filler = format!("v1,{}", "A".repeat(43) + "=");
+        let list = |n: usize| {
+            let mut entries = vec![filler.clone(); n - 1];
+            entries.push(good.clone());
+            entries.join(" ")
+        };
+        let v = StandardWebhooksVerifier::new();
+        let secrets = std::slice::from_ref(&key);
+        for (n, want) in
+            [(16, Ok(())), (17, Err(VerifyErrorKind::MalformedHeader)), (5_000, Err(VerifyErrorKind::MalformedHeader))]
+        {
+            let header = list(n);
+            let p = parts(&[(ID_HEADER, id), (TIMESTAMP_HEADER, &ts), (SIGNATURE_HEADER, &header)]);
+            assert_eq!(check(&v, &p, body, secrets, NOW), want, "{n} entries");
+            assert_eq!(v.precheck(&p).map_err(|e| e.kind()), want.map(drop), "{n} entries, precheck");
+        }
     }
 
     #[test]

@@ -25,6 +25,13 @@
 //! # let _ = verifier;
 //! ```
 //!
+//! **Limits.** The signature header(s) may hold at most
+//! [`MAX_SIGNATURE_HEADER_BYTES`](super::MAX_SIGNATURE_HEADER_BYTES) (4 KiB)
+//! over all lines and [`MAX_SIGNATURE_ENTRIES`](super::MAX_SIGNATURE_ENTRIES)
+//! (16) entries, else the delivery is
+//! [`MalformedHeader`](super::VerifyErrorKind::MalformedHeader) before any
+//! entry is decoded; the timestamp's age is checked before the HMAC.
+//!
 //! **Retention.** A preset states how long its provider can send one event
 //! again (`providers::<name>::REPLAY_WINDOW`, with its source); a generic
 //! provider has no such constant, since only you know the sender's retry
@@ -44,8 +51,8 @@ mod builder;
 pub use builder::HmacVerifierBuilder;
 
 use super::{
-    hmac, match_any_secret, parse_unix_millis, parse_unix_seconds, single_header, Algorithm, Delivery, Encoding,
-    SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+    check_signature_header_size, count_entry, hmac, match_any_secret, parse_unix_millis, parse_unix_seconds,
+    single_header, Algorithm, Delivery, Encoding, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 
 /// What the sender signs, in order, after the
@@ -189,7 +196,9 @@ impl HmacVerifier {
     fn signatures<'a>(&self, parts: &'a http::request::Parts) -> Result<Found<'a>, VerifyError> {
         let mut found = Found { signatures: Vec::new(), timestamp: None };
         let mut seen_header = false;
+        let mut entries_seen = 0usize;
         for name in std::iter::once(&self.header).chain(&self.extra_headers) {
+            check_signature_header_size(parts, name.as_str())?;
             let lines: Vec<Result<&str, VerifyError>> = if self.quirks.single_line {
                 match single_header(parts, name.as_str()) {
                     Err(e) if e.kind() == VerifyErrorKind::MissingHeader => Vec::new(),
@@ -207,9 +216,11 @@ impl HmacVerifier {
                     Some(sep) => Box::new(value.split(sep)),
                     None => Box::new(std::iter::once(value)),
                 };
+                let counted: Vec<&str> =
+                    entries.map(|entry| count_entry(&mut entries_seen).map(|()| entry)).collect::<Result<_, _>>()?;
                 match &self.signature_key {
-                    None => self.prefixed_entries(entries, &mut found.signatures)?,
-                    Some(key) => self.key_value_entries(key, entries, &mut found)?,
+                    None => self.prefixed_entries(counted.into_iter(), &mut found.signatures)?,
+                    Some(key) => self.key_value_entries(key, counted.into_iter(), &mut found)?,
                 }
             }
         }
@@ -356,14 +367,15 @@ impl Verifier for HmacVerifier {
 
     fn verify(&self, d: &Delivery<'_>) -> Result<(), VerifyError> {
         let p = self.parse(d.parts, false)?;
+        // Cheap checks first: the timestamp's age before any HMAC over the body.
+        match p.time {
+            Some(SignedTime::Seconds(ts)) => d.check_time(ts, self.tolerance)?,
+            Some(SignedTime::Millis(ms)) => d.check_time_millis(ms, self.tolerance)?,
+            None => {}
+        }
         let parts =
             self.content_parts(p.id.unwrap_or_default().as_bytes(), p.timestamp.unwrap_or_default().as_bytes(), d.body);
-        match_any_secret(d, p.signatures.iter().map(Vec::as_slice), |secret| hmac(self.algorithm, secret, &parts))?;
-        match p.time {
-            Some(SignedTime::Seconds(ts)) => d.check_time(ts, self.tolerance),
-            Some(SignedTime::Millis(ms)) => d.check_time_millis(ms, self.tolerance),
-            None => Ok(()),
-        }
+        match_any_secret(d, p.signatures.iter().map(Vec::as_slice), |secret| hmac(self.algorithm, secret, &parts))
     }
 }
 
@@ -547,11 +559,12 @@ mod tests {
             ("inside: stale", &inside, vec![("x-sig", &good)], NOW + 301, Err(VerifyErrorKind::TimestampTooOld)),
             ("millis: valid", &millis, vec![("x-sig", &ms_sig), ("x-ts", &ms)], NOW, Ok(())),
             (
+                // Read as milliseconds: January 1970, refused by the age check before any HMAC.
                 "millis: seconds sent",
                 &millis,
                 vec![("x-sig", &ms_sig), ("x-ts", "1700000000")],
                 NOW,
-                Err(VerifyErrorKind::NoMatchingSignature),
+                Err(VerifyErrorKind::TimestampTooOld),
             ),
             (
                 "millis: short tag, strict",

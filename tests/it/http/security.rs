@@ -396,3 +396,66 @@ fn public_key_verification_is_flagged_costly() {
         assert_eq!(verifier.costly(&parts), want, "{name}");
     }
 }
+
+/// Input from the third security review: a Standard Webhooks route with four
+/// `whpk_` keys, flooded with forged headers of eight signatures from an
+/// unrelated key (32 Ed25519 verifications a request before the cap), held a
+/// signed GitHub delivery on another route at 242 ms median. Now a forged
+/// header costs at most `MAX_PUBLIC_KEY_VERIFICATIONS` (8) verifications, on
+/// the blocking pool: while a flood at the cap is being refused, the async
+/// thread serves the other route.
+#[test]
+fn a_public_key_flood_on_one_route_does_not_hold_another() {
+    use webhook_idempotency::providers::standard_webhooks;
+    const FLOOD: usize = 48;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let db = TestDb::new().await;
+        let keys: Vec<String> = (1u8..=4).map(|i| standard_webhooks::public_key_of(&[i; 32])).collect();
+        let mut sw = WebhookLayer::builder(db.pool.clone(), Provider::standard_webhooks()).scope("sw");
+        for k in &keys {
+            sw = sw.secret(k.as_str());
+        }
+        let app = Router::new()
+            .route("/webhooks/sw", post(apply_effect).layer(sw.build().unwrap()))
+            .route("/webhooks/github", post(apply_effect).layer(github_layer(db.pool.clone()).build().unwrap()));
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let body = br#"{"type":"user.created"}"#;
+        let forged = |i: usize, sigs: usize| {
+            let id = format!("msg_flood_{i}");
+            let one = standard_webhooks::sign_ed25519(b"an unrelated key signs this one.", &id, now, body);
+            Request::post("/webhooks/sw")
+                .header("webhook-id", id)
+                .header("webhook-timestamp", now.to_string())
+                .header("webhook-signature", vec![one; sigs].join(" "))
+                .body(Body::from(&body[..]))
+                .unwrap()
+        };
+        // Past the cap: refused before any verification.
+        assert_eq!(send(&app, forged(0, 8)).await.0, StatusCode::UNAUTHORIZED);
+        // At the cap (2 signatures x 4 keys): verified, on the blocking pool.
+        let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let flood: Vec<_> = (1..=FLOOD)
+            .map(|i| {
+                let (app, refused) = (app.clone(), Arc::clone(&refused));
+                let req = forged(i, 2);
+                tokio::spawn(async move {
+                    let status = app.oneshot(req).await.unwrap().status();
+                    refused.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    status
+                })
+            })
+            .collect();
+        // Spawned after the whole flood, on the same (only) async thread: with
+        // verification inline it would run after every forged request.
+        let (status, _, _) = send(&app, github_request("gh-during-flood", "{}")).await;
+        let done_before = refused.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(status, StatusCode::OK);
+        for task in flood {
+            assert_eq!(task.await.unwrap(), StatusCode::UNAUTHORIZED);
+        }
+        println!("the GitHub delivery was answered after {done_before} of {FLOOD} forged requests");
+        assert!(done_before < FLOOD, "the GitHub delivery waited for the whole flood");
+        assert_eq!(db.effects_for("gh-during-flood").await, 1);
+    });
+}
