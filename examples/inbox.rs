@@ -270,7 +270,8 @@ async fn main() -> Result<(), Error> {
         })
     };
     let worker = tokio::spawn(worker.run(stopped(stop_rx.clone())));
-    let server = tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped(stop_rx)).await });
+    // Header-read and idle timeouts, a connection limit, graceful shutdown (examples/common/mod.rs).
+    let server = tokio::spawn(common::server::serve(listener, app, stopped(stop_rx)));
 
     let outcome = if args.demo { demo(addr, &args, &pool).await } else { Ok(()) };
     if args.demo {

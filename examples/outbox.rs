@@ -33,7 +33,7 @@
 //! exit (needs the PostgreSQL server binaries). `STRIPE_WEBHOOK_SECRET` has a
 //! test default. Ctrl-C or SIGTERM stops it gracefully.
 
-#[allow(dead_code)] // the outbox example uses only `terminated` of it
+#[allow(dead_code)] // the outbox example uses `terminated` and `server` of it
 mod common;
 use common::terminated;
 use std::net::SocketAddr;
@@ -367,8 +367,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let _ = s.wait_for(|stopped| *stopped).await;
     };
     let worker = tokio::spawn(worker.run(shutdown(stopped.clone())));
-    let serving = axum::serve(listener, router).with_graceful_shutdown(shutdown(stopped.clone()));
-    let server = tokio::spawn(async move { serving.await });
+    // Header-read and idle timeouts, a connection limit, graceful shutdown (examples/common/mod.rs).
+    let server = tokio::spawn(common::server::serve(listener, router, shutdown(stopped.clone())));
     let signals = tokio::spawn({
         let stop = stop.clone();
         async move {

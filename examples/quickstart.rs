@@ -312,6 +312,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0],
         )?
         .install_recorder()?;
+    // The recorder drains its histograms only at a scrape or an upkeep: without
+    // scrapes its memory would grow with every request.
+    let upkeep = {
+        let prometheus = prometheus.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+            loop {
+                every.tick().await;
+                prometheus.run_upkeep();
+            }
+        })
+    };
     let router = app(pool.clone(), &args, addr, Arc::clone(&hooks), prometheus)?;
     println!("listening on http://{addr}: POST /webhooks/<preset>, GET /effects, GET /metrics");
     // The state gauges (rows by state, oldest pending age), every 10 s.
@@ -320,16 +332,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Stops the server: Ctrl-C or SIGTERM, or the end of the demo.
     let stop = Arc::new(tokio::sync::Notify::new());
     let stopped = Arc::clone(&stop);
-    let server = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                tokio::select! {
-                    _ = stopped.notified() => {}
-                    () = common::terminated() => {}
-                }
-            })
-            .await
-    });
+    // Header-read and idle timeouts, a connection limit and graceful shutdown,
+    // which `axum::serve` does not set (examples/common/mod.rs; README,
+    // "Serving in production").
+    let server = tokio::spawn(common::server::serve(listener, router, async move {
+        tokio::select! {
+            _ = stopped.notified() => {}
+            () = common::terminated() => {}
+        }
+    }));
 
     let outcome = if args.demo { demo(addr, &args, &pool, &hooks).await } else { Ok(()) };
     if args.demo {
@@ -337,6 +348,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     server.await??;
     sampler.abort();
+    upkeep.abort();
     if hold {
         let lines = held.take();
         if !lines.is_empty() {

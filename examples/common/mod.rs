@@ -44,3 +44,83 @@ pub(crate) async fn terminated() {
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
 }
+
+/// The production settings of the examples' HTTP server, which `axum::serve`
+/// does not set (it runs hyper without a timer, so hyper's header-read timeout
+/// is off and a client that trickles header bytes holds its connection for
+/// ever). Set the same in your own server (README, "Serving in production").
+pub(crate) mod server {
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto;
+    use hyper_util::server::graceful::GracefulShutdown;
+    use hyper_util::service::TowerToHyperService;
+    use tokio::net::TcpListener;
+    use tokio::sync::Semaphore;
+
+    /// The whole request head must arrive within this time, and an idle
+    /// keep-alive connection is closed after it: hyper starts the timer
+    /// whenever it waits for a request head (HTTP/1).
+    pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+    /// Connections served at once; the next waits in the kernel's backlog.
+    pub(crate) const MAX_CONNECTIONS: usize = 1024;
+    /// How long a graceful shutdown waits for requests in flight.
+    pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+    /// HTTP/2 keep-alive ping interval and the time to wait for its answer.
+    const H2_KEEP_ALIVE: Duration = Duration::from_secs(20);
+
+    /// Serves `router` on `listener` with the settings above until `shutdown`
+    /// completes, then stops accepting, lets requests in flight finish (up to
+    /// [`SHUTDOWN_GRACE`]) and returns.
+    pub(crate) async fn serve(
+        listener: TcpListener,
+        router: axum::Router,
+        shutdown: impl Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(H2_KEEP_ALIVE)
+            .keep_alive_timeout(H2_KEEP_ALIVE);
+        let builder = Arc::new(builder);
+        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        let graceful = GracefulShutdown::new();
+        tokio::pin!(shutdown);
+        loop {
+            let permit = tokio::select! {
+                () = &mut shutdown => break,
+                permit = Arc::clone(&slots).acquire_owned() => permit.expect("never closed"),
+            };
+            let (stream, _peer) = tokio::select! {
+                () = &mut shutdown => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    // Out of file descriptors and the like: wait, then go on.
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let service = TowerToHyperService::new(router.clone());
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
+            let conn = graceful.watch(conn);
+            tokio::spawn(async move {
+                // A timed-out or reset connection is the client's business.
+                let _ = conn.await;
+                drop(permit);
+            });
+        }
+        drop(listener);
+        if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await.is_err() {
+            tracing::warn!("requests still in flight after the shutdown grace period; closing them");
+        }
+        Ok(())
+    }
+}
