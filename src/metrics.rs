@@ -8,7 +8,7 @@
 //!
 //! | metric | kind | labels | what |
 //! |---|---|---|---|
-//! | `webhook_deliveries_total` | counter | `provider`, `outcome` | every delivery: `committed`, `accepted` (inbox), `duplicate`, `failed` (the handler's non-success), `rejected`, `handshake` |
+//! | `webhook_deliveries_total` | counter | `provider`, `outcome` | every delivery: `committed`, `accepted` (inbox), `duplicate`, `failed` (the handler's non-success), `rejected`, `handshake`, `abandoned` (the response future was dropped before an answer: the client went away or an outer timeout fired; if the handler had started, a `failed` row records it) |
 //! | `webhook_rejections_total` | counter | `provider`, `kind` | refusals by [`RejectionKind`](crate::layer::RejectionKind) (`invalid_signature`, `in_flight`, `store_unavailable`, ...) |
 //! | `webhook_delivery_duration_seconds` | histogram | `provider`, `outcome` | from the request to the answer |
 //! | `webhook_handler_duration_seconds` | histogram | `provider` | the inner service's run |

@@ -82,11 +82,7 @@ pub(crate) mod server {
     ) -> std::io::Result<()> {
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
-        builder
-            .http2()
-            .timer(TokioTimer::new())
-            .keep_alive_interval(H2_KEEP_ALIVE)
-            .keep_alive_timeout(H2_KEEP_ALIVE);
+        builder.http2().timer(TokioTimer::new()).keep_alive_interval(H2_KEEP_ALIVE).keep_alive_timeout(H2_KEEP_ALIVE);
         let builder = Arc::new(builder);
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         let graceful = GracefulShutdown::new();

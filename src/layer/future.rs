@@ -11,7 +11,10 @@ type Inner<B, E> = Pin<Box<dyn Future<Output = Result<http::Response<ResponseBod
 ///
 /// Dropping it while the handler runs (a client disconnect, an outer
 /// timeout) drops the claim's transaction: the connection is closed, not
-/// returned to the pool, and PostgreSQL rolls back.
+/// returned to the pool, and PostgreSQL rolls back. The delivery is counted
+/// as `webhook_deliveries_total{outcome="abandoned"}`, and, if the handler
+/// had started, a `failed` row records that the client went away (a task
+/// spawned on the current Tokio runtime), with a WARN line.
 pub struct ResponseFuture<B, E> {
     pub(crate) inner: Inner<B, E>,
 }

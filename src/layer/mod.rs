@@ -54,6 +54,7 @@
 //! (inbox mode) or `claimed` (the claimed-request step: claim, handler,
 //! commit), then the answer ([`Rejection`] for the layer's own refusals).
 
+mod abandoned;
 mod accept;
 mod answer;
 mod authenticate;

@@ -7,6 +7,7 @@ use http::{header, HeaderValue, Request, Response, StatusCode};
 use tower_service::Service;
 use tracing::{field, Instrument};
 
+use super::abandoned::Watch;
 use super::answer::{Answer, Outcome};
 use super::claimed::{self, Claimed};
 use super::config::Config;
@@ -87,7 +88,11 @@ where
         );
         let started = std::time::Instant::now();
         let future = async move {
-            let answer = handle(&config, inner, req).await?;
+            // Counts the delivery if this future is dropped before an answer.
+            let mut watch = Watch::new(&config, started);
+            let answer = handle(&config, inner, req, &mut watch).await;
+            watch.finish();
+            let answer = answer?;
             record(&config, answer.outcome, started);
             Ok(answer.response)
         };
@@ -109,6 +114,7 @@ async fn handle<S, ReqBody, ResBody>(
     config: &Arc<Config>,
     inner: S,
     req: Request<ReqBody>,
+    watch: &mut Watch,
 ) -> Result<Answer<ResBody>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
@@ -137,7 +143,11 @@ where
     if let Some(mode) = &config.inbox {
         return Ok(accept::accept(config, mode, &parts, &event, &body).await);
     }
-    let request = |claimed: &ClaimedEvent| handler_request::<ReqBody>(config, parts, &event, body, claimed);
+    watch.event = Some(event.clone());
+    let request = |claimed: &ClaimedEvent| {
+        watch.handler_started.store(true, std::sync::atomic::Ordering::Relaxed);
+        handler_request::<ReqBody>(config, parts, &event, body, claimed)
+    };
     let claimed = claimed::run(&config.store, &event, config.success.as_ref(), inner, request).await;
     answer(config, claimed)
 }

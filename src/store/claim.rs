@@ -500,6 +500,14 @@ impl ClaimedEvent {
 }
 
 impl ClaimStore {
+    /// Records the failed attempt of a delivery whose client went away while
+    /// its handler ran (the layer's response future was dropped, so its
+    /// transaction rolled back): a `failed` row with `error`, no status. Does
+    /// nothing to a `done` row. Best effort, as [`fail`](ClaimedEvent::fail).
+    pub(crate) async fn record_abandoned(&self, event: &ScopedEvent, error: &str) {
+        self.record_failure(event, error, None, None).await;
+    }
+
     /// Records a failed attempt outside the rolled-back transaction, on a
     /// pooled connection: `BEGIN`, the record and `COMMIT` in one flight.
     /// Best effort: a failure to record is logged.

@@ -208,4 +208,40 @@ async fn counters_and_gauges_equal_a_fixed_scenario() {
             && matches!(v, DebugValue::Gauge(g) if g.into_inner() >= 1.0)
     });
     assert!(done_gauge, "the outbox state gauge");
+
+    // Input from the third reliability review: a synchronous delivery whose
+    // client goes away while the handler runs (GitHub stops waiting at 10 s
+    // and does not retry by itself) left no row and no metric. It is counted
+    // `abandoned` and recorded as a failed attempt; a redelivery runs it again.
+    let entered = std::sync::Arc::new(tokio::sync::Notify::new());
+    let layer =
+        WebhookLayer::builder(db.pool.clone(), provider()).scope("acct_gone").secret(STRIPE_SECRET).build().unwrap();
+    let slow = Router::new().route(
+        "/webhooks/stripe",
+        post({
+            let entered = std::sync::Arc::clone(&entered);
+            move |tx: WebhookTx, event: WebhookEvent| async move {
+                if event.attempt() == 1 {
+                    entered.notify_one();
+                    std::future::pending::<()>().await;
+                }
+                apply_effect(tx, event).await
+            }
+        })
+        .layer(layer),
+    );
+    tokio::select! {
+        res = slow.clone().oneshot(stripe_request(stripe_body("evt_gone"))) => panic!("answered: {res:?}"),
+        () = entered.notified() => {} // the client goes away: the response future is dropped
+    }
+    let failed = "SELECT count(*) FROM webhook_idempotency.webhook_events
+                   WHERE scope = 'acct_gone' AND event_key = 'evt_gone' AND state = 'failed'
+                     AND last_error LIKE '%client went away%'";
+    assert!(eventually(Duration::from_secs(10), || async { db.scalar(failed).await == 1 }).await, "recorded");
+    let snapshot: Snapshot = snapshotter().snapshot().into_vec();
+    let outcomes = by_label(&snapshot, "webhook_deliveries_total", "outcome");
+    assert_eq!(outcomes.get("abandoned"), Some(&1.0), "{outcomes:?}");
+    let res = slow.oneshot(stripe_request(stripe_body("evt_gone"))).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK, "the redelivery runs it (attempt 2)");
+    assert_eq!(db.effects_for("evt_gone").await, 1);
 }
