@@ -28,7 +28,9 @@ impl TxClient {
 impl TxClient {
     /// Like [`tokio_postgres::Client::prepare`], cached per pooled
     /// connection (deadpool's statement cache); prepared afresh, not cached,
-    /// when the layer is set for a transaction-mode pooler.
+    /// when the layer is set for a transaction-mode pooler or its pool
+    /// switched itself to unnamed statements (see
+    /// [`StoreConfig::transaction_pooler`](crate::StoreConfig::transaction_pooler)).
     ///
     /// # Errors
     /// The statement does not parse, or the connection failed.
