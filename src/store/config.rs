@@ -132,6 +132,35 @@ impl StoreConfig {
     /// `TxClient::execute(sql_text, ..)` and `query(..)` with text are fine
     /// (prepared and closed inside the transaction). Default off: statements
     /// are prepared once per pooled connection.
+    ///
+    /// # Switched on by itself
+    /// Left off behind such a pooler, the pool switches itself at the first
+    /// named statement that fails there: SQLSTATE 26000 (`prepared statement
+    /// "s3" does not exist`: prepared on one server session, run on another)
+    /// or 42P05 (`prepared statement "s3" already exists`: another client's
+    /// statement of that name on this server session). From the next step
+    /// on, every part on the same pool (the layer, the workers, the operator
+    /// API, whichever `StoreConfig` built them) sends unnamed statements, as
+    /// if this were set, for the life of the pool; one WARN per pool names
+    /// this setting. No delivery is lost or doubled on the way:
+    /// - a failed autocommit step (the duplicate lookup, an inbox accept) or
+    ///   the claim transaction's first statement ran nothing (the failure is
+    ///   at Parse or Bind): it is re-run once, unnamed; for the claim, after
+    ///   a confirmed `ROLLBACK`, the whole transaction from `BEGIN`, since a
+    ///   26000 aborts the transaction it occurs in;
+    /// - a failure later in the claim's transaction (the fenced commit's
+    ///   check, an enqueue, a handler statement through
+    ///   [`TxClient`](crate::TxClient)'s wrappers) aborted the handler's
+    ///   work, which cannot be re-run here: it is rolled back, the attempt
+    ///   recorded, and the sender answered 503 + `Retry-After`; its retry
+    ///   runs unnamed.
+    ///
+    /// Set it anyway: the switch costs the first deliveries a retry and a
+    /// few of them a 503, and a named statement may meet another process's
+    /// statement of the same name with compatible parameters before any
+    /// error shows. PgBouncer docs, "Features" (prepared statements in
+    /// transaction pooling, <https://www.pgbouncer.org/features.html>);
+    /// PostgreSQL docs, "PostgreSQL Error Codes" (26000, 42P05).
     pub fn transaction_pooler(mut self, behind_pooler: bool) -> Self {
         self.transaction_pooler = behind_pooler;
         self

@@ -28,7 +28,9 @@ impl TxClient {
 impl TxClient {
     /// Like [`tokio_postgres::Client::prepare`], cached per pooled
     /// connection (deadpool's statement cache); prepared afresh, not cached,
-    /// when the layer is set for a transaction-mode pooler.
+    /// when the layer is set for a transaction-mode pooler or its pool
+    /// switched itself to unnamed statements (see
+    /// [`StoreConfig::transaction_pooler`](crate::StoreConfig::transaction_pooler)).
     ///
     /// # Errors
     /// The statement does not parse, or the connection failed.
@@ -51,6 +53,11 @@ impl TxClient {
     /// a lock timeout (55P03), the layer answers 503 + `Retry-After` after
     /// rolling back, whatever status the handler returned: the sender's
     /// retry will succeed (PostgreSQL docs, "Serialization Failure Handling").
+    /// So it does for a named statement that went missing or collided behind
+    /// a transaction-mode pooler (26000, 42P05) unless
+    /// [`StoreConfig::transaction_pooler`](crate::StoreConfig::transaction_pooler)
+    /// was set: the pool switches to unnamed statements, and the retry uses
+    /// them.
     ///
     /// # Errors
     /// As [`tokio_postgres::Client::execute`].

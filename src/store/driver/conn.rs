@@ -19,7 +19,7 @@ use deadpool_postgres::Object;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Statement;
 
-use super::{bounded, code, Db, DbError, Param, Row};
+use super::{bounded, checked_out, code, Db, DbError, Param, Row};
 
 /// A pooled connection outside any transaction.
 pub(crate) struct Conn {
@@ -39,6 +39,11 @@ impl Conn {
         self.obj.as_ref().expect("a Conn holds its connection until released or dropped")
     }
 
+    /// When the connection was checked out of the pool.
+    fn checked_out(&self) -> std::time::Instant {
+        checked_out(self.client())
+    }
+
     /// Notes a failed step: a timeout or a session that cannot serve means
     /// the connection is discarded instead of released.
     fn settle<T>(&self, result: Result<T, DbError>) -> Result<T, DbError> {
@@ -51,9 +56,22 @@ impl Conn {
     }
 
     /// One autocommit statement, within the deadline.
+    ///
+    /// A named statement that failed as it does behind a transaction-mode
+    /// pooler (26000, 42P05: see [`Db::named_statement_failed`]) switches the
+    /// pool to unnamed statements and the statement runs once more, unnamed:
+    /// safe, because the failure came at Parse or Bind, before anything ran,
+    /// and outside any transaction.
     pub(crate) async fn query(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, DbError> {
-        let cache = !self.db.transaction_pooler();
-        let result = bounded(self.db.deadline(), async {
+        let named = !self.db.transaction_pooler();
+        match self.query_once(sql, params, named).await {
+            Err(e) if self.db.named_statement_failed(&e, named) => self.query_once(sql, params, false).await,
+            result => result,
+        }
+    }
+
+    async fn query_once(&self, sql: &str, params: &[Param<'_>], cache: bool) -> Result<Vec<Row>, DbError> {
+        let result = bounded(&self.db, self.checked_out(), async {
             let prepared = prepare_on(self.client(), sql, cache).await?;
             query_on(self.client(), prepared.as_ref(), sql, params).await
         })
@@ -63,14 +81,32 @@ impl Conn {
 
     /// Two autocommit statements sent in one flight, within the deadline;
     /// each answers for itself.
+    ///
+    /// When the first fails as a named statement does behind a
+    /// transaction-mode pooler (26000, 42P05), the pool switches to unnamed
+    /// statements and the pair runs once more, unnamed: the first ran
+    /// nothing; the second may run twice, which the callers allow (a
+    /// notification: a spurious wake-up costs the workers an empty lease).
     pub(crate) async fn pair(
+        &self,
+        a: (&str, &[Param<'_>]),
+        b: (&str, &[Param<'_>]),
+    ) -> Result<(Vec<Row>, Result<Vec<Row>, DbError>), DbError> {
+        let named = !self.db.transaction_pooler();
+        match self.pair_once(a, b, named).await {
+            Err(e) if self.db.named_statement_failed(&e, named) => self.pair_once(a, b, false).await,
+            result => result,
+        }
+    }
+
+    async fn pair_once(
         &self,
         (a, pa): (&str, &[Param<'_>]),
         (b, pb): (&str, &[Param<'_>]),
+        cache: bool,
     ) -> Result<(Vec<Row>, Result<Vec<Row>, DbError>), DbError> {
-        let cache = !self.db.transaction_pooler();
         let client = self.client();
-        let result = bounded(self.db.deadline(), async {
+        let result = bounded(&self.db, self.checked_out(), async {
             let first = prepare_on(client, a, cache).await?;
             let second = prepare_on(client, b, cache).await?;
             let (x, y) =
@@ -85,21 +121,63 @@ impl Conn {
     /// statement in it, both in one flight (the statement is prepared first,
     /// so both leave in order), within the deadline.
     ///
+    /// When the statement fails as a named statement does behind a
+    /// transaction-mode pooler (26000, 42P05: see
+    /// [`Db::named_statement_failed`]), the pool switches to unnamed
+    /// statements, the transaction is rolled back and the whole of it
+    /// (`begin` and the statement) runs once more from the start, unnamed,
+    /// on the same connection. That is safe because the failed statement is
+    /// the transaction's first: a 26000 aborts the transaction it occurs in
+    /// (PostgreSQL then refuses every statement until `ROLLBACK`), so
+    /// re-sending just the statement would fail with 25P02, but nothing ran
+    /// before it and the confirmed `ROLLBACK` undoes `begin`'s settings and
+    /// locks. A 26000 later in a transaction (after the handler's work)
+    /// cannot be re-run this way: see [`TxConn::note_error`].
+    ///
     /// # Errors
     /// When `begin` or the statement failed: the transaction is rolled back
     /// (the connection pooled again) unless the session is unusable or the
     /// step timed out (closed).
     pub(crate) async fn begin(
-        mut self,
+        self,
         begin: &str,
         sql: &str,
         params: &[Param<'_>],
     ) -> Result<(TxConn, Vec<Row>), DbError> {
+        let db = self.db.clone();
+        let named = !db.transaction_pooler();
+        let (e, tx) = match self.begin_once(begin, sql, params, named).await {
+            Ok(opened) => return Ok(opened),
+            Err((e, None)) => return Err(e), // closed
+            Err((e, Some(tx))) => (e, tx),
+        };
+        if !db.named_statement_failed(&e, named) {
+            let _ = tx.rollback().await;
+            return Err(e);
+        }
+        match tx.rollback_to_conn().await?.begin_once(begin, sql, params, false).await {
+            Ok(opened) => Ok(opened),
+            Err((e, Some(tx))) => {
+                let _ = tx.rollback().await;
+                Err(e)
+            }
+            Err((e, None)) => Err(e),
+        }
+    }
+
+    /// One try of [`begin`](Self::begin). On failure, the transaction still
+    /// to roll back when the session is usable (`None`: closed).
+    async fn begin_once(
+        mut self,
+        begin: &str,
+        sql: &str,
+        params: &[Param<'_>],
+        cache: bool,
+    ) -> Result<(TxConn, Vec<Row>), (DbError, Option<TxConn>)> {
         let obj = self.obj.take().expect("a Conn holds its connection until released or dropped");
         // From here on the connection is never pooled unless an end is confirmed.
         let tx = TxConn::opening(obj, self.db.clone());
-        let cache = !self.db.transaction_pooler();
-        let opened = bounded(self.db.deadline(), async {
+        let opened = bounded(&self.db, tx.checked_out(), async {
             let client = tx.client();
             let prepared = prepare_on(client, sql, cache).await?;
             let (begun, rows) = tokio::join!(
@@ -111,12 +189,8 @@ impl Conn {
         .await;
         match opened {
             Ok(rows) => Ok((tx, rows)),
-            Err(e) => {
-                if !e.unusable() {
-                    let _ = tx.rollback().await;
-                }
-                Err(e)
-            }
+            Err(e) if e.unusable() => Err((e, None)), // `tx` dropped: closed
+            Err(e) => Err((e, Some(tx))),
         }
     }
 
@@ -129,7 +203,7 @@ impl Conn {
         let obj = self.obj.take().expect("a Conn holds its connection until released or dropped");
         let tx = TxConn::opening(obj, self.db.clone());
         let cache = !self.db.transaction_pooler();
-        bounded(self.db.deadline(), async {
+        bounded(&self.db, tx.checked_out(), async {
             let prepared = prepare_on(tx.client(), sql, cache).await?;
             tx.finish(Some(begin), prepared.as_ref(), sql, params, "COMMIT", None).await.map_err(Finish::into_error)
         })
@@ -218,6 +292,11 @@ impl TxConn {
         self.obj.as_ref().expect("TxConn holds its connection until released or dropped")
     }
 
+    /// When the connection was checked out of the pool.
+    fn checked_out(&self) -> std::time::Instant {
+        checked_out(self.client())
+    }
+
     /// Whether handler statements may be prepared once and cached on the
     /// connection (not behind a transaction-mode pooler).
     pub(crate) fn caches_statements(&self) -> bool {
@@ -227,7 +306,7 @@ impl TxConn {
     /// One statement inside the transaction, within the deadline.
     pub(crate) async fn query(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, DbError> {
         let cache = self.caches_statements();
-        bounded(self.db.deadline(), async {
+        bounded(&self.db, self.checked_out(), async {
             let prepared = prepare_on(self.client(), sql, cache).await?;
             query_on(self.client(), prepared.as_ref(), sql, params).await
         })
@@ -236,7 +315,8 @@ impl TxConn {
 
     /// A simple-query batch inside the transaction, within the deadline.
     pub(crate) async fn batch(&self, sql: &str) -> Result<(), DbError> {
-        bounded(self.db.deadline(), async { self.client().batch_execute(sql).await.map_err(DbError::pg) }).await
+        bounded(&self.db, self.checked_out(), async { self.client().batch_execute(sql).await.map_err(DbError::pg) })
+            .await
     }
 
     /// Sends `sql` and `end` (`COMMIT` or `ROLLBACK`) in one flight, within
@@ -244,8 +324,8 @@ impl TxConn {
     /// says, the connection is back in the pool.
     pub(crate) async fn end(self, sql: &str, params: &[Param<'_>], end: &str) -> Result<Vec<Row>, Finish> {
         let cache = self.caches_statements();
-        let deadline = self.db.deadline();
-        bounded(deadline, async {
+        let db = self.db.clone();
+        bounded(&db, self.checked_out(), async {
             let prepared = prepare_on(self.client(), sql, cache).await?;
             self.finish(None, prepared.as_ref(), sql, params, end, None).await.map_err(Finish::into_error)
         })
@@ -272,18 +352,20 @@ impl TxConn {
         notify: Option<&str>,
     ) -> Result<(), Fenced> {
         let cache = self.caches_statements();
-        let deadline = self.db.deadline();
-        let prepared = match bounded(deadline, prepare_on(self.client(), check, cache)).await {
+        let db = self.db.clone();
+        let prepared = match bounded(&db, self.checked_out(), prepare_on(self.client(), check, cache)).await {
             Ok(prepared) => prepared,
             Err(e) => {
-                // Preparing fails in an aborted transaction (25P02).
+                // Preparing fails in an aborted transaction (25P02), or on a
+                // statement name another client prepared (42P05).
+                self.note_error(&e);
                 if !e.unusable() {
                     let _ = self.rollback().await;
                 }
                 return Err(Fenced::Aborted(e));
             }
         };
-        let finished = bounded(deadline, async {
+        let finished = bounded(&db, self.checked_out(), async {
             Ok(self.finish(None, prepared.as_ref(), check, params, "COMMIT", notify).await)
         })
         .await;
@@ -307,11 +389,21 @@ impl TxConn {
     }
 
     async fn end_with(mut self, sql: &str) -> Result<(), DbError> {
-        let deadline = self.db.deadline();
-        bounded(deadline, async { self.client().batch_execute(sql).await.map_err(DbError::pg) }).await?;
+        let db = self.db.clone();
+        bounded(&db, self.checked_out(), async { self.client().batch_execute(sql).await.map_err(DbError::pg) }).await?;
         // Confirmed: outside any transaction, the connection may be pooled.
         self.pool_or_discard();
         Ok(())
+    }
+
+    /// `ROLLBACK`, within the deadline, keeping the connection (outside any
+    /// transaction once confirmed) for another step. `Err`: closed.
+    async fn rollback_to_conn(mut self) -> Result<Conn, DbError> {
+        let db = self.db.clone();
+        bounded(&db, self.checked_out(), async { self.client().batch_execute("ROLLBACK").await.map_err(DbError::pg) })
+            .await?;
+        let obj = self.obj.take().expect("TxConn holds its connection until released or dropped");
+        Ok(Conn::new(obj, db))
     }
 
     /// After a confirmed end: back to the pool, unless a statement showed
@@ -384,6 +476,17 @@ impl TxConn {
 
     /// Notes `e`'s SQLSTATE: a retryable conflict, or a session unfit for
     /// the pool.
+    ///
+    /// A named statement that failed as it does behind a transaction-mode
+    /// pooler (26000, 42P05) inside this open transaction switches the pool
+    /// to unnamed statements ([`Db::switch_on`]) and counts as a retryable
+    /// conflict: the layer rolls back, records the attempt and answers 503 +
+    /// `Retry-After`, and the sender's retry runs on unnamed statements.
+    /// The step is not re-run here: the error aborted the transaction, so
+    /// only the whole transaction could be, and its work (the handler) has
+    /// already run and answered. Unless `transaction_pooler(true)` was
+    /// configured: then the crate sends no named statement, and one of the
+    /// handler's own is the handler's to answer for.
     pub(crate) fn note_error(&self, e: &DbError) {
         self.note_code(e.code());
     }
@@ -399,6 +502,11 @@ impl TxConn {
         let Some(code) = code else { return };
         if let Some(retryable) = super::RETRYABLE.iter().copied().find(|c| *c == code) {
             let _ = self.retryable.set(retryable);
+        }
+        if !self.db.configured_for_pooler() {
+            if let Some(named) = self.db.switch_on(code) {
+                let _ = self.retryable.set(named);
+            }
         }
         if super::unusable_code(code) {
             self.poisoned.store(true, Ordering::Relaxed);
@@ -540,6 +648,87 @@ mod tests {
         assert_eq!(pid(&pool).await, before, "the same session, pooled");
         let rows: i64 = pool.get().await.unwrap().query_one("SELECT count(*) FROM d", &[]).await.unwrap().get(0);
         assert_eq!(rows, 0, "nothing committed");
+    }
+
+    /// A step that times out closes, besides its own connection, the idle
+    /// ones nobody checked out since it was (each would cost a delivery a
+    /// whole timeout after a silent network death); one checked out and
+    /// returned after it stays.
+    #[tokio::test]
+    async fn a_timed_out_step_closes_the_idle_connections_not_checked_out_since() {
+        let pool = testing::fresh(4).await;
+        let warm: Vec<_> = futures_util::future::join_all((0..4).map(|_| pool.get())).await;
+        drop(warm.into_iter().map(Result::unwrap).collect::<Vec<_>>());
+        assert_eq!(pool.status().size, 4);
+        let quick = Db::new(pool.clone(), Duration::from_secs(5), Duration::from_millis(200), false, None);
+        let stuck = quick.connect("test").await.unwrap();
+        let since = pool.get().await.unwrap(); // checked out after `stuck`: in use since
+        let kept: i32 = since.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+        drop(since);
+        assert!(stuck.query("SELECT pg_sleep(5)", &[]).await.err().is_some_and(|e| e.timed_out()));
+        stuck.release();
+        assert_eq!(pool.status().size, 1, "the two idle since before the step closed, the stuck one discarded");
+        assert_eq!(pid(&pool).await, kept, "the connection used since is kept");
+    }
+
+    /// The state behind a transaction-mode pooler, on a direct server:
+    /// `DEALLOCATE ALL` drops the session's statements behind the statement
+    /// cache's back (26000 next), a `PREPARE` of the next names takes them
+    /// (42P05 next). Each switches the pool to unnamed statements and the
+    /// step runs again: an autocommit step, a transaction's first statement
+    /// (after a rollback, from `BEGIN`), a one-flight transaction; a 26000
+    /// inside an open transaction is noted as retryable instead.
+    #[tokio::test]
+    async fn a_named_statement_failing_as_behind_a_pooler_switches_the_pool_and_the_step_runs_again() {
+        const SQL: &str = "SELECT $1::text";
+        let text = [Param::Text("x")];
+        let pool = testing::fresh(1).await;
+        let autocommit = db(&pool);
+        assert_eq!(autocommit.query("test", SQL, &text).await.unwrap().len(), 1, "prepared and cached");
+        pool.get().await.unwrap().batch_execute("DEALLOCATE ALL").await.unwrap();
+        let rows = autocommit.query("test", SQL, &text).await.expect("run again, unnamed");
+        assert_eq!(rows[0].get::<String>(0), "x");
+        assert!(autocommit.transaction_pooler(), "switched");
+        assert!(db(&pool).transaction_pooler(), "for every Db over the pool");
+        assert!(!db(&testing::fresh(1).await).transaction_pooler(), "not for another pool");
+
+        // The claim's shape: BEGIN and a cached statement in one flight.
+        let pool = testing::fresh(1).await;
+        let (tx, _) = db(&pool).connect("test").await.unwrap().begin("BEGIN", SQL, &text).await.unwrap();
+        tx.commit().await.unwrap();
+        pool.get().await.unwrap().batch_execute("DEALLOCATE ALL").await.unwrap();
+        let (tx, rows) =
+            db(&pool).connect("test").await.unwrap().begin("BEGIN", SQL, &text).await.expect("from BEGIN again");
+        assert_eq!(rows[0].get::<String>(0), "x");
+        assert_eq!(tx.query("SELECT 1", &[]).await.unwrap().len(), 1, "the new transaction is not aborted");
+        tx.commit().await.unwrap();
+        assert!(db(&pool).transaction_pooler());
+
+        // 42P05: the names the next statements get are taken on the session.
+        let pool = testing::fresh(1).await;
+        {
+            let client = pool.get().await.unwrap();
+            // The newest name tokio-postgres (a process-wide counter) gave out.
+            let _newest = client.prepare("SELECT 1").await.unwrap();
+            let newest = "SELECT max(substr(name, 2)::bigint) FROM pg_prepared_statements WHERE name ~ '^s[0-9]+$'";
+            let next: i64 = client.query_one(newest, &[]).await.unwrap().get(0);
+            let taken: String = (next + 1..next + 5001).map(|n| format!("PREPARE s{n} AS SELECT 1;")).collect();
+            client.batch_execute(&taken).await.unwrap();
+        }
+        let rows = db(&pool).transact("test", "BEGIN", SQL, &text).await.expect("run again, unnamed");
+        assert_eq!(rows[0].get::<String>(0), "x");
+        assert!(db(&pool).transaction_pooler());
+
+        // Inside an open transaction: not re-run, noted retryable.
+        let pool = testing::fresh(1).await;
+        let (tx, _) = db(&pool).connect("test").await.unwrap().begin("BEGIN", SQL, &text).await.unwrap();
+        tx.batch("DEALLOCATE ALL").await.unwrap();
+        let e = tx.query(SQL, &text).await.err().expect("the cached statement is gone");
+        assert_eq!(e.code(), Some(code::INVALID_SQL_STATEMENT_NAME));
+        tx.note_error(&e);
+        assert_eq!(tx.retryable(), Some(code::INVALID_SQL_STATEMENT_NAME), "answered 503");
+        assert!(db(&pool).transaction_pooler());
+        tx.rollback().await.unwrap();
     }
 
     /// An ordinary error on an autocommit step (55P03 behind a migration's

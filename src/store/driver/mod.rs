@@ -48,7 +48,8 @@ mod tx;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::BytesMut;
@@ -92,7 +93,20 @@ pub(crate) mod code {
     pub(crate) const INVALID_PASSWORD: &str = "28P01";
     /// `admin_shutdown`, `crash_shutdown`, `cannot_connect_now`.
     pub(crate) const SHUTTING_DOWN: [&str; 3] = ["57P01", "57P02", "57P03"];
+    /// `invalid_sql_statement_name`: the named prepared statement does not
+    /// exist on this server session (a transaction-mode pooler ran the
+    /// statement on another session than the one it was prepared on).
+    pub(crate) const INVALID_SQL_STATEMENT_NAME: &str = "26000";
+    /// `duplicate_prepared_statement`: a statement of that name is already
+    /// prepared on this server session (another client's, behind a
+    /// transaction-mode pooler).
+    pub(crate) const DUPLICATE_PREPARED_STATEMENT: &str = "42P05";
 }
+
+/// SQLSTATEs a named prepared statement meets behind a transaction-mode
+/// pooler (26000, 42P05): the sign that the pool must send unnamed
+/// statements ([`Db::named_statement_failed`]).
+const NAMED_STATEMENT_FAILURES: [&str; 2] = [code::INVALID_SQL_STATEMENT_NAME, code::DUPLICATE_PREPARED_STATEMENT];
 
 /// SQLSTATEs after which a retry of the whole transaction will succeed
 /// (PostgreSQL docs, "Serialization Failure Handling"): deadlock,
@@ -112,12 +126,51 @@ struct Inner {
     /// The client-side deadline of each step; `None` for operator actions,
     /// retention and migrations, which may run long.
     deadline: Option<Duration>,
+    /// `StoreConfig::transaction_pooler` as configured.
     transaction_pooler: bool,
+    /// What every `Db` over this pool shares.
+    state: Arc<PoolState>,
     /// `host:port` of the pool's configuration, for connection errors.
     endpoint: Option<String>,
     /// Sends a cancel request with the pool's TLS ([`cancel_with`]); plain
     /// TCP when `None`.
     cancel: Option<CancelFn>,
+}
+
+/// What every [`Db`] over one deadpool pool shares, whichever part built it
+/// (the layer, the workers, the operator API, each from its own
+/// `StoreConfig`): found by the pool's identity in [`PoolState::of`].
+#[derive(Default)]
+struct PoolState {
+    /// Set at the first named statement that failed with 26000 or 42P05:
+    /// from then on every step on this pool sends unnamed statements, as
+    /// with `StoreConfig::transaction_pooler(true)`. Never unset.
+    unnamed: AtomicBool,
+}
+
+impl PoolState {
+    /// The state of `pool`, shared with every `Db` over it, for as long as
+    /// the pool lives (also while no `Db` does: a part built again later
+    /// finds the switch made).
+    ///
+    /// The identity is the address of the pool's manager, which lives in the
+    /// pool's shared allocation (deadpool's `Pool` is an `Arc`): unique
+    /// while the pool lives. An entry whose pool is gone (its `WeakPool`
+    /// no longer upgrades) is dropped first, so a later pool at the same
+    /// address starts afresh.
+    fn of(pool: &Pool) -> Arc<Self> {
+        type Entry = (usize, deadpool_postgres::WeakPool, Arc<PoolState>);
+        static STATES: OnceLock<Mutex<Vec<Entry>>> = OnceLock::new();
+        let id = std::ptr::from_ref(pool.manager()).addr();
+        let mut states = STATES.get_or_init(Mutex::default).lock().unwrap_or_else(PoisonError::into_inner);
+        states.retain(|(_, pool, _)| pool.upgrade().is_some());
+        if let Some((_, _, state)) = states.iter().find(|(at, _, _)| *at == id) {
+            return Arc::clone(state);
+        }
+        let state = Arc::new(Self::default());
+        states.push((id, pool.weak(), Arc::clone(&state)));
+        state
+    }
 }
 
 /// Sends the cancel request of a discarded connection's running statement.
@@ -148,6 +201,7 @@ impl fmt::Debug for Db {
             .field("endpoint", &self.inner.endpoint)
             .field("deadline", &self.inner.deadline)
             .field("transaction_pooler", &self.inner.transaction_pooler)
+            .field("switched_to_unnamed", &self.inner.state.unnamed.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -162,7 +216,8 @@ impl Db {
     ) -> Self {
         let endpoint = endpoint::of_pool(&pool);
         let deadline = Some(deadline);
-        Self { inner: Arc::new(Inner { pool, pool_timeout, deadline, transaction_pooler, endpoint, cancel }) }
+        let state = PoolState::of(&pool);
+        Self { inner: Arc::new(Inner { pool, pool_timeout, deadline, transaction_pooler, state, endpoint, cancel }) }
     }
 
     /// Cancels the statement `token`'s session is running, with the
@@ -194,6 +249,7 @@ impl Db {
                 pool_timeout: i.pool_timeout,
                 deadline,
                 transaction_pooler: i.transaction_pooler,
+                state: Arc::clone(&i.state),
                 endpoint: i.endpoint.clone(),
                 cancel: i.cancel.clone(),
             }),
@@ -205,9 +261,84 @@ impl Db {
         self.inner.deadline
     }
 
-    /// Whether the pool goes through a transaction-mode pooler.
+    /// Whether the pool goes through a transaction-mode pooler: configured
+    /// so, or switched at the first named statement that failed there
+    /// ([`named_statement_failed`](Self::named_statement_failed)). Read at
+    /// each step, so a switch applies from the next step on.
     pub(crate) fn transaction_pooler(&self) -> bool {
+        self.inner.transaction_pooler || self.inner.state.unnamed.load(Ordering::Relaxed)
+    }
+
+    /// Whether `e`, met by a step that sent named statements (`named`), is
+    /// the failure a transaction-mode pooler causes: SQLSTATE 26000 (the
+    /// statement was prepared on another server session than the one it ran
+    /// on) or 42P05 (another client's statement of that name exists on this
+    /// session). If so the pool switches to unnamed statements for good
+    /// (every `Db` over it, from the next step on), with one WARN per pool
+    /// naming `StoreConfig::transaction_pooler(true)`; the caller decides
+    /// whether its step may be re-run (see `Conn::query`, `Conn::begin`).
+    /// Steps that sent unnamed statements never switch anything.
+    pub(crate) fn named_statement_failed(&self, e: &DbError, named: bool) -> bool {
+        named && e.code().and_then(|c| self.switch_on(c)).is_some()
+    }
+
+    /// The switch of [`named_statement_failed`](Self::named_statement_failed)
+    /// for a failure with SQLSTATE `code`, whatever the step sent: `code`
+    /// (as a static string) when it is 26000 or 42P05, after switching.
+    pub(crate) fn switch_on(&self, code: &str) -> Option<&'static str> {
+        let code = NAMED_STATEMENT_FAILURES.iter().copied().find(|c| *c == code)?;
+        if !self.inner.state.unnamed.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                sqlstate = code,
+                "a named prepared statement failed as it does behind a transaction-mode pooler (PgBouncer \
+                 pool_mode = transaction, Supavisor, RDS Proxy): this pool now sends unnamed statements; set \
+                 StoreConfig::transaction_pooler(true) to make this explicit and spare the first deliveries a retry"
+            );
+        }
+        Some(code)
+    }
+
+    /// Whether `StoreConfig::transaction_pooler(true)` was configured (not
+    /// merely switched to).
+    pub(crate) fn configured_for_pooler(&self) -> bool {
         self.inner.transaction_pooler
+    }
+
+    /// After a step on a pooled connection checked out at `checked_out`
+    /// timed out: the connections idle in the pool that nobody checked out
+    /// since then are closed, and the pool opens fresh ones as needed.
+    ///
+    /// A step that times out most often met a network that stopped
+    /// answering without closing (a NAT or firewall that dropped its
+    /// mappings), which silences every connection opened before it: without
+    /// this each dead pooled connection costs one delivery its whole
+    /// database timeout, so healing would take (dead connections) × timeout.
+    /// Every connection in use since `checked_out` has either proven itself
+    /// (it came back from a step that answered) or times out on its own, so
+    /// the pool heals within two database timeouts whatever its size: one
+    /// for the first dead connection, at most one more for a connection
+    /// that answered between `checked_out` and the network's death. On a
+    /// slow but reachable server it costs new sessions only for connections
+    /// idle longer than the step deadline. deadpool's
+    /// [`Pool::retain`](https://docs.rs/deadpool/0.13.1/deadpool/managed/struct.Pool.html#method.retain)
+    /// detaches them under the pool's lock (no I/O there); [`Metrics::recycled`](https://docs.rs/deadpool/0.13.1/deadpool/managed/struct.Metrics.html)
+    /// is the instant a connection was last checked out (deadpool sets it
+    /// when it recycles an object at checkout), `created` for one never
+    /// reused. Closing them is dropping them (their connection tasks end).
+    ///
+    /// It applies to every part's steps alike (the layer's, the inbox and
+    /// outbox workers', which run theirs through the same seam): to the
+    /// pool whose connection timed out, so a worker's timeout heals the
+    /// layer's pool too when they share one.
+    fn discard_idle_since(&self, checked_out: Instant) {
+        let stale = self.inner.pool.retain(|_, m| m.recycled.unwrap_or(m.created) >= checked_out).removed;
+        if !stale.is_empty() {
+            tracing::warn!(
+                closed = stale.len(),
+                "a database step timed out: closing the pooled connections idle since before it (they may be \
+                 silenced the same way); fresh ones are opened as needed"
+            );
+        }
     }
 
     /// A pooled connection, within the pool timeout.
@@ -248,7 +379,10 @@ impl Db {
     }
 
     /// `begin`, one statement and `COMMIT` in one flight on a pooled
-    /// connection, within the deadline.
+    /// connection, within the deadline. A named statement failing as behind
+    /// a transaction-mode pooler (26000, 42P05) switches the pool to unnamed
+    /// statements and the transaction runs once more from the start, on a
+    /// fresh checkout (the failed one committed nothing).
     ///
     /// # Errors
     /// As [`connect`](Self::connect), and the statement's or the commit's
@@ -261,8 +395,17 @@ impl Db {
         sql: &str,
         params: &[Param<'_>],
     ) -> Result<Vec<Row>, StoreError> {
+        let named = !self.transaction_pooler();
         let conn = self.connect(step).await?;
-        conn.transact(begin, sql, params).await.map_err(|e| self.error(&e, step))
+        match conn.transact(begin, sql, params).await {
+            // The statement failed at Parse or Bind: nothing ran, the COMMIT
+            // was answered as a ROLLBACK (or never sent). Once more, unnamed.
+            Err(e) if self.named_statement_failed(&e, named) => {
+                let conn = self.connect(step).await?;
+                conn.transact(begin, sql, params).await.map_err(|e| self.error(&e, step))
+            }
+            result => result.map_err(|e| self.error(&e, step)),
+        }
     }
 
     /// `e` as the crate's error in `step`, naming the server for connection
@@ -528,14 +671,31 @@ impl fmt::Display for DbError {
     }
 }
 
-/// Runs `fut` within `deadline` (when there is one): past it the future is
-/// dropped and the step fails with [`DbError::timeout`].
+/// When `obj` was checked out of its pool: deadpool's
+/// [`Metrics::recycled`](https://docs.rs/deadpool/0.13.1/deadpool/managed/struct.Metrics.html),
+/// set when it recycles an object at checkout, or `created` for a
+/// connection opened by this checkout.
+fn checked_out(obj: &deadpool_postgres::Object) -> Instant {
+    let m = deadpool_postgres::Object::metrics(obj);
+    m.recycled.unwrap_or(m.created)
+}
+
+/// Runs `fut`, a step on a pooled connection checked out at `checked_out`,
+/// within `db`'s deadline (when there is one): past it the future is
+/// dropped, the step fails with [`DbError::timeout`], and the idle
+/// connections not checked out since are closed
+/// ([`Db::discard_idle_since`]).
 async fn bounded<T>(
-    deadline: Option<Duration>,
+    db: &Db,
+    checked_out: Instant,
     fut: impl std::future::Future<Output = Result<T, DbError>>,
 ) -> Result<T, DbError> {
-    match deadline {
-        Some(d) => tokio::time::timeout(d, fut).await.unwrap_or_else(|_| Err(DbError::timeout())),
-        None => fut.await,
+    let Some(deadline) = db.deadline() else { return fut.await };
+    match tokio::time::timeout(deadline, fut).await {
+        Ok(result) => result,
+        Err(_) => {
+            db.discard_idle_since(checked_out);
+            Err(DbError::timeout())
+        }
     }
 }

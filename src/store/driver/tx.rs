@@ -160,9 +160,11 @@ pub enum TxErrorKind {
     Finished,
     /// One of the crate's statements in the transaction failed (an enqueue,
     /// a business key, a version; see [`TxError::sqlstate`]). A deadlock,
-    /// serialization failure or lock timeout is answered 503 as the
-    /// handler's own are; any other error leaves the transaction aborted:
-    /// answer a non-success status.
+    /// serialization failure or lock timeout (or a named statement missing
+    /// behind a transaction-mode pooler, 26000 or 42P05, before the pool
+    /// switched to unnamed ones) is answered 503 as the handler's own are;
+    /// any other error leaves the transaction aborted: answer a non-success
+    /// status.
     Database,
     /// An argument is out of its range (an effect name over 128 bytes, an
     /// action name, a business key or an object id over its bound).

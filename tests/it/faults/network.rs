@@ -168,3 +168,88 @@ async fn a_commit_whose_answer_never_comes_is_503_and_the_retry_decides() {
     assert_eq!(retry, StatusCode::OK, "the retry claims the rolled-back event");
     assert_eq!(db.effects_for("evt_cut").await, 1);
 }
+
+/// Input from issue 19: a pool warmed with `pool_size` concurrent
+/// deliveries through a proxy that then stops forwarding on every existing
+/// flow (no FIN, no RST; new flows work); deliveries one after another.
+/// Before, each delivery found the next dead pooled connection: healing took
+/// (dead connections) × `database_timeout`, 64 s for a pool of 64 at 1 s.
+/// Now the first timeout closes the idle connections not checked out since,
+/// so a 2xx comes within about two timeouts whatever the pool size; every
+/// event answered 503 meanwhile is processed once on its retry.
+async fn a_dead_network_heals_within_two_timeouts(pool_size: usize) {
+    const TIMEOUT: Duration = Duration::from_secs(1);
+    const HEALED_WITHIN: Duration = Duration::from_secs(5); // 2 × TIMEOUT + generous slack
+    let db = TestDb::new().await;
+    let proxy = Proxy::start(admin_config().get_ports()[0]).await;
+    let via_proxy = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
+    let app_pool = pool(via_proxy.parse().unwrap(), pool_size);
+    // The warm-up's handlers all hold their claim until every one holds one,
+    // so the pool opens `pool_size` connections.
+    let warm_barrier = Arc::new(tokio::sync::Barrier::new(pool_size));
+    let handler = move |tx: webhook_idempotency::WebhookTx, event: webhook_idempotency::WebhookEvent| {
+        let barrier = Arc::clone(&warm_barrier);
+        async move {
+            let code = apply_effect(tx, event.clone()).await;
+            if event.key().starts_with("evt_warm_") {
+                barrier.wait().await;
+            }
+            code
+        }
+    };
+    let layer = stripe_layer(StoreConfig::new(app_pool.clone()).database_timeout(TIMEOUT)).build().unwrap();
+    let app = Router::new().route("/webhooks/stripe", post(handler).layer(layer));
+    let warm = (0..pool_size).map(|i| status(&app, stripe_request(stripe_body(&format!("evt_warm_{i}")))));
+    let warmed = futures_util::future::join_all(warm).await;
+    assert!(warmed.iter().all(|s| *s == StatusCode::OK), "{warmed:?}");
+    assert_eq!(app_pool.status().size, pool_size, "one connection per concurrent delivery");
+
+    let silenced = proxy.blackhole();
+    assert!(silenced >= pool_size, "every pooled connection's flow silenced: {silenced}");
+    let dead = Instant::now();
+    let mut answers = Vec::new();
+    let healed = loop {
+        let key = format!("evt_after_{}", answers.len());
+        let answer = status(&app, stripe_request(stripe_body(&key))).await;
+        answers.push((key, answer, dead.elapsed()));
+        if answer.is_success() {
+            break dead.elapsed();
+        }
+        assert_eq!(answer, StatusCode::SERVICE_UNAVAILABLE, "{answers:?}");
+        assert!(dead.elapsed() < Duration::from_secs(30), "not healed within 30 s: {answers:?}");
+    };
+    println!("pool of {pool_size}: first 2xx {healed:?} after the network died; answers {answers:?}");
+    assert!(healed < HEALED_WITHIN, "pool of {pool_size}: healed after {healed:?}: {answers:?}");
+    // One timeout for the first dead connection, at most one more for a
+    // connection that answered between that one's checkout and the death.
+    assert!(answers.len() <= 3, "pool of {pool_size}: at most two 503s before the 2xx: {answers:?}");
+
+    // No dead connection left behind: a burst as wide as the pool is all 2xx,
+    // each within one timeout.
+    let app_ref = &app;
+    let burst = (0..pool_size).map(|i| async move {
+        let (app, started) = (app_ref, Instant::now());
+        (status(app, stripe_request(stripe_body(&format!("evt_burst_{i}")))).await, started.elapsed())
+    });
+    let burst = futures_util::future::join_all(burst).await;
+    assert!(burst.iter().all(|(s, took)| *s == StatusCode::OK && *took < TIMEOUT), "{burst:?}");
+
+    // Nothing lost or doubled: each 503'd event runs once on its retry.
+    for (key, answer, _) in &answers {
+        if *answer == StatusCode::SERVICE_UNAVAILABLE {
+            assert_eq!(status(&app, stripe_request(stripe_body(key))).await, StatusCode::OK, "{key} retried");
+        }
+        assert_eq!(db.effects_for(key).await, 1, "{key}");
+    }
+    assert_eq!(db.effects().await, (pool_size * 2 + answers.len()) as i64, "warm-up, burst, sequence: once each");
+}
+
+#[tokio::test]
+async fn a_dead_network_heals_within_two_timeouts_with_a_pool_of_4() {
+    a_dead_network_heals_within_two_timeouts(4).await;
+}
+
+#[tokio::test]
+async fn a_dead_network_heals_within_two_timeouts_with_a_pool_of_64() {
+    a_dead_network_heals_within_two_timeouts(64).await;
+}
