@@ -92,7 +92,7 @@ impl Inbox {
              -- to inbox mode) is taken over; any other row is a duplicate.
              ON CONFLICT (scope, provider, event_key) DO UPDATE
                 SET state = 'pending', payload = excluded.payload, request_head = excluded.request_head,
-                    run_at = now(), event_type = coalesce(excluded.event_type, e.event_type)
+                    run_at = now(), retry_from = now(), event_type = coalesce(excluded.event_type, e.event_type)
               WHERE e.state = 'failed'
              RETURNING 1"
         );
@@ -157,6 +157,7 @@ pub(crate) struct InboxRows;
 impl QueueKind for InboxRows {
     const NAME: &'static str = "inbox";
     const TABLE: &'static str = "webhook_events";
+    const BORN: &'static str = "received_at";
     const KEY: &'static [&'static str] = &["scope", "provider", "event_key"];
     const PAYLOAD_COLUMNS: &'static str = "e.event_type, e.payload, e.request_head::text";
     const DONE_SET: &'static str = "response_status = {status}, completed_at = now()";

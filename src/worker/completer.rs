@@ -56,9 +56,20 @@ pub(crate) async fn finish<K: QueueKind>(
         },
         Outcome::Failed { error, status } => {
             let delay = settings.retry.delay(item.attempt());
-            match queue.retry_later(item, settings.retry.max_attempts, delay, &error, status).await {
+            let retry = &settings.retry;
+            match queue.retry_later(item, retry.max_attempts, retry.budget(), delay, &error, status).await {
                 Ok(AfterFailure::Dead) => {
                     tracing::error!(outcome = "dead", error, "{} item dead after its last attempt", K::NAME);
+                    "dead"
+                }
+                Ok(AfterFailure::Expired) => {
+                    tracing::error!(
+                        outcome = "dead",
+                        error,
+                        retry_for = ?retry.retry_for,
+                        "{} item dead: its retry budget is spent",
+                        K::NAME
+                    );
                     "dead"
                 }
                 Ok(AfterFailure::Retry) => {

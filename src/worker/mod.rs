@@ -220,7 +220,8 @@ impl<W> WorkerBuilder<W> {
         self
     }
 
-    /// The retry policy for failed runs.
+    /// The retry policy for failed runs (default: retry for up to 3 days,
+    /// backoff capped at 1 h; see [`RetryPolicy`]).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.settings.retry = policy;
         self
@@ -248,7 +249,8 @@ impl<W> WorkerBuilder<W> {
     ///
     /// # Errors
     /// [`ConfigError`] for an invalid schema name, a concurrency or batch of
-    /// 0, a lease under 1 s, or a retry policy of 0 attempts.
+    /// 0, a lease under 1 s, or a retry policy of 0 attempts or a zero
+    /// `retry_for`.
     pub fn build(self) -> Result<Worker<W>, ConfigError> {
         let s = &self.settings;
         if s.concurrency == 0 || s.batch_size == Some(0) {
@@ -262,6 +264,9 @@ impl<W> WorkerBuilder<W> {
         }
         if s.retry.max_attempts == 0 {
             return Err(ConfigError::of(ConfigErrorKind::InvalidLimit, "the retry policy needs at least 1 attempt"));
+        }
+        if s.retry.retry_for.is_zero() {
+            return Err(ConfigError::of(ConfigErrorKind::InvalidLimit, "the retry policy's retry_for must be above 0"));
         }
         let (db, schema) = self.store.open()?;
         let schema = schema.to_owned();

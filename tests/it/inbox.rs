@@ -251,7 +251,7 @@ async fn a_poison_event_goes_dead_after_its_attempts_with_backoff_and_others_flo
             }),
         )
     };
-    let policy = RetryPolicy { base: Duration::from_millis(100), cap: Duration::from_millis(400), max_attempts: 3 };
+    let policy = RetryPolicy::attempts(Duration::from_millis(100), Duration::from_millis(400), 3);
     let (stop, task) = spawn_worker(fast(db.pool(4), handlers).retry(policy).build().unwrap());
     assert_eq!(accept(&app, "evt_poison").await.0, StatusCode::OK);
     for i in 0..5 {
@@ -364,7 +364,7 @@ fn chaos_worker(pool: deadpool_postgres::Pool) -> InboxWorker<Router> {
         .concurrency(4)
         .lease(Duration::from_secs(2))
         .poll_interval(Duration::from_millis(100))
-        .retry(RetryPolicy { base: Duration::from_millis(50), cap: Duration::from_millis(200), max_attempts: 3 })
+        .retry(RetryPolicy::attempts(Duration::from_millis(50), Duration::from_millis(200), 3))
         .build()
         .unwrap()
 }
@@ -455,7 +455,7 @@ async fn a_worker_given_the_layered_router_says_so() {
     assert_eq!(accept(&layered, "evt_layered").await.0, StatusCode::OK);
     let worker = InboxWorker::builder(db.pool(4), layered)
         .poll_interval(Duration::from_millis(50))
-        .retry(RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(10), max_attempts: 1 })
+        .retry(RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(10), 1))
         .build()
         .unwrap();
     let (stop, task) = spawn_worker(worker);
@@ -533,4 +533,82 @@ async fn a_heartbeat_behind_a_slow_commit_does_not_cancel_it() {
     assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_events WHERE attempts > 1").await, 0);
     assert_eq!(logs.lines_with(&["lease taken over"]), Vec::<String>::new());
     assert_eq!(logs.lines_with(&["closing a connection"]), Vec::<String>::new(), "no commit was cut off");
+}
+
+/// The default retry budget is a duration, days long: the sender got its 2xx
+/// and will not retry (Stripe itself retries for 3 days).
+#[test]
+fn the_default_retry_budget_is_three_days_with_an_hour_cap() {
+    let policy = RetryPolicy::default();
+    assert_eq!(policy.retry_for, Duration::from_secs(3 * 24 * 3600));
+    assert_eq!(policy.cap, Duration::from_secs(3600));
+    assert!(policy.max_attempts >= 180, "the count bound does not cut the 3 days short: {}", policy.max_attempts);
+}
+
+#[tokio::test]
+async fn an_outage_shorter_than_the_retry_budget_loses_nothing() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    // The business insert fails for every row until the constraint goes (a
+    // NOT VALID check still applies to new rows).
+    db.execute("ALTER TABLE effects ADD CONSTRAINT outage CHECK (false) NOT VALID").await;
+    let policy = RetryPolicy::retry_for(Duration::from_secs(20))
+        .with_backoff(Duration::from_millis(20), Duration::from_millis(500));
+    let (stop, task) = spawn_worker(fast(db.pool(8), effect_router()).retry(policy).build().unwrap());
+    let started = Instant::now();
+    for i in 0..20 {
+        assert_eq!(accept(&app, &format!("evt_outage{i}")).await.0, StatusCode::OK);
+    }
+    let failing = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE attempts >= 3 AND state <> 'dead'";
+    assert!(
+        eventually(Duration::from_secs(15), || async { db.scalar(failing).await == 20 }).await,
+        "every event failed several times during the outage"
+    );
+    // The outage lasts 5 s (a quarter of the budget), then ends.
+    tokio::time::sleep_until((started + Duration::from_secs(5)).into()).await;
+    db.execute("ALTER TABLE effects DROP CONSTRAINT outage").await;
+    assert!(
+        eventually(Duration::from_secs(20), || async { db.effects().await == 20 }).await,
+        "all 20 ran after the outage"
+    );
+    let _ = stop.send(());
+    task.await.unwrap();
+    let dead = db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = 'dead'").await;
+    assert_eq!(dead, 0, "nothing lost to an outage shorter than the budget");
+    for i in 0..20 {
+        assert_eq!(db.effects_for(&format!("evt_outage{i}")).await, 1);
+    }
+}
+
+#[tokio::test]
+async fn a_row_failing_past_its_retry_budget_is_dead_with_the_reason() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    db.execute("ALTER TABLE effects ADD CONSTRAINT outage CHECK (event_key <> 'evt_forever') NOT VALID").await;
+    let budget = Duration::from_secs(3);
+    let policy = RetryPolicy::retry_for(budget).with_backoff(Duration::from_millis(20), Duration::from_millis(400));
+    let (logs, _guard) = Logs::capture();
+    let (stop, task) = spawn_worker(fast(db.pool(8), effect_router()).retry(policy).build().unwrap());
+    assert_eq!(accept(&app, "evt_forever").await.0, StatusCode::OK);
+    assert_eq!(accept(&app, "evt_fine").await.0, StatusCode::OK);
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            db.event_row("evt_forever").await.map(|r| r.0) == Some("dead".into())
+        })
+        .await
+    );
+    assert_eq!(db.effects_for("evt_fine").await, 1, "the other event flowed");
+    let _ = stop.send(());
+    task.await.unwrap();
+    // Dead at the budget's end, not before: the last run was at most at it.
+    let lived = db
+        .scalar_f64(
+            "SELECT extract(epoch FROM last_failed_at - received_at)::float8 FROM webhook_idempotency.webhook_events
+              WHERE event_key = 'evt_forever'",
+        )
+        .await;
+    assert!(lived >= budget.as_secs_f64() && lived < budget.as_secs_f64() + 2.0, "dead after {lived} s");
+    let attempts = db.event_row("evt_forever").await.unwrap().1;
+    assert!(attempts >= 4, "retried through the budget: {attempts} runs");
+    assert!(logs.text().contains("retry budget is spent"), "the ERROR line says why");
 }

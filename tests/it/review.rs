@@ -25,7 +25,7 @@ const EVENTS: &str = "webhook_idempotency.webhook_events";
 use crate::inbox::{accept, accepting_app, spawn_worker, stuck_router};
 
 fn fast_policy(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(20), max_attempts }
+    RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(20), max_attempts)
 }
 
 // ---------------------------------------------------------------------------

@@ -273,7 +273,7 @@ impl Admin {
     ) -> Result<u64, StoreError> {
         let sql = format!(
             "WITH changed AS (
-                 UPDATE {} SET state = 'pending', attempts = 0, run_at = now(), locked_until = NULL, lease_token = NULL
+                 UPDATE {} SET state = 'pending', attempts = 0, run_at = now(), retry_from = now(), locked_until = NULL, lease_token = NULL
                  WHERE {states} AND payload IS NOT NULL AND {MATCH}
                  RETURNING 1)
              SELECT count(*) FROM changed",
