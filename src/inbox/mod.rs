@@ -106,8 +106,10 @@ use bytes::Bytes;
 use http::{Request, Response};
 use tower_service::Service;
 
+pub use request::DEFAULT_KEPT_HEADERS;
 pub use work::InboxWork;
 
+use crate::store::inbox::IntegrityKey;
 use crate::store::StoreConfig;
 pub use crate::worker::RetryPolicy;
 use crate::worker::{Worker, WorkerBuilder};
@@ -124,6 +126,20 @@ pub type InboxWorker<S> = Worker<InboxWork<S>>;
 /// Builds an [`InboxWorker`]: the settings every worker shares
 /// ([`WorkerBuilder`]).
 pub type InboxWorkerBuilder<S> = WorkerBuilder<InboxWork<S>>;
+
+impl<S> WorkerBuilder<InboxWork<S>> {
+    /// Runs only rows whose integrity tag verifies with `key` (the layer's
+    /// [`inbox_integrity_key`](crate::layer::WebhookLayerBuilder::inbox_integrity_key)):
+    /// a row whose tag is missing or wrong is not run; it is `dead` with the
+    /// reason in `last_error`, logged at ERROR (without payload) and counted
+    /// (`webhook_inbox_integrity_failures_total`). Call again with the old key
+    /// during a rotation (a tag verifying with any key passes). Default: no
+    /// check; every row runs as if signed.
+    pub fn integrity_key(mut self, key: IntegrityKey) -> Self {
+        self.work_mut().integrity_key(key);
+        self
+    }
+}
 
 impl<S> Worker<InboxWork<S>> {
     /// A worker on `store`'s inbox (a [`StoreConfig`], or a bare pool for

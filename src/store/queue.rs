@@ -64,6 +64,12 @@ pub(crate) trait QueueKind: Send + Sync + 'static {
     /// token (SQL over the table alias `e`; `{schema}` stands for the
     /// schema).
     const PAYLOAD_COLUMNS: &'static str;
+    /// The kind's large columns (SQL over the table alias `e`), read per item
+    /// in the BEGIN flight of its work transaction
+    /// ([`WorkTx::read`]) instead of by the lease: one statement leasing n
+    /// rows never carries n payloads, and a payload too slow to read fails
+    /// its own item only (counted as an attempt). Empty: none.
+    const BODY_COLUMNS: &'static str = "";
     /// The `SET` items of the fenced completion besides the state and the
     /// lease; `{status}` stands for the handler's status parameter
     /// (smallint).
@@ -235,6 +241,9 @@ impl KeySql {
 /// The statements of one kind's queue, with the schema spliced in once.
 struct QueueSql {
     lease: String,
+    /// The work transaction's first statement, after BEGIN: its `now()`,
+    /// and the kind's body columns when it has some.
+    begin_read: String,
     heartbeat: String,
     complete: String,
     retry_later: String,
@@ -302,6 +311,17 @@ impl QueueSql {
                 filter_value = K::FILTER_COLUMN.map_or("NULL::text".to_owned(), |c| format!("e.{c}")),
                 expired_deadline = deadline("$7"),
             ),
+            // `mine` is false (and the columns NULL) when the lease is no longer
+            // this worker's.
+            begin_read: if K::BODY_COLUMNS.is_empty() {
+                "SELECT now()".to_owned()
+            } else {
+                format!(
+                    "SELECT now(), e.lease_token IS NOT NULL AS mine, {body}
+                       FROM (SELECT 1) one LEFT JOIN {t} e ON {pk} AND {fence}",
+                    body = K::BODY_COLUMNS
+                )
+            },
             heartbeat: format!(
                 "UPDATE {t} SET locked_until = now() + make_interval(secs => {}) WHERE {pk} AND {fence} RETURNING 1",
                 n(1)
@@ -348,6 +368,9 @@ impl QueueSql {
         }
     }
 }
+
+/// The first body column of [`WorkTx::read`]'s row.
+pub(crate) const BODY_FIRST: usize = 2;
 
 /// The channel a kind's producers notify on, per schema: a digest of the
 /// schema's name, so that any valid schema name (up to 63 bytes) gives a
@@ -546,20 +569,30 @@ impl<K: QueueKind> TableQueue<K> {
     }
 
     /// Opens the transaction a leased row's work runs in (READ COMMITTED):
-    /// `BEGIN` and the transaction's `now()` in one flight, so the completion
-    /// matches only inside this very transaction.
+    /// `BEGIN`, the transaction's `now()` (so the completion matches only
+    /// inside this very transaction) and the kind's
+    /// [`BODY_COLUMNS`](QueueKind::BODY_COLUMNS) in one flight, within the
+    /// database timeout: no round trip more than a bare BEGIN.
     ///
     /// # Errors
-    /// [`StoreError`] when no connection can be had or `BEGIN` fails.
+    /// [`StoreError`] when no connection can be had, `BEGIN` fails, or the
+    /// flight (the body read included) outlasts the database timeout.
     pub(crate) async fn begin(&self, leased: &Leased<K::Payload>) -> Result<WorkTx<K>, StoreError> {
-        let step = "begin the work's transaction";
+        let step = if K::BODY_COLUMNS.is_empty() {
+            "begin the work's transaction"
+        } else {
+            "begin the work's transaction and read the stored item"
+        };
         let conn = self.inner.db.connect(step).await?;
         let begin = "BEGIN ISOLATION LEVEL READ COMMITTED";
-        let (tx, rows) = conn.begin(begin, "SELECT now()", &[]).await.map_err(|e| self.inner.db.error(&e, step))?;
+        let params = if K::BODY_COLUMNS.is_empty() { Vec::new() } else { leased.fence() };
+        let (tx, mut rows) =
+            conn.begin(begin, &self.inner.sql.begin_read, &params).await.map_err(|e| self.inner.db.error(&e, step))?;
         let started: SystemTime = rows[0].get(0);
+        let read = if K::BODY_COLUMNS.is_empty() { None } else { rows.pop().filter(|r| r.get::<bool>(1)) };
         let event = crate::event::ScopedEvent::new(leased.provider(), leased.scope(), leased.event_key());
         let tx = WebhookTx::new(tx, event, Arc::clone(&self.inner.tables));
-        Ok(WorkTx { tx, leased: leased.clone(), queue: self.clone(), started })
+        Ok(WorkTx { tx, leased: leased.clone(), queue: self.clone(), started, read })
     }
 }
 
@@ -573,6 +606,9 @@ pub(crate) struct WorkTx<K: QueueKind> {
     queue: TableQueue<K>,
     /// The work transaction's `now()`: the completion checks it runs there.
     started: SystemTime,
+    /// The kind's body columns, read in the BEGIN flight while the lease was
+    /// still this worker's.
+    read: Option<Row>,
 }
 
 /// Why [`WorkTx::complete`] did not commit.
@@ -604,6 +640,13 @@ impl fmt::Display for Incomplete {
 }
 
 impl<K: QueueKind> WorkTx<K> {
+    /// The row the BEGIN flight read, its [`BODY_COLUMNS`](QueueKind::BODY_COLUMNS)
+    /// from column [`BODY_FIRST`]; `None` when the kind has none, or when the
+    /// lease was no longer this worker's by then.
+    pub(crate) fn read(&self) -> Option<&Row> {
+        self.read.as_ref()
+    }
+
     /// The transaction handle for the work (the handler's `WebhookTx`).
     pub(crate) fn tx(&self) -> WebhookTx {
         self.tx.clone()

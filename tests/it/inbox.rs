@@ -14,7 +14,8 @@ use tokio::sync::{oneshot, Notify};
 use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
 use webhook_idempotency::store::admin::{Admin, Filter};
 use webhook_idempotency::store::inbox::Inbox;
-use webhook_idempotency::{Mode, WebhookEvent, WebhookTx};
+use webhook_idempotency::store::inbox::IntegrityKey;
+use webhook_idempotency::{Mode, Provider, WebhookEvent, WebhookTx};
 
 /// The webhook app in inbox mode: the layer stores, nothing else runs.
 pub(crate) fn accepting_app(pool: deadpool_postgres::Pool) -> Router {
@@ -611,4 +612,207 @@ async fn a_row_failing_past_its_retry_budget_is_dead_with_the_reason() {
     let attempts = db.event_row("evt_forever").await.unwrap().1;
     assert!(attempts >= 4, "retried through the budget: {attempts} runs");
     assert!(logs.text().contains("retry budget is spent"), "the ERROR line says why");
+}
+
+/// The stored head of a row, as `(name, value)` pairs.
+async fn stored_headers(db: &TestDb, key: &str) -> Vec<(String, String)> {
+    let head: serde_json::Value = serde_json::from_str(
+        &db.scalar_text(&format!(
+            "SELECT request_head::text FROM webhook_idempotency.webhook_events WHERE event_key = '{key}'"
+        ))
+        .await,
+    )
+    .unwrap();
+    serde_json::from_value(head["headers"].clone()).unwrap()
+}
+
+#[tokio::test]
+async fn inbox_mode_stores_a_keep_list_of_headers_and_never_credentials() {
+    let db = TestDb::new().await;
+    let request_id = http::HeaderName::from_static("x-request-id");
+    let layer = github_layer(db.pool.clone()).mode(Mode::Inbox).keep_headers([request_id]).build().unwrap();
+    let app = Router::new().route("/webhooks/github", post(|| async { StatusCode::IM_A_TEAPOT }).layer(layer));
+    let credentials = [
+        ("x-api-key", "key-123"),
+        ("x-auth-token", "tok-123"),
+        ("x-webhook-token", "whtok-123"),
+        ("cf-access-jwt-assertion", "eyJhbGciOi.jwt"),
+        ("x-forwarded-client-cert", "By=spiffe://mesh;Hash=abc"),
+        ("x-amz-security-token", "IQoJb3JpZ2luX2Vj"),
+        ("x-internal-auth", "injected-by-the-proxy"),
+        ("authorization", "Bearer abc"),
+        ("cookie", "session=abc"),
+    ];
+    let mut request = github_request("d-keep-1", br#"{"zen":"keep"}"#.to_vec());
+    for (name, value) in credentials {
+        request.headers_mut().insert(name, value.parse().unwrap());
+    }
+    request.headers_mut().insert("user-agent", "GitHub-Hookshot/abc123".parse().unwrap());
+    request.headers_mut().insert("x-request-id", "req-42".parse().unwrap());
+    assert_eq!(app.clone().oneshot(request).await.unwrap().status(), StatusCode::OK);
+
+    let stored = stored_headers(&db, "d-keep-1").await;
+    let names: std::collections::BTreeSet<&str> = stored.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["content-type", "user-agent", "x-github-delivery", "x-github-event", "x-request-id"].into(),
+        "only the keep-list: the content type, the agent, the preset's headers and the ones asked for"
+    );
+    let all = db.scalar_text("SELECT request_head::text FROM webhook_idempotency.webhook_events").await;
+    for (name, value) in credentials {
+        assert!(!all.contains(name) && !all.contains(value), "{name} is not stored");
+    }
+    assert!(!all.contains("x-hub-signature-256"), "nor the signature");
+
+    // The worker's handler still reads what it needs.
+    let (seen, mut saw) = tokio::sync::mpsc::unbounded_channel::<Vec<(String, String)>>();
+    let handlers = Router::new().route(
+        "/webhooks/github",
+        post(move |headers: http::HeaderMap, tx: WebhookTx, event: WebhookEvent| {
+            let seen = seen.clone();
+            async move {
+                let pairs = headers.iter().map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned())).collect();
+                let _ = seen.send(pairs);
+                apply_effect(tx, event).await
+            }
+        }),
+    );
+    let (stop, task) = spawn_worker(fast(db.pool(4), handlers).provider(Provider::github()).build().unwrap());
+    let headers = saw.recv().await.unwrap();
+    let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+    assert_eq!((get("x-github-event"), get("x-github-delivery")), (Some("push"), Some("d-keep-1")));
+    assert_eq!((get("content-type"), get("x-request-id")), (Some("application/json"), Some("req-42")));
+    assert_eq!(get("x-api-key"), None);
+    assert!(eventually(Duration::from_secs(10), || async { db.effects_for("d-keep-1").await == 1 }).await);
+    let _ = stop.send(());
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn with_an_integrity_key_a_row_forged_in_the_database_is_refused_and_tagged_rows_run() {
+    let db = TestDb::new().await;
+    let key = IntegrityKey::new([7u8; 32]).unwrap();
+    assert!(IntegrityKey::new([7u8; 31]).is_err(), "a short key is refused");
+    let layer = stripe_layer(db.pool.clone()).mode(Mode::Inbox).inbox_integrity_key(key.clone()).build().unwrap();
+    let app = Router::new().route("/webhooks/stripe", post(|| async { StatusCode::IM_A_TEAPOT }).layer(layer));
+    let res = app.clone().oneshot(stripe_request(stripe_body("evt_tagged"))).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    // Written by someone with write access to the table but not the key: a
+    // new row without a tag, and a row with another row's tag.
+    db.execute(
+        "INSERT INTO webhook_idempotency.webhook_events
+                (scope, provider, event_key, state, attempts, payload, request_head, run_at)
+         VALUES ('acct_test', 'stripe', 'evt_forged', 'pending', 0, convert_to('FORGED-PAYLOAD-MARKER', 'UTF8'),
+                 '{\"method\": \"POST\", \"uri\": \"/webhooks/stripe\", \"headers\": []}', now());
+         INSERT INTO webhook_idempotency.webhook_events
+                (scope, provider, event_key, state, attempts, payload, request_head, integrity_tag, run_at)
+         SELECT scope, provider, 'evt_tampered', 'pending', 0, convert_to('TAMPERED-PAYLOAD-MARKER', 'UTF8'),
+                request_head, integrity_tag, now()
+           FROM webhook_idempotency.webhook_events WHERE event_key = 'evt_tagged'",
+    )
+    .await;
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (logs, _guard) = Logs::capture();
+    let worker = fast(db.pool(4), effect_router()).integrity_key(key).build().unwrap();
+    let (stop, task) = spawn_worker(worker);
+    let settled = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state IN ('done', 'dead')";
+    assert!(eventually(Duration::from_secs(10), || async { db.scalar(settled).await == 3 }).await);
+    let _ = stop.send(());
+    task.await.unwrap();
+    assert_eq!(db.event_row("evt_tagged").await.map(|r| r.0), Some("done".into()), "a tagged row runs");
+    assert_eq!(db.effects_for("evt_tagged").await, 1);
+    for (key, reason) in [("evt_forged", "missing"), ("evt_tampered", "mismatch")] {
+        assert_eq!(db.event_row(key).await.map(|r| (r.0, r.1)), Some(("dead".into(), 1)), "{key} not run");
+        assert_eq!(db.effects_for(key).await, 0);
+        let error = db
+            .scalar_text(&format!(
+                "SELECT last_error FROM webhook_idempotency.webhook_events WHERE event_key = '{key}'"
+            ))
+            .await;
+        assert!(error.starts_with(&format!("integrity tag {reason}")), "{key}: {error}");
+    }
+    let text = logs.text();
+    assert_eq!(logs.lines_with(&["ERROR", "integrity tag is"]).len(), 2, "{text}");
+    assert!(!text.contains("PAYLOAD-MARKER"), "no payload in the logs");
+    let refused: f64 = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(k, _, _, _)| k.key().name() == "webhook_inbox_integrity_failures_total")
+        .map(|(_, _, _, v)| match v {
+            metrics_util::debugging::DebugValue::Counter(n) => n as f64,
+            _ => 0.0,
+        })
+        .sum();
+    assert_eq!(refused, 2.0, "counted");
+}
+
+#[tokio::test]
+async fn a_worker_given_a_provider_name_no_preset_has_is_refused_at_build() {
+    let db = TestDb::new().await;
+    let err = InboxWorker::builder(db.pool.clone(), effect_router()).provider("GitHub").build().unwrap_err();
+    assert_eq!(err.kind(), webhook_idempotency::error::ConfigErrorKind::InvalidName);
+    assert!(err.to_string().contains("did you mean \"github\""), "{err}");
+    assert!(InboxWorker::builder(db.pool.clone(), effect_router()).provider("github").build().is_ok());
+    assert!(InboxWorker::builder(db.pool.clone(), effect_router()).provider(Provider::github()).build().is_ok());
+    assert!(InboxWorker::builder(db.pool.clone(), effect_router()).custom_provider("acme").build().is_ok());
+}
+
+#[tokio::test]
+async fn rows_no_running_worker_serves_show_in_the_stats_and_the_gauge() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    let (logs, _guard) = Logs::capture();
+    // The only worker serves GitHub; the Stripe event waits.
+    let (stop_github, github) =
+        spawn_worker(fast(db.pool(4), effect_router()).provider(Provider::github()).build().unwrap());
+    assert_eq!(accept(&app, "evt_unserved").await.0, StatusCode::OK);
+    let admin = Admin::new(db.pool.clone()).unwrap().unserved_after(Duration::from_secs(1));
+    let unserved = || async {
+        let stats = admin.stats().await.unwrap();
+        stats.due.iter().any(|b| b.provider == "stripe" && b.rows == 1 && b.unserved && b.last_run.is_none())
+    };
+    assert!(eventually(Duration::from_secs(10), unserved).await, "the stripe row is reported unserved");
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    {
+        let _local = metrics::set_default_local_recorder(&recorder);
+        admin.sample_gauges().await.unwrap();
+    }
+    let gauge = |snapshot: Vec<(metrics_util::CompositeKey, _, _, metrics_util::debugging::DebugValue)>| {
+        snapshot
+            .into_iter()
+            .find(|(k, _, _, _)| {
+                k.key().name() == "webhook_inbox_unserved_events"
+                    && k.key().labels().any(|l| l.key() == "provider" && l.value() == "stripe")
+            })
+            .map(|(_, _, _, v)| match v {
+                metrics_util::debugging::DebugValue::Gauge(g) => g.into_inner(),
+                _ => -1.0,
+            })
+    };
+    assert_eq!(gauge(snapshotter.snapshot().into_vec()), Some(1.0));
+    // A worker for Stripe serves it; nothing is unserved any more.
+    let (stop_stripe, stripe) =
+        spawn_worker(fast(db.pool(4), effect_router()).provider(Provider::stripe()).build().unwrap());
+    assert!(eventually(Duration::from_secs(10), || async { db.effects_for("evt_unserved").await == 1 }).await);
+    assert!(admin.stats().await.unwrap().due.is_empty());
+    {
+        let _local = metrics::set_default_local_recorder(&recorder);
+        admin.sample_gauges().await.unwrap();
+    }
+    assert_eq!(gauge(snapshotter.snapshot().into_vec()), Some(0.0));
+    for (stop, task) in [(stop_github, github), (stop_stripe, stripe)] {
+        let _ = stop.send(());
+        task.await.unwrap();
+    }
+    // Each worker says what it serves when it starts and stops.
+    for (provider, event) in
+        [("github", "started"), ("stripe", "started"), ("github", "stopped"), ("stripe", "stopped")]
+    {
+        let lines = logs.lines_with(&["INFO", &format!("inbox worker {event}"), &format!("provider=\"{provider}\"")]);
+        assert_eq!(lines.len(), 1, "{provider} {event}: {}", logs.text());
+    }
 }
