@@ -816,3 +816,59 @@ async fn rows_no_running_worker_serves_show_in_the_stats_and_the_gauge() {
         assert_eq!(lines.len(), 1, "{provider} {event}: {}", logs.text());
     }
 }
+
+#[tokio::test]
+async fn large_payloads_on_a_slow_link_fail_on_their_own_and_the_small_event_behind_them_runs() {
+    let db = TestDb::new().await;
+    // Four 12 MiB deliveries, the oldest rows: on a link carrying the server's
+    // replies at 8 MB/s none can be read within the 1 s database timeout
+    // (1.5 s alone), as 22 MiB at 40 MB/s under 2 s with four readers.
+    let huge = 12 * 1024 * 1024;
+    for i in 0..4 {
+        db.execute(&format!(
+            "INSERT INTO webhook_idempotency.webhook_events
+                    (scope, provider, event_key, state, attempts, payload, request_head, received_at, run_at)
+             VALUES ('acct_test', 'stripe', 'evt_huge{i}', 'pending', 0, convert_to(repeat('x', {huge}), 'UTF8'),
+                     '{{\"method\": \"POST\", \"uri\": \"/webhooks/stripe\", \"headers\": []}}',
+                     now() - interval '1 minute', now() - interval '1 minute')"
+        ))
+        .await;
+    }
+    let app = accepting_app(db.pool.clone());
+    assert_eq!(accept(&app, "evt_small").await.0, StatusCode::OK);
+    let proxy = Proxy::start_throttled(admin_config().get_ports()[0], 8_000_000).await;
+    let via_proxy = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
+    let policy = RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(50), 3);
+    // Four workers, one item each, restarted onto the backlog.
+    let workers = Tasks::spawn(4, |shutdown| {
+        let store = StoreConfig::new(pool(via_proxy.parse().unwrap(), 4)).database_timeout(Duration::from_secs(1));
+        let worker = fast(store, effect_router()).concurrency(1).retry(policy).build().unwrap();
+        worker.run(shutdown)
+    });
+    let started = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(20), || async { db.effects_for("evt_small").await == 1 }).await,
+        "the small event ran"
+    );
+    let small_ran = started.elapsed();
+    let dead = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = 'dead'";
+    assert!(db.scalar(dead).await < 4, "it ran while the large ones were still being tried ({small_ran:?})");
+    assert!(
+        eventually(Duration::from_secs(60), || async { db.scalar(dead).await == 4 }).await,
+        "every large delivery ended dead"
+    );
+    let took = started.elapsed();
+    workers.stop().await;
+    println!("small event done after {small_ran:?}; the four large ones dead after {took:?}");
+    for i in 0..4 {
+        let key = format!("evt_huge{i}");
+        assert_eq!(db.event_row(&key).await.map(|r| (r.0, r.1)), Some(("dead".into(), 3)), "{key}: its 3 attempts");
+        let error = db
+            .scalar_text(&format!(
+                "SELECT last_error FROM webhook_idempotency.webhook_events WHERE event_key = '{key}'"
+            ))
+            .await;
+        assert!(error.contains("read the stored delivery"), "{key}: {error}");
+    }
+    assert_eq!(db.effects().await, 1);
+}
