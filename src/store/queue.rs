@@ -187,6 +187,14 @@ pub(crate) struct Buried {
     pub(crate) filter: Option<String>,
 }
 
+/// How long a row keeps being retried: at most `max_attempts` runs, and not
+/// past `retry_for` after it arrived (or was requeued).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    pub(crate) max_attempts: u32,
+    pub(crate) retry_for: Duration,
+}
+
 /// Where a failed row went: see [`TableQueue::retry_later`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AfterFailure {
@@ -440,17 +448,16 @@ impl<K: QueueKind> TableQueue<K> {
         provider: Option<&str>,
         scope: Option<&str>,
         only: Option<&[String]>,
-        max_attempts: u32,
-        retry_for: Duration,
+        budget: Budget,
     ) -> Result<Leases<K::Payload>, StoreError> {
         let params = [
             Param::F64(lease.as_secs_f64()),
             Param::I64(i64::try_from(limit).unwrap_or(i64::MAX)),
             Param::OptText(provider),
             Param::OptText(scope),
-            Param::I32(i32::try_from(max_attempts).unwrap_or(i32::MAX)),
+            Param::I32(i32::try_from(budget.max_attempts).unwrap_or(i32::MAX)),
             Param::OptTexts(only),
-            Param::F64(retry_for.as_secs_f64()),
+            Param::F64(budget.retry_for.as_secs_f64()),
         ];
         let rows = self.inner.db.query("lease", &self.inner.sql.lease, &params).await?;
         let k = K::KEY.len();
@@ -506,20 +513,19 @@ impl<K: QueueKind> TableQueue<K> {
     pub(crate) async fn retry_later(
         &self,
         leased: &Leased<K::Payload>,
-        max_attempts: u32,
-        retry_for: Duration,
+        budget: Budget,
         delay: Duration,
         error: &str,
         status: Option<u16>,
     ) -> Result<AfterFailure, StoreError> {
         let mut params = leased.fence();
         params.extend([
-            Param::I32(i32::try_from(max_attempts).unwrap_or(i32::MAX)),
+            Param::I32(i32::try_from(budget.max_attempts).unwrap_or(i32::MAX)),
             Param::F64(delay.as_secs_f64()),
             Param::Text(error),
             Param::OptI16(status.map(|s| i16::try_from(s).unwrap_or(i16::MAX))),
             Param::Text(K::retry_state(leased.payload())),
-            Param::F64(retry_for.as_secs_f64()),
+            Param::F64(budget.retry_for.as_secs_f64()),
         ]);
         let rows = self.inner.db.query("retry later", &self.inner.sql.retry_later, &params).await?;
         Ok(match rows.first().map(|r| (r.get::<&str>(0), r.get::<bool>(1))) {
@@ -699,7 +705,10 @@ mod tests {
     use crate::store::testing as db;
     use crate::worker::RetryPolicy;
 
-    const DAY: Duration = Duration::from_secs(86_400);
+    /// `max_attempts` runs within a day.
+    fn budget(max_attempts: u32) -> Budget {
+        Budget { max_attempts, retry_for: Duration::from_secs(86_400) }
+    }
 
     /// The inbox queue on a fresh database with `keys` accepted as pending.
     async fn inbox_with(keys: &[String], pool_size: usize) -> (TableQueue<InboxRows>, deadpool_postgres::Pool) {
@@ -728,7 +737,7 @@ mod tests {
                     let mut mine = Vec::new();
                     loop {
                         let rows = queue
-                            .lease(3, Duration::from_secs(60), None, None, None, u32::MAX, DAY)
+                            .lease(3, Duration::from_secs(60), None, None, None, budget(u32::MAX))
                             .await
                             .unwrap()
                             .leased;
@@ -753,7 +762,7 @@ mod tests {
     #[tokio::test]
     async fn a_row_whose_last_allowed_lease_expired_is_buried_and_reported() {
         let (queue, pool) = inbox_with(&["evt_crashes".to_owned(), "evt_fine".to_owned()], 4).await;
-        let first = queue.lease(2, Duration::from_secs(60), None, None, None, 1, DAY).await.unwrap();
+        let first = queue.lease(2, Duration::from_secs(60), None, None, None, budget(1)).await.unwrap();
         assert_eq!((first.leased.len(), first.buried.len()), (2, 0));
         // The worker holding evt_crashes died: its lease is past.
         pool.get()
@@ -765,7 +774,7 @@ mod tests {
             )
             .await
             .unwrap();
-        let next = queue.lease(2, Duration::from_secs(60), None, None, None, 1, DAY).await.unwrap();
+        let next = queue.lease(2, Duration::from_secs(60), None, None, None, budget(1)).await.unwrap();
         assert!(next.leased.is_empty(), "its one allowed run is spent");
         let buried: Vec<_> =
             next.buried.iter().map(|b| (b.provider.as_str(), b.key.as_str(), b.filter.clone())).collect();
@@ -776,7 +785,7 @@ mod tests {
         )
         .await;
         assert_eq!(state, 1.0);
-        let nothing = queue.lease(2, Duration::from_secs(60), None, None, None, 1, DAY).await.unwrap();
+        let nothing = queue.lease(2, Duration::from_secs(60), None, None, None, budget(1)).await.unwrap();
         assert!(nothing.leased.is_empty() && nothing.buried.is_empty(), "buried once");
     }
 
@@ -784,11 +793,11 @@ mod tests {
     async fn a_failed_run_is_due_again_within_the_backoff_ceiling() {
         let (queue, pool) = inbox_with(&["evt_backoff".to_owned()], 4).await;
         let leased =
-            queue.lease(1, Duration::from_secs(60), None, None, None, u32::MAX, DAY).await.unwrap().leased.remove(0);
+            queue.lease(1, Duration::from_secs(60), None, None, None, budget(u32::MAX)).await.unwrap().leased.remove(0);
         let policy = RetryPolicy::attempts(Duration::from_secs(10), Duration::from_secs(60), 5);
         let delay = policy.delay(leased.attempt());
         assert!(delay <= policy.ceiling(1) && policy.ceiling(1) == Duration::from_secs(10));
-        assert_eq!(queue.retry_later(&leased, 5, DAY, delay, "boom", Some(503)).await.unwrap(), AfterFailure::Retry);
+        assert_eq!(queue.retry_later(&leased, budget(5), delay, "boom", Some(503)).await.unwrap(), AfterFailure::Retry);
         let wait = db::scalar_f64(
             &pool,
             "SELECT extract(epoch FROM run_at - last_failed_at)::float8 FROM webhook_idempotency.webhook_events
@@ -802,7 +811,7 @@ mod tests {
         // Not due yet (unless the jitter drew ~0): nothing to lease before run_at.
         if delay > Duration::from_millis(500) {
             assert!(queue
-                .lease(1, Duration::from_secs(60), None, None, None, u32::MAX, DAY)
+                .lease(1, Duration::from_secs(60), None, None, None, budget(u32::MAX))
                 .await
                 .unwrap()
                 .leased

@@ -3,12 +3,12 @@
 //! The shape is River's: a **producer** leases at most as many due items as
 //! it has free slots (one `UPDATE ... WHERE ... IN (SELECT ... FOR UPDATE
 //! SKIP LOCKED LIMIT n) RETURNING`, a lease deadline and a fresh token per
-//! row); an **executor** runs each item under a heartbeat that renews its
+//! row; a kind's large columns are read per item, not by the lease); an **executor** runs each item under a heartbeat that renews its
 //! lease every third of it, with the user's code in a task of its own (a
 //! panic is a failed run) bounded by the handler timeout; a **completer**
 //! ends every item fenced by its token (done inside the work's own
-//! transaction, retried at a backoff with full jitter, dead past the maximum
-//! attempts, or left to whoever took the lease over); a **notifier** wakes
+//! transaction, retried at a backoff with full jitter, dead once the retry
+//! budget of [`RetryPolicy`] is spent, or left to whoever took the lease over); a **notifier** wakes
 //! the producer by `LISTEN` (with reconnect), polling being the fallback so
 //! a lost notification costs at most one poll interval; and **graceful
 //! shutdown** stops leasing, lets work in hand finish for a bound, then

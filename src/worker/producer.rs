@@ -53,8 +53,7 @@ pub(crate) async fn run<W: Work>(
         if free > 0 {
             let (provider, scope) = (settings.provider.as_deref(), settings.scope.as_deref());
             let only = settings.only.as_deref();
-            let retry = &settings.retry;
-            match queue.lease(free, settings.lease, provider, scope, only, retry.max_attempts, retry.budget()).await {
+            match queue.lease(free, settings.lease, provider, scope, only, settings.retry.budget()).await {
                 Ok(leases) => {
                     completer::buried::<W::Kind>(&leases.buried);
                     let rows = leases.leased;

@@ -104,8 +104,8 @@ impl RetryPolicy {
         self.ceiling(attempt).mul_f64(fastrand::f64())
     }
 
-    /// The budget as the statements take it (at most 100 years).
-    pub(crate) fn budget(&self) -> Duration {
-        self.retry_for.min(LONGEST)
+    /// The budget as the statements take it (`retry_for` at most 100 years).
+    pub(crate) fn budget(&self) -> crate::store::queue::Budget {
+        crate::store::queue::Budget { max_attempts: self.max_attempts, retry_for: self.retry_for.min(LONGEST) }
     }
 }
