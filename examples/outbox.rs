@@ -354,7 +354,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let retry = RetryPolicy { base: Duration::from_millis(200), cap: Duration::from_secs(5), max_attempts: 25 };
+    let retry = RetryPolicy::attempts(Duration::from_millis(200), Duration::from_secs(5), 25);
     let worker = OutboxWorker::builder(pool.clone(), effects(format!("http://{addr}/fake-mail")))
         .concurrency(args.workers.max(1))
         .lease(Duration::from_secs(args.lease.max(1)))

@@ -44,6 +44,8 @@ pub enum ConfigErrorKind {
     InvalidLimit,
     /// The operator-replay token is shorter than 16 bytes.
     WeakReplayToken,
+    /// An inbox integrity key shorter than 32 bytes.
+    WeakIntegrityKey,
     /// A verifier's own configuration is inconsistent (the generic HMAC builder).
     InvalidVerifier,
 }

@@ -17,7 +17,9 @@
 //! | `webhook_worker_runs_total` | counter | `kind`, `provider`, `outcome` | every run of a worker's item (`kind` `inbox` or `outbox`): `done`, `retried` (failed, due again), `dead`, `lease_lost`, `released` (at shutdown), and the outbox's `uncertain`, `resent`, `unrecorded` |
 //! | `webhook_worker_run_duration_seconds` | histogram | `kind`, `provider`, `outcome` | one run, from its lease to its end |
 //! | `webhook_outbox_effects_total` | counter | `provider`, `effect`, `outcome` | every run of an outbox effect: `delivered`, `retried`, `uncertain`, `resent` (reconciled as not delivered), `dead`, `lease_lost`, `released`, `unrecorded` (its end could not be written: the lease expires) |
+//! | `webhook_inbox_integrity_failures_total` | counter | `provider`, `reason` | inbox rows a worker with an integrity key refused to run (`missing`, `mismatch`): each is `dead` |
 //! | `webhook_events` | gauge | `provider`, `state` | rows by state (the gauge sampler) |
+//! | `webhook_inbox_unserved_events` | gauge | `provider` | inbox rows due longer than [`Admin::unserved_after`](crate::store::admin::Admin::unserved_after) (5 min) with no row of their provider and scope run meanwhile: no running worker serves them (the gauge sampler) |
 //! | `webhook_oldest_pending_age_seconds` | gauge | | the oldest `pending` row's wait (the gauge sampler) |
 //! | `webhook_outbox_effects` | gauge | `effect`, `state` | outbox rows by state (the gauge sampler) |
 //! | `webhook_outbox_oldest_due_age_seconds` | gauge | | how long the oldest due outbox row (`pending`, or `uncertain` with a reconciliation due) has been due (the gauge sampler) |
@@ -70,9 +72,20 @@ pub(crate) fn worker_run(kind: &'static str, provider: &str, outcome: &'static s
     }
 }
 
+/// Counts an inbox row refused for its integrity tag (`missing`, `mismatch`).
+pub(crate) fn inbox_integrity_failure(provider: &str, reason: &'static str) {
+    metrics::counter!("webhook_inbox_integrity_failures_total", "provider" => provider.to_owned(), "reason" => reason)
+        .increment(1);
+}
+
 /// Sets the rows of `provider` in `state`.
 pub(crate) fn events(provider: String, state: String, rows: i64) {
     metrics::gauge!("webhook_events", "provider" => provider, "state" => state).set(rows as f64);
+}
+
+/// Sets the inbox rows of `provider` no worker serves.
+pub(crate) fn inbox_unserved(provider: String, rows: i64) {
+    metrics::gauge!("webhook_inbox_unserved_events", "provider" => provider).set(rows as f64);
 }
 
 /// Sets the oldest pending row's wait (zero when none is pending).

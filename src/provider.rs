@@ -135,6 +135,7 @@ pub struct Provider {
     challenge: Option<Arc<dyn Challenge>>,
     methods: Cow<'static, [http::Method]>,
     default_body_limit: Option<usize>,
+    headers: Option<Arc<[http::HeaderName]>>,
 }
 
 impl fmt::Debug for Provider {
@@ -154,6 +155,7 @@ impl Provider {
             challenge: None,
             methods: Cow::Borrowed(&[http::Method::POST]),
             default_body_limit: None,
+            headers: None,
         }
     }
 
@@ -205,6 +207,34 @@ impl Provider {
     /// `None` when the provider asks for none (the layer's default applies).
     pub fn default_body_limit(&self) -> Option<usize> {
         self.default_body_limit
+    }
+
+    /// Declares the request headers the provider's deliveries carry that a
+    /// handler may read (event id, type, timestamp, delivery attempt): inbox
+    /// mode stores these with the row (besides `Content-Type` and
+    /// `User-Agent`), and no other header unless the layer is told to
+    /// ([`WebhookLayerBuilder::keep_headers`](crate::layer::WebhookLayerBuilder::keep_headers)).
+    /// Presets need not call it: their headers are those of their
+    /// [`PresetInfo::headers`](crate::providers::PresetInfo::headers). A
+    /// name containing `signature` or `hmac`, and credentials
+    /// (`Authorization`, `Cookie`, ...), are never stored whatever is declared.
+    pub fn reads_headers(mut self, names: impl IntoIterator<Item = http::HeaderName>) -> Self {
+        self.headers = Some(names.into_iter().collect());
+        self
+    }
+
+    /// The headers declared with [`Provider::reads_headers`]; without a
+    /// declaration, the headers of the compiled preset of this name
+    /// ([`providers::REGISTRY`](crate::providers::REGISTRY)), or none.
+    pub fn read_headers(&self) -> Vec<http::HeaderName> {
+        if let Some(headers) = &self.headers {
+            return headers.to_vec();
+        }
+        crate::providers::REGISTRY
+            .iter()
+            .filter(|p| p.name == self.name())
+            .flat_map(|p| p.headers.iter().filter_map(|h| http::HeaderName::from_bytes(h.as_bytes()).ok()))
+            .collect()
     }
 
     /// The provider's name as stored in claims.

@@ -59,9 +59,30 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Give each worker the provider (and scope) it serves (`.provider("slack")`):
-//! a worker without a filter leases every provider's rows, and a router that
-//! has no route for a row's URI answers 404 until the row is dead.
+//! Give each worker the provider (and scope) it serves: the layer's
+//! [`Provider`](crate::Provider) (`.provider(Provider::slack())`) or a
+//! preset's name (`.provider("slack")`; a name no compiled preset has is
+//! refused at build: `"Slack"` would lease nothing for ever;
+//! [`custom_provider`](crate::worker::WorkerBuilder::custom_provider) for a
+//! provider of your own). A worker without a filter leases every provider's
+//! rows, and a router that has no route for a row's URI answers 404 until the
+//! row is dead. Each worker logs what it serves at INFO when it starts and
+//! stops; rows no running worker serves show in
+//! [`Admin::stats`](crate::store::admin::Admin::stats) (`due`, `unserved`) and
+//! the `webhook_inbox_unserved_events` gauge.
+//!
+//! **What a row carries, and what is trusted.** The stored head keeps a
+//! keep-list of headers (see [`RequestHead::of`](crate::store::inbox::RequestHead::of)),
+//! never credentials. The worker runs a row as if it had been signed: with an
+//! [`IntegrityKey`] on the layer and on the worker
+//! ([`InboxWorkerBuilder::integrity_key`]) a row written without the key is
+//! refused (`dead`, ERROR, counted).
+//!
+//! **Large payloads.** The lease returns identities only; each row's payload
+//! and head are read in its own transaction's BEGIN flight (no extra round
+//! trip), within the database timeout: a payload too slow to read fails its
+//! own run (an attempt, `dead` after the last) and never stalls the rows
+//! behind it.
 //!
 //! **Leases.** A lease lasts [`lease`](crate::worker::WorkerBuilder::lease) (30 s by
 //! default) and is renewed every third of it while the handler runs
@@ -73,8 +94,9 @@
 //! [`handler_timeout`](crate::worker::WorkerBuilder::handler_timeout) or a retryable
 //! conflict (40P01, 40001, 55P03) rolls the work back and puts the row back to
 //! `pending`, due after a delay from [`RetryPolicy`] (exponential backoff with
-//! full jitter), with `attempts`, `last_error` and the status recorded; past
-//! the maximum attempts the row is `dead`, kept for an operator
+//! full jitter), with `attempts`, `last_error` and the status recorded; once
+//! its retry budget is spent (by default 3 days after it was received, or
+//! 200 runs) the row is `dead`, kept for an operator
 //! ([`Admin::list`](crate::store::admin::Admin::list),
 //! [`Admin::requeue`](crate::store::admin::Admin::requeue), `webhook-admin`).
 //!
@@ -106,8 +128,10 @@ use bytes::Bytes;
 use http::{Request, Response};
 use tower_service::Service;
 
+pub use request::DEFAULT_KEPT_HEADERS;
 pub use work::InboxWork;
 
+use crate::store::inbox::IntegrityKey;
 use crate::store::StoreConfig;
 pub use crate::worker::RetryPolicy;
 use crate::worker::{Worker, WorkerBuilder};
@@ -124,6 +148,20 @@ pub type InboxWorker<S> = Worker<InboxWork<S>>;
 /// Builds an [`InboxWorker`]: the settings every worker shares
 /// ([`WorkerBuilder`]).
 pub type InboxWorkerBuilder<S> = WorkerBuilder<InboxWork<S>>;
+
+impl<S> WorkerBuilder<InboxWork<S>> {
+    /// Runs only rows whose integrity tag verifies with `key` (the layer's
+    /// [`inbox_integrity_key`](crate::layer::WebhookLayerBuilder::inbox_integrity_key)):
+    /// a row whose tag is missing or wrong is not run; it is `dead` with the
+    /// reason in `last_error`, logged at ERROR (without payload) and counted
+    /// (`webhook_inbox_integrity_failures_total`). Call again with the old key
+    /// during a rotation (a tag verifying with any key passes). Default: no
+    /// check; every row runs as if signed.
+    pub fn integrity_key(mut self, key: IntegrityKey) -> Self {
+        self.work_mut().integrity_key(key);
+        self
+    }
+}
 
 impl<S> Worker<InboxWork<S>> {
     /// A worker on `store`'s inbox (a [`StoreConfig`], or a bare pool for

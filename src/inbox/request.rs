@@ -8,18 +8,30 @@ use http::Request;
 use super::InboxBody;
 use crate::event::WebhookEvent;
 use crate::store::driver::WebhookTx;
-use crate::store::inbox::{FromInbox, InboxRow, RequestHead};
+use crate::store::inbox::{FromInbox, InboxRow, RequestHead, StoredDelivery};
 use crate::store::queue::Leased;
 
+/// The headers a stored request head keeps whatever the provider: the body's
+/// type and the sender's agent.
+pub const DEFAULT_KEPT_HEADERS: &[&str] = &["content-type", "user-agent"];
+
 impl RequestHead {
-    /// The head of `parts` without the headers that must not be stored, nor
-    /// those in `drop_also` (headers a custom verifier reads a shared token
-    /// from: [`WebhookLayerBuilder::inbox_drop_header`](crate::layer::WebhookLayerBuilder::inbox_drop_header)).
-    pub fn of(parts: &http::request::Parts, drop_also: &[http::HeaderName]) -> Self {
+    /// The head of `parts` with only the headers worth keeping: those of
+    /// [`DEFAULT_KEPT_HEADERS`] and of `keep` (the provider's
+    /// [`read_headers`](crate::Provider::read_headers) and the layer's
+    /// [`keep_headers`](crate::layer::WebhookLayerBuilder::keep_headers)),
+    /// never one that must not be stored (a name containing `signature` or
+    /// `hmac`, `Authorization`, `Proxy-Authorization`, `Cookie`), nor those
+    /// in `drop` (a header a custom verifier reads a shared token from:
+    /// [`WebhookLayerBuilder::inbox_drop_header`](crate::layer::WebhookLayerBuilder::inbox_drop_header)).
+    /// Every other header (`X-Api-Key`, `X-Amz-Security-Token`, a proxy's
+    /// `X-Forwarded-Client-Cert`, ...) is left out.
+    pub fn of(parts: &http::request::Parts, keep: &[http::HeaderName], drop: &[http::HeaderName]) -> Self {
         let headers = parts
             .headers
             .iter()
-            .filter(|(name, _)| keep_header(name.as_str()) && !drop_also.contains(name))
+            .filter(|(name, _)| DEFAULT_KEPT_HEADERS.contains(&name.as_str()) || keep.contains(name))
+            .filter(|(name, _)| storable(name.as_str()) && !drop.contains(name))
             .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
             .collect();
         Self { method: parts.method.to_string(), uri: parts.uri.to_string(), headers }
@@ -39,8 +51,8 @@ impl RequestHead {
     }
 }
 
-/// Whether a header may be stored: not a signature, nor a credential.
-fn keep_header(name: &str) -> bool {
+/// Whether a header may be stored at all: not a signature, nor a credential.
+fn storable(name: &str) -> bool {
     !(name.contains("signature")
         || name.contains("hmac")
         || name == "authorization"
@@ -54,9 +66,13 @@ fn keep_header(name: &str) -> bool {
 ///
 /// # Errors
 /// When the stored head no longer parses.
-pub(crate) fn rebuild(row: &Leased<InboxRow>, tx: WebhookTx) -> Result<Request<InboxBody>, http::Error> {
-    let body: Bytes = row.payload().body.clone();
-    let mut request = match &row.payload().head {
+pub(crate) fn rebuild(
+    row: &Leased<InboxRow>,
+    stored: StoredDelivery,
+    tx: WebhookTx,
+) -> Result<Request<InboxBody>, http::Error> {
+    let body: Bytes = stored.body;
+    let mut request = match &stored.head {
         Some(head) => head.to_request(InboxBody::new(body.clone())),
         None => Request::builder().method(http::Method::POST).uri("/").body(InboxBody::new(body.clone())),
     }?;

@@ -7,8 +7,8 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::{request, InboxBody};
-use crate::store::inbox::{InboxRow, InboxRows};
-use crate::store::queue::{Incomplete, Leased, TableQueue};
+use crate::store::inbox::{InboxRow, InboxRows, IntegrityKey, StoredDelivery};
+use crate::store::queue::{Incomplete, Leased, TableQueue, BODY_FIRST};
 use crate::worker::{Guard, Outcome, Work};
 
 /// The inbox worker's work: the handler service, called with each leased
@@ -18,6 +18,9 @@ use crate::worker::{Guard, Outcome, Work};
 #[derive(Clone)]
 pub struct InboxWork<S> {
     service: S,
+    /// The integrity keys a row's tag must verify with (any of them: a key
+    /// rotation); empty: rows are not checked.
+    integrity: Vec<IntegrityKey>,
 }
 
 impl<S> std::fmt::Debug for InboxWork<S> {
@@ -28,7 +31,23 @@ impl<S> std::fmt::Debug for InboxWork<S> {
 
 impl<S> InboxWork<S> {
     pub(crate) fn new(service: S) -> Self {
-        Self { service }
+        Self { service, integrity: Vec::new() }
+    }
+
+    pub(crate) fn integrity_key(&mut self, key: IntegrityKey) {
+        self.integrity.push(key);
+    }
+
+    /// Why `stored` must not run, when the worker checks integrity tags and
+    /// its tag is missing or does not verify.
+    fn refused(&self, row: &Leased<InboxRow>, stored: &StoredDelivery) -> Option<&'static str> {
+        if self.integrity.is_empty() {
+            return None;
+        }
+        let Some(tag) = &stored.tag else { return Some("missing") };
+        let event = row.event();
+        let verifies = self.integrity.iter().any(|k| k.verifies(tag, &event, stored.head.as_ref(), &stored.body));
+        (!verifies).then_some("mismatch")
     }
 }
 
@@ -42,11 +61,39 @@ where
     type Kind = InboxRows;
 
     async fn run(self, queue: &TableQueue<InboxRows>, row: &Leased<InboxRow>, guard: &Guard) -> Outcome {
+        // The payload is read here, in the item's own BEGIN flight within the
+        // database timeout: a payload too slow to read fails this item (an
+        // attempt, dead after the last), never the lease of the rows behind it.
         let tx = match queue.begin(row).await {
             Ok(tx) => tx,
-            Err(e) => return Outcome::failed(format!("could not begin the transaction: {e}"), None),
+            Err(e) => {
+                return Outcome::failed(
+                    format!("could not begin the transaction and read the stored delivery: {e}"),
+                    None,
+                )
+            }
         };
-        let Ok(request) = request::rebuild(row, tx.tx()) else {
+        let Some(read) = tx.read() else {
+            tx.rollback().await;
+            return Outcome::LeaseLost;
+        };
+        let stored = StoredDelivery::read(read, BODY_FIRST);
+        if let Some(reason) = self.refused(row, &stored) {
+            tracing::error!(
+                reason,
+                "inbox: the row's integrity tag is {} ({}): not run",
+                if reason == "missing" { "missing" } else { "wrong" },
+                "written without the layer's integrity key, or altered in the database"
+            );
+            crate::metrics::inbox_integrity_failure(row.provider(), reason);
+            tx.rollback().await;
+            let error = format!(
+                "integrity tag {reason}: the row was not written by a layer holding the integrity key, or was altered; \
+                 not run"
+            );
+            return Outcome::Dead { error, status: None };
+        }
+        let Ok(request) = request::rebuild(row, stored, tx.tx()) else {
             return Outcome::failed("the stored request head does not parse", None);
         };
         let mut service = self.service;

@@ -21,7 +21,7 @@ pub(crate) async fn accept<B>(
     event: &ScopedEvent,
     body: &Bytes,
 ) -> Answer<B> {
-    let head = RequestHead::of(parts, &mode.drop_headers);
+    let head = RequestHead::of(parts, &mode.keep_headers, &mode.drop_headers);
     let accepted = match mode.inbox.accept(event, body, &head).await {
         Ok(accepted) => accepted,
         Err(e) => {

@@ -13,7 +13,7 @@ use super::{Mode, ReplayStatus, WebhookLayer, DEFAULT_BODY_LIMIT, DEFAULT_BODY_T
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::provider::Provider;
 use crate::scope::{Endpoint, ScopeResolver};
-use crate::store::inbox::Inbox;
+use crate::store::inbox::{Inbox, IntegrityKey};
 use crate::store::{ClaimStore, IsolationLevel, StoreConfig};
 use crate::verify::{Clock, SigningSecret, SystemClock};
 
@@ -45,6 +45,8 @@ impl WebhookLayer {
             mode: Mode::Sync,
             inbox_ack: (StatusCode::OK, bytes::Bytes::new()),
             inbox_drop: Vec::new(),
+            inbox_keep: Vec::new(),
+            inbox_integrity: None,
         }
     }
 }
@@ -95,6 +97,8 @@ pub struct WebhookLayerBuilder {
     mode: Mode,
     inbox_ack: (StatusCode, bytes::Bytes),
     inbox_drop: Vec<http::HeaderName>,
+    inbox_keep: Vec<http::HeaderName>,
+    inbox_integrity: Option<IntegrityKey>,
 }
 
 impl fmt::Debug for WebhookLayerBuilder {
@@ -226,11 +230,17 @@ impl WebhookLayerBuilder {
     /// Synchronous (the default) or inbox mode; see [`Mode`].
     ///
     /// In inbox mode the body is stored (up to the body limit) with the
-    /// request head, minus headers naming a signature, HMAC or credential
-    /// (`*signature*`, `*hmac*`, `Authorization`, `Cookie`) and the
-    /// operator-replay header: the signature was verified before the row was
-    /// written. Rows stay until retention removes them (never `pending`,
-    /// `running` or `dead` ones).
+    /// request's method, URI and a **keep-list** of its headers:
+    /// `Content-Type`, `User-Agent`, the headers the provider declares
+    /// ([`Provider::read_headers`]: a preset's event id, type, timestamp and
+    /// delivery headers) and those given to
+    /// [`keep_headers`](Self::keep_headers). Every other header is left out
+    /// (`X-Api-Key`, `X-Auth-Token`, `Cf-Access-Jwt-Assertion`, a proxy's
+    /// `X-Forwarded-Client-Cert`, ...), and a header naming a signature, HMAC
+    /// or credential (`*signature*`, `*hmac*`, `Authorization`, `Cookie`) or
+    /// the operator-replay header is never stored, even when listed: the
+    /// signature was verified before the row was written. Rows stay until
+    /// retention removes them (never `pending`, `running` or `dead` ones).
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
         self
@@ -242,6 +252,29 @@ impl WebhookLayerBuilder {
     /// PING, ...) are still answered by the layer inline.
     pub fn inbox_ack(mut self, status: StatusCode, body: impl Into<bytes::Bytes>) -> Self {
         self.inbox_ack = (status, body.into());
+        self
+    }
+
+    /// Headers inbox mode stores besides the default keep-list (see
+    /// [`mode`](Self::mode)): headers the handler reads that the provider
+    /// does not declare (`X-Request-Id` from your proxy, say). Never list a
+    /// credential: it would be stored in the database in clear. Names
+    /// containing `signature` or `hmac`, `Authorization`, `Cookie` and
+    /// `Proxy-Authorization` are dropped even when listed. Adds to earlier
+    /// calls.
+    pub fn keep_headers(mut self, names: impl IntoIterator<Item = http::HeaderName>) -> Self {
+        self.inbox_keep.extend(names);
+        self
+    }
+
+    /// Inbox mode tags every stored row with `key` (HMAC-SHA256 over the
+    /// row's identity, type, head and payload; see [`IntegrityKey`]), for
+    /// workers given the same key
+    /// ([`InboxWorkerBuilder::integrity_key`](crate::inbox::InboxWorkerBuilder::integrity_key)),
+    /// which then refuse rows written without it: database write access alone
+    /// no longer makes a row run as if it had been signed. Default: no tag.
+    pub fn inbox_integrity_key(mut self, key: IntegrityKey) -> Self {
+        self.inbox_integrity = Some(key);
         self
     }
 
@@ -314,10 +347,14 @@ impl WebhookLayerBuilder {
         }
         let inbox = match self.mode {
             Mode::Inbox => Some(InboxMode {
-                inbox: Inbox::new(self.store.clone())?,
+                inbox: match self.inbox_integrity {
+                    Some(key) => Inbox::new(self.store.clone())?.with_integrity_key(key),
+                    None => Inbox::new(self.store.clone())?,
+                },
                 status: self.inbox_ack.0,
                 body: self.inbox_ack.1,
                 drop_headers: self.inbox_drop,
+                keep_headers: self.provider.read_headers().into_iter().chain(self.inbox_keep).collect(),
             }),
             Mode::Sync => None,
         };

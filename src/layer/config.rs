@@ -24,6 +24,9 @@ pub(crate) struct InboxMode {
     pub(crate) body: bytes::Bytes,
     /// Headers never stored besides the built-in ones.
     pub(crate) drop_headers: Vec<http::HeaderName>,
+    /// Headers stored besides the default ones: the provider's and the
+    /// application's.
+    pub(crate) keep_headers: Vec<http::HeaderName>,
 }
 
 pub(crate) struct Config {

@@ -30,10 +30,13 @@ pub(crate) struct FromInbox;
 /// JSON in `request_head`: `{"method": "POST", "uri": "/x", "headers":
 /// [["content-type", "application/json"], ...]}`.
 ///
-/// Built by [`RequestHead::of`], which never keeps a header whose name
-/// contains `signature` or `hmac`, nor `authorization`, `cookie` and
-/// `proxy-authorization` (the signature was verified before the row was
-/// written), nor values that are not visible ASCII or UTF-8.
+/// Built by [`RequestHead::of`], which keeps only a keep-list of headers
+/// (`content-type`, `user-agent`, the provider's declared headers and the
+/// layer's [`keep_headers`](crate::layer::WebhookLayerBuilder::keep_headers)),
+/// never one whose name contains `signature` or `hmac`, nor
+/// `authorization`, `cookie` and `proxy-authorization` (the signature was
+/// verified before the row was written), nor values that are not visible
+/// ASCII.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RequestHead {
     /// The request method (`POST`).
@@ -55,6 +58,80 @@ pub struct Inbox {
     schema: std::sync::Arc<str>,
     accept: std::sync::Arc<str>,
     channel: std::sync::Arc<str>,
+    integrity: Option<IntegrityKey>,
+}
+
+/// A server-side key for inbox rows' integrity tags: HMAC-SHA256 over a
+/// row's identity (scope, provider, event key), event type, request head and
+/// payload. Give the same key to the layer
+/// ([`WebhookLayerBuilder::inbox_integrity_key`](crate::layer::WebhookLayerBuilder::inbox_integrity_key),
+/// or [`Inbox::with_integrity_key`]) and to the workers
+/// ([`InboxWorkerBuilder::integrity_key`](crate::inbox::InboxWorkerBuilder::integrity_key)):
+/// a worker then runs only rows whose tag verifies, so a row written by
+/// someone who can write to the table but does not hold the key is not run
+/// as if it had been signed (SECURITY.md). Keep it out of the database (an
+/// environment variable or a secret store, not a table). `Debug` never shows it.
+#[derive(Clone)]
+pub struct IntegrityKey(std::sync::Arc<[u8]>);
+
+impl fmt::Debug for IntegrityKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("IntegrityKey(..)")
+    }
+}
+
+/// The shortest integrity key accepted, in bytes (HMAC-SHA256's block of
+/// security: 256 bits).
+pub const MIN_INTEGRITY_KEY_BYTES: usize = 32;
+
+impl IntegrityKey {
+    /// A key of `bytes` (at least [`MIN_INTEGRITY_KEY_BYTES`], 32; for
+    /// example 32 random bytes, or a 64-hex-digit string used as its bytes).
+    ///
+    /// # Errors
+    /// [`ConfigError`] of kind [`WeakIntegrityKey`](crate::error::ConfigErrorKind::WeakIntegrityKey)
+    /// for a shorter key (the message never contains the key).
+    pub fn new(bytes: impl AsRef<[u8]>) -> Result<Self, ConfigError> {
+        let bytes = bytes.as_ref();
+        if bytes.len() < MIN_INTEGRITY_KEY_BYTES {
+            return Err(ConfigError::of(
+                crate::error::ConfigErrorKind::WeakIntegrityKey,
+                format!("the inbox integrity key must be at least {MIN_INTEGRITY_KEY_BYTES} bytes"),
+            ));
+        }
+        Ok(Self(bytes.into()))
+    }
+
+    /// The tag of a row: HMAC-SHA256 over a versioned, length-prefixed
+    /// encoding of the identity, the type, the head (as stored, re-serialised
+    /// canonically) and the payload.
+    pub(crate) fn tag(&self, event: &ScopedEvent, head: Option<&RequestHead>, payload: &[u8]) -> [u8; 32] {
+        use hmac::{KeyInit, Mac as _};
+        let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&self.0).expect("any key length");
+        let head = head.map(|h| serde_json::to_string(h).expect("a RequestHead serialises")).unwrap_or_default();
+        mac.update(b"webhook-idempotency inbox row v1\0");
+        let event_type = event.get_event_type();
+        let parts: [&[u8]; 6] = [
+            event.scope().as_bytes(),
+            event.provider().as_bytes(),
+            event.key().as_bytes(),
+            event_type.map_or(&b"\xff"[..], str::as_bytes),
+            head.as_bytes(),
+            payload,
+        ];
+        for part in parts {
+            mac.update(&(part.len() as u64).to_be_bytes());
+            mac.update(part);
+        }
+        mac.finalize().into_bytes().into()
+    }
+
+    /// Whether `tag` is the tag of the row (in constant time).
+    pub(crate) fn verifies(&self, tag: &[u8], event: &ScopedEvent, head: Option<&RequestHead>, payload: &[u8]) -> bool {
+        use subtle::ConstantTimeEq as _;
+        let expected = self.tag(event, head, payload);
+        tag.len() == expected.len() && bool::from(expected.ct_eq(tag))
+    }
 }
 
 impl fmt::Debug for Inbox {
@@ -86,18 +163,27 @@ impl Inbox {
         // the accept would serialise every accept's durable commit.
         let accept = format!(
             "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, attempts, payload,
-                                   request_head, run_at)
-             VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6::text::jsonb, now())
+                                   request_head, integrity_tag, run_at)
+             VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6::text::jsonb, $7, now())
              -- A row a synchronous-mode delivery left `failed` (a route switched
              -- to inbox mode) is taken over; any other row is a duplicate.
              ON CONFLICT (scope, provider, event_key) DO UPDATE
                 SET state = 'pending', payload = excluded.payload, request_head = excluded.request_head,
-                    run_at = now(), event_type = coalesce(excluded.event_type, e.event_type)
+                    integrity_tag = excluded.integrity_tag,
+                    run_at = now(), retry_from = now(), event_type = coalesce(excluded.event_type, e.event_type)
               WHERE e.state = 'failed'
              RETURNING 1"
         );
         let channel = queue::channel(InboxRows::NAME, schema);
-        Self { db, schema: schema.into(), accept: accept.into(), channel: channel.into() }
+        Self { db, schema: schema.into(), accept: accept.into(), channel: channel.into(), integrity: None }
+    }
+
+    /// Tags every accepted row with `key` (see [`IntegrityKey`]), for
+    /// workers configured with the same key.
+    #[must_use]
+    pub fn with_integrity_key(mut self, key: IntegrityKey) -> Self {
+        self.integrity = Some(key);
+        self
     }
 
     /// The notification channel of this inbox (`webhook_inbox_` and 16 hex
@@ -117,9 +203,12 @@ impl Inbox {
     /// failed: nothing is stored, and the sender must get a 5xx.
     pub async fn accept(&self, event: &ScopedEvent, payload: &[u8], head: &RequestHead) -> Result<bool, StoreError> {
         let step = "inbox accept";
+        let tag = self.integrity.as_ref().map(|k| k.tag(event, Some(head), payload));
         let head = serde_json::to_string(head).expect("a RequestHead serialises");
         let [scope, provider, key, event_type] = Param::event(event);
-        let params = [scope, provider, key, event_type, Param::Bytes(payload), Param::Text(&head)];
+        let tag = tag.as_ref().map(|t| &t[..]);
+        let params =
+            [scope, provider, key, event_type, Param::Bytes(payload), Param::Text(&head), Param::OptBytes(tag)];
         let notify = [Param::Text(&self.channel), Param::Text(event.provider())];
         let conn = self.db.connect(step).await?;
         // One flight: the insert, then the notification in a transaction of
@@ -138,16 +227,38 @@ impl Inbox {
     }
 }
 
-/// An inbox row as a worker leases it.
+/// An inbox row as a worker leases it: the identity is the lease's; only
+/// the narrow columns come with it, the body is read per item
+/// ([`StoredDelivery::read`]).
 #[derive(Debug)]
 pub(crate) struct InboxRow {
     /// The event type, when the sender said it.
     pub(crate) event_type: Option<String>,
+}
+
+/// A leased row's stored delivery, read in its work transaction's BEGIN
+/// flight.
+#[derive(Debug)]
+pub(crate) struct StoredDelivery {
     /// The raw body as received and verified.
     pub(crate) body: Bytes,
     /// The stored request head (absent for rows written without one, or
     /// with one that no longer parses).
     pub(crate) head: Option<RequestHead>,
+    /// The integrity tag, when the row was written with a key.
+    pub(crate) tag: Option<Vec<u8>>,
+}
+
+impl StoredDelivery {
+    /// Reads the [`InboxRows`] body columns of `row`, from `first`.
+    pub(crate) fn read(row: &Row, first: usize) -> Self {
+        let head: Option<String> = row.get(first + 1);
+        Self {
+            body: row.get::<Option<Vec<u8>>>(first).map(Bytes::from).unwrap_or_default(),
+            head: head.and_then(|h| serde_json::from_str(&h).ok()),
+            tag: row.get(first + 2),
+        }
+    }
 }
 
 /// The inbox as a queue kind: `webhook_events` rows, identified by
@@ -157,18 +268,15 @@ pub(crate) struct InboxRows;
 impl QueueKind for InboxRows {
     const NAME: &'static str = "inbox";
     const TABLE: &'static str = "webhook_events";
+    const BORN: &'static str = "received_at";
     const KEY: &'static [&'static str] = &["scope", "provider", "event_key"];
-    const PAYLOAD_COLUMNS: &'static str = "e.event_type, e.payload, e.request_head::text";
+    const PAYLOAD_COLUMNS: &'static str = "e.event_type";
+    const BODY_COLUMNS: &'static str = "e.payload, e.request_head::text, e.integrity_tag";
     const DONE_SET: &'static str = "response_status = {status}, completed_at = now()";
     type Payload = InboxRow;
 
     fn payload(row: &Row, first: usize) -> InboxRow {
-        let head: Option<String> = row.get(first + 2);
-        InboxRow {
-            event_type: row.get(first),
-            body: row.get::<Option<Vec<u8>>>(first + 1).map(Bytes::from).unwrap_or_default(),
-            head: head.and_then(|h| serde_json::from_str(&h).ok()),
-        }
+        InboxRow { event_type: row.get(first) }
     }
 }
 

@@ -17,6 +17,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (4, include_str!("../../sql/004_hot_updates.sql")),
     (5, include_str!("../../sql/005_retention_index.sql")),
     (6, include_str!("../../sql/006_outbox.sql")),
+    (7, include_str!("../../sql/007_budgets_and_tags.sql")),
 ];
 
 /// The newest migration version this crate's statements need.

@@ -206,6 +206,7 @@ pub(crate) struct OutboxRows;
 impl QueueKind for OutboxRows {
     const NAME: &'static str = queue::OUTBOX;
     const TABLE: &'static str = "webhook_outbox";
+    const BORN: &'static str = "created_at";
     const KEY: &'static [&'static str] = &["scope", "provider", "event_key", "effect", "ordinal:integer"];
     const DUE_STATES: &'static str = "'pending', 'uncertain'";
     const FILTER_COLUMN: Option<&'static str> = Some("effect");

@@ -52,6 +52,9 @@ pub(crate) trait QueueKind: Send + Sync + 'static {
     /// `provider`, `event_key`; text unless written `name:type`
     /// (`ordinal:integer`), which the statements cast to and from text.
     const KEY: &'static [&'static str];
+    /// The column a row's retry budget runs from unless `retry_from` is set
+    /// (when the row arrived).
+    const BORN: &'static str;
     /// The states a row is due in at its `run_at` (SQL list).
     const DUE_STATES: &'static str = "'pending'";
     /// The column a worker's `only` list filters on (the outbox's `effect`),
@@ -61,6 +64,12 @@ pub(crate) trait QueueKind: Send + Sync + 'static {
     /// token (SQL over the table alias `e`; `{schema}` stands for the
     /// schema).
     const PAYLOAD_COLUMNS: &'static str;
+    /// The kind's large columns (SQL over the table alias `e`), read per item
+    /// in the BEGIN flight of its work transaction
+    /// ([`WorkTx::read`]) instead of by the lease: one statement leasing n
+    /// rows never carries n payloads, and a payload too slow to read fails
+    /// its own item only (counted as an attempt). Empty: none.
+    const BODY_COLUMNS: &'static str = "";
     /// The `SET` items of the fenced completion besides the state and the
     /// lease; `{status}` stands for the handler's status parameter
     /// (smallint).
@@ -178,6 +187,14 @@ pub(crate) struct Buried {
     pub(crate) filter: Option<String>,
 }
 
+/// How long a row keeps being retried: at most `max_attempts` runs, and not
+/// past `retry_for` after it arrived (or was requeued).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    pub(crate) max_attempts: u32,
+    pub(crate) retry_for: Duration,
+}
+
 /// Where a failed row went: see [`TableQueue::retry_later`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AfterFailure {
@@ -185,6 +202,8 @@ pub(crate) enum AfterFailure {
     Retry,
     /// `dead`: past the maximum attempts, kept for an operator.
     Dead,
+    /// `dead`: its retry budget (`retry_for` since it arrived) is spent.
+    Expired,
     /// The lease was no longer this worker's: nothing changed.
     LeaseLost,
 }
@@ -230,6 +249,9 @@ impl KeySql {
 /// The statements of one kind's queue, with the schema spliced in once.
 struct QueueSql {
     lease: String,
+    /// The work transaction's first statement, after BEGIN: its `now()`,
+    /// and the kind's body columns when it has some.
+    begin_read: String,
     heartbeat: String,
     complete: String,
     retry_later: String,
@@ -248,18 +270,27 @@ impl QueueSql {
             .map_or("$6::text[] IS NULL".to_owned(), |c| format!("($6::text[] IS NULL OR {c} = ANY($6))"));
         let filter = format!("($3::text IS NULL OR provider = $3) AND ($4::text IS NULL OR scope = $4) AND {only}");
         let n = |i: usize| format!("${}", k + 1 + i);
+        let born = K::BORN;
+        // The end of a row's retry budget, `secs` seconds after it arrived (or
+        // was requeued).
+        let deadline = |secs: &str| format!("coalesce(retry_from, {born}) + make_interval(secs => {secs})");
         Self {
             // One locking subquery per partial index (`run_at`, `locked_until`), so
             // neither scans the table; at most 2 x $2 rows are locked for the
             // statement and $2 leased. $1 lease seconds, $2 limit, $3 provider,
-            // $4 scope, $5 max attempts, $6 the `only` list (text[]).
+            // $4 scope, $5 max attempts, $6 the `only` list (text[]), $7 the retry
+            // budget in seconds. Only identities, attempts, tokens and the kind's
+            // narrow columns come back: a kind reads its large columns per item
+            // (the inbox: in the item's BEGIN flight), so one slow payload never
+            // stalls the lease of every row behind it.
             lease: format!(
                 "WITH pending AS (
-                     SELECT {cols}, state, attempts, run_at AS at FROM {t}
+                     SELECT {cols}, state, attempts, run_at AS at, false AS spent FROM {t}
                      WHERE state IN ({due_states}) AND run_at <= now() AND {filter}
                      ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED),
                  expired AS (
-                     SELECT {cols}, state, attempts, locked_until AS at FROM {t}
+                     SELECT {cols}, state, attempts, locked_until AS at,
+                            (attempts >= $5 OR {expired_deadline} <= now()) AS spent FROM {t}
                      WHERE state = 'running' AND locked_until < now() AND {filter}
                      ORDER BY locked_until LIMIT $2 FOR UPDATE SKIP LOCKED),
                  due AS (
@@ -269,13 +300,13 @@ impl QueueSql {
                             last_failed_at = now(),
                             last_error = 'the worker lost its lease on the last allowed attempt (crashed or killed)'
                      FROM due
-                     WHERE ({e_cols}) = ({due_cols}) AND due.state = 'running' AND due.attempts >= $5
+                     WHERE ({e_cols}) = ({due_cols}) AND due.spent
                      RETURNING e.provider, e.event_key, {filter_value} AS filter),
                  leased AS (
                      UPDATE {t} e SET state = 'running', attempts = e.attempts + 1, run_at = NULL,
                             locked_until = now() + make_interval(secs => $1), lease_token = gen_random_uuid()
                      FROM due
-                     WHERE ({e_cols}) = ({due_cols}) AND NOT (due.state = 'running' AND due.attempts >= $5)
+                     WHERE ({e_cols}) = ({due_cols}) AND NOT due.spent
                      RETURNING {returned}, e.attempts, e.lease_token::text, {payload})
                  -- At least one row: the buried rows' providers, keys and filter values ride
                  -- along, so the runtime can count and log them; without a leased row the
@@ -286,7 +317,19 @@ impl QueueSql {
                      LEFT JOIN leased ON true",
                 payload = K::PAYLOAD_COLUMNS.replace("{schema}", schema),
                 filter_value = K::FILTER_COLUMN.map_or("NULL::text".to_owned(), |c| format!("e.{c}")),
+                expired_deadline = deadline("$7"),
             ),
+            // `mine` is false (and the columns NULL) when the lease is no longer
+            // this worker's.
+            begin_read: if K::BODY_COLUMNS.is_empty() {
+                "SELECT now()".to_owned()
+            } else {
+                format!(
+                    "SELECT now(), e.lease_token IS NOT NULL AS mine, {body}
+                       FROM (SELECT 1) one LEFT JOIN {t} e ON {pk} AND {fence}",
+                    body = K::BODY_COLUMNS
+                )
+            },
             heartbeat: format!(
                 "UPDATE {t} SET locked_until = now() + make_interval(secs => {}) WHERE {pk} AND {fence} RETURNING 1",
                 n(1)
@@ -301,12 +344,17 @@ impl QueueSql {
                 K::DONE_SET.replace("{status}", &n(1)),
                 n(2)
             ),
+            // Dead past the maximum attempts or once the budget is spent; else due
+            // after the delay, never past the budget's end (the last run is at it).
             retry_later: format!(
-                "UPDATE {t} SET state = CASE WHEN attempts >= {max} THEN 'dead' ELSE {again} END,
-                        run_at = CASE WHEN attempts >= {max} THEN NULL ELSE now() + make_interval(secs => {delay}) END,
+                "UPDATE {t} SET state = CASE WHEN {spent} THEN 'dead' ELSE {again} END,
+                        run_at = CASE WHEN {spent} THEN NULL
+                                      ELSE least(now() + make_interval(secs => {delay}), {end}) END,
                         last_error = {error}, response_status = {status},
                         last_failed_at = now(), locked_until = NULL, lease_token = NULL
-                 WHERE {pk} AND {fence} RETURNING state",
+                 WHERE {pk} AND {fence} RETURNING state, attempts >= {max}",
+                spent = format!("(attempts >= {max} OR {} <= now())", deadline(&n(6)), max = n(1)),
+                end = deadline(&n(6)),
                 max = n(1),
                 delay = n(2),
                 error = n(3),
@@ -328,6 +376,9 @@ impl QueueSql {
         }
     }
 }
+
+/// The first body column of [`WorkTx::read`]'s row.
+pub(crate) const BODY_FIRST: usize = 2;
 
 /// The channel a kind's producers notify on, per schema: a digest of the
 /// schema's name, so that any valid schema name (up to 63 bytes) gives a
@@ -384,7 +435,8 @@ impl<K: QueueKind> TableQueue<K> {
 
     /// Leases up to `limit` due rows for `lease` (optionally of one provider
     /// and scope): each becomes `running` with `attempts + 1` and a fresh
-    /// lease token. A row whose lease expired after run `max_attempts` is
+    /// lease token. A row whose lease expired after run `max_attempts`, or
+    /// after its retry budget (`retry_for` since it arrived) was spent, is
     /// buried as `dead`. Rows other workers are leasing are skipped.
     ///
     /// # Errors
@@ -396,15 +448,16 @@ impl<K: QueueKind> TableQueue<K> {
         provider: Option<&str>,
         scope: Option<&str>,
         only: Option<&[String]>,
-        max_attempts: u32,
+        budget: Budget,
     ) -> Result<Leases<K::Payload>, StoreError> {
         let params = [
             Param::F64(lease.as_secs_f64()),
             Param::I64(i64::try_from(limit).unwrap_or(i64::MAX)),
             Param::OptText(provider),
             Param::OptText(scope),
-            Param::I32(i32::try_from(max_attempts).unwrap_or(i32::MAX)),
+            Param::I32(i32::try_from(budget.max_attempts).unwrap_or(i32::MAX)),
             Param::OptTexts(only),
+            Param::F64(budget.retry_for.as_secs_f64()),
         ];
         let rows = self.inner.db.query("lease", &self.inner.sql.lease, &params).await?;
         let k = K::KEY.len();
@@ -449,31 +502,35 @@ impl<K: QueueKind> TableQueue<K> {
         Ok(!self.inner.db.query("heartbeat", &self.inner.sql.heartbeat, &params).await?.is_empty())
     }
 
-    /// Puts a failed row back to `pending`, due after `delay`, or `dead` when
-    /// it has run `max_attempts` times; records `error` (never a payload)
-    /// and the handler's `status`. Fenced by the lease.
+    /// Puts a failed row back to `pending`, due after `delay` but never past
+    /// the end of its retry budget (`retry_for` after it arrived), or `dead`
+    /// when it has run `max_attempts` times or the budget is spent; records
+    /// `error` (never a payload) and the handler's `status`. Fenced by the
+    /// lease.
     ///
     /// # Errors
     /// [`StoreError`] when the database is unavailable.
     pub(crate) async fn retry_later(
         &self,
         leased: &Leased<K::Payload>,
-        max_attempts: u32,
+        budget: Budget,
         delay: Duration,
         error: &str,
         status: Option<u16>,
     ) -> Result<AfterFailure, StoreError> {
         let mut params = leased.fence();
         params.extend([
-            Param::I32(i32::try_from(max_attempts).unwrap_or(i32::MAX)),
+            Param::I32(i32::try_from(budget.max_attempts).unwrap_or(i32::MAX)),
             Param::F64(delay.as_secs_f64()),
             Param::Text(error),
             Param::OptI16(status.map(|s| i16::try_from(s).unwrap_or(i16::MAX))),
             Param::Text(K::retry_state(leased.payload())),
+            Param::F64(budget.retry_for.as_secs_f64()),
         ]);
         let rows = self.inner.db.query("retry later", &self.inner.sql.retry_later, &params).await?;
-        Ok(match rows.first().map(|r| r.get::<&str>(0)) {
-            Some("dead") => AfterFailure::Dead,
+        Ok(match rows.first().map(|r| (r.get::<&str>(0), r.get::<bool>(1))) {
+            Some(("dead", true)) => AfterFailure::Dead,
+            Some(("dead", false)) => AfterFailure::Expired,
             Some(_) => AfterFailure::Retry,
             None => AfterFailure::LeaseLost,
         })
@@ -518,20 +575,30 @@ impl<K: QueueKind> TableQueue<K> {
     }
 
     /// Opens the transaction a leased row's work runs in (READ COMMITTED):
-    /// `BEGIN` and the transaction's `now()` in one flight, so the completion
-    /// matches only inside this very transaction.
+    /// `BEGIN`, the transaction's `now()` (so the completion matches only
+    /// inside this very transaction) and the kind's
+    /// [`BODY_COLUMNS`](QueueKind::BODY_COLUMNS) in one flight, within the
+    /// database timeout: no round trip more than a bare BEGIN.
     ///
     /// # Errors
-    /// [`StoreError`] when no connection can be had or `BEGIN` fails.
+    /// [`StoreError`] when no connection can be had, `BEGIN` fails, or the
+    /// flight (the body read included) outlasts the database timeout.
     pub(crate) async fn begin(&self, leased: &Leased<K::Payload>) -> Result<WorkTx<K>, StoreError> {
-        let step = "begin the work's transaction";
+        let step = if K::BODY_COLUMNS.is_empty() {
+            "begin the work's transaction"
+        } else {
+            "begin the work's transaction and read the stored item"
+        };
         let conn = self.inner.db.connect(step).await?;
         let begin = "BEGIN ISOLATION LEVEL READ COMMITTED";
-        let (tx, rows) = conn.begin(begin, "SELECT now()", &[]).await.map_err(|e| self.inner.db.error(&e, step))?;
+        let params = if K::BODY_COLUMNS.is_empty() { Vec::new() } else { leased.fence() };
+        let (tx, mut rows) =
+            conn.begin(begin, &self.inner.sql.begin_read, &params).await.map_err(|e| self.inner.db.error(&e, step))?;
         let started: SystemTime = rows[0].get(0);
+        let read = if K::BODY_COLUMNS.is_empty() { None } else { rows.pop().filter(|r| r.get::<bool>(1)) };
         let event = crate::event::ScopedEvent::new(leased.provider(), leased.scope(), leased.event_key());
         let tx = WebhookTx::new(tx, event, Arc::clone(&self.inner.tables));
-        Ok(WorkTx { tx, leased: leased.clone(), queue: self.clone(), started })
+        Ok(WorkTx { tx, leased: leased.clone(), queue: self.clone(), started, read })
     }
 }
 
@@ -545,6 +612,9 @@ pub(crate) struct WorkTx<K: QueueKind> {
     queue: TableQueue<K>,
     /// The work transaction's `now()`: the completion checks it runs there.
     started: SystemTime,
+    /// The kind's body columns, read in the BEGIN flight while the lease was
+    /// still this worker's.
+    read: Option<Row>,
 }
 
 /// Why [`WorkTx::complete`] did not commit.
@@ -576,6 +646,13 @@ impl fmt::Display for Incomplete {
 }
 
 impl<K: QueueKind> WorkTx<K> {
+    /// The row the BEGIN flight read, its [`BODY_COLUMNS`](QueueKind::BODY_COLUMNS)
+    /// from column [`BODY_FIRST`]; `None` when the kind has none, or when the
+    /// lease was no longer this worker's by then.
+    pub(crate) fn read(&self) -> Option<&Row> {
+        self.read.as_ref()
+    }
+
     /// The transaction handle for the work (the handler's `WebhookTx`).
     pub(crate) fn tx(&self) -> WebhookTx {
         self.tx.clone()
@@ -628,6 +705,11 @@ mod tests {
     use crate::store::testing as db;
     use crate::worker::RetryPolicy;
 
+    /// `max_attempts` runs within a day.
+    fn budget(max_attempts: u32) -> Budget {
+        Budget { max_attempts, retry_for: Duration::from_secs(86_400) }
+    }
+
     /// The inbox queue on a fresh database with `keys` accepted as pending.
     async fn inbox_with(keys: &[String], pool_size: usize) -> (TableQueue<InboxRows>, deadpool_postgres::Pool) {
         let pool = db::fresh(pool_size).await;
@@ -654,8 +736,11 @@ mod tests {
                     barrier.wait().await;
                     let mut mine = Vec::new();
                     loop {
-                        let rows =
-                            queue.lease(3, Duration::from_secs(60), None, None, None, u32::MAX).await.unwrap().leased;
+                        let rows = queue
+                            .lease(3, Duration::from_secs(60), None, None, None, budget(u32::MAX))
+                            .await
+                            .unwrap()
+                            .leased;
                         if rows.is_empty() {
                             break mine;
                         }
@@ -677,7 +762,7 @@ mod tests {
     #[tokio::test]
     async fn a_row_whose_last_allowed_lease_expired_is_buried_and_reported() {
         let (queue, pool) = inbox_with(&["evt_crashes".to_owned(), "evt_fine".to_owned()], 4).await;
-        let first = queue.lease(2, Duration::from_secs(60), None, None, None, 1).await.unwrap();
+        let first = queue.lease(2, Duration::from_secs(60), None, None, None, budget(1)).await.unwrap();
         assert_eq!((first.leased.len(), first.buried.len()), (2, 0));
         // The worker holding evt_crashes died: its lease is past.
         pool.get()
@@ -689,7 +774,7 @@ mod tests {
             )
             .await
             .unwrap();
-        let next = queue.lease(2, Duration::from_secs(60), None, None, None, 1).await.unwrap();
+        let next = queue.lease(2, Duration::from_secs(60), None, None, None, budget(1)).await.unwrap();
         assert!(next.leased.is_empty(), "its one allowed run is spent");
         let buried: Vec<_> =
             next.buried.iter().map(|b| (b.provider.as_str(), b.key.as_str(), b.filter.clone())).collect();
@@ -700,7 +785,7 @@ mod tests {
         )
         .await;
         assert_eq!(state, 1.0);
-        let nothing = queue.lease(2, Duration::from_secs(60), None, None, None, 1).await.unwrap();
+        let nothing = queue.lease(2, Duration::from_secs(60), None, None, None, budget(1)).await.unwrap();
         assert!(nothing.leased.is_empty() && nothing.buried.is_empty(), "buried once");
     }
 
@@ -708,11 +793,11 @@ mod tests {
     async fn a_failed_run_is_due_again_within_the_backoff_ceiling() {
         let (queue, pool) = inbox_with(&["evt_backoff".to_owned()], 4).await;
         let leased =
-            queue.lease(1, Duration::from_secs(60), None, None, None, u32::MAX).await.unwrap().leased.remove(0);
-        let policy = RetryPolicy { base: Duration::from_secs(10), cap: Duration::from_secs(60), max_attempts: 5 };
+            queue.lease(1, Duration::from_secs(60), None, None, None, budget(u32::MAX)).await.unwrap().leased.remove(0);
+        let policy = RetryPolicy::attempts(Duration::from_secs(10), Duration::from_secs(60), 5);
         let delay = policy.delay(leased.attempt());
         assert!(delay <= policy.ceiling(1) && policy.ceiling(1) == Duration::from_secs(10));
-        assert_eq!(queue.retry_later(&leased, 5, delay, "boom", Some(503)).await.unwrap(), AfterFailure::Retry);
+        assert_eq!(queue.retry_later(&leased, budget(5), delay, "boom", Some(503)).await.unwrap(), AfterFailure::Retry);
         let wait = db::scalar_f64(
             &pool,
             "SELECT extract(epoch FROM run_at - last_failed_at)::float8 FROM webhook_idempotency.webhook_events
@@ -726,7 +811,7 @@ mod tests {
         // Not due yet (unless the jitter drew ~0): nothing to lease before run_at.
         if delay > Duration::from_millis(500) {
             assert!(queue
-                .lease(1, Duration::from_secs(60), None, None, None, u32::MAX)
+                .lease(1, Duration::from_secs(60), None, None, None, budget(u32::MAX))
                 .await
                 .unwrap()
                 .leased

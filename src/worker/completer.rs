@@ -1,7 +1,7 @@
 //! The completer: ends each run. A successful run has already committed
 //! its `done` inside the work's transaction (fenced by the lease token); a
 //! failed one is put back to `pending` at a backoff with full jitter, or
-//! buried as `dead` past the maximum attempts, fenced by the token too, so
+//! buried as `dead` once its retry budget is spent, fenced by the token too, so
 //! a worker whose lease was taken over changes nothing.
 
 use std::time::Instant;
@@ -56,9 +56,20 @@ pub(crate) async fn finish<K: QueueKind>(
         },
         Outcome::Failed { error, status } => {
             let delay = settings.retry.delay(item.attempt());
-            match queue.retry_later(item, settings.retry.max_attempts, delay, &error, status).await {
+            let retry = &settings.retry;
+            match queue.retry_later(item, retry.budget(), delay, &error, status).await {
                 Ok(AfterFailure::Dead) => {
                     tracing::error!(outcome = "dead", error, "{} item dead after its last attempt", K::NAME);
+                    "dead"
+                }
+                Ok(AfterFailure::Expired) => {
+                    tracing::error!(
+                        outcome = "dead",
+                        error,
+                        retry_for = ?retry.retry_for,
+                        "{} item dead: its retry budget is spent",
+                        K::NAME
+                    );
                     "dead"
                 }
                 Ok(AfterFailure::Retry) => {

@@ -3,12 +3,12 @@
 //! The shape is River's: a **producer** leases at most as many due items as
 //! it has free slots (one `UPDATE ... WHERE ... IN (SELECT ... FOR UPDATE
 //! SKIP LOCKED LIMIT n) RETURNING`, a lease deadline and a fresh token per
-//! row); an **executor** runs each item under a heartbeat that renews its
+//! row; a kind's large columns are read per item, not by the lease); an **executor** runs each item under a heartbeat that renews its
 //! lease every third of it, with the user's code in a task of its own (a
 //! panic is a failed run) bounded by the handler timeout; a **completer**
 //! ends every item fenced by its token (done inside the work's own
-//! transaction, retried at a backoff with full jitter, dead past the maximum
-//! attempts, or left to whoever took the lease over); a **notifier** wakes
+//! transaction, retried at a backoff with full jitter, dead once the retry
+//! budget of [`RetryPolicy`] is spent, or left to whoever took the lease over); a **notifier** wakes
 //! the producer by `LISTEN` (with reconnect), polling being the fallback so
 //! a lost notification costs at most one poll interval; and **graceful
 //! shutdown** stops leasing, lets work in hand finish for a bound, then
@@ -95,10 +95,70 @@ pub(crate) trait Work: Clone + Send + 'static {
 
 type ListenFn = Arc<dyn Fn(Arc<Notify>, String) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
+/// What a worker's [`provider`](WorkerBuilder::provider) filter is given: a
+/// [`Provider`](crate::Provider) (its name, as the layer stores it), or a
+/// name, which [`WorkerBuilder::build`] checks against the compiled presets
+/// ([`providers::REGISTRY`](crate::providers::REGISTRY)). A provider of your
+/// own by name: [`WorkerBuilder::custom_provider`].
+#[derive(Debug, Clone)]
+pub struct ProviderName {
+    name: String,
+    checked: bool,
+}
+
+impl From<&crate::Provider> for ProviderName {
+    fn from(provider: &crate::Provider) -> Self {
+        Self { name: provider.name().to_owned(), checked: false }
+    }
+}
+
+impl From<crate::Provider> for ProviderName {
+    fn from(provider: crate::Provider) -> Self {
+        Self::from(&provider)
+    }
+}
+
+impl From<&str> for ProviderName {
+    fn from(name: &str) -> Self {
+        Self { name: name.to_owned(), checked: true }
+    }
+}
+
+impl From<String> for ProviderName {
+    fn from(name: String) -> Self {
+        Self { name, checked: true }
+    }
+}
+
+/// Refuses a provider name given as text that no compiled preset has (a
+/// worker filtering on it would lease nothing, silently, for ever).
+fn check_provider(name: &str) -> Result<(), ConfigError> {
+    let presets = crate::providers::REGISTRY;
+    if presets.iter().any(|p| p.name == name) {
+        return Ok(());
+    }
+    let hint = presets
+        .iter()
+        .find(|p| p.name.eq_ignore_ascii_case(name))
+        .map(|p| format!(" (did you mean \"{}\"?)", p.name))
+        .unwrap_or_default();
+    Err(ConfigError::of(
+        ConfigErrorKind::InvalidName,
+        format!(
+            "the worker's provider \"{name}\" is no compiled preset{hint}: rows are stored under the layer's \
+             provider name, so this worker would lease nothing. Give it the layer's `Provider` \
+             (`.provider(Provider::github())`), enable the preset's feature, or use `.custom_provider(name)` \
+             for a provider of your own"
+        ),
+    ))
+}
+
 /// The runtime's settings, common to every kind of work.
 #[derive(Clone)]
 pub(crate) struct Settings {
     pub(crate) provider: Option<String>,
+    /// Whether `provider` was given as a preset's name (checked at build).
+    pub(crate) provider_checked: bool,
     pub(crate) scope: Option<String>,
     pub(crate) concurrency: usize,
     pub(crate) batch_size: Option<usize>,
@@ -117,6 +177,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             provider: None,
+            provider_checked: false,
             scope: None,
             concurrency: 4,
             batch_size: None,
@@ -162,15 +223,35 @@ impl<W> WorkerBuilder<W> {
         Self { store, work, settings: Settings::default() }
     }
 
+    /// The kind's own work, for its builder's settings.
+    pub(crate) fn work_mut(&mut self) -> &mut W {
+        &mut self.work
+    }
+
     /// Leases only rows whose kind's filter column is one of `names`.
     pub(crate) fn only(mut self, names: Vec<String>) -> Self {
         self.settings.only = Some(names);
         self
     }
 
-    /// Only rows of this provider (default: all).
-    pub fn provider(mut self, provider: impl Into<String>) -> Self {
-        self.settings.provider = Some(provider.into());
+    /// Only rows of this provider (default: all): the layer's [`Provider`](crate::Provider)
+    /// (`.provider(Provider::github())`, or `&provider`), or a compiled
+    /// preset's name (`"github"`; [`build`](Self::build) refuses a name no
+    /// preset has, `"GitHub"` say, which would lease nothing for ever).
+    pub fn provider(mut self, provider: impl Into<ProviderName>) -> Self {
+        let ProviderName { name, checked } = provider.into();
+        self.settings.provider = Some(name);
+        self.settings.provider_checked = checked;
+        self
+    }
+
+    /// Only rows of the provider named `name`, a provider of your own (built
+    /// with [`Provider::new`](crate::Provider::new)): not checked against the
+    /// presets. Prefer [`provider`](Self::provider) with the layer's
+    /// `Provider`, which cannot be misspelt.
+    pub fn custom_provider(mut self, name: impl Into<String>) -> Self {
+        self.settings.provider = Some(name.into());
+        self.settings.provider_checked = false;
         self
     }
 
@@ -220,7 +301,8 @@ impl<W> WorkerBuilder<W> {
         self
     }
 
-    /// The retry policy for failed runs.
+    /// The retry policy for failed runs (default: retry for up to 3 days,
+    /// backoff capped at 1 h; see [`RetryPolicy`]).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.settings.retry = policy;
         self
@@ -247,10 +329,16 @@ impl<W> WorkerBuilder<W> {
     /// Checks the settings and builds the worker.
     ///
     /// # Errors
-    /// [`ConfigError`] for an invalid schema name, a concurrency or batch of
-    /// 0, a lease under 1 s, or a retry policy of 0 attempts.
+    /// [`ConfigError`] for a provider name given as text that no compiled
+    /// preset has ([`InvalidName`](ConfigErrorKind::InvalidName); the
+    /// message says what to use instead), an invalid schema name, a concurrency or batch of
+    /// 0, a lease under 1 s, or a retry policy of 0 attempts or a zero
+    /// `retry_for`.
     pub fn build(self) -> Result<Worker<W>, ConfigError> {
         let s = &self.settings;
+        if let (Some(name), true) = (&s.provider, s.provider_checked) {
+            check_provider(name)?;
+        }
         if s.concurrency == 0 || s.batch_size == Some(0) {
             return Err(ConfigError::of(
                 ConfigErrorKind::InvalidLimit,
@@ -262,6 +350,9 @@ impl<W> WorkerBuilder<W> {
         }
         if s.retry.max_attempts == 0 {
             return Err(ConfigError::of(ConfigErrorKind::InvalidLimit, "the retry policy needs at least 1 attempt"));
+        }
+        if s.retry.retry_for.is_zero() {
+            return Err(ConfigError::of(ConfigErrorKind::InvalidLimit, "the retry policy's retry_for must be above 0"));
         }
         let (db, schema) = self.store.open()?;
         let schema = schema.to_owned();

@@ -26,6 +26,18 @@ pub(crate) async fn run<W: Work>(
     settings: Arc<Settings>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
+    let kind = <W::Kind as QueueKind>::NAME;
+    let serves = |filter: &Option<String>| filter.clone().unwrap_or_else(|| "(all)".to_owned());
+    let only = settings.only.as_ref().map(|o| o.join(",")).unwrap_or_else(|| "(all)".to_owned());
+    tracing::info!(
+        kind,
+        provider = serves(&settings.provider),
+        scope = serves(&settings.scope),
+        only,
+        concurrency = settings.concurrency,
+        retry_for = ?settings.retry.retry_for,
+        "{kind} worker started"
+    );
     let notify = Arc::new(Notify::new());
     let listener =
         settings.listen.as_ref().map(|listen| tokio::spawn(listen(Arc::clone(&notify), queue.channel().to_owned())));
@@ -41,7 +53,7 @@ pub(crate) async fn run<W: Work>(
         if free > 0 {
             let (provider, scope) = (settings.provider.as_deref(), settings.scope.as_deref());
             let only = settings.only.as_deref();
-            match queue.lease(free, settings.lease, provider, scope, only, settings.retry.max_attempts).await {
+            match queue.lease(free, settings.lease, provider, scope, only, settings.retry.budget()).await {
                 Ok(leases) => {
                     completer::buried::<W::Kind>(&leases.buried);
                     let rows = leases.leased;
@@ -91,6 +103,12 @@ pub(crate) async fn run<W: Work>(
     for row in unfinished {
         completer::release(&queue, &row).await;
     }
+    tracing::info!(
+        kind,
+        provider = serves(&settings.provider),
+        scope = serves(&settings.scope),
+        "{kind} worker stopped"
+    );
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -14,7 +14,8 @@ use tokio::sync::{oneshot, Notify};
 use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
 use webhook_idempotency::store::admin::{Admin, Filter};
 use webhook_idempotency::store::inbox::Inbox;
-use webhook_idempotency::{Mode, WebhookEvent, WebhookTx};
+use webhook_idempotency::store::inbox::IntegrityKey;
+use webhook_idempotency::{Mode, Provider, WebhookEvent, WebhookTx};
 
 /// The webhook app in inbox mode: the layer stores, nothing else runs.
 pub(crate) fn accepting_app(pool: deadpool_postgres::Pool) -> Router {
@@ -251,7 +252,7 @@ async fn a_poison_event_goes_dead_after_its_attempts_with_backoff_and_others_flo
             }),
         )
     };
-    let policy = RetryPolicy { base: Duration::from_millis(100), cap: Duration::from_millis(400), max_attempts: 3 };
+    let policy = RetryPolicy::attempts(Duration::from_millis(100), Duration::from_millis(400), 3);
     let (stop, task) = spawn_worker(fast(db.pool(4), handlers).retry(policy).build().unwrap());
     assert_eq!(accept(&app, "evt_poison").await.0, StatusCode::OK);
     for i in 0..5 {
@@ -364,7 +365,7 @@ fn chaos_worker(pool: deadpool_postgres::Pool) -> InboxWorker<Router> {
         .concurrency(4)
         .lease(Duration::from_secs(2))
         .poll_interval(Duration::from_millis(100))
-        .retry(RetryPolicy { base: Duration::from_millis(50), cap: Duration::from_millis(200), max_attempts: 3 })
+        .retry(RetryPolicy::attempts(Duration::from_millis(50), Duration::from_millis(200), 3))
         .build()
         .unwrap()
 }
@@ -455,7 +456,7 @@ async fn a_worker_given_the_layered_router_says_so() {
     assert_eq!(accept(&layered, "evt_layered").await.0, StatusCode::OK);
     let worker = InboxWorker::builder(db.pool(4), layered)
         .poll_interval(Duration::from_millis(50))
-        .retry(RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(10), max_attempts: 1 })
+        .retry(RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(10), 1))
         .build()
         .unwrap();
     let (stop, task) = spawn_worker(worker);
@@ -533,4 +534,341 @@ async fn a_heartbeat_behind_a_slow_commit_does_not_cancel_it() {
     assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_events WHERE attempts > 1").await, 0);
     assert_eq!(logs.lines_with(&["lease taken over"]), Vec::<String>::new());
     assert_eq!(logs.lines_with(&["closing a connection"]), Vec::<String>::new(), "no commit was cut off");
+}
+
+/// The default retry budget is a duration, days long: the sender got its 2xx
+/// and will not retry (Stripe itself retries for 3 days).
+#[test]
+fn the_default_retry_budget_is_three_days_with_an_hour_cap() {
+    let policy = RetryPolicy::default();
+    assert_eq!(policy.retry_for, Duration::from_secs(3 * 24 * 3600));
+    assert_eq!(policy.cap, Duration::from_secs(3600));
+    assert!(policy.max_attempts >= 180, "the count bound does not cut the 3 days short: {}", policy.max_attempts);
+}
+
+#[tokio::test]
+async fn an_outage_shorter_than_the_retry_budget_loses_nothing() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    // The business insert fails for every row until the constraint goes (a
+    // NOT VALID check still applies to new rows).
+    db.execute("ALTER TABLE effects ADD CONSTRAINT outage CHECK (false) NOT VALID").await;
+    let policy = RetryPolicy::retry_for(Duration::from_secs(20))
+        .with_backoff(Duration::from_millis(20), Duration::from_millis(500));
+    let (stop, task) = spawn_worker(fast(db.pool(8), effect_router()).retry(policy).build().unwrap());
+    let started = Instant::now();
+    for i in 0..20 {
+        assert_eq!(accept(&app, &format!("evt_outage{i}")).await.0, StatusCode::OK);
+    }
+    let failing = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE attempts >= 3 AND state <> 'dead'";
+    assert!(
+        eventually(Duration::from_secs(15), || async { db.scalar(failing).await == 20 }).await,
+        "every event failed several times during the outage"
+    );
+    // The outage lasts 5 s (a quarter of the budget), then ends.
+    tokio::time::sleep_until((started + Duration::from_secs(5)).into()).await;
+    db.execute("ALTER TABLE effects DROP CONSTRAINT outage").await;
+    assert!(
+        eventually(Duration::from_secs(20), || async { db.effects().await == 20 }).await,
+        "all 20 ran after the outage"
+    );
+    let _ = stop.send(());
+    task.await.unwrap();
+    let dead = db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = 'dead'").await;
+    assert_eq!(dead, 0, "nothing lost to an outage shorter than the budget");
+    for i in 0..20 {
+        assert_eq!(db.effects_for(&format!("evt_outage{i}")).await, 1);
+    }
+}
+
+#[tokio::test]
+async fn a_row_failing_past_its_retry_budget_is_dead_with_the_reason() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    db.execute("ALTER TABLE effects ADD CONSTRAINT outage CHECK (event_key <> 'evt_forever') NOT VALID").await;
+    let budget = Duration::from_secs(3);
+    let policy = RetryPolicy::retry_for(budget).with_backoff(Duration::from_millis(20), Duration::from_millis(400));
+    let (logs, _guard) = Logs::capture();
+    let (stop, task) = spawn_worker(fast(db.pool(8), effect_router()).retry(policy).build().unwrap());
+    assert_eq!(accept(&app, "evt_forever").await.0, StatusCode::OK);
+    assert_eq!(accept(&app, "evt_fine").await.0, StatusCode::OK);
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            db.event_row("evt_forever").await.map(|r| r.0) == Some("dead".into())
+        })
+        .await
+    );
+    assert_eq!(db.effects_for("evt_fine").await, 1, "the other event flowed");
+    let _ = stop.send(());
+    task.await.unwrap();
+    // Dead at the budget's end, not before: the last run was at most at it.
+    let lived = db
+        .scalar_f64(
+            "SELECT extract(epoch FROM last_failed_at - received_at)::float8 FROM webhook_idempotency.webhook_events
+              WHERE event_key = 'evt_forever'",
+        )
+        .await;
+    assert!(lived >= budget.as_secs_f64() && lived < budget.as_secs_f64() + 2.0, "dead after {lived} s");
+    let attempts = db.event_row("evt_forever").await.unwrap().1;
+    assert!(attempts >= 4, "retried through the budget: {attempts} runs");
+    assert!(logs.text().contains("retry budget is spent"), "the ERROR line says why");
+}
+
+/// The stored head of a row, as `(name, value)` pairs.
+async fn stored_headers(db: &TestDb, key: &str) -> Vec<(String, String)> {
+    let head: serde_json::Value = serde_json::from_str(
+        &db.scalar_text(&format!(
+            "SELECT request_head::text FROM webhook_idempotency.webhook_events WHERE event_key = '{key}'"
+        ))
+        .await,
+    )
+    .unwrap();
+    serde_json::from_value(head["headers"].clone()).unwrap()
+}
+
+#[tokio::test]
+async fn inbox_mode_stores_a_keep_list_of_headers_and_never_credentials() {
+    let db = TestDb::new().await;
+    let request_id = http::HeaderName::from_static("x-request-id");
+    let layer = github_layer(db.pool.clone()).mode(Mode::Inbox).keep_headers([request_id]).build().unwrap();
+    let app = Router::new().route("/webhooks/github", post(|| async { StatusCode::IM_A_TEAPOT }).layer(layer));
+    let credentials = [
+        ("x-api-key", "key-123"),
+        ("x-auth-token", "tok-123"),
+        ("x-webhook-token", "whtok-123"),
+        ("cf-access-jwt-assertion", "eyJhbGciOi.jwt"),
+        ("x-forwarded-client-cert", "By=spiffe://mesh;Hash=abc"),
+        ("x-amz-security-token", "IQoJb3JpZ2luX2Vj"),
+        ("x-internal-auth", "injected-by-the-proxy"),
+        ("authorization", "Bearer abc"),
+        ("cookie", "session=abc"),
+    ];
+    let mut request = github_request("d-keep-1", br#"{"zen":"keep"}"#.to_vec());
+    for (name, value) in credentials {
+        request.headers_mut().insert(name, value.parse().unwrap());
+    }
+    request.headers_mut().insert("user-agent", "GitHub-Hookshot/abc123".parse().unwrap());
+    request.headers_mut().insert("x-request-id", "req-42".parse().unwrap());
+    assert_eq!(app.clone().oneshot(request).await.unwrap().status(), StatusCode::OK);
+
+    let stored = stored_headers(&db, "d-keep-1").await;
+    let names: std::collections::BTreeSet<&str> = stored.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["content-type", "user-agent", "x-github-delivery", "x-github-event", "x-request-id"].into(),
+        "only the keep-list: the content type, the agent, the preset's headers and the ones asked for"
+    );
+    let all = db.scalar_text("SELECT request_head::text FROM webhook_idempotency.webhook_events").await;
+    for (name, value) in credentials {
+        assert!(!all.contains(name) && !all.contains(value), "{name} is not stored");
+    }
+    assert!(!all.contains("x-hub-signature-256"), "nor the signature");
+
+    // The worker's handler still reads what it needs.
+    let (seen, mut saw) = tokio::sync::mpsc::unbounded_channel::<Vec<(String, String)>>();
+    let handlers = Router::new().route(
+        "/webhooks/github",
+        post(move |headers: http::HeaderMap, tx: WebhookTx, event: WebhookEvent| {
+            let seen = seen.clone();
+            async move {
+                let pairs = headers.iter().map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned())).collect();
+                let _ = seen.send(pairs);
+                apply_effect(tx, event).await
+            }
+        }),
+    );
+    let (stop, task) = spawn_worker(fast(db.pool(4), handlers).provider(Provider::github()).build().unwrap());
+    let headers = saw.recv().await.unwrap();
+    let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+    assert_eq!((get("x-github-event"), get("x-github-delivery")), (Some("push"), Some("d-keep-1")));
+    assert_eq!((get("content-type"), get("x-request-id")), (Some("application/json"), Some("req-42")));
+    assert_eq!(get("x-api-key"), None);
+    assert!(eventually(Duration::from_secs(10), || async { db.effects_for("d-keep-1").await == 1 }).await);
+    let _ = stop.send(());
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn with_an_integrity_key_a_row_forged_in_the_database_is_refused_and_tagged_rows_run() {
+    let db = TestDb::new().await;
+    let key = IntegrityKey::new([7u8; 32]).unwrap();
+    assert!(IntegrityKey::new([7u8; 31]).is_err(), "a short key is refused");
+    let layer = stripe_layer(db.pool.clone()).mode(Mode::Inbox).inbox_integrity_key(key.clone()).build().unwrap();
+    let app = Router::new().route("/webhooks/stripe", post(|| async { StatusCode::IM_A_TEAPOT }).layer(layer));
+    let res = app.clone().oneshot(stripe_request(stripe_body("evt_tagged"))).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    // Written by someone with write access to the table but not the key: a
+    // new row without a tag, and a row with another row's tag.
+    db.execute(
+        "INSERT INTO webhook_idempotency.webhook_events
+                (scope, provider, event_key, state, attempts, payload, request_head, run_at)
+         VALUES ('acct_test', 'stripe', 'evt_forged', 'pending', 0, convert_to('FORGED-PAYLOAD-MARKER', 'UTF8'),
+                 '{\"method\": \"POST\", \"uri\": \"/webhooks/stripe\", \"headers\": []}', now());
+         INSERT INTO webhook_idempotency.webhook_events
+                (scope, provider, event_key, state, attempts, payload, request_head, integrity_tag, run_at)
+         SELECT scope, provider, 'evt_tampered', 'pending', 0, convert_to('TAMPERED-PAYLOAD-MARKER', 'UTF8'),
+                request_head, integrity_tag, now()
+           FROM webhook_idempotency.webhook_events WHERE event_key = 'evt_tagged'",
+    )
+    .await;
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (logs, _guard) = Logs::capture();
+    let worker = fast(db.pool(4), effect_router()).integrity_key(key).build().unwrap();
+    let (stop, task) = spawn_worker(worker);
+    let settled = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state IN ('done', 'dead')";
+    assert!(eventually(Duration::from_secs(10), || async { db.scalar(settled).await == 3 }).await);
+    let _ = stop.send(());
+    task.await.unwrap();
+    assert_eq!(db.event_row("evt_tagged").await.map(|r| r.0), Some("done".into()), "a tagged row runs");
+    assert_eq!(db.effects_for("evt_tagged").await, 1);
+    for (key, reason) in [("evt_forged", "missing"), ("evt_tampered", "mismatch")] {
+        assert_eq!(db.event_row(key).await.map(|r| (r.0, r.1)), Some(("dead".into(), 1)), "{key} not run");
+        assert_eq!(db.effects_for(key).await, 0);
+        let error = db
+            .scalar_text(&format!(
+                "SELECT last_error FROM webhook_idempotency.webhook_events WHERE event_key = '{key}'"
+            ))
+            .await;
+        assert!(error.starts_with(&format!("integrity tag {reason}")), "{key}: {error}");
+    }
+    let text = logs.text();
+    assert_eq!(logs.lines_with(&["ERROR", "integrity tag is"]).len(), 2, "{text}");
+    assert!(!text.contains("PAYLOAD-MARKER"), "no payload in the logs");
+    let refused: f64 = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(k, _, _, _)| k.key().name() == "webhook_inbox_integrity_failures_total")
+        .map(|(_, _, _, v)| match v {
+            metrics_util::debugging::DebugValue::Counter(n) => n as f64,
+            _ => 0.0,
+        })
+        .sum();
+    assert_eq!(refused, 2.0, "counted");
+}
+
+#[tokio::test]
+async fn a_worker_given_a_provider_name_no_preset_has_is_refused_at_build() {
+    let db = TestDb::new().await;
+    let err = InboxWorker::builder(db.pool.clone(), effect_router()).provider("GitHub").build().unwrap_err();
+    assert_eq!(err.kind(), webhook_idempotency::error::ConfigErrorKind::InvalidName);
+    assert!(err.to_string().contains("did you mean \"github\""), "{err}");
+    assert!(InboxWorker::builder(db.pool.clone(), effect_router()).provider("github").build().is_ok());
+    assert!(InboxWorker::builder(db.pool.clone(), effect_router()).provider(Provider::github()).build().is_ok());
+    assert!(InboxWorker::builder(db.pool.clone(), effect_router()).custom_provider("acme").build().is_ok());
+}
+
+#[tokio::test]
+async fn rows_no_running_worker_serves_show_in_the_stats_and_the_gauge() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    let (logs, _guard) = Logs::capture();
+    // The only worker serves GitHub; the Stripe event waits.
+    let (stop_github, github) =
+        spawn_worker(fast(db.pool(4), effect_router()).provider(Provider::github()).build().unwrap());
+    assert_eq!(accept(&app, "evt_unserved").await.0, StatusCode::OK);
+    let admin = Admin::new(db.pool.clone()).unwrap().unserved_after(Duration::from_secs(1));
+    let unserved = || async {
+        let stats = admin.stats().await.unwrap();
+        stats.due.iter().any(|b| b.provider == "stripe" && b.rows == 1 && b.unserved && b.last_run.is_none())
+    };
+    assert!(eventually(Duration::from_secs(10), unserved).await, "the stripe row is reported unserved");
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    {
+        let _local = metrics::set_default_local_recorder(&recorder);
+        admin.sample_gauges().await.unwrap();
+    }
+    let gauge = |snapshot: Vec<(metrics_util::CompositeKey, _, _, metrics_util::debugging::DebugValue)>| {
+        snapshot
+            .into_iter()
+            .find(|(k, _, _, _)| {
+                k.key().name() == "webhook_inbox_unserved_events"
+                    && k.key().labels().any(|l| l.key() == "provider" && l.value() == "stripe")
+            })
+            .map(|(_, _, _, v)| match v {
+                metrics_util::debugging::DebugValue::Gauge(g) => g.into_inner(),
+                _ => -1.0,
+            })
+    };
+    assert_eq!(gauge(snapshotter.snapshot().into_vec()), Some(1.0));
+    // A worker for Stripe serves it; nothing is unserved any more.
+    let (stop_stripe, stripe) =
+        spawn_worker(fast(db.pool(4), effect_router()).provider(Provider::stripe()).build().unwrap());
+    assert!(eventually(Duration::from_secs(10), || async { db.effects_for("evt_unserved").await == 1 }).await);
+    assert!(admin.stats().await.unwrap().due.is_empty());
+    {
+        let _local = metrics::set_default_local_recorder(&recorder);
+        admin.sample_gauges().await.unwrap();
+    }
+    assert_eq!(gauge(snapshotter.snapshot().into_vec()), Some(0.0));
+    for (stop, task) in [(stop_github, github), (stop_stripe, stripe)] {
+        let _ = stop.send(());
+        task.await.unwrap();
+    }
+    // Each worker says what it serves when it starts and stops.
+    for (provider, event) in
+        [("github", "started"), ("stripe", "started"), ("github", "stopped"), ("stripe", "stopped")]
+    {
+        let lines = logs.lines_with(&["INFO", &format!("inbox worker {event}"), &format!("provider=\"{provider}\"")]);
+        assert_eq!(lines.len(), 1, "{provider} {event}: {}", logs.text());
+    }
+}
+
+#[tokio::test]
+async fn large_payloads_on_a_slow_link_fail_on_their_own_and_the_small_event_behind_them_runs() {
+    let db = TestDb::new().await;
+    // Four 12 MiB deliveries, the oldest rows: on a link carrying the server's
+    // replies at 8 MB/s none can be read within the 1 s database timeout
+    // (1.5 s alone), as 22 MiB at 40 MB/s under 2 s with four readers.
+    let huge = 12 * 1024 * 1024;
+    for i in 0..4 {
+        db.execute(&format!(
+            "INSERT INTO webhook_idempotency.webhook_events
+                    (scope, provider, event_key, state, attempts, payload, request_head, received_at, run_at)
+             VALUES ('acct_test', 'stripe', 'evt_huge{i}', 'pending', 0, convert_to(repeat('x', {huge}), 'UTF8'),
+                     '{{\"method\": \"POST\", \"uri\": \"/webhooks/stripe\", \"headers\": []}}',
+                     now() - interval '1 minute', now() - interval '1 minute')"
+        ))
+        .await;
+    }
+    let app = accepting_app(db.pool.clone());
+    assert_eq!(accept(&app, "evt_small").await.0, StatusCode::OK);
+    let proxy = Proxy::start_throttled(admin_config().get_ports()[0], 8_000_000).await;
+    let via_proxy = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
+    let policy = RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(50), 3);
+    // Four workers, one item each, restarted onto the backlog.
+    let workers = Tasks::spawn(4, |shutdown| {
+        let store = StoreConfig::new(pool(via_proxy.parse().unwrap(), 4)).database_timeout(Duration::from_secs(1));
+        let worker = fast(store, effect_router()).concurrency(1).retry(policy).build().unwrap();
+        worker.run(shutdown)
+    });
+    let started = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(20), || async { db.effects_for("evt_small").await == 1 }).await,
+        "the small event ran"
+    );
+    let small_ran = started.elapsed();
+    let dead = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = 'dead'";
+    assert!(db.scalar(dead).await < 4, "it ran while the large ones were still being tried ({small_ran:?})");
+    assert!(
+        eventually(Duration::from_secs(60), || async { db.scalar(dead).await == 4 }).await,
+        "every large delivery ended dead"
+    );
+    let took = started.elapsed();
+    workers.stop().await;
+    println!("small event done after {small_ran:?}; the four large ones dead after {took:?}");
+    for i in 0..4 {
+        let key = format!("evt_huge{i}");
+        assert_eq!(db.event_row(&key).await.map(|r| (r.0, r.1)), Some(("dead".into(), 3)), "{key}: its 3 attempts");
+        let error = db
+            .scalar_text(&format!(
+                "SELECT last_error FROM webhook_idempotency.webhook_events WHERE event_key = '{key}'"
+            ))
+            .await;
+        assert!(error.contains("read the stored delivery"), "{key}: {error}");
+    }
+    assert_eq!(db.effects().await, 1);
 }

@@ -118,7 +118,7 @@ async fn counters_and_gauges_equal_a_fixed_scenario() {
             apply_effect(tx, event).await
         }),
     );
-    let policy = RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(10), max_attempts: 2 };
+    let policy = RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(10), 2);
     let worker = InboxWorker::builder(db.pool(4), handlers)
         .scope("acct_inbox")
         .poll_interval(Duration::from_millis(20))
@@ -174,7 +174,7 @@ async fn counters_and_gauges_equal_a_fixed_scenario() {
         .reconcile("charge", |_ctx: EffectContext| async { Reconciled::NotDelivered });
     let worker = OutboxWorker::builder(db.pool(4), effects)
         .poll_interval(Duration::from_millis(20))
-        .retry(RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(10), max_attempts: 5 })
+        .retry(RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(10), 5))
         .build()
         .unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -106,7 +106,7 @@ fn fast(store: impl Into<StoreConfig>, effects: Effects) -> OutboxWorkerBuilder 
     OutboxWorker::builder(store, effects)
         .poll_interval(Duration::from_millis(50))
         .lease(Duration::from_secs(2))
-        .retry(RetryPolicy { base: Duration::from_millis(50), cap: Duration::from_millis(200), max_attempts: 5 })
+        .retry(RetryPolicy::attempts(Duration::from_millis(50), Duration::from_millis(200), 5))
 }
 
 fn spawn(worker: OutboxWorker) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
@@ -487,7 +487,7 @@ async fn a_poison_effect_goes_dead_after_its_attempts_with_its_error_and_others_
             }
         })
     };
-    let policy = RetryPolicy { base: Duration::from_millis(50), cap: Duration::from_millis(200), max_attempts: 3 };
+    let policy = RetryPolicy::attempts(Duration::from_millis(50), Duration::from_millis(200), 3);
     let worker = spawn(fast(db.pool(4), effects).retry(policy).build().unwrap());
     let app = enqueuing_app(db.pool.clone(), StatusCode::OK);
     assert_eq!(deliver(&app, stripe_body("evt_poison")).await, StatusCode::OK);
@@ -608,7 +608,7 @@ async fn an_inbox_worker_s_handler_enqueues_in_its_transaction_and_the_commit_wa
     let inbox = crate::inbox::spawn_worker(
         webhook_idempotency::inbox::InboxWorker::builder(db.pool(4), handlers)
             .poll_interval(Duration::from_millis(50))
-            .retry(RetryPolicy { base: Duration::from_millis(20), cap: Duration::from_millis(50), max_attempts: 3 })
+            .retry(RetryPolicy::attempts(Duration::from_millis(20), Duration::from_millis(50), 3))
             .build()
             .unwrap(),
     );
@@ -938,11 +938,7 @@ fn chaos_worker(store: deadpool_postgres::Pool, remote: deadpool_postgres::Pool)
         .concurrency(4)
         .lease(Duration::from_secs(2))
         .poll_interval(Duration::from_millis(100))
-        .retry(RetryPolicy {
-            base: Duration::from_millis(20),
-            cap: Duration::from_millis(200),
-            max_attempts: CHAOS_ATTEMPTS,
-        })
+        .retry(RetryPolicy::attempts(Duration::from_millis(20), Duration::from_millis(200), CHAOS_ATTEMPTS))
         .build()
         .unwrap()
 }
@@ -1224,7 +1220,7 @@ async fn a_delivered_end_the_database_fails_to_record_is_recorded_on_a_retry_eve
     let db = TestDb::new().await;
     kill_backend_on(&db, "done").await;
     let calls = Arc::new(AtomicUsize::new(0));
-    let policy = RetryPolicy { base: Duration::from_millis(50), cap: Duration::from_millis(200), max_attempts: 1 };
+    let policy = RetryPolicy::attempts(Duration::from_millis(50), Duration::from_millis(200), 1);
     let worker =
         spawn(fast(db.pool(4), counting(&calls, EffectResult::delivered_as("ref_1"))).retry(policy).build().unwrap());
     assert_eq!(
@@ -1249,7 +1245,7 @@ async fn an_uncertain_effect_reconciled_as_not_delivered_again_and_again_ends_de
     let calls = Arc::new(AtomicUsize::new(0));
     let effects = counting(&calls, EffectResult::uncertain("reset before the answer"))
         .reconcile("send_receipt", |_ctx: EffectContext| async { Reconciled::NotDelivered });
-    let policy = RetryPolicy { base: Duration::from_millis(20), cap: Duration::from_millis(50), max_attempts: 3 };
+    let policy = RetryPolicy::attempts(Duration::from_millis(20), Duration::from_millis(50), 3);
     let worker = spawn(fast(db.pool(4), effects).retry(policy).build().unwrap());
     assert_eq!(
         deliver(&enqueuing_app(db.pool.clone(), StatusCode::OK), stripe_body("evt_cycle")).await,

@@ -25,7 +25,7 @@ const EVENTS: &str = "webhook_idempotency.webhook_events";
 use crate::inbox::{accept, accepting_app, spawn_worker, stuck_router};
 
 fn fast_policy(max_attempts: u32) -> RetryPolicy {
-    RetryPolicy { base: Duration::from_millis(10), cap: Duration::from_millis(20), max_attempts }
+    RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(20), max_attempts)
 }
 
 // ---------------------------------------------------------------------------
@@ -261,7 +261,13 @@ async fn inbox_does_not_store_a_secret_header_it_is_told_to_drop() {
             }
         },
         HeaderKey::new(http::HeaderName::from_static("x-gitlab-event-uuid")),
-    );
+    )
+    // A custom provider declares the headers its handler reads (the keep-list);
+    // a dropped header stays out even when declared.
+    .reads_headers([
+        http::HeaderName::from_static("x-gitlab-event-uuid"),
+        http::HeaderName::from_static("x-gitlab-token"),
+    ]);
     let layer = webhook_idempotency::WebhookLayer::builder(db.pool.clone(), provider)
         .scope("g")
         .secret(secret)

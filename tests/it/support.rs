@@ -325,6 +325,8 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
 /// FIN, no RST), as a NAT or firewall that dropped its mapping does: a
 /// silenced flow stays silent, a later `sever` does not close it. Flows
 /// opened afterwards work. Dropping the proxy closes every flow.
+/// [`start_throttled`](Self::start_throttled) also limits the bytes per
+/// second the server's replies get, across all flows (one slow link).
 pub struct Proxy {
     pub port: u16,
     generation: tokio::sync::watch::Sender<u64>,
@@ -335,6 +337,16 @@ pub struct Proxy {
 
 impl Proxy {
     pub async fn start(target: u16) -> Self {
+        Self::start_with(target, None).await
+    }
+
+    /// A proxy whose flows share one link carrying `bytes_per_second` from
+    /// the server to the clients (the other way is not limited).
+    pub async fn start_throttled(target: u16, bytes_per_second: u64) -> Self {
+        Self::start_with(target, Some(std::sync::Arc::new(Throttle::new(bytes_per_second)))).await
+    }
+
+    async fn start_with(target: u16, throttle: Option<std::sync::Arc<Throttle>>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let (generation, _) = tokio::sync::watch::channel(0u64);
@@ -344,13 +356,27 @@ impl Proxy {
             while let Ok((mut inbound, _)) = listener.accept().await {
                 let mut frozen = gen.subscribe();
                 let born = *frozen.borrow();
+                let throttle = throttle.clone();
                 let flow = tokio::spawn(async move {
                     let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else { return };
                     let freeze = async move {
                         let _ = frozen.wait_for(|g| *g > born).await;
                     };
+                    let forward = async {
+                        match &throttle {
+                            None => drop(tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await),
+                            Some(throttle) => {
+                                let (mut from_client, mut to_client) = inbound.split();
+                                let (mut from_server, mut to_server) = outbound.split();
+                                tokio::select! {
+                                    _ = tokio::io::copy(&mut from_client, &mut to_server) => {}
+                                    _ = throttle.copy(&mut from_server, &mut to_client) => {}
+                                }
+                            }
+                        }
+                    };
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        () = forward => {}
                         // Both sockets stay open and silent until the proxy drops.
                         () = freeze => std::future::pending::<()>().await,
                     }
@@ -386,6 +412,52 @@ impl Proxy {
         let silenced = self.flows.lock().unwrap().iter().filter(|(t, born)| *born == now && !t.is_finished()).count();
         self.generation.send_modify(|g| *g += 1);
         silenced
+    }
+}
+
+/// One link's bandwidth, shared by the flows that use it: each chunk takes
+/// its turn on the link (a schedule of send times, one chunk per flow ahead
+/// at most, so flows share it about evenly).
+pub struct Throttle {
+    bytes_per_second: f64,
+    next: tokio::sync::Mutex<tokio::time::Instant>,
+}
+
+impl Throttle {
+    pub fn new(bytes_per_second: u64) -> Self {
+        Self { bytes_per_second: bytes_per_second as f64, next: tokio::sync::Mutex::new(tokio::time::Instant::now()) }
+    }
+
+    /// Waits for `n` bytes' turn on the link.
+    async fn pass(&self, n: usize) {
+        let sent = {
+            let mut next = self.next.lock().await;
+            let start = (*next).max(tokio::time::Instant::now());
+            *next = start + Duration::from_secs_f64(n as f64 / self.bytes_per_second);
+            *next
+        };
+        // The link's pace, not a synchronisation: the bytes leave when their turn ends.
+        tokio::time::sleep_until(sent).await;
+    }
+
+    /// Copies `from` to `to` at the link's pace, 16 KiB at a time.
+    async fn copy<R, W>(&self, from: &mut R, to: &mut W)
+    where
+        R: tokio::io::AsyncRead + Unpin,
+        W: tokio::io::AsyncWrite + Unpin,
+    {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            self.pass(n).await;
+            if to.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
     }
 }
 

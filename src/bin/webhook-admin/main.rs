@@ -209,6 +209,11 @@ async fn stats(admin: &Admin, as_json: bool) -> Result<Report, Fail> {
             "oldest_pending_secs": s.oldest_pending.map(|d| d.as_secs_f64()),
             "attempts": s.attempts.iter().map(|(a, n)| json!({"attempts": a, "rows": n})).collect::<Vec<_>>(),
             "failures_last_hour": s.failures_last_hour,
+            "due": s.due.iter().map(|b| json!({
+                "provider": b.provider, "scope": b.scope, "rows": b.rows,
+                "oldest_due_secs": b.oldest_due.as_secs_f64(),
+                "last_run_secs": b.last_run.map(|d| d.as_secs_f64()), "unserved": b.unserved,
+            })).collect::<Vec<_>>(),
         });
         return Ok(Report::new(json_text(&v), true));
     }
@@ -238,6 +243,24 @@ async fn stats(admin: &Admin, as_json: bool) -> Result<Report, Fail> {
         out.push_str(&format!("{t}\n"));
     }
     out.push_str(&format!("Failures in the last hour: {}\n", s.failures_last_hour));
+    if !s.due.is_empty() {
+        let secs = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs())).to_string();
+        out.push_str("Inbox rows due now (unserved: no row of theirs ran while the oldest waited)\n");
+        let mut t = table(&["provider", "scope", "due", "oldest due", "last run", "unserved"]);
+        for b in &s.due {
+            let last = b.last_run.map_or_else(|| "never".to_owned(), |d| format!("{} ago", secs(d)));
+            let unserved = if b.unserved { "UNSERVED" } else { "" };
+            t.add_row(vec![
+                printable(&b.provider),
+                printable(&b.scope),
+                b.rows.to_string(),
+                secs(b.oldest_due),
+                last,
+                unserved.to_owned(),
+            ]);
+        }
+        out.push_str(&format!("{t}\n"));
+    }
     Ok(Report::new(out, true))
 }
 

@@ -97,6 +97,30 @@ pub struct Stats {
     pub attempts: Vec<(i32, i64)>,
     /// Failures recorded in the last hour.
     pub failures_last_hour: i64,
+    /// Inbox rows due now, by provider and scope (only groups with some).
+    pub due: Vec<Backlog>,
+}
+
+/// The inbox rows of one provider and scope that are due now: see
+/// [`Stats::due`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backlog {
+    /// The provider.
+    pub provider: String,
+    /// The scope.
+    pub scope: String,
+    /// `pending` rows whose `run_at` has passed.
+    pub rows: i64,
+    /// How long the oldest of them has been due.
+    pub oldest_due: Duration,
+    /// How long ago a row of this provider and scope last ran (the end of
+    /// its last run, done or failed, or now while one runs); `None`: never.
+    pub last_run: Option<Duration>,
+    /// No worker serves these rows: the oldest has been due longer than
+    /// [`Admin::unserved_after`] and no row of theirs ran in that time (no
+    /// worker leases this provider or scope, a worker's provider filter is
+    /// misspelt, or the workers are all busy with other providers' rows).
+    pub unserved: bool,
 }
 
 /// Operator actions on one schema. See the [module docs](self).
@@ -107,7 +131,12 @@ pub struct Admin {
     t: String,
     audit: String,
     outbox: String,
+    unserved_after: Duration,
 }
+
+/// The default of [`Admin::unserved_after`]: 5 minutes (ten of the workers'
+/// default 30 s leases).
+pub const DEFAULT_UNSERVED_AFTER: Duration = Duration::from_secs(300);
 
 const MATCH: &str = "($1::text IS NULL OR provider = $1) AND ($2::text IS NULL OR scope = $2)
                      AND ($3::text IS NULL OR event_key = $3)
@@ -143,7 +172,18 @@ impl Admin {
         let outbox = format!("{schema}.webhook_outbox");
         // The admin command's `--older-than` purge: its own age, checked by the caller.
         let retention = Retention::builder(config.clone()).allow_short_window(true).build()?;
-        Ok(Self { db: db.without_deadline(), retention, t, audit, outbox })
+        Ok(Self { db: db.without_deadline(), retention, t, audit, outbox, unserved_after: DEFAULT_UNSERVED_AFTER })
+    }
+
+    /// How long inbox rows may be due with none of their provider and scope
+    /// running before [`Stats::due`] calls them unserved (and the
+    /// `webhook_inbox_unserved_events` gauge counts them): default
+    /// [`DEFAULT_UNSERVED_AFTER`], 5 minutes. Keep it well above the workers'
+    /// poll interval and lease.
+    #[must_use]
+    pub fn unserved_after(mut self, after: Duration) -> Self {
+        self.unserved_after = after;
+        self
     }
 
     async fn query(&self, step: &str, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, StoreError> {
@@ -189,11 +229,45 @@ impl Admin {
             .collect();
         let failures = format!("SELECT count(*) FROM {t} WHERE last_failed_at >= now() - interval '1 hour'");
         let failures_last_hour = self.query("stats", &failures, &[]).await?[0].get(0);
+        // Per provider and scope with rows due now: how many, the oldest's
+        // wait, and when a row of theirs last ran (a running row counts as
+        // now). One scan, as the counts by state.
+        let due_sql = format!(
+            "SELECT provider, scope, due, extract(epoch FROM now() - oldest)::float8,
+                    extract(epoch FROM now() - last_run)::float8
+               FROM (SELECT provider, scope,
+                            count(*) FILTER (WHERE state = 'pending' AND run_at <= now()) AS due,
+                            min(run_at) FILTER (WHERE state = 'pending' AND run_at <= now()) AS oldest,
+                            greatest(max(completed_at), max(last_failed_at),
+                                     max(now()) FILTER (WHERE state = 'running')) AS last_run
+                       FROM {t} GROUP BY 1, 2) g
+              WHERE due > 0 ORDER BY 1, 2"
+        );
+        let secs = |s: f64| Duration::from_secs_f64(s.max(0.0));
+        let due = self
+            .query("stats", &due_sql, &[])
+            .await?
+            .iter()
+            .map(|r| {
+                let oldest_due = secs(r.get(3));
+                let last_run = r.get::<Option<f64>>(4).map(secs);
+                let idle = last_run.is_none_or(|d| d > self.unserved_after);
+                Backlog {
+                    provider: r.get(0),
+                    scope: r.get(1),
+                    rows: r.get(2),
+                    oldest_due,
+                    last_run,
+                    unserved: oldest_due > self.unserved_after && idle,
+                }
+            })
+            .collect();
         Ok(Stats {
             by_state,
             oldest_pending: oldest.map(|s| Duration::from_secs_f64(s.max(0.0))),
             attempts,
             failures_last_hour,
+            due,
         })
     }
 
@@ -273,7 +347,7 @@ impl Admin {
     ) -> Result<u64, StoreError> {
         let sql = format!(
             "WITH changed AS (
-                 UPDATE {} SET state = 'pending', attempts = 0, run_at = now(), locked_until = NULL, lease_token = NULL
+                 UPDATE {} SET state = 'pending', attempts = 0, run_at = now(), retry_from = now(), locked_until = NULL, lease_token = NULL
                  WHERE {states} AND payload IS NOT NULL AND {MATCH}
                  RETURNING 1)
              SELECT count(*) FROM changed",
@@ -359,6 +433,15 @@ impl Admin {
     /// The [`StoreError`] of the query.
     pub async fn sample_gauges(&self) -> Result<(), StoreError> {
         let stats = self.stats().await?;
+        // Every provider with rows gets its gauge, 0 when nothing is unserved.
+        let mut unserved: std::collections::BTreeMap<String, i64> =
+            stats.by_state.iter().map(|(provider, _, _, _)| (provider.clone(), 0)).collect();
+        for backlog in stats.due.iter().filter(|b| b.unserved) {
+            *unserved.entry(backlog.provider.clone()).or_default() += backlog.rows;
+        }
+        for (provider, rows) in unserved {
+            crate::metrics::inbox_unserved(provider, rows);
+        }
         let events = stats.by_state.into_iter().map(|(provider, _scope, state, rows)| (provider, state, rows));
         for ((provider, state), rows) in every_state(events, &["pending", "running", "done", "failed", "dead"]) {
             crate::metrics::events(provider, state, rows);

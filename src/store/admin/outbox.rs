@@ -284,7 +284,7 @@ impl Admin {
     pub async fn requeue_effects(&self, filter: &EffectFilter, dry_run: bool, actor: &str) -> Result<u64, StoreError> {
         let sql = format!(
             "WITH changed AS (
-                 UPDATE {} SET state = 'pending', attempts = 0, run_at = now(), uncertain_since = NULL
+                 UPDATE {} SET state = 'pending', attempts = 0, run_at = now(), retry_from = now(), uncertain_since = NULL
                  WHERE state = 'dead' AND {MATCH}
                  RETURNING 1)
              SELECT count(*) FROM changed",

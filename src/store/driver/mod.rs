@@ -441,6 +441,8 @@ pub(crate) enum Param<'a> {
     OptText(Option<&'a str>),
     /// `bytea`.
     Bytes(&'a [u8]),
+    /// `bytea` or NULL.
+    OptBytes(Option<&'a [u8]>),
     /// `boolean`.
     Bool(bool),
     /// `smallint`.
@@ -481,7 +483,7 @@ impl<'a> Param<'a> {
     fn ty(&self) -> Type {
         match self {
             Self::Text(_) | Self::OptText(_) => Type::TEXT,
-            Self::Bytes(_) => Type::BYTEA,
+            Self::Bytes(_) | Self::OptBytes(_) => Type::BYTEA,
             Self::Bool(_) => Type::BOOL,
             Self::I16(_) | Self::OptI16(_) => Type::INT2,
             Self::I32(_) => Type::INT4,
@@ -497,6 +499,7 @@ impl<'a> Param<'a> {
             Self::Text(v) => v,
             Self::OptText(v) => v,
             Self::Bytes(v) => v,
+            Self::OptBytes(v) => v,
             Self::Bool(v) => v,
             Self::I16(v) => v,
             Self::OptI16(v) => v,
