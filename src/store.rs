@@ -35,6 +35,7 @@ pub mod actions;
 pub mod admin;
 pub mod claim;
 mod config;
+pub(crate) mod digest;
 pub(crate) mod driver;
 pub mod inbox;
 mod migrate;

@@ -20,9 +20,10 @@ pub(crate) async fn accept<B>(
     parts: &Parts,
     event: &ScopedEvent,
     body: &Bytes,
+    digest: Option<&[u8; 32]>,
 ) -> Answer<B> {
     let head = RequestHead::of(parts, &mode.keep_headers, &mode.drop_headers);
-    let accepted = match mode.inbox.accept(event, body, &head).await {
+    let accepted = match mode.inbox.accept_digest(event, body, &head, digest).await {
         Ok(accepted) => accepted,
         Err(e) => {
             tracing::error!(error = %e, "inbox: the delivery could not be stored");

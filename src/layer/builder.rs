@@ -47,6 +47,7 @@ impl WebhookLayer {
             inbox_drop: Vec::new(),
             inbox_keep: Vec::new(),
             inbox_integrity: None,
+            body_digest_guard: false,
         }
     }
 }
@@ -99,6 +100,7 @@ pub struct WebhookLayerBuilder {
     inbox_drop: Vec<http::HeaderName>,
     inbox_keep: Vec<http::HeaderName>,
     inbox_integrity: Option<IntegrityKey>,
+    body_digest_guard: bool,
 }
 
 impl fmt::Debug for WebhookLayerBuilder {
@@ -278,6 +280,36 @@ impl WebhookLayerBuilder {
         self
     }
 
+    /// Refuses a second event whose signed body is byte-identical to one
+    /// already processed (synchronous mode) or stored (inbox mode) under
+    /// another event key, within the provider's retention window: it is
+    /// answered as a duplicate (200 with `Idempotent-Replayed: true`) and
+    /// not run. Default: off.
+    ///
+    /// For presets whose event key comes from a header the signature does not
+    /// cover (GitHub's `X-GitHub-Delivery`, Shopify's `X-Shopify-Event-Id`,
+    /// Linear's `Linear-Delivery`, Twilio's `I-Twilio-Idempotency-Token`;
+    /// SECURITY.md), someone who captured one delivery can replay it under
+    /// fresh key headers, and each is a new event to the claim. With the
+    /// guard the layer also claims the body's SHA-256 per (scope, provider)
+    /// in the claim's transaction (one more statement per new event) or in
+    /// the inbox's insert (the same statement): a replay runs nothing and, in
+    /// inbox mode, stores nothing.
+    ///
+    /// The trade-off: two genuinely different events whose bodies are
+    /// byte-identical are one event to the guard, and the second is
+    /// dropped. Webhook bodies normally carry their own ids and times, so
+    /// that is rare, but a sender that sends the same notification body for
+    /// distinct occurrences must not use it. The alternative that changes
+    /// the key itself is [`DerivedKey::canonical_body`](crate::key::DerivedKey::canonical_body)
+    /// as the provider's key extractor (the event key is then the body's
+    /// digest). Digests are purged with the provider's events by
+    /// [`Retention`](crate::store::retention::Retention) (migration 8).
+    pub fn body_digest_guard(mut self, on: bool) -> Self {
+        self.body_digest_guard = on;
+        self
+    }
+
     /// A header inbox mode must not store, besides those it never stores
     /// (names containing `signature` or `hmac`, `Authorization`,
     /// `Proxy-Authorization`, `Cookie`): for example the header a custom
@@ -378,6 +410,7 @@ impl WebhookLayerBuilder {
                 clock: self.clock,
                 operator_replay: self.operator_replay,
                 rejection_responder: self.rejection_responder,
+                body_digest_guard: self.body_digest_guard,
             }),
         })
     }

@@ -58,6 +58,7 @@ pub(crate) async fn run<S, ReqBody, ResBody>(
     success: &SuccessFn,
     mut inner: S,
     request: impl FnOnce(&ClaimedEvent) -> Request<ReqBody>,
+    body_digest: Option<[u8; 32]>,
 ) -> Claimed<Response<ResBody>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
@@ -77,6 +78,30 @@ where
             return Claimed::Unavailable("claim");
         }
     };
+    if let Some(digest) = body_digest {
+        match claimed.tx().claim_body(&digest).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::info!(
+                    outcome = "duplicate",
+                    reason = "body_replayed",
+                    "the same signed body was processed under another event key; replayed, not run"
+                );
+                claimed.discard().await;
+                return Claimed::Duplicate { status: None };
+            }
+            Err(e) => {
+                // Another delivery with this body holds it past the lock timeout, or the database failed.
+                let conflict = claimed.retryable_conflict();
+                tracing::warn!(error = %e, "body-digest guard: the digest could not be claimed; rolled back");
+                claimed.discard().await;
+                return match conflict {
+                    Some(_) => Claimed::InFlight,
+                    None => Claimed::Unavailable("body_digest"),
+                };
+            }
+        }
+    }
     tracing::info!(outcome = "claimed", attempt = claimed.attempt(), "webhook event claimed");
     let req = request(&claimed);
     let handler_started = Instant::now();

@@ -43,6 +43,8 @@ pub(crate) struct Config {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) operator_replay: Option<(http::HeaderName, SigningSecret)>,
     pub(crate) rejection_responder: Option<rejection::RejectionResponder>,
+    /// Claim the body's SHA-256 too (`body_digest_guard`).
+    pub(crate) body_digest_guard: bool,
 }
 
 impl Config {

@@ -499,6 +499,19 @@ impl ClaimedEvent {
     }
 }
 
+impl ClaimedEvent {
+    /// Rolls back the claim and everything in its transaction, recording
+    /// nothing (a replay the body-digest guard refused: nothing was
+    /// attempted). A rollback that fails closes the connection.
+    pub(crate) async fn discard(self) {
+        if let Some(tx) = self.tx.take_conn() {
+            if let Err(e) = tx.rollback().await {
+                tracing::warn!(sqlstate = e.sqlstate(), "rollback failed; connection closed");
+            }
+        }
+    }
+}
+
 impl ClaimStore {
     /// Records the failed attempt of a delivery whose client went away while
     /// its handler ran (the layer's response future was dropped, so its

@@ -57,6 +57,7 @@ pub struct Inbox {
     db: Db,
     schema: std::sync::Arc<str>,
     accept: std::sync::Arc<str>,
+    accept_guarded: std::sync::Arc<str>,
     channel: std::sync::Arc<str>,
     integrity: Option<IntegrityKey>,
 }
@@ -174,8 +175,28 @@ impl Inbox {
               WHERE e.state = 'failed'
              RETURNING 1"
         );
+        // With the body-digest guard: the digest's claim and the insert in one
+        // statement; a body another event key holds inserts nothing.
+        let guarded = format!(
+            "WITH body AS ({})
+             {}",
+            super::digest::claim_sql(schema).replace("$4::bytea", "$8::bytea"),
+            accept.replace(
+                "VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6::text::jsonb, $7, now())",
+                "SELECT $1::text, $2::text, $3::text, $4::text, 'pending', 0, $5::bytea, $6::text::jsonb, \
+                     $7::bytea, now() WHERE EXISTS (SELECT 1 FROM body)"
+            )
+        );
+        debug_assert!(guarded.contains("FROM body"));
         let channel = queue::channel(InboxRows::NAME, schema);
-        Self { db, schema: schema.into(), accept: accept.into(), channel: channel.into(), integrity: None }
+        Self {
+            db,
+            schema: schema.into(),
+            accept: accept.into(),
+            accept_guarded: guarded.into(),
+            channel: channel.into(),
+            integrity: None,
+        }
     }
 
     /// Tags every accepted row with `key` (see [`IntegrityKey`]), for
@@ -202,19 +223,39 @@ impl Inbox {
     /// [`StoreError`] when the database is unavailable or the statement
     /// failed: nothing is stored, and the sender must get a 5xx.
     pub async fn accept(&self, event: &ScopedEvent, payload: &[u8], head: &RequestHead) -> Result<bool, StoreError> {
+        self.accept_digest(event, payload, head, None).await
+    }
+
+    /// [`accept`](Self::accept), and with `digest` (the body's SHA-256) the
+    /// body-digest guard in the same statement: `Ok(false)` also when
+    /// another event key holds a byte-identical body.
+    pub(crate) async fn accept_digest(
+        &self,
+        event: &ScopedEvent,
+        payload: &[u8],
+        head: &RequestHead,
+        digest: Option<&[u8; 32]>,
+    ) -> Result<bool, StoreError> {
         let step = "inbox accept";
         let tag = self.integrity.as_ref().map(|k| k.tag(event, Some(head), payload));
         let head = serde_json::to_string(head).expect("a RequestHead serialises");
         let [scope, provider, key, event_type] = Param::event(event);
         let tag = tag.as_ref().map(|t| &t[..]);
-        let params =
-            [scope, provider, key, event_type, Param::Bytes(payload), Param::Text(&head), Param::OptBytes(tag)];
+        let mut params =
+            vec![scope, provider, key, event_type, Param::Bytes(payload), Param::Text(&head), Param::OptBytes(tag)];
+        let sql = match digest {
+            Some(d) => {
+                params.push(Param::Bytes(&d[..]));
+                &self.accept_guarded
+            }
+            None => &self.accept,
+        };
         let notify = [Param::Text(&self.channel), Param::Text(event.provider())];
         let conn = self.db.connect(step).await?;
         // One flight: the insert, then the notification in a transaction of
         // its own (a spurious wake-up for a duplicate costs the workers one
         // empty lease).
-        let result = conn.pair((&self.accept, &params), (NOTIFY, &notify)).await;
+        let result = conn.pair((sql, &params), (NOTIFY, &notify)).await;
         conn.release();
         let (inserted, notified) = result.map_err(|e| {
             super::report_unmigrated(&self.schema, &e);

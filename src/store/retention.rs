@@ -26,7 +26,8 @@
 //!
 //! The same purge deletes delivered outbox rows past
 //! [`RetentionBuilder::outbox_window`] (never `pending`, `running`,
-//! `uncertain` or `dead` ones). Business keys (`webhook_actions`) and object
+//! `uncertain` or `dead` ones), and the body-digest guard's digests past
+//! their provider's window. Business keys (`webhook_actions`) and object
 //! versions (`webhook_versions`) are never purged: they guard transitions for
 //! as long as the objects live; delete them with your objects.
 
@@ -156,13 +157,33 @@ impl RetentionBuilder {
         );
         // The distinct providers, one probe each on the leading column of
         // (provider, received_at) (a "loose index scan").
-        let providers = format!(
-            "WITH RECURSIVE p AS (
-                 (SELECT provider FROM {t} ORDER BY provider LIMIT 1)
-                 UNION ALL
-                 SELECT (SELECT provider FROM {t} WHERE provider > p.provider ORDER BY provider LIMIT 1)
-                   FROM p WHERE p.provider IS NOT NULL)
-             SELECT provider FROM p WHERE provider IS NOT NULL"
+        let distinct_providers = |t: &str| {
+            format!(
+                "WITH RECURSIVE p AS (
+                     (SELECT provider FROM {t} ORDER BY provider LIMIT 1)
+                     UNION ALL
+                     SELECT (SELECT provider FROM {t} WHERE provider > p.provider ORDER BY provider LIMIT 1)
+                       FROM p WHERE p.provider IS NOT NULL)
+                 SELECT provider FROM p WHERE provider IS NOT NULL"
+            )
+        };
+        let providers = distinct_providers(&t);
+        // The body-digest guard's digests (migration 8) go with their
+        // provider's events, by the same window.
+        let digests = format!("{schema}.webhook_body_digests");
+        let digest_providers = distinct_providers(&digests);
+        let digest_purge = format!(
+            "WITH doomed AS (
+                 SELECT scope, provider, body_sha256 FROM {digests}
+                 WHERE provider = $2 AND created_at < now() - make_interval(secs => $1)
+                 ORDER BY created_at
+                 LIMIT $3
+                 FOR UPDATE SKIP LOCKED)
+             , gone AS (
+                 DELETE FROM {digests} d USING doomed
+                 WHERE (d.scope, d.provider, d.body_sha256) = (doomed.scope, doomed.provider, doomed.body_sha256)
+                 RETURNING 1)
+             SELECT count(*) FROM gone"
         );
         let outbox = format!("{schema}.webhook_outbox");
         let outbox_purge = format!(
@@ -184,6 +205,8 @@ impl RetentionBuilder {
             outbox_purge,
             outbox_window: self.outbox_window,
             providers,
+            digest_providers,
+            digest_purge,
             windows: self.windows,
             default_window: self.default_window,
             batch_size: self.batch_size,
@@ -200,6 +223,8 @@ pub struct Retention {
     outbox_purge: String,
     outbox_window: Duration,
     providers: String,
+    digest_providers: String,
+    digest_purge: String,
     windows: BTreeMap<String, Duration>,
     default_window: Duration,
     batch_size: u32,
@@ -300,6 +325,13 @@ impl Retention {
                 let window = older_than.unwrap_or_else(|| self.window(&provider));
                 let params = [Param::F64(window.as_secs_f64()), Param::Text(&provider), limit];
                 self.batches(&conn, &self.purge, &params, &mut report).await?;
+            }
+            let guarded: Vec<String> =
+                conn.query(&self.digest_providers, &[]).await?.iter().map(|row| row.get(0)).collect();
+            for provider in guarded {
+                let window = older_than.unwrap_or_else(|| self.window(&provider));
+                let params = [Param::F64(window.as_secs_f64()), Param::Text(&provider), limit];
+                self.batches(&conn, &self.digest_purge, &params, &mut report).await?;
             }
             Ok(())
         };

@@ -6,6 +6,7 @@ mod bodies;
 mod claims;
 mod first_use;
 mod rejections;
+mod replays;
 mod security;
 mod verification;
 
