@@ -141,19 +141,11 @@ impl RetentionBuilder {
             }
         }
         let t = format!("{schema}.webhook_events");
-        let purge = format!(
-            "WITH doomed AS (
-                 SELECT scope, provider, event_key FROM {t}
-                 WHERE provider = $2 AND received_at < now() - make_interval(secs => $1)
-                   AND state IN ('done', 'failed')
-                 ORDER BY received_at
-                 LIMIT $3
-                 FOR UPDATE SKIP LOCKED)
-             , gone AS (
-                 DELETE FROM {t} e USING doomed
-                 WHERE (e.scope, e.provider, e.event_key) = (doomed.scope, doomed.provider, doomed.event_key)
-                 RETURNING 1)
-             SELECT count(*) FROM gone"
+        let purge = batched_delete(
+            &t,
+            "scope, provider, event_key",
+            "provider = $2 AND received_at < now() - make_interval(secs => $1) AND state IN ('done', 'failed')
+             ORDER BY received_at LIMIT $3",
         );
         // The distinct providers, one probe each on the leading column of
         // (provider, received_at) (a "loose index scan").
@@ -172,32 +164,15 @@ impl RetentionBuilder {
         // provider's events, by the same window.
         let digests = format!("{schema}.webhook_body_digests");
         let digest_providers = distinct_providers(&digests);
-        let digest_purge = format!(
-            "WITH doomed AS (
-                 SELECT scope, provider, body_sha256 FROM {digests}
-                 WHERE provider = $2 AND created_at < now() - make_interval(secs => $1)
-                 ORDER BY created_at
-                 LIMIT $3
-                 FOR UPDATE SKIP LOCKED)
-             , gone AS (
-                 DELETE FROM {digests} d USING doomed
-                 WHERE (d.scope, d.provider, d.body_sha256) = (doomed.scope, doomed.provider, doomed.body_sha256)
-                 RETURNING 1)
-             SELECT count(*) FROM gone"
+        let digest_purge = batched_delete(
+            &digests,
+            "scope, provider, body_sha256",
+            "provider = $2 AND created_at < now() - make_interval(secs => $1) ORDER BY created_at LIMIT $3",
         );
-        let outbox = format!("{schema}.webhook_outbox");
-        let outbox_purge = format!(
-            "WITH doomed AS (
-                 SELECT scope, provider, event_key, effect, ordinal FROM {outbox}
-                 WHERE state = 'done' AND delivered_at < now() - make_interval(secs => $1)
-                 LIMIT $2
-                 FOR UPDATE SKIP LOCKED)
-             , gone AS (
-                 DELETE FROM {outbox} o USING doomed
-                 WHERE (o.scope, o.provider, o.event_key, o.effect, o.ordinal)
-                     = (doomed.scope, doomed.provider, doomed.event_key, doomed.effect, doomed.ordinal)
-                 RETURNING 1)
-             SELECT count(*) FROM gone"
+        let outbox_purge = batched_delete(
+            &format!("{schema}.webhook_outbox"),
+            "scope, provider, event_key, effect, ordinal",
+            "state = 'done' AND delivered_at < now() - make_interval(secs => $1) LIMIT $2",
         );
         Ok(Retention {
             db: db.without_deadline(),
@@ -213,6 +188,20 @@ impl RetentionBuilder {
             pause: self.pause,
         })
     }
+}
+
+/// One batch of a purge: lock up to the batch's rows of `table` that
+/// `filter` selects (a `WHERE` condition, then its `ORDER BY` and `LIMIT`),
+/// skipping rows another purger holds (`FOR UPDATE SKIP LOCKED`), delete
+/// them by their primary key `key` (a column list) and return how many went.
+fn batched_delete(table: &str, key: &str, filter: &str) -> String {
+    let matched = key.split(", ").map(|c| format!("t.{c}")).collect::<Vec<_>>().join(", ");
+    let doomed = key.split(", ").map(|c| format!("doomed.{c}")).collect::<Vec<_>>().join(", ");
+    format!(
+        "WITH doomed AS (SELECT {key} FROM {table} WHERE {filter} FOR UPDATE SKIP LOCKED)
+         , gone AS (DELETE FROM {table} t USING doomed WHERE ({matched}) = ({doomed}) RETURNING 1)
+         SELECT count(*) FROM gone"
+    )
 }
 
 /// Deletes rows past their retention window. See the [module docs](self).
