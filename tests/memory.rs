@@ -303,3 +303,115 @@ async fn concurrent_signed_deliveries_cost_about_their_bodies() {
     // Issue 12's budget: in-flight requests x body size + 10 %.
     assert!(peak * 10 <= bodies * 11, "{peak} bytes for {DELIVERIES} deliveries of {DELIVERY} bytes");
 }
+
+/// A body that declares 25 MiB, sends two one-byte frames (the second is
+/// when the old buffer reserved the whole declared length) and then nothing,
+/// as the review's trickling clients did. Counts the second frames sent.
+struct Trickle {
+    sent: u8,
+    seconds: Arc<(std::sync::atomic::AtomicUsize, tokio::sync::Notify)>,
+    want: usize,
+}
+
+impl http_body::Body for Trickle {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.sent == 2 {
+            return Poll::Pending; // never woken: the client stopped sending
+        }
+        self.sent += 1;
+        if self.sent == 2 {
+            let (count, all_in) = &*self.seconds;
+            if count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == self.want {
+                all_in.notify_one();
+            }
+        }
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"{")))))
+    }
+}
+
+impl From<Bytes> for Trickle {
+    fn from(_: Bytes) -> Self {
+        unreachable!("no trickled body is ever complete")
+    }
+}
+
+/// Sets this process's soft address-space limit (`RLIMIT_AS`, through
+/// util-linux `prlimit`) and puts it back on drop.
+struct AddressSpaceLimit(String);
+
+impl AddressSpaceLimit {
+    fn set(bytes: u64) -> Self {
+        let pid = std::process::id().to_string();
+        let out = std::process::Command::new("prlimit")
+            .args(["--pid", &pid, "--as", "--output", "SOFT", "--noheadings"])
+            .output()
+            .expect("prlimit (util-linux)");
+        let before = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let before = if before == "unlimited" { "unlimited".to_owned() } else { before };
+        let status =
+            std::process::Command::new("prlimit").args(["--pid", &pid, &format!("--as={bytes}:")]).status().unwrap();
+        assert!(status.success(), "prlimit could not set RLIMIT_AS");
+        Self(before)
+    }
+}
+
+impl Drop for AddressSpaceLimit {
+    fn drop(&mut self) {
+        let pid = std::process::id().to_string();
+        let _ = std::process::Command::new("prlimit").args(["--pid", &pid, &format!("--as={}:", self.0)]).status();
+    }
+}
+
+/// Input from the third security review: 500 connections each declaring
+/// `Content-Length: 26214400` and trickling bytes grew the virtual size from
+/// 359 MB to 13.2 GB, and under an address-space limit the server aborted
+/// with `memory allocation of 26214400 bytes failed` after about 110
+/// connections: the buffer reserved the whole declared length at the second
+/// frame. Now it reserves at most 64 KiB ahead of the bytes received: under a
+/// limit of the current size + 1 GiB (the old code needed 12.5 GiB more), all
+/// 500 are held and the address space grows by megabytes.
+#[tokio::test(flavor = "current_thread")]
+async fn declared_lengths_are_not_reserved_under_an_address_space_limit() {
+    const CONNECTIONS: usize = 500;
+    const DECLARED: usize = 26_214_400;
+    let _measuring = MEASURING.lock().await;
+    let pool =
+        Pool::builder(Manager::new("postgres://nobody@127.0.0.1:1/none".parse().unwrap(), tokio_postgres::NoTls))
+            .build()
+            .unwrap();
+    let layer = WebhookLayer::builder(pool, Provider::stripe())
+        .scope("acct")
+        .secret("whsec_memory")
+        .body_limit(DECLARED)
+        .build()
+        .unwrap();
+    let handler = tower::service_fn(|_: Request<Trickle>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    });
+    let svc = layer.layer(handler);
+    let seconds = Arc::new((std::sync::atomic::AtomicUsize::new(0), tokio::sync::Notify::new()));
+    let before = status_kib("VmSize:") * 1024;
+    let _limit = AddressSpaceLimit::set((before + (1 << 30)) as u64);
+    let tasks: Vec<_> = (0..CONNECTIONS)
+        .map(|_| {
+            let req = Request::post("/webhooks/stripe")
+                .header("stripe-signature", format!("t=1,v1={}", "0".repeat(64)))
+                .header("content-length", DECLARED)
+                .body(Trickle { sent: 0, seconds: Arc::clone(&seconds), want: CONNECTIONS })
+                .unwrap();
+            tokio::spawn(svc.clone().oneshot(req))
+        })
+        .collect();
+    // Every request has had its second frame read.
+    tokio::time::timeout(Duration::from_secs(60), seconds.1.notified()).await.expect("all 500 trickled");
+    let grown = (status_kib("VmSize:") * 1024).saturating_sub(before);
+    println!("{CONNECTIONS} connections declaring {DECLARED} bytes: address space +{} MiB", grown >> 20);
+    assert!(tasks.iter().all(|t| !t.is_finished()), "every request is still being received");
+    assert!(grown < 256 << 20, "the address space grew by {grown} bytes");
+    for t in tasks {
+        t.abort();
+    }
+}
