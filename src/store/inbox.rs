@@ -79,23 +79,7 @@ impl Inbox {
     }
 
     pub(crate) fn open(db: Db, schema: &str) -> Self {
-        let t = format!("{schema}.webhook_events");
-        // The insert commits alone; the notification goes in a transaction of
-        // its own, sent in the same flight: a transaction that notifies takes a
-        // cluster-wide lock through its commit's WAL flush, so notifying inside
-        // the accept would serialise every accept's durable commit.
-        let accept = format!(
-            "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, attempts, payload,
-                                   request_head, run_at)
-             VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6::text::jsonb, now())
-             -- A row a synchronous-mode delivery left `failed` (a route switched
-             -- to inbox mode) is taken over; any other row is a duplicate.
-             ON CONFLICT (scope, provider, event_key) DO UPDATE
-                SET state = 'pending', payload = excluded.payload, request_head = excluded.request_head,
-                    run_at = now(), event_type = coalesce(excluded.event_type, e.event_type)
-              WHERE e.state = 'failed'
-             RETURNING 1"
-        );
+        let accept = accept_sql(schema);
         let channel = queue::channel(InboxRows::NAME, schema);
         Self { db, schema: schema.into(), accept: accept.into(), channel: channel.into() }
     }
@@ -148,6 +132,27 @@ pub(crate) struct InboxRow {
     /// The stored request head (absent for rows written without one, or
     /// with one that no longer parses).
     pub(crate) head: Option<RequestHead>,
+}
+
+/// The accept: a `pending` row with the delivery, unless the event has one.
+///
+/// The insert commits alone; the notification goes in a transaction of its
+/// own, sent in the same flight: a transaction that notifies takes a
+/// cluster-wide lock through its commit's WAL flush, so notifying inside the
+/// accept would serialise every accept's durable commit.
+pub(crate) fn accept_sql(schema: &str) -> String {
+    format!(
+        "INSERT INTO {schema}.webhook_events AS e (scope, provider, event_key, event_type, state, attempts, payload,
+                                                  request_head, run_at)
+         VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6::text::jsonb, now())
+         -- A row a synchronous-mode delivery left `failed` (a route switched
+         -- to inbox mode) is taken over; any other row is a duplicate.
+         ON CONFLICT (scope, provider, event_key) DO UPDATE
+            SET state = 'pending', payload = excluded.payload, request_head = excluded.request_head,
+                run_at = now(), event_type = coalesce(excluded.event_type, e.event_type)
+          WHERE e.state = 'failed'
+         RETURNING 1"
+    )
 }
 
 /// The inbox as a queue kind: `webhook_events` rows, identified by
