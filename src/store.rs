@@ -33,6 +33,8 @@
 
 pub mod actions;
 pub mod admin;
+#[cfg(test)]
+mod citus;
 pub mod claim;
 mod config;
 pub(crate) mod digest;

@@ -52,13 +52,7 @@ impl WebhookTx {
         check(action, MAX_ACTION_BYTES)?;
         check(business_key, MAX_BUSINESS_KEY_BYTES)?;
         let scope = self.scope();
-        let sql = format!(
-            "INSERT INTO {}.webhook_actions (scope, action, business_key, provider, event_key)
-             VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (scope, action, business_key) DO NOTHING
-             RETURNING 1",
-            scope.tables.schema
-        );
+        let sql = claim_action_sql(&scope.tables.schema);
         let event = &scope.event;
         let params = [
             Param::Text(event.scope()),
@@ -90,16 +84,7 @@ impl WebhookTx {
         check(object_kind, MAX_ACTION_BYTES)?;
         check(object_id, MAX_BUSINESS_KEY_BYTES)?;
         let scope = self.scope();
-        let sql = format!(
-            "INSERT INTO {}.webhook_versions AS v (scope, object_kind, object_id, version, provider, event_key)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (scope, object_kind, object_id) DO UPDATE
-                SET version = excluded.version, provider = excluded.provider, event_key = excluded.event_key,
-                    updated_at = now()
-              WHERE v.version < excluded.version
-             RETURNING 1",
-            scope.tables.schema
-        );
+        let sql = apply_if_newer_sql(&scope.tables.schema);
         let event = &scope.event;
         let params = [
             Param::Text(event.scope()),
@@ -111,4 +96,27 @@ impl WebhookTx {
         ];
         Ok(!self.run(&sql, &params).await?.is_empty())
     }
+}
+
+/// [`WebhookTx::claim_action`]'s insert.
+pub(crate) fn claim_action_sql(schema: &str) -> String {
+    format!(
+        "INSERT INTO {schema}.webhook_actions (scope, action, business_key, provider, event_key)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (scope, action, business_key) DO NOTHING
+         RETURNING 1"
+    )
+}
+
+/// [`WebhookTx::apply_if_newer`]'s upsert.
+pub(crate) fn apply_if_newer_sql(schema: &str) -> String {
+    format!(
+        "INSERT INTO {schema}.webhook_versions AS v (scope, object_kind, object_id, version, provider, event_key)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (scope, object_kind, object_id) DO UPDATE
+            SET version = excluded.version, provider = excluded.provider, event_key = excluded.event_key,
+                updated_at = now()
+          WHERE v.version < excluded.version
+         RETURNING 1"
+    )
 }

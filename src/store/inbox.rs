@@ -157,24 +157,11 @@ impl Inbox {
     }
 
     pub(crate) fn open(db: Db, schema: &str) -> Self {
-        let t = format!("{schema}.webhook_events");
         // The insert commits alone; the notification goes in a transaction of
         // its own, sent in the same flight: a transaction that notifies takes a
         // cluster-wide lock through its commit's WAL flush, so notifying inside
         // the accept would serialise every accept's durable commit.
-        let accept = format!(
-            "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, attempts, payload,
-                                   request_head, integrity_tag, run_at)
-             VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6::text::jsonb, $7, now())
-             -- A row a synchronous-mode delivery left `failed` (a route switched
-             -- to inbox mode) is taken over; any other row is a duplicate.
-             ON CONFLICT (scope, provider, event_key) DO UPDATE
-                SET state = 'pending', payload = excluded.payload, request_head = excluded.request_head,
-                    integrity_tag = excluded.integrity_tag,
-                    run_at = now(), retry_from = now(), event_type = coalesce(excluded.event_type, e.event_type)
-              WHERE e.state = 'failed'
-             RETURNING 1"
-        );
+        let accept = accept_sql(schema);
         // With the body-digest guard: the digest's claim and the insert in one
         // statement; a body another event key holds inserts nothing.
         let guarded = format!(
@@ -300,6 +287,28 @@ impl StoredDelivery {
             tag: row.get(first + 2),
         }
     }
+}
+
+/// The accept: a `pending` row with the delivery, unless the event has one.
+///
+/// The insert commits alone; the notification goes in a transaction of its
+/// own, sent in the same flight: a transaction that notifies takes a
+/// cluster-wide lock through its commit's WAL flush, so notifying inside the
+/// accept would serialise every accept's durable commit.
+pub(crate) fn accept_sql(schema: &str) -> String {
+    format!(
+        "INSERT INTO {schema}.webhook_events AS e (scope, provider, event_key, event_type, state, attempts, payload,
+                                                  request_head, integrity_tag, run_at)
+         VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6::text::jsonb, $7, now())
+         -- A row a synchronous-mode delivery left `failed` (a route switched
+         -- to inbox mode) is taken over; any other row is a duplicate.
+         ON CONFLICT (scope, provider, event_key) DO UPDATE
+            SET state = 'pending', payload = excluded.payload, request_head = excluded.request_head,
+                integrity_tag = excluded.integrity_tag,
+                run_at = now(), retry_from = now(), event_type = coalesce(excluded.event_type, e.event_type)
+          WHERE e.state = 'failed'
+         RETURNING 1"
+    )
 }
 
 /// The inbox as a queue kind: `webhook_events` rows, identified by

@@ -156,7 +156,7 @@ fn latest_not_before() -> SystemTime {
 
 /// The enqueue: the row with its payload, unless the event already has this
 /// effect.
-fn enqueue_sql(schema: &str) -> String {
+pub(crate) fn enqueue_sql(schema: &str) -> String {
     format!(
         "WITH row AS (
              INSERT INTO {schema}.webhook_outbox

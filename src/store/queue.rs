@@ -380,6 +380,22 @@ impl QueueSql {
 /// The first body column of [`WorkTx::read`]'s row.
 pub(crate) const BODY_FIRST: usize = 2;
 
+/// Every statement of kind `K`'s queue, named (for the statement checks of
+/// `store::citus`).
+#[cfg(test)]
+pub(crate) fn statement_texts<K: QueueKind>(schema: &str) -> Vec<(&'static str, String)> {
+    let QueueSql { lease, begin_read, heartbeat, complete, retry_later, release, bury } = QueueSql::new::<K>(schema);
+    vec![
+        ("lease", lease),
+        ("begin_read", begin_read),
+        ("heartbeat", heartbeat),
+        ("complete", complete),
+        ("retry_later", retry_later),
+        ("release", release),
+        ("bury", bury),
+    ]
+}
+
 /// The channel a kind's producers notify on, per schema: a digest of the
 /// schema's name, so that any valid schema name (up to 63 bytes) gives a
 /// channel name within PostgreSQL's 63-byte identifier limit

@@ -13,11 +13,15 @@
 //! `/usr/lib/postgresql/*/bin` (Debian's layout).
 //!
 //! [`PgBouncer`] puts a throwaway PgBouncer in transaction mode in front of
-//! such a server.
+//! such a server. [`Patroni`] runs a throwaway two-node cluster managed by
+//! Patroni and etcd, for failover tests.
 #![forbid(unsafe_code)]
 
+mod patroni;
 mod pgbouncer;
 
+pub use nix::sys::signal::Signal;
+pub use patroni::{Member, Patroni, PatroniOptions, NODES};
 pub use pgbouncer::PgBouncer;
 
 use std::io;
@@ -34,7 +38,7 @@ pub struct TempPostgres {
     guardian: Child,
 }
 
-fn find_bin() -> io::Result<PathBuf> {
+pub(crate) fn find_bin() -> io::Result<PathBuf> {
     if let Some(dir) = std::env::var_os("PG_BIN") {
         return Ok(PathBuf::from(dir));
     }

@@ -16,6 +16,7 @@ mod admin_cli;
 mod claim;
 mod cli;
 mod faults;
+mod ha;
 mod http;
 mod inbox;
 mod metrics;

@@ -239,6 +239,9 @@ pub(crate) struct TxConn {
     /// the pool (25006: the server turned read-only after a failover; a
     /// shutdown in progress): discarded after its end instead of pooled.
     poisoned: AtomicBool,
+    /// `COMMIT` was sent: a drop before its answer closes the connection
+    /// without a cancel request (see [`discard`]).
+    committing: bool,
 }
 
 /// How [`TxConn::end`] failed.
@@ -279,7 +282,7 @@ pub(crate) enum Fenced {
 
 impl TxConn {
     fn opening(obj: Object, db: Db) -> Self {
-        Self { obj: Some(obj), db, retryable: OnceLock::new(), poisoned: AtomicBool::new(false) }
+        Self { obj: Some(obj), db, retryable: OnceLock::new(), poisoned: AtomicBool::new(false), committing: false }
     }
 
     /// The client-side deadline of each step on this connection.
@@ -389,6 +392,7 @@ impl TxConn {
     }
 
     async fn end_with(mut self, sql: &str) -> Result<(), DbError> {
+        self.committing = sql == "COMMIT";
         let db = self.db.clone();
         bounded(&db, self.checked_out(), async { self.client().batch_execute(sql).await.map_err(DbError::pg) }).await?;
         // Confirmed: outside any transaction, the connection may be pooled.
@@ -429,6 +433,7 @@ impl TxConn {
         end: &str,
         notify: Option<&str>,
     ) -> Result<Vec<Row>, Finish> {
+        self.committing = end == "COMMIT";
         let client = self.client();
         let opened = async {
             match begin {
@@ -517,6 +522,16 @@ impl TxConn {
 impl Drop for TxConn {
     fn drop(&mut self) {
         let Some(obj) = self.obj.take() else { return }; // released after COMMIT/ROLLBACK
+        if self.committing {
+            let client = Object::take(obj);
+            tracing::warn!(
+                "closing a connection whose COMMIT went unanswered, without cancelling it: the COMMIT ends on its \
+                 own (a cancelled COMMIT waiting for a synchronous standby would stay committed on the primary \
+                 alone)"
+            );
+            drop(client);
+            return;
+        }
         discard(obj, &self.db, "closing a connection abandoned inside a webhook transaction");
     }
 }
@@ -524,6 +539,16 @@ impl Drop for TxConn {
 /// Detaches `obj` from the pool, cancels its running statement and closes
 /// it. A dropped query future does not stop the statement on the server;
 /// the cancel request does. Then the close rolls back any transaction.
+///
+/// Never for a `COMMIT` in flight ([`TxConn`]'s drop closes those
+/// without a cancel request): PostgreSQL answers a cancel of a `COMMIT`
+/// that waits for synchronous standbys with a warning, "The transaction has
+/// already committed locally, but might not have been replicated to the
+/// standby", and makes it visible on the primary. A redelivery would then be
+/// acknowledged as a duplicate of an event no standby holds, and lost at a
+/// failover. Closed without a cancel, the backend keeps waiting for the
+/// standby's confirmation (PostgreSQL does not notice the closed client
+/// there) and holds the claim's lock: redeliveries meanwhile get 409.
 fn discard(obj: Object, db: &Db, why: &'static str) {
     let client = Object::take(obj);
     tracing::warn!("{why}");
