@@ -67,6 +67,7 @@
 //!
 //! Without a preset: [`verify::generic::HmacVerifier`] for the common HMAC
 //! shapes, [`key::DerivedKey`] for senders without an event id.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 

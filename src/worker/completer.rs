@@ -4,20 +4,24 @@
 //! buried as `dead` once its retry budget is spent, fenced by the token too, so
 //! a worker whose lease was taken over changes nothing.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{Outcome, Settings};
 use crate::store::queue::{AfterFailure, Buried, Leased, QueueKind, TableQueue};
 
 /// Ends `item`'s run with `outcome`, counting and timing it by kind and
-/// provider. Runs inside the item's span.
+/// provider; returns in how long a retried item is due again. Runs inside
+/// the item's span.
 pub(crate) async fn finish<K: QueueKind>(
     queue: &TableQueue<K>,
     settings: &Settings,
     item: &Leased<K::Payload>,
     outcome: Outcome,
     started: Instant,
-) {
+) -> Option<Duration> {
+    // When a retried item is due again, for the producer to lease it then
+    // rather than at its next poll.
+    let mut due_in = None;
     let ended = match outcome {
         Outcome::Done => {
             tracing::info!(outcome = "committed", "{} item processed", K::NAME);
@@ -74,6 +78,7 @@ pub(crate) async fn finish<K: QueueKind>(
                 }
                 Ok(AfterFailure::Retry) => {
                     tracing::warn!(outcome = "retried", error, retry_in = ?delay, "{} item failed; retried later", K::NAME);
+                    due_in = Some(delay);
                     "retried"
                 }
                 Ok(AfterFailure::LeaseLost) => {
@@ -93,6 +98,7 @@ pub(crate) async fn finish<K: QueueKind>(
     };
     crate::metrics::worker_run(K::NAME, item.provider(), ended, Some(started.elapsed()));
     K::count(item.provider(), filter::<K>(item), ended);
+    due_in
 }
 
 /// The item's filter column's value, for the kind's own metrics.

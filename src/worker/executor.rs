@@ -86,13 +86,13 @@ impl Guard {
 }
 
 /// Runs `item` to its end: done, retried later, dead, or left to whoever
-/// took the lease over.
+/// took the lease over. Returns in how long a retried item is due again.
 pub(crate) async fn process<W: Work>(
     queue: TableQueue<W::Kind>,
     work: W,
     settings: Arc<Settings>,
     item: Leased<<W::Kind as QueueKind>::Payload>,
-) {
+) -> Option<std::time::Duration> {
     // An ERROR-level span: its fields reach every event inside it, the
     // handler's own lines included (the guard runs it in this span).
     let span = tracing::error_span!(
@@ -117,10 +117,10 @@ pub(crate) async fn process<W: Work>(
             outcome = work.run(&queue, &item, &guard) => outcome,
             () = heartbeat(&queue, &item, settings.lease, &phase) => Outcome::LeaseLost,
         };
-        completer::finish(&queue, &settings, &item, outcome, started).await;
+        completer::finish(&queue, &settings, &item, outcome, started).await
     }
     .instrument(span)
-    .await;
+    .await
 }
 
 /// The run executes the user's code.

@@ -45,9 +45,16 @@ pub(crate) async fn run<W: Work>(
     let in_hand: InHand<<W::Kind as QueueKind>::Payload> = Arc::default();
     let mut next_id = 0u64;
     let mut jobs = JoinSet::new();
+    // When items this worker retried are due again: it leases then, not at
+    // its next poll, so a retry runs when its log line says.
+    let mut due: Vec<tokio::time::Instant> = Vec::new();
     let mut shutdown = pin!(shutdown);
     loop {
-        while jobs.try_join_next().is_some() {}
+        while let Some(ended) = jobs.try_join_next() {
+            due.extend(ended.ok().flatten().map(|d| tokio::time::Instant::now() + d));
+        }
+        let now = tokio::time::Instant::now();
+        due.retain(|at| *at > now);
         let free = slots.available_permits().min(settings.batch());
         let mut leased_all = false;
         if free > 0 {
@@ -66,9 +73,10 @@ pub(crate) async fn run<W: Work>(
                         let (queue, work, settings, in_hand) =
                             (queue.clone(), work.clone(), Arc::clone(&settings), Arc::clone(&in_hand));
                         jobs.spawn(async move {
-                            executor::process(queue, work, settings, row).await;
+                            let due_in = executor::process(queue, work, settings, row).await;
                             lock(&in_hand).remove(&id);
                             drop(permit);
+                            due_in
                         });
                     }
                 }
@@ -82,11 +90,15 @@ pub(crate) async fn run<W: Work>(
         if leased_all && slots.available_permits() > 0 {
             continue; // more may be due
         }
+        let next_poll = tokio::time::Instant::now() + settings.poll_interval;
+        let wake = due.iter().copied().min().map_or(next_poll, |at| at.min(next_poll));
         tokio::select! {
             () = &mut shutdown => break,
             () = notify.notified() => {}
-            () = tokio::time::sleep(settings.poll_interval) => {}
-            Some(_) = jobs.join_next(), if !jobs.is_empty() => {}
+            () = tokio::time::sleep_until(wake) => {}
+            Some(ended) = jobs.join_next(), if !jobs.is_empty() => {
+                due.extend(ended.ok().flatten().map(|d| tokio::time::Instant::now() + d));
+            }
         }
     }
     // Graceful shutdown: no more leases; work in hand may finish.

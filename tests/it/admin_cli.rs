@@ -423,6 +423,12 @@ async fn schema_and_usage_errors_exit_2() {
         assert_eq!(run.code, 2, "{name}: {}{}", run.stdout, run.stderr);
         assert!(!run.stderr.contains("s3cret-pw"), "{name}: the password was printed: {}", run.stderr);
     }
+    // With DATABASE_URL set, clap's usage line does not show `--database-url`
+    // as if it were required (second first-use review).
+    let run = admin_with(Some(&url), "u", &["list"]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--state"), "names what is missing: {}", run.stderr);
+    assert!(!run.stderr.contains("--database-url"), "usage without --database-url: {}", run.stderr);
 }
 
 #[tokio::test]
@@ -503,7 +509,7 @@ async fn purge_keeps_providers_without_a_preset_for_the_default_window() {
     };
     let run = admin(&db, &["purge", "--older-than", "1day", "--actor", "carol"]).await;
     assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
-    assert!(run.stderr.contains("acme (30days)"), "names the provider and its window: {}", run.stderr);
+    assert!(run.stderr.contains("acme (30 days)"), "names the provider and its window: {}", run.stderr);
     assert_eq!(count().await, 3, "refused: nothing deleted");
     // Past the default window the purge goes ahead and takes only the old row.
     let run = admin(&db, &["purge", "--older-than", "31days", "--actor", "carol"]).await;

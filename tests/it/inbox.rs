@@ -872,3 +872,42 @@ async fn large_payloads_on_a_slow_link_fail_on_their_own_and_the_small_event_beh
     }
     assert_eq!(db.effects().await, 1);
 }
+
+/// Input from the second first-use review: a retry logged `retry_in=31.5ms`
+/// ran about a second later, at the worker's next poll. The worker now leases
+/// again when an item it retried is due: with a 30 s poll interval and no
+/// `LISTEN`, the second attempt runs within a second of the first.
+#[tokio::test]
+async fn a_retried_item_runs_when_it_is_due_not_at_the_next_poll() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    let second = Arc::new(tokio::sync::Notify::new());
+    let handlers = Router::new().route(
+        "/webhooks/stripe",
+        post({
+            let second = Arc::clone(&second);
+            move |tx: WebhookTx, event: WebhookEvent| async move {
+                if event.attempt() == 1 {
+                    return StatusCode::INTERNAL_SERVER_ERROR;
+                }
+                second.notify_one();
+                apply_effect(tx, event).await
+            }
+        }),
+    );
+    let policy = RetryPolicy::retry_for(Duration::from_secs(60))
+        .with_backoff(Duration::from_millis(20), Duration::from_millis(50));
+    let worker = InboxWorker::builder(db.pool(4), handlers)
+        .poll_interval(Duration::from_secs(30))
+        .lease(Duration::from_secs(5))
+        .retry(policy)
+        .build()
+        .unwrap();
+    assert_eq!(accept(&app, "evt_due").await.0, StatusCode::OK);
+    // The first lease comes at start; the retry must not wait for the 30 s poll.
+    let (stop, task) = spawn_worker(worker);
+    tokio::time::timeout(Duration::from_secs(5), second.notified()).await.expect("the retry ran when due");
+    let _ = stop.send(());
+    task.await.unwrap();
+    assert_eq!(db.effects_for("evt_due").await, 1);
+}

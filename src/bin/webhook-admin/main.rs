@@ -198,7 +198,13 @@ fn actor(given: Option<String>) -> Result<String, Fail> {
         .filter_map(|v| std::env::var(v).ok())
         .map(|v| v.trim().to_owned())
         .find(|v| !v.is_empty())
-        .unwrap_or_else(|| "unknown".to_owned()))
+        .unwrap_or_else(|| {
+            eprintln!(
+                "webhook-admin: note: neither $USER nor $LOGNAME is set; recording the actor as \"unknown\" \
+                 (pass --actor NAME, as cron jobs and containers should)"
+            );
+            "unknown".to_owned()
+        }))
 }
 
 async fn stats(admin: &Admin, as_json: bool) -> Result<Report, Fail> {
@@ -227,10 +233,7 @@ async fn stats(admin: &Admin, as_json: bool) -> Result<Report, Fail> {
         }
         out.push_str(&format!("{t}\n"));
     }
-    let oldest = s.oldest_pending.map_or_else(
-        || "none pending".to_owned(),
-        |d| humantime::format_duration(Duration::from_secs(d.as_secs())).to_string(),
-    );
+    let oldest = s.oldest_pending.map_or_else(|| "none pending".to_owned(), duration_text);
     out.push_str(&format!("Oldest pending: {oldest}\n"));
     out.push_str("Attempts (rows that ran at least once)\n");
     if s.attempts.is_empty() {
@@ -244,7 +247,7 @@ async fn stats(admin: &Admin, as_json: bool) -> Result<Report, Fail> {
     }
     out.push_str(&format!("Failures in the last hour: {}\n", s.failures_last_hour));
     if !s.due.is_empty() {
-        let secs = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs())).to_string();
+        let secs = duration_text;
         out.push_str("Inbox rows due now (unserved: no row of theirs ran while the oldest waited)\n");
         let mut t = table(&["provider", "scope", "due", "oldest due", "last run", "unserved"]);
         for b in &s.due {
@@ -520,14 +523,12 @@ async fn run(cli: Cli) -> Result<Report, Fail> {
             if !allow_short_window {
                 let inside = admin.inside_replay_windows(older_than).await?;
                 if !inside.is_empty() {
-                    let named: Vec<String> = inside
-                        .iter()
-                        .map(|(p, w)| format!("{} ({})", printable(p), humantime::format_duration(*w)))
-                        .collect();
+                    let named: Vec<String> =
+                        inside.iter().map(|(p, w)| format!("{} ({})", printable(p), duration_text(*w))).collect();
                     return Err(Fail::usage(format!(
                         "refusing: --older-than {} is shorter than the replay window of {}: a replay of a purged \
                          event would run it again; choose a longer age, or pass --allow-short-window",
-                        humantime::format_duration(older_than),
+                        duration_text(older_than),
                         named.join(", ")
                     )));
                 }
@@ -543,7 +544,9 @@ async fn run(cli: Cli) -> Result<Report, Fail> {
 /// its password) replaced: a mistyped `--database-url=...` is an unknown
 /// argument that clap would quote whole.
 fn redacted(message: &str) -> String {
-    let mut message = message.to_owned();
+    // clap lists the arguments given in its usage line, `--database-url`
+    // among them when `DATABASE_URL` is set: it reads as if it were required.
+    let mut message = message.replace(" --database-url <URL>", "");
     for arg in std::env::args_os().skip(1) {
         let arg = arg.to_string_lossy().into_owned();
         let lower = arg.to_ascii_lowercase();

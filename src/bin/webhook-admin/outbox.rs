@@ -1,14 +1,14 @@
 //! `webhook-admin outbox ...`: the outbox's statistics, listings, one
 //! effect, and the audited actions (resolve, requeue, purge).
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 use webhook_idempotency::store::admin::{Admin, EffectFilter, EffectId, EffectRow, Resolution};
 
 use super::{actor, Fail, Report};
 use crate::cli::{EffectIdArgs, EffectState, EffectTarget, OutboxCommand, ResolveAs};
-use crate::render::{ago, json_text, opt_time, payload_text, printable, shorten, table, time, time_json};
+use crate::render::{
+    ago, duration_text, json_text, opt_time, payload_text, printable, shorten, table, time, time_json,
+};
 
 pub(crate) async fn run(admin: &Admin, command: OutboxCommand, as_json: bool) -> Result<Report, Fail> {
     match command {
@@ -91,10 +91,7 @@ async fn stats(admin: &Admin, as_json: bool) -> Result<Report, Fail> {
         }
         out.push_str(&format!("{t}\n"));
     }
-    let oldest = s.oldest_due.map_or_else(
-        || "none due".to_owned(),
-        |d| humantime::format_duration(Duration::from_secs(d.as_secs())).to_string(),
-    );
+    let oldest = s.oldest_due.map_or_else(|| "none due".to_owned(), duration_text);
     out.push_str(&format!("Oldest due: {oldest}\n"));
     out.push_str(&format!(
         "Uncertain, waiting for an operator: {} (webhook-admin outbox list --state uncertain)\n",

@@ -30,10 +30,37 @@ pub(crate) fn time_json(t: Option<SystemTime>) -> Value {
     t.map_or(Value::Null, |t| humantime::format_rfc3339_millis(t).to_string().into())
 }
 
+/// A duration for people, to the second: `30 days`, `1 day 2 h`, `3 h 5 min`,
+/// `45 s` (at most the two largest units).
+pub(crate) fn duration_text(d: Duration) -> String {
+    let secs = d.as_secs();
+    let units = [(86_400, "day"), (3_600, "h"), (60, "min"), (1, "s")];
+    let mut parts = Vec::new();
+    let mut left = secs;
+    for (size, name) in units {
+        let n = left / size;
+        left %= size;
+        if n > 0 && parts.len() < 2 {
+            parts.push(match (name, n) {
+                ("day", 1) => "1 day".to_owned(),
+                ("day", n) => format!("{n} days"),
+                (name, n) => format!("{n} {name}"),
+            });
+        } else if !parts.is_empty() {
+            break;
+        }
+    }
+    if parts.is_empty() {
+        "0 s".to_owned()
+    } else {
+        parts.join(" ")
+    }
+}
+
 /// `t` and how long ago it was (or how soon it is, for `run_at` and
 /// `locked_until`), by this machine's clock, to the second.
 pub(crate) fn ago(t: SystemTime) -> String {
-    let whole = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+    let whole = duration_text;
     match SystemTime::now().duration_since(t) {
         Ok(age) => format!("{} ({} ago)", time(t), whole(age)),
         Err(ahead) => format!("{} (in {})", time(t), whole(ahead.duration())),
@@ -109,4 +136,25 @@ pub(crate) fn json_text(v: &Value) -> String {
     let mut s = crate::escape::json_safe(&serde_json::to_string_pretty(v).unwrap_or_default());
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_words() {
+        for (secs, want) in [
+            (0, "0 s"),
+            (45, "45 s"),
+            (185, "3 min 5 s"),
+            (3 * 3_600 + 300, "3 h 5 min"),
+            (86_400, "1 day"),
+            (86_400 + 7_200 + 5, "1 day 2 h"),
+            (30 * 86_400, "30 days"),
+            (3 * 86_400 + 59, "3 days"),
+        ] {
+            assert_eq!(duration_text(Duration::from_secs(secs)), want, "{secs} s");
+        }
+    }
 }
