@@ -7,9 +7,14 @@
 //!     --header 'Stripe-Signature: t=1700000000,v1=...' --body-file payload.json --now 1700000100
 //! ```
 //!
-//! Prints `valid` and the event key, or `invalid: <kind>` with hints (the
-//! timestamp's age, the body's length and SHA-256, a secret with
-//! surrounding whitespace). Exit status: 0 valid, 1 invalid, 2 usage error.
+//! Prints the signature's verdict (`valid`, or `invalid: <kind>` with hints:
+//! the timestamp's age, the body's length and SHA-256, a secret with
+//! surrounding whitespace), then the event key on its own line: a valid
+//! signature over a body without a usable key is still `valid` (the key line
+//! says what is missing and that the layer would answer 400). A stale
+//! timestamp says whether the MAC itself matched (secret and body right, only
+//! the time off). `--json` prints the same as one object. Exit status: 0 the
+//! signature verifies, 1 it does not, 2 usage error.
 //!
 //! Usage errors never print a secret or public key: argument errors name the
 //! flag but not the value given (a secret passed to the wrong flag, or as a
@@ -77,6 +82,11 @@ struct Args {
     /// 253402300799 (9999-12-31T23:59:59Z) (default: now).
     #[arg(long, value_name = "UNIX_SECONDS", value_parser = clap::value_parser!(u64).range(0..=MAX_NOW))]
     now: Option<u64>,
+    /// Print one JSON object (`signature`, `reason`, `mac_matched`,
+    /// `timestamp`, `key`, `key_error`, `key_from`, `event_type`,
+    /// `handshake`, `hints`) instead of lines.
+    #[arg(long)]
+    json: bool,
 }
 
 /// The largest `--now`: 9999-12-31T23:59:59Z, in Unix seconds.
@@ -242,6 +252,38 @@ fn key_material(preset: &PresetInfo, secrets: &[String], public_keys: &[String])
     Ok(out)
 }
 
+/// Where the preset's layer reads the event key from (SECURITY.md has the
+/// table with what is signed), for the hint when it is missing.
+fn key_from(preset: &str) -> &'static str {
+    match preset {
+        "github" => "the X-GitHub-Delivery header",
+        "shopify" => "the X-Shopify-Event-Id header (else X-Shopify-Webhook-Id)",
+        "twilio" => "the I-Twilio-Idempotency-Token header",
+        "linear" => "the Linear-Delivery header",
+        "twitch" => "the Twitch-Eventsub-Message-Id header",
+        "standard-webhooks" => "the webhook-id header",
+        "svix" => "the svix-id header (else webhook-id)",
+        "slack" => "the body's event_id (JSON)",
+        "paddle" | "typeform" | "square" => "the body's event_id (JSON)",
+        "pagerduty" => "the body's event.id (JSON)",
+        "mailgun" => "the body's event-data.id (JSON)",
+        "hubspot" | "sendgrid" | "zoom" | "calendly" => "fields of the JSON body (a derived key)",
+        _ => "the body's id (JSON)",
+    }
+}
+
+/// What the check found, each part on its own: the signature (and whether the
+/// MAC matched when only the time is off), the timestamp, the event key.
+struct Verdict {
+    signature_valid: bool,
+    reason: Option<VerifyErrorKind>,
+    mac_matched: bool,
+    handshake: Option<http::StatusCode>,
+    key: Option<String>,
+    key_error: Option<&'static str>,
+    event_type: Option<String>,
+}
+
 fn run(args: &Args) -> Result<bool, Usage> {
     let preset = preset(&args.provider)?;
     let provider = provider(preset, args.url.as_deref())?;
@@ -259,35 +301,105 @@ fn run(args: &Args) -> Result<bool, Usage> {
     if let Some(e) = checked.as_ref().err().and_then(CheckError::key_material) {
         return Err(Usage(format!("key material unusable: {e}")));
     }
+    let mut v = Verdict {
+        signature_valid: true,
+        reason: None,
+        mac_matched: true,
+        handshake: None,
+        key: None,
+        key_error: None,
+        event_type: None,
+    };
     if let Ok(Some(answer)) = provider.handshake(&delivery) {
+        v.handshake = Some(answer.status());
+    } else {
+        match checked {
+            Ok(identity) => {
+                v.key = Some(identity.key);
+                v.event_type = identity.event_type;
+            }
+            Err(e) if e.key_error().is_some() => v.key_error = e.key_error().map(|k| k.kind().as_str()),
+            Err(e) => {
+                let kind = e.verify_error().map(|e| e.kind());
+                v.signature_valid = false;
+                v.reason = kind;
+                // Only the time off? Check the MAC alone, as an operator replay would.
+                let stale = matches!(kind, Some(VerifyErrorKind::TimestampTooOld | VerifyErrorKind::TimestampInFuture));
+                let replay = Delivery::new(&parts, &body, &secrets, at).without_timestamp_check();
+                v.mac_matched = stale && provider.check(&replay).map_or_else(|e| e.key_error().is_some(), |_| true);
+            }
+        }
+    }
+    let hints = if v.signature_valid { Vec::new() } else { hints(args, &parts, &body, v.reason, now) };
+    if args.json {
+        print_json(&v, preset, &hints);
+    } else {
+        print_lines(&v, preset, &hints);
+    }
+    Ok(v.signature_valid)
+}
+
+fn print_lines(v: &Verdict, preset: &PresetInfo, hints: &[String]) {
+    if let Some(status) = v.handshake {
         println!("valid");
-        println!("handshake: answered by the layer with {}, nothing claimed", answer.status());
-        return Ok(true);
+        println!("handshake: answered by the layer with {status}, nothing claimed");
+        return;
     }
-    match checked {
-        Ok(identity) => {
-            println!("valid");
-            println!("event key: {}", printable(&identity.key));
-            if let Some(t) = identity.event_type {
-                println!("event type: {}", printable(&t));
-            }
-            Ok(true)
-        }
-        Err(e) => {
-            if let Some(e) = e.verify_error() {
-                println!("invalid: {}", e.kind());
-                for hint in hints(args, &parts, &body, Some(e.kind()), now) {
-                    println!("hint: {hint}");
+    if !v.signature_valid {
+        let kind = v.reason.map_or("unknown", VerifyErrorKind::as_str);
+        println!("invalid: {kind}");
+        if v.reason.is_some_and(|k| matches!(k, VerifyErrorKind::TimestampTooOld | VerifyErrorKind::TimestampInFuture))
+        {
+            println!(
+                "signature: {}",
+                if v.mac_matched {
+                    "the MAC matches (secret and body are right); only the signed time is outside the tolerance"
+                } else {
+                    "does not match either: the time is off and the secret or the bytes differ"
                 }
-            } else if let Some(k) = e.key_error() {
-                println!("invalid: {}", k.kind().as_str());
-                println!("hint: the signature is valid, but the event key the layer needs is missing or unusable");
-            } else {
-                println!("invalid: unknown");
-            }
-            Ok(false)
+            );
         }
+        for hint in hints {
+            println!("hint: {hint}");
+        }
+        return;
     }
+    println!("valid");
+    println!("signature: valid");
+    match (&v.key, v.key_error) {
+        (Some(key), _) => println!("event key: {}", printable(key)),
+        (None, Some(kind)) => println!(
+            "event key: {kind}: the layer reads it from {} and answers a delivery without a usable one 400 \
+             (the signature itself is valid)",
+            key_from(preset.name)
+        ),
+        (None, None) => {}
+    }
+    if let Some(t) = &v.event_type {
+        println!("event type: {}", printable(t));
+    }
+}
+
+fn print_json(v: &Verdict, preset: &PresetInfo, hints: &[String]) {
+    let timestamp = match v.reason {
+        Some(VerifyErrorKind::TimestampTooOld) => "too_old",
+        Some(VerifyErrorKind::TimestampInFuture) => "in_future",
+        _ if v.signature_valid => "ok",
+        _ => "unchecked",
+    };
+    let doc = serde_json::json!({
+        "signature": if v.signature_valid { "valid" } else { "invalid" },
+        "reason": v.reason.map(VerifyErrorKind::as_str),
+        "mac_matched": v.mac_matched,
+        "timestamp": timestamp,
+        "handshake": v.handshake.map(|s| s.as_u16()),
+        "key": v.key,
+        "key_error": v.key_error,
+        "key_from": key_from(preset.name),
+        "event_type": v.event_type,
+        "hints": hints,
+    });
+    println!("{}", escape::json_safe(&doc.to_string()));
 }
 
 /// The flag names this command defines (`--secret`, ...): the only argument

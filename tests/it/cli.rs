@@ -444,3 +444,55 @@ fn verify_command_usage_errors_never_print_key_material() {
         assert!(!all.contains("panicked"), "{name}: {all}");
     }
 }
+
+/// Input from the second providers review: GitHub's documentation example
+/// (`Hello, World!`, "It's a Secret to Everybody", no `X-GitHub-Delivery`)
+/// printed `invalid: key_missing` and exited 1, so a user checking a secret
+/// was told the signature was bad. The signature, the time and the key are
+/// separate verdicts now, in lines and in `--json`.
+#[test]
+fn verify_command_reports_signature_time_and_key_separately() {
+    let gh_sig = "X-Hub-Signature-256: sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
+    let gh = ["--provider", "github", "--secret", "It's a Secret to Everybody", "--header", gh_sig, "--body-file", "-"];
+    let out = run(&gh, Some(b"Hello, World!"));
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "the signature verifies: {t}");
+    assert!(t.starts_with("valid\nsignature: valid\n"), "{t}");
+    assert!(t.contains("event key: key_missing") && t.contains("X-GitHub-Delivery") && t.contains("400"), "{t}");
+
+    let json = |args: &[&str], body: &[u8]| -> (i32, serde_json::Value) {
+        let out = run(&[args, &["--json"]].concat(), Some(body));
+        (out.status.code().unwrap(), serde_json::from_slice(&out.stdout).expect("one JSON object"))
+    };
+    let (code, v) = json(&gh, b"Hello, World!");
+    assert_eq!(code, 0);
+    assert_eq!(
+        (v["signature"].as_str(), v["key_error"].as_str(), v["mac_matched"].as_bool()),
+        (Some("valid"), Some("key_missing"), Some(true))
+    );
+    assert!(v["key"].is_null());
+    assert_eq!(v["key_from"], "the X-GitHub-Delivery header");
+
+    // Stale, with the right and with a wrong secret: both exit 1, and say whether the MAC matched.
+    let header = format!("Stripe-Signature: {}", stripe::sign(&SigningSecret::from("whsec_cli"), NOW, BODY));
+    for (secret, matched) in [("whsec_cli", true), ("whsec_wrong", false)] {
+        let args = stripe_args(&header, secret, "1700003600");
+        let out = run(&args, Some(BODY));
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{t}");
+        assert!(t.starts_with("invalid: timestamp_too_old"), "{t}");
+        assert_eq!(t.contains("the MAC matches"), matched, "{secret}: {t}");
+        let (code, v) = json(&args, BODY);
+        assert_eq!(code, 1);
+        assert_eq!((v["signature"].as_str(), v["timestamp"].as_str()), (Some("invalid"), Some("too_old")));
+        assert_eq!(v["mac_matched"].as_bool(), Some(matched), "{secret}");
+    }
+    // Valid and fresh, with its key and type.
+    let args = stripe_args(&header, "whsec_cli", "1700000000");
+    let (code, v) = json(&args, BODY);
+    assert_eq!(code, 0);
+    assert_eq!(
+        (v["key"].as_str(), v["event_type"].as_str(), v["timestamp"].as_str()),
+        (Some("evt_cli"), Some("invoice.paid"), Some("ok"))
+    );
+}

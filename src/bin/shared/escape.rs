@@ -54,7 +54,6 @@ pub(crate) fn printable(text: &str) -> String {
 /// past U+FFFF, RFC 8259 section 7), so `--json` output read on a terminal
 /// cannot lie either. Such characters only stand inside strings, where the
 /// escape means the same character: the document parses to the same value.
-#[allow(dead_code)] // webhook-verify prints no JSON
 pub(crate) fn json_safe(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
