@@ -191,13 +191,28 @@ pub fn downstream_key(scope: &str, provider: &str, event_key: &str, effect: &str
     format!("whk1_{}", hex::encode(&hash.finalize()[..28]))
 }
 
-/// An outbox row as a worker leases it.
+/// An outbox row as a worker leases it: the identity is the lease's; only
+/// whether the run reconciles comes with it, the payload is read per item
+/// ([`StoredEffect::read`]).
 #[derive(Debug)]
 pub(crate) struct OutboxRow {
-    pub(crate) payload: Bytes,
-    pub(crate) content_type: String,
     /// The row was uncertain: this run reconciles instead of calling again.
     pub(crate) reconcile: bool,
+}
+
+/// A leased effect's payload and content type, read by a fenced statement
+/// of its own after the lease ([`TableQueue::read`](super::queue::TableQueue::read)).
+#[derive(Debug)]
+pub(crate) struct StoredEffect {
+    pub(crate) payload: Bytes,
+    pub(crate) content_type: String,
+}
+
+impl StoredEffect {
+    /// Reads the [`OutboxRows`] body columns of `row`.
+    pub(crate) fn read(row: &Row) -> Self {
+        Self { payload: Bytes::from(row.get::<Vec<u8>>(0)), content_type: row.get(1) }
+    }
 }
 
 /// The outbox as a queue kind.
@@ -210,16 +225,13 @@ impl QueueKind for OutboxRows {
     const KEY: &'static [&'static str] = &["scope", "provider", "event_key", "effect", "ordinal:integer"];
     const DUE_STATES: &'static str = "'pending', 'uncertain'";
     const FILTER_COLUMN: Option<&'static str> = Some("effect");
-    const PAYLOAD_COLUMNS: &'static str = "e.payload, e.content_type, e.uncertain_since IS NOT NULL";
+    const PAYLOAD_COLUMNS: &'static str = "e.uncertain_since IS NOT NULL";
+    const BODY_COLUMNS: &'static str = "e.payload, e.content_type";
     const DONE_SET: &'static str = "response_status = {status}, delivered_at = now(), uncertain_since = NULL";
     type Payload = OutboxRow;
 
     fn payload(row: &Row, first: usize) -> OutboxRow {
-        OutboxRow {
-            payload: Bytes::from(row.get::<Vec<u8>>(first)),
-            content_type: row.get(first + 1),
-            reconcile: row.get(first + 2),
-        }
+        OutboxRow { reconcile: row.get(first) }
     }
 
     fn retry_state(payload: &OutboxRow) -> &'static str {
