@@ -75,9 +75,11 @@
 //!   the effect ([`Effects::reconcile`]) the row is due again after a
 //!   backoff and the reconciliation, not the effect, runs: it asks the
 //!   remote (by the downstream key) and answers [`Reconciled`]: delivered
-//!   (`done`), not delivered (called again at once, same key), failed
-//!   (`dead`) or still unknown (asked again later, `dead` once the budget
-//!   is spent). Without one the row waits in `uncertain` for an operator
+//!   (`done`), not delivered (called again at once, same key; `dead`
+//!   instead, with the reason in `last_error` and an ERROR line, once the
+//!   retry budget is spent), failed (`dead`) or still unknown (asked again
+//!   later, `dead` once the budget is spent). Without one the row waits in
+//!   `uncertain` for an operator
 //!   ([`Admin::resolve_effect`](crate::store::admin::Admin::resolve_effect),
 //!   `webhook-admin outbox resolve`).
 //!

@@ -109,20 +109,17 @@ impl Work for OutboxWork {
                     rows.map(|r| (!r.is_empty()).then_some(Outcome::Settled("uncertain"))).map_err(|e| e.to_string())
                 }
                 End::Resend => {
+                    let budget = guard.budget();
                     let mut params = row.fence();
-                    params.push(Param::I32(i32::try_from(guard.max_attempts()).unwrap_or(i32::MAX)));
+                    params.push(Param::I32(i32::try_from(budget.max_attempts).unwrap_or(i32::MAX)));
+                    params.push(Param::F64(budget.retry_for.as_secs_f64()));
                     let rows = queue
                         .db()
                         .patient(2u32.pow((tries - 1).min(3)))
                         .query("outbox resend", &sql.resend, &params)
                         .await;
-                    rows.map(|r| {
-                        r.first().map(|r| match r.get::<&str>(0) {
-                            "dead" => Outcome::Settled("dead"),
-                            _ => Outcome::Settled("resent"),
-                        })
-                    })
-                    .map_err(|e| e.to_string())
+                    rows.map(|r| r.first().map(|r| resent(r.get(0), r.get(1), budget.retry_for)))
+                        .map_err(|e| e.to_string())
                 }
             };
             match recorded {
@@ -144,6 +141,30 @@ impl Work for OutboxWork {
 const END_TRIES: u32 = 6;
 /// The first pause between tries, doubled each time.
 const END_RETRY_BASE: Duration = Duration::from_millis(100);
+
+/// What the resend statement did: `state` the row's state after it,
+/// `attempts_spent` whether its runs were spent (else, when `dead`, its time
+/// budget `retry_for` was).
+fn resent(state: &str, attempts_spent: bool, retry_for: Duration) -> Outcome {
+    match (state, attempts_spent) {
+        ("dead", true) => {
+            tracing::error!(
+                outcome = "dead",
+                "outbox effect dead: reconciled as not delivered on its last allowed attempt; not sent again"
+            );
+            Outcome::Settled("dead")
+        }
+        ("dead", false) => {
+            tracing::error!(
+                outcome = "dead",
+                ?retry_for,
+                "outbox effect dead: reconciled as not delivered and its retry budget is spent; not sent again"
+            );
+            Outcome::Settled("dead")
+        }
+        _ => Outcome::Settled("resent"),
+    }
+}
 
 /// The function's context for `row`, with its stored payload.
 fn context(row: &Leased<OutboxRow>, stored: StoredEffect) -> EffectContext {

@@ -278,7 +278,11 @@ pub(crate) struct OutboxSql {
     /// operator resolves it), $9 response_status`: uncertain.
     pub(crate) uncertain: String,
     /// The reconciliation found the call did not happen: send again, now,
-    /// or `dead` past the run budget (`$7` max attempts); returns the state.
+    /// or `dead` once the retry budget is spent: past the run budget (`$7`
+    /// max attempts) or past `$8` seconds after the row was created (or
+    /// requeued: `retry_from`), as [`TableQueue::retry_later`](super::queue::TableQueue::retry_later)
+    /// decides; returns the state and whether the attempts were spent
+    /// (false with `dead`: the time budget).
     pub(crate) resend: String,
 }
 
@@ -288,6 +292,8 @@ impl OutboxSql {
         let fence = "scope = $1 AND provider = $2 AND event_key = $3 AND effect = $4 AND ordinal = $5::text::integer
                      AND state = 'running' AND lease_token = $6::text::uuid";
         let released = "locked_until = NULL, lease_token = NULL";
+        // The end of the row's retry budget is past (as the queue's retry_later).
+        let expired = "coalesce(retry_from, created_at) + make_interval(secs => $8) <= now()";
         Self {
             delivered: format!(
                 "UPDATE {t} o SET state = 'done', delivered_at = now(), remote_ref = d.remote_ref,
@@ -306,13 +312,18 @@ impl OutboxSql {
                  WHERE {fence} RETURNING 1"
             ),
             resend: format!(
-                "UPDATE {t} SET state = CASE WHEN attempts >= $7 THEN 'dead' ELSE 'pending' END,
+                "UPDATE {t} SET state = CASE WHEN {spent} THEN 'dead' ELSE 'pending' END,
                         last_error = CASE WHEN attempts >= $7
-                                     THEN 'reconciled as not delivered on the last allowed attempt' ELSE last_error END,
-                        last_failed_at = CASE WHEN attempts >= $7 THEN now() ELSE last_failed_at END,
-                        run_at = CASE WHEN attempts >= $7 THEN NULL ELSE now() END,
+                                          THEN 'reconciled as not delivered on the last allowed attempt'
+                                          WHEN {expired}
+                                          THEN 'reconciled as not delivered once its retry budget (retry_for) was spent: \
+                                                not sent again'
+                                          ELSE last_error END,
+                        last_failed_at = CASE WHEN {spent} THEN now() ELSE last_failed_at END,
+                        run_at = CASE WHEN {spent} THEN NULL ELSE now() END,
                         uncertain_since = NULL, {released}
-                 WHERE {fence} RETURNING state"
+                 WHERE {fence} RETURNING state, attempts >= $7",
+                spent = format!("(attempts >= $7 OR {expired})"),
             ),
         }
     }

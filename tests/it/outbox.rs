@@ -1432,3 +1432,44 @@ async fn large_effect_payloads_on_a_slow_link_fail_on_their_own_and_the_small_ef
     assert_eq!(remote.calls(&key_of("evt_small", "send_receipt")), [1], "the small one called once");
     assert_eq!(remote.performed_count(), 1);
 }
+
+#[tokio::test]
+async fn an_uncertain_effect_reconciled_as_not_delivered_past_its_retry_budget_is_dead_with_the_reason() {
+    let db = TestDb::new().await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let effects = counting(&calls, EffectResult::uncertain("reset before the answer"))
+        .reconcile("send_receipt", |_ctx: EffectContext| async { Reconciled::NotDelivered });
+    // No bound on the runs: only the time budget can end the cycle of call,
+    // reconciliation (not delivered) and resend.
+    let budget = Duration::from_secs(2);
+    let policy = RetryPolicy::retry_for(budget).with_backoff(Duration::from_millis(20), Duration::from_millis(100));
+    let (logs, _guard) = Logs::capture();
+    let worker = spawn(fast(db.pool(4), effects).retry(policy).build().unwrap());
+    assert_eq!(
+        deliver(&enqueuing_app(db.pool.clone(), StatusCode::OK), stripe_body("evt_budget")).await,
+        StatusCode::OK
+    );
+    assert!(
+        eventually(Duration::from_secs(15), || async { state_of(&db, "evt_budget").await.as_deref() == Some("dead") })
+            .await,
+        "dead once the budget is spent"
+    );
+    stop(worker).await;
+    let (_, attempts, _, last_error) = outbox_row(&db, "evt_budget").await.unwrap();
+    let lived = db
+        .scalar_f64(
+            "SELECT extract(epoch FROM last_failed_at - created_at)::float8 FROM webhook_idempotency.webhook_outbox
+              WHERE event_key = 'evt_budget'",
+        )
+        .await;
+    // Dead at the first reconciliation after the budget's end, not before.
+    assert!(lived >= budget.as_secs_f64() && lived < budget.as_secs_f64() + 2.0, "dead after {lived} s");
+    assert!(attempts >= 4, "called and reconciled through the budget: {attempts} runs");
+    let calls = i32::try_from(calls.load(Ordering::SeqCst)).unwrap();
+    assert_eq!(attempts, 2 * calls, "one reconciliation after each of the {calls} calls");
+    assert_eq!(
+        last_error.as_deref(),
+        Some("reconciled as not delivered once its retry budget (retry_for) was spent: not sent again")
+    );
+    assert!(logs.text().contains("its retry budget is spent"), "the ERROR line says why");
+}
