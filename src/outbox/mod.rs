@@ -66,7 +66,8 @@
 //! **Outcomes.** The function reports [`EffectResult`]:
 //! - `Delivered` (with an optional remote reference): `done`, with the time;
 //! - `Retry`: back to `pending` after a backoff with full jitter
-//!   ([`RetryPolicy`]), `dead` past its attempts;
+//!   ([`RetryPolicy`]), `dead` once its retry budget is spent (by default 3
+//!   days after it was enqueued, or 200 runs);
 //! - `Failed`: `dead` now;
 //! - `Uncertain`, when the remote may have acted and the answer was lost (a
 //!   timeout after the request was sent, a reset before the answer). The row
@@ -74,15 +75,24 @@
 //!   the effect ([`Effects::reconcile`]) the row is due again after a
 //!   backoff and the reconciliation, not the effect, runs: it asks the
 //!   remote (by the downstream key) and answers [`Reconciled`]: delivered
-//!   (`done`), not delivered (called again at once, same key), failed
-//!   (`dead`) or still unknown (asked again later, `dead` past the
-//!   attempts). Without one the row waits in `uncertain` for an operator
+//!   (`done`), not delivered (called again at once, same key; `dead`
+//!   instead, with the reason in `last_error` and an ERROR line, once the
+//!   retry budget is spent), failed (`dead`) or still unknown (asked again
+//!   later, `dead` once the budget is spent). Without one the row waits in
+//!   `uncertain` for an operator
 //!   ([`Admin::resolve_effect`](crate::store::admin::Admin::resolve_effect),
 //!   `webhook-admin outbox resolve`).
 //!
 //! A function that panics or runs past the worker's
 //! [`handler_timeout`](crate::worker::WorkerBuilder::handler_timeout) may
 //! have sent its call: it counts as uncertain too.
+//!
+//! **Large payloads.** The lease returns identities only; each effect's
+//! payload is read by a statement of its own, fenced by the lease token,
+//! right before its call and within the database timeout: a payload too
+//! slow to read (megabytes over a slow link) fails its own run (an attempt,
+//! `dead` once its budget is spent, as a poison effect) and never stalls the
+//! lease of the effects behind it. It costs one round trip per effect.
 //!
 //! **Business keys and ordering** are on [`WebhookTx`] too:
 //! [`claim_action`](WebhookTx::claim_action) claims a business transition

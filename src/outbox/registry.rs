@@ -89,8 +89,8 @@ pub enum EffectResult {
         remote_ref: Option<String>,
     },
     /// It failed in a way a later call can fix (a 5xx, a refused
-    /// connection): retried with backoff and full jitter, `dead` past the
-    /// retry policy's attempts. `error` is recorded (never put a secret or a
+    /// connection): retried with backoff and full jitter, `dead` once the
+    /// retry policy's budget (time or runs) is spent. `error` is recorded (never put a secret or a
     /// payload in it).
     Retry {
         /// What went wrong.
@@ -151,7 +151,8 @@ pub enum Reconciled {
         remote_ref: Option<String>,
     },
     /// The remote did not do it: the effect is called again (same
-    /// downstream key).
+    /// downstream key), or `dead` once the retry policy's budget (time or
+    /// runs) is spent.
     NotDelivered,
     /// It cannot be done: `dead`.
     Failed {
@@ -159,7 +160,8 @@ pub enum Reconciled {
         error: String,
     },
     /// Still unknown (the remote did not answer): asked again after a
-    /// backoff, `dead` past the retry policy's attempts.
+    /// backoff, `dead` once the retry policy's budget (time or runs) is
+    /// spent.
     Unknown {
         /// Why.
         error: String,

@@ -3,11 +3,12 @@
 //! one open), then the row ended fenced by the lease.
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use super::marker::{mark_one, Marker};
 use super::registry::{EffectContext, EffectResult, Effects, Reconciled, Registered};
 use crate::store::driver::Param;
-use crate::store::outbox::{uncertain_params, OutboxRow, OutboxRows, OutboxSql};
+use crate::store::outbox::{uncertain_params, OutboxRow, OutboxRows, OutboxSql, StoredEffect};
 use crate::store::queue::{Leased, TableQueue};
 use crate::worker::{Guard, Outcome, Work};
 
@@ -55,7 +56,16 @@ impl Work for OutboxWork {
             // hand-written row gets here.
             return Outcome::failed(format!("no effect function is registered for `{}`", row.effect()), None);
         };
-        let ctx = context(row);
+        // The payload is read here, one fenced statement per item within the
+        // database timeout (the lease carries identities only): a payload too
+        // slow to read fails this item (an attempt, dead once its budget is
+        // spent), never the lease of the effects behind it.
+        let stored = match queue.read(row, "outbox read the stored effect").await {
+            Ok(Some(read)) => StoredEffect::read(&read),
+            Ok(None) => return Outcome::LeaseLost,
+            Err(e) => return Outcome::failed(format!("could not read the stored effect: {e}"), None),
+        };
+        let ctx = context(row, stored);
         let ended = if row.payload().reconcile {
             reconcile(&registered, ctx, guard).await
         } else {
@@ -99,20 +109,17 @@ impl Work for OutboxWork {
                     rows.map(|r| (!r.is_empty()).then_some(Outcome::Settled("uncertain"))).map_err(|e| e.to_string())
                 }
                 End::Resend => {
+                    let budget = guard.budget();
                     let mut params = row.fence();
-                    params.push(Param::I32(i32::try_from(guard.max_attempts()).unwrap_or(i32::MAX)));
+                    params.push(Param::I32(i32::try_from(budget.max_attempts).unwrap_or(i32::MAX)));
+                    params.push(Param::F64(budget.retry_for.as_secs_f64()));
                     let rows = queue
                         .db()
                         .patient(2u32.pow((tries - 1).min(3)))
                         .query("outbox resend", &sql.resend, &params)
                         .await;
-                    rows.map(|r| {
-                        r.first().map(|r| match r.get::<&str>(0) {
-                            "dead" => Outcome::Settled("dead"),
-                            _ => Outcome::Settled("resent"),
-                        })
-                    })
-                    .map_err(|e| e.to_string())
+                    rows.map(|r| r.first().map(|r| resent(r.get(0), r.get(1), budget.retry_for)))
+                        .map_err(|e| e.to_string())
                 }
             };
             match recorded {
@@ -133,10 +140,34 @@ impl Work for OutboxWork {
 /// of pauses in all; each retry's deadline twice the one before, up to 8x).
 const END_TRIES: u32 = 6;
 /// The first pause between tries, doubled each time.
-const END_RETRY_BASE: std::time::Duration = std::time::Duration::from_millis(100);
+const END_RETRY_BASE: Duration = Duration::from_millis(100);
 
-/// The function's context for `row`.
-fn context(row: &Leased<OutboxRow>) -> EffectContext {
+/// What the resend statement did: `state` the row's state after it,
+/// `attempts_spent` whether its runs were spent (else, when `dead`, its time
+/// budget `retry_for` was).
+fn resent(state: &str, attempts_spent: bool, retry_for: Duration) -> Outcome {
+    match (state, attempts_spent) {
+        ("dead", true) => {
+            tracing::error!(
+                outcome = "dead",
+                "outbox effect dead: reconciled as not delivered on its last allowed attempt; not sent again"
+            );
+            Outcome::Settled("dead")
+        }
+        ("dead", false) => {
+            tracing::error!(
+                outcome = "dead",
+                ?retry_for,
+                "outbox effect dead: reconciled as not delivered and its retry budget is spent; not sent again"
+            );
+            Outcome::Settled("dead")
+        }
+        _ => Outcome::Settled("resent"),
+    }
+}
+
+/// The function's context for `row`, with its stored payload.
+fn context(row: &Leased<OutboxRow>, stored: StoredEffect) -> EffectContext {
     EffectContext {
         scope: row.scope().to_owned(),
         provider: row.provider().to_owned(),
@@ -144,8 +175,8 @@ fn context(row: &Leased<OutboxRow>) -> EffectContext {
         effect: row.effect().to_owned(),
         ordinal: row.ordinal(),
         attempt: row.attempt(),
-        payload: row.payload().payload.clone(),
-        content_type: row.payload().content_type.clone(),
+        payload: stored.payload,
+        content_type: stored.content_type,
         downstream_key: row.downstream_key(),
     }
 }

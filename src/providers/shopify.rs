@@ -64,9 +64,16 @@ use crate::verify::{hmac_sha256, Encoding, SigningSecret};
 pub const NAME: &str = "shopify";
 /// How long a Shopify event can be sent again: 2 days.
 ///
-/// Shopify retries a failed delivery over 48 hours
-/// (<https://shopify.dev/docs/apps/build/webhooks/troubleshooting-webhooks>)
-/// and documents no manual redelivery.
+/// Shopify retries a failed delivery 8 times over 4 hours, with exponential
+/// backoff, since 2024-09-10 (19 times over 48 hours before; Shopify
+/// developer changelog, "Updates to webhook retry mechanism",
+/// <https://shopify.dev/changelog/updates-to-webhook-retry-mechanism>;
+/// <https://shopify.dev/docs/apps/build/webhooks/troubleshooting-webhooks>),
+/// then drops the delivery (and, after repeated failures, an Admin API
+/// subscription). It documents no manual redelivery: a dropped event comes
+/// back only by reconciling through the Admin API, under no webhook id. The
+/// 2 days are a wide margin over the 4 hours, and still cover the 48 hours
+/// of the former schedule.
 pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
 
 /// The header Shopify signs webhook deliveries with.

@@ -191,13 +191,28 @@ pub fn downstream_key(scope: &str, provider: &str, event_key: &str, effect: &str
     format!("whk1_{}", hex::encode(&hash.finalize()[..28]))
 }
 
-/// An outbox row as a worker leases it.
+/// An outbox row as a worker leases it: the identity is the lease's; only
+/// whether the run reconciles comes with it, the payload is read per item
+/// ([`StoredEffect::read`]).
 #[derive(Debug)]
 pub(crate) struct OutboxRow {
-    pub(crate) payload: Bytes,
-    pub(crate) content_type: String,
     /// The row was uncertain: this run reconciles instead of calling again.
     pub(crate) reconcile: bool,
+}
+
+/// A leased effect's payload and content type, read by a fenced statement
+/// of its own after the lease ([`TableQueue::read`](super::queue::TableQueue::read)).
+#[derive(Debug)]
+pub(crate) struct StoredEffect {
+    pub(crate) payload: Bytes,
+    pub(crate) content_type: String,
+}
+
+impl StoredEffect {
+    /// Reads the [`OutboxRows`] body columns of `row`.
+    pub(crate) fn read(row: &Row) -> Self {
+        Self { payload: Bytes::from(row.get::<Vec<u8>>(0)), content_type: row.get(1) }
+    }
 }
 
 /// The outbox as a queue kind.
@@ -210,16 +225,13 @@ impl QueueKind for OutboxRows {
     const KEY: &'static [&'static str] = &["scope", "provider", "event_key", "effect", "ordinal:integer"];
     const DUE_STATES: &'static str = "'pending', 'uncertain'";
     const FILTER_COLUMN: Option<&'static str> = Some("effect");
-    const PAYLOAD_COLUMNS: &'static str = "e.payload, e.content_type, e.uncertain_since IS NOT NULL";
+    const PAYLOAD_COLUMNS: &'static str = "e.uncertain_since IS NOT NULL";
+    const BODY_COLUMNS: &'static str = "e.payload, e.content_type";
     const DONE_SET: &'static str = "response_status = {status}, delivered_at = now(), uncertain_since = NULL";
     type Payload = OutboxRow;
 
     fn payload(row: &Row, first: usize) -> OutboxRow {
-        OutboxRow {
-            payload: Bytes::from(row.get::<Vec<u8>>(first)),
-            content_type: row.get(first + 1),
-            reconcile: row.get(first + 2),
-        }
+        OutboxRow { reconcile: row.get(first) }
     }
 
     fn retry_state(payload: &OutboxRow) -> &'static str {
@@ -266,7 +278,11 @@ pub(crate) struct OutboxSql {
     /// operator resolves it), $9 response_status`: uncertain.
     pub(crate) uncertain: String,
     /// The reconciliation found the call did not happen: send again, now,
-    /// or `dead` past the run budget (`$7` max attempts); returns the state.
+    /// or `dead` once the retry budget is spent: past the run budget (`$7`
+    /// max attempts) or past `$8` seconds after the row was created (or
+    /// requeued: `retry_from`), as [`TableQueue::retry_later`](super::queue::TableQueue::retry_later)
+    /// decides; returns the state and whether the attempts were spent
+    /// (false with `dead`: the time budget).
     pub(crate) resend: String,
 }
 
@@ -276,6 +292,8 @@ impl OutboxSql {
         let fence = "scope = $1 AND provider = $2 AND event_key = $3 AND effect = $4 AND ordinal = $5::text::integer
                      AND state = 'running' AND lease_token = $6::text::uuid";
         let released = "locked_until = NULL, lease_token = NULL";
+        // The end of the row's retry budget is past (as the queue's retry_later).
+        let expired = "coalesce(retry_from, created_at) + make_interval(secs => $8) <= now()";
         Self {
             delivered: format!(
                 "UPDATE {t} o SET state = 'done', delivered_at = now(), remote_ref = d.remote_ref,
@@ -294,13 +312,18 @@ impl OutboxSql {
                  WHERE {fence} RETURNING 1"
             ),
             resend: format!(
-                "UPDATE {t} SET state = CASE WHEN attempts >= $7 THEN 'dead' ELSE 'pending' END,
+                "UPDATE {t} SET state = CASE WHEN {spent} THEN 'dead' ELSE 'pending' END,
                         last_error = CASE WHEN attempts >= $7
-                                     THEN 'reconciled as not delivered on the last allowed attempt' ELSE last_error END,
-                        last_failed_at = CASE WHEN attempts >= $7 THEN now() ELSE last_failed_at END,
-                        run_at = CASE WHEN attempts >= $7 THEN NULL ELSE now() END,
+                                          THEN 'reconciled as not delivered on the last allowed attempt'
+                                          WHEN {expired}
+                                          THEN 'reconciled as not delivered once its retry budget (retry_for) was spent: \
+                                                not sent again'
+                                          ELSE last_error END,
+                        last_failed_at = CASE WHEN {spent} THEN now() ELSE last_failed_at END,
+                        run_at = CASE WHEN {spent} THEN NULL ELSE now() END,
                         uncertain_since = NULL, {released}
-                 WHERE {fence} RETURNING state"
+                 WHERE {fence} RETURNING state, attempts >= $7",
+                spent = format!("(attempts >= $7 OR {expired})"),
             ),
         }
     }

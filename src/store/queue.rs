@@ -65,10 +65,12 @@ pub(crate) trait QueueKind: Send + Sync + 'static {
     /// schema).
     const PAYLOAD_COLUMNS: &'static str;
     /// The kind's large columns (SQL over the table alias `e`), read per item
-    /// in the BEGIN flight of its work transaction
-    /// ([`WorkTx::read`]) instead of by the lease: one statement leasing n
-    /// rows never carries n payloads, and a payload too slow to read fails
-    /// its own item only (counted as an attempt). Empty: none.
+    /// instead of by the lease: in the BEGIN flight of its work transaction
+    /// ([`WorkTx::read`], the inbox), or by a fenced statement of its own
+    /// ([`TableQueue::read`], the outbox, which runs outside any
+    /// transaction). One statement leasing n rows never carries n payloads,
+    /// and a payload too slow to read fails its own item only (counted as an
+    /// attempt). Empty: none.
     const BODY_COLUMNS: &'static str = "";
     /// The `SET` items of the fenced completion besides the state and the
     /// lease; `{status}` stands for the handler's status parameter
@@ -252,6 +254,9 @@ struct QueueSql {
     /// The work transaction's first statement, after BEGIN: its `now()`,
     /// and the kind's body columns when it has some.
     begin_read: String,
+    /// The kind's body columns of one leased row, fenced by its token,
+    /// outside any transaction (none when the row is no longer this lease's).
+    read: String,
     heartbeat: String,
     complete: String,
     retry_later: String,
@@ -281,7 +286,8 @@ impl QueueSql {
             // $4 scope, $5 max attempts, $6 the `only` list (text[]), $7 the retry
             // budget in seconds. Only identities, attempts, tokens and the kind's
             // narrow columns come back: a kind reads its large columns per item
-            // (the inbox: in the item's BEGIN flight), so one slow payload never
+            // (the inbox: in the item's BEGIN flight; the outbox: one fenced
+            // statement of its own before the call), so one slow payload never
             // stalls the lease of every row behind it.
             lease: format!(
                 "WITH pending AS (
@@ -329,6 +335,11 @@ impl QueueSql {
                        FROM (SELECT 1) one LEFT JOIN {t} e ON {pk} AND {fence}",
                     body = K::BODY_COLUMNS
                 )
+            },
+            read: if K::BODY_COLUMNS.is_empty() {
+                "SELECT 1".to_owned()
+            } else {
+                format!("SELECT {body} FROM {t} e WHERE {pk} AND {fence}", body = K::BODY_COLUMNS)
             },
             heartbeat: format!(
                 "UPDATE {t} SET locked_until = now() + make_interval(secs => {}) WHERE {pk} AND {fence} RETURNING 1",
@@ -384,10 +395,12 @@ pub(crate) const BODY_FIRST: usize = 2;
 /// `store::citus`).
 #[cfg(test)]
 pub(crate) fn statement_texts<K: QueueKind>(schema: &str) -> Vec<(&'static str, String)> {
-    let QueueSql { lease, begin_read, heartbeat, complete, retry_later, release, bury } = QueueSql::new::<K>(schema);
+    let QueueSql { lease, begin_read, read, heartbeat, complete, retry_later, release, bury } =
+        QueueSql::new::<K>(schema);
     vec![
         ("lease", lease),
         ("begin_read", begin_read),
+        ("read", read),
         ("heartbeat", heartbeat),
         ("complete", complete),
         ("retry_later", retry_later),
@@ -588,6 +601,21 @@ impl<K: QueueKind> TableQueue<K> {
     pub(crate) async fn release(&self, leased: &Leased<K::Payload>) -> Result<bool, StoreError> {
         let params = leased.fence();
         Ok(!self.inner.db.query("release", &self.inner.sql.release, &params).await?.is_empty())
+    }
+
+    /// Reads `leased`'s [`BODY_COLUMNS`](QueueKind::BODY_COLUMNS) (from
+    /// column 0) in one autocommit statement fenced by its lease token,
+    /// within the database timeout: for a kind whose work runs outside a
+    /// transaction (the outbox). `Ok(None)`: the lease is no longer this
+    /// worker's.
+    ///
+    /// # Errors
+    /// [`StoreError`] when no connection can be had, the statement fails, or
+    /// it outlasts the database timeout (a payload too large for the link:
+    /// the item's run fails, the rows behind it are not held up).
+    pub(crate) async fn read(&self, leased: &Leased<K::Payload>, step: &str) -> Result<Option<Row>, StoreError> {
+        let params = leased.fence();
+        Ok(self.inner.db.query(step, &self.inner.sql.read, &params).await?.pop())
     }
 
     /// Opens the transaction a leased row's work runs in (READ COMMITTED):

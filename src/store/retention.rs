@@ -424,7 +424,7 @@ mod tests {
             (slack::NAME, 1, "three retries within minutes"),
             (standard_webhooks::NAME, 30, "Svix: ~27.6 h of retries; recover/resend bounded by retention"),
             (standard_webhooks::SVIX_NAME, 30, "as Standard Webhooks"),
-            (shopify::NAME, 2, "retries over 48 hours"),
+            (shopify::NAME, 2, "8 retries over 4 hours (48 h before 2024-09-10); no manual redelivery"),
             (square::NAME, 4, "retries for up to 72 hours"),
             (twilio::NAME, 1, "connection retries within seconds"),
             (paddle::NAME, 90, "3 days of retries; API replay of the last 90 days"),

@@ -54,9 +54,10 @@ impl Guard {
         self.retry.delay(attempt)
     }
 
-    /// The retry policy's runs allowed per row.
-    pub(crate) fn max_attempts(&self) -> u32 {
-        self.retry.max_attempts
+    /// The retry policy's budget per row (runs and time), for a kind that
+    /// decides a later run itself (the outbox's resend).
+    pub(crate) fn budget(&self) -> crate::store::queue::Budget {
+        self.retry.budget()
     }
 
     /// The work starts its fenced end: the heartbeat pauses.

@@ -1372,3 +1372,104 @@ async fn a_delivered_mark_slower_than_the_database_timeout_lands_on_a_patient_re
     assert_eq!(calls.load(Ordering::SeqCst), 3, "one call per effect");
     assert_eq!(db.scalar("SELECT max(attempts)::bigint FROM webhook_idempotency.webhook_outbox").await, 1);
 }
+
+#[tokio::test]
+async fn large_effect_payloads_on_a_slow_link_fail_on_their_own_and_the_small_effect_behind_them_is_delivered() {
+    let db = TestDb::new().await;
+    // Four 12 MiB effects, the oldest rows: on a link carrying the server's
+    // replies at 8 MB/s none can be read within the 1 s database timeout
+    // (1.5 s alone), as 22 MiB at 40 MB/s under 2 s with four readers.
+    let huge = 12 * 1024 * 1024;
+    for i in 0..4 {
+        db.execute(&format!(
+            "INSERT INTO webhook_idempotency.webhook_outbox
+                    (scope, provider, event_key, effect, ordinal, state, attempts, payload, content_type,
+                     created_at, run_at)
+             VALUES ('acct_test', 'stripe', 'evt_huge{i}', 'send_receipt', 0, 'pending', 0,
+                     convert_to(repeat('x', {huge}), 'UTF8'), 'application/pdf',
+                     now() - interval '1 minute', now() - interval '1 minute')"
+        ))
+        .await;
+    }
+    assert_eq!(
+        deliver(&enqueuing_app(db.pool.clone(), StatusCode::OK), stripe_body("evt_small")).await,
+        StatusCode::OK
+    );
+    let proxy = Proxy::start_throttled(admin_config().get_ports()[0], 8_000_000).await;
+    let via_proxy = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
+    let policy = RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(50), 3);
+    let remote = Remote::default();
+    // Four workers, one effect each, restarted onto the backlog.
+    let workers = Tasks::spawn(4, |shutdown| {
+        let store = StoreConfig::new(pool(via_proxy.parse().unwrap(), 4)).database_timeout(Duration::from_secs(1));
+        let worker = fast(store, delivering(&remote)).concurrency(1).retry(policy).build().unwrap();
+        worker.run(shutdown)
+    });
+    let started = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(20), || async { state_of(&db, "evt_small").await.as_deref() == Some("done") })
+            .await,
+        "the small effect was delivered"
+    );
+    let small_done = started.elapsed();
+    let dead = "SELECT count(*) FROM webhook_idempotency.webhook_outbox WHERE state = 'dead'";
+    assert!(db.scalar(dead).await < 4, "it ran while the large ones were still being tried ({small_done:?})");
+    assert!(
+        eventually(Duration::from_secs(60), || async { db.scalar(dead).await == 4 }).await,
+        "every large effect ended dead"
+    );
+    let took = started.elapsed();
+    workers.stop().await;
+    println!("small effect delivered after {small_done:?}; the four large ones dead after {took:?}");
+    for i in 0..4 {
+        let event = format!("evt_huge{i}");
+        let (state, attempts, _, error) = outbox_row(&db, &event).await.unwrap();
+        assert_eq!((state.as_str(), attempts), ("dead", 3), "{event}: its 3 attempts");
+        let error = error.unwrap_or_default();
+        assert!(error.contains("could not read the stored effect"), "{event}: {error}");
+        assert!(remote.calls(&key_of(&event, "send_receipt")).is_empty(), "{event}: never called");
+    }
+    assert_eq!(remote.calls(&key_of("evt_small", "send_receipt")), [1], "the small one called once");
+    assert_eq!(remote.performed_count(), 1);
+}
+
+#[tokio::test]
+async fn an_uncertain_effect_reconciled_as_not_delivered_past_its_retry_budget_is_dead_with_the_reason() {
+    let db = TestDb::new().await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let effects = counting(&calls, EffectResult::uncertain("reset before the answer"))
+        .reconcile("send_receipt", |_ctx: EffectContext| async { Reconciled::NotDelivered });
+    // No bound on the runs: only the time budget can end the cycle of call,
+    // reconciliation (not delivered) and resend.
+    let budget = Duration::from_secs(2);
+    let policy = RetryPolicy::retry_for(budget).with_backoff(Duration::from_millis(20), Duration::from_millis(100));
+    let (logs, _guard) = Logs::capture();
+    let worker = spawn(fast(db.pool(4), effects).retry(policy).build().unwrap());
+    assert_eq!(
+        deliver(&enqueuing_app(db.pool.clone(), StatusCode::OK), stripe_body("evt_budget")).await,
+        StatusCode::OK
+    );
+    assert!(
+        eventually(Duration::from_secs(15), || async { state_of(&db, "evt_budget").await.as_deref() == Some("dead") })
+            .await,
+        "dead once the budget is spent"
+    );
+    stop(worker).await;
+    let (_, attempts, _, last_error) = outbox_row(&db, "evt_budget").await.unwrap();
+    let lived = db
+        .scalar_f64(
+            "SELECT extract(epoch FROM last_failed_at - created_at)::float8 FROM webhook_idempotency.webhook_outbox
+              WHERE event_key = 'evt_budget'",
+        )
+        .await;
+    // Dead at the first reconciliation after the budget's end, not before.
+    assert!(lived >= budget.as_secs_f64() && lived < budget.as_secs_f64() + 2.0, "dead after {lived} s");
+    assert!(attempts >= 4, "called and reconciled through the budget: {attempts} runs");
+    let calls = i32::try_from(calls.load(Ordering::SeqCst)).unwrap();
+    assert_eq!(attempts, 2 * calls, "one reconciliation after each of the {calls} calls");
+    assert_eq!(
+        last_error.as_deref(),
+        Some("reconciled as not delivered once its retry budget (retry_for) was spent: not sent again")
+    );
+    assert!(logs.text().contains("its retry budget is spent"), "the ERROR line says why");
+}

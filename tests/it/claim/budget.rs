@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::support::*;
 use ::tower::ServiceExt;
@@ -195,4 +196,62 @@ async fn measure(lookup_first: bool) -> Cost {
         duplicate: (duplicate, duplicate_statements),
         duplicate_wrote_wal: wal_before != wal_after,
     }
+}
+
+/// The outbox worker's statements and round trips per delivered effect, on
+/// one warm pooled connection, one effect at a time (concurrency 1, no
+/// LISTEN, a poll interval longer than the run): each effect's lease, its
+/// payload read (the lease returns identities only) and its delivered mark.
+#[tokio::test]
+async fn outbox_round_trips_per_effect_stay_within_budget() {
+    use webhook_idempotency::outbox::{Effect, EffectContext, EffectResult, Effects, OutboxWorker};
+    let server = TempPostgres::start().unwrap();
+    let db = TestDb::on(server.url("postgres").parse().unwrap()).await;
+    let turns = Arc::new(Turns::default());
+    let port = counting_proxy(server.port(), Arc::clone(&turns)).await;
+    let via_proxy = pool(format!("postgresql://postgres@127.0.0.1:{port}/{}", db.name).parse().unwrap(), 1);
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(|tx: WebhookTx, event: WebhookEvent| async move {
+            match tx.enqueue(Effect::json("send_receipt", serde_json::json!({ "event": event.key() }))).await {
+                Ok(_) => StatusCode::OK,
+                Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            }
+        })
+        .layer(stripe_layer(db.pool.clone()).build().unwrap()),
+    );
+    let enqueue = |id: String| app.clone().oneshot(stripe_request(stripe_body(&id)));
+    let done = "SELECT count(*) FROM webhook_idempotency.webhook_outbox WHERE state = 'done'";
+    // Runs a worker on the proxied pool until `n` effects are done.
+    let drain = |n: i64| {
+        let (via_proxy, db) = (via_proxy.clone(), &db);
+        async move {
+            let effects =
+                Effects::new().effect("send_receipt", |_ctx: EffectContext| async { EffectResult::delivered() });
+            let worker =
+                OutboxWorker::builder(via_proxy, effects).concurrency(1).poll_interval(Duration::from_secs(60)).build();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let task = tokio::spawn(worker.unwrap().run(async move {
+                let _ = stopped.await;
+            }));
+            assert!(eventually(Duration::from_secs(20), || async { db.scalar(done).await == n }).await);
+            let _ = stop.send(());
+            task.await.unwrap();
+        }
+    };
+    // Warm the one pooled connection: the worker's statements get prepared once.
+    assert_eq!(enqueue("evt_warm".into()).await.unwrap().status(), StatusCode::OK);
+    drain(1).await;
+    const EFFECTS: u64 = 10;
+    for i in 0..EFFECTS {
+        assert_eq!(enqueue(format!("evt_{i}")).await.unwrap().status(), StatusCode::OK);
+    }
+    let before = (turns.round_trips.load(Ordering::SeqCst), turns.statements.load(Ordering::SeqCst));
+    drain(1 + EFFECTS as i64).await;
+    let trips = turns.round_trips.load(Ordering::SeqCst) - before.0;
+    let statements = turns.statements.load(Ordering::SeqCst) - before.1;
+    println!("outbox: {EFFECTS} effects one at a time: {trips} round trips, {statements} statements");
+    // Per effect: lease, payload read, delivered mark; and the last lease,
+    // which finds nothing due.
+    assert_eq!((trips, statements), (3 * EFFECTS + 1, 3 * EFFECTS + 1), "(round trips, statements)");
 }
