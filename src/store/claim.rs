@@ -55,7 +55,7 @@ use tokio::time::Instant;
 use super::driver::{code, Conn, Db, DbError, Fenced, Param, Row};
 use super::statements::ASSUMED_STATUS;
 use super::{IsolationLevel, Statements, StoreConfig};
-use crate::error::{ConfigError, StoreError, StoreErrorKind};
+use crate::error::{Cause, ConfigError, StoreError, StoreErrorKind};
 use crate::event::ScopedEvent;
 use crate::store::driver::WebhookTx;
 
@@ -341,6 +341,7 @@ impl fmt::Debug for ClaimedEvent {
 pub struct CommitError {
     kind: CommitErrorKind,
     sqlstate: Option<String>,
+    source: Option<Arc<Cause>>,
 }
 
 /// See [`CommitError`].
@@ -364,7 +365,7 @@ pub enum CommitErrorKind {
 
 impl CommitError {
     pub(crate) fn of(kind: CommitErrorKind, e: Option<&DbError>) -> Self {
-        Self { kind, sqlstate: e.and_then(DbError::code).map(str::to_owned) }
+        Self { kind, sqlstate: e.and_then(DbError::code).map(str::to_owned), source: e.and_then(DbError::cause) }
     }
 
     /// What went wrong.
@@ -386,14 +387,22 @@ impl fmt::Display for CommitError {
             CommitErrorKind::ClaimLost => "the claim is no longer in this transaction",
             CommitErrorKind::Unknown => "the commit failed or its outcome is unknown",
         };
-        match self.sqlstate() {
-            Some(code) => write!(f, "not committed: {what} (SQLSTATE {code})"),
-            None => write!(f, "not committed: {what}"),
-        }
+        let own = match (self.sqlstate(), &self.source) {
+            (Some(code), None) => format!("not committed: {what} (SQLSTATE {code})"),
+            _ => format!("not committed: {what}"),
+        };
+        f.write_str(&own)?;
+        Cause::write_chain(f, &own, self.source.as_deref())
     }
 }
 
-impl std::error::Error for CommitError {}
+/// The failed statement's error (the server's message and SQLSTATE, or the
+/// connection's cause), also written after the message.
+impl std::error::Error for CommitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Cause::as_source(&self.source)
+    }
+}
 
 impl ClaimedEvent {
     /// The transaction holding the claim: the event's writes go through it
