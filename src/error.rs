@@ -253,7 +253,7 @@ impl std::error::Error for ConfigError {
 /// migrations.
 ///
 /// `Display` names the step and the configured `host:port` for connection
-/// errors, then the whole chain of causes, `": "`-separated: the driver's
+/// errors and timeouts, then the whole chain of causes, `": "`-separated: the driver's
 /// error and what is behind it (`Connection refused (os error 111)`, a
 /// certificate the client does not trust, `server does not support TLS`,
 /// the deadline that passed), or the server's severity, primary message and

@@ -233,6 +233,7 @@ impl ClaimStore {
                 Err(e) if e.unusable() && !retried => {
                     tracing::warn!(
                         sqlstate = e.sqlstate(),
+                        error = %e,
                         "pooled connection cannot serve the claim (closed, read-only, shutting down); \
                          discarded, claiming on a fresh one"
                     );
@@ -469,12 +470,12 @@ impl ClaimedEvent {
                 Err(CommitError::of(CommitErrorKind::ClaimLost, None))
             }
             Err(Fenced::Aborted(e)) => {
-                tracing::error!(sqlstate = e.sqlstate(), "transaction unusable after the work; rolled back");
+                tracing::error!(sqlstate = e.sqlstate(), error = %e, "transaction unusable after the work; rolled back");
                 Err(CommitError::of(CommitErrorKind::Aborted, Some(&e)))
             }
             Err(Fenced::Unknown(e)) => {
                 // The connection is closed; a retry finds out (done → replayed).
-                tracing::error!(sqlstate = e.sqlstate(), "commit failed or its result is unknown");
+                tracing::error!(sqlstate = e.sqlstate(), error = %e, "commit failed or its result is unknown");
                 Err(CommitError::of(CommitErrorKind::Unknown, Some(&e)))
             }
         };
@@ -499,7 +500,7 @@ impl ClaimedEvent {
     pub async fn fail(self, error: &str, status: Option<u16>) -> Result<(), CommitError> {
         let tx = self.tx.take_conn().ok_or(CommitError::of(CommitErrorKind::StillInUse, None))?;
         if let Err(e) = tx.rollback().await {
-            tracing::warn!(sqlstate = e.sqlstate(), "rollback failed; connection closed");
+            tracing::warn!(sqlstate = e.sqlstate(), error = %e, "rollback failed; connection closed");
         }
         // This path never commits: a `done` row with the claim's time was
         // committed by the work itself, and is turned `failed`.

@@ -363,7 +363,7 @@ impl Db {
             Err(_) => Err(StoreError::new(
                 StoreErrorKind::PoolTimeout,
                 step,
-                format!("no database connection within the pool timeout ({:?})", self.inner.pool_timeout),
+                format!("timed out: no database connection within the pool timeout ({:?})", self.inner.pool_timeout),
             )
             .with_endpoint(self.inner.endpoint.clone())),
         }
@@ -411,7 +411,7 @@ impl Db {
     }
 
     /// `e` as the crate's error in `step`, naming the server for connection
-    /// errors.
+    /// errors and timeouts.
     pub(crate) fn error(&self, e: &DbError, step: &str) -> StoreError {
         e.to_store(step, false, self.inner.deadline).with_endpoint(self.endpoint_for(e))
     }
@@ -426,7 +426,10 @@ impl Db {
         let kind = e.store_kind();
         let names_server = matches!(
             kind,
-            StoreErrorKind::Unavailable | StoreErrorKind::Authentication | StoreErrorKind::DatabaseMissing
+            StoreErrorKind::Unavailable
+                | StoreErrorKind::Authentication
+                | StoreErrorKind::DatabaseMissing
+                | StoreErrorKind::Timeout
         );
         names_server.then(|| self.inner.endpoint.clone()).flatten()
     }
