@@ -37,7 +37,9 @@ async fn refuse_with(store: impl Into<StoreConfig>, key: &str, silenced: Option<
     let silence = || async {
         if let Some((pool, proxy)) = silenced {
             pool.get().await.unwrap().simple_query("SELECT 1").await.unwrap();
-            assert_eq!(proxy.blackhole(), 1);
+            // The pooled connection's flow, and the cancel request of a
+            // connection discarded before, if it is still on its way.
+            assert!(proxy.blackhole() >= 1);
         }
     };
     let store: StoreConfig = store.into();
