@@ -5,8 +5,152 @@
 //! `kind()` and a `#[non_exhaustive]` kind enum, no third-party error type in
 //! the public signature, and a message that never contains a secret or a
 //! payload.
+//!
+//! # Causes
+//! Every error of the crate that has a cause (a driver error, the I/O error
+//! behind it, the server's message) writes its own message followed by
+//! `": "` and each cause in turn, so one line says why: `... failed (server
+//! 127.0.0.1:5432): error connecting to server: Connection refused (os
+//! error 111)`. A cause whose text the previous one already contains is
+//! written once; a server error shows its severity, primary message and
+//! SQLSTATE, never its detail (which may quote row values). The causes are
+//! also the errors' [`source`](std::error::Error::source) chain, so a
+//! reporter that walks it (anyhow's `{:#}`, eyre) repeats them after the
+//! message.
 
+use std::error::Error;
 use std::fmt;
+use std::sync::Arc;
+
+/// `e` and each of its sources, `": "`-separated, on one line, with the
+/// rules of [`Cause`]: the crate's way to log a third-party error
+/// (`error = %Chain(&e)`).
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for text in texts(self.0) {
+            if !first {
+                f.write_str(": ")?;
+            }
+            first = false;
+            f.write_str(&text)?;
+        }
+        Ok(())
+    }
+}
+
+/// The texts of `e`'s chain, `e` first: one line each, a text the previous
+/// one contains left out (deadpool's `Backend(e)` writes `e` itself), a
+/// tokio-postgres "db error" replaced by its server error.
+fn texts(e: &(dyn Error + 'static)) -> Vec<String> {
+    let mut texts: Vec<String> = Vec::new();
+    let mut next = Some(e);
+    while let Some(e) = next {
+        next = e.source();
+        let Some(text) = describe(e) else { continue };
+        if texts.last().is_some_and(|last| last.contains(&text)) {
+            continue;
+        }
+        texts.push(text);
+    }
+    texts
+}
+
+/// One error's own text on one line, or `None` for a wrapper whose source
+/// says it all.
+fn describe(e: &(dyn Error + 'static)) -> Option<String> {
+    if let Some(db) = e.downcast_ref::<tokio_postgres::error::DbError>() {
+        return Some(server_error(db, false));
+    }
+    if e.downcast_ref::<tokio_postgres::Error>().is_some_and(|pg| pg.as_db_error().is_some()) {
+        return None; // "db error": its source is the server's error
+    }
+    let text = e.to_string();
+    let text = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+    (!text.is_empty()).then_some(text)
+}
+
+/// A server error as the crate shows it: `ERROR: <message> (SQLSTATE
+/// <code>)`; `verbose` adds its detail and hint (statements that carry no
+/// event data: migrations, schema checks).
+pub(crate) fn server_error(db: &tokio_postgres::error::DbError, verbose: bool) -> String {
+    let mut text = format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
+    if verbose {
+        if let Some(d) = db.detail() {
+            text.push_str(&format!(" (detail: {d})"));
+        }
+        if let Some(h) = db.hint() {
+            text.push_str(&format!(" (hint: {h})"));
+        }
+    }
+    text.replace('\n', " ")
+}
+
+/// One cause in the chain of a crate error ([`StoreError`], `CommitError`,
+/// `TxError`): the text of a driver error (or of the I/O, TLS or server
+/// error behind it), kept as text so the crate's errors stay `Clone` and
+/// expose no third-party type, its own cause as its
+/// [`source`](Error::source).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Cause {
+    message: String,
+    source: Option<Arc<Cause>>,
+}
+
+impl Cause {
+    /// A cause with this text and no source.
+    pub(crate) fn new(message: impl Into<String>) -> Arc<Self> {
+        Arc::new(Self { message: message.into(), source: None })
+    }
+
+    /// `e`'s chain as causes (see [`Chain`]); `None` when it has no text.
+    pub(crate) fn of(e: &(dyn Error + 'static)) -> Option<Arc<Self>> {
+        Self::from_texts(texts(e))
+    }
+
+    /// `message` in front of `source`'s chain.
+    pub(crate) fn with_source(message: impl Into<String>, source: Option<Arc<Self>>) -> Arc<Self> {
+        Arc::new(Self { message: message.into(), source })
+    }
+
+    fn from_texts(texts: Vec<String>) -> Option<Arc<Self>> {
+        texts.into_iter().rev().fold(None, |source, message| Some(Self::with_source(message, source)))
+    }
+
+    /// Writes `": "` and each cause from `cause` on, leaving out one that
+    /// `written` (the message so far) already ends with.
+    pub(crate) fn write_chain(f: &mut fmt::Formatter<'_>, written: &str, cause: Option<&Self>) -> fmt::Result {
+        let mut last = written.to_owned();
+        let mut next = cause;
+        while let Some(c) = next {
+            if !last.contains(&c.message) {
+                write!(f, ": {}", c.message)?;
+                last.clone_from(&c.message);
+            }
+            next = c.source.as_deref();
+        }
+        Ok(())
+    }
+
+    /// `cause` as a `source()` value.
+    pub(crate) fn as_source(cause: &Option<Arc<Self>>) -> Option<&(dyn Error + 'static)> {
+        cause.as_deref().map(|c| c as _)
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl Error for Cause {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Self::as_source(&self.source)
+    }
+}
 
 /// An invalid configuration (of a layer, a worker, a store configuration, a
 /// verifier, a secret), found when it is built rather than on the first
@@ -76,8 +220,24 @@ impl ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid webhook-idempotency configuration: {}", self.message)
+        let own = format!("invalid webhook-idempotency configuration: {}", self.message);
+        f.write_str(&own)?;
+        write_sources(f, &own, self.key_material.as_ref().map(|e| e as _))
     }
+}
+
+/// Writes `": "` and each text of `source`'s chain (see [`Chain`]) that
+/// `own`, the message written so far, does not already contain.
+fn write_sources(f: &mut fmt::Formatter<'_>, own: &str, source: Option<&(dyn Error + 'static)>) -> fmt::Result {
+    let Some(source) = source else { return Ok(()) };
+    let mut last = own.to_owned();
+    for text in texts(source) {
+        if !last.contains(&text) {
+            write!(f, ": {text}")?;
+            last = text;
+        }
+    }
+    Ok(())
 }
 
 impl std::error::Error for ConfigError {
@@ -92,11 +252,20 @@ impl std::error::Error for ConfigError {
 /// operator API ([`Admin`](crate::store::admin::Admin)), retention and the
 /// migrations.
 ///
-/// `Display` names the step, the SQLSTATE and the server's primary message
-/// for errors the server reported (with its detail and hint only for the
-/// migrations and the schema check, whose statements carry no event data),
-/// and the configured `host:port` for connection errors; never the password,
-/// a payload or a signing secret.
+/// `Display` names the step and the configured `host:port` for connection
+/// errors and timeouts, then the whole chain of causes, `": "`-separated: the driver's
+/// error and what is behind it (`Connection refused (os error 111)`, a
+/// certificate the client does not trust, `server does not support TLS`,
+/// the deadline that passed), or the server's severity, primary message and
+/// SQLSTATE for errors the server reported (`ERROR: cannot execute INSERT in
+/// a read-only transaction (SQLSTATE 25006)`, `FATAL: password
+/// authentication failed for user "app" (SQLSTATE 28P01)`; with its detail
+/// and hint only for the migrations and the schema check, whose statements
+/// carry no event data). Never the password, a payload or a signing secret.
+///
+/// The causes are also the [`source`](std::error::Error::source) chain (as
+/// text: no driver type is exposed); a reporter that prints the sources
+/// after the message (anyhow's `{:#}`, eyre) shows them twice.
 #[derive(Debug, Clone)]
 pub struct StoreError {
     kind: StoreErrorKind,
@@ -104,6 +273,7 @@ pub struct StoreError {
     sqlstate: Option<String>,
     detail: String,
     endpoint: Option<String>,
+    source: Option<Arc<Cause>>,
 }
 
 /// What a [`StoreError`] is about.
@@ -147,7 +317,13 @@ pub enum StoreErrorKind {
 impl StoreError {
     /// An error of `kind` in `step` ("claim", "migrate: BEGIN", ...).
     pub(crate) fn new(kind: StoreErrorKind, step: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self { kind, step: step.into(), sqlstate: None, detail: detail.into(), endpoint: None }
+        Self { kind, step: step.into(), sqlstate: None, detail: detail.into(), endpoint: None, source: None }
+    }
+
+    /// The same error caused by `cause` (its chain follows the message).
+    pub(crate) fn with_cause(mut self, cause: Option<Arc<Cause>>) -> Self {
+        self.source = cause;
+        self
     }
 
     /// The same error with the server's SQLSTATE.
@@ -178,21 +354,27 @@ impl StoreError {
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "webhook-idempotency store: {} failed", self.step)?;
+        use fmt::Write as _;
+        let mut own = format!("webhook-idempotency store: {} failed", self.step);
         if let Some(endpoint) = &self.endpoint {
-            write!(f, " (server {endpoint})")?;
+            write!(own, " (server {endpoint})")?;
         }
-        if let Some(code) = &self.sqlstate {
-            write!(f, ": SQLSTATE {code}")?;
+        if let (Some(code), None) = (&self.sqlstate, &self.source) {
+            write!(own, ": SQLSTATE {code}")?; // a server error as the cause names it
         }
         if !self.detail.is_empty() {
-            write!(f, ": {}", self.detail)?;
+            write!(own, ": {}", self.detail)?;
         }
-        Ok(())
+        f.write_str(&own)?;
+        Cause::write_chain(f, &own, self.source.as_deref())
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Cause::as_source(&self.source)
+    }
+}
 
 /// Why configured key material cannot authenticate deliveries. See
 /// [`KeyMaterialError`].
@@ -276,3 +458,77 @@ impl fmt::Display for KeyMaterialError {
 }
 
 impl std::error::Error for KeyMaterialError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error with a message and an optional source, as drivers build them.
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<dyn Error + Send + Sync>>);
+
+    impl fmt::Display for Layer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl Error for Layer {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    #[test]
+    fn a_chain_names_every_cause_once_on_one_line() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let refused_text = refused.to_string();
+        // deadpool's Backend(e) writes e itself; tokio-postgres's Error does not write its cause.
+        let pg = Layer("error connecting to server", Some(Box::new(refused)));
+        let pool = Layer("Error occurred while creating a new object: error connecting to server", Some(Box::new(pg)));
+        let text = Chain(&pool).to_string();
+        assert_eq!(
+            text,
+            format!("Error occurred while creating a new object: error connecting to server: {refused_text}")
+        );
+        let hook = Layer("`post_create` hook failed: x\n", Some(Box::new(Layer("line one\nline two", None))));
+        assert_eq!(Chain(&hook).to_string(), "`post_create` hook failed: x: line one; line two");
+    }
+
+    #[test]
+    fn a_store_error_writes_its_causes_and_returns_them_as_sources() {
+        let pg = Layer("error connecting to server", Some(Box::new(Layer("Connection refused (os error 111)", None))));
+        let e = StoreError::new(StoreErrorKind::Unavailable, "claim", "")
+            .with_cause(Cause::of(&pg))
+            .with_endpoint(Some("127.0.0.1:1".into()));
+        assert_eq!(
+            e.to_string(),
+            "webhook-idempotency store: claim failed (server 127.0.0.1:1): error connecting to server: Connection \
+             refused (os error 111)"
+        );
+        let sources: Vec<String> = std::iter::successors(e.source(), |s: &&(dyn Error + 'static)| (*s).source())
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(sources, ["error connecting to server", "Connection refused (os error 111)"]);
+        let own = StoreError::new(StoreErrorKind::PoolTimeout, "claim", "no connection");
+        assert_eq!(own.to_string(), "webhook-idempotency store: claim failed: no connection");
+        assert!(own.source().is_none());
+    }
+
+    #[test]
+    fn a_config_error_writes_its_key_material_error_once() {
+        let km = KeyMaterialError::new(KeyMaterialErrorKind::Empty, Some(0), "set the secret");
+        let with_text = ConfigError::key_material_of(format!("stripe layer: {km}"), km.clone());
+        assert_eq!(
+            with_text.to_string(),
+            "invalid webhook-idempotency configuration: stripe layer: signing secret #1 is unusable (empty_secret): \
+             set the secret"
+        );
+        let without = ConfigError::key_material_of("stripe layer", km);
+        assert_eq!(
+            without.to_string(),
+            "invalid webhook-idempotency configuration: stripe layer: signing secret #1 is unusable (empty_secret): \
+             set the secret"
+        );
+    }
+}

@@ -55,7 +55,7 @@ use tokio::time::Instant;
 use super::driver::{code, Conn, Db, DbError, Fenced, Param, Row};
 use super::statements::ASSUMED_STATUS;
 use super::{IsolationLevel, Statements, StoreConfig};
-use crate::error::{ConfigError, StoreError, StoreErrorKind};
+use crate::error::{Cause, ConfigError, StoreError, StoreErrorKind};
 use crate::event::ScopedEvent;
 use crate::store::driver::WebhookTx;
 
@@ -233,6 +233,7 @@ impl ClaimStore {
                 Err(e) if e.unusable() && !retried => {
                     tracing::warn!(
                         sqlstate = e.sqlstate(),
+                        error = %e,
                         "pooled connection cannot serve the claim (closed, read-only, shutting down); \
                          discarded, claiming on a fresh one"
                     );
@@ -341,6 +342,7 @@ impl fmt::Debug for ClaimedEvent {
 pub struct CommitError {
     kind: CommitErrorKind,
     sqlstate: Option<String>,
+    source: Option<Arc<Cause>>,
 }
 
 /// See [`CommitError`].
@@ -364,7 +366,7 @@ pub enum CommitErrorKind {
 
 impl CommitError {
     pub(crate) fn of(kind: CommitErrorKind, e: Option<&DbError>) -> Self {
-        Self { kind, sqlstate: e.and_then(DbError::code).map(str::to_owned) }
+        Self { kind, sqlstate: e.and_then(DbError::code).map(str::to_owned), source: e.and_then(DbError::cause) }
     }
 
     /// What went wrong.
@@ -386,14 +388,22 @@ impl fmt::Display for CommitError {
             CommitErrorKind::ClaimLost => "the claim is no longer in this transaction",
             CommitErrorKind::Unknown => "the commit failed or its outcome is unknown",
         };
-        match self.sqlstate() {
-            Some(code) => write!(f, "not committed: {what} (SQLSTATE {code})"),
-            None => write!(f, "not committed: {what}"),
-        }
+        let own = match (self.sqlstate(), &self.source) {
+            (Some(code), None) => format!("not committed: {what} (SQLSTATE {code})"),
+            _ => format!("not committed: {what}"),
+        };
+        f.write_str(&own)?;
+        Cause::write_chain(f, &own, self.source.as_deref())
     }
 }
 
-impl std::error::Error for CommitError {}
+/// The failed statement's error (the server's message and SQLSTATE, or the
+/// connection's cause), also written after the message.
+impl std::error::Error for CommitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Cause::as_source(&self.source)
+    }
+}
 
 impl ClaimedEvent {
     /// The transaction holding the claim: the event's writes go through it
@@ -460,12 +470,12 @@ impl ClaimedEvent {
                 Err(CommitError::of(CommitErrorKind::ClaimLost, None))
             }
             Err(Fenced::Aborted(e)) => {
-                tracing::error!(sqlstate = e.sqlstate(), "transaction unusable after the work; rolled back");
+                tracing::error!(sqlstate = e.sqlstate(), error = %e, "transaction unusable after the work; rolled back");
                 Err(CommitError::of(CommitErrorKind::Aborted, Some(&e)))
             }
             Err(Fenced::Unknown(e)) => {
                 // The connection is closed; a retry finds out (done → replayed).
-                tracing::error!(sqlstate = e.sqlstate(), "commit failed or its result is unknown");
+                tracing::error!(sqlstate = e.sqlstate(), error = %e, "commit failed or its result is unknown");
                 Err(CommitError::of(CommitErrorKind::Unknown, Some(&e)))
             }
         };
@@ -490,7 +500,7 @@ impl ClaimedEvent {
     pub async fn fail(self, error: &str, status: Option<u16>) -> Result<(), CommitError> {
         let tx = self.tx.take_conn().ok_or(CommitError::of(CommitErrorKind::StillInUse, None))?;
         if let Err(e) = tx.rollback().await {
-            tracing::warn!(sqlstate = e.sqlstate(), "rollback failed; connection closed");
+            tracing::warn!(sqlstate = e.sqlstate(), error = %e, "rollback failed; connection closed");
         }
         // This path never commits: a `done` row with the claim's time was
         // committed by the work itself, and is turned `failed`.

@@ -249,7 +249,7 @@ impl Inbox {
             self.db.error(&e, step)
         })?;
         if let Err(e) = notified {
-            tracing::warn!(sqlstate = e.sqlstate(), "inbox: notification not sent; workers find the row by polling");
+            tracing::warn!(sqlstate = e.sqlstate(), error = %e, "inbox: notification not sent; workers find the row by polling");
         }
         Ok(!inserted.is_empty())
     }

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::driver::{Db, Fenced, Param, Row, TxTables};
-use crate::error::StoreError;
+use crate::error::{Cause, StoreError};
 use crate::store::driver::WebhookTx;
 
 /// A kind of work's table: what the generic queue statements need to know.
@@ -670,10 +670,12 @@ pub(crate) enum Incomplete {
     /// The lease was taken over, or the work ended its transaction itself:
     /// rolled back, the row left to its lease.
     LeaseLost,
-    /// A failed statement aborted the transaction (its SQLSTATE): rolled back.
-    Aborted(String),
-    /// COMMIT's answer never came: the outcome is unknown.
-    Unknown,
+    /// A failed statement aborted the transaction (its SQLSTATE, and its
+    /// error's chain): rolled back.
+    Aborted(String, Option<Arc<Cause>>),
+    /// COMMIT's answer never came, or it failed (its error's chain): the
+    /// outcome is unknown.
+    Unknown(Option<Arc<Cause>>),
 }
 
 impl fmt::Display for Incomplete {
@@ -683,8 +685,19 @@ impl fmt::Display for Incomplete {
             Self::LeaseLost => f.write_str(
                 "the work's transaction was not this lease's at completion (taken over, or ended by the handler)",
             ),
-            Self::Aborted(code) => write!(f, "the transaction was aborted by a failed statement (SQLSTATE {code})"),
-            Self::Unknown => f.write_str("the commit failed or its outcome is unknown"),
+            Self::Aborted(code, None) => {
+                write!(f, "the transaction was aborted by a failed statement (SQLSTATE {code})")
+            }
+            Self::Aborted(_, cause) => {
+                let own = "the transaction was aborted by a failed statement";
+                f.write_str(own)?;
+                Cause::write_chain(f, own, cause.as_deref())
+            }
+            Self::Unknown(cause) => {
+                let own = "the commit failed or its outcome is unknown";
+                f.write_str(own)?;
+                Cause::write_chain(f, own, cause.as_deref())
+            }
         }
     }
 }
@@ -721,10 +734,15 @@ impl<K: QueueKind> WorkTx<K> {
         match tx.commit_fenced(&self.queue.inner.sql.complete, &params, self.tx.scope().notify()).await {
             Ok(()) => Ok(()),
             Err(Fenced::Lost) => Err(Incomplete::LeaseLost),
-            Err(Fenced::Aborted(e)) => Err(Incomplete::Aborted(e.sqlstate().to_owned())),
+            Err(Fenced::Aborted(e)) => Err(Incomplete::Aborted(e.sqlstate().to_owned(), e.cause())),
             Err(Fenced::Unknown(e)) => {
-                tracing::error!(sqlstate = e.sqlstate(), "{} commit failed or its result is unknown", K::NAME);
-                Err(Incomplete::Unknown)
+                tracing::error!(
+                    sqlstate = e.sqlstate(),
+                    error = %e,
+                    "{} commit failed or its result is unknown",
+                    K::NAME
+                );
+                Err(Incomplete::Unknown(e.cause()))
             }
         }
     }

@@ -236,6 +236,22 @@ impl TempPostgres {
         })
     }
 
+    /// Puts `line` first in the server's `pg_hba.conf` (the first matching
+    /// line decides: `host all app 127.0.0.1/32 scram-sha-256` makes role
+    /// `app` log in with its password while every other role keeps `trust`)
+    /// and reloads the configuration, so it applies to connections opened
+    /// once this returns. PostgreSQL docs, "The pg_hba.conf File".
+    ///
+    /// # Errors
+    ///
+    /// Reading or writing the file, or `pg_ctl reload`.
+    pub fn prepend_hba(&self, line: &str) -> io::Result<()> {
+        let path = self.data_dir().join("pg_hba.conf");
+        let old = std::fs::read_to_string(&path)?;
+        std::fs::write(&path, format!("{line}\n{old}"))?; // keeps the file's owner
+        check(self.command("pg_ctl").arg("-D").arg(self.data_dir()).arg("reload").output(), "pg_ctl reload")
+    }
+
     /// The TCP port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port

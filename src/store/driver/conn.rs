@@ -20,6 +20,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Statement;
 
 use super::{bounded, checked_out, code, Db, DbError, Param, Row};
+use crate::error::Chain;
 
 /// A pooled connection outside any transaction.
 pub(crate) struct Conn {
@@ -445,7 +446,7 @@ impl TxConn {
             if let Some(channel) = notify {
                 // The channel is a checked identifier (`queue::channel`).
                 if let Err(e) = client.batch_execute(&format!("NOTIFY \"{channel}\"")).await {
-                    tracing::warn!(error = %e, "notification not sent; workers find the rows by polling");
+                    tracing::warn!(error = %Chain(&e), "notification not sent; workers find the rows by polling");
                 }
             }
         };
@@ -559,7 +560,7 @@ fn discard(obj: Object, db: &Db, why: &'static str) {
             rt.spawn(async move {
                 if let Err(e) = db.cancel(cancel).await {
                     tracing::warn!(
-                        error = %e,
+                        error = %Chain(&e),
                         "the discarded connection's statement could not be cancelled and runs until it ends \
                          (with TLS to PostgreSQL, give StoreConfig::cancel_tls the pool's connector)"
                     );

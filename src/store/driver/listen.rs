@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::error::Chain;
+
 /// What the listener connection said.
 #[allow(clippy::large_enum_variant)] // one value per message, on the stack of one task
 enum Event {
@@ -58,20 +60,20 @@ where
                         Event::Message(Some(Ok(tokio_postgres::AsyncMessage::Notification(_)))) => notify.notify_one(),
                         Event::Message(Some(Ok(_))) => {}
                         Event::Message(Some(Err(e))) => {
-                            tracing::warn!(error = %e, "worker listener connection lost; reconnecting");
+                            tracing::warn!(error = %Chain(&e), "worker listener connection lost; reconnecting");
                             break;
                         }
                         Event::Message(None) => break,
                         Event::Refused(e) => {
                             // A standby refuses LISTEN during recovery: try again
                             // (a failover may make this node, or the next, primary).
-                            tracing::warn!(error = %e, "worker listener: LISTEN refused; polling meanwhile, retrying");
+                            tracing::warn!(error = %Chain(&e), "worker listener: LISTEN refused; polling meanwhile, retrying");
                             break;
                         }
                     }
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "worker listener could not connect; polling meanwhile"),
+            Err(e) => tracing::warn!(error = %Chain(&e), "worker listener could not connect; polling meanwhile"),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

@@ -62,7 +62,7 @@ pub(crate) use listen::listen_loop;
 pub(crate) use tx::TxTables;
 pub use tx::{TxError, TxErrorKind, WebhookTx};
 
-use crate::error::{StoreError, StoreErrorKind};
+use crate::error::{server_error, Cause, Chain, StoreError, StoreErrorKind};
 
 /// SQLSTATEs the protocol modules and the seam name (PostgreSQL docs,
 /// Appendix A "PostgreSQL Error Codes").
@@ -355,15 +355,17 @@ impl Db {
             Ok(Ok(obj)) => Ok(Conn::new(obj, self.clone())),
             Ok(Err(deadpool_postgres::PoolError::Backend(e))) => Err(self.error(&DbError::pg(e), step)),
             Ok(Err(e)) => {
-                tracing::error!(error = %e, "no database connection");
-                Err(StoreError::new(StoreErrorKind::Unavailable, step, format!("no database connection: {e}"))
+                tracing::error!(error = %Chain(&e), "no database connection");
+                Err(StoreError::new(StoreErrorKind::Unavailable, step, "no database connection")
+                    .with_cause(Cause::of(&e))
                     .with_endpoint(self.inner.endpoint.clone()))
             }
             Err(_) => Err(StoreError::new(
                 StoreErrorKind::PoolTimeout,
                 step,
-                "no database connection within the pool timeout",
-            )),
+                format!("timed out: no database connection within the pool timeout ({:?})", self.inner.pool_timeout),
+            )
+            .with_endpoint(self.inner.endpoint.clone())),
         }
     }
 
@@ -409,22 +411,25 @@ impl Db {
     }
 
     /// `e` as the crate's error in `step`, naming the server for connection
-    /// errors.
+    /// errors and timeouts.
     pub(crate) fn error(&self, e: &DbError, step: &str) -> StoreError {
-        e.to_store(step, false).with_endpoint(self.endpoint_for(e))
+        e.to_store(step, false, self.inner.deadline).with_endpoint(self.endpoint_for(e))
     }
 
     /// [`error`](Self::error) with the server's detail and hint (statements
     /// that carry no event data: migrations, schema checks).
     pub(crate) fn error_verbose(&self, e: &DbError, step: &str) -> StoreError {
-        e.to_store(step, true).with_endpoint(self.endpoint_for(e))
+        e.to_store(step, true, self.inner.deadline).with_endpoint(self.endpoint_for(e))
     }
 
     fn endpoint_for(&self, e: &DbError) -> Option<String> {
         let kind = e.store_kind();
         let names_server = matches!(
             kind,
-            StoreErrorKind::Unavailable | StoreErrorKind::Authentication | StoreErrorKind::DatabaseMissing
+            StoreErrorKind::Unavailable
+                | StoreErrorKind::Authentication
+                | StoreErrorKind::DatabaseMissing
+                | StoreErrorKind::Timeout
         );
         names_server.then(|| self.inner.endpoint.clone()).flatten()
     }
@@ -632,44 +637,47 @@ impl DbError {
     }
 
     /// The crate's error for this one; `verbose` adds the server's detail
-    /// and hint.
-    fn to_store(&self, step: &str, verbose: bool) -> StoreError {
+    /// and hint; `deadline` is the step deadline a timeout passed.
+    fn to_store(&self, step: &str, verbose: bool, deadline: Option<Duration>) -> StoreError {
         let kind = self.store_kind();
         let e = match &self.kind {
             DbErrorKind::Timeout => {
-                return StoreError::new(kind, step, "the database did not answer within the step deadline")
+                let detail = match deadline {
+                    Some(d) => format!("timed out: the database did not answer within the step deadline ({d:?})"),
+                    None => "timed out: the database did not answer within the step deadline".to_owned(),
+                };
+                return StoreError::new(kind, step, detail);
             }
             DbErrorKind::Pg(e) => e,
         };
         if let Some(db) = e.as_db_error() {
-            let mut detail = format!("{}: {}", db.severity(), db.message());
-            if verbose {
-                if let Some(d) = db.detail() {
-                    detail.push_str(&format!(" (detail: {d})"));
-                }
-                if let Some(h) = db.hint() {
-                    detail.push_str(&format!(" (hint: {h})"));
-                }
-            }
-            return StoreError::new(kind, step, detail).with_sqlstate(db.code().code());
+            return StoreError::new(kind, step, "")
+                .with_sqlstate(db.code().code())
+                .with_cause(Some(Cause::new(server_error(db, verbose))));
         }
         // Not a server error: I/O, TLS, a closed connection. The chain of
         // sources holds the reason ("Connection refused (os error 111)").
-        let mut detail = e.to_string();
-        let mut source = std::error::Error::source(e);
-        while let Some(s) = source {
-            detail.push_str(&format!(": {s}"));
-            source = s.source();
+        StoreError::new(kind, step, "").with_cause(Cause::of(e))
+    }
+
+    /// The chain of causes of this error, for the crate's errors that carry
+    /// one (`CommitError`, `TxError`).
+    pub(crate) fn cause(&self) -> Option<Arc<Cause>> {
+        match &self.kind {
+            DbErrorKind::Timeout => Some(Cause::new(TIMED_OUT)),
+            DbErrorKind::Pg(e) => Cause::of(e),
         }
-        StoreError::new(kind, step, detail)
     }
 }
+
+/// What a step past its deadline says.
+const TIMED_OUT: &str = "timed out: no answer from the database within the step deadline";
 
 impl fmt::Display for DbError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            DbErrorKind::Timeout => f.write_str("no answer from the database within the step deadline"),
-            DbErrorKind::Pg(_) => write!(f, "SQLSTATE {}", self.sqlstate()),
+            DbErrorKind::Timeout => f.write_str(TIMED_OUT),
+            DbErrorKind::Pg(e) => Chain(e).fmt(f),
         }
     }
 }

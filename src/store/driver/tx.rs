@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 
 use super::{Param, Row, TxClient, TxConn};
+use crate::error::Cause;
 use crate::event::ScopedEvent;
 
 /// The transaction holding this delivery's claim. The handler's business
@@ -107,12 +108,12 @@ impl WebhookTx {
                 "the webhook transaction's connection is still borrowed by a TxClient: drop it before enqueue, \
                  claim_action or apply_if_newer"
             );
-            return Err(TxError { kind: TxErrorKind::InUse, sqlstate: None });
+            return Err(TxError::of(TxErrorKind::InUse));
         };
-        let conn = guard.as_ref().ok_or(TxError { kind: TxErrorKind::Finished, sqlstate: None })?;
+        let conn = guard.as_ref().ok_or(TxError::of(TxErrorKind::Finished))?;
         conn.query(sql, params).await.map_err(|e| {
             conn.note_error(&e);
-            TxError { kind: TxErrorKind::Database, sqlstate: e.code().map(str::to_owned) }
+            TxError { kind: TxErrorKind::Database, sqlstate: e.code().map(str::to_owned), source: e.cause() }
         })
     }
 
@@ -127,7 +128,7 @@ impl WebhookTx {
         if guard.is_some() {
             Ok(TxClient::new(guard))
         } else {
-            Err(TxError { kind: TxErrorKind::Finished, sqlstate: None })
+            Err(TxError::of(TxErrorKind::Finished))
         }
     }
 
@@ -149,6 +150,7 @@ impl WebhookTx {
 pub struct TxError {
     kind: TxErrorKind,
     sqlstate: Option<String>,
+    source: Option<Arc<Cause>>,
 }
 
 /// What a [`TxError`] is about.
@@ -180,7 +182,11 @@ pub enum TxErrorKind {
 
 impl TxError {
     pub(crate) fn invalid() -> Self {
-        Self { kind: TxErrorKind::Invalid, sqlstate: None }
+        Self::of(TxErrorKind::Invalid)
+    }
+
+    fn of(kind: TxErrorKind) -> Self {
+        Self { kind, sqlstate: None, source: None }
     }
 
     /// What went wrong.
@@ -200,6 +206,10 @@ impl fmt::Display for TxError {
             (TxErrorKind::Finished, _) => f.write_str(
                 "the webhook transaction is finished: WebhookTx is usable only until the handler returns its response",
             ),
+            (TxErrorKind::Database, _) if self.source.is_some() => {
+                f.write_str("webhook transaction statement failed")?;
+                Cause::write_chain(f, "", self.source.as_deref())
+            }
             (TxErrorKind::Database, Some(code)) => write!(f, "webhook transaction statement failed: SQLSTATE {code}"),
             (TxErrorKind::Database, None) => f.write_str("webhook transaction statement failed: the connection broke"),
             (TxErrorKind::Invalid, _) => f.write_str("webhook transaction: an argument is out of its range"),
@@ -211,4 +221,10 @@ impl fmt::Display for TxError {
     }
 }
 
-impl std::error::Error for TxError {}
+/// A failed statement's error (the server's message and SQLSTATE, or the
+/// connection's cause, as text), also written after the message.
+impl std::error::Error for TxError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Cause::as_source(&self.source)
+    }
+}

@@ -1,6 +1,7 @@
 //! Faults: the database failing or fighting, time limits running out, the
 //! handler and the request going wrong, a soak under random faults.
 
+mod causes;
 mod database;
 mod handler;
 mod network;

@@ -17,7 +17,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// A self-signed certificate for `localhost` and `127.0.0.1`: (certificate
 /// PEM, private key PEM).
-fn self_signed() -> (String, String) {
+pub(super) fn self_signed() -> (String, String) {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
     (certified.cert.pem(), certified.signing_key.serialize_pem())
 }
@@ -35,7 +35,7 @@ fn tls_pool(url: &str, root_cert: &std::path::Path) -> Pool {
 }
 
 /// The rustls connector trusting exactly the certificates in `root_cert`.
-fn tls_connector(root_cert: &std::path::Path) -> MakeRustlsConnect {
+pub(super) fn tls_connector(root_cert: &std::path::Path) -> MakeRustlsConnect {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(root_cert).unwrap() {
         roots.add(cert.unwrap()).unwrap();
