@@ -193,6 +193,19 @@ pub mod zoom;
 
 #[cfg(all(
     test,
+    any(
+        feature = "slack",
+        feature = "zoom",
+        feature = "twitch",
+        feature = "discord",
+        feature = "sendgrid",
+        feature = "standard-webhooks"
+    )
+))]
+mod testing;
+
+#[cfg(all(
+    test,
     feature = "stripe",
     feature = "paddle",
     feature = "calendly",
