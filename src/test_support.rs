@@ -58,3 +58,26 @@ pub(crate) fn identity(
 ) -> crate::key::EventIdentity {
     provider.extractor_ref().extract(parts, body).expect("an identity")
 }
+
+/// `verifier`'s precheck of one `header` line per value of `values`, as its
+/// kind.
+pub(crate) fn precheck_kind(
+    verifier: &impl crate::verify::Verifier,
+    header: &str,
+    values: &[&str],
+) -> Result<(), crate::verify::VerifyErrorKind> {
+    verifier.precheck(&header_lines(header, values)).map_err(|e| e.kind())
+}
+
+/// Asserts the event key and type `provider`'s key extractor reads from
+/// `body` under a request head without headers.
+#[track_caller]
+pub(crate) fn assert_body_identity(
+    provider: &crate::provider::Provider,
+    body: &[u8],
+    key: &str,
+    event_type: Option<&str>,
+) {
+    let id = identity(provider, &headers(&[]), body);
+    assert_eq!((id.key.as_str(), id.event_type.as_deref()), (key, event_type));
+}

@@ -161,6 +161,7 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{assert_body_identity, precheck_kind};
     use crate::test_support::{at, header_lines};
     use crate::verify::VerifyErrorKind;
     use crate::verify::{Delivery, Verifier as _};
@@ -186,13 +187,12 @@ mod tests {
         assert_eq!(check(&[header], body, &secrets, ts + 180), Ok(()));
         assert_eq!(check(&[header], body, &secrets, ts + 181), Err(VerifyErrorKind::TimestampTooOld));
 
-        let identity = crate::test_support::identity(
+        assert_body_identity(
             &crate::provider::Provider::calendly(),
-            &header_lines(SIGNATURE_HEADER, &[]),
             body,
+            expected["key"].as_str().unwrap(),
+            expected["event_type"].as_str(),
         );
-        assert_eq!(identity.key, expected["key"].as_str().unwrap());
-        assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
         // A retry: the same envelope under a new `t` verifies at its own time.
         let retry_header = expected["retry_header"].as_str().unwrap();
         let retry_ts = expected["retry_timestamp"].as_u64().unwrap();
@@ -256,10 +256,7 @@ mod tests {
             .is_ok());
         assert_eq!(v.verify(&Delivery::new(&p, b"{}", &[], at(1_000))).unwrap_err().kind(), VerifyErrorKind::NoSecret);
         assert!(v.precheck(&p).is_ok());
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
-            VerifyErrorKind::MissingHeader
-        );
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
     }
 
     #[test]

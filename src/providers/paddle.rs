@@ -111,6 +111,7 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{assert_body_identity, precheck_kind};
     use crate::test_support::{at, header_lines};
     use crate::verify::VerifyErrorKind;
     use crate::verify::{Delivery, Verifier as _};
@@ -135,13 +136,12 @@ mod tests {
             Err(VerifyErrorKind::NoMatchingSignature)
         );
 
-        let identity = crate::test_support::identity(
+        assert_body_identity(
             &crate::provider::Provider::paddle(),
-            &header_lines(SIGNATURE_HEADER, &[]),
             body,
+            "evt_01hsdn97563968dy0szkmgjwh3",
+            Some("price.created"),
         );
-        assert_eq!(identity.key, "evt_01hsdn97563968dy0szkmgjwh3");
-        assert_eq!(identity.event_type.as_deref(), Some("price.created"));
     }
 
     /// The rotation vector in Paddle's Python SDK (`paddle-python-sdk`,
@@ -185,13 +185,12 @@ mod tests {
         assert_eq!(check(&[rotated], body, std::slice::from_ref(&old), ts), Ok(()));
         assert_eq!(check(&[single], body, std::slice::from_ref(&old), ts), Err(VerifyErrorKind::NoMatchingSignature));
 
-        let identity = crate::test_support::identity(
+        assert_body_identity(
             &crate::provider::Provider::paddle(),
-            &header_lines(SIGNATURE_HEADER, &[]),
             body,
+            expected["event_id"].as_str().unwrap(),
+            expected["event_type"].as_str(),
         );
-        assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
-        assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
 
     #[test]
@@ -237,14 +236,8 @@ mod tests {
     #[test]
     fn precheck_secrets_and_replay() {
         let v = PaddleVerifier::new();
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
-            VerifyErrorKind::MissingHeader
-        );
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &["h1=00"])).unwrap_err().kind(),
-            VerifyErrorKind::MalformedHeader
-        );
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &["h1=00"]), Err(VerifyErrorKind::MalformedHeader));
         let secret = SigningSecret::from("pdl_ntfset_new");
         let header = sign(&secret, 1_000, b"{}");
         let p = header_lines(SIGNATURE_HEADER, &[&header]);

@@ -101,6 +101,7 @@ preset! {
 mod tests {
     use super::*;
     use crate::test_support::header_lines;
+    use crate::test_support::{assert_body_identity, precheck_kind};
     use crate::verify::VerifyErrorKind;
     use crate::verify::{Delivery, Verifier as _};
     use std::time::SystemTime;
@@ -131,13 +132,12 @@ mod tests {
         assert_eq!(check(&[mismatch], body, &secrets), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[], body, &secrets), Err(VerifyErrorKind::MissingHeader));
 
-        let identity = crate::test_support::identity(
+        assert_body_identity(
             &crate::provider::Provider::pagerduty(),
-            &header_lines(SIGNATURE_HEADER, &[]),
             body,
+            "01BWDWL3NYY7LUFPZCC28QUCMK",
+            Some("incident.priority_updated"),
         );
-        assert_eq!(identity.key, "01BWDWL3NYY7LUFPZCC28QUCMK");
-        assert_eq!(identity.event_type.as_deref(), Some("incident.priority_updated"));
     }
 
     /// Hand-computed vectors (Python's `hmac`, independent of this crate):
@@ -162,13 +162,12 @@ mod tests {
         assert_eq!(check(&[single], body, std::slice::from_ref(&old)), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[single], body, &[old, secret]), Ok(()));
 
-        let identity = crate::test_support::identity(
+        assert_body_identity(
             &crate::provider::Provider::pagerduty(),
-            &header_lines(SIGNATURE_HEADER, &[]),
             body,
+            expected["event_id"].as_str().unwrap(),
+            expected["event_type"].as_str(),
         );
-        assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
-        assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
 
     #[test]
@@ -208,14 +207,8 @@ mod tests {
     #[test]
     fn precheck_and_secrets() {
         let v = PagerDutyVerifier::new();
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
-            VerifyErrorKind::MissingHeader
-        );
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &["junk"])).unwrap_err().kind(),
-            VerifyErrorKind::MalformedHeader
-        );
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &["junk"]), Err(VerifyErrorKind::MalformedHeader));
         let p = header_lines(SIGNATURE_HEADER, &[&sign(&[SigningSecret::from("s")], b"{}")]);
         assert!(v.precheck(&p).is_ok());
         assert_eq!(

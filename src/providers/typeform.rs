@@ -78,6 +78,7 @@ preset! {
 mod tests {
     use super::*;
     use crate::test_support::header_lines;
+    use crate::test_support::{assert_body_identity, precheck_kind};
     use crate::verify::Verifier as _;
     use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
@@ -108,13 +109,12 @@ mod tests {
         let empty = expected["empty_body_header"].as_str().unwrap();
         assert_eq!(check(&[empty], b"", std::slice::from_ref(&secret)), Ok(()));
 
-        let identity = crate::test_support::identity(
+        assert_body_identity(
             &crate::provider::Provider::typeform(),
-            &header_lines(SIGNATURE_HEADER, &[]),
             body,
+            expected["event_id"].as_str().unwrap(),
+            expected["event_type"].as_str(),
         );
-        assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
-        assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
 
     #[test]
@@ -164,14 +164,8 @@ mod tests {
         assert_eq!(check(&[&header], b"{}", &[]), Err(VerifyErrorKind::NoSecret));
         let v = TypeformVerifier::new();
         assert!(v.precheck(&header_lines(SIGNATURE_HEADER, &[&header])).is_ok());
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
-            VerifyErrorKind::MissingHeader
-        );
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &["sha256=short"])).unwrap_err().kind(),
-            VerifyErrorKind::MalformedHeader
-        );
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &["sha256=short"]), Err(VerifyErrorKind::MalformedHeader));
         assert_eq!(crate::provider::Provider::typeform().name(), "typeform");
     }
 }
