@@ -153,7 +153,6 @@ preset! {
     /// The Calendly preset: [`CalendlyVerifier`] with the 180 second tolerance
     /// and the derived [`CalendlyKey`].
     fn calendly() = Provider::new(NAME, CalendlyVerifier::new(), CalendlyKey::new());
-    feature: "calendly",
     headers: [SIGNATURE_HEADER],
     signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))],
 }

@@ -298,12 +298,7 @@ impl crate::provider::Provider {
     /// Discord's interactions preset: [`DiscordVerifier`] (five minutes), key =
     /// `/id`, type = `/type`, and `PING` answered with `PONG`. Name: `discord`.
     pub fn discord() -> Self {
-        crate::provider::Provider::new(
-            NAME,
-            DiscordVerifier::new(),
-            crate::key::JsonPointerKey::new("/id").event_type("/type"),
-        )
-        .challenge(pong)
+        super::json_keyed(NAME, DiscordVerifier::new(), "/id", "/type").challenge(pong)
     }
 }
 

@@ -35,7 +35,6 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! notification's `created_at` (Unix seconds), or the item's own `updated_at`.
 
-use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac, Algorithm, SigningSecret};
 
@@ -76,12 +75,7 @@ preset! {
     ///
     /// The Intercom preset: [`IntercomVerifier`]; key = the notification `id`,
     /// type = `topic`.
-    fn intercom() = Provider::new(
-        NAME,
-        IntercomVerifier::new(),
-        crate::key::JsonPointerKey::new("/id").event_type("/topic"),
-    );
-    feature: "intercom",
+    fn intercom() = super::json_keyed(NAME, IntercomVerifier::new(), "/id", "/topic");
     headers: [SIGNATURE_HEADER],
     signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
 }

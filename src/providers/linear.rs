@@ -249,7 +249,6 @@ preset! {
     /// The Linear preset: [`LinearVerifier`] with the 60 second tolerance and
     /// [`LinearKey`].
     fn linear() = Provider::new(NAME, LinearVerifier::new(), LinearKey::new());
-    feature: "linear",
     headers: [SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
     signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())],
 }

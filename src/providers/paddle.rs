@@ -39,7 +39,6 @@
 //! it, as deliveries may arrive out of order
 //! (<https://developer.paddle.com/webhooks/about/how-webhooks-work>).
 
-use crate::provider::Provider;
 use std::time::Duration;
 
 use crate::verify::generic::{HmacVerifier, SignedContent};
@@ -98,12 +97,7 @@ preset! {
     ///
     /// The Paddle Billing preset: [`PaddleVerifier`] with the 5 second default
     /// tolerance; key = the body's `event_id`, type = `event_type`.
-    fn paddle() = Provider::new(
-        NAME,
-        PaddleVerifier::new(),
-        crate::key::JsonPointerKey::new("/event_id").event_type("/event_type"),
-    );
-    feature: "paddle",
+    fn paddle() = super::json_keyed(NAME, PaddleVerifier::new(), "/event_id", "/event_type");
     headers: [SIGNATURE_HEADER],
     signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))],
 }

@@ -38,7 +38,6 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! event's `occurred_at` (ISO 8601).
 
-use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac_sha256, SigningSecret};
 
@@ -87,12 +86,7 @@ preset! {
     ///
     /// The PagerDuty v3 preset: [`PagerDutyVerifier`]; key = the body's
     /// `event.id`, type = `event.event_type`.
-    fn pagerduty() = Provider::new(
-        NAME,
-        PagerDutyVerifier::new(),
-        crate::key::JsonPointerKey::new("/event/id").event_type("/event/event_type"),
-    );
-    feature: "pagerduty",
+    fn pagerduty() = super::json_keyed(NAME, PagerDutyVerifier::new(), "/event/id", "/event/event_type");
     headers: [SIGNATURE_HEADER],
     signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(std::slice::from_ref(s), b))],
 }

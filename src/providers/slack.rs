@@ -125,7 +125,6 @@ preset! {
     /// `url_verification` handshake answered with its `challenge`. Name:
     /// `slack`.
     fn slack() = Provider::new(NAME, SlackVerifier::new(), event_identity).challenge(url_verification);
-    feature: "slack",
     headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER, RETRY_NUM_HEADER, RETRY_REASON_HEADER],
     signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())],
 }

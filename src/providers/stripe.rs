@@ -30,7 +30,6 @@
 //! and the second is not applied: fetch the object from the API when that
 //! matters.
 
-use crate::provider::Provider;
 use std::time::Duration;
 
 use crate::verify::generic::{HmacVerifier, SignedContent};
@@ -78,12 +77,7 @@ preset! {
     ///
     /// The Stripe preset: [`StripeVerifier`] (300 s), key = the Event `id`
     /// (`evt_...`), type = `type`. The CLI name is `stripe`.
-    fn stripe() = Provider::new(
-        NAME,
-        StripeVerifier::new(),
-        crate::key::JsonPointerKey::new("/id").event_type("/type"),
-    );
-    feature: "stripe",
+    fn stripe() = super::json_keyed(NAME, StripeVerifier::new(), "/id", "/type");
     headers: [SIGNATURE_HEADER],
     signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))],
 }

@@ -28,7 +28,6 @@
 //! needed: each form response is submitted once (`form_response.submitted_at`),
 //! an insert rather than an update.
 
-use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac_sha256, Encoding, SigningSecret};
 
@@ -64,12 +63,7 @@ preset! {
     ///
     /// The Typeform preset: [`TypeformVerifier`]; key = the body's `event_id`,
     /// type = `event_type`.
-    fn typeform() = Provider::new(
-        NAME,
-        TypeformVerifier::new(),
-        crate::key::JsonPointerKey::new("/event_id").event_type("/event_type"),
-    );
-    feature: "typeform",
+    fn typeform() = super::json_keyed(NAME, TypeformVerifier::new(), "/event_id", "/event_type");
     headers: [SIGNATURE_HEADER],
     signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
 }

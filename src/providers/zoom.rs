@@ -201,7 +201,6 @@ preset! {
     /// The Zoom preset: [`ZoomVerifier`] (300 s), key from [`event_identity`],
     /// type `event`, and the [`UrlValidation`] handshake. The CLI name is `zoom`.
     fn zoom() = Provider::new(NAME, ZoomVerifier::new(), event_identity).challenge(UrlValidation);
-    feature: "zoom",
     headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER],
     signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())],
 }
