@@ -28,6 +28,19 @@ pub(crate) fn header_lines(name: &str, values: &[&str]) -> http::request::Parts 
     request(&values.iter().map(|v| (name, *v)).collect::<Vec<_>>())
 }
 
+/// A `POST /` request head with one line of `first` per value of
+/// `first_values`, then one line of `second` per value of `second_values`.
+#[allow(dead_code)] // used by the two-header presets' tests
+pub(crate) fn two_header_lines(
+    first: &str,
+    first_values: &[&str],
+    second: &str,
+    second_values: &[&str],
+) -> http::request::Parts {
+    let first = first_values.iter().map(|v| (first, *v));
+    request(&first.chain(second_values.iter().map(|v| (second, *v))).collect::<Vec<_>>())
+}
+
 /// [`request`] for text header values.
 pub(crate) fn headers(list: &[(&str, &str)]) -> http::request::Parts {
     request(list)

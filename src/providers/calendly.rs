@@ -187,7 +187,7 @@ mod tests {
         assert_eq!(check(&[header], body, &secrets, ts + 181), Err(VerifyErrorKind::TimestampTooOld));
 
         assert_body_identity(
-            &crate::provider::Provider::calendly(),
+            &Provider::calendly(),
             body,
             expected["key"].as_str().unwrap(),
             expected["event_type"].as_str(),
@@ -212,6 +212,7 @@ mod tests {
         let with_unknown = format!("{good},v0={}", "a".repeat(64));
         let two_t = format!("t={},{good}", NOW + 1);
         let zeros = format!("t={NOW},v1={}", "0".repeat(64));
+        // Tampered, stale, future, missing and garbage are in the conformance table.
         let cases: &[(&str, Vec<&str>, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
             ("valid", vec![&good], body, NOW, Ok(())),
             ("two v1", vec![&rotated], body, NOW, Ok(())),
@@ -219,14 +220,9 @@ mod tests {
             ("same header twice", vec![&good, &good], body, NOW, Ok(())),
             ("edge past", vec![&good], body, NOW + 180, Ok(())),
             ("edge future", vec![&good], body, NOW - 180, Ok(())),
-            ("tampered body", vec![&good], b"{}", NOW, Err(VerifyErrorKind::NoMatchingSignature)),
             ("wrong signature", vec![&zeros], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("stale", vec![&good], body, NOW + 181, Err(VerifyErrorKind::TimestampTooOld)),
-            ("future", vec![&good], body, NOW - 181, Err(VerifyErrorKind::TimestampInFuture)),
-            ("missing", vec![], body, NOW, Err(VerifyErrorKind::MissingHeader)),
             ("no t", vec!["v1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("no v1", vec!["t=1"], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("garbage", vec!["garbage"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("non-numeric t", vec!["t=1e9,v1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("two timestamps", vec![&two_t], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("paddle-style header", vec!["ts=1;h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),

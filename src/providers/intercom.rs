@@ -83,6 +83,7 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::test_support::header_lines;
     use crate::test_support::{assert_body_identity, precheck_kind};
     use crate::verify::Verifier as _;
@@ -119,12 +120,7 @@ mod tests {
             let header = case["header"].as_str().unwrap();
             assert_eq!(sign(&secret, body), header, "{name}");
             assert_eq!(check(&[header], body, std::slice::from_ref(&secret)), Ok(()), "{name}");
-            assert_body_identity(
-                &crate::provider::Provider::intercom(),
-                body,
-                case["id"].as_str().unwrap(),
-                case["topic"].as_str(),
-            );
+            assert_body_identity(&Provider::intercom(), body, case["id"].as_str().unwrap(), case["topic"].as_str());
         }
         // The same notification redelivered: another body (delivery_attempts
         // grew), another signature, the same key.

@@ -105,6 +105,7 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::test_support::{assert_body_identity, precheck_kind};
     use crate::test_support::{at, header_lines};
     use crate::verify::VerifyErrorKind;
@@ -130,12 +131,7 @@ mod tests {
             Err(VerifyErrorKind::NoMatchingSignature)
         );
 
-        assert_body_identity(
-            &crate::provider::Provider::paddle(),
-            body,
-            "evt_01hsdn97563968dy0szkmgjwh3",
-            Some("price.created"),
-        );
+        assert_body_identity(&Provider::paddle(), body, "evt_01hsdn97563968dy0szkmgjwh3", Some("price.created"));
     }
 
     /// The rotation vector in Paddle's Python SDK (`paddle-python-sdk`,
@@ -180,7 +176,7 @@ mod tests {
         assert_eq!(check(&[single], body, std::slice::from_ref(&old), ts), Err(VerifyErrorKind::NoMatchingSignature));
 
         assert_body_identity(
-            &crate::provider::Provider::paddle(),
+            &Provider::paddle(),
             body,
             expected["event_id"].as_str().unwrap(),
             expected["event_type"].as_str(),
@@ -200,6 +196,7 @@ mod tests {
         let with_unknown = format!("{good};h2={}", "a".repeat(64));
         let two_ts = format!("ts={};{good}", NOW + 1);
         let zeros = format!("ts={NOW};h1={}", "0".repeat(64));
+        // Tampered, stale, future, missing and garbage are in the conformance table.
         let cases: &[(&str, Vec<&str>, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
             ("valid", vec![&good], body, NOW, Ok(())),
             ("two h1 during rotation", vec![&rotated], body, NOW, Ok(())),
@@ -207,14 +204,9 @@ mod tests {
             ("unknown key ignored", vec![&with_unknown], body, NOW, Ok(())),
             ("edge of tolerance", vec![&good], body, NOW + 5, Ok(())),
             ("same header twice", vec![&good, &good], body, NOW, Ok(())),
-            ("tampered body", vec![&good], b"{\"event_id\":\"evt_2\"}", NOW, Err(VerifyErrorKind::NoMatchingSignature)),
             ("wrong signature", vec![&zeros], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("stale", vec![&good], body, NOW + 6, Err(VerifyErrorKind::TimestampTooOld)),
-            ("future", vec![&good], body, NOW - 6, Err(VerifyErrorKind::TimestampInFuture)),
-            ("missing", vec![], body, NOW, Err(VerifyErrorKind::MissingHeader)),
             ("no ts", vec!["h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("no h1", vec!["ts=1"], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("garbage", vec!["garbage"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("non-numeric ts", vec!["ts=abc;h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("negative ts", vec!["ts=-1;h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("huge ts", vec!["ts=99999999999999999999999;h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),

@@ -94,6 +94,7 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::test_support::header_lines;
     use crate::test_support::{assert_body_identity, precheck_kind};
     use crate::verify::VerifyErrorKind;
@@ -127,7 +128,7 @@ mod tests {
         assert_eq!(check(&[], body, &secrets), Err(VerifyErrorKind::MissingHeader));
 
         assert_body_identity(
-            &crate::provider::Provider::pagerduty(),
+            &Provider::pagerduty(),
             body,
             "01BWDWL3NYY7LUFPZCC28QUCMK",
             Some("incident.priority_updated"),
@@ -157,7 +158,7 @@ mod tests {
         assert_eq!(check(&[single], body, &[old, secret]), Ok(()));
 
         assert_body_identity(
-            &crate::provider::Provider::pagerduty(),
+            &Provider::pagerduty(),
             body,
             expected["event_id"].as_str().unwrap(),
             expected["event_type"].as_str(),

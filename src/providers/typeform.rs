@@ -71,6 +71,7 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::test_support::header_lines;
     use crate::test_support::{assert_body_identity, precheck_kind};
     use crate::verify::Verifier as _;
@@ -104,7 +105,7 @@ mod tests {
         assert_eq!(check(&[empty], b"", std::slice::from_ref(&secret)), Ok(()));
 
         assert_body_identity(
-            &crate::provider::Provider::typeform(),
+            &Provider::typeform(),
             body,
             expected["event_id"].as_str().unwrap(),
             expected["event_type"].as_str(),

@@ -215,14 +215,7 @@ mod tests {
     use crate::verify::VerifyErrorKind::{MalformedHeader, NoMatchingSignature};
 
     fn parts(signatures: &[&str], timestamps: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in signatures {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        for v in timestamps {
-            b = b.header(TIMESTAMP_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
+        crate::test_support::two_header_lines(SIGNATURE_HEADER, signatures, TIMESTAMP_HEADER, timestamps)
     }
 
     /// Fixture from `scripts/fixtures/zoom.js`: signed with the algorithm of
