@@ -28,6 +28,19 @@ pub(crate) fn header_lines(name: &str, values: &[&str]) -> http::request::Parts 
     request(&values.iter().map(|v| (name, *v)).collect::<Vec<_>>())
 }
 
+/// A `POST /` request head with one line of `first` per value of
+/// `first_values`, then one line of `second` per value of `second_values`.
+#[allow(dead_code)] // used by the two-header presets' tests
+pub(crate) fn two_header_lines(
+    first: &str,
+    first_values: &[&str],
+    second: &str,
+    second_values: &[&str],
+) -> http::request::Parts {
+    let first = first_values.iter().map(|v| (first, *v));
+    request(&first.chain(second_values.iter().map(|v| (second, *v))).collect::<Vec<_>>())
+}
+
 /// [`request`] for text header values.
 pub(crate) fn headers(list: &[(&str, &str)]) -> http::request::Parts {
     request(list)
@@ -57,4 +70,27 @@ pub(crate) fn identity(
     body: &[u8],
 ) -> crate::key::EventIdentity {
     provider.extractor_ref().extract(parts, body).expect("an identity")
+}
+
+/// `verifier`'s precheck of one `header` line per value of `values`, as its
+/// kind.
+pub(crate) fn precheck_kind(
+    verifier: &impl crate::verify::Verifier,
+    header: &str,
+    values: &[&str],
+) -> Result<(), crate::verify::VerifyErrorKind> {
+    verifier.precheck(&header_lines(header, values)).map_err(|e| e.kind())
+}
+
+/// Asserts the event key and type `provider`'s key extractor reads from
+/// `body` under a request head without headers.
+#[track_caller]
+pub(crate) fn assert_body_identity(
+    provider: &crate::provider::Provider,
+    body: &[u8],
+    key: &str,
+    event_type: Option<&str>,
+) {
+    let id = identity(provider, &headers(&[]), body);
+    assert_eq!((id.key.as_str(), id.event_type.as_deref()), (key, event_type));
 }

@@ -88,62 +88,53 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn array(&mut self, depth: usize) -> Result<Node<'a>, KeyErrorKind> {
+    /// The elements of the array or object opening at `pos`, read by
+    /// `element` and separated by commas up to `close` (`]` or `}`).
+    fn elements<T>(
+        &mut self,
+        depth: usize,
+        close: u8,
+        mut element: impl FnMut(&mut Self) -> Result<T, KeyErrorKind>,
+    ) -> Result<Vec<T>, KeyErrorKind> {
         if depth > MAX_JSON_DEPTH {
             return Err(KeyErrorKind::TooDeep);
         }
         self.pos += 1;
         let mut items = Vec::new();
         self.skip_ws();
-        if self.peek() == Some(b']') {
+        if self.peek() == Some(close) {
             self.pos += 1;
-            return Ok(Node::Array(items));
+            return Ok(items);
         }
         loop {
-            items.push(self.value(depth)?);
+            items.push(element(self)?);
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
-                Some(b']') => {
+                Some(c) if c == close => {
                     self.pos += 1;
-                    return Ok(Node::Array(items));
+                    return Ok(items);
                 }
                 _ => return Err(KeyErrorKind::BodyNotJson),
             }
         }
     }
 
+    fn array(&mut self, depth: usize) -> Result<Node<'a>, KeyErrorKind> {
+        Ok(Node::Array(self.elements(depth, b']', |p| p.value(depth))?))
+    }
+
     fn object(&mut self, depth: usize) -> Result<Node<'a>, KeyErrorKind> {
-        if depth > MAX_JSON_DEPTH {
-            return Err(KeyErrorKind::TooDeep);
-        }
-        self.pos += 1;
-        let mut members = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            return Ok(Node::Object(members));
-        }
-        loop {
-            self.skip_ws();
-            if self.peek() != Some(b'"') {
+        let mut members = self.elements(depth, b'}', |p| {
+            p.skip_ws();
+            if p.peek() != Some(b'"') {
                 return Err(KeyErrorKind::BodyNotJson);
             }
-            let name = self.string()?;
-            self.skip_ws();
-            self.eat(":")?;
-            let value = self.value(depth)?;
-            members.push((name, value));
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    break;
-                }
-                _ => return Err(KeyErrorKind::BodyNotJson),
-            }
-        }
+            let name = p.string()?;
+            p.skip_ws();
+            p.eat(":")?;
+            Ok((name, p.value(depth)?))
+        })?;
         // RFC 8785 §3.2.3: sort by the names' UTF-16 code units. Stable, so
         // equal names end up next to each other.
         members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));

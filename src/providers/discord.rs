@@ -298,12 +298,7 @@ impl crate::provider::Provider {
     /// Discord's interactions preset: [`DiscordVerifier`] (five minutes), key =
     /// `/id`, type = `/type`, and `PING` answered with `PONG`. Name: `discord`.
     pub fn discord() -> Self {
-        crate::provider::Provider::new(
-            NAME,
-            DiscordVerifier::new(),
-            crate::key::JsonPointerKey::new("/id").event_type("/type"),
-        )
-        .challenge(pong)
+        super::json_keyed(NAME, DiscordVerifier::new(), "/id", "/type").challenge(pong)
     }
 }
 
@@ -338,7 +333,9 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::testing::TwoHeaders;
     use crate::test_support::{at, headers as parts, NOW};
+    use crate::verify::VerifyErrorKind::{MalformedHeader, NoMatchingSignature, TimestampTooOld};
 
     const SEED: [u8; 32] = *b"a deterministic test seed, 32 b.";
     const OTHER_SEED: [u8; 32] = [7; 32];
@@ -381,152 +378,48 @@ mod tests {
         assert_eq!(sign(&seed, NOW, ping), fixture["ping"]["signature"].as_str().unwrap());
     }
 
+    /// The deliveries of `body` signed with `SEED` (or `OTHER_SEED`),
+    /// checked against the public key of `SEED` as `key` gives it.
+    fn scheme(body: &[u8], key: impl Fn(&[u8; 32]) -> SigningSecret) -> TwoHeaders<'_> {
+        let headers = [SIGNATURE_HEADER, TIMESTAMP_HEADER];
+        let seeds = [SEED, OTHER_SEED];
+        TwoHeaders::new(DiscordVerifier::new(), headers, body, seeds.map(|s| key(&s)), |i, b| sign(&seeds[i], NOW, b))
+    }
+
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"id":"1","type":2,"data":{"name":"hi"}}"#;
-        let ts = NOW.to_string();
-        let good = sign(&SEED, NOW, body);
-        let upper = good.to_uppercase();
-        let by_other = sign(&OTHER_SEED, NOW, body);
-        let over_ts_only = sign(&SEED, NOW, b"");
+        let s = scheme(body, |seed| SigningSecret::from(public_key_of(seed)));
         let shifted = [b"0".as_slice(), body].concat();
-        let not_hex = "g".repeat(128);
-        let cases: &[(&str, Vec<(&str, &str)>, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
-            ("valid", vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)], body, NOW, Ok(())),
-            ("upper-case hex", vec![(SIGNATURE_HEADER, &upper), (TIMESTAMP_HEADER, &ts)], body, NOW, Ok(())),
-            (
-                "header names any case",
-                vec![("X-Signature-Ed25519", &good), ("X-Signature-Timestamp", &ts)],
-                body,
-                NOW,
-                Ok(()),
-            ),
-            (
-                "same header twice",
-                vec![(SIGNATURE_HEADER, &good), (SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Ok(()),
-            ),
-            (
-                "tampered body",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
-                br#"{"id":"2","type":2}"#,
-                NOW,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                // No separator: the same bytes split elsewhere still verify,
-                // and only the window refuses the shifted timestamp.
-                "last timestamp digit moved into the body",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, "170000000")],
-                &shifted,
-                NOW,
-                Err(VerifyErrorKind::TimestampTooOld),
-            ),
-            (
-                "signature over the timestamp alone",
-                vec![(SIGNATURE_HEADER, &over_ts_only), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "other key",
-                vec![(SIGNATURE_HEADER, &by_other), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "stale",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW + 301,
-                Err(VerifyErrorKind::TimestampTooOld),
-            ),
-            (
-                "future",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW - 301,
-                Err(VerifyErrorKind::TimestampInFuture),
-            ),
-            ("no signature", vec![(TIMESTAMP_HEADER, &ts)], body, NOW, Err(VerifyErrorKind::MissingHeader)),
-            ("no timestamp", vec![(SIGNATURE_HEADER, &good)], body, NOW, Err(VerifyErrorKind::MissingHeader)),
-            (
-                "two different signatures",
-                vec![(SIGNATURE_HEADER, &good), (SIGNATURE_HEADER, &by_other), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "short signature",
-                vec![(SIGNATURE_HEADER, &good[..126]), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "not hex",
-                vec![(SIGNATURE_HEADER, &not_hex), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "timestamp with fraction",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, "1700000000.5")],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "non-ASCII header",
-                vec![(SIGNATURE_HEADER, "é"), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-        ];
-        let secrets = [SigningSecret::from(public_key_of(&SEED))];
-        for (name, headers, body, now, want) in cases {
-            let p = parts(headers);
-            let got = DiscordVerifier::new().verify(&Delivery::new(&p, body, &secrets, at(*now)));
-            assert_eq!(got.map_err(|e| e.kind()), *want, "{name}");
-            let head_only = matches!(want, Err(VerifyErrorKind::MissingHeader | VerifyErrorKind::MalformedHeader));
-            let want_precheck = if head_only { *want } else { Ok(()) };
-            assert_eq!(DiscordVerifier::new().precheck(&p).map_err(|e| e.kind()), want_precheck, "{name} precheck");
-        }
+        s.check_with_common(&[
+            s.case("upper-case hex").signature(&s.good.to_uppercase()),
+            s.case("same header twice").signatures(&[&s.good, &s.good]),
+            // No separator: the same bytes split elsewhere still verify,
+            // and only the window refuses the shifted timestamp.
+            s.case("last timestamp digit moved into the body")
+                .timestamp("170000000")
+                .body(&shifted)
+                .fails(TimestampTooOld),
+            s.case("signature over the timestamp alone").signature(&sign(&SEED, NOW, b"")).fails(NoMatchingSignature),
+            s.case("two different signatures").signatures(&[&s.good, &s.by_other]).fails(MalformedHeader),
+            s.case("short signature").signature(&s.good[..126]).fails(MalformedHeader),
+            s.case("not hex").signature(&"g".repeat(128)).fails(MalformedHeader),
+            s.case("timestamp with fraction").timestamp("1700000000.5").fails(MalformedHeader),
+            s.case("non-ASCII header").signature("é").fails(MalformedHeader),
+        ]);
     }
 
     #[test]
     fn keys_rotation_tolerance_and_replay() {
-        let body = br#"{"id":"9","type":3}"#;
-        let ts = NOW.to_string();
-        let header = sign(&SEED, NOW, body);
-        let p = parts(&[(SIGNATURE_HEADER, &header), (TIMESTAMP_HEADER, &ts)]);
-        let mine = public_key(&public_key_of(&SEED)).unwrap();
-        let other = public_key(&public_key_of(&OTHER_SEED)).unwrap();
-        let v = DiscordVerifier::new();
-        let d = |secrets: &[SigningSecret], now: u64| {
-            v.verify(&Delivery::new(&p, body, secrets, at(now))).map_err(|e| e.kind())
-        };
-        assert_eq!(d(&[other.clone(), mine.clone()], NOW), Ok(()));
-        assert_eq!(d(std::slice::from_ref(&other), NOW), Err(VerifyErrorKind::NoMatchingSignature));
-        assert_eq!(d(&[], NOW), Err(VerifyErrorKind::NoSecret));
+        let s = scheme(br#"{"id":"9","type":3}"#, |seed| public_key(&public_key_of(seed)).unwrap());
+        s.check_rotation_tolerance_and_replay(DiscordVerifier::new().tolerance(Duration::from_secs(600)));
         // Secrets that are no key at all are skipped, not fatal.
-        assert_eq!(d(&[SigningSecret::from("not a key"), mine.clone()], NOW), Ok(()));
-        assert_eq!(d(&[SigningSecret::from("not a key")], NOW), Err(VerifyErrorKind::NoMatchingSignature));
-        // Tolerance: configurable; an operator replay skips only the age check.
-        assert_eq!(d(std::slice::from_ref(&mine), NOW + 600), Err(VerifyErrorKind::TimestampTooOld));
-        let wide = DiscordVerifier::new().tolerance(Duration::from_secs(600));
-        assert!(wide.verify(&Delivery::new(&p, body, std::slice::from_ref(&mine), at(NOW + 600))).is_ok());
-        let replay = Delivery::new(&p, body, std::slice::from_ref(&mine), at(NOW + 86_400)).without_timestamp_check();
-        assert!(v.verify(&replay).is_ok());
-        let forged = Delivery::new(&p, b"{}", std::slice::from_ref(&mine), at(NOW + 86_400)).without_timestamp_check();
-        assert!(v.verify(&forged).is_err());
+        let p = parts(&[(SIGNATURE_HEADER, &s.good), (TIMESTAMP_HEADER, &s.timestamp)]);
+        let v = DiscordVerifier::new();
+        let d =
+            |secrets: &[SigningSecret]| v.verify(&Delivery::new(&p, s.body, secrets, at(NOW))).map_err(|e| e.kind());
+        assert_eq!(d(&[SigningSecret::from("not a key"), s.key.clone()]), Ok(()));
+        assert_eq!(d(&[SigningSecret::from("not a key")]), Err(VerifyErrorKind::NoMatchingSignature));
     }
 
     #[test]

@@ -74,7 +74,6 @@ preset! {
         crate::key::HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
             .event_type(http::HeaderName::from_static(EVENT_HEADER)),
     );
-    feature: "github",
     headers: [SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
     signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())],
 }

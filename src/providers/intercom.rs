@@ -35,7 +35,6 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! notification's `created_at` (Unix seconds), or the item's own `updated_at`.
 
-use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac, Algorithm, SigningSecret};
 
@@ -76,12 +75,7 @@ preset! {
     ///
     /// The Intercom preset: [`IntercomVerifier`]; key = the notification `id`,
     /// type = `topic`.
-    fn intercom() = Provider::new(
-        NAME,
-        IntercomVerifier::new(),
-        crate::key::JsonPointerKey::new("/id").event_type("/topic"),
-    );
-    feature: "intercom",
+    fn intercom() = super::json_keyed(NAME, IntercomVerifier::new(), "/id", "/topic");
     headers: [SIGNATURE_HEADER],
     signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
 }
@@ -89,7 +83,9 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::test_support::header_lines;
+    use crate::test_support::{assert_body_identity, precheck_kind};
     use crate::verify::Verifier as _;
     use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
@@ -124,13 +120,7 @@ mod tests {
             let header = case["header"].as_str().unwrap();
             assert_eq!(sign(&secret, body), header, "{name}");
             assert_eq!(check(&[header], body, std::slice::from_ref(&secret)), Ok(()), "{name}");
-            let identity = crate::test_support::identity(
-                &crate::provider::Provider::intercom(),
-                &header_lines(SIGNATURE_HEADER, &[]),
-                body,
-            );
-            assert_eq!(identity.key, case["id"].as_str().unwrap(), "{name}");
-            assert_eq!(identity.event_type.as_deref(), case["topic"].as_str(), "{name}");
+            assert_body_identity(&Provider::intercom(), body, case["id"].as_str().unwrap(), case["topic"].as_str());
         }
         // The same notification redelivered: another body (delivery_attempts
         // grew), another signature, the same key.
@@ -191,14 +181,8 @@ mod tests {
         assert_eq!(check(&[&header], b"{}", &[]), Err(VerifyErrorKind::NoSecret));
         let v = IntercomVerifier::new();
         assert!(v.precheck(&header_lines(SIGNATURE_HEADER, &[&header])).is_ok());
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
-            VerifyErrorKind::MissingHeader
-        );
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &["sha1="])).unwrap_err().kind(),
-            VerifyErrorKind::MalformedHeader
-        );
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &["sha1="]), Err(VerifyErrorKind::MalformedHeader));
         // RFC 2202 test case 2 through the preset's HMAC-SHA1.
         assert_eq!(
             sign(&SigningSecret::from("Jefe"), b"what do ya want for nothing?"),

@@ -249,7 +249,6 @@ preset! {
     /// The Linear preset: [`LinearVerifier`] with the 60 second tolerance and
     /// [`LinearKey`].
     fn linear() = Provider::new(NAME, LinearVerifier::new(), LinearKey::new());
-    feature: "linear",
     headers: [SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
     signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())],
 }
@@ -259,6 +258,7 @@ mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
     use crate::test_support::header_lines;
+    use crate::test_support::precheck_kind;
     use std::time::SystemTime;
 
     fn at_ms(ms: u64) -> SystemTime {
@@ -379,14 +379,8 @@ mod tests {
             .is_ok());
         assert_eq!(v.verify(&Delivery::new(&p, body, &[], late)).unwrap_err().kind(), VerifyErrorKind::NoSecret);
         assert!(v.precheck(&p).is_ok());
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
-            VerifyErrorKind::MissingHeader
-        );
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &["nothex"])).unwrap_err().kind(),
-            VerifyErrorKind::MalformedHeader
-        );
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &["nothex"]), Err(VerifyErrorKind::MalformedHeader));
     }
 
     #[test]

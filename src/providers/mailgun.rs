@@ -300,11 +300,7 @@ impl crate::provider::Provider {
     /// The Mailgun preset: [`MailgunVerifier`] (900 s), key = `event-data.id`,
     /// type = `event-data.event`. The CLI name is `mailgun`.
     pub fn mailgun() -> Self {
-        crate::provider::Provider::new(
-            NAME,
-            MailgunVerifier::new(),
-            crate::key::JsonPointerKey::new("/event-data/id").event_type("/event-data/event"),
-        )
+        super::json_keyed(NAME, MailgunVerifier::new(), "/event-data/id", "/event-data/event")
     }
 }
 

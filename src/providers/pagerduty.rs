@@ -38,7 +38,6 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! event's `occurred_at` (ISO 8601).
 
-use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac_sha256, SigningSecret};
 
@@ -87,12 +86,7 @@ preset! {
     ///
     /// The PagerDuty v3 preset: [`PagerDutyVerifier`]; key = the body's
     /// `event.id`, type = `event.event_type`.
-    fn pagerduty() = Provider::new(
-        NAME,
-        PagerDutyVerifier::new(),
-        crate::key::JsonPointerKey::new("/event/id").event_type("/event/event_type"),
-    );
-    feature: "pagerduty",
+    fn pagerduty() = super::json_keyed(NAME, PagerDutyVerifier::new(), "/event/id", "/event/event_type");
     headers: [SIGNATURE_HEADER],
     signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(std::slice::from_ref(s), b))],
 }
@@ -100,7 +94,9 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::test_support::header_lines;
+    use crate::test_support::{assert_body_identity, precheck_kind};
     use crate::verify::VerifyErrorKind;
     use crate::verify::{Delivery, Verifier as _};
     use std::time::SystemTime;
@@ -131,13 +127,12 @@ mod tests {
         assert_eq!(check(&[mismatch], body, &secrets), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[], body, &secrets), Err(VerifyErrorKind::MissingHeader));
 
-        let identity = crate::test_support::identity(
-            &crate::provider::Provider::pagerduty(),
-            &header_lines(SIGNATURE_HEADER, &[]),
+        assert_body_identity(
+            &Provider::pagerduty(),
             body,
+            "01BWDWL3NYY7LUFPZCC28QUCMK",
+            Some("incident.priority_updated"),
         );
-        assert_eq!(identity.key, "01BWDWL3NYY7LUFPZCC28QUCMK");
-        assert_eq!(identity.event_type.as_deref(), Some("incident.priority_updated"));
     }
 
     /// Hand-computed vectors (Python's `hmac`, independent of this crate):
@@ -162,13 +157,12 @@ mod tests {
         assert_eq!(check(&[single], body, std::slice::from_ref(&old)), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(check(&[single], body, &[old, secret]), Ok(()));
 
-        let identity = crate::test_support::identity(
-            &crate::provider::Provider::pagerduty(),
-            &header_lines(SIGNATURE_HEADER, &[]),
+        assert_body_identity(
+            &Provider::pagerduty(),
             body,
+            expected["event_id"].as_str().unwrap(),
+            expected["event_type"].as_str(),
         );
-        assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
-        assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
 
     #[test]
@@ -208,14 +202,8 @@ mod tests {
     #[test]
     fn precheck_and_secrets() {
         let v = PagerDutyVerifier::new();
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
-            VerifyErrorKind::MissingHeader
-        );
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &["junk"])).unwrap_err().kind(),
-            VerifyErrorKind::MalformedHeader
-        );
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &["junk"]), Err(VerifyErrorKind::MalformedHeader));
         let p = header_lines(SIGNATURE_HEADER, &[&sign(&[SigningSecret::from("s")], b"{}")]);
         assert!(v.precheck(&p).is_ok());
         assert_eq!(

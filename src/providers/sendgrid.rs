@@ -285,17 +285,12 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::at;
+    use crate::providers::testing::TwoHeaders;
+    use crate::test_support::{at, NOW};
+    use crate::verify::VerifyErrorKind::{MalformedHeader, NoMatchingSignature};
 
     fn parts(signatures: &[&str], timestamps: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in signatures {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        for v in timestamps {
-            b = b.header(TIMESTAMP_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
+        crate::test_support::two_header_lines(SIGNATURE_HEADER, signatures, TIMESTAMP_HEADER, timestamps)
     }
 
     fn check(
@@ -464,86 +459,44 @@ mod tests {
         assert_eq!(id.event_type.as_deref(), Some("delivered"));
     }
 
+    /// The deliveries of `body` signed with the key of seed `[7; 32]` (or
+    /// of `[9; 32]`).
+    fn scheme(body: &[u8]) -> TwoHeaders<'_> {
+        let keys = [7u8, 9].map(|b| SigningKey::from_slice(&[b; 32]).unwrap());
+        let public = keys.clone().map(|k| SigningSecret::from(public_key_base64(k.verifying_key())));
+        TwoHeaders::new(SendGridVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, public, |i, b| {
+            sign(&keys[i], NOW, b)
+        })
+    }
+
     #[test]
     fn verifies_and_rejects() {
-        let key = SigningKey::from_slice(&[7u8; 32]).unwrap();
-        let other = SigningKey::from_slice(&[9u8; 32]).unwrap();
-        let public = public_key_base64(key.verifying_key());
-        let now = 1_700_000_000u64;
-        let ts = now.to_string();
-        let body = b"[{\"email\":\"a@example.com\",\"event\":\"delivered\",\"sg_event_id\":\"ZGVsaXZlcmVk\"}]\r\n";
-        let good = sign(&key, now, body);
-        let bad = sign(&other, now, body);
-        let spaced = format!(" {good} ");
-        let no_padding = good.trim_end_matches('=').to_owned();
+        let s = scheme(b"[{\"email\":\"a@example.com\",\"event\":\"delivered\",\"sg_event_id\":\"ZGVsaXZlcmVk\"}]\r\n");
         let raw_sig = {
-            let sig = Signature::from_der(&Encoding::Base64.decode(&good).unwrap()).unwrap();
+            let sig = Signature::from_der(&Encoding::Base64.decode(&s.good).unwrap()).unwrap();
             Encoding::Base64.encode(&sig.to_bytes())
         };
-        let cases: &[(&str, Vec<&str>, Vec<&str>, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
-            ("valid", vec![&good], vec![&ts], body, now, Ok(())),
-            ("spaces around", vec![&spaced], vec![&ts], body, now, Ok(())),
-            ("two lines, one good", vec![&bad, &good], vec![&ts], body, now, Ok(())),
-            ("same timestamp twice", vec![&good], vec![&ts, &ts], body, now, Ok(())),
-            ("tampered body", vec![&good], vec![&ts], b"[]", now, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("other key", vec![&bad], vec![&ts], body, now, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("other timestamp", vec![&good], vec!["1700000001"], body, now, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("stale", vec![&good], vec![&ts], body, now + 301, Err(VerifyErrorKind::TimestampTooOld)),
-            ("future", vec![&good], vec![&ts], body, now - 301, Err(VerifyErrorKind::TimestampInFuture)),
-            ("no signature", vec![], vec![&ts], body, now, Err(VerifyErrorKind::MissingHeader)),
-            ("no timestamp", vec![&good], vec![], body, now, Err(VerifyErrorKind::MissingHeader)),
-            ("two timestamps", vec![&good], vec![&ts, "1"], body, now, Err(VerifyErrorKind::MalformedHeader)),
-            ("not base64", vec!["***"], vec![&ts], body, now, Err(VerifyErrorKind::MalformedHeader)),
-            ("unpadded base64", vec![&no_padding], vec![&ts], body, now, Err(VerifyErrorKind::MalformedHeader)),
-            ("raw r||s, not DER", vec![&raw_sig], vec![&ts], body, now, Err(VerifyErrorKind::MalformedHeader)),
-            ("empty", vec![""], vec![&ts], body, now, Err(VerifyErrorKind::MalformedHeader)),
-            (
-                "bad line beside a good one",
-                vec!["***", &good],
-                vec![&ts],
-                body,
-                now,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-        ];
-        let v = SendGridVerifier::new();
-        let secrets = [SigningSecret::from(public.as_str())];
-        for (name, sigs, stamps, body, now, want) in cases {
-            let p = parts(sigs, stamps);
-            let got = v.verify(&Delivery::new(&p, body, &secrets, at(*now)));
-            assert_eq!(got.map_err(|e| e.kind()), *want, "{name}");
-            let pre = v.precheck(&p).map_err(|e| e.kind());
-            match want {
-                Err(k @ (VerifyErrorKind::MissingHeader | VerifyErrorKind::MalformedHeader)) => {
-                    assert_eq!(pre, Err(*k), "{name}")
-                }
-                _ => assert_eq!(pre, Ok(()), "{name}"),
-            }
-        }
-        let p = parts(&[&good], &[&ts]);
-        assert_eq!(v.verify(&Delivery::new(&p, body, &[], at(now))).unwrap_err().kind(), VerifyErrorKind::NoSecret);
+        s.check_with_common(&[
+            s.case("spaces around").signature(&format!(" {} ", s.good)),
+            s.case("two lines, one good").signatures(&[&s.by_other, &s.good]),
+            s.case("same timestamp twice").timestamps(&[&s.timestamp, &s.timestamp]),
+            s.case("other timestamp").timestamp("1700000001").fails(NoMatchingSignature),
+            s.case("not base64").signature("***").fails(MalformedHeader),
+            s.case("unpadded base64").signature(s.good.trim_end_matches('=')).fails(MalformedHeader),
+            s.case("raw r||s, not DER").signature(&raw_sig).fails(MalformedHeader),
+            s.case("empty").signature("").fails(MalformedHeader),
+            s.case("bad line beside a good one").signatures(&["***", &s.good]).fails(MalformedHeader),
+        ]);
     }
 
     #[test]
     fn rotation_and_replay() {
-        let old = SigningKey::from_slice(&[1u8; 32]).unwrap();
-        let new = SigningKey::from_slice(&[2u8; 32]).unwrap();
-        let now = 1_700_000_000u64;
-        let body = b"[]\r\n";
-        let sig = sign(&new, now, body);
-        let ts = now.to_string();
-        let p = parts(&[&sig], &[&ts]);
-        let old_secret = SigningSecret::from(public_key_base64(old.verifying_key()));
-        let new_secret = SigningSecret::from(public_key_base64(new.verifying_key()));
-        let v = SendGridVerifier::new();
-        let both = [SigningSecret::from("not a key"), old_secret.clone(), new_secret.clone()];
-        assert!(v.verify(&Delivery::new(&p, body, &both, at(now))).is_ok());
-        assert!(v.verify(&Delivery::new(&p, body, std::slice::from_ref(&old_secret), at(now))).is_err());
-        let late = at(now + 86_400);
-        let only_new = [new_secret];
-        assert!(v.verify(&Delivery::new(&p, body, &only_new, late)).is_err());
-        assert!(v.verify(&Delivery::new(&p, body, &only_new, late).without_timestamp_check()).is_ok());
-        assert!(v.verify(&Delivery::new(&p, b"[ ]\r\n", &only_new, late).without_timestamp_check()).is_err());
+        let s = scheme(b"[]\r\n");
+        s.check_rotation_tolerance_and_replay(SendGridVerifier::new().tolerance(Duration::from_secs(600)));
+        // A secret that is no key at all is skipped, not fatal.
+        let p = parts(&[&s.good], &[&s.timestamp]);
+        let keys = [SigningSecret::from("not a key"), s.other_key.clone(), s.key.clone()];
+        assert!(SendGridVerifier::new().verify(&Delivery::new(&p, s.body, &keys, at(NOW))).is_ok());
     }
 
     #[test]

@@ -168,7 +168,6 @@ preset! {
     /// `X-Shopify-Topic`. Another key policy:
     /// `Provider::shopify().key_extractor(ShopifyKey::WebhookId)`.
     fn shopify() = Provider::new(NAME, ShopifyVerifier::new(), ShopifyKey::default());
-    feature: "shopify",
     headers: [
         SIGNATURE_HEADER,
         EVENT_ID_HEADER,

@@ -125,7 +125,6 @@ preset! {
     /// `url_verification` handshake answered with its `challenge`. Name:
     /// `slack`.
     fn slack() = Provider::new(NAME, SlackVerifier::new(), event_identity).challenge(url_verification);
-    feature: "slack",
     headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER, RETRY_NUM_HEADER, RETRY_REASON_HEADER],
     signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())],
 }
@@ -173,8 +172,10 @@ fn url_verification(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::testing::TwoHeaders;
     use crate::test_support::{at, headers as parts, NOW};
     use crate::verify::VerifyErrorKind;
+    use crate::verify::VerifyErrorKind::{MalformedHeader, NoMatchingSignature};
     use crate::verify::{Delivery, Verifier as _};
 
     /// The worked example in Slack's "Verifying requests from Slack": a
@@ -218,181 +219,30 @@ mod tests {
         assert_eq!((id.key.as_str(), id.event_type.as_deref()), ("Ev123ABC456", Some("app_mention")));
     }
 
+    /// Slack's own cases; the finer probes are in the conformance table.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("slack-signing-secret");
-        let other = SigningSecret::from("another-secret");
         let body = br#"{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}"#;
-        let ts = NOW.to_string();
-        let good = sign(&secret, NOW, body);
-        let upper = format!("v0={}", good["v0=".len()..].to_uppercase());
-        let by_other = sign(&other, NOW, body);
-        let v1 = format!("v1={}", &good["v0=".len()..]);
-        let not_hex = format!("v0={}", "zz".repeat(32));
-        let cases: &[(&str, Vec<(&str, &str)>, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
-            ("valid", vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)], body, NOW, Ok(())),
-            ("upper-case hex", vec![(SIGNATURE_HEADER, &upper), (TIMESTAMP_HEADER, &ts)], body, NOW, Ok(())),
-            (
-                "header names any case",
-                vec![("X-Slack-Signature", &good), ("X-Slack-Request-Timestamp", &ts)],
-                body,
-                NOW,
-                Ok(()),
-            ),
-            (
-                "same header twice",
-                vec![(SIGNATURE_HEADER, &good), (SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Ok(()),
-            ),
-            (
-                "edge of tolerance, past",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW + 300,
-                Ok(()),
-            ),
-            (
-                "edge of tolerance, future",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW - 300,
-                Ok(()),
-            ),
-            (
-                "tampered body",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
-                b"{\"event_id\":\"Ev2\"}",
-                NOW,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "other timestamp",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, "1700000001")],
-                body,
-                NOW,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "wrong secret",
-                vec![(SIGNATURE_HEADER, &by_other), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "unknown version ignored",
-                vec![(SIGNATURE_HEADER, &v1), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "stale",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW + 301,
-                Err(VerifyErrorKind::TimestampTooOld),
-            ),
-            (
-                "future",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW - 301,
-                Err(VerifyErrorKind::TimestampInFuture),
-            ),
-            ("no signature", vec![(TIMESTAMP_HEADER, &ts)], body, NOW, Err(VerifyErrorKind::MissingHeader)),
-            ("no timestamp", vec![(SIGNATURE_HEADER, &good)], body, NOW, Err(VerifyErrorKind::MissingHeader)),
-            (
-                "two different signatures",
-                vec![(SIGNATURE_HEADER, &good), (SIGNATURE_HEADER, &by_other), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "two different timestamps",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, &ts), (TIMESTAMP_HEADER, "1")],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "no version prefix",
-                vec![(SIGNATURE_HEADER, &good["v0=".len()..]), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "short hex",
-                vec![(SIGNATURE_HEADER, "v0=abcd"), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "not hex",
-                vec![(SIGNATURE_HEADER, &not_hex), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "non-numeric timestamp",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, "17e8")],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "negative timestamp",
-                vec![(SIGNATURE_HEADER, &good), (TIMESTAMP_HEADER, "-1")],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "multi-byte garbage",
-                vec![(SIGNATURE_HEADER, "v0=é"), (TIMESTAMP_HEADER, &ts)],
-                body,
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-        ];
-        let secrets = [secret];
-        for (name, headers, body, now, want) in cases {
-            let p = parts(headers);
-            let got = SlackVerifier::new().verify(&Delivery::new(&p, body, &secrets, at(*now)));
-            assert_eq!(got.map_err(|e| e.kind()), *want, "{name}");
-            // What the head alone shows fails before the body is read.
-            let head_only = matches!(want, Err(VerifyErrorKind::MissingHeader | VerifyErrorKind::MalformedHeader));
-            let want_precheck = if head_only { *want } else { Ok(()) };
-            assert_eq!(SlackVerifier::new().precheck(&p).map_err(|e| e.kind()), want_precheck, "{name} precheck");
-        }
+        let s = TwoHeaders::hmac(SlackVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign);
+        let hex = &s.good["v0=".len()..];
+        s.check_with_common(&[
+            s.case("upper-case hex").signature(&format!("v0={}", hex.to_uppercase())),
+            s.case("same header twice").signatures(&[&s.good, &s.good]),
+            s.case("other timestamp").timestamp("1700000001").fails(NoMatchingSignature),
+            s.case("unknown version ignored").signature(&format!("v1={hex}")).fails(NoMatchingSignature),
+            s.case("two different signatures").signatures(&[&s.good, &s.by_other]).fails(MalformedHeader),
+            s.case("no version prefix").signature(hex).fails(MalformedHeader),
+            s.case("short hex").signature("v0=abcd").fails(MalformedHeader),
+            s.case("not hex").signature(&format!("v0={}", "zz".repeat(32))).fails(MalformedHeader),
+            s.case("non-numeric timestamp").timestamp("17e8").fails(MalformedHeader),
+            s.case("multi-byte garbage").signature("v0=é").fails(MalformedHeader),
+        ]);
     }
 
     #[test]
     fn rotation_tolerance_and_replay() {
-        let old = SigningSecret::from("old-secret");
-        let new = SigningSecret::from("new-secret");
-        let body = b"{}";
-        let ts = NOW.to_string();
-        let header = sign(&new, NOW, body);
-        let p = parts(&[(SIGNATURE_HEADER, &header), (TIMESTAMP_HEADER, &ts)]);
-        let v = SlackVerifier::new();
-        assert!(v.verify(&Delivery::new(&p, body, &[old.clone(), new.clone()], at(NOW))).is_ok());
-        assert!(v.verify(&Delivery::new(&p, body, std::slice::from_ref(&old), at(NOW))).is_err());
-        assert_eq!(v.verify(&Delivery::new(&p, body, &[], at(NOW))).unwrap_err().kind(), VerifyErrorKind::NoSecret);
-        // A wider window accepts what the default refuses.
-        let late = at(NOW + 600);
-        let secrets = [new];
-        assert!(v.verify(&Delivery::new(&p, body, &secrets, late)).is_err());
-        assert!(v.clone().tolerance(Duration::from_secs(600)).verify(&Delivery::new(&p, body, &secrets, late)).is_ok());
-        // An operator replay skips the age check, not the signature.
-        assert!(v.verify(&Delivery::new(&p, body, &secrets, at(NOW + 86_400)).without_timestamp_check()).is_ok());
-        assert!(v.verify(&Delivery::new(&p, b"{ }", &secrets, at(NOW + 86_400)).without_timestamp_check()).is_err());
+        let s = TwoHeaders::hmac(SlackVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], b"{}", sign);
+        s.check_rotation_tolerance_and_replay(SlackVerifier::new().tolerance(Duration::from_secs(600)));
     }
 
     #[test]

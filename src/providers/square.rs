@@ -118,11 +118,7 @@ impl crate::provider::Provider {
     /// (exactly as entered in Square): [`SquareVerifier`], key `/event_id`, type
     /// `/type`.
     pub fn square(notification_url: impl Into<String>) -> Self {
-        crate::provider::Provider::new(
-            NAME,
-            SquareVerifier::new(notification_url),
-            crate::key::JsonPointerKey::new("/event_id").event_type("/type"),
-        )
+        super::json_keyed(NAME, SquareVerifier::new(notification_url), "/event_id", "/type")
     }
 }
 

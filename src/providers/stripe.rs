@@ -30,7 +30,6 @@
 //! and the second is not applied: fetch the object from the API when that
 //! matters.
 
-use crate::provider::Provider;
 use std::time::Duration;
 
 use crate::verify::generic::{HmacVerifier, SignedContent};
@@ -78,12 +77,7 @@ preset! {
     ///
     /// The Stripe preset: [`StripeVerifier`] (300 s), key = the Event `id`
     /// (`evt_...`), type = `type`. The CLI name is `stripe`.
-    fn stripe() = Provider::new(
-        NAME,
-        StripeVerifier::new(),
-        crate::key::JsonPointerKey::new("/id").event_type("/type"),
-    );
-    feature: "stripe",
+    fn stripe() = super::json_keyed(NAME, StripeVerifier::new(), "/id", "/type");
     headers: [SIGNATURE_HEADER],
     signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))],
 }
@@ -113,18 +107,14 @@ mod tests {
         let bad_sig = format!("t={NOW},v1={}", "0".repeat(64));
         let rotated = format!("{},v1={}", sign(&other, NOW, body), &good[good.find("v1=").unwrap() + 3..]);
         let with_v0 = format!("{good},v0={}", "a".repeat(64));
+        // Tampered, stale, future, missing and garbage are in the conformance table.
         let cases: &[(&str, Vec<&str>, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
             ("valid", vec![&good], body, NOW, Ok(())),
             ("two v1 during rotation", vec![&rotated], body, NOW, Ok(())),
             ("v0 ignored", vec![&with_v0], body, NOW, Ok(())),
-            ("tampered body", vec![&good], b"{\"id\":\"evt_2\"}", NOW, Err(VerifyErrorKind::NoMatchingSignature)),
             ("wrong signature", vec![&bad_sig], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("stale", vec![&good], body, NOW + 301, Err(VerifyErrorKind::TimestampTooOld)),
-            ("future", vec![&good], body, NOW - 301, Err(VerifyErrorKind::TimestampInFuture)),
-            ("missing", vec![], body, NOW, Err(VerifyErrorKind::MissingHeader)),
             ("no t", vec!["v1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("no v1", vec!["t=1"], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("garbage", vec!["garbage"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("non-numeric t", vec!["t=abc,v1=00"], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
         ];
         for (name, headers, body, now, want) in cases {

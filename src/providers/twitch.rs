@@ -222,7 +222,6 @@ preset! {
     /// body's `subscription.type`), and the [`CallbackVerification`] handshake.
     /// The CLI name is `twitch`.
     fn twitch() = Provider::new(NAME, TwitchVerifier::new(), message_identity).challenge(CallbackVerification);
-    feature: "twitch",
     headers: [SIGNATURE_HEADER, MESSAGE_ID_HEADER, TIMESTAMP_HEADER, MESSAGE_TYPE_HEADER, SUBSCRIPTION_TYPE_HEADER],
     signed: |s, id, ts, b| { let stamp = format_timestamp(ts); vec![ (SIGNATURE_HEADER, sign(s, id, &stamp, b)), (MESSAGE_ID_HEADER, id.to_owned()), (TIMESTAMP_HEADER, stamp), (MESSAGE_TYPE_HEADER, "notification".to_owned()), ] },
 }

@@ -28,7 +28,6 @@
 //! needed: each form response is submitted once (`form_response.submitted_at`),
 //! an insert rather than an update.
 
-use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac_sha256, Encoding, SigningSecret};
 
@@ -64,12 +63,7 @@ preset! {
     ///
     /// The Typeform preset: [`TypeformVerifier`]; key = the body's `event_id`,
     /// type = `event_type`.
-    fn typeform() = Provider::new(
-        NAME,
-        TypeformVerifier::new(),
-        crate::key::JsonPointerKey::new("/event_id").event_type("/event_type"),
-    );
-    feature: "typeform",
+    fn typeform() = super::json_keyed(NAME, TypeformVerifier::new(), "/event_id", "/event_type");
     headers: [SIGNATURE_HEADER],
     signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
 }
@@ -77,7 +71,9 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::test_support::header_lines;
+    use crate::test_support::{assert_body_identity, precheck_kind};
     use crate::verify::Verifier as _;
     use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
@@ -108,13 +104,12 @@ mod tests {
         let empty = expected["empty_body_header"].as_str().unwrap();
         assert_eq!(check(&[empty], b"", std::slice::from_ref(&secret)), Ok(()));
 
-        let identity = crate::test_support::identity(
-            &crate::provider::Provider::typeform(),
-            &header_lines(SIGNATURE_HEADER, &[]),
+        assert_body_identity(
+            &Provider::typeform(),
             body,
+            expected["event_id"].as_str().unwrap(),
+            expected["event_type"].as_str(),
         );
-        assert_eq!(identity.key, expected["event_id"].as_str().unwrap());
-        assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
 
     #[test]
@@ -164,14 +159,8 @@ mod tests {
         assert_eq!(check(&[&header], b"{}", &[]), Err(VerifyErrorKind::NoSecret));
         let v = TypeformVerifier::new();
         assert!(v.precheck(&header_lines(SIGNATURE_HEADER, &[&header])).is_ok());
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &[])).unwrap_err().kind(),
-            VerifyErrorKind::MissingHeader
-        );
-        assert_eq!(
-            v.precheck(&header_lines(SIGNATURE_HEADER, &["sha256=short"])).unwrap_err().kind(),
-            VerifyErrorKind::MalformedHeader
-        );
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
+        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &["sha256=short"]), Err(VerifyErrorKind::MalformedHeader));
         assert_eq!(crate::provider::Provider::typeform().name(), "typeform");
     }
 }

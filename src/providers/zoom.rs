@@ -201,7 +201,6 @@ preset! {
     /// The Zoom preset: [`ZoomVerifier`] (300 s), key from [`event_identity`],
     /// type `event`, and the [`UrlValidation`] handshake. The CLI name is `zoom`.
     fn zoom() = Provider::new(NAME, ZoomVerifier::new(), event_identity).challenge(UrlValidation);
-    feature: "zoom",
     headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER],
     signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())],
 }
@@ -210,19 +209,13 @@ preset! {
 mod tests {
     use super::*;
     use crate::provider::Challenge as _;
+    use crate::providers::testing::TwoHeaders;
     use crate::test_support::{at, NOW};
     use crate::verify::Delivery;
-    use crate::verify::VerifyErrorKind;
+    use crate::verify::VerifyErrorKind::{MalformedHeader, NoMatchingSignature};
 
     fn parts(signatures: &[&str], timestamps: &[&str]) -> http::request::Parts {
-        let mut b = http::Request::builder();
-        for v in signatures {
-            b = b.header(SIGNATURE_HEADER, *v);
-        }
-        for v in timestamps {
-            b = b.header(TIMESTAMP_HEADER, *v);
-        }
-        b.body(()).unwrap().into_parts().0
+        crate::test_support::two_header_lines(SIGNATURE_HEADER, signatures, TIMESTAMP_HEADER, timestamps)
     }
 
     /// Fixture from `scripts/fixtures/zoom.js`: signed with the algorithm of
@@ -269,78 +262,30 @@ mod tests {
         assert_eq!(got, doc["rivet"]["url_validation_response"]);
     }
 
+    /// Zoom's own cases; the finer probes are in the conformance table.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("zoom_secret_token");
         let body =
             br#"{"event":"meeting.started","payload":{"account_id":"a","object":{"id":"1"}},"event_ts":1700000000000}"#;
-        let good = sign(&secret, NOW, body);
-        let ts = NOW.to_string();
-        let other = sign(&SigningSecret::from("other"), NOW, body);
-        let upper = format!("v0={}", good[3..].to_uppercase());
-        let spaced = format!(" {good} ");
-        let not_hex = format!("v0={}", "z".repeat(64));
-        let cases: &[(&str, Vec<&str>, Vec<&str>, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
-            ("valid", vec![&good], vec![&ts], body, NOW, Ok(())),
-            ("upper-case hex", vec![&upper], vec![&ts], body, NOW, Ok(())),
-            ("spaces around", vec![&spaced], vec![&ts], body, NOW, Ok(())),
-            ("two lines, one good", vec![&other, &good], vec![&ts], body, NOW, Ok(())),
-            ("unknown version ignored", vec!["v1=zz", &good], vec![&ts], body, NOW, Ok(())),
-            ("same timestamp twice", vec![&good], vec![&ts, &ts], body, NOW, Ok(())),
-            ("tampered body", vec![&good], vec![&ts], b"{}", NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("wrong secret", vec![&other], vec![&ts], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("other timestamp", vec![&good], vec!["1700000001"], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("stale", vec![&good], vec![&ts], body, NOW + 301, Err(VerifyErrorKind::TimestampTooOld)),
-            ("future", vec![&good], vec![&ts], body, NOW - 301, Err(VerifyErrorKind::TimestampInFuture)),
-            ("edge", vec![&good], vec![&ts], body, NOW + 300, Ok(())),
-            ("no signature", vec![], vec![&ts], body, NOW, Err(VerifyErrorKind::MissingHeader)),
-            ("no timestamp", vec![&good], vec![], body, NOW, Err(VerifyErrorKind::MissingHeader)),
-            ("only v1", vec!["v1=00"], vec![&ts], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("no prefix", vec![&good[3..]], vec![&ts], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("short hex", vec!["v0=abcd"], vec![&ts], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("not hex", vec![&not_hex], vec![&ts], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("negative timestamp", vec![&good], vec!["-1"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("two timestamps", vec![&good], vec![&ts, "1"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("multibyte", vec!["v0=é"], vec![&ts], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-        ];
-        for (name, sigs, stamps, body, now, want) in cases {
-            let p = parts(sigs, stamps);
-            let got = ZoomVerifier::new().verify(&Delivery::new(&p, body, std::slice::from_ref(&secret), at(*now)));
-            assert_eq!(got.map_err(|e| e.kind()), *want, "{name}");
-            if want.is_ok() {
-                assert!(ZoomVerifier::new().precheck(&p).is_ok(), "{name}");
-            }
-        }
-        let p = parts(&[], &[&ts]);
-        assert_eq!(ZoomVerifier::new().precheck(&p).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
-        let p = parts(&[&good], &[&ts]);
-        assert_eq!(
-            ZoomVerifier::new().verify(&Delivery::new(&p, body, &[], at(NOW))).unwrap_err().kind(),
-            VerifyErrorKind::NoSecret
-        );
+        let s = TwoHeaders::hmac(ZoomVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign);
+        s.check_with_common(&[
+            s.case("upper-case hex").signature(&format!("v0={}", s.good[3..].to_uppercase())),
+            s.case("unknown version ignored").signatures(&["v1=zz", &s.good]),
+            s.case("same timestamp twice").timestamps(&[&s.timestamp, &s.timestamp]),
+            s.case("other timestamp").timestamp("1700000001").fails(NoMatchingSignature),
+            // No `v0` entry: the precheck sees that no signature can match.
+            s.case("only v1").signature("v1=00").fails(NoMatchingSignature).precheck(Err(NoMatchingSignature)),
+            s.case("no prefix").signature(&s.good[3..]).fails(MalformedHeader),
+            s.case("short hex").signature("v0=abcd").fails(MalformedHeader),
+            s.case("not hex").signature(&format!("v0={}", "z".repeat(64))).fails(MalformedHeader),
+            s.case("multibyte").signature("v0=é").fails(MalformedHeader),
+        ]);
     }
 
     #[test]
     fn rotation_and_replay() {
-        let old = SigningSecret::from("old_token");
-        let new = SigningSecret::from("new_token");
-        let body = br#"{"event":"x","payload":{}}"#;
-        let header = sign(&new, NOW, body);
-        let ts = NOW.to_string();
-        let p = parts(&[&header], &[&ts]);
-        let v = ZoomVerifier::new();
-        assert!(v.verify(&Delivery::new(&p, body, &[old.clone(), new.clone()], at(NOW))).is_ok());
-        assert!(v.verify(&Delivery::new(&p, body, std::slice::from_ref(&old), at(NOW))).is_err());
-        let late = at(NOW + 86_400);
-        let only_new = [new];
-        assert_eq!(
-            v.verify(&Delivery::new(&p, body, &only_new, late)).unwrap_err().kind(),
-            VerifyErrorKind::TimestampTooOld
-        );
-        assert!(v.verify(&Delivery::new(&p, body, &only_new, late).without_timestamp_check()).is_ok());
-        assert!(v.verify(&Delivery::new(&p, b"{}", &only_new, late).without_timestamp_check()).is_err());
-        let wide = ZoomVerifier::new().tolerance(Duration::from_secs(86_400));
-        assert!(wide.verify(&Delivery::new(&p, body, &only_new, late)).is_ok());
+        let s = TwoHeaders::hmac(ZoomVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], br#"{"event":"x"}"#, sign);
+        s.check_rotation_tolerance_and_replay(ZoomVerifier::new().tolerance(Duration::from_secs(600)));
     }
 
     #[test]

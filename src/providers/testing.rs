@@ -1,0 +1,225 @@
+//! Test cases shared by the presets that send the signature and its
+//! timestamp in two headers (Slack, Zoom, Twitch, Discord, SendGrid,
+//! Standard Webhooks): the cases every such scheme answers alike (valid,
+//! tampered, another key, the tolerance's edges, stale, future, a header
+//! missing, two timestamps), the scheme's own cases written as changes to a
+//! valid delivery, and rotation, tolerance and replay. The HMAC presets'
+//! finer probes are in [`conformance`](super::conformance).
+
+use crate::test_support::{at, request, NOW};
+use crate::verify::{Delivery, SigningSecret, Verifier, VerifyErrorKind};
+
+/// A scheme under test and one valid delivery of `body` at [`NOW`].
+pub(crate) struct TwoHeaders<'a> {
+    verifier: Box<dyn Verifier>,
+    signature_header: &'static str,
+    timestamp_header: &'static str,
+    /// Headers every delivery carries besides those two (a message id).
+    pub(crate) fixed: Vec<(&'static str, String)>,
+    /// The verifier's tolerance, in seconds: 300 unless set.
+    pub(crate) tolerance: u64,
+    pub(crate) body: &'a [u8],
+    /// The timestamp header's text for [`NOW`].
+    pub(crate) timestamp: String,
+    /// The signature header for `body` at [`NOW`] by `key`, and by `other_key`.
+    pub(crate) good: String,
+    pub(crate) by_other: String,
+    /// The secret (or public key) configured, and another one.
+    pub(crate) key: SigningSecret,
+    pub(crate) other_key: SigningSecret,
+}
+
+/// The secrets [`TwoHeaders::hmac`] signs with.
+fn hmac_keys() -> [SigningSecret; 2] {
+    [SigningSecret::from("two-headers-secret"), SigningSecret::from("another-secret")]
+}
+
+/// One delivery and the answer `verify` must give.
+#[derive(Clone, Debug)]
+pub(crate) struct Case {
+    name: &'static str,
+    signatures: Vec<String>,
+    timestamps: Vec<String>,
+    upper_case_names: bool,
+    body: Vec<u8>,
+    now: u64,
+    want: Result<(), VerifyErrorKind>,
+    want_precheck: Option<Result<(), VerifyErrorKind>>,
+}
+
+impl Case {
+    /// Sends these signature header lines instead.
+    pub(crate) fn signatures(mut self, lines: &[&str]) -> Self {
+        self.signatures = lines.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
+    /// Sends this signature header instead.
+    pub(crate) fn signature(self, line: &str) -> Self {
+        self.signatures(&[line])
+    }
+
+    /// Sends these timestamp header lines instead.
+    pub(crate) fn timestamps(mut self, lines: &[&str]) -> Self {
+        self.timestamps = lines.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
+    /// Sends this timestamp header instead.
+    pub(crate) fn timestamp(self, line: &str) -> Self {
+        self.timestamps(&[line])
+    }
+
+    /// Sends this body instead.
+    pub(crate) fn body(mut self, body: &[u8]) -> Self {
+        self.body = body.to_vec();
+        self
+    }
+
+    /// Verifies at `now` (Unix seconds) instead of [`NOW`].
+    pub(crate) fn at(mut self, now: u64) -> Self {
+        self.now = now;
+        self
+    }
+
+    /// Must fail with `kind`.
+    pub(crate) fn fails(mut self, kind: VerifyErrorKind) -> Self {
+        self.want = Err(kind);
+        self
+    }
+
+    /// The precheck must answer `want` (by default it fails what `verify`
+    /// fails as a missing or malformed header, and passes the rest).
+    pub(crate) fn precheck(mut self, want: Result<(), VerifyErrorKind>) -> Self {
+        self.want_precheck = Some(want);
+        self
+    }
+}
+
+impl<'a> TwoHeaders<'a> {
+    /// `verifier` reading `[signature, timestamp]` headers and configured
+    /// with `keys[0]`; `sign(i, body)` is the signature header for `body` at
+    /// [`NOW`] by the key `keys[i]` stands for (a public key's private key).
+    pub(crate) fn new(
+        verifier: impl Verifier,
+        [signature_header, timestamp_header]: [&'static str; 2],
+        body: &'a [u8],
+        [key, other_key]: [SigningSecret; 2],
+        sign: impl Fn(usize, &[u8]) -> String,
+    ) -> Self {
+        Self {
+            verifier: Box::new(verifier),
+            signature_header,
+            timestamp_header,
+            fixed: vec![],
+            tolerance: 300,
+            body,
+            timestamp: NOW.to_string(),
+            good: sign(0, body),
+            by_other: sign(1, body),
+            key,
+            other_key,
+        }
+    }
+
+    /// [`TwoHeaders::new`] for an HMAC scheme whose `sign(secret, timestamp,
+    /// body)` makes the signature header.
+    pub(crate) fn hmac(
+        verifier: impl Verifier,
+        headers: [&'static str; 2],
+        body: &'a [u8],
+        sign: fn(&SigningSecret, u64, &[u8]) -> String,
+    ) -> Self {
+        let keys = hmac_keys();
+        Self::new(verifier, headers, body, keys.clone(), |i, b| sign(&keys[i], NOW, b))
+    }
+
+    /// The valid delivery, named `name`: must verify.
+    pub(crate) fn case(&self, name: &'static str) -> Case {
+        Case {
+            name,
+            signatures: vec![self.good.clone()],
+            timestamps: vec![self.timestamp.clone()],
+            upper_case_names: false,
+            body: self.body.to_vec(),
+            now: NOW,
+            want: Ok(()),
+            want_precheck: None,
+        }
+    }
+
+    /// The cases every two-header scheme answers alike.
+    pub(crate) fn common(&self) -> Vec<Case> {
+        use VerifyErrorKind::{
+            MalformedHeader, MissingHeader, NoMatchingSignature, TimestampInFuture, TimestampTooOld,
+        };
+        let tolerance = self.tolerance;
+        let tampered = [self.body, b" "].concat();
+        vec![
+            self.case("valid"),
+            Case { upper_case_names: true, ..self.case("header names any case") },
+            self.case("edge of tolerance, past").at(NOW + tolerance),
+            self.case("edge of tolerance, future").at(NOW - tolerance),
+            self.case("tampered body").body(&tampered).fails(NoMatchingSignature),
+            self.case("other key").signature(&self.by_other).fails(NoMatchingSignature),
+            self.case("stale").at(NOW + tolerance + 1).fails(TimestampTooOld),
+            self.case("future").at(NOW - tolerance - 1).fails(TimestampInFuture),
+            self.case("no signature").signatures(&[]).fails(MissingHeader),
+            self.case("no timestamp").timestamps(&[]).fails(MissingHeader),
+            self.case("two different timestamps").timestamps(&[&self.timestamp, "1"]).fails(MalformedHeader),
+        ]
+    }
+
+    /// The request head of `case`.
+    fn parts(&self, case: &Case) -> http::request::Parts {
+        let name = |n: &'static str| if case.upper_case_names { n.to_ascii_uppercase() } else { n.to_owned() };
+        let mut headers: Vec<(String, String)> = self.fixed.iter().map(|(n, v)| (name(n), v.clone())).collect();
+        headers.extend(case.signatures.iter().map(|v| (name(self.signature_header), v.clone())));
+        headers.extend(case.timestamps.iter().map(|v| (name(self.timestamp_header), v.clone())));
+        request(&headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect::<Vec<_>>())
+    }
+
+    /// [`TwoHeaders::check`] of the common cases and `own`, the scheme's.
+    pub(crate) fn check_with_common(&self, own: &[Case]) {
+        self.check(&self.common());
+        self.check(own);
+    }
+
+    /// `verify`'s answer to each case, and the precheck's: unless the case
+    /// says otherwise, what the head alone shows (a header missing or
+    /// malformed) fails before the body is read; the rest passes the
+    /// precheck.
+    pub(crate) fn check(&self, cases: &[Case]) {
+        for case in cases {
+            let p = self.parts(case);
+            let got =
+                self.verifier.verify(&Delivery::new(&p, &case.body, std::slice::from_ref(&self.key), at(case.now)));
+            assert_eq!(got.map_err(|e| e.kind()), case.want, "{}", case.name);
+            let head_only = matches!(case.want, Err(VerifyErrorKind::MissingHeader | VerifyErrorKind::MalformedHeader));
+            let want_precheck = case.want_precheck.unwrap_or(if head_only { case.want } else { Ok(()) });
+            assert_eq!(self.verifier.precheck(&p).map_err(|e| e.kind()), want_precheck, "{} precheck", case.name);
+        }
+    }
+
+    /// Rotation (either configured key matches), no key, the tolerance
+    /// (`wide` is the verifier with twice the default) and an operator
+    /// replay, which skips the age check and nothing else.
+    pub(crate) fn check_rotation_tolerance_and_replay(&self, wide: impl Verifier) {
+        let p = self.parts(&self.case("valid"));
+        let verify = |v: &dyn Verifier, body: &[u8], keys: &[SigningSecret], now: u64, replay: bool| {
+            let d = Delivery::new(&p, body, keys, at(now));
+            v.verify(&if replay { d.without_timestamp_check() } else { d }).map_err(|e| e.kind())
+        };
+        let (body, mine, other) = (self.body, std::slice::from_ref(&self.key), &self.other_key);
+        let v = &*self.verifier;
+        assert_eq!(verify(v, body, &[other.clone(), self.key.clone()], NOW, false), Ok(()));
+        assert_eq!(verify(v, body, std::slice::from_ref(other), NOW, false), Err(VerifyErrorKind::NoMatchingSignature));
+        assert_eq!(verify(v, body, &[], NOW, false), Err(VerifyErrorKind::NoSecret));
+        let late = NOW + 2 * self.tolerance;
+        assert_eq!(verify(v, body, mine, late, false), Err(VerifyErrorKind::TimestampTooOld));
+        assert_eq!(verify(&wide, body, mine, late, false), Ok(()));
+        assert_eq!(verify(v, body, mine, NOW + 86_400, true), Ok(()));
+        let tampered = [body, b" "].concat();
+        assert_eq!(verify(v, &tampered, mine, NOW + 86_400, true), Err(VerifyErrorKind::NoMatchingSignature));
+    }
+}
