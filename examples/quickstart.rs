@@ -308,7 +308,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // across instances) rather than per-process summaries.
     let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets_for_metric(
-            metrics_exporter_prometheus::Matcher::Suffix("_duration_seconds".into()),
+            metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
             &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0],
         )?
         .install_recorder()?;

@@ -107,7 +107,11 @@ pub use deadpool_postgres;
 /// `Client`).
 pub use tokio_postgres;
 
-// The README's Rust examples compile as doctests.
+// The README's and OPERATIONS.md's Rust examples compile as doctests, as displayed.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+#[doc = include_str!("../OPERATIONS.md")]
+#[cfg(doctest)]
+pub struct OperationsDoctests;

@@ -322,7 +322,8 @@ impl QueueKind for InboxRows {
     const KEY: &'static [&'static str] = &["scope", "provider", "event_key"];
     const PAYLOAD_COLUMNS: &'static str = "e.event_type";
     const BODY_COLUMNS: &'static str = "e.payload, e.request_head::text, e.integrity_tag";
-    const DONE_SET: &'static str = "response_status = {status}, completed_at = now()";
+    // The commit's time, not the transaction's start (`now()`), which is the run's start.
+    const DONE_SET: &'static str = "response_status = {status}, completed_at = clock_timestamp()";
     type Payload = InboxRow;
 
     fn payload(row: &Row, first: usize) -> InboxRow {

@@ -68,7 +68,20 @@ pub(crate) fn free_port() -> io::Result<u16> {
 }
 
 pub(crate) fn check(status: io::Result<std::process::Output>, what: &str) -> io::Result<()> {
-    let out = status?;
+    let out = status.map_err(|e| {
+        // A bare "No such file or directory" names nothing: say which program.
+        if e.kind() == io::ErrorKind::NotFound {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "{what}: program not found ({e}); the PostgreSQL server binaries (initdb, pg_ctl) and, as root, \
+                     runuser (util-linux, in /usr/sbin: is it on PATH?) are needed"
+                ),
+            )
+        } else {
+            e
+        }
+    })?;
     if out.status.success() {
         Ok(())
     } else {

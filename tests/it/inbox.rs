@@ -911,3 +911,37 @@ async fn a_retried_item_runs_when_it_is_due_not_at_the_next_poll() {
     task.await.unwrap();
     assert_eq!(db.effects_for("evt_due").await, 1);
 }
+
+/// From the second first-use trial: `completed_at` of an inbox row was the
+/// run's start (the transaction's `now()`), wrong by the handler's time. It is
+/// the time of the done statement, after the handler's last write.
+#[tokio::test]
+async fn an_inbox_row_s_completed_at_is_after_the_handler_s_last_write() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    db.execute("CREATE TABLE handler_end (event_key text PRIMARY KEY, at timestamptz NOT NULL)").await;
+    let handlers = Router::new().route(
+        "/webhooks/stripe",
+        post(|tx: WebhookTx, event: WebhookEvent| async move {
+            let c = tx.client().await.unwrap();
+            // The transaction began before this: a later statement time.
+            c.batch_execute("SELECT pg_sleep(0.2)").await.unwrap();
+            c.execute("INSERT INTO handler_end VALUES ($1, clock_timestamp())", &[&event.key()]).await.unwrap();
+            StatusCode::OK
+        }),
+    );
+    let (stop, task) = spawn_worker(fast(db.pool(2), handlers).build().unwrap());
+    assert_eq!(accept(&app, "evt_when").await.0, StatusCode::OK);
+    let done =
+        "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE event_key = 'evt_when' AND state = 'done'";
+    assert!(eventually(Duration::from_secs(10), || async { db.scalar(done).await == 1 }).await);
+    let _ = stop.send(());
+    task.await.unwrap();
+    let after = db
+        .scalar(
+            "SELECT count(*) FROM webhook_idempotency.webhook_events e JOIN handler_end h USING (event_key)
+              WHERE e.completed_at >= h.at",
+        )
+        .await;
+    assert_eq!(after, 1, "completed_at is not before the handler's last write");
+}
