@@ -87,12 +87,14 @@
 //! [`handler_timeout`](crate::worker::WorkerBuilder::handler_timeout) may
 //! have sent its call: it counts as uncertain too.
 //!
-//! **Large payloads.** The lease returns identities only; each effect's
-//! payload is read by a statement of its own, fenced by the lease token,
-//! right before its call and within the database timeout: a payload too
-//! slow to read (megabytes over a slow link) fails its own run (an attempt,
-//! `dead` once its budget is spent, as a poison effect) and never stalls the
-//! lease of the effects behind it. It costs one round trip per effect.
+//! **Large payloads.** The lease returns a payload only when it is stored in
+//! at most 64 KiB (`pg_column_size`), so one lease carries at most its batch
+//! times 64 KiB; a larger payload is read by a statement of its own, fenced by
+//! the lease token, right before its call and within the database timeout: a
+//! payload too slow to read (megabytes over a slow link) fails its own run (an
+//! attempt, `dead` once its budget is spent, as a poison effect) and never
+//! stalls the lease of the effects behind it. That read costs one round trip,
+//! for large payloads only.
 //!
 //! **Business keys and ordering** are on [`WebhookTx`] too:
 //! [`claim_action`](WebhookTx::claim_action) claims a business transition

@@ -56,14 +56,17 @@ impl Work for OutboxWork {
             // hand-written row gets here.
             return Outcome::failed(format!("no effect function is registered for `{}`", row.effect()), None);
         };
-        // The payload is read here, one fenced statement per item within the
-        // database timeout (the lease carries identities only): a payload too
+        // A small payload came with the lease; a larger one is read here, one
+        // fenced statement per item within the database timeout: a payload too
         // slow to read fails this item (an attempt, dead once its budget is
         // spent), never the lease of the effects behind it.
-        let stored = match queue.read(row, "outbox read the stored effect").await {
-            Ok(Some(read)) => StoredEffect::read(&read),
-            Ok(None) => return Outcome::LeaseLost,
-            Err(e) => return Outcome::failed(format!("could not read the stored effect: {e}"), None),
+        let stored = match &row.payload().inline {
+            Some(inline) => inline.clone(),
+            None => match queue.read(row, "outbox read the stored effect").await {
+                Ok(Some(read)) => StoredEffect::read(&read),
+                Ok(None) => return Outcome::LeaseLost,
+                Err(e) => return Outcome::failed(format!("could not read the stored effect: {e}"), None),
+            },
         };
         let ctx = context(row, stored);
         let ended = if row.payload().reconcile {

@@ -198,11 +198,23 @@ pub fn downstream_key(scope: &str, provider: &str, event_key: &str, effect: &str
 pub(crate) struct OutboxRow {
     /// The row was uncertain: this run reconciles instead of calling again.
     pub(crate) reconcile: bool,
+    /// The payload and content type when the payload is small enough
+    /// ([`INLINE_PAYLOAD_BYTES`]) to come with the lease; a larger one is read
+    /// per item.
+    pub(crate) inline: Option<StoredEffect>,
 }
 
+/// The largest stored payload (`pg_column_size`, bytes) the lease returns
+/// with the row: 64 KiB, so one lease carries at most its batch size times
+/// this, whatever the backlog holds, and a receipt-sized effect costs no
+/// read of its own.
+#[cfg_attr(not(test), allow(dead_code))] // the literal in `PAYLOAD_COLUMNS`; a test holds them equal
+pub(crate) const INLINE_PAYLOAD_BYTES: usize = 64 * 1024;
+
 /// A leased effect's payload and content type, read by a fenced statement
-/// of its own after the lease ([`TableQueue::read`](super::queue::TableQueue::read)).
-#[derive(Debug)]
+/// of its own after the lease ([`TableQueue::read`](super::queue::TableQueue::read)),
+/// or with the lease when small.
+#[derive(Debug, Clone)]
 pub(crate) struct StoredEffect {
     pub(crate) payload: Bytes,
     pub(crate) content_type: String,
@@ -225,13 +237,19 @@ impl QueueKind for OutboxRows {
     const KEY: &'static [&'static str] = &["scope", "provider", "event_key", "effect", "ordinal:integer"];
     const DUE_STATES: &'static str = "'pending', 'uncertain'";
     const FILTER_COLUMN: Option<&'static str> = Some("effect");
-    const PAYLOAD_COLUMNS: &'static str = "e.uncertain_since IS NOT NULL";
+    const PAYLOAD_COLUMNS: &'static str = "e.uncertain_since IS NOT NULL, \
+         CASE WHEN pg_column_size(e.payload) <= 65536 THEN e.payload END, \
+         CASE WHEN pg_column_size(e.payload) <= 65536 THEN e.content_type END";
     const BODY_COLUMNS: &'static str = "e.payload, e.content_type";
     const DONE_SET: &'static str = "response_status = {status}, delivered_at = now(), uncertain_since = NULL";
     type Payload = OutboxRow;
 
     fn payload(row: &Row, first: usize) -> OutboxRow {
-        OutboxRow { reconcile: row.get(first) }
+        let inline = row.get::<Option<Vec<u8>>>(first + 1).zip(row.get::<Option<String>>(first + 2));
+        OutboxRow {
+            reconcile: row.get(first),
+            inline: inline.map(|(payload, content_type)| StoredEffect { payload: Bytes::from(payload), content_type }),
+        }
     }
 
     fn retry_state(payload: &OutboxRow) -> &'static str {
@@ -370,5 +388,14 @@ mod tests {
         all.sort();
         all.dedup();
         assert_eq!(all.len(), others.len());
+    }
+}
+
+#[cfg(test)]
+mod inline_tests {
+    #[test]
+    fn the_inline_bound_in_the_lease_is_the_constant() {
+        let cols = <super::OutboxRows as super::QueueKind>::PAYLOAD_COLUMNS;
+        assert_eq!(cols.matches(&super::INLINE_PAYLOAD_BYTES.to_string()).count(), 2);
     }
 }
