@@ -20,6 +20,7 @@ use tower_service::Service;
 
 use super::config::SuccessFn;
 use crate::event::ScopedEvent;
+use crate::store::digest::BodyClaim;
 use crate::store::{Claim, ClaimStore, ClaimedEvent, CommitErrorKind};
 
 /// What [`run`] did with a request.
@@ -80,8 +81,17 @@ where
     };
     if let Some(digest) = body_digest {
         match claimed.tx().claim_body(&digest).await {
-            Ok(true) => {}
-            Ok(false) => {
+            Ok(BodyClaim::Claimed) => {}
+            Ok(BodyClaim::InFlight) => {
+                tracing::info!(
+                    outcome = "in_flight",
+                    reason = "body_in_flight",
+                    "a delivery of the same body under another key is running; answered as in flight"
+                );
+                claimed.discard().await;
+                return Claimed::InFlight;
+            }
+            Ok(BodyClaim::Replayed) => {
                 tracing::info!(
                     outcome = "duplicate",
                     reason = "body_replayed",

@@ -12,12 +12,15 @@ pub(crate) fn digest(body: &[u8]) -> [u8; 32] {
     Sha256::digest(body).into()
 }
 
-/// The statement that claims a digest for an event: a row back when the
-/// digest is new, or already this event's (the sender's own redelivery);
-/// none when another event key holds it. Parameters: scope, provider, event
-/// key, digest. In READ COMMITTED a digest another transaction inserted and
-/// has not committed is waited for (PostgreSQL docs, "INSERT", "ON CONFLICT
-/// Clause"), so two replays racing each other run once.
+/// The first key of the advisory lock a delivery takes on its body's digest
+/// while it runs (two-key form, as the claim's `CLAIM_LOCK_CLASS`; another
+/// first key, so the two never meet): `0x57484B32`, "WHK2".
+pub(crate) const DIGEST_LOCK_CLASS: i32 = 0x5748_4B32;
+
+/// The statement that claims a digest for an event (parameters: scope,
+/// provider, event key, digest): a row back when the digest is new, or
+/// already this event's (the sender's own redelivery); none when another
+/// event key holds it. The inbox's insert embeds it (the same statement).
 pub(crate) fn claim_sql(schema: &str) -> String {
     format!(
         "INSERT INTO {schema}.webhook_body_digests AS d (scope, provider, body_sha256, event_key)
@@ -28,20 +31,59 @@ pub(crate) fn claim_sql(schema: &str) -> String {
     )
 }
 
+/// The synchronous path's claim of a digest inside the claim's transaction:
+/// first the digest's advisory lock, without waiting
+/// (`pg_try_advisory_xact_lock`, held to the transaction's end), then, only
+/// when it was taken, [`claim_sql`]'s insert. A delivery of the same body
+/// under another key still running holds the lock: this one is answered as
+/// in flight (409) at once instead of waiting on that delivery's uncommitted
+/// row (which would hold a pooled connection up to the database timeout and
+/// end as a 503). Returns `(locked, claimed)`.
+fn locked_claim_sql(schema: &str) -> String {
+    let insert = claim_sql(schema).replace(
+        "VALUES ($1::text, $2::text, $4::bytea, $3::text)",
+        "SELECT $1::text, $2::text, $4::bytea, $3::text FROM lock WHERE lock.taken",
+    );
+    format!(
+        "WITH lock AS (
+             SELECT pg_try_advisory_xact_lock({DIGEST_LOCK_CLASS}, hashtext(
+                 length($1::text) || ':' || $1::text || '/' || length($2::text) || ':' || $2::text || '/'
+                 || encode($4::bytea, 'hex'))) AS taken),
+         claimed AS ({insert})
+         SELECT (SELECT taken FROM lock), EXISTS (SELECT 1 FROM claimed)"
+    )
+}
+
+/// What [`WebhookTx::claim_body`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyClaim {
+    /// New, or this event's own: go on.
+    Claimed,
+    /// Another event key processed a byte-identical body: a replay.
+    Replayed,
+    /// A delivery of the same body is running now: retry later.
+    InFlight,
+}
+
 impl WebhookTx {
     /// Claims the body's digest in this transaction (it commits or rolls back
-    /// with the claim): `Ok(false)` when another event key already holds a
-    /// byte-identical body.
-    pub(crate) async fn claim_body(&self, digest: &[u8; 32]) -> Result<bool, TxError> {
+    /// with the claim), without waiting on another delivery.
+    pub(crate) async fn claim_body(&self, digest: &[u8; 32]) -> Result<BodyClaim, TxError> {
         let scope = self.scope();
         let event = &scope.event;
-        let sql = claim_sql(&scope.tables.schema);
+        let sql = locked_claim_sql(&scope.tables.schema);
         let params = [
             Param::Text(event.scope()),
             Param::Text(event.provider()),
             Param::Text(event.key()),
             Param::Bytes(&digest[..]),
         ];
-        Ok(!self.run(&sql, &params).await?.is_empty())
+        let rows = self.run(&sql, &params).await?;
+        let (taken, claimed) = rows.first().map_or((false, false), |r| (r.get(0), r.get(1)));
+        Ok(match (taken, claimed) {
+            (false, _) => BodyClaim::InFlight,
+            (true, true) => BodyClaim::Claimed,
+            (true, false) => BodyClaim::Replayed,
+        })
     }
 }

@@ -126,3 +126,51 @@ async fn retention_purges_digests_past_the_provider_s_window() {
     let left = db.scalar_text("SELECT string_agg(event_key, ',') FROM webhook_idempotency.webhook_body_digests").await;
     assert_eq!(left, "r-1");
 }
+
+/// From the breaker's trial: a replay under a fresh key while the original
+/// delivery's handler still ran waited on its uncommitted digest until the
+/// 2 s database deadline, was answered 503 (a 5xx for a duplicate) and closed
+/// the idle pooled connections as if the network had died. It is answered as
+/// in flight (409) at once, holds nothing, and once the original committed
+/// the sender's retry is a replayed 200.
+#[tokio::test]
+async fn a_replay_while_the_original_runs_is_409_at_once_and_leaves_the_pool_alone() {
+    let db = TestDb::new().await;
+    let (entered, release) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
+    let app_pool = db.pool(8);
+    let app = Router::new().route(
+        "/webhooks/github",
+        post({
+            let (entered, release) = (Arc::clone(&entered), Arc::clone(&release));
+            move |tx: WebhookTx, event: WebhookEvent| async move {
+                if event.key() == "orig" {
+                    entered.notify_one();
+                    release.notified().await;
+                }
+                apply_effect(tx, event).await
+            }
+        })
+        .layer(github_layer(app_pool.clone()).body_digest_guard(true).build().unwrap()),
+    );
+    // Warm the pool.
+    let warm = futures_util::future::join_all(
+        (0..8).map(|i| app.clone().oneshot(github_request(&format!("warm-{i}"), format!("{{\"w\":{i}}}")))),
+    )
+    .await;
+    assert!(warm.into_iter().all(|r| r.unwrap().status() == StatusCode::OK));
+    let warm_size = app_pool.status().size;
+    let original = tokio::spawn(app.clone().oneshot(github_request("orig", BODY)));
+    entered.notified().await;
+    let started = std::time::Instant::now();
+    let (status, headers, _) = send(&app, github_request("replay", BODY)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "in flight, never a 5xx");
+    assert!(headers.contains_key("retry-after"));
+    assert!(started.elapsed() < Duration::from_secs(1), "answered at once, took {:?}", started.elapsed());
+    assert_eq!(app_pool.status().size, warm_size, "no pooled connection closed");
+    release.notify_one();
+    assert_eq!(original.await.unwrap().unwrap().status(), StatusCode::OK);
+    let (status, headers, _) = send(&app, github_request("replay", BODY)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers.contains_key("idempotent-replayed"), "the retry after the commit is a replay");
+    assert_eq!(db.effects_for("orig").await + db.effects_for("replay").await, 1);
+}
