@@ -280,7 +280,7 @@ impl ClaimStore {
                     return Err(e);
                 }
             };
-            if let Some(status) = done_status(&found) {
+            if let Some(status) = self.done_status(&found, event) {
                 conn.release();
                 return Ok(Attempt::Done(status));
             }
@@ -296,17 +296,35 @@ impl ClaimStore {
         // Another delivery's row stands: done or in flight. End the
         // transaction and look, in one flight.
         let found = tx.end(&sql.lookup, &keys, "ROLLBACK").await;
-        Ok(match found.ok().as_deref().and_then(done_status) {
+        Ok(match found.ok().and_then(|rows| self.done_status(&rows, event)) {
             Some(status) => Attempt::Done(status),
             None => Attempt::InFlight,
         })
     }
-}
 
-/// The stored status when the lookup's rows show a `done` event.
-fn done_status(rows: &[Row]) -> Option<Option<i16>> {
-    let row = rows.first()?;
-    (row.get::<&str>(0) == "done").then(|| row.get(1))
+    /// The stored status when the lookup's rows show `event` done. Rows that
+    /// are not the event's (a named statement that ran another client's SQL
+    /// of the same name, behind a transaction-mode pooler with several
+    /// clients: no error code shows it) never count as done: the pool
+    /// switches to unnamed statements and the delivery goes on to its claim.
+    fn done_status(&self, rows: &[Row], event: &ScopedEvent) -> Option<Option<i16>> {
+        let row = rows.first()?;
+        let read = (row.try_get::<&str>(0), row.try_get::<Option<i16>>(1), row.try_get::<&str>(2));
+        let (state, status, key) = match read {
+            (Some(state), Some(status), Some(key)) => (state, status, key),
+            _ => ("", None, ""),
+        };
+        if key != event.key() {
+            tracing::warn!(
+                "the event lookup returned rows that are not this event's: a named statement ran other SQL of the \
+                 same name (a transaction-mode pooler shared with other clients?); set \
+                 StoreConfig::transaction_pooler(true)"
+            );
+            self.inner.db.switch_on("26000");
+            return None;
+        }
+        (state == "done").then_some(status)
+    }
 }
 
 enum Attempt {

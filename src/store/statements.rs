@@ -116,7 +116,9 @@ impl Statements {
                   WHERE e.state IN ('failed', 'pending')
                  RETURNING attempts, now()"
             ),
-            lookup: format!("SELECT state, response_status FROM {t} WHERE {pk}"),
+            // The key comes back too: rows that are not this event's (another
+            // client's statement of the same name behind a pooler) are seen.
+            lookup: format!("SELECT state, response_status, event_key FROM {t} WHERE {pk}"),
             check: "SELECT 1 / (now() = $1)::int".to_owned(),
             set_status: format!(
                 "WITH done AS (

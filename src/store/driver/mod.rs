@@ -552,6 +552,12 @@ impl Row {
         self.0.get(idx)
     }
 
+    /// Column `idx` as `T`, or `None` when it does not exist or is not of
+    /// that type (rows a statement may not have produced itself).
+    pub(crate) fn try_get<'a, T: FromSql<'a>>(&'a self, idx: usize) -> Option<T> {
+        self.0.try_get(idx).ok()
+    }
+
     /// The number of columns.
     pub(crate) fn len(&self) -> usize {
         self.0.len()

@@ -218,3 +218,45 @@ async fn default_mode_through_pgbouncer_switches_to_unnamed_statements_at_the_fi
     assert_eq!(db.effects().await, (first.len() + after.len()) as i64, "nothing else applied");
     assert_eq!(switches().len(), 1, "one WARN per pool, not per request");
 }
+
+/// From the breaker's trial: another client behind the same PgBouncer left
+/// named statements (`s0` .. `s399`, as every tokio-postgres client names
+/// them) on a server session, with other SQL: the layer's cached lookup ran
+/// one, read `done`, and answered new events 200 replayed without running
+/// them (lost). The lookup returns the event's key, so rows that are not the
+/// event's never count as done: no 2xx without its effect.
+#[tokio::test]
+async fn another_client_s_named_statements_behind_pgbouncer_never_make_an_event_look_done() {
+    if PgBouncer::binary().is_none() {
+        println!("skipped: no pgbouncer binary");
+        return;
+    }
+    let bouncer = PgBouncer::start(admin_config().get_ports()[0]).expect("pgbouncer");
+    let db = TestDb::new().await;
+    let (raw, conn) = tokio_postgres::connect(&bouncer.url(&db.name), tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let mut planted = String::from("BEGIN;");
+    for n in 0..400 {
+        planted.push_str(&format!("PREPARE s{n}(text, text, text) AS SELECT 'done'::text, 200::int2;"));
+    }
+    planted.push_str("COMMIT;");
+    raw.batch_execute(&planted).await.unwrap();
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(apply_effect).layer(stripe_layer(pool(bouncer.url(&db.name).parse().unwrap(), 8)).build().unwrap()),
+    );
+    let mut lost = Vec::new();
+    for burst in 0..10 {
+        let keys: Vec<String> = (0..8).map(|i| format!("evt_f_{burst}_{i}")).collect();
+        let answers =
+            futures_util::future::join_all(keys.iter().map(|k| app.clone().oneshot(stripe_request(stripe_body(k)))))
+                .await;
+        for (key, answer) in keys.iter().zip(answers) {
+            let status = answer.unwrap().status();
+            if status.is_success() && db.effects_for(key).await != 1 {
+                lost.push(key.clone());
+            }
+        }
+    }
+    assert!(lost.is_empty(), "answered 2xx without their effect: {lost:?}");
+}
