@@ -42,7 +42,9 @@
 mod client;
 mod conn;
 mod endpoint;
+mod error;
 mod listen;
+mod param;
 mod tx;
 
 use std::fmt;
@@ -50,19 +52,19 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
 use deadpool_postgres::Pool;
-use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
 
 pub use client::TxClient;
 pub(crate) use conn::{Conn, Fenced, TxConn};
+pub(crate) use error::{unusable_code, DbError};
 pub(crate) use listen::listen_loop;
+pub(crate) use param::{Param, Row};
 pub(crate) use tx::TxTables;
 pub use tx::{TxError, TxErrorKind, WebhookTx};
 
-use crate::error::{server_error, Cause, Chain, StoreError, StoreErrorKind};
+use crate::error::{Cause, Chain, StoreError, StoreErrorKind};
 
 /// SQLSTATEs the protocol modules and the seam name (PostgreSQL docs,
 /// Appendix A "PostgreSQL Error Codes").
@@ -432,259 +434,6 @@ impl Db {
                 | StoreErrorKind::Timeout
         );
         names_server.then(|| self.inner.endpoint.clone()).flatten()
-    }
-}
-
-/// A statement parameter, driver-neutral. Each variant knows its PostgreSQL
-/// type, which unnamed statements (behind a transaction-mode pooler) send
-/// along.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Param<'a> {
-    /// `text`.
-    Text(&'a str),
-    /// `text` or NULL.
-    OptText(Option<&'a str>),
-    /// `bytea`.
-    Bytes(&'a [u8]),
-    /// `bytea` or NULL.
-    OptBytes(Option<&'a [u8]>),
-    /// `boolean`.
-    Bool(bool),
-    /// `smallint`.
-    I16(i16),
-    /// `smallint` or NULL.
-    OptI16(Option<i16>),
-    /// `integer`.
-    I32(i32),
-    /// `bigint`.
-    I64(i64),
-    /// `double precision`.
-    F64(f64),
-    /// `double precision` or NULL.
-    OptF64(Option<f64>),
-    /// `timestamptz`.
-    Time(SystemTime),
-    /// `timestamptz` or NULL.
-    OptTime(Option<SystemTime>),
-    /// `text[]` or NULL.
-    OptTexts(Option<&'a [String]>),
-    /// `text[]` whose elements may be NULL.
-    TextList(&'a [Option<String>]),
-}
-
-impl<'a> Param<'a> {
-    /// An event's identity and type: `$1 scope, $2 provider, $3 key, $4
-    /// event type`, the first parameters of the claim's and the inbox's
-    /// statements.
-    pub(crate) fn event(event: &'a crate::event::ScopedEvent) -> [Self; 4] {
-        [
-            Self::Text(event.scope()),
-            Self::Text(event.provider()),
-            Self::Text(event.key()),
-            Self::OptText(event.get_event_type()),
-        ]
-    }
-
-    fn ty(&self) -> Type {
-        match self {
-            Self::Text(_) | Self::OptText(_) => Type::TEXT,
-            Self::Bytes(_) | Self::OptBytes(_) => Type::BYTEA,
-            Self::Bool(_) => Type::BOOL,
-            Self::I16(_) | Self::OptI16(_) => Type::INT2,
-            Self::I32(_) => Type::INT4,
-            Self::I64(_) => Type::INT8,
-            Self::F64(_) | Self::OptF64(_) => Type::FLOAT8,
-            Self::Time(_) | Self::OptTime(_) => Type::TIMESTAMPTZ,
-            Self::OptTexts(_) | Self::TextList(_) => Type::TEXT_ARRAY,
-        }
-    }
-
-    fn value(&self) -> &(dyn ToSql + Sync) {
-        match self {
-            Self::Text(v) => v,
-            Self::OptText(v) => v,
-            Self::Bytes(v) => v,
-            Self::OptBytes(v) => v,
-            Self::Bool(v) => v,
-            Self::I16(v) => v,
-            Self::OptI16(v) => v,
-            Self::I32(v) => v,
-            Self::I64(v) => v,
-            Self::F64(v) => v,
-            Self::OptF64(v) => v,
-            Self::Time(v) => v,
-            Self::OptTime(v) => v,
-            Self::OptTexts(v) => v,
-            Self::TextList(v) => v,
-        }
-    }
-}
-
-impl ToSql for Param<'_> {
-    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        self.value().to_sql_checked(ty, out)
-    }
-
-    fn accepts(_: &Type) -> bool {
-        true // checked per value in `to_sql_checked`
-    }
-
-    fn to_sql_checked(
-        &self,
-        ty: &Type,
-        out: &mut BytesMut,
-    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        self.value().to_sql_checked(ty, out)
-    }
-}
-
-/// A result row, read by column position.
-pub(crate) struct Row(tokio_postgres::Row);
-
-impl Row {
-    /// Column `idx`, as `T` (`String`, `Option<String>`, `i16`, `i32`, `i64`,
-    /// `f64`, `bool`, `Vec<u8>`, `SystemTime`, or their `Option`s).
-    ///
-    /// # Panics
-    /// When the column does not exist or is not of that type: the statement
-    /// text and its reader are written together.
-    pub(crate) fn get<'a, T: FromSql<'a>>(&'a self, idx: usize) -> T {
-        self.0.get(idx)
-    }
-
-    /// Column `idx` as `T`, or `None` when it does not exist or is not of
-    /// that type (rows a statement may not have produced itself).
-    pub(crate) fn try_get<'a, T: FromSql<'a>>(&'a self, idx: usize) -> Option<T> {
-        self.0.try_get(idx).ok()
-    }
-
-    /// The number of columns.
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-}
-
-/// A driver error: the server's, the connection's, or a step past its
-/// deadline.
-#[derive(Debug)]
-pub(crate) struct DbError {
-    kind: DbErrorKind,
-}
-
-#[derive(Debug)]
-enum DbErrorKind {
-    Pg(tokio_postgres::Error),
-    /// The step did not finish within the deadline: its connection is
-    /// discarded.
-    Timeout,
-}
-
-/// SQLSTATEs after which a session must not serve another step: 25006 (the
-/// server is read-only: a standby promoted away from, after a failover),
-/// class 08 (connection exceptions) and the shutdown codes.
-pub(crate) fn unusable_code(code: &str) -> bool {
-    code == code::READ_ONLY_SQL_TRANSACTION || code.starts_with("08") || code::SHUTTING_DOWN.contains(&code)
-}
-
-impl DbError {
-    pub(crate) fn pg(e: tokio_postgres::Error) -> Self {
-        Self { kind: DbErrorKind::Pg(e) }
-    }
-
-    pub(crate) fn timeout() -> Self {
-        Self { kind: DbErrorKind::Timeout }
-    }
-
-    /// The SQLSTATE the server answered with, as its five characters.
-    pub(crate) fn code(&self) -> Option<&str> {
-        match &self.kind {
-            DbErrorKind::Pg(e) => e.code().map(tokio_postgres::error::SqlState::code),
-            DbErrorKind::Timeout => None,
-        }
-    }
-
-    /// Whether the server answered with SQLSTATE `code`.
-    pub(crate) fn is(&self, code: &str) -> bool {
-        self.code() == Some(code)
-    }
-
-    pub(crate) fn timed_out(&self) -> bool {
-        matches!(self.kind, DbErrorKind::Timeout)
-    }
-
-    /// The SQLSTATE for logs, `connection` or `timeout` when the server sent
-    /// none (never the message, which may quote values).
-    pub(crate) fn sqlstate(&self) -> &str {
-        match &self.kind {
-            DbErrorKind::Timeout => "timeout",
-            DbErrorKind::Pg(_) => self.code().unwrap_or("connection"),
-        }
-    }
-
-    /// True when the session cannot serve the claim and must not go back to
-    /// the pool: no SQLSTATE (the connection closed or broke, or the step
-    /// timed out), a read-only transaction (25006: the server was demoted to
-    /// a standby after a failover while new sessions reach the new primary),
-    /// a connection exception (class 08), an administrator or crash
-    /// shutdown, or a server not accepting connections yet (57P01, 57P02,
-    /// 57P03). PostgreSQL docs, "PostgreSQL Error Codes".
-    pub(crate) fn unusable(&self) -> bool {
-        self.code().is_none_or(unusable_code)
-    }
-
-    fn store_kind(&self) -> StoreErrorKind {
-        match (self.code(), &self.kind) {
-            (_, DbErrorKind::Timeout) => StoreErrorKind::Timeout,
-            (Some(code::INVALID_CATALOG_NAME), _) => StoreErrorKind::DatabaseMissing,
-            (Some(code::INVALID_AUTHORIZATION | code::INVALID_PASSWORD), _) => StoreErrorKind::Authentication,
-            (Some(_), _) => StoreErrorKind::Database,
-            (None, _) => StoreErrorKind::Unavailable,
-        }
-    }
-
-    /// The crate's error for this one; `verbose` adds the server's detail
-    /// and hint; `deadline` is the step deadline a timeout passed.
-    fn to_store(&self, step: &str, verbose: bool, deadline: Option<Duration>) -> StoreError {
-        let kind = self.store_kind();
-        let e = match &self.kind {
-            DbErrorKind::Timeout => {
-                let detail = match deadline {
-                    Some(d) => format!("timed out: the database did not answer within the step deadline ({d:?})"),
-                    None => "timed out: the database did not answer within the step deadline".to_owned(),
-                };
-                return StoreError::new(kind, step, detail);
-            }
-            DbErrorKind::Pg(e) => e,
-        };
-        if let Some(db) = e.as_db_error() {
-            return StoreError::new(kind, step, "")
-                .with_sqlstate(db.code().code())
-                .with_cause(Some(Cause::new(server_error(db, verbose))));
-        }
-        // Not a server error: I/O, TLS, a closed connection. The chain of
-        // sources holds the reason ("Connection refused (os error 111)").
-        StoreError::new(kind, step, "").with_cause(Cause::of(e))
-    }
-
-    /// The chain of causes of this error, for the crate's errors that carry
-    /// one (`CommitError`, `TxError`).
-    pub(crate) fn cause(&self) -> Option<Arc<Cause>> {
-        match &self.kind {
-            DbErrorKind::Timeout => Some(Cause::new(TIMED_OUT)),
-            DbErrorKind::Pg(e) => Cause::of(e),
-        }
-    }
-}
-
-/// What a step past its deadline says.
-const TIMED_OUT: &str = "timed out: no answer from the database within the step deadline";
-
-impl fmt::Display for DbError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.kind {
-            DbErrorKind::Timeout => f.write_str(TIMED_OUT),
-            DbErrorKind::Pg(e) => Chain(e).fmt(f),
-        }
     }
 }
 
