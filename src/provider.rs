@@ -223,18 +223,11 @@ impl Provider {
         self
     }
 
-    /// The headers declared with [`Provider::reads_headers`]; without a
-    /// declaration, the headers of the compiled preset of this name
-    /// ([`providers::REGISTRY`](crate::providers::REGISTRY)), or none.
-    pub fn read_headers(&self) -> Vec<http::HeaderName> {
-        if let Some(headers) = &self.headers {
-            return headers.to_vec();
-        }
-        crate::providers::REGISTRY
-            .iter()
-            .filter(|p| p.name == self.name())
-            .flat_map(|p| p.headers.iter().filter_map(|h| http::HeaderName::from_bytes(h.as_bytes()).ok()))
-            .collect()
+    /// The headers declared with [`Provider::reads_headers`], if any. The
+    /// layer falls back on the compiled preset of this name
+    /// ([`providers::read_headers`](crate::providers::read_headers)).
+    pub fn declared_headers(&self) -> Option<&[http::HeaderName]> {
+        self.headers.as_deref()
     }
 
     /// The provider's name as stored in claims.

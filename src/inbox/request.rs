@@ -18,7 +18,7 @@ pub const DEFAULT_KEPT_HEADERS: &[&str] = &["content-type", "user-agent"];
 impl RequestHead {
     /// The head of `parts` with only the headers worth keeping: those of
     /// [`DEFAULT_KEPT_HEADERS`] and of `keep` (the provider's
-    /// [`read_headers`](crate::Provider::read_headers) and the layer's
+    /// [`read_headers`](crate::providers::read_headers) and the layer's
     /// [`keep_headers`](crate::layer::WebhookLayerBuilder::keep_headers)),
     /// never one that must not be stored (a name containing `signature` or
     /// `hmac`, `Authorization`, `Proxy-Authorization`, `Cookie`), nor those

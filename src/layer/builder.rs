@@ -234,7 +234,7 @@ impl WebhookLayerBuilder {
     /// In inbox mode the body is stored (up to the body limit) with the
     /// request's method, URI and a **keep-list** of its headers:
     /// `Content-Type`, `User-Agent`, the headers the provider declares
-    /// ([`Provider::read_headers`]: a preset's event id, type, timestamp and
+    /// ([`providers::read_headers`](crate::providers::read_headers): a preset's event id, type, timestamp and
     /// delivery headers) and those given to
     /// [`keep_headers`](Self::keep_headers). Every other header is left out
     /// (`X-Api-Key`, `X-Auth-Token`, `Cf-Access-Jwt-Assertion`, a proxy's
@@ -386,7 +386,10 @@ impl WebhookLayerBuilder {
                 status: self.inbox_ack.0,
                 body: self.inbox_ack.1,
                 drop_headers: self.inbox_drop,
-                keep_headers: self.provider.read_headers().into_iter().chain(self.inbox_keep).collect(),
+                keep_headers: crate::providers::read_headers(&self.provider)
+                    .into_iter()
+                    .chain(self.inbox_keep)
+                    .collect(),
             }),
             Mode::Sync => None,
         };

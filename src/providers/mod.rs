@@ -481,6 +481,21 @@ pub fn all() -> &'static [PresetInfo] {
     REGISTRY
 }
 
+/// The request headers `provider` reads, which inbox mode keeps with a stored
+/// delivery: those declared with [`Provider::reads_headers`], else those of
+/// the compiled preset of its name ([`REGISTRY`], [`PresetInfo::headers`]),
+/// else none.
+pub fn read_headers(provider: &Provider) -> Vec<http::HeaderName> {
+    if let Some(declared) = provider.declared_headers() {
+        return declared.to_vec();
+    }
+    REGISTRY
+        .iter()
+        .filter(|p| p.name == provider.name())
+        .flat_map(|p| p.headers.iter().filter_map(|h| http::HeaderName::from_bytes(h.as_bytes()).ok()))
+        .collect()
+}
+
 /// The preset named `name`, if compiled in.
 pub fn find(name: &str) -> Option<&'static PresetInfo> {
     REGISTRY.iter().find(|p| p.name == name)
