@@ -1,4 +1,4 @@
-//! Slack: the `X-Slack-Signature` header (Events API).
+//! Slack: the `X-Slack-Signature` header (Events API, slash commands, interactivity).
 //!
 //! Scheme (Slack, "Verifying requests from Slack",
 //! <https://api.slack.com/authentication/verifying-requests-from-slack>):
@@ -36,11 +36,19 @@
 //! text/plain`, the `challenge` value as the body, as Slack documents
 //! (<https://api.slack.com/events/url_verification>). Nothing is stored.
 //!
-//! **Not covered.** Slash commands and interactivity payloads are signed the
-//! same way but are form-encoded and carry no `event_id`: the preset's key
-//! extractor answers 400 for them. `app_rate_limited` notifications carry no
-//! `event_id` either. Use [`SlackVerifier`] with your own key extractor for
-//! those endpoints.
+//! **Slash commands and interactivity.** Both are signed with the same `v0`
+//! scheme over the raw body, and both are `application/x-www-form-urlencoded`
+//! (Slack, "Enabling interactivity with Slash Commands",
+//! <https://api.slack.com/interactivity/slash-commands>, and "Handling user
+//! interaction", <https://api.slack.com/interactivity/handling>): a slash
+//! command's fields (`command`, `text`, `trigger_id`, ...), or one `payload`
+//! field holding the interaction's JSON (`type`, `trigger_id`, ...). Neither
+//! carries an `event_id`; each invocation has its own `trigger_id`, which is
+//! the key (type: the command, such as `/deploy`, or the payload's `type`,
+//! such as `block_actions`). The handler receives the raw form body. Slack
+//! does not redeliver these: the key stops a client's or proxy's repeat. A
+//! form body without a `trigger_id` is 400 (`key_missing`).
+//! `app_rate_limited` notifications carry no `event_id`: also 400.
 //!
 //! **Signed / not signed**
 //! (<https://api.slack.com/authentication/verifying-requests-from-slack>):
@@ -138,8 +146,13 @@ fn json_str(value: Option<&serde_json::Value>) -> Result<Option<String>, KeyErro
     }
 }
 
-/// `event_id`, and the inner event's type (or the outer type).
+/// `event_id`, and the inner event's type (or the outer type); for a
+/// form-encoded body (a slash command or an interaction), its `trigger_id`.
 fn event_identity(_parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+    let json = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    if !json {
+        return form_identity(body);
+    }
     let doc: serde_json::Value = serde_json::from_slice(body).map_err(|_| KeyErrorKind::BodyNotJson)?;
     let key = json_str(doc.get("event_id"))?.ok_or(KeyErrorKind::Missing)?;
     let event_type = match doc.pointer("/event/type") {
@@ -147,6 +160,29 @@ fn event_identity(_parts: &http::request::Parts, body: &[u8]) -> Result<EventIde
         None => json_str(doc.get("type"))?,
     };
     Ok(EventIdentity { key, event_type })
+}
+
+/// A slash command's `trigger_id` and `command`, or an interaction's
+/// (`payload=` JSON) `trigger_id` and `type`.
+fn form_identity(body: &[u8]) -> Result<EventIdentity, KeyError> {
+    let mut trigger = None;
+    let mut command = None;
+    let mut payload = None;
+    for (name, value) in form_urlencoded::parse(body) {
+        match &*name {
+            "trigger_id" => trigger = Some(value.into_owned()),
+            "command" => command = Some(value.into_owned()),
+            "payload" => payload = Some(value.into_owned()),
+            _ => {}
+        }
+    }
+    if let Some(payload) = payload {
+        let doc: serde_json::Value = serde_json::from_str(&payload).map_err(|_| KeyErrorKind::BodyNotJson)?;
+        let key = json_str(doc.get("trigger_id"))?.ok_or(KeyErrorKind::Missing)?;
+        return Ok(EventIdentity { key, event_type: json_str(doc.get("type"))? });
+    }
+    let key = trigger.filter(|t| !t.is_empty()).ok_or(KeyErrorKind::Missing)?;
+    Ok(EventIdentity { key, event_type: command.filter(|c| !c.is_empty()) })
 }
 
 /// Answers `url_verification` with its `challenge`, as `text/plain`.
@@ -264,7 +300,23 @@ mod tests {
             ("empty event_id", br#"{"event_id":""}"#, Err(KeyErrorKind::Missing)),
             ("numeric event_id", br#"{"event_id":5}"#, Err(KeyErrorKind::Invalid)),
             ("inner type not a string", br#"{"event_id":"Ev6","event":{"type":1}}"#, Err(KeyErrorKind::Invalid)),
-            ("form body", b"token=x&command=%2Fdo", Err(KeyErrorKind::BodyNotJson)),
+            ("form body without trigger_id", b"token=x&command=%2Fdo", Err(KeyErrorKind::Missing)),
+            (
+                "slash command",
+                b"token=x&team_id=T1&command=%2Fdeploy&text=prod&trigger_id=13345224609.738474920.8088930838d88f008e0",
+                Ok(("13345224609.738474920.8088930838d88f008e0", Some("/deploy"))),
+            ),
+            (
+                "interaction payload",
+                b"payload=%7B%22type%22%3A%22block_actions%22%2C%22trigger_id%22%3A%2212466734323.1395872398%22%7D",
+                Ok(("12466734323.1395872398", Some("block_actions"))),
+            ),
+            (
+                "interaction without trigger_id",
+                b"payload=%7B%22type%22%3A%22block_actions%22%7D",
+                Err(KeyErrorKind::Missing),
+            ),
+            ("interaction payload not JSON", b"payload=nope", Err(KeyErrorKind::BodyNotJson)),
         ];
         for (name, body, want) in cases {
             let got = event_identity(&p, body);

@@ -385,3 +385,57 @@ async fn every_preset_processes_once_replays_and_refuses_tampering() {
     assert_eq!(db.effects().await, 2 * 18);
     assert_eq!(db.scalar("SELECT count(DISTINCT (event_key)) FROM effects").await, 2 * 18);
 }
+
+/// From the second providers review: a correctly signed Slack slash command
+/// (form-encoded, no `event_id`) answered 400 `body_not_json`. Slash commands
+/// and interactions are keyed by their `trigger_id`; the handler gets the raw
+/// form body; a repeat is a duplicate.
+#[tokio::test]
+async fn slack_slash_commands_and_interactions_are_claimed_by_their_trigger_id() {
+    let db = TestDb::new().await;
+    let layer = WebhookLayer::builder(db.pool.clone(), Provider::slack()).scope("T1").secret(secret()).build().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, Option<String>, Vec<u8>)>::new()));
+    let app = Router::new().route(
+        "/slack",
+        post({
+            let seen = std::sync::Arc::clone(&seen);
+            move |tx: webhook_idempotency::WebhookTx, event: webhook_idempotency::WebhookEvent| {
+                let seen = std::sync::Arc::clone(&seen);
+                async move {
+                    seen.lock().unwrap().push((
+                        event.key().to_owned(),
+                        event.event_type().map(str::to_owned),
+                        event.body().to_vec(),
+                    ));
+                    apply_effect(tx, event).await
+                }
+            }
+        })
+        .layer(layer),
+    );
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let command: &[u8] = b"token=x&team_id=T1&command=%2Fdeploy&text=prod&trigger_id=133.738.808";
+    let interaction: &[u8] = b"payload=%7B%22type%22%3A%22view_submission%22%2C%22trigger_id%22%3A%22124.139%22%7D";
+    for (body, key, kind) in [(command, "133.738.808", "/deploy"), (interaction, "124.139", "view_submission")] {
+        let req = || {
+            post_to(
+                "/slack",
+                &[
+                    ("content-type", "application/x-www-form-urlencoded".to_owned()),
+                    ("x-slack-signature", slack::sign(&secret(), now, body)),
+                    ("x-slack-request-timestamp", now.to_string()),
+                ],
+                body.to_vec(),
+            )
+        };
+        let first = app.clone().oneshot(req()).await.unwrap();
+        assert_eq!(first.status(), StatusCode::OK, "{kind}");
+        let again = app.clone().oneshot(req()).await.unwrap();
+        assert_eq!(again.status(), StatusCode::OK);
+        assert!(again.headers().contains_key("idempotent-replayed"), "{kind}: a repeat is a duplicate");
+        assert_eq!(db.effects_for(key).await, 1, "{kind}");
+        let seen = seen.lock().unwrap();
+        let last = seen.last().unwrap();
+        assert_eq!((last.0.as_str(), last.1.as_deref(), &last.2[..]), (key, Some(kind), body), "{kind}: raw form body");
+    }
+}
