@@ -16,8 +16,21 @@
 //!
 //! HubSpot rejects requests older than 5 minutes; this crate applies the
 //! tolerance ([`DEFAULT_TOLERANCE`], [`HubSpotVerifier::tolerance`]) in both
-//! directions, and not to an operator replay. The older
-//! `X-HubSpot-Signature` (v1, v2) headers are ignored.
+//! directions, and not to an operator replay.
+//!
+//! **Older versions (v1, v2), off by default.** Workflow webhook actions and
+//! older app subscriptions sign with `X-HubSpot-Signature` and
+//! `X-HubSpot-Signature-Version: v1` or `v2` instead (HubSpot, "v1 request
+//! validation", <https://developers.hubspot.com/docs/faq/v1-request-validation>,
+//! and "v2 request validation",
+//! <https://developers.hubspot.com/docs/faq/v2-request-validation>): the hex
+//! SHA-256 (not an HMAC) of `{client secret}{body}` (v1) or
+//! `{client secret}{method}{uri}{body}` (v2, the URL exactly as requested:
+//! the base URL and the path and query as received, nothing decoded). They
+//! carry **no timestamp**, so nothing bounds a captured request's age: only
+//! the claim stops its replay. Accept them on an endpoint that receives them
+//! with [`HubSpotVerifier::accept_v1_v2`]; a request carrying a v3 signature
+//! is always verified by v3.
 //!
 //! **The URL:** the public base URL is configuration
 //! ([`HubSpotVerifier::new`], [`Provider::hubspot`](crate::provider::Provider::hubspot)): `scheme://host[:port][/prefix]`
@@ -87,6 +100,12 @@ pub const REPLAY_WINDOW: std::time::Duration = super::days(3);
 
 /// The header HubSpot signs requests with (v3).
 pub const SIGNATURE_HEADER: &str = "x-hubspot-signature-v3";
+/// The v1 and v2 signature header (hex SHA-256), when accepted
+/// ([`HubSpotVerifier::accept_v1_v2`]).
+pub const LEGACY_SIGNATURE_HEADER: &str = "x-hubspot-signature";
+/// The header naming the v1 / v2 scheme of [`LEGACY_SIGNATURE_HEADER`].
+pub const SIGNATURE_VERSION_HEADER: &str = "x-hubspot-signature-version";
+
 /// The header carrying the signed timestamp, Unix milliseconds.
 pub const TIMESTAMP_HEADER: &str = "x-hubspot-request-timestamp";
 
@@ -100,6 +119,7 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 pub struct HubSpotVerifier {
     base: String,
     tolerance: Duration,
+    legacy: bool,
 }
 
 impl HubSpotVerifier {
@@ -112,7 +132,15 @@ impl HubSpotVerifier {
         while base.ends_with('/') {
             base.pop();
         }
-        Self { base, tolerance: DEFAULT_TOLERANCE }
+        Self { base, tolerance: DEFAULT_TOLERANCE, legacy: false }
+    }
+
+    /// Also accepts the v1 and v2 signatures (`X-HubSpot-Signature` with
+    /// `X-HubSpot-Signature-Version`) on requests without a v3 one: see the
+    /// [module docs](self) (no timestamp is signed). Default: off.
+    pub fn accept_v1_v2(mut self, accept: bool) -> Self {
+        self.legacy = accept;
+        self
     }
 
     /// Sets how far (both directions) the timestamp may be from now.
@@ -204,12 +232,73 @@ fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
     Ok(Header { timestamp, millis, signatures })
 }
 
+/// A v1 or v2 signature: the version and the decoded hex SHA-256.
+fn parse_legacy(parts: &http::request::Parts) -> Result<(bool, [u8; 32]), VerifyError> {
+    let version = single_header(parts, SIGNATURE_VERSION_HEADER)?;
+    let v2 = match version.trim() {
+        "v1" => false,
+        "v2" => true,
+        _ => return Err(VerifyErrorKind::MalformedHeader.into()),
+    };
+    let text = single_header(parts, LEGACY_SIGNATURE_HEADER)?.trim();
+    let mut sig = [0u8; 32];
+    hex::decode_to_slice(text, &mut sig).map_err(|_| VerifyErrorKind::MalformedHeader)?;
+    Ok((v2, sig))
+}
+
+impl HubSpotVerifier {
+    /// Whether this request is checked by v1/v2: accepted, and no v3 header.
+    fn legacy_request(&self, parts: &http::request::Parts) -> bool {
+        self.legacy
+            && !parts.headers.contains_key(SIGNATURE_HEADER)
+            && parts.headers.contains_key(LEGACY_SIGNATURE_HEADER)
+    }
+
+    fn verify_legacy(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
+        let (v2, sig) = parse_legacy(delivery.parts)?;
+        let path_and_query = delivery.parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let uri = format!("{}{path_and_query}", self.base);
+        let method = delivery.parts.method.as_str();
+        match_any_secret(delivery, [&sig[..]], |secret| -> [u8; 32] {
+            let mut h = sha2::Sha256::new();
+            h.update(secret.expose());
+            if v2 {
+                h.update(method.as_bytes());
+                h.update(uri.as_bytes());
+            }
+            h.update(delivery.body);
+            h.finalize().into()
+        })
+    }
+}
+
+/// The `X-HubSpot-Signature` value of version `v1` (`v2 == false`) or `v2`
+/// HubSpot would send for a `method` request to `uri` (the full URL as
+/// requested) with `body`, with client secret `secret`: hex SHA-256. For
+/// tests and fixtures.
+pub fn sign_legacy(secret: &SigningSecret, v2: bool, method: &str, uri: &str, body: &[u8]) -> String {
+    let mut h = sha2::Sha256::new();
+    h.update(secret.expose());
+    if v2 {
+        h.update(method.as_bytes());
+        h.update(uri.as_bytes());
+    }
+    h.update(body);
+    hex::encode(h.finalize())
+}
+
 impl Verifier for HubSpotVerifier {
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
+        if self.legacy_request(parts) {
+            return parse_legacy(parts).map(drop);
+        }
         parse(parts).map(drop)
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
+        if self.legacy_request(delivery.parts) {
+            return self.verify_legacy(delivery);
+        }
         let header = parse(delivery.parts)?;
         // Cheap checks first: the timestamp's age before any HMAC over the body.
         delivery.check_time_millis(header.millis, self.tolerance)?;
@@ -352,6 +441,50 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
 mod tests {
     use super::*;
     use std::time::SystemTime;
+
+    /// HubSpot's own examples ("v1 request validation", "v2 request
+    /// validation"), through the verifier: accepted only when enabled, and
+    /// never in place of a v3 signature.
+    #[test]
+    fn v1_and_v2_signatures_verify_hubspot_s_examples_when_accepted() {
+        let secret = SigningSecret::from("yyyyyyyy-yyyy-yyyy-yyyy-yyyyyyyyyyyy");
+        let body = br#"[{"eventId":1,"subscriptionId":12345,"portalId":62515,"occurredAt":1564113600000,"subscriptionType":"contact.creation","attemptNumber":0,"objectId":123,"changeSource":"CRM","changeFlag":"NEW","appId":54321}]"#;
+        let v1 = "232db2615f3d666fe21a8ec971ac7b5402d33b9a925784df3ca654d05f4817de";
+        let v2_get = "eee2dddcc73c94d699f5e395f4b9d454a069a6855fbfa152e91e88823087200e";
+        assert_eq!(sign_legacy(&secret, false, "POST", "", body), v1);
+        assert_eq!(sign_legacy(&secret, true, "GET", "https://www.example.com/webhook_uri", b""), v2_get);
+        let req = |method: &str, version: &str, sig: &str| {
+            http::Request::builder()
+                .method(method)
+                .uri("/webhook_uri")
+                .header(LEGACY_SIGNATURE_HEADER, sig)
+                .header(SIGNATURE_VERSION_HEADER, version)
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0
+        };
+        let now = SystemTime::now();
+        let secrets = std::slice::from_ref(&secret);
+        let on = HubSpotVerifier::new("https://www.example.com").accept_v1_v2(true);
+        let off = HubSpotVerifier::new("https://www.example.com");
+        let check = |v: &HubSpotVerifier, p: &http::request::Parts, b: &[u8]| {
+            v.verify(&Delivery::new(p, b, secrets, now)).map_err(|e| e.kind())
+        };
+        assert_eq!(check(&on, &req("POST", "v1", v1), body), Ok(()));
+        assert_eq!(check(&on, &req("GET", "v2", v2_get), b""), Ok(()));
+        assert_eq!(check(&on, &req("POST", "v1", v1), b"[]"), Err(VerifyErrorKind::NoMatchingSignature));
+        assert_eq!(check(&on, &req("POST", "v2", v2_get), b""), Err(VerifyErrorKind::NoMatchingSignature));
+        assert_eq!(check(&on, &req("POST", "v9", v1), body), Err(VerifyErrorKind::MalformedHeader));
+        assert_eq!(check(&on, &req("POST", "v1", "zz"), body), Err(VerifyErrorKind::MalformedHeader));
+        // Off by default: the v3 header is required.
+        assert_eq!(check(&off, &req("POST", "v1", v1), body), Err(VerifyErrorKind::MissingHeader));
+        assert_eq!(off.precheck(&req("POST", "v1", v1)).map_err(|e| e.kind()), Err(VerifyErrorKind::MissingHeader));
+        // A request with a v3 signature is verified by v3 even when v1/v2 are accepted.
+        let mut with_v3 = req("POST", "v1", v1);
+        with_v3.headers.insert(SIGNATURE_HEADER, http::HeaderValue::from_static("AAAA"));
+        assert_eq!(check(&on, &with_v3, body), Err(VerifyErrorKind::MalformedHeader));
+    }
 
     fn request(method: &str, uri: &str, headers: &[(&str, &str)]) -> http::request::Parts {
         let mut b = http::Request::builder().method(method).uri(uri);
