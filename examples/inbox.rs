@@ -48,7 +48,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
 use clap::Parser;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::Pool;
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::watch;
@@ -201,25 +201,10 @@ async fn main() -> Result<(), Error> {
     }
 
     // The throwaway server lives until the end of main, then is stopped and removed.
-    let (url, _throwaway) = match &args.database_url {
-        Some(url) => {
-            println!("database: DATABASE_URL");
-            (url.clone(), None)
-        }
-        None => {
-            let pg = webhook_test_support::TempPostgres::start()?;
-            let url = pg.url("postgres");
-            println!("database: throwaway PostgreSQL (removed on exit); share it: DATABASE_URL={url}");
-            (url, Some(pg))
-        }
-    };
-    let config: tokio_postgres::Config = url.parse()?;
-    let manager =
-        Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     // The worker holds one connection per event in hand; the endpoint one per
     // accept, briefly.
-    let pool = Pool::builder(manager).max_size(args.workers + 16).build()?;
-    webhook_idempotency::migrate(&pool).await?;
+    let (pool, url, _throwaway) = common::database(args.database_url.as_deref(), args.workers + 16).await?;
+    let config: tokio_postgres::Config = url.parse()?;
     pool.get()
         .await?
         .batch_execute(

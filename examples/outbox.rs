@@ -47,7 +47,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
 use clap::Parser;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::Pool;
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
 use webhook_idempotency::outbox::{
@@ -309,17 +309,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             default_hook(info);
         }
     }));
-    let (url, _throwaway) = match &args.database_url {
-        Some(url) => (url.clone(), None),
-        None => {
-            let pg = webhook_test_support::TempPostgres::start()?;
-            println!("database: throwaway PostgreSQL on 127.0.0.1:{} (removed on exit)", pg.port());
-            (pg.url("postgres"), Some(pg))
-        }
-    };
-    let manager = Manager::from_config(url.parse()?, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-    let pool = Pool::builder(manager).max_size(32).build()?;
-    webhook_idempotency::migrate(&pool).await?;
+    let (pool, url, _throwaway) =
+        common::database(args.database_url.as_deref(), 32).await.map_err(|e| -> Box<dyn std::error::Error> { e })?;
     pool.get()
         .await?
         .batch_execute(

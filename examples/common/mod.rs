@@ -120,3 +120,38 @@ pub(crate) mod server {
         Ok(())
     }
 }
+
+/// The examples' database: `DATABASE_URL` when given, else a throwaway
+/// PostgreSQL that lives as long as the returned guard (stopped and removed
+/// when it drops). Returns a migrated pool of `max_size` connections on it,
+/// its URL, and the guard.
+pub(crate) async fn database(
+    database_url: Option<&str>,
+    max_size: usize,
+) -> Result<
+    (webhook_idempotency::deadpool_postgres::Pool, String, Option<webhook_test_support::TempPostgres>),
+    Box<dyn std::error::Error + Send + Sync>,
+> {
+    use webhook_idempotency::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+    let (url, throwaway) = match database_url {
+        Some(url) => {
+            println!("database: DATABASE_URL");
+            (url.to_owned(), None)
+        }
+        None => {
+            let pg = webhook_test_support::TempPostgres::start()?;
+            let url = pg.url("postgres");
+            println!("database: throwaway PostgreSQL (removed on exit); share it: DATABASE_URL={url}");
+            (url, Some(pg))
+        }
+    };
+    let config = url.parse()?;
+    let manager = Manager::from_config(
+        config,
+        webhook_idempotency::tokio_postgres::NoTls,
+        ManagerConfig { recycling_method: RecyclingMethod::Fast },
+    );
+    let pool = Pool::builder(manager).max_size(max_size).build()?;
+    webhook_idempotency::migrate(&pool).await?;
+    Ok((pool, url, throwaway))
+}
