@@ -1,4 +1,5 @@
-//! axum extractors for [`WebhookTx`] and [`WebhookEvent`] (feature `axum`).
+//! axum extractors for [`WebhookTx`] and [`WebhookEvent`] (feature `axum`);
+//! [`IdempotentRequest`](crate::idempotency_key::IdempotentRequest)'s is beside it.
 
 use axum_core::extract::FromRequestParts;
 use axum_core::response::{IntoResponse, Response};
@@ -18,6 +19,10 @@ pub struct MissingWebhookLayer {
 }
 
 impl MissingWebhookLayer {
+    pub(crate) fn new(extractor: &'static str) -> Self {
+        Self { extractor }
+    }
+
     /// 500 Internal Server Error.
     pub fn status(&self) -> StatusCode {
         StatusCode::INTERNAL_SERVER_ERROR
@@ -25,6 +30,11 @@ impl MissingWebhookLayer {
 
     /// The explanation for the log (the response body is a generic text).
     pub fn body_text(&self) -> String {
+        if self.extractor == "IdempotentRequest" {
+            return "IdempotentRequest extractor used on a route without IdempotencyKeyLayer (or on a method it \
+                    passes through): add `.layer(IdempotencyKeyLayer::builder(pool).scope(...).build()?)` to this route"
+                .to_owned();
+        }
         format!(
             "{} extractor used on a route without WebhookLayer: add `.layer(WebhookLayer::builder(pool, provider)...build()?)` to this route",
             self.extractor

@@ -13,8 +13,10 @@
 //!
 //! See [`layer`] for the request flow and the response table, [`verify`]
 //! for signature verification, [`providers`] for the presets, [`key`] for event keys, [`scope`] for tenants,
-//! [`inbox`] and [`worker`] for inbox mode and the worker runtime, and [`store`] for the store
-//! configuration, the SQL and migrations.
+//! [`inbox`] and [`worker`] for inbox mode and the worker runtime, [`outbox`] for external effects,
+//! [`idempotency_key`] for the `Idempotency-Key` request header on your own APIs (the same store and
+//! claim, the stored response replayed), and [`store`] for the store configuration, the SQL and
+//! migrations.
 //!
 //! # Example
 //! A Stripe endpoint on axum whose handler inserts one row per event, in the
@@ -75,6 +77,7 @@ pub mod error;
 pub mod event;
 #[cfg(feature = "axum")]
 pub mod extract;
+pub mod idempotency_key;
 pub mod inbox;
 pub mod key;
 pub mod layer;
@@ -92,6 +95,7 @@ pub(crate) mod test_support;
 
 pub use error::{ConfigError, ConfigErrorKind, StoreError, StoreErrorKind};
 pub use event::{ScopedEvent, WebhookEvent};
+pub use idempotency_key::{IdempotencyKeyLayer, IdempotentRequest};
 pub use layer::IDEMPOTENT_REPLAYED;
 pub use layer::{Mode, Rejection, RejectionKind, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService};
 pub use provider::Provider;

@@ -43,6 +43,7 @@ pub mod inbox;
 mod migrate;
 pub mod outbox;
 pub(crate) mod queue;
+pub(crate) mod request_keys;
 pub mod retention;
 mod statements;
 #[cfg(test)]

@@ -57,26 +57,43 @@ pub(crate) async fn run<S, ReqBody, ResBody>(
     store: &ClaimStore,
     event: &ScopedEvent,
     success: &SuccessFn,
-    mut inner: S,
+    inner: S,
     request: impl FnOnce(&ClaimedEvent) -> Request<ReqBody>,
     body_digest: Option<[u8; 32]>,
 ) -> Claimed<Response<ResBody>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
 {
+    let claimed = match claim(store, event, body_digest).await {
+        Ok(claimed) => claimed,
+        Err(answered) => return answered,
+    };
+    let req = request(&claimed);
+    let result = call(inner, req, event.provider()).await;
+    end(claimed, result, success).await
+}
+
+/// The claim of `event` (and of its body digest, when given): the open
+/// claim, or what answers the request instead (a duplicate, in flight, the
+/// store unavailable).
+pub(crate) async fn claim<R, E>(
+    store: &ClaimStore,
+    event: &ScopedEvent,
+    body_digest: Option<[u8; 32]>,
+) -> Result<ClaimedEvent, Claimed<R, E>> {
     let claim_started = Instant::now();
     let claim = store.claim(event).await;
     crate::metrics::claim(event.provider(), claim_started.elapsed());
     let claimed = match claim {
         Ok(Claim::Claimed(claimed)) => claimed,
         Ok(Claim::Done { status }) => {
-            tracing::info!(outcome = "duplicate", "webhook event already processed; replayed");
-            return Claimed::Duplicate { status };
+            tracing::info!(outcome = "duplicate", "event already processed; replayed");
+            return Err(Claimed::Duplicate { status });
         }
-        Ok(Claim::InFlight) => return Claimed::InFlight,
+        Ok(Claim::InFlight) => return Err(Claimed::InFlight),
         Err(e) => {
             tracing::error!(error = %e, "claim failed");
-            return Claimed::Unavailable("claim");
+            return Err(Claimed::Unavailable("claim"));
         }
     };
     if let Some(digest) = body_digest {
@@ -89,7 +106,7 @@ where
                     "a delivery of the same body under another key is running; answered as in flight"
                 );
                 claimed.discard().await;
-                return Claimed::InFlight;
+                return Err(Claimed::InFlight);
             }
             Ok(BodyClaim::Replayed) => {
                 tracing::info!(
@@ -98,33 +115,44 @@ where
                     "the same signed body was processed under another event key; replayed, not run"
                 );
                 claimed.discard().await;
-                return Claimed::Duplicate { status: None };
+                return Err(Claimed::Duplicate { status: None });
             }
             Err(e) => {
                 // Another delivery with this body holds it past the lock timeout, or the database failed.
                 let conflict = claimed.retryable_conflict();
                 tracing::warn!(error = %e, "body-digest guard: the digest could not be claimed; rolled back");
                 claimed.discard().await;
-                return match conflict {
+                return Err(match conflict {
                     Some(_) => Claimed::InFlight,
                     None => Claimed::Unavailable("body_digest"),
-                };
+                });
             }
         }
     }
-    tracing::info!(outcome = "claimed", attempt = claimed.attempt(), "webhook event claimed");
-    let req = request(&claimed);
+    tracing::info!(outcome = "claimed", attempt = claimed.attempt(), "event claimed");
+    Ok(claimed)
+}
+
+/// Calls `inner` once it is ready, timing the handler.
+pub(crate) async fn call<S, ReqBody, ResBody>(
+    mut inner: S,
+    req: Request<ReqBody>,
+    provider: &str,
+) -> Result<Response<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
     let handler_started = Instant::now();
     let result = match poll_fn(|cx| inner.poll_ready(cx)).await {
         Ok(()) => inner.call(req).await,
         Err(e) => Err(e),
     };
-    crate::metrics::handler(event.provider(), handler_started.elapsed());
-    end(claimed, result, success).await
+    crate::metrics::handler(provider, handler_started.elapsed());
+    result
 }
 
 /// Commits or rolls back from the handler's result.
-async fn end<R, E>(
+pub(crate) async fn end<R, E>(
     claimed: ClaimedEvent,
     result: Result<Response<R>, E>,
     success: &SuccessFn,
@@ -165,7 +193,7 @@ async fn end<R, E>(
     }
     match claimed.commit(status.as_u16()).await {
         Ok(()) => {
-            tracing::info!(outcome = "committed", status = status.as_u16(), "webhook event processed");
+            tracing::info!(outcome = "committed", status = status.as_u16(), "event processed");
             Claimed::Handled { response, committed: true }
         }
         Err(e) if e.kind() == CommitErrorKind::StillInUse => Claimed::StillInUse,

@@ -7,7 +7,8 @@ use super::ResponseBody;
 
 type Inner<B, E> = Pin<Box<dyn Future<Output = Result<http::Response<ResponseBody<B>>, E>> + Send>>;
 
-/// Response future of [`WebhookService`](super::WebhookService).
+/// Response future of [`WebhookService`](super::WebhookService) and
+/// [`IdempotencyKeyService`](crate::idempotency_key::IdempotencyKeyService).
 ///
 /// Dropping it while the handler runs (a client disconnect, an outer
 /// timeout) drops the claim's transaction: the connection is closed, not

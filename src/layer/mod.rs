@@ -61,12 +61,12 @@ mod authenticate;
 mod body;
 mod buffer;
 mod builder;
-mod claimed;
+pub(crate) mod claimed;
 mod config;
 mod future;
 mod read;
 mod rejection;
-mod service;
+pub(crate) mod service;
 
 use std::fmt;
 use std::sync::Arc;

@@ -72,8 +72,7 @@ where
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+        let inner = take_inner(&mut self.inner);
         let config = Arc::clone(&self.config);
         // An ERROR-level span: its fields reach every event inside it, WARN and
         // ERROR lines included, under any filter that shows those.
@@ -180,10 +179,15 @@ fn handler_request<ReqBody: From<Bytes>>(
 ) -> Request<ReqBody> {
     parts.extensions.insert(claimed.tx());
     parts.extensions.insert(WebhookEvent::new(event.clone(), claimed.attempt(), body.clone()));
-    // axum's body extractors (`Json`, `Bytes`, `String`) read the same bytes
-    // under the layer's limit, not axum's own 2 MB default: a body the layer
-    // accepted and claimed is never refused after the claim for its size.
-    let limit = config.body_limit.max(body.len());
+    with_body(parts, body, config.body_limit)
+}
+
+/// The request rebuilt around the buffered `body`. axum's body extractors
+/// (`Json`, `Bytes`, `String`) read the same bytes under the layer's `limit`,
+/// not axum's own 2 MB default: a body the layer accepted and claimed is
+/// never refused after the claim for its size.
+pub(crate) fn with_body<ReqBody: From<Bytes>>(parts: Parts, body: Bytes, limit: usize) -> Request<ReqBody> {
+    let limit = limit.max(body.len());
     #[allow(unused_mut)]
     let mut req = Request::from_parts(parts, ReqBody::from(body));
     #[cfg(feature = "axum")]
@@ -191,6 +195,14 @@ fn handler_request<ReqBody: From<Bytes>>(
     #[cfg(not(feature = "axum"))]
     let _ = limit;
     req
+}
+
+/// The inner service to call now, leaving a clone in its place (tower's
+/// guidance: the clone taken in `call` may not be ready, the one polled
+/// ready is).
+pub(crate) fn take_inner<S: Clone>(inner: &mut S) -> S {
+    let clone = inner.clone();
+    std::mem::replace(inner, clone)
 }
 
 /// The sender's answer for what the claimed-request step did.

@@ -19,6 +19,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (6, include_str!("../../sql/006_outbox.sql")),
     (7, include_str!("../../sql/007_budgets_and_tags.sql")),
     (8, include_str!("../../sql/008_body_digests.sql")),
+    (9, include_str!("../../sql/009_idempotency_keys.sql")),
 ];
 
 /// The newest migration version this crate's statements need.

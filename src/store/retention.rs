@@ -26,8 +26,10 @@
 //!
 //! The same purge deletes delivered outbox rows past
 //! [`RetentionBuilder::outbox_window`] (never `pending`, `running`,
-//! `uncertain` or `dead` ones), and the body-digest guard's digests past
-//! their provider's window. Business keys (`webhook_actions`) and object
+//! `uncertain` or `dead` ones), the body-digest guard's digests past
+//! their provider's window, and the `Idempotency-Key` layer's keys and stored
+//! responses (provider `idempotency-key`, 24 hours unless
+//! [`window`](RetentionBuilder::window) says otherwise) past theirs. Business keys (`webhook_actions`) and object
 //! versions (`webhook_versions`) are never purged: they guard transitions for
 //! as long as the objects live; delete them with your objects.
 
@@ -160,15 +162,25 @@ impl RetentionBuilder {
             )
         };
         let providers = distinct_providers(&t);
-        // The body-digest guard's digests (migration 8) go with their
+        // The body-digest guard's digests (migration 8) and the
+        // Idempotency-Key layer's keys (migration 9) go with their
         // provider's events, by the same window.
-        let digests = format!("{schema}.webhook_body_digests");
-        let digest_providers = distinct_providers(&digests);
-        let digest_purge = batched_delete(
-            &digests,
-            "scope, provider, body_sha256",
-            "provider = $2 AND created_at < now() - make_interval(secs => $1) ORDER BY created_at LIMIT $3",
-        );
+        let side_tables = [
+            ("webhook_body_digests", "scope, provider, body_sha256"),
+            ("webhook_idempotency_keys", "scope, provider, idempotency_key"),
+        ];
+        let side = side_tables
+            .iter()
+            .map(|(table, key)| {
+                let table = format!("{schema}.{table}");
+                let purge = batched_delete(
+                    &table,
+                    key,
+                    "provider = $2 AND created_at < now() - make_interval(secs => $1) ORDER BY created_at LIMIT $3",
+                );
+                (distinct_providers(&table), purge)
+            })
+            .collect();
         let outbox_purge = batched_delete(
             &format!("{schema}.webhook_outbox"),
             "scope, provider, event_key, effect, ordinal",
@@ -180,8 +192,7 @@ impl RetentionBuilder {
             outbox_purge,
             outbox_window: self.outbox_window,
             providers,
-            digest_providers,
-            digest_purge,
+            side,
             windows: self.windows,
             default_window: self.default_window,
             batch_size: self.batch_size,
@@ -212,8 +223,8 @@ pub struct Retention {
     outbox_purge: String,
     outbox_window: Duration,
     providers: String,
-    digest_providers: String,
-    digest_purge: String,
+    /// Per side table: its distinct providers, and its batch purge.
+    side: Vec<(String, String)>,
     windows: BTreeMap<String, Duration>,
     default_window: Duration,
     batch_size: u32,
@@ -242,7 +253,11 @@ impl Retention {
     pub fn builder(store: impl Into<StoreConfig>) -> RetentionBuilder {
         RetentionBuilder {
             store: store.into(),
-            windows: crate::providers::all().iter().map(|p| (p.name.to_owned(), p.replay_window)).collect(),
+            windows: crate::providers::all()
+                .iter()
+                .map(|p| (p.name.to_owned(), p.replay_window))
+                .chain([(super::request_keys::PROVIDER.to_owned(), super::request_keys::RETENTION)])
+                .collect(),
             default_window: DEFAULT_REPLAY_WINDOW,
             batch_size: 1_000,
             pause: Duration::from_millis(50),
@@ -315,12 +330,13 @@ impl Retention {
                 let params = [Param::F64(window.as_secs_f64()), Param::Text(&provider), limit];
                 self.batches(&conn, &self.purge, &params, &mut report).await?;
             }
-            let guarded: Vec<String> =
-                conn.query(&self.digest_providers, &[]).await?.iter().map(|row| row.get(0)).collect();
-            for provider in guarded {
-                let window = older_than.unwrap_or_else(|| self.window(&provider));
-                let params = [Param::F64(window.as_secs_f64()), Param::Text(&provider), limit];
-                self.batches(&conn, &self.digest_purge, &params, &mut report).await?;
+            for (providers, purge) in &self.side {
+                let present: Vec<String> = conn.query(providers, &[]).await?.iter().map(|row| row.get(0)).collect();
+                for provider in present {
+                    let window = older_than.unwrap_or_else(|| self.window(&provider));
+                    let params = [Param::F64(window.as_secs_f64()), Param::Text(&provider), limit];
+                    self.batches(&conn, purge, &params, &mut report).await?;
+                }
             }
             Ok(())
         };

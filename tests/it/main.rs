@@ -18,6 +18,7 @@ mod cli;
 mod faults;
 mod ha;
 mod http;
+mod idempotency_key;
 mod inbox;
 mod metrics;
 mod ops;

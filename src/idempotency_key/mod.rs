@@ -1,0 +1,352 @@
+//! The `Idempotency-Key` request header for your own APIs, on the same store
+//! as the webhook layer and in the handler's own transaction.
+//!
+//! Webhooks carry the *sender's* event id; an API's clients (mobile apps,
+//! partners, job runners) instead generate a key per operation and send it
+//! in `Idempotency-Key`, and the server answers a retry with the response it
+//! gave the first time (IETF httpapi, "The Idempotency-Key HTTP Header
+//! Field", draft -07; Stripe, <https://docs.stripe.com/api/idempotent_requests>).
+//! [`IdempotencyKeyLayer`] does that with the webhook layer's claim
+//! protocol: the key is claimed in PostgreSQL, the handler runs inside the
+//! claim's transaction ([`WebhookTx`](crate::WebhookTx) in its request
+//! extensions, with [`IdempotentRequest`]), and its writes, the claim and
+//! the stored response commit in one `COMMIT`. "The charge happened but the
+//! key was not recorded" cannot occur, and two concurrent retries never
+//! both run the handler.
+//!
+//! ```no_run
+//! # async fn run(pool: deadpool_postgres::Pool) -> Result<(), Box<dyn std::error::Error>> {
+//! use axum::{routing::post, Router};
+//! use webhook_idempotency::idempotency_key::IdempotencyKeyLayer;
+//! use webhook_idempotency::WebhookTx;
+//!
+//! async fn create_payment(tx: WebhookTx, body: String) -> (http::StatusCode, String) {
+//!     let client = tx.client().await.unwrap();
+//!     client.execute("INSERT INTO payments (body) VALUES ($1)", &[&body]).await.unwrap();
+//!     (http::StatusCode::CREATED, "{\"id\":\"pay_1\"}".to_owned())
+//! }
+//!
+//! let layer = IdempotencyKeyLayer::builder(pool)
+//!     // The authenticated caller: an id your auth middleware put in the extensions.
+//!     .scope(|parts| parts.extensions.get::<ApiKeyId>().map(|id| id.0.clone()))
+//!     .build()?;
+//! let app: Router = Router::new().route("/payments", post(create_payment)).layer(layer);
+//! # #[derive(Clone)] struct ApiKeyId(String);
+//! # Ok(()) }
+//! ```
+//!
+//! Per request with a method the layer covers (POST and PATCH by default,
+//! the draft's scope; [`methods`](IdempotencyKeyLayerBuilder::methods)):
+//!
+//! | situation | answer |
+//! |---|---|
+//! | scope resolver finds no caller | 401 problem |
+//! | no `Idempotency-Key` ([`required`](IdempotencyKeyLayerBuilder::required), the default) | 400 problem, handler not run |
+//! | key malformed (see [`MAX_KEY_BYTES`] and the header rules below) | 400 problem |
+//! | body over [`body_limit`](IdempotencyKeyLayerBuilder::body_limit) | 413 |
+//! | first request | the handler's answer; stored and committed with its writes (2xx), or see [`ErrorResponses`] |
+//! | same key, same fingerprint, after completion | the stored response (status, the [`replay_headers`](IdempotencyKeyLayerBuilder::replay_headers), body) with `Idempotent-Replayed: true`; handler not run |
+//! | same key, other fingerprint | 422 problem, handler not run |
+//! | same key while the first is in flight (after [`in_flight_wait`](IdempotencyKeyLayerBuilder::in_flight_wait)) | 409 problem + `Retry-After: 1` |
+//! | database unavailable, retryable conflict, commit failed | 503 problem + `Retry-After` |
+//! | response body over [`max_response_bytes`](IdempotencyKeyLayerBuilder::max_response_bytes) | 500 problem, rolled back (nothing stored, nothing committed) |
+//!
+//! Other methods pass through untouched, with no transaction. Problems are
+//! `application/problem+json` bodies (RFC 9457) shaped as the draft's
+//! examples (section 2.7).
+//!
+//! **The key** is read as the draft's RFC 8941 string (`"..."`) or, as most
+//! clients send it, bare; 1 to 255 bytes of printable ASCII. **The scope**
+//! comes from [`scope`](IdempotencyKeyLayerBuilder::scope), a resolver of
+//! the authenticated caller (an API key id, a user, a tenant), never from
+//! the request alone: two callers' equal keys are independent and no caller
+//! can read another's stored response. **The fingerprint** is SHA-256 of
+//! [`default_fingerprint`] (method, path, query and the body's SHA-256)
+//! unless [`fingerprint`](IdempotencyKeyLayerBuilder::fingerprint) chooses
+//! what counts. A fingerprint is stored once a response or a recovery point
+//! is: a retry after a run that stored neither (its answer was not stored)
+//! runs whatever its body.
+//!
+//! **Expiry.** Keys and their responses are kept for [`RETENTION`] (24 h)
+//! and then purged by [`Retention`](crate::store::retention::Retention) and
+//! `webhook-admin purge` (provider `idempotency-key`; per scope with
+//! `--scope`); a retry after the purge runs again. Set another period with
+//! `Retention::builder(..).window(PROVIDER, period)`.
+//!
+//! **Recovery points or the outbox.** A handler that calls an external
+//! service (a card network, an email API) cannot take that call back when
+//! its transaction rolls back. Two tools:
+//! - the outbox ([`WebhookTx::enqueue`](crate::WebhookTx::enqueue)): the
+//!   external call becomes a row committed with the handler's writes and
+//!   made by a worker with a deterministic downstream key. Use it when the
+//!   response does not need the external call's result.
+//! - recovery points ([`IdempotentRequest::record_recovery_point`]): when the
+//!   response needs the external result, make the call, record the phase
+//!   (committed on its own), and on a retry after a crash read
+//!   [`IdempotentRequest::recovery_point`] and resume after it instead of
+//!   calling again (brandur, "Implementing Stripe-like Idempotency Keys in
+//!   Postgres").
+//!
+//! **Cost.** A replay costs one round trip (the key's `SELECT`) and no
+//! transaction, as a webhook duplicate does. A first request costs that
+//! lookup, `BEGIN` and the claim in one flight, the handler's statements,
+//! and the stored response with the fenced `COMMIT`.
+
+mod header;
+mod request;
+mod service;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderName, Method};
+use sha2::{Digest, Sha256};
+use tower_layer::Layer;
+
+pub use header::MAX_KEY_BYTES;
+pub use request::IdempotentRequest;
+pub use service::IdempotencyKeyService;
+
+pub use crate::layer::{ResponseBody, ResponseFuture};
+
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::store::request_keys::RequestKeys;
+pub use crate::store::request_keys::{PROVIDER, RETENTION};
+use crate::store::{ClaimStore, StoreConfig};
+
+/// The default request body limit: 1 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+/// The default limit of a stored response body: 1 MiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+/// The default in-flight wait: 2 seconds.
+pub const DEFAULT_IN_FLIGHT_WAIT: Duration = Duration::from_secs(2);
+
+type ScopeFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
+type FingerprintFn = dyn Fn(&Parts, &Bytes) -> Vec<u8> + Send + Sync;
+
+/// Which error answers are stored and replayed (2xx answers always are).
+///
+/// Stripe "saves the resulting status code and body of the first request
+/// made for any given idempotency key, regardless of whether it succeeds or
+/// fails", but only "if an API endpoint started executing": requests that
+/// failed validation are not saved
+/// (<https://docs.stripe.com/api/idempotent_requests>). A stored answer
+/// commits with the writes the handler made before it; an answer that is not
+/// stored rolls them back, and the next request with the key runs again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ErrorResponses {
+    /// Stripe's rule (the default): an error answer is stored when the
+    /// handler marked execution as begun ([`IdempotentRequest::began`]);
+    /// earlier ones (validation 4xx) are not, nor are errors after a
+    /// recovery point without that mark (the retry resumes instead).
+    #[default]
+    AfterExecution,
+    /// No error answer is stored: every non-2xx rolls back and a retry runs
+    /// again.
+    Never,
+    /// Every answer is stored, whatever its status.
+    Always,
+}
+
+/// The fingerprint input [`IdempotencyKeyLayerBuilder::fingerprint`] starts
+/// from: the method, the path, the query (each followed by a NUL byte) and
+/// the SHA-256 of the body (32 bytes). The layer hashes whatever the
+/// fingerprint function returns with SHA-256.
+pub fn default_fingerprint(parts: &Parts, body: &Bytes) -> Vec<u8> {
+    let mut input = Vec::with_capacity(64 + parts.uri.path().len());
+    input.extend_from_slice(parts.method.as_str().as_bytes());
+    input.push(0);
+    input.extend_from_slice(parts.uri.path().as_bytes());
+    input.push(0);
+    input.extend_from_slice(parts.uri.query().unwrap_or("").as_bytes());
+    input.push(0);
+    input.extend_from_slice(&Sha256::digest(body));
+    input
+}
+
+/// Builds an [`IdempotencyKeyLayer`]; see the [module docs](self).
+#[must_use]
+pub struct IdempotencyKeyLayerBuilder {
+    store: StoreConfig,
+    scope: Option<Arc<ScopeFn>>,
+    fingerprint: Arc<FingerprintFn>,
+    methods: Vec<Method>,
+    required: bool,
+    replay_headers: Vec<HeaderName>,
+    max_response_bytes: usize,
+    body_limit: usize,
+    in_flight_wait: Duration,
+    errors: ErrorResponses,
+}
+
+impl std::fmt::Debug for IdempotencyKeyLayerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdempotencyKeyLayerBuilder")
+            .field("methods", &self.methods)
+            .field("required", &self.required)
+            .field("errors", &self.errors)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IdempotencyKeyLayerBuilder {
+    /// The caller's scope (required): the authenticated identity the key
+    /// belongs to, 1 to 512 bytes, read from the request's parts (typically
+    /// an extension an authentication middleware in front set). `None`
+    /// answers 401: no key is claimed for an unauthenticated caller.
+    pub fn scope(mut self, resolver: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static) -> Self {
+        self.scope = Some(Arc::new(resolver));
+        self
+    }
+
+    /// What identifies a request for the 422 check: a function of the parts
+    /// and the body whose output is hashed (SHA-256). Start from
+    /// [`default_fingerprint`] to add to it, or leave out what varies
+    /// between honest retries (a timestamp field, a tracing header).
+    pub fn fingerprint(mut self, f: impl Fn(&Parts, &Bytes) -> Vec<u8> + Send + Sync + 'static) -> Self {
+        self.fingerprint = Arc::new(f);
+        self
+    }
+
+    /// The methods the layer covers (default POST and PATCH); requests with
+    /// others pass through untouched.
+    pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
+        self.methods = methods.into_iter().collect();
+        self
+    }
+
+    /// Whether a covered request without `Idempotency-Key` is refused with
+    /// 400 (default `true`, the draft's "required" case) or passes through
+    /// untouched (no claim, no transaction).
+    pub fn required(mut self, required: bool) -> Self {
+        self.required = required;
+        self
+    }
+
+    /// The response headers stored and replayed (default `content-type`,
+    /// `content-language`, `location`, `etag`). Others (a date, a request
+    /// id, cookies) are not kept.
+    pub fn replay_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
+        self.replay_headers = names.into_iter().collect();
+        self
+    }
+
+    /// The largest response body stored, in bytes (default 1 MiB). A larger
+    /// one is refused: rolled back and answered 500, since it could not be
+    /// replayed; raise the limit or answer less.
+    pub fn max_response_bytes(mut self, bytes: usize) -> Self {
+        self.max_response_bytes = bytes;
+        self
+    }
+
+    /// The largest request body, in bytes (default 1 MiB; 413 past it). The
+    /// body is buffered once, fingerprinted and handed on unchanged.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// How long a request whose key another request holds waits for it
+    /// (default 2 s) before 409: replayed (or 422) if that one completes in
+    /// time, run if it failed.
+    pub fn in_flight_wait(mut self, wait: Duration) -> Self {
+        self.in_flight_wait = wait;
+        self
+    }
+
+    /// Which error answers are stored (default
+    /// [`ErrorResponses::AfterExecution`], Stripe's rule).
+    pub fn error_responses(mut self, errors: ErrorResponses) -> Self {
+        self.errors = errors;
+        self
+    }
+
+    /// Builds the layer.
+    ///
+    /// # Errors
+    /// [`ConfigError`]: no [`scope`](Self::scope) resolver
+    /// ([`ConfigErrorKind::Endpoint`]), a zero limit
+    /// ([`ConfigErrorKind::InvalidLimit`]), or the store's schema name
+    /// invalid.
+    pub fn build(self) -> Result<IdempotencyKeyLayer, ConfigError> {
+        let scope = self.scope.ok_or_else(|| {
+            ConfigError::of(
+                ConfigErrorKind::Endpoint,
+                "IdempotencyKeyLayer needs a scope resolver: .scope(|parts| ...) naming the authenticated caller",
+            )
+        })?;
+        if self.body_limit == 0 || self.max_response_bytes == 0 {
+            return Err(ConfigError::of(
+                ConfigErrorKind::InvalidLimit,
+                "IdempotencyKeyLayer: body_limit and max_response_bytes must be at least 1 byte",
+            ));
+        }
+        // Claim first: the key's lookup already answered completed keys.
+        let store =
+            ClaimStore::builder(self.store.clone()).lookup_first(false).in_flight_wait(self.in_flight_wait).build()?;
+        let keys = RequestKeys::new(&self.store)?;
+        Ok(IdempotencyKeyLayer {
+            config: Arc::new(service::Config {
+                store,
+                keys,
+                scope,
+                fingerprint: self.fingerprint,
+                methods: self.methods,
+                required: self.required,
+                replay_headers: self.replay_headers,
+                max_response_bytes: self.max_response_bytes,
+                body_limit: self.body_limit,
+                errors: self.errors,
+            }),
+        })
+    }
+}
+
+/// A [`tower::Layer`](tower_layer::Layer) for `Idempotency-Key` on your own
+/// API routes; see the [module docs](self). Clones share one configuration.
+#[derive(Clone)]
+pub struct IdempotencyKeyLayer {
+    config: Arc<service::Config>,
+}
+
+impl std::fmt::Debug for IdempotencyKeyLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdempotencyKeyLayer").field("methods", &self.config.methods).finish_non_exhaustive()
+    }
+}
+
+impl IdempotencyKeyLayer {
+    /// A builder on `store` (a `deadpool_postgres::Pool` or a
+    /// [`StoreConfig`]; migrated with [`migrate`](crate::migrate), version 9
+    /// or later).
+    pub fn builder(store: impl Into<StoreConfig>) -> IdempotencyKeyLayerBuilder {
+        IdempotencyKeyLayerBuilder {
+            store: store.into(),
+            scope: None,
+            fingerprint: Arc::new(default_fingerprint),
+            methods: vec![Method::POST, Method::PATCH],
+            required: true,
+            replay_headers: vec![
+                http::header::CONTENT_TYPE,
+                http::header::CONTENT_LANGUAGE,
+                http::header::LOCATION,
+                http::header::ETAG,
+            ],
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            body_limit: DEFAULT_BODY_LIMIT,
+            in_flight_wait: DEFAULT_IN_FLIGHT_WAIT,
+            errors: ErrorResponses::default(),
+        }
+    }
+}
+
+impl<S> Layer<S> for IdempotencyKeyLayer {
+    type Service = IdempotencyKeyService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        IdempotencyKeyService::new(inner, Arc::clone(&self.config))
+    }
+}

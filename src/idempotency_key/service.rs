@@ -1,0 +1,448 @@
+//! The service [`IdempotencyKeyLayer`](super::IdempotencyKeyLayer) builds:
+//! read the key, answer from the stored response, or run the claimed-request
+//! step and store the answer with the handler's writes.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{header, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use sha2::{Digest, Sha256};
+use tower_service::Service;
+use tracing::Instrument;
+
+use super::header::KeyProblem;
+use super::request::IdempotentRequest;
+use super::{ErrorResponses, FingerprintFn, ScopeFn};
+use crate::event::ScopedEvent;
+use crate::layer::claimed::{self, Claimed};
+use crate::layer::service::{take_inner, with_body};
+use crate::layer::{ResponseBody, ResponseFuture, IDEMPOTENT_REPLAYED};
+use crate::store::request_keys::{RequestKeys, StoredKey, StoredResponse, PROVIDER};
+use crate::store::{ClaimStore, ClaimedEvent};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The layer's settings, shared by every clone of the service.
+pub(crate) struct Config {
+    pub(crate) store: ClaimStore,
+    pub(crate) keys: RequestKeys,
+    pub(crate) scope: Arc<ScopeFn>,
+    pub(crate) fingerprint: Arc<FingerprintFn>,
+    pub(crate) methods: Vec<Method>,
+    pub(crate) required: bool,
+    pub(crate) replay_headers: Vec<HeaderName>,
+    pub(crate) max_response_bytes: usize,
+    pub(crate) body_limit: usize,
+    pub(crate) errors: ErrorResponses,
+}
+
+/// The service built by [`IdempotencyKeyLayer`](super::IdempotencyKeyLayer)
+/// around an inner service (your API handler).
+///
+/// The inner service receives the request with the same body bytes (built
+/// with `ReqBody::from(Bytes)`) and with [`WebhookTx`](crate::WebhookTx) and
+/// [`IdempotentRequest`] in its extensions. Dropping the response future
+/// while the handler runs (a client disconnect) closes the claim's
+/// connection: PostgreSQL rolls back, nothing is stored, and the retry runs.
+pub struct IdempotencyKeyService<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S: Clone> Clone for IdempotencyKeyService<S> {
+    fn clone(&self) -> Self {
+        Self { inner: self.inner.clone(), config: Arc::clone(&self.config) }
+    }
+}
+
+impl<S> std::fmt::Debug for IdempotencyKeyService<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdempotencyKeyService").field("methods", &self.config.methods).finish_non_exhaustive()
+    }
+}
+
+impl<S> IdempotencyKeyService<S> {
+    pub(crate) fn new(inner: S, config: Arc<Config>) -> Self {
+        Self { inner, config }
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for IdempotencyKeyService<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqBody: http_body::Body + From<Bytes> + Send + 'static,
+    ReqBody::Data: Send,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response<ResponseBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<ResBody, S::Error>;
+
+    /// Always ready: the inner service's readiness is awaited inside the
+    /// response future.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let inner = take_inner(&mut self.inner);
+        let config = Arc::clone(&self.config);
+        let span = tracing::error_span!(
+            "idempotency_key",
+            method = %req.method(),
+            path = %req.uri().path(),
+            scope = tracing::field::Empty,
+            key = tracing::field::Empty,
+        );
+        let future = async move {
+            let started = Instant::now();
+            let (outcome, response) = handle(&config, inner, req).await?;
+            crate::metrics::delivery(PROVIDER, outcome, started);
+            Ok(response)
+        };
+        ResponseFuture { inner: Box::pin(future.instrument(span)) }
+    }
+}
+
+type Answer<B> = (&'static str, Response<ResponseBody<B>>);
+
+async fn handle<S, ReqBody, ResBody>(
+    config: &Config,
+    inner: S,
+    req: Request<ReqBody>,
+) -> Result<Answer<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ReqBody: http_body::Body + From<Bytes>,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: http_body::Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    if !config.methods.contains(req.method()) {
+        return pass(inner, req).await;
+    }
+    let (mut parts, body) = req.into_parts();
+    let Some(scope) = (config.scope)(&parts) else {
+        return Ok(problem(Problem::Unauthenticated, None));
+    };
+    if scope.is_empty() || scope.len() > 512 || scope.contains('\0') {
+        tracing::error!("the scope resolver returned a scope that is not 1 to 512 bytes without NUL");
+        return Ok(problem(Problem::Misconfigured, None));
+    }
+    let key = match super::header::read(&parts.headers) {
+        Ok(key) => key,
+        Err(KeyProblem::Missing) if !config.required => {
+            return pass(inner, Request::from_parts(parts, body)).await;
+        }
+        Err(KeyProblem::Missing) => return Ok(problem(Problem::KeyMissing, None)),
+        Err(KeyProblem::Malformed(why)) => return Ok(problem(Problem::KeyMalformed, Some(why))),
+    };
+    let span = tracing::Span::current();
+    span.record("scope", scope.as_str());
+    span.record("key", key.as_str());
+    let body = match buffer(&parts, body, config.body_limit).await {
+        Ok(body) => body,
+        Err(answer) => return Ok(answer),
+    };
+    let fingerprint: [u8; 32] = Sha256::digest((config.fingerprint)(&parts, &body)).into();
+    let event = ScopedEvent::new(PROVIDER, scope, key);
+    let recovery_point = match config.keys.lookup(&event).await {
+        Ok(Some(stored)) => match answer_stored(config, stored, &fingerprint) {
+            Ok(answer) => return Ok(answer),
+            Err(phase) => phase,
+        },
+        Ok(None) => None,
+        Err(e) => {
+            tracing::error!(error = %e, "idempotency key lookup failed");
+            return Ok(problem(Problem::Unavailable, None));
+        }
+    };
+    let claimed: ClaimedEvent = match claimed::claim::<(), ()>(&config.store, &event, None).await {
+        Ok(claimed) => claimed,
+        // Completed between the lookup and the claim: its response is stored now.
+        Err(Claimed::Duplicate { .. }) => return Ok(after_completion(config, &event, &fingerprint).await),
+        Err(Claimed::InFlight) => return Ok(problem(Problem::InFlight, None)),
+        Err(_) => return Ok(problem(Problem::Unavailable, None)),
+    };
+    let request =
+        IdempotentRequest::new(event.clone(), fingerprint, claimed.attempt(), recovery_point, config.keys.clone());
+    parts.extensions.insert(claimed.tx());
+    parts.extensions.insert(request.clone());
+    let req = with_body::<ReqBody>(parts, body, config.body_limit);
+    let response = match claimed::call(inner, req, PROVIDER).await {
+        Ok(response) => response,
+        Err(e) => {
+            let _ = claimed.fail("inner service returned an error", None).await;
+            return Err(e);
+        }
+    };
+    let status = response.status();
+    let store = status.is_success()
+        || match config.errors {
+            ErrorResponses::Always => true,
+            ErrorResponses::Never => false,
+            ErrorResponses::AfterExecution => request.has_begun(),
+        };
+    if !store || claimed.retryable_conflict().is_some() {
+        // Rolled back and recorded: the next request with the key runs.
+        let ended = claimed::end(claimed, Ok::<_, ()>(response), &|_| false).await;
+        return Ok(match ended {
+            Claimed::Handled { response, .. } => ("failed", response.map(ResponseBody::inner)),
+            other => ended_answer(other),
+        });
+    }
+    let (head, body) = response.into_parts();
+    let body = match Limited::new(body, config.max_response_bytes).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            let too_large = e.downcast_ref::<LengthLimitError>().is_some();
+            let why = if too_large { "response body over max_response_bytes" } else { "response body unreadable" };
+            tracing::error!(
+                status = status.as_u16(),
+                max_response_bytes = config.max_response_bytes,
+                "{why}; rolled back"
+            );
+            let _ = claimed.fail(why, Some(status.as_u16())).await;
+            return Ok(problem(Problem::ResponseNotStored, Some(why)));
+        }
+    };
+    let stored = StoredResponse { status: status.as_u16(), headers: kept_headers(config, &head.headers), body };
+    if let Err(e) = config.keys.save(&claimed.tx(), &event, &fingerprint, &stored).await {
+        tracing::error!(error = %e, "the response could not be stored; rolled back");
+        let _ = claimed.fail("response could not be stored", Some(status.as_u16())).await;
+        return Ok(problem(Problem::Unavailable, None));
+    }
+    let response = Response::from_parts(head, ResponseBody::<ResBody>::bytes(stored.body));
+    Ok(match claimed::end(claimed, Ok::<_, ()>(response), &|_| true).await {
+        Claimed::Handled { response, committed: true } => ("committed", response),
+        other => ended_answer(other),
+    })
+}
+
+/// The request passed through untouched (a method the layer does not cover,
+/// or no key where none is required).
+async fn pass<S, ReqBody, ResBody>(inner: S, req: Request<ReqBody>) -> Result<Answer<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    let response = claimed::call(inner, req, PROVIDER).await?;
+    Ok(("passed", response.map(ResponseBody::inner)))
+}
+
+/// The request body, bounded: 413 past `limit`, 400 when unreadable.
+async fn buffer<B, ReqBody>(parts: &Parts, body: ReqBody, limit: usize) -> Result<Bytes, Answer<B>>
+where
+    ReqBody: http_body::Body,
+    ReqBody::Error: Into<BoxError>,
+{
+    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(problem(Problem::BodyTooLarge, None));
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(problem(Problem::BodyTooLarge, None)),
+        Err(_) => Err(problem(Problem::BodyUnreadable, None)),
+    }
+}
+
+/// A stored key's answer: the replay, or 422 for another fingerprint; `Err`
+/// with the recovery point when the key has none yet (a run recorded a
+/// phase, then failed or crashed).
+fn answer_stored<B>(config: &Config, stored: StoredKey, fingerprint: &[u8; 32]) -> Result<Answer<B>, Option<String>> {
+    if &stored.fingerprint != fingerprint {
+        tracing::info!(outcome = "rejected", "Idempotency-Key reused with another request; 422");
+        return Ok(problem(Problem::KeyReused, None));
+    }
+    match stored.response {
+        Some(response) => Ok(("duplicate", replay(config, response))),
+        None => Err(stored.phase),
+    }
+}
+
+/// After a claim found the key completed by a request that was in flight.
+async fn after_completion<B>(config: &Config, event: &ScopedEvent, fingerprint: &[u8; 32]) -> Answer<B> {
+    match config.keys.lookup(event).await {
+        Ok(Some(stored)) => match answer_stored(config, stored, fingerprint) {
+            Ok(answer) => answer,
+            Err(_) => problem(Problem::NoStoredResponse, None),
+        },
+        Ok(None) => problem(Problem::NoStoredResponse, None),
+        Err(e) => {
+            tracing::error!(error = %e, "idempotency key lookup failed");
+            problem(Problem::Unavailable, None)
+        }
+    }
+}
+
+/// The stored response, with `Idempotent-Replayed: true`.
+fn replay<B>(_config: &Config, stored: StoredResponse) -> Response<ResponseBody<B>> {
+    tracing::info!(
+        outcome = "duplicate",
+        status = stored.status,
+        "Idempotency-Key seen before; stored response replayed"
+    );
+    let mut response = Response::new(ResponseBody::bytes(stored.body));
+    *response.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    for (name, value) in stored.headers {
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    response
+}
+
+/// The response headers kept for replays: the configured names whose values
+/// are text (a value that is not is left out, with a WARN).
+fn kept_headers(config: &Config, headers: &http::HeaderMap) -> Vec<(String, String)> {
+    let mut kept = Vec::new();
+    for name in &config.replay_headers {
+        for value in headers.get_all(name) {
+            match value.to_str() {
+                Ok(text) => kept.push((name.as_str().to_owned(), text.to_owned())),
+                Err(_) => tracing::warn!(header = name.as_str(), "response header value is not text; not stored"),
+            }
+        }
+    }
+    kept
+}
+
+/// The answer for a claimed-request step that did not end in the handler's
+/// own response.
+fn ended_answer<R, E, B>(claimed: Claimed<R, E>) -> Answer<B> {
+    match claimed {
+        Claimed::Conflict(_) | Claimed::Unavailable(_) | Claimed::InFlight => problem(Problem::Unavailable, None),
+        Claimed::StillInUse => {
+            tracing::error!("the handler answered while still holding WebhookTx; rolled back");
+            problem(Problem::HandlerError, None)
+        }
+        _ => problem(Problem::HandlerError, None),
+    }
+}
+
+/// The layer's own answers, as RFC 9457 problem details.
+#[derive(Debug, Clone, Copy)]
+enum Problem {
+    Unauthenticated,
+    Misconfigured,
+    KeyMissing,
+    KeyMalformed,
+    KeyReused,
+    InFlight,
+    NoStoredResponse,
+    BodyTooLarge,
+    BodyUnreadable,
+    Unavailable,
+    ResponseNotStored,
+    HandlerError,
+}
+
+const DOCS: &str = "https://docs.rs/webhook-idempotency/latest/webhook_idempotency/idempotency_key/index.html";
+const CORRECT_USE: &str = "This operation is idempotent and it requires correct usage of Idempotency Key.";
+
+/// A problem answer (`application/problem+json`), with its outcome label.
+fn problem<B>(problem: Problem, detail: Option<&str>) -> Answer<B> {
+    let (outcome, status, slug, title, default_detail) = match problem {
+        Problem::Unauthenticated => (
+            "rejected",
+            StatusCode::UNAUTHORIZED,
+            "unauthenticated",
+            "Caller not authenticated",
+            "No caller could be identified for this request.",
+        ),
+        Problem::Misconfigured => (
+            "rejected",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "misconfigured",
+            "Internal Server Error",
+            "The server is misconfigured.",
+        ),
+        Problem::KeyMissing => {
+            ("rejected", StatusCode::BAD_REQUEST, "key-missing", "Idempotency-Key is missing", CORRECT_USE)
+        }
+        Problem::KeyMalformed => {
+            ("rejected", StatusCode::BAD_REQUEST, "key-malformed", "Idempotency-Key is malformed", CORRECT_USE)
+        }
+        Problem::KeyReused => (
+            "rejected",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "key-reused",
+            "Idempotency-Key is already used",
+            "This operation is idempotent and it requires correct usage of Idempotency Key. Idempotency Key MUST \
+             not be reused across different payloads of this operation.",
+        ),
+        Problem::InFlight => (
+            "in_flight",
+            StatusCode::CONFLICT,
+            "in-flight",
+            "A request is outstanding for this Idempotency-Key",
+            "A request with the same Idempotency-Key for the same operation is being processed or is outstanding.",
+        ),
+        Problem::NoStoredResponse => (
+            "rejected",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "key-used",
+            "Idempotency-Key is already used",
+            "A request with this Idempotency-Key completed and its response is no longer stored; use a new key.",
+        ),
+        Problem::BodyTooLarge => (
+            "rejected",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            "Request body too large",
+            "The request body is over the limit.",
+        ),
+        Problem::BodyUnreadable => (
+            "rejected",
+            StatusCode::BAD_REQUEST,
+            "body-unreadable",
+            "Request body unreadable",
+            "The request body could not be read.",
+        ),
+        Problem::Unavailable => (
+            "unavailable",
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "Service Unavailable",
+            "The request was not processed; retry it with the same Idempotency-Key.",
+        ),
+        Problem::ResponseNotStored => (
+            "failed",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "response-not-stored",
+            "Internal Server Error",
+            "The response could not be stored for replays; nothing was committed.",
+        ),
+        Problem::HandlerError => (
+            "failed",
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "handler-error",
+            "Internal Server Error",
+            "Nothing was committed.",
+        ),
+    };
+    let body = serde_json::json!({
+        "type": format!("{DOCS}#{slug}"),
+        "title": title,
+        "status": status.as_u16(),
+        "detail": detail.unwrap_or(default_detail),
+    });
+    let mut response = Response::new(ResponseBody::bytes(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+    if matches!(problem, Problem::InFlight | Problem::Unavailable) {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    crate::metrics::rejection(PROVIDER, slug);
+    (outcome, response)
+}

@@ -1,0 +1,173 @@
+//! The `Idempotency-Key` layer's rows: the request fingerprint, recovery
+//! points and the stored response (migration 9, table
+//! `webhook_idempotency_keys`), beside the claim in `webhook_events`.
+//!
+//! The claim itself is the ordinary claim protocol ([`ClaimStore`]) with
+//! provider [`PROVIDER`]; this module only adds what a retry with the same
+//! key needs. Round trips:
+//! - a replay: [`RequestKeys::lookup`], one autocommit `SELECT`, no
+//!   transaction, no WAL;
+//! - a first request: that lookup, then the claim (claim-first: `BEGIN` and
+//!   the claim in one flight), the handler's statements, [`RequestKeys::save`]
+//!   inside the claim's transaction, then the fenced `COMMIT`.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::driver::{Db, Param, WebhookTx};
+use super::StoreConfig;
+use crate::error::{ConfigError, StoreError};
+use crate::event::ScopedEvent;
+use crate::store::driver::TxError;
+
+/// The provider column of every claim the `Idempotency-Key` layer makes:
+/// `"idempotency-key"`. Its retention window is [`RETENTION`].
+pub const PROVIDER: &str = "idempotency-key";
+
+/// How long a key is kept by default: 24 hours (Stripe keeps keys "at least
+/// 24 hours", <https://docs.stripe.com/api/idempotent_requests>).
+/// [`Retention`](super::retention::Retention) purges keys older than this
+/// unless its [`window`](super::retention::RetentionBuilder::window) for
+/// [`PROVIDER`] says otherwise; a retry after the purge runs again.
+pub const RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// A response kept for replays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredResponse {
+    pub(crate) status: u16,
+    /// Header names and values, in order.
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Bytes,
+}
+
+/// What the lookup found for a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredKey {
+    pub(crate) fingerprint: [u8; 32],
+    /// The last recovery point recorded, if any.
+    pub(crate) phase: Option<String>,
+    /// Set once the first request's claim committed.
+    pub(crate) response: Option<StoredResponse>,
+}
+
+/// The statements on `webhook_idempotency_keys`, schema spliced in.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestKeys {
+    db: Db,
+    lookup: String,
+    save: String,
+    phase: String,
+}
+
+impl RequestKeys {
+    pub(crate) fn new(store: &StoreConfig) -> Result<Self, ConfigError> {
+        let (db, schema) = store.open()?;
+        let t = format!("{schema}.webhook_idempotency_keys");
+        let pk = "scope = $1 AND provider = $2 AND idempotency_key = $3";
+        Ok(Self {
+            db,
+            lookup: format!(
+                "SELECT fingerprint, phase, response_status, response_headers, response_body, idempotency_key
+                   FROM {t} WHERE {pk}"
+            ),
+            save: format!(
+                "INSERT INTO {t} AS k (scope, provider, idempotency_key, fingerprint, response_status,
+                                      response_headers, response_body, completed_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+                 ON CONFLICT (scope, provider, idempotency_key) DO UPDATE
+                    SET fingerprint = excluded.fingerprint, response_status = excluded.response_status,
+                        response_headers = excluded.response_headers, response_body = excluded.response_body,
+                        completed_at = excluded.completed_at"
+            ),
+            phase: format!(
+                "INSERT INTO {t} AS k (scope, provider, idempotency_key, fingerprint, phase)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (scope, provider, idempotency_key) DO UPDATE SET phase = excluded.phase
+                  WHERE k.response_status IS NULL AND k.fingerprint = excluded.fingerprint
+                 RETURNING 1"
+            ),
+        })
+    }
+
+    /// The key's row, if any: one autocommit `SELECT`.
+    ///
+    /// # Errors
+    /// [`StoreError`]: no connection or the statement failed.
+    pub(crate) async fn lookup(&self, event: &ScopedEvent) -> Result<Option<StoredKey>, StoreError> {
+        let keys = [Param::Text(event.scope()), Param::Text(event.provider()), Param::Text(event.key())];
+        let rows = self.db.query("idempotency key lookup", &self.lookup, &keys).await?;
+        let Some(row) = rows.first() else { return Ok(None) };
+        // Rows that are not this key's (another client's named statement
+        // behind a shared pooler) are not trusted.
+        if row.try_get::<&str>(5) != Some(event.key()) {
+            self.db.switch_on("26000");
+            return Ok(None);
+        }
+        let fingerprint: &[u8] = row.get(0);
+        let mut print = [0u8; 32];
+        if fingerprint.len() == 32 {
+            print.copy_from_slice(fingerprint);
+        }
+        let response = row.get::<Option<i16>>(2).map(|status| {
+            let flat: Vec<String> = row.get::<Option<Vec<String>>>(3).unwrap_or_default();
+            let headers = flat.chunks_exact(2).map(|pair| (pair[0].clone(), pair[1].clone())).collect();
+            let body: Option<&[u8]> = row.get(4);
+            StoredResponse {
+                status: u16::try_from(status).unwrap_or(500),
+                headers,
+                body: Bytes::copy_from_slice(body.unwrap_or_default()),
+            }
+        });
+        Ok(Some(StoredKey { fingerprint: print, phase: row.get::<Option<String>>(1), response }))
+    }
+
+    /// Writes the response inside the claim's transaction `tx`: it commits
+    /// with the handler's writes, or not at all.
+    ///
+    /// # Errors
+    /// [`TxError`]: the transaction ended or the statement failed (the
+    /// transaction is then aborted and the claim must not commit).
+    pub(crate) async fn save(
+        &self,
+        tx: &WebhookTx,
+        event: &ScopedEvent,
+        fingerprint: &[u8; 32],
+        response: &StoredResponse,
+    ) -> Result<(), TxError> {
+        let flat: Vec<String> = response.headers.iter().flat_map(|(n, v)| [n.clone(), v.clone()]).collect();
+        let params = [
+            Param::Text(event.scope()),
+            Param::Text(event.provider()),
+            Param::Text(event.key()),
+            Param::Bytes(fingerprint),
+            Param::I16(i16::try_from(response.status).unwrap_or(i16::MAX)),
+            Param::OptTexts(Some(&flat)),
+            Param::Bytes(&response.body),
+        ];
+        tx.run(&self.save, &params).await.map(|_| ())
+    }
+
+    /// Records the recovery point `phase` for the key, committed at once in a
+    /// transaction of its own (autocommit), so it outlives the claim's
+    /// transaction if that rolls back. `false` when the key already has a
+    /// stored response or another fingerprint (nothing written).
+    ///
+    /// # Errors
+    /// [`StoreError`]: no connection or the statement failed.
+    pub(crate) async fn record_phase(
+        &self,
+        event: &ScopedEvent,
+        fingerprint: &[u8; 32],
+        phase: &str,
+    ) -> Result<bool, StoreError> {
+        let params = [
+            Param::Text(event.scope()),
+            Param::Text(event.provider()),
+            Param::Text(event.key()),
+            Param::Bytes(fingerprint),
+            Param::Text(phase),
+        ];
+        Ok(!self.db.query("idempotency key recovery point", &self.phase, &params).await?.is_empty())
+    }
+}

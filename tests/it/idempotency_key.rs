@@ -1,0 +1,540 @@
+//! The `Idempotency-Key` layer on a real PostgreSQL: the draft's cases, one
+//! run under concurrent retries, crashes between the handler's writes and the
+//! commit, fingerprints, callers, stored responses, expiry, recovery points,
+//! and a real HTTP client retrying over TCP.
+
+use crate::support::*;
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use bytes::Bytes;
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::BodyExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Barrier, Notify};
+use tower::ServiceExt;
+use webhook_idempotency::idempotency_key::{
+    ErrorResponses, IdempotencyKeyLayer, IdempotencyKeyLayerBuilder, IdempotentRequest, PROVIDER,
+};
+use webhook_idempotency::store::retention::Retention;
+use webhook_idempotency::WebhookTx;
+
+/// What the test handlers share: how often each ran, and gates.
+#[derive(Clone, Default)]
+struct Shared {
+    runs: Arc<AtomicUsize>,
+    entered: Arc<Notify>,
+    release: Arc<Notify>,
+    observer: Option<deadpool_postgres::Pool>,
+}
+
+/// Writes one effect in the claim's transaction and answers 201 with a
+/// payment id, a `Location` and a header that is not replayed.
+async fn create(tx: WebhookTx, req: IdempotentRequest, shared: &Shared, body: &Bytes) -> Response {
+    let n = shared.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let client = tx.client().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO effects (provider, scope, event_key, body) VALUES ('api', $1, $2, $3)",
+            &[&req.scope(), &req.key(), &body.as_ref()],
+        )
+        .await
+        .unwrap();
+    let id = format!("pay_{n}");
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", "application/json".parse().unwrap());
+    headers.insert("location", format!("/payments/{id}").parse().unwrap());
+    headers.insert("x-run", n.to_string().parse().unwrap());
+    (StatusCode::CREATED, headers, format!("{{\"id\":\"{id}\",\"run\":{n}}}")).into_response()
+}
+
+fn routes(shared: Shared) -> Router {
+    let s = shared.clone();
+    let payments = post(move |tx: WebhookTx, req: IdempotentRequest, body: Bytes| {
+        let s = s.clone();
+        async move { create(tx, req, &s, &body).await }
+    });
+    let s = shared.clone();
+    let hold = post(move |tx: WebhookTx, req: IdempotentRequest, body: Bytes| {
+        let s = s.clone();
+        async move {
+            s.entered.notify_one();
+            s.release.notified().await;
+            create(tx, req, &s, &body).await
+        }
+    });
+    let s = shared.clone();
+    let fail_first = post(move |tx: WebhookTx, req: IdempotentRequest, body: Bytes| {
+        let s = s.clone();
+        async move {
+            let response = create(tx, req.clone(), &s, &body).await;
+            if req.attempt() == 1 {
+                return (StatusCode::INTERNAL_SERVER_ERROR, "upstream failed").into_response();
+            }
+            response
+        }
+    });
+    let s = shared.clone();
+    let declined = post(move |tx: WebhookTx, req: IdempotentRequest, body: Bytes| {
+        let s = s.clone();
+        async move {
+            let _ = create(tx, req.clone(), &s, &body).await;
+            req.began();
+            (StatusCode::PAYMENT_REQUIRED, "{\"error\":\"card_declined\"}").into_response()
+        }
+    });
+    let s = shared.clone();
+    let big = post(move |tx: WebhookTx, req: IdempotentRequest, body: Bytes| {
+        let s = s.clone();
+        async move {
+            let _ = create(tx, req, &s, &body).await;
+            (StatusCode::CREATED, vec![b'x'; 4096]).into_response()
+        }
+    });
+    let s = shared.clone();
+    let crash = post(move |tx: WebhookTx, req: IdempotentRequest, body: Bytes| {
+        let s = s.clone();
+        async move {
+            let response = create(tx.clone(), req.clone(), &s, &body).await;
+            if req.attempt() == 1 {
+                // The claim's own backend dies after the write, before the commit.
+                let pid: i32 =
+                    tx.client().await.unwrap().query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+                let observer = s.observer.as_ref().unwrap().get().await.unwrap();
+                observer.execute("SELECT pg_terminate_backend($1)", &[&pid]).await.unwrap();
+            }
+            response
+        }
+    });
+    let s = shared.clone();
+    let phases = post(move |tx: WebhookTx, req: IdempotentRequest, body: Bytes| {
+        let s = s.clone();
+        async move {
+            // Phase "charged": the external call, made at most once per key.
+            if req.recovery_point().as_deref() != Some("charged") {
+                s.observer
+                    .as_ref()
+                    .unwrap()
+                    .get()
+                    .await
+                    .unwrap()
+                    .execute(
+                        "INSERT INTO effects (provider, scope, event_key) VALUES ('charge', $1, $2)",
+                        &[&req.scope(), &req.key()],
+                    )
+                    .await
+                    .unwrap();
+                req.record_recovery_point("charged").await.unwrap();
+            }
+            if req.attempt() == 1 {
+                return (StatusCode::BAD_GATEWAY, "crashed after the charge").into_response();
+            }
+            create(tx, req, &s, &body).await
+        }
+    });
+    Router::new()
+        .route("/payments", payments.get(|| async { "listed" }))
+        .route("/hold", hold)
+        .route("/fail-first", fail_first)
+        .route("/declined", declined)
+        .route("/big", big)
+        .route("/crash", crash)
+        .route("/phases", phases)
+}
+
+/// The layer for tests: the caller is the `x-caller` header (an
+/// authentication middleware's job in an application).
+fn layer(db: &TestDb) -> IdempotencyKeyLayerBuilder {
+    IdempotencyKeyLayer::builder(db.pool.clone())
+        .scope(|parts| parts.headers.get("x-caller")?.to_str().ok().map(str::to_owned))
+}
+
+fn app(db: &TestDb, shared: &Shared, layer: IdempotencyKeyLayerBuilder) -> Router {
+    let _ = db;
+    routes(shared.clone()).layer(layer.build().unwrap())
+}
+
+fn request(path: &str, caller: &str, key: Option<&str>, body: &str) -> Request<Body> {
+    let mut req = Request::post(path).header("x-caller", caller).header("content-type", "application/json");
+    if let Some(key) = key {
+        req = req.header("idempotency-key", key);
+    }
+    req.body(Body::from(body.to_owned())).unwrap()
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Answer {
+    fn replayed(&self) -> bool {
+        self.headers.get("idempotent-replayed").is_some_and(|v| v == "true")
+    }
+
+    fn problem_title(&self) -> String {
+        assert_eq!(self.headers["content-type"], "application/problem+json");
+        let problem: serde_json::Value = serde_json::from_slice(&self.body).unwrap();
+        assert_eq!(problem["status"], self.status.as_u16());
+        problem["title"].as_str().unwrap().to_owned()
+    }
+}
+
+async fn send(app: &Router, req: Request<Body>) -> Answer {
+    let res = app.clone().oneshot(req).await.unwrap();
+    let (parts, body) = res.into_parts();
+    Answer { status: parts.status, headers: parts.headers, body: body.collect().await.unwrap().to_bytes() }
+}
+
+const BODY: &str = r#"{"amount":1000,"currency":"eur"}"#;
+
+#[tokio::test]
+async fn the_drafts_cases_first_request_retry_reuse_and_missing_key() {
+    let db = TestDb::new().await;
+    let shared = Shared::default();
+    let app = app(&db, &shared, layer(&db));
+
+    // First request: run, stored, committed with its write.
+    let first = send(&app, request("/payments", "alice", Some("\"8e03978e-40d5-43e8-bc93-6894a57f9324\""), BODY)).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert!(!first.replayed());
+    assert_eq!(db.effects().await, 1);
+
+    // Retry, bare form of the same key: the stored response, byte for byte, not run.
+    let retry = send(&app, request("/payments", "alice", Some("8e03978e-40d5-43e8-bc93-6894a57f9324"), BODY)).await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert!(retry.replayed());
+    assert_eq!(retry.body, first.body);
+    assert_eq!(retry.headers["location"], first.headers["location"]);
+    assert_eq!(retry.headers["content-type"], "application/json");
+    assert!(retry.headers.get("x-run").is_none(), "a header outside replay_headers is not replayed");
+    assert_eq!(shared.runs.load(Ordering::SeqCst), 1);
+
+    // The same key with another payload: 422, nothing run.
+    let reused =
+        send(&app, request("/payments", "alice", Some("8e03978e-40d5-43e8-bc93-6894a57f9324"), r#"{"amount":1}"#))
+            .await;
+    assert_eq!(reused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(reused.problem_title(), "Idempotency-Key is already used");
+    // Another path with the same key and body is another request too.
+    let elsewhere = send(&app, request("/declined", "alice", Some("8e03978e-40d5-43e8-bc93-6894a57f9324"), BODY)).await;
+    assert_eq!(elsewhere.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // No key: 400, nothing run.
+    let missing = send(&app, request("/payments", "alice", None, BODY)).await;
+    assert_eq!(missing.status, StatusCode::BAD_REQUEST);
+    assert_eq!(missing.problem_title(), "Idempotency-Key is missing");
+    // A malformed key: 400.
+    let long = "k".repeat(256);
+    for bad in ["\"open", "two words", long.as_str()] {
+        let answer = send(&app, request("/payments", "alice", Some(bad), BODY)).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{bad}");
+        assert_eq!(answer.problem_title(), "Idempotency-Key is malformed");
+    }
+    // No caller: 401, nothing claimed.
+    let anonymous = Request::post("/payments").header("idempotency-key", "k").body(Body::from(BODY)).unwrap();
+    assert_eq!(send(&app, anonymous).await.status, StatusCode::UNAUTHORIZED);
+
+    assert_eq!(shared.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(db.effects().await, 1);
+}
+
+#[tokio::test]
+async fn methods_outside_post_and_patch_pass_through_and_a_key_may_be_optional() {
+    let db = TestDb::new().await;
+    let shared = Shared::default();
+    let app = app(&db, &shared, layer(&db));
+    let get = Request::get("/payments")
+        .header("x-caller", "alice")
+        .header("idempotency-key", "k")
+        .body(Body::empty())
+        .unwrap();
+    let listed = send(&app, get).await;
+    assert_eq!((listed.status, listed.body.as_ref()), (StatusCode::OK, b"listed".as_ref()));
+    assert_eq!(db.events().await, 0, "GET claims nothing");
+
+    // With required(false), a POST without a key runs without a claim: a
+    // handler needing the claim's transaction is told by its extractor.
+    let optional = app_optional(&db, &shared);
+    let answer = send(&optional, request("/payments", "alice", None, BODY)).await;
+    assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(db.events().await, 0);
+}
+
+fn app_optional(db: &TestDb, shared: &Shared) -> Router {
+    app(db, shared, layer(db).required(false))
+}
+
+#[tokio::test]
+async fn two_concurrent_requests_with_one_key_run_the_handler_once() {
+    let db = TestDb::new().await;
+    let shared = Shared::default();
+    let app = app(&db, &shared, layer(&db).in_flight_wait(Duration::ZERO));
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, request("/hold", "alice", Some("k-1"), BODY)).await }
+    });
+    shared.entered.notified().await; // the first holds the claim, its handler running
+    let second = send(&app, request("/hold", "alice", Some("k-1"), BODY)).await;
+    assert_eq!(second.status, StatusCode::CONFLICT);
+    assert_eq!(second.headers["retry-after"], "1");
+    assert_eq!(second.problem_title(), "A request is outstanding for this Idempotency-Key");
+    shared.release.notify_one();
+    let first = first.await.unwrap();
+    assert_eq!(first.status, StatusCode::CREATED);
+    let third = send(&app, request("/hold", "alice", Some("k-1"), BODY)).await;
+    assert!(third.replayed());
+    assert_eq!(third.body, first.body);
+    assert_eq!(shared.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(db.effects().await, 1);
+}
+
+#[tokio::test]
+async fn a_retry_waiting_on_the_first_request_gets_its_replay() {
+    let db = TestDb::new().await;
+    let shared = Shared::default();
+    let app = app(&db, &shared, layer(&db).in_flight_wait(Duration::from_secs(30)));
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, request("/hold", "alice", Some("k-2"), BODY)).await }
+    });
+    shared.entered.notified().await;
+    let second = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, request("/hold", "alice", Some("k-2"), BODY)).await }
+    });
+    // The second waits for the first (no connection held); release the first.
+    shared.release.notify_one();
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(second.status, StatusCode::CREATED);
+    assert!(second.replayed());
+    assert_eq!(second.body, first.body);
+    assert_eq!(db.effects().await, 1);
+}
+
+#[tokio::test]
+async fn many_concurrent_retries_of_one_key_run_it_once_and_all_others_replay_or_wait() {
+    let db = TestDb::new().await;
+    let shared = Shared::default();
+    let app = app(&db, &shared, layer(&db).in_flight_wait(Duration::from_secs(10)));
+    let barrier = Arc::new(Barrier::new(16));
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (app, barrier) = (app.clone(), Arc::clone(&barrier));
+            tokio::spawn(async move {
+                barrier.wait().await;
+                send(&app, request("/payments", "alice", Some("k-many"), BODY)).await
+            })
+        })
+        .collect();
+    let mut bodies = Vec::new();
+    for task in tasks {
+        let answer = task.await.unwrap();
+        assert!(matches!(answer.status, StatusCode::CREATED | StatusCode::CONFLICT), "{:?}", answer.status);
+        if answer.status == StatusCode::CREATED {
+            bodies.push(answer.body);
+        }
+    }
+    assert!(bodies.windows(2).all(|w| w[0] == w[1]), "every 201 is the one stored response");
+    assert_eq!(shared.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(db.effects().await, 1);
+}
+
+#[tokio::test]
+async fn a_failed_run_is_not_stored_and_its_retry_runs_and_succeeds() {
+    let db = TestDb::new().await;
+    let shared = Shared::default();
+    let app = app(&db, &shared, layer(&db));
+    let failed = send(&app, request("/fail-first", "alice", Some("k-f"), BODY)).await;
+    assert_eq!(failed.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(db.effects().await, 0, "the failed run's write rolled back");
+    let retried = send(&app, request("/fail-first", "alice", Some("k-f"), BODY)).await;
+    assert_eq!(retried.status, StatusCode::CREATED);
+    assert!(!retried.replayed());
+    assert_eq!(db.effects().await, 1);
+    assert!(send(&app, request("/fail-first", "alice", Some("k-f"), BODY)).await.replayed());
+    assert_eq!(shared.runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn errors_after_execution_began_are_stored_by_default_and_never_with_the_switch() {
+    let db = TestDb::new().await;
+    let shared = Shared::default();
+    let app = app(&db, &shared, layer(&db));
+    let declined = send(&app, request("/declined", "alice", Some("k-d"), BODY)).await;
+    assert_eq!(declined.status, StatusCode::PAYMENT_REQUIRED);
+    let again = send(&app, request("/declined", "alice", Some("k-d"), BODY)).await;
+    assert_eq!(again.status, StatusCode::PAYMENT_REQUIRED);
+    assert!(again.replayed());
+    assert_eq!(again.body, declined.body);
+    assert_eq!(db.effects().await, 1, "a stored answer commits with the writes before it");
+    assert_eq!(shared.runs.load(Ordering::SeqCst), 1);
+
+    let never = Shared::default();
+    let app = routes(never.clone()).layer(layer(&db).error_responses(ErrorResponses::Never).build().unwrap());
+    for _ in 0..2 {
+        let answer = send(&app, request("/declined", "bob", Some("k-d"), BODY)).await;
+        assert_eq!(answer.status, StatusCode::PAYMENT_REQUIRED);
+        assert!(!answer.replayed());
+    }
+    assert_eq!(never.runs.load(Ordering::SeqCst), 2);
+    assert_eq!(db.effects().await, 1, "answers not stored roll back their writes");
+}
+
+#[tokio::test]
+async fn a_backend_killed_between_the_handlers_write_and_the_commit_stores_nothing_and_the_retry_runs() {
+    let db = TestDb::new().await;
+    let shared = Shared { observer: Some(db.observer()), ..Shared::default() };
+    let app = app(&db, &shared, layer(&db));
+    let crashed = send(&app, request("/crash", "alice", Some("k-c"), BODY)).await;
+    assert_eq!(crashed.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(db.effects().await, 0);
+    assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_idempotency_keys").await, 0);
+    let retried = send(&app, request("/crash", "alice", Some("k-c"), BODY)).await;
+    assert_eq!(retried.status, StatusCode::CREATED);
+    assert!(!retried.replayed());
+    assert_eq!(db.effects().await, 1);
+}
+
+#[tokio::test]
+async fn a_dropped_request_future_rolls_back_and_the_retry_runs() {
+    let db = TestDb::new().await;
+    let shared = Shared::default();
+    let app = app(&db, &shared, layer(&db));
+    let dropped = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, request("/hold", "alice", Some("k-x"), BODY)).await }
+    });
+    shared.entered.notified().await;
+    dropped.abort(); // the client went away while the handler ran
+    let _ = dropped.await;
+    assert!(eventually(Duration::from_secs(10), || async { db.idle_in_transaction().await == 0 }).await);
+    shared.release.notify_one(); // (a permit for the retry's handler)
+    let retried = send(&app, request("/hold", "alice", Some("k-x"), BODY)).await;
+    assert_eq!(retried.status, StatusCode::CREATED);
+    assert!(!retried.replayed());
+    assert_eq!(db.effects().await, 1);
+}
+
+#[tokio::test]
+async fn two_callers_with_the_same_key_are_independent() {
+    let db = TestDb::new().await;
+    let shared = Shared::default();
+    let app = app(&db, &shared, layer(&db));
+    let alice = send(&app, request("/payments", "alice", Some("same"), BODY)).await;
+    let bob = send(&app, request("/payments", "bob", Some("same"), r#"{"amount":5,"currency":"usd"}"#)).await;
+    assert_eq!((alice.status, bob.status), (StatusCode::CREATED, StatusCode::CREATED));
+    assert!(!bob.replayed());
+    assert_ne!(alice.body, bob.body, "bob never sees alice's stored response");
+    assert_eq!(db.effects().await, 2);
+}
+
+#[tokio::test]
+async fn a_response_over_the_storage_limit_is_refused_and_nothing_commits() {
+    let db = TestDb::new().await;
+    let shared = Shared::default();
+    let app = app(&db, &shared, layer(&db).max_response_bytes(1024));
+    for _ in 0..2 {
+        let answer = send(&app, request("/big", "alice", Some("k-big"), BODY)).await;
+        assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!answer.replayed());
+    }
+    assert_eq!(db.effects().await, 0);
+    assert_eq!(shared.runs.load(Ordering::SeqCst), 2, "nothing stored: each retry runs");
+    // Within the limit it is stored.
+    let app = routes(shared.clone()).layer(layer(&db).max_response_bytes(4096).build().unwrap());
+    assert_eq!(send(&app, request("/big", "alice", Some("k-big"), BODY)).await.status, StatusCode::CREATED);
+    let replay = send(&app, request("/big", "alice", Some("k-big"), BODY)).await;
+    assert!(replay.replayed());
+    assert_eq!(replay.body.len(), 4096);
+}
+
+#[tokio::test]
+async fn an_expired_key_is_purged_by_retention_and_its_retry_runs_again() {
+    let db = TestDb::new().await;
+    let shared = Shared::default();
+    let app = app(&db, &shared, layer(&db));
+    assert_eq!(send(&app, request("/payments", "alice", Some("k-e"), BODY)).await.status, StatusCode::CREATED);
+    let retention = Retention::builder(db.pool.clone()).build().unwrap();
+    assert_eq!(retention.window(PROVIDER), Duration::from_secs(24 * 3600));
+    // Within the window nothing goes.
+    assert_eq!(retention.purge().await.unwrap().deleted, 0);
+    assert!(send(&app, request("/payments", "alice", Some("k-e"), BODY)).await.replayed());
+    // Past it (everything older than now), the key and its claim go.
+    let purged = retention.purge_older_than(Some(Duration::ZERO)).await.unwrap();
+    assert_eq!(purged.deleted, 2, "the claim row and the stored response");
+    let again = send(&app, request("/payments", "alice", Some("k-e"), BODY)).await;
+    assert_eq!(again.status, StatusCode::CREATED);
+    assert!(!again.replayed());
+    assert_eq!(db.effects().await, 2);
+}
+
+#[tokio::test]
+async fn a_recovery_point_survives_the_rollback_and_the_retry_resumes_after_it() {
+    let db = TestDb::new().await;
+    let shared = Shared { observer: Some(db.observer()), ..Shared::default() };
+    let app = app(&db, &shared, layer(&db));
+    let crashed = send(&app, request("/phases", "alice", Some("k-p"), BODY)).await;
+    assert_eq!(crashed.status, StatusCode::BAD_GATEWAY);
+    assert!(!crashed.replayed());
+    let charges = "SELECT count(*) FROM effects WHERE provider = 'charge'";
+    let payments = "SELECT count(*) FROM effects WHERE provider = 'api'";
+    assert_eq!((db.scalar(charges).await, db.scalar(payments).await), (1, 0));
+    // Another payload under the key: the recovery point carries the fingerprint.
+    let reused = send(&app, request("/phases", "alice", Some("k-p"), r#"{"amount":2}"#)).await;
+    assert_eq!(reused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    // The retry reads "charged", does not charge again, and finishes.
+    let resumed = send(&app, request("/phases", "alice", Some("k-p"), BODY)).await;
+    assert_eq!(resumed.status, StatusCode::CREATED);
+    assert_eq!((db.scalar(charges).await, db.scalar(payments).await), (1, 1));
+    assert!(send(&app, request("/phases", "alice", Some("k-p"), BODY)).await.replayed());
+}
+
+/// A real HTTP client over TCP that retries 409 and 503 with the same key
+/// (as an SDK does), against a route whose first run fails after its write.
+#[tokio::test]
+async fn a_real_http_client_retrying_with_one_key_gets_one_effect() {
+    let db = TestDb::new().await;
+    let shared = Shared::default();
+    let addr = serve(app(&db, &shared, layer(&db).in_flight_wait(Duration::ZERO))).await;
+    let client = reqwest::Client::new();
+    let key = "b0c4a3f2-5d7e-4d36-9a52-1f0e2c3b4a59";
+    let mut statuses = Vec::new();
+    // Two clients race with the same key; each retries until it gets a final answer.
+    let attempt = |path: &'static str| {
+        let client = client.clone();
+        async move {
+            for _ in 0..50 {
+                let res = client
+                    .post(format!("http://{addr}{path}"))
+                    .header("x-caller", "alice")
+                    .header("idempotency-key", key)
+                    .body(BODY)
+                    .send()
+                    .await
+                    .unwrap();
+                let status = res.status();
+                let replayed = res.headers().contains_key("idempotent-replayed");
+                let body = res.bytes().await.unwrap();
+                if status == reqwest::StatusCode::CONFLICT || status.is_server_error() {
+                    tokio::time::sleep(Duration::from_millis(20)).await; // the client's own backoff
+                    continue;
+                }
+                return (status.as_u16(), replayed, body);
+            }
+            panic!("no final answer after 50 attempts");
+        }
+    };
+    let (a, b) = tokio::join!(attempt("/fail-first"), attempt("/fail-first"));
+    statuses.push(a.0);
+    statuses.push(b.0);
+    assert_eq!(statuses, vec![201, 201]);
+    assert_eq!(a.2, b.2, "both clients hold the one stored response");
+    assert!(a.1 || b.1, "one of them is a replay");
+    assert_eq!(db.effects().await, 1);
+}
