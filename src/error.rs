@@ -400,26 +400,15 @@ pub enum KeyMaterialErrorKind {
     InvalidPublicKey,
 }
 
-impl KeyMaterialErrorKind {
-    /// A stable `snake_case` name for logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::NoSecret => "no_secret",
-            Self::Empty => "empty_secret",
-            Self::OnlyPrefix => "only_prefix",
-            Self::Malformed => "malformed_secret",
-            Self::TooShort => "secret_too_short",
-            Self::TooLong => "secret_too_long",
-            Self::InvalidPublicKey => "invalid_public_key",
-        }
-    }
-}
-
-impl fmt::Display for KeyMaterialErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+kind_names!(KeyMaterialErrorKind {
+    NoSecret => "no_secret",
+    Empty => "empty_secret",
+    OnlyPrefix => "only_prefix",
+    Malformed => "malformed_secret",
+    TooShort => "secret_too_short",
+    TooLong => "secret_too_long",
+    InvalidPublicKey => "invalid_public_key",
+});
 
 /// Unusable key material, from [`Verifier::check_secrets`](crate::verify::Verifier::check_secrets): which secret (its
 /// position in the configured list) and why, with a hint; never the secret.

@@ -6,8 +6,6 @@
 //! cover senders that put it in a header or in the JSON body, and closures
 //! with the signature of [`KeyExtractor::extract`] cover the rest.
 
-use std::fmt;
-
 pub(crate) mod json;
 mod pointer;
 
@@ -96,37 +94,16 @@ impl KeyErrorKind {
     }
 }
 
-/// A failed key extraction; the layer answers 400 and stores nothing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyError {
-    kind: KeyErrorKind,
-}
-
-impl KeyError {
+kind_error! {
+    /// A failed key extraction; the layer answers 400 and stores nothing.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct KeyError(KeyErrorKind);
     /// An error of the given kind.
-    pub fn new(kind: KeyErrorKind) -> Self {
-        Self { kind }
-    }
-
+    fn new();
     /// Why extraction failed.
-    pub fn kind(&self) -> KeyErrorKind {
-        self.kind
-    }
+    fn kind();
+    display: |kind, f| write!(f, "no usable event key: {}", kind.as_str());
 }
-
-impl From<KeyErrorKind> for KeyError {
-    fn from(kind: KeyErrorKind) -> Self {
-        Self::new(kind)
-    }
-}
-
-impl fmt::Display for KeyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "no usable event key: {}", self.kind.as_str())
-    }
-}
-
-impl std::error::Error for KeyError {}
 
 /// Checks a key, type or scope fits the store: 1 to [`MAX_KEY_BYTES`] bytes,
 /// no NUL.

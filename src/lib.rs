@@ -73,6 +73,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+#[macro_use]
+mod macros;
+
 pub mod error;
 pub mod event;
 #[cfg(feature = "axum")]

@@ -293,6 +293,11 @@ impl Provider {
     }
 
     #[cfg(test)]
+    pub(crate) fn verifier_shared(&self) -> Arc<dyn Verifier> {
+        Arc::clone(&self.verifier)
+    }
+
+    #[cfg(test)]
     pub(crate) fn extractor_ref(&self) -> &dyn KeyExtractor {
         &*self.extractor
     }

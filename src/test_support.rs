@@ -46,20 +46,6 @@ pub(crate) fn headers(list: &[(&str, &str)]) -> http::request::Parts {
     request(list)
 }
 
-/// `verifier`'s verdict, as its kind, on `body` with one `header` line per
-/// value of `values` (in order), `secrets` configured, at `now`.
-pub(crate) fn verdict(
-    verifier: &impl crate::verify::Verifier,
-    header: &str,
-    values: &[&str],
-    body: &[u8],
-    secrets: &[crate::verify::SigningSecret],
-    now: SystemTime,
-) -> Result<(), crate::verify::VerifyErrorKind> {
-    let parts = header_lines(header, values);
-    verifier.verify(&crate::verify::Delivery::new(&parts, body, secrets, now)).map_err(|e| e.kind())
-}
-
 /// The identity `provider`'s key extractor reads from `body` under `parts`.
 ///
 /// # Panics
@@ -70,16 +56,6 @@ pub(crate) fn identity(
     body: &[u8],
 ) -> crate::key::EventIdentity {
     provider.extractor_ref().extract(parts, body).expect("an identity")
-}
-
-/// `verifier`'s precheck of one `header` line per value of `values`, as its
-/// kind.
-pub(crate) fn precheck_kind(
-    verifier: &impl crate::verify::Verifier,
-    header: &str,
-    values: &[&str],
-) -> Result<(), crate::verify::VerifyErrorKind> {
-    verifier.precheck(&header_lines(header, values)).map_err(|e| e.kind())
 }
 
 /// Asserts the event key and type `provider`'s key extractor reads from

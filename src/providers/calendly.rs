@@ -160,14 +160,9 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{assert_body_identity, precheck_kind};
-    use crate::test_support::{at, header_lines};
+    use crate::providers::testing::{fixture, OneHeader};
+    use crate::test_support::{assert_body_identity, header_lines};
     use crate::verify::VerifyErrorKind;
-    use crate::verify::{Delivery, Verifier as _};
-
-    fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {
-        crate::test_support::verdict(&CalendlyVerifier::new(), SIGNATURE_HEADER, headers, body, secrets, at(now))
-    }
 
     /// Hand-computed with Python's `hmac` and `hashlib` (no official SDK
     /// signs or verifies Calendly webhooks); see
@@ -176,15 +171,16 @@ mod tests {
     #[test]
     fn hand_computed_fixture() {
         let body = include_bytes!("../../tests/fixtures/providers/calendly/body.json");
-        let expected: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/calendly/expected.json")).unwrap();
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/calendly/expected.json"));
         let ts = expected["timestamp"].as_u64().unwrap();
-        let secret = SigningSecret::from(expected["secret"].as_str().unwrap());
         let header = expected["header"].as_str().unwrap();
         assert_eq!(sign(&secret, ts, body), header);
         let secrets = [secret];
-        assert_eq!(check(&[header], body, &secrets, ts + 180), Ok(()));
-        assert_eq!(check(&[header], body, &secrets, ts + 181), Err(VerifyErrorKind::TimestampTooOld));
+        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &secrets, ts + 180), Ok(()));
+        assert_eq!(
+            OneHeader::preset(&PRESET).check(&[header], body, &secrets, ts + 181),
+            Err(VerifyErrorKind::TimestampTooOld)
+        );
 
         assert_body_identity(
             &Provider::calendly(),
@@ -196,8 +192,11 @@ mod tests {
         let retry_header = expected["retry_header"].as_str().unwrap();
         let retry_ts = expected["retry_timestamp"].as_u64().unwrap();
         assert_eq!(sign(&secrets[0], retry_ts, body), retry_header);
-        assert_eq!(check(&[retry_header], body, &secrets, retry_ts), Ok(()));
-        assert_eq!(check(&[header], body, &secrets, retry_ts), Err(VerifyErrorKind::TimestampTooOld));
+        assert_eq!(OneHeader::preset(&PRESET).check(&[retry_header], body, &secrets, retry_ts), Ok(()));
+        assert_eq!(
+            OneHeader::preset(&PRESET).check(&[header], body, &secrets, retry_ts),
+            Err(VerifyErrorKind::TimestampTooOld)
+        );
     }
 
     #[test]
@@ -213,45 +212,32 @@ mod tests {
         let two_t = format!("t={},{good}", NOW + 1);
         let zeros = format!("t={NOW},v1={}", "0".repeat(64));
         // Tampered, stale, future, missing and garbage are in the conformance table.
-        let cases: &[(&str, Vec<&str>, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
-            ("valid", vec![&good], body, NOW, Ok(())),
-            ("two v1", vec![&rotated], body, NOW, Ok(())),
-            ("unknown key ignored", vec![&with_unknown], body, NOW, Ok(())),
-            ("same header twice", vec![&good, &good], body, NOW, Ok(())),
-            ("edge past", vec![&good], body, NOW + 180, Ok(())),
-            ("edge future", vec![&good], body, NOW - 180, Ok(())),
-            ("wrong signature", vec![&zeros], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("no t", vec!["v1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("no v1", vec!["t=1"], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("non-numeric t", vec!["t=1e9,v1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("two timestamps", vec![&two_t], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("paddle-style header", vec!["ts=1;h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-        ];
-        for (name, headers, body, now, want) in cases {
-            assert_eq!(check(headers, body, std::slice::from_ref(&secret), *now), *want, "{name}");
-        }
+        OneHeader::preset(&PRESET).check_timed(
+            &secret,
+            &[
+                ("valid", vec![&good], body, NOW, Ok(())),
+                ("two v1", vec![&rotated], body, NOW, Ok(())),
+                ("unknown key ignored", vec![&with_unknown], body, NOW, Ok(())),
+                ("same header twice", vec![&good, &good], body, NOW, Ok(())),
+                ("edge past", vec![&good], body, NOW + 180, Ok(())),
+                ("edge future", vec![&good], body, NOW - 180, Ok(())),
+                ("wrong signature", vec![&zeros], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+                ("no t", vec!["v1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("no v1", vec!["t=1"], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+                ("non-numeric t", vec!["t=1e9,v1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("two timestamps", vec![&two_t], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("paddle-style header", vec!["ts=1;h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+            ],
+        );
     }
 
     #[test]
     fn rotation_replay_and_precheck() {
-        let old = SigningSecret::from("old");
-        let new = SigningSecret::from("new");
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
         let header = sign(&new, 1_000, b"{}");
-        assert_eq!(check(&[&header], b"{}", &[old.clone(), new.clone()], 1_000), Ok(()));
-        assert_eq!(check(&[&header], b"{}", &[old], 1_000), Err(VerifyErrorKind::NoMatchingSignature));
-        let v = CalendlyVerifier::new();
-        let p = header_lines(SIGNATURE_HEADER, &[&header]);
-        let secrets = [new];
-        assert!(v.verify(&Delivery::new(&p, b"{}", &secrets, at(90_000)).without_timestamp_check()).is_ok());
-        assert!(v.verify(&Delivery::new(&p, b"{}", &secrets, at(90_000))).is_err());
-        assert!(v
-            .clone()
-            .tolerance(Duration::from_secs(100_000))
-            .verify(&Delivery::new(&p, b"{}", &secrets, at(90_000)))
-            .is_ok());
-        assert_eq!(v.verify(&Delivery::new(&p, b"{}", &[], at(1_000))).unwrap_err().kind(), VerifyErrorKind::NoSecret);
-        assert!(v.precheck(&p).is_ok());
-        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
+        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &header, b"{}", 1_000, "v1=00");
+        let wide = CalendlyVerifier::new().tolerance(Duration::from_secs(100_000));
+        OneHeader::preset(&PRESET).check_replay_and_tolerance(wide, (&header, b"{}", &new), [1_000, 90_000]);
     }
 
     #[test]

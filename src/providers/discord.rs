@@ -231,33 +231,15 @@ impl std::fmt::Display for PublicKeyErrorKind {
     }
 }
 
-/// An application public key [`public_key`] refused: see
-/// [`kind`](Self::kind).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PublicKeyError {
-    kind: PublicKeyErrorKind,
-}
-
-impl PublicKeyError {
+kind_error! {
+    /// An application public key [`public_key`] refused: see
+    /// [`kind`](Self::kind).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct PublicKeyError(PublicKeyErrorKind);
     /// What is wrong.
-    pub fn kind(&self) -> PublicKeyErrorKind {
-        self.kind
-    }
+    fn kind();
+    display: |kind, f| kind.fmt(f);
 }
-
-impl From<PublicKeyErrorKind> for PublicKeyError {
-    fn from(kind: PublicKeyErrorKind) -> Self {
-        Self { kind }
-    }
-}
-
-impl std::fmt::Display for PublicKeyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.kind.fmt(f)
-    }
-}
-
-impl std::error::Error for PublicKeyError {}
 
 /// The application's public key, as the Developer Portal shows it (64 hex
 /// digits), checked and kept as its 32 raw bytes: the endpoint's secret.

@@ -84,22 +84,9 @@ preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::test_support::header_lines;
-    use crate::test_support::{assert_body_identity, precheck_kind};
-    use crate::verify::Verifier as _;
+    use crate::providers::testing::{fixture, OneHeader};
+    use crate::test_support::{assert_body_identity, header_lines, identity, NOW};
     use crate::verify::VerifyErrorKind;
-    use std::time::SystemTime;
-
-    fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
-        crate::test_support::verdict(
-            &IntercomVerifier::new(),
-            SIGNATURE_HEADER,
-            headers,
-            body,
-            secrets,
-            SystemTime::now(),
-        )
-    }
 
     /// Hand-computed with Python's `hmac` (Intercom's SDKs, `intercom-client`
     /// on npm and `python-intercom` on PyPI, have no signature helper, and the
@@ -108,9 +95,7 @@ mod tests {
     /// example body.
     #[test]
     fn hand_computed_fixture() {
-        let expected: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/intercom/expected.json")).unwrap();
-        let secret = SigningSecret::from(expected["secret"].as_str().unwrap());
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/intercom/expected.json"));
         let bodies: [(&[u8], &str); 2] = [
             (include_bytes!("../../tests/fixtures/providers/intercom/body.json"), "body"),
             (include_bytes!("../../tests/fixtures/providers/intercom/docs_example_body.json"), "docs_example_body"),
@@ -119,75 +104,56 @@ mod tests {
             let case = &expected[name];
             let header = case["header"].as_str().unwrap();
             assert_eq!(sign(&secret, body), header, "{name}");
-            assert_eq!(check(&[header], body, std::slice::from_ref(&secret)), Ok(()), "{name}");
+            assert_eq!(
+                OneHeader::preset(&PRESET).check(&[header], body, std::slice::from_ref(&secret), NOW),
+                Ok(()),
+                "{name}"
+            );
             assert_body_identity(&Provider::intercom(), body, case["id"].as_str().unwrap(), case["topic"].as_str());
         }
         // The same notification redelivered: another body (delivery_attempts
         // grew), another signature, the same key.
         let retry = include_bytes!("../../tests/fixtures/providers/intercom/retry_body.json");
         let retry_header = expected["retry_body"]["header"].as_str().unwrap();
-        assert_eq!(check(&[retry_header], retry, std::slice::from_ref(&secret)), Ok(()));
-        let first = crate::test_support::identity(
-            &crate::provider::Provider::intercom(),
-            &header_lines(SIGNATURE_HEADER, &[]),
-            bodies[0].0,
-        );
         assert_eq!(
-            crate::test_support::identity(
-                &crate::provider::Provider::intercom(),
-                &header_lines(SIGNATURE_HEADER, &[]),
-                retry
-            ),
-            first
+            OneHeader::preset(&PRESET).check(&[retry_header], retry, std::slice::from_ref(&secret), NOW),
+            Ok(())
         );
+        let no_headers = header_lines(SIGNATURE_HEADER, &[]);
+        let first = identity(&Provider::intercom(), &no_headers, bodies[0].0);
+        assert_eq!(identity(&Provider::intercom(), &no_headers, retry), first);
     }
 
     #[test]
     fn verifies_and_rejects() {
         let secret = SigningSecret::from("intercom_client_secret");
-        let other = SigningSecret::from("intercom_other_secret");
         let body = br#"{"type":"notification_event","id":"notif_1","topic":"ping"}"#;
         let good = sign(&secret, body);
-        let from_other = sign(&other, body);
+        let from_other = sign(&SigningSecret::from("intercom_other_secret"), body);
         let sha256 = format!("sha256={}", hex::encode(crate::verify::hmac_sha256(&secret, &[body])));
         let upper = format!("sha1={}", good[5..].to_uppercase());
         let not_hex = format!("sha1={}", "g".repeat(40));
-        let cases: &[(&str, Vec<&str>, &[u8], Result<(), VerifyErrorKind>)] = &[
-            ("valid", vec![&good], body, Ok(())),
-            ("upper-case hex", vec![&upper], body, Ok(())),
-            ("same header twice", vec![&good, &good], body, Ok(())),
-            ("second line matches", vec![&from_other, &good], body, Ok(())),
-            ("tampered body", vec![&good], b"{\"id\":\"notif_2\"}", Err(VerifyErrorKind::NoMatchingSignature)),
-            ("wrong secret", vec![&from_other], body, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("missing", vec![], body, Err(VerifyErrorKind::MissingHeader)),
+        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"id\":\"notif_2\"}");
+        cases.extend([
+            ("upper-case hex", vec![upper.as_str()], &body[..], Ok(())),
             ("no prefix", vec![&good[5..]], body, Err(VerifyErrorKind::MalformedHeader)),
             ("sha256 instead", vec![&sha256], body, Err(VerifyErrorKind::MalformedHeader)),
             ("short hex", vec!["sha1=abcd"], body, Err(VerifyErrorKind::MalformedHeader)),
             ("not hex", vec![&not_hex], body, Err(VerifyErrorKind::MalformedHeader)),
             ("one bad line", vec![&good, "sha1=00"], body, Err(VerifyErrorKind::MalformedHeader)),
-        ];
-        for (name, headers, body, want) in cases {
-            assert_eq!(check(headers, body, std::slice::from_ref(&secret)), *want, "{name}");
-        }
+        ]);
+        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
     }
 
     #[test]
     fn rotation_precheck_and_secrets() {
-        let old = SigningSecret::from("old");
-        let new = SigningSecret::from("new");
-        let header = sign(&new, b"{}");
-        assert_eq!(check(&[&header], b"{}", &[old.clone(), new]), Ok(()));
-        assert_eq!(check(&[&header], b"{}", &[old]), Err(VerifyErrorKind::NoMatchingSignature));
-        assert_eq!(check(&[&header], b"{}", &[]), Err(VerifyErrorKind::NoSecret));
-        let v = IntercomVerifier::new();
-        assert!(v.precheck(&header_lines(SIGNATURE_HEADER, &[&header])).is_ok());
-        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
-        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &["sha1="]), Err(VerifyErrorKind::MalformedHeader));
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
+        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "sha1=");
         // RFC 2202 test case 2 through the preset's HMAC-SHA1.
         assert_eq!(
             sign(&SigningSecret::from("Jefe"), b"what do ya want for nothing?"),
             "sha1=effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"
         );
-        assert_eq!(crate::provider::Provider::intercom().name(), "intercom");
+        assert_eq!(Provider::intercom().name(), "intercom");
     }
 }

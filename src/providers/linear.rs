@@ -257,17 +257,8 @@ preset! {
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
+    use crate::providers::testing::{fixture, OneHeader};
     use crate::test_support::header_lines;
-    use crate::test_support::precheck_kind;
-    use std::time::SystemTime;
-
-    fn at_ms(ms: u64) -> SystemTime {
-        std::time::UNIX_EPOCH + Duration::from_millis(ms)
-    }
-
-    fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now_ms: u64) -> Result<(), VerifyErrorKind> {
-        crate::test_support::verdict(&LinearVerifier::new(), SIGNATURE_HEADER, headers, body, secrets, at_ms(now_ms))
-    }
 
     /// A delivery signed by the documented formula and accepted by
     /// `@linear/sdk`'s `LinearWebhookClient.verify`; see
@@ -275,20 +266,18 @@ mod tests {
     #[test]
     fn linear_sdk_fixture() {
         let body = include_bytes!("../../tests/fixtures/providers/linear/body.json");
-        let expected: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/linear/expected.json")).unwrap();
-        let secret = SigningSecret::from(expected["secret"].as_str().unwrap());
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/linear/expected.json"));
         let header = expected["signature"].as_str().unwrap();
         let ts = expected["webhook_timestamp_ms"].as_u64().unwrap();
         assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         assert_eq!(sign(&secret, body), header);
         let secrets = [secret];
-        assert_eq!(check(&[header], body, &secrets, ts), Ok(()));
+        assert_eq!(OneHeader::preset(&PRESET).millis().check(&[header], body, &secrets, ts), Ok(()));
         // The SDK's own boundary cases, reproduced by the script.
         for case in expected["sdk_time_cases"].as_array().unwrap() {
             let now = case["now_ms"].as_u64().unwrap();
             let ok = case["sdk_accepts"].as_bool().unwrap();
-            assert_eq!(check(&[header], body, &secrets, now).is_ok(), ok, "{case}");
+            assert_eq!(OneHeader::preset(&PRESET).millis().check(&[header], body, &secrets, now).is_ok(), ok, "{case}");
         }
 
         let mut p = header_lines(SIGNATURE_HEADER, &[header]);
@@ -326,61 +315,53 @@ mod tests {
         let huge_sig = sign(&secret, huge);
         let prefixed = format!("sha256={good}");
         let not_hex = "z".repeat(64);
-        let cases: &[(&str, Vec<&str>, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
-            ("valid", vec![&good], body, NOW, Ok(())),
-            ("upper-case hex", vec![&upper], body, NOW, Ok(())),
-            ("same header twice", vec![&good, &good], body, NOW, Ok(())),
-            ("edge past", vec![&good], body, NOW + 60_000, Ok(())),
-            ("edge future", vec![&good], body, NOW - 60_000, Ok(())),
-            ("stale by a millisecond", vec![&good], body, NOW + 60_001, Err(VerifyErrorKind::TimestampTooOld)),
-            ("future by a millisecond", vec![&good], body, NOW - 60_001, Err(VerifyErrorKind::TimestampInFuture)),
-            ("tampered body", vec![&good], b"{\"webhookTimestamp\":1}", NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("wrong signature", vec![&zeros], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("one bad line", vec![&zeros, &good], body, NOW, Ok(())),
-            ("missing", vec![], body, NOW, Err(VerifyErrorKind::MissingHeader)),
-            ("sha256= prefix", vec![&prefixed], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("short hex", vec!["abcd"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("not hex", vec![&not_hex], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("no webhookTimestamp", vec![&no_ts_sig], no_ts, NOW, Err(VerifyErrorKind::MissingField)),
-            ("only nested webhookTimestamp", vec![&nested_sig], nested, NOW, Err(VerifyErrorKind::MissingField)),
-            ("fractional timestamp", vec![&float_sig], float_ts, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("string timestamp", vec![&str_sig], str_ts, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("duplicate timestamp", vec![&dup_sig], dup_ts, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("not an object", vec![&array_sig], array, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("trailing bytes", vec![&trailing_sig], trailing, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("timestamp past SystemTime", vec![&huge_sig], huge, NOW, Err(VerifyErrorKind::TimestampInFuture)),
-        ];
-        for (name, headers, body, now, want) in cases {
-            assert_eq!(check(headers, body, std::slice::from_ref(&secret), *now), *want, "{name}");
-        }
+        OneHeader::preset(&PRESET).millis().check_timed(
+            &secret,
+            &[
+                ("valid", vec![&good], body, NOW, Ok(())),
+                ("upper-case hex", vec![&upper], body, NOW, Ok(())),
+                ("same header twice", vec![&good, &good], body, NOW, Ok(())),
+                ("edge past", vec![&good], body, NOW + 60_000, Ok(())),
+                ("edge future", vec![&good], body, NOW - 60_000, Ok(())),
+                ("stale by a millisecond", vec![&good], body, NOW + 60_001, Err(VerifyErrorKind::TimestampTooOld)),
+                ("future by a millisecond", vec![&good], body, NOW - 60_001, Err(VerifyErrorKind::TimestampInFuture)),
+                (
+                    "tampered body",
+                    vec![&good],
+                    b"{\"webhookTimestamp\":1}",
+                    NOW,
+                    Err(VerifyErrorKind::NoMatchingSignature),
+                ),
+                ("wrong signature", vec![&zeros], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+                ("one bad line", vec![&zeros, &good], body, NOW, Ok(())),
+                ("missing", vec![], body, NOW, Err(VerifyErrorKind::MissingHeader)),
+                ("sha256= prefix", vec![&prefixed], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("short hex", vec!["abcd"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("not hex", vec![&not_hex], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("no webhookTimestamp", vec![&no_ts_sig], no_ts, NOW, Err(VerifyErrorKind::MissingField)),
+                ("only nested webhookTimestamp", vec![&nested_sig], nested, NOW, Err(VerifyErrorKind::MissingField)),
+                ("fractional timestamp", vec![&float_sig], float_ts, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("string timestamp", vec![&str_sig], str_ts, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("duplicate timestamp", vec![&dup_sig], dup_ts, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("not an object", vec![&array_sig], array, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("trailing bytes", vec![&trailing_sig], trailing, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("timestamp past SystemTime", vec![&huge_sig], huge, NOW, Err(VerifyErrorKind::TimestampInFuture)),
+            ],
+        );
     }
 
     #[test]
     fn rotation_replay_and_precheck() {
-        let old = SigningSecret::from("old");
-        let new = SigningSecret::from("new");
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
         let body = br#"{"webhookTimestamp":1000}"#;
         let header = sign(&new, body);
-        assert_eq!(check(&[&header], body, &[old.clone(), new.clone()], 1_000), Ok(()));
-        assert_eq!(
-            check(&[&header], body, std::slice::from_ref(&old), 1_000),
-            Err(VerifyErrorKind::NoMatchingSignature)
+        OneHeader::preset(&PRESET).millis().check_rotation_and_precheck([&old, &new], &header, body, 1_000, "nothex");
+        let wide = LinearVerifier::new().tolerance(Duration::from_secs(86_400));
+        OneHeader::preset(&PRESET).millis().check_replay_and_tolerance(
+            wide,
+            (&header, body, &new),
+            [1_000, 1_000 + 86_400_000],
         );
-        let v = LinearVerifier::new();
-        let p = header_lines(SIGNATURE_HEADER, &[&header]);
-        let secrets = [new];
-        let late = at_ms(1_000 + 86_400_000);
-        assert!(v.verify(&Delivery::new(&p, body, &secrets, late)).is_err());
-        assert!(v.verify(&Delivery::new(&p, body, &secrets, late).without_timestamp_check()).is_ok());
-        assert!(v
-            .clone()
-            .tolerance(Duration::from_secs(86_400))
-            .verify(&Delivery::new(&p, body, &secrets, late))
-            .is_ok());
-        assert_eq!(v.verify(&Delivery::new(&p, body, &[], late)).unwrap_err().kind(), VerifyErrorKind::NoSecret);
-        assert!(v.precheck(&p).is_ok());
-        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
-        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &["nothex"]), Err(VerifyErrorKind::MalformedHeader));
     }
 
     #[test]

@@ -207,7 +207,13 @@ pub mod zoom;
         feature = "twitch",
         feature = "discord",
         feature = "sendgrid",
-        feature = "standard-webhooks"
+        feature = "standard-webhooks",
+        feature = "intercom",
+        feature = "typeform",
+        feature = "pagerduty",
+        feature = "calendly",
+        feature = "paddle",
+        feature = "linear"
     )
 ))]
 mod testing;

@@ -106,14 +106,9 @@ preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::test_support::{assert_body_identity, precheck_kind};
-    use crate::test_support::{at, header_lines};
-    use crate::verify::VerifyErrorKind;
-    use crate::verify::{Delivery, Verifier as _};
-
-    fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {
-        crate::test_support::verdict(&PaddleVerifier::new(), SIGNATURE_HEADER, headers, body, secrets, at(now))
-    }
+    use crate::providers::testing::{assert_fixture_identity, fixture, OneHeader};
+    use crate::test_support::assert_body_identity;
+    use crate::verify::{Verifier as _, VerifyErrorKind};
 
     /// The fixed vector in Paddle's Go SDK (`PaddleHQ/paddle-go-sdk`,
     /// `webhook_verifier_test.go`): a real `price.created` notification.
@@ -124,10 +119,13 @@ mod tests {
         let header = "ts=1710929255;h1=6c05ef8fa83c44d751be6d259ec955ce5638e2c54095bf128e408e2fce1589c8";
         assert_eq!(sign(&secret, 1_710_929_255, body), header);
         let secrets = [secret];
-        assert_eq!(check(&[header], body, &secrets, 1_710_929_255), Ok(()));
-        assert_eq!(check(&[header], b"{}", &secrets, 1_710_929_255), Err(VerifyErrorKind::NoMatchingSignature));
+        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &secrets, 1_710_929_255), Ok(()));
         assert_eq!(
-            check(&[header], body, &[SigningSecret::from("abc")], 1_710_929_255),
+            OneHeader::preset(&PRESET).check(&[header], b"{}", &secrets, 1_710_929_255),
+            Err(VerifyErrorKind::NoMatchingSignature)
+        );
+        assert_eq!(
+            OneHeader::preset(&PRESET).check(&[header], body, &[SigningSecret::from("abc")], 1_710_929_255),
             Err(VerifyErrorKind::NoMatchingSignature)
         );
 
@@ -145,9 +143,9 @@ mod tests {
             SigningSecret::from("pdl_ntf_01hbpjmytsa32fhr36nqgc3kgb_vB/yIOnTOCWIvpBadM5jzBZPHc7OmdSo"),
             SigningSecret::from("pdl_ntf_01hbpjmytsa32fhr36nqgc3kgb_WvRO0eL4Bj9rgYYIBZY6wZhG4EHy9jzh"),
         ];
-        assert_eq!(check(&[header], b"hello-world", &secrets, 1_696_195_954), Ok(()));
+        assert_eq!(OneHeader::preset(&PRESET).check(&[header], b"hello-world", &secrets, 1_696_195_954), Ok(()));
         assert_eq!(
-            check(&[header], b"hello-world", &secrets[..2], 1_696_195_954),
+            OneHeader::preset(&PRESET).check(&[header], b"hello-world", &secrets[..2], 1_696_195_954),
             Err(VerifyErrorKind::NoMatchingSignature)
         );
     }
@@ -158,29 +156,33 @@ mod tests {
     #[test]
     fn paddle_python_sdk_fixture() {
         let body = include_bytes!("../../tests/fixtures/providers/paddle/body.json");
-        let expected: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/paddle/expected.json")).unwrap();
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/paddle/expected.json"));
         let ts = expected["timestamp"].as_u64().unwrap();
-        let secret = SigningSecret::from(expected["secret"].as_str().unwrap());
         let old = SigningSecret::from(expected["old_secret"].as_str().unwrap());
         let single = expected["header"].as_str().unwrap();
         let rotated = expected["rotated_header"].as_str().unwrap();
         assert_eq!(expected["sdk_verified"], serde_json::json!({"header": true, "rotated_header": true}));
         assert_eq!(sign(&secret, ts, body), single);
         for header in [single, rotated] {
-            assert_eq!(check(&[header], body, std::slice::from_ref(&secret), ts + 5), Ok(()), "{header}");
-            assert_eq!(check(&[header], body, &[old.clone(), secret.clone()], ts), Ok(()), "{header}");
+            assert_eq!(
+                OneHeader::preset(&PRESET).check(&[header], body, std::slice::from_ref(&secret), ts + 5),
+                Ok(()),
+                "{header}"
+            );
+            assert_eq!(
+                OneHeader::preset(&PRESET).check(&[header], body, &[old.clone(), secret.clone()], ts),
+                Ok(()),
+                "{header}"
+            );
         }
         // The rotated header carries the old secret's signature too.
-        assert_eq!(check(&[rotated], body, std::slice::from_ref(&old), ts), Ok(()));
-        assert_eq!(check(&[single], body, std::slice::from_ref(&old), ts), Err(VerifyErrorKind::NoMatchingSignature));
-
-        assert_body_identity(
-            &Provider::paddle(),
-            body,
-            expected["event_id"].as_str().unwrap(),
-            expected["event_type"].as_str(),
+        assert_eq!(OneHeader::preset(&PRESET).check(&[rotated], body, std::slice::from_ref(&old), ts), Ok(()));
+        assert_eq!(
+            OneHeader::preset(&PRESET).check(&[single], body, std::slice::from_ref(&old), ts),
+            Err(VerifyErrorKind::NoMatchingSignature)
         );
+
+        assert_fixture_identity(&Provider::paddle(), body, &expected);
     }
 
     #[test]
@@ -197,50 +199,37 @@ mod tests {
         let two_ts = format!("ts={};{good}", NOW + 1);
         let zeros = format!("ts={NOW};h1={}", "0".repeat(64));
         // Tampered, stale, future, missing and garbage are in the conformance table.
-        let cases: &[(&str, Vec<&str>, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
-            ("valid", vec![&good], body, NOW, Ok(())),
-            ("two h1 during rotation", vec![&rotated], body, NOW, Ok(())),
-            ("spaces after separators", vec![&spaced], body, NOW, Ok(())),
-            ("unknown key ignored", vec![&with_unknown], body, NOW, Ok(())),
-            ("edge of tolerance", vec![&good], body, NOW + 5, Ok(())),
-            ("same header twice", vec![&good, &good], body, NOW, Ok(())),
-            ("wrong signature", vec![&zeros], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("no ts", vec!["h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("no h1", vec!["ts=1"], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("non-numeric ts", vec!["ts=abc;h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("negative ts", vec!["ts=-1;h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("huge ts", vec!["ts=99999999999999999999999;h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("two timestamps", vec![&two_ts], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("timestamps across lines", vec![&good, &two_ts], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("stripe-style header", vec!["t=1,v1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
-        ];
-        for (name, headers, body, now, want) in cases {
-            assert_eq!(check(headers, body, std::slice::from_ref(&secret), *now), *want, "{name}");
-        }
+        OneHeader::preset(&PRESET).check_timed(
+            &secret,
+            &[
+                ("valid", vec![&good], body, NOW, Ok(())),
+                ("two h1 during rotation", vec![&rotated], body, NOW, Ok(())),
+                ("spaces after separators", vec![&spaced], body, NOW, Ok(())),
+                ("unknown key ignored", vec![&with_unknown], body, NOW, Ok(())),
+                ("edge of tolerance", vec![&good], body, NOW + 5, Ok(())),
+                ("same header twice", vec![&good, &good], body, NOW, Ok(())),
+                ("wrong signature", vec![&zeros], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+                ("no ts", vec!["h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("no h1", vec!["ts=1"], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+                ("non-numeric ts", vec!["ts=abc;h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("negative ts", vec!["ts=-1;h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("huge ts", vec!["ts=99999999999999999999999;h1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("two timestamps", vec![&two_ts], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("timestamps across lines", vec![&good, &two_ts], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("stripe-style header", vec!["t=1,v1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+            ],
+        );
     }
 
     #[test]
     fn precheck_secrets_and_replay() {
+        let (old, new) = (SigningSecret::from("pdl_ntfset_old"), SigningSecret::from("pdl_ntfset_new"));
+        let header = sign(&new, 1_000, b"{}");
+        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &header, b"{}", 1_000, "h1=00");
+        // An operator replay skips the age check, not the signature; a wider tolerance.
+        let wide = PaddleVerifier::new().tolerance(Duration::from_secs(300));
+        OneHeader::preset(&PRESET).check_replay_and_tolerance(wide, (&header, b"{}", &new), [1_000, 1_300]);
         let v = PaddleVerifier::new();
-        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
-        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &["h1=00"]), Err(VerifyErrorKind::MalformedHeader));
-        let secret = SigningSecret::from("pdl_ntfset_new");
-        let header = sign(&secret, 1_000, b"{}");
-        let p = header_lines(SIGNATURE_HEADER, &[&header]);
-        assert!(v.precheck(&p).is_ok());
-        assert_eq!(v.verify(&Delivery::new(&p, b"{}", &[], at(1_000))).unwrap_err().kind(), VerifyErrorKind::NoSecret);
-        // An operator replay skips the age check, not the signature.
-        let secrets = [secret];
-        let late = at(1_000 + 86_400);
-        assert!(v.verify(&Delivery::new(&p, b"{}", &secrets, late).without_timestamp_check()).is_ok());
-        assert!(v.verify(&Delivery::new(&p, b"{ }", &secrets, late).without_timestamp_check()).is_err());
-        // A wider tolerance.
-        assert!(v
-            .clone()
-            .tolerance(Duration::from_secs(300))
-            .verify(&Delivery::new(&p, b"{}", &secrets, at(1_300)))
-            .is_ok());
-        assert!(v.verify(&Delivery::new(&p, b"{}", &secrets, at(1_300))).is_err());
         // Non-ASCII header bytes never panic.
         let mut odd = http::Request::builder().body(()).unwrap().into_parts().0;
         odd.headers.insert(SIGNATURE_HEADER, http::HeaderValue::from_bytes(b"ts=1;h1=\xff").unwrap());

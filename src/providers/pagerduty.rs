@@ -95,22 +95,9 @@ preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::test_support::header_lines;
-    use crate::test_support::{assert_body_identity, precheck_kind};
+    use crate::providers::testing::{assert_fixture_identity, fixture, OneHeader};
+    use crate::test_support::{assert_body_identity, NOW};
     use crate::verify::VerifyErrorKind;
-    use crate::verify::{Delivery, Verifier as _};
-    use std::time::SystemTime;
-
-    fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
-        crate::test_support::verdict(
-            &PagerDutyVerifier::new(),
-            SIGNATURE_HEADER,
-            headers,
-            body,
-            secrets,
-            SystemTime::now(),
-        )
-    }
 
     /// The vector in PagerDuty's Go client (`PagerDuty/go-pagerduty`,
     /// `webhookv3/webhookv3_test.go`), the implementation PagerDuty's
@@ -123,9 +110,12 @@ mod tests {
         let mismatch = "v1=7020c8a7ec668a9b7012bc3dd82e483394b038f4230acc6785efbf2a7d8bcaf5";
         assert_eq!(sign(std::slice::from_ref(&secret), body), good);
         let secrets = [secret];
-        assert_eq!(check(&[good], body, &secrets), Ok(()));
-        assert_eq!(check(&[mismatch], body, &secrets), Err(VerifyErrorKind::NoMatchingSignature));
-        assert_eq!(check(&[], body, &secrets), Err(VerifyErrorKind::MissingHeader));
+        assert_eq!(OneHeader::preset(&PRESET).check(&[good], body, &secrets, NOW), Ok(()));
+        assert_eq!(
+            OneHeader::preset(&PRESET).check(&[mismatch], body, &secrets, NOW),
+            Err(VerifyErrorKind::NoMatchingSignature)
+        );
+        assert_eq!(OneHeader::preset(&PRESET).check(&[], body, &secrets, NOW), Err(VerifyErrorKind::MissingHeader));
 
         assert_body_identity(
             &Provider::pagerduty(),
@@ -141,9 +131,7 @@ mod tests {
     #[test]
     fn hand_computed_fixture() {
         let body = include_bytes!("../../tests/fixtures/providers/pagerduty/body.json");
-        let expected: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/pagerduty/expected.json")).unwrap();
-        let secret = SigningSecret::from(expected["secret"].as_str().unwrap());
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/pagerduty/expected.json"));
         let old = SigningSecret::from(expected["old_secret"].as_str().unwrap());
         let single = expected["header"].as_str().unwrap();
         let rotated = expected["rotated_header"].as_str().unwrap();
@@ -151,18 +139,20 @@ mod tests {
         assert_eq!(sign(std::slice::from_ref(&secret), body), single);
         assert_eq!(sign(&[old.clone(), secret.clone()], body), rotated);
         for header in [single, rotated, with_unknown] {
-            assert_eq!(check(&[header], body, std::slice::from_ref(&secret)), Ok(()), "{header}");
+            assert_eq!(
+                OneHeader::preset(&PRESET).check(&[header], body, std::slice::from_ref(&secret), NOW),
+                Ok(()),
+                "{header}"
+            );
         }
-        assert_eq!(check(&[rotated], body, std::slice::from_ref(&old)), Ok(()));
-        assert_eq!(check(&[single], body, std::slice::from_ref(&old)), Err(VerifyErrorKind::NoMatchingSignature));
-        assert_eq!(check(&[single], body, &[old, secret]), Ok(()));
-
-        assert_body_identity(
-            &Provider::pagerduty(),
-            body,
-            expected["event_id"].as_str().unwrap(),
-            expected["event_type"].as_str(),
+        assert_eq!(OneHeader::preset(&PRESET).check(&[rotated], body, std::slice::from_ref(&old), NOW), Ok(()));
+        assert_eq!(
+            OneHeader::preset(&PRESET).check(&[single], body, std::slice::from_ref(&old), NOW),
+            Err(VerifyErrorKind::NoMatchingSignature)
         );
+        assert_eq!(OneHeader::preset(&PRESET).check(&[single], body, &[old, secret], NOW), Ok(()));
+
+        assert_fixture_identity(&Provider::pagerduty(), body, &expected);
     }
 
     #[test]
@@ -178,39 +168,32 @@ mod tests {
         let short_then_good = format!("v1=abcd,{good}");
         let not_hex = format!("v1={}", "z".repeat(64));
         let trailing = format!("{good},");
-        let cases: &[(&str, Vec<&str>, &[u8], Result<(), VerifyErrorKind>)] = &[
-            ("valid", vec![&good], body, Ok(())),
-            ("rotation, second matches", vec![&rotated], body, Ok(())),
+        let mut cases = OneHeader::body_only_common(&good, &other_only, body, b"{\"event\":{\"id\":\"e2\"}}");
+        cases.extend([
+            ("rotation, second matches", vec![rotated.as_str()], &body[..], Ok(())),
             ("space after comma", vec![&spaced], body, Ok(())),
             ("other version ignored", vec![&future_version], body, Ok(())),
             ("short v1 skipped", vec![&short_then_good], body, Ok(())),
-            ("signature on another line", vec![&other_only, &good], body, Ok(())),
-            ("tampered body", vec![&good], b"{\"event\":{\"id\":\"e2\"}}", Err(VerifyErrorKind::NoMatchingSignature)),
-            ("only another secret", vec![&other_only], body, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("missing", vec![], body, Err(VerifyErrorKind::MissingHeader)),
             ("empty value", vec![""], body, Err(VerifyErrorKind::MalformedHeader)),
             ("bare hex", vec![&good[3..]], body, Err(VerifyErrorKind::MalformedHeader)),
             ("only other versions", vec!["v0=00,v2=11"], body, Err(VerifyErrorKind::NoMatchingSignature)),
             ("not hex", vec![&not_hex], body, Err(VerifyErrorKind::NoMatchingSignature)),
             ("trailing comma", vec![&trailing], body, Err(VerifyErrorKind::MalformedHeader)),
-        ];
-        for (name, headers, body, want) in cases {
-            assert_eq!(check(headers, body, std::slice::from_ref(&secret)), *want, "{name}");
-        }
+        ]);
+        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
     }
 
     #[test]
     fn precheck_and_secrets() {
-        let v = PagerDutyVerifier::new();
-        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
-        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &["junk"]), Err(VerifyErrorKind::MalformedHeader));
-        let p = header_lines(SIGNATURE_HEADER, &[&sign(&[SigningSecret::from("s")], b"{}")]);
-        assert!(v.precheck(&p).is_ok());
-        assert_eq!(
-            v.verify(&Delivery::new(&p, b"{}", &[], SystemTime::now())).unwrap_err().kind(),
-            VerifyErrorKind::NoSecret
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("s"));
+        OneHeader::preset(&PRESET).check_rotation_and_precheck(
+            [&old, &new],
+            &sign(std::slice::from_ref(&new), b"{}"),
+            b"{}",
+            NOW,
+            "junk",
         );
         assert_eq!(sign(&[], b"{}"), "");
-        assert_eq!(crate::provider::Provider::pagerduty().name(), "pagerduty");
+        assert_eq!(Provider::pagerduty().name(), "pagerduty");
     }
 }

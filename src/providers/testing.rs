@@ -1,13 +1,187 @@
-//! Test cases shared by the presets that send the signature and its
-//! timestamp in two headers (Slack, Zoom, Twitch, Discord, SendGrid,
-//! Standard Webhooks): the cases every such scheme answers alike (valid,
-//! tampered, another key, the tolerance's edges, stale, future, a header
-//! missing, two timestamps), the scheme's own cases written as changes to a
-//! valid delivery, and rotation, tolerance and replay. The HMAC presets'
-//! finer probes are in [`conformance`](super::conformance).
+//! Test cases shared by the presets.
+//!
+//! [`TwoHeaders`]: the presets that send the signature and its timestamp in
+//! two headers (Slack, Zoom, Twitch, Discord, SendGrid, Standard Webhooks):
+//! the cases every such scheme answers alike (valid, tampered, another key,
+//! the tolerance's edges, stale, future, a header missing, two timestamps),
+//! the scheme's own cases written as changes to a valid delivery, and
+//! rotation, tolerance and replay.
+//!
+//! [`OneHeader`]: the presets that send everything in one signature header
+//! (Intercom, Typeform, PagerDuty, Calendly, Paddle, Linear): a case table
+//! of header lines and bodies, the cases a body-only scheme answers alike,
+//! and rotation, precheck, replay and tolerance.
+//!
+//! The HMAC presets' finer probes are in [`conformance`](super::conformance).
 
-use crate::test_support::{at, request, NOW};
+use std::time::SystemTime;
+
+use crate::test_support::{at, header_lines, request, NOW};
 use crate::verify::{Delivery, SigningSecret, Verifier, VerifyErrorKind};
+
+/// A fixture file's JSON (`tests/fixtures/providers/<preset>/expected.json`)
+/// and the secret it names under `"secret"`.
+pub(crate) fn fixture(json: &str) -> (serde_json::Value, SigningSecret) {
+    let expected: serde_json::Value = serde_json::from_str(json).unwrap();
+    let secret = SigningSecret::from(expected["secret"].as_str().unwrap());
+    (expected, secret)
+}
+
+/// Asserts the event key and type `provider` reads from the fixture `body`:
+/// the fixture's `"event_id"` and `"event_type"`.
+#[track_caller]
+pub(crate) fn assert_fixture_identity(provider: &crate::provider::Provider, body: &[u8], expected: &serde_json::Value) {
+    let (key, event_type) = (expected["event_id"].as_str().unwrap(), expected["event_type"].as_str());
+    crate::test_support::assert_body_identity(provider, body, key, event_type);
+}
+
+/// One delivery of a [`OneHeader`] scheme and the answer `verify` must give:
+/// its name, the signature header's lines, the body, the clock (in the
+/// scheme's unit) and the verdict.
+pub(crate) type TimedCase<'a> = (&'a str, Vec<&'a str>, &'a [u8], u64, Result<(), VerifyErrorKind>);
+
+/// A [`TimedCase`] of a scheme that signs no time: verified at [`NOW`].
+pub(crate) type BodyCase<'a> = (&'a str, Vec<&'a str>, &'a [u8], Result<(), VerifyErrorKind>);
+
+/// A scheme under test that reads one signature header.
+pub(crate) struct OneHeader {
+    verifier: std::sync::Arc<dyn Verifier>,
+    header: &'static str,
+    /// The time of a clock reading in the scheme's unit (seconds unless
+    /// [`OneHeader::millis`]).
+    clock: fn(u64) -> SystemTime,
+}
+
+fn at_ms(ms: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms)
+}
+
+impl OneHeader {
+    /// The verifier of `preset` (built without a URL), reading its first
+    /// header, the signature header.
+    pub(crate) fn preset(preset: &super::PresetInfo) -> Self {
+        let verifier = preset.provider(None).expect("a preset without a URL").verifier_shared();
+        Self { verifier, header: preset.headers[0], clock: at }
+    }
+
+    /// Clock readings in Unix milliseconds instead.
+    pub(crate) fn millis(mut self) -> Self {
+        self.clock = at_ms;
+        self
+    }
+
+    /// `verify`'s verdict, as its kind, on `body` with one header line per
+    /// value of `lines`, `secrets` configured, at `now`.
+    pub(crate) fn check(
+        &self,
+        lines: &[&str],
+        body: &[u8],
+        secrets: &[SigningSecret],
+        now: u64,
+    ) -> Result<(), VerifyErrorKind> {
+        self.verify(&header_lines(self.header, lines), body, secrets, now, false)
+    }
+
+    fn verify(
+        &self,
+        p: &http::request::Parts,
+        body: &[u8],
+        secrets: &[SigningSecret],
+        now: u64,
+        replay: bool,
+    ) -> Result<(), VerifyErrorKind> {
+        let d = Delivery::new(p, body, secrets, (self.clock)(now));
+        self.verifier.verify(&if replay { d.without_timestamp_check() } else { d }).map_err(|e| e.kind())
+    }
+
+    /// The precheck's verdict on one header line per value of `lines`.
+    pub(crate) fn precheck(&self, lines: &[&str]) -> Result<(), VerifyErrorKind> {
+        self.verifier.precheck(&header_lines(self.header, lines)).map_err(|e| e.kind())
+    }
+
+    /// Each case's verdict with `secret` configured.
+    #[track_caller]
+    pub(crate) fn check_timed(&self, secret: &SigningSecret, cases: &[TimedCase<'_>]) {
+        for (name, lines, body, now, want) in cases {
+            assert_eq!(self.check(lines, body, std::slice::from_ref(secret), *now), *want, "{name}");
+        }
+    }
+
+    /// Each case's verdict with `secret` configured, at [`NOW`].
+    #[track_caller]
+    pub(crate) fn check_cases(&self, secret: &SigningSecret, cases: &[BodyCase<'_>]) {
+        for (name, lines, body, want) in cases {
+            assert_eq!(self.check(lines, body, std::slice::from_ref(secret), NOW), *want, "{name}");
+        }
+    }
+
+    /// The cases a body-only scheme answers alike: `good` (the header for
+    /// `body` by the configured secret) verifies, alone, twice, or after
+    /// `by_other` (another secret's); `by_other` alone and `good` over
+    /// `tampered` find no match; no header is missing.
+    pub(crate) fn body_only_common<'a>(
+        good: &'a str,
+        by_other: &'a str,
+        body: &'a [u8],
+        tampered: &'a [u8],
+    ) -> Vec<BodyCase<'a>> {
+        use VerifyErrorKind::{MissingHeader, NoMatchingSignature};
+        vec![
+            ("valid", vec![good], body, Ok(())),
+            ("same header twice", vec![good, good], body, Ok(())),
+            ("second line matches", vec![by_other, good], body, Ok(())),
+            ("tampered body", vec![good], tampered, Err(NoMatchingSignature)),
+            ("wrong secret", vec![by_other], body, Err(NoMatchingSignature)),
+            ("missing", vec![], body, Err(MissingHeader)),
+        ]
+    }
+
+    /// Rotation and secrets for `header`, the header for `body` at `now` by
+    /// the secret `new`: `old` and `new` configured verify, `old` alone
+    /// finds no match, no secret fails `NoSecret`; the precheck passes
+    /// `header`, fails no header as missing and `malformed` as malformed.
+    #[track_caller]
+    pub(crate) fn check_rotation_and_precheck(
+        &self,
+        [old, new]: [&SigningSecret; 2],
+        header: &str,
+        body: &[u8],
+        now: u64,
+        malformed: &str,
+    ) {
+        assert_eq!(self.check(&[header], body, &[old.clone(), new.clone()], now), Ok(()));
+        assert_eq!(
+            self.check(&[header], body, std::slice::from_ref(old), now),
+            Err(VerifyErrorKind::NoMatchingSignature)
+        );
+        assert_eq!(self.check(&[header], body, &[], now), Err(VerifyErrorKind::NoSecret));
+        assert_eq!(self.precheck(&[header]), Ok(()));
+        assert_eq!(self.precheck(&[]), Err(VerifyErrorKind::MissingHeader));
+        assert_eq!(self.precheck(&[malformed]), Err(VerifyErrorKind::MalformedHeader));
+    }
+
+    /// For a scheme that signs a time: `header` (valid for `body` by
+    /// `secret` at `now`) fails at `late`, past the tolerance, but passes an
+    /// operator replay there, which still checks the signature; `wide`, the
+    /// verifier with a tolerance reaching `late`, accepts it.
+    #[track_caller]
+    pub(crate) fn check_replay_and_tolerance(
+        &self,
+        wide: impl Verifier,
+        (header, body, secret): (&str, &[u8], &SigningSecret),
+        [now, late]: [u64; 2],
+    ) {
+        let p = header_lines(self.header, &[header]);
+        let secrets = std::slice::from_ref(secret);
+        assert_eq!(self.verify(&p, body, secrets, now, false), Ok(()));
+        assert!(self.verify(&p, body, secrets, late, false).is_err());
+        assert_eq!(self.verify(&p, body, secrets, late, true), Ok(()));
+        let tampered = [body, b" "].concat();
+        assert_eq!(self.verify(&p, &tampered, secrets, late, true), Err(VerifyErrorKind::NoMatchingSignature));
+        let wide = Self { verifier: std::sync::Arc::new(wide), header: self.header, clock: self.clock };
+        assert_eq!(wide.verify(&p, body, secrets, late, false), Ok(()));
+    }
+}
 
 /// A scheme under test and one valid delivery of `body` at [`NOW`].
 pub(crate) struct TwoHeaders<'a> {

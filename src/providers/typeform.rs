@@ -72,22 +72,9 @@ preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::test_support::header_lines;
-    use crate::test_support::{assert_body_identity, precheck_kind};
-    use crate::verify::Verifier as _;
+    use crate::providers::testing::{assert_fixture_identity, fixture, OneHeader};
+    use crate::test_support::NOW;
     use crate::verify::VerifyErrorKind;
-    use std::time::SystemTime;
-
-    fn check(headers: &[&str], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
-        crate::test_support::verdict(
-            &TypeformVerifier::new(),
-            SIGNATURE_HEADER,
-            headers,
-            body,
-            secrets,
-            SystemTime::now(),
-        )
-    }
 
     /// Hand-computed with Python's `hmac` and `base64` (Typeform's SDK,
     /// `@typeform/api-client`, has no signature helper); see
@@ -95,72 +82,54 @@ mod tests {
     #[test]
     fn hand_computed_fixture() {
         let body = include_bytes!("../../tests/fixtures/providers/typeform/body.json");
-        let expected: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/typeform/expected.json")).unwrap();
-        let secret = SigningSecret::from(expected["secret"].as_str().unwrap());
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/typeform/expected.json"));
         let header = expected["header"].as_str().unwrap();
         assert_eq!(sign(&secret, body), header);
-        assert_eq!(check(&[header], body, std::slice::from_ref(&secret)), Ok(()));
         let empty = expected["empty_body_header"].as_str().unwrap();
-        assert_eq!(check(&[empty], b"", std::slice::from_ref(&secret)), Ok(()));
-
-        assert_body_identity(
-            &Provider::typeform(),
-            body,
-            expected["event_id"].as_str().unwrap(),
-            expected["event_type"].as_str(),
-        );
+        OneHeader::preset(&PRESET)
+            .check_cases(&secret, &[("fixture", vec![header], body, Ok(())), ("empty body", vec![empty], b"", Ok(()))]);
+        assert_fixture_identity(&Provider::typeform(), body, &expected);
     }
 
     #[test]
     fn verifies_and_rejects() {
         let secret = SigningSecret::from("tf_secret");
-        let other = SigningSecret::from("tf_other");
         let body = br#"{"event_id":"01H","event_type":"form_response"}"#;
         let good = sign(&secret, body);
-        let from_other = sign(&other, body);
+        let from_other = sign(&SigningSecret::from("tf_other"), body);
         let hexed = format!("sha256={}", hex::encode(hmac_sha256(&secret, &[body])));
         let unpadded = good.trim_end_matches('=').to_owned();
         let url_safe = format!("sha256={}", good[7..].replace('+', "-").replace('/', "_"));
         let spaced = format!(" {good} ");
         let sha1 = format!("sha1={}", &good[7..]);
         let not_b64 = format!("sha256={}", "!".repeat(44));
-        let cases: &[(&str, Vec<&str>, &[u8], Result<(), VerifyErrorKind>)] = &[
-            ("valid", vec![&good], body, Ok(())),
-            ("surrounding spaces", vec![&spaced], body, Ok(())),
-            ("same header twice", vec![&good, &good], body, Ok(())),
-            ("second line matches", vec![&from_other, &good], body, Ok(())),
-            ("tampered body", vec![&good], b"{\"event_id\":\"02H\"}", Err(VerifyErrorKind::NoMatchingSignature)),
-            ("wrong secret", vec![&from_other], body, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("missing", vec![], body, Err(VerifyErrorKind::MissingHeader)),
+        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"event_id\":\"02H\"}");
+        cases.extend([
+            ("surrounding spaces", vec![spaced.as_str()], &body[..], Ok(())),
             ("no prefix", vec![&good[7..]], body, Err(VerifyErrorKind::MalformedHeader)),
             ("sha1 prefix", vec![&sha1], body, Err(VerifyErrorKind::MalformedHeader)),
             ("hex instead of base64", vec![&hexed], body, Err(VerifyErrorKind::MalformedHeader)),
             ("padding missing", vec![&unpadded], body, Err(VerifyErrorKind::MalformedHeader)),
             ("not base64", vec![&not_b64], body, Err(VerifyErrorKind::MalformedHeader)),
             ("one bad line", vec![&good, "sha256=abc"], body, Err(VerifyErrorKind::MalformedHeader)),
-        ];
-        for (name, headers, body, want) in cases {
-            assert_eq!(check(headers, body, std::slice::from_ref(&secret)), *want, "{name}");
-        }
+        ]);
         // URL-safe alphabet: only matters when the digest has '+' or '/'.
         if url_safe != good {
-            assert_eq!(check(&[&url_safe], body, std::slice::from_ref(&secret)), Err(VerifyErrorKind::MalformedHeader));
+            cases.push(("url-safe alphabet", vec![&url_safe], body, Err(VerifyErrorKind::MalformedHeader)));
         }
+        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
     }
 
     #[test]
     fn rotation_precheck_and_secrets() {
-        let old = SigningSecret::from("old");
-        let new = SigningSecret::from("new");
-        let header = sign(&new, b"{}");
-        assert_eq!(check(&[&header], b"{}", &[old.clone(), new]), Ok(()));
-        assert_eq!(check(&[&header], b"{}", &[old]), Err(VerifyErrorKind::NoMatchingSignature));
-        assert_eq!(check(&[&header], b"{}", &[]), Err(VerifyErrorKind::NoSecret));
-        let v = TypeformVerifier::new();
-        assert!(v.precheck(&header_lines(SIGNATURE_HEADER, &[&header])).is_ok());
-        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &[]), Err(VerifyErrorKind::MissingHeader));
-        assert_eq!(precheck_kind(&v, SIGNATURE_HEADER, &["sha256=short"]), Err(VerifyErrorKind::MalformedHeader));
-        assert_eq!(crate::provider::Provider::typeform().name(), "typeform");
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
+        OneHeader::preset(&PRESET).check_rotation_and_precheck(
+            [&old, &new],
+            &sign(&new, b"{}"),
+            b"{}",
+            NOW,
+            "sha256=short",
+        );
+        assert_eq!(Provider::typeform().name(), "typeform");
     }
 }

@@ -1,7 +1,5 @@
 //! [`VerifyError`]: why a delivery did not verify.
 
-use std::fmt;
-
 /// Why a delivery failed verification. Used in logs and metrics; the HTTP
 /// answer does not reveal it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,57 +26,25 @@ pub enum VerifyErrorKind {
     BodyUnavailable,
 }
 
-impl VerifyErrorKind {
-    /// A stable `snake_case` name for logs and metric labels.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::MissingHeader => "missing_header",
-            Self::MissingField => "missing_field",
-            Self::MalformedHeader => "malformed_header",
-            Self::NoMatchingSignature => "no_matching_signature",
-            Self::TimestampTooOld => "timestamp_too_old",
-            Self::TimestampInFuture => "timestamp_in_future",
-            Self::NoSecret => "no_secret",
-            Self::BodyUnavailable => "body_unavailable",
-        }
-    }
-}
+kind_names!(VerifyErrorKind {
+    MissingHeader => "missing_header",
+    MissingField => "missing_field",
+    MalformedHeader => "malformed_header",
+    NoMatchingSignature => "no_matching_signature",
+    TimestampTooOld => "timestamp_too_old",
+    TimestampInFuture => "timestamp_in_future",
+    NoSecret => "no_secret",
+    BodyUnavailable => "body_unavailable",
+});
 
-impl fmt::Display for VerifyErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A failed verification. Carries a [`VerifyErrorKind`] and never the
-/// signature, the secret or the payload.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VerifyError {
-    kind: VerifyErrorKind,
-}
-
-impl VerifyError {
+kind_error! {
+    /// A failed verification. Carries a [`VerifyErrorKind`] and never the
+    /// signature, the secret or the payload.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct VerifyError(VerifyErrorKind);
     /// An error of the given kind.
-    pub fn new(kind: VerifyErrorKind) -> Self {
-        Self { kind }
-    }
-
+    fn new();
     /// Why verification failed.
-    pub fn kind(&self) -> VerifyErrorKind {
-        self.kind
-    }
+    fn kind();
+    display: |kind, f| write!(f, "webhook signature verification failed: {kind}");
 }
-
-impl From<VerifyErrorKind> for VerifyError {
-    fn from(kind: VerifyErrorKind) -> Self {
-        Self::new(kind)
-    }
-}
-
-impl fmt::Display for VerifyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "webhook signature verification failed: {}", self.kind)
-    }
-}
-
-impl std::error::Error for VerifyError {}

@@ -74,22 +74,14 @@ pub(crate) enum Command {
     /// Delete done and failed rows received more than --older-than ago
     /// (never pending, running or dead ones).
     Purge {
-        /// The age, e.g. 45days, 72h.
-        #[arg(long, value_parser = duration, value_name = "DURATION")]
-        older_than: Duration,
-        /// Count what would go; delete nothing.
-        #[arg(long)]
-        dry_run: bool,
+        #[command(flatten)]
+        purge: PurgeArgs,
         /// Purge even rows of providers whose retention window (the preset's
         /// documented replay window; 30 days for a provider without a
         /// preset) is longer than the age (a replay of such an event runs it
         /// again).
         #[arg(long)]
         allow_short_window: bool,
-        /// Who acts, recorded in the audit table (default: $USER, $LOGNAME,
-        /// else "unknown").
-        #[arg(long)]
-        actor: Option<String>,
     },
     /// The audit table, newest first.
     Audit {
@@ -168,28 +160,40 @@ pub(crate) enum OutboxCommand {
     },
     /// Delete delivered effects delivered more than --older-than ago (never
     /// pending, running, uncertain or dead ones).
-    Purge {
-        /// The age, e.g. 30days, 72h.
-        #[arg(long, value_parser = duration, value_name = "DURATION")]
-        older_than: Duration,
-        /// Count what would go; delete nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Who acts, recorded in the audit table.
-        #[arg(long)]
-        actor: Option<String>,
-    },
+    Purge(PurgeArgs),
 }
 
-/// Which effects: every part given must match.
+/// What a purge deletes, and who asks.
 #[derive(Args, Debug)]
-pub(crate) struct EffectTarget {
+pub(crate) struct PurgeArgs {
+    /// The age, e.g. 30days, 72h.
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub(crate) older_than: Duration,
+    /// Count what would go; delete nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Who acts, recorded in the audit table (default: $USER, $LOGNAME,
+    /// else "unknown").
+    #[arg(long)]
+    pub(crate) actor: Option<String>,
+}
+
+/// Which provider and scope: each one given must match.
+#[derive(Args, Debug)]
+pub(crate) struct ProviderScope {
     /// Only this provider.
     #[arg(long)]
     pub(crate) provider: Option<String>,
     /// Only this scope.
     #[arg(long)]
     pub(crate) scope: Option<String>,
+}
+
+/// Which effects: every part given must match.
+#[derive(Args, Debug)]
+pub(crate) struct EffectTarget {
+    #[command(flatten)]
+    pub(crate) of: ProviderScope,
     /// Only this event key.
     #[arg(long)]
     pub(crate) key: Option<String>,
@@ -247,12 +251,8 @@ pub(crate) enum ResolveAs {
 /// `list`'s filter.
 #[derive(Args, Debug)]
 pub(crate) struct ListFilter {
-    /// Only this provider.
-    #[arg(long)]
-    pub(crate) provider: Option<String>,
-    /// Only this scope.
-    #[arg(long)]
-    pub(crate) scope: Option<String>,
+    #[command(flatten)]
+    pub(crate) of: ProviderScope,
     /// Only rows received at most this long ago, e.g. 2h, 30m.
     #[arg(long, value_parser = duration, value_name = "DURATION")]
     pub(crate) since: Option<Duration>,
@@ -261,12 +261,8 @@ pub(crate) struct ListFilter {
 /// `requeue`'s and `replay`'s target and options.
 #[derive(Args, Debug)]
 pub(crate) struct Action {
-    /// Only this provider.
-    #[arg(long)]
-    pub(crate) provider: Option<String>,
-    /// Only this scope.
-    #[arg(long)]
-    pub(crate) scope: Option<String>,
+    #[command(flatten)]
+    pub(crate) of: ProviderScope,
     /// One event: needs --provider and --scope.
     #[arg(long, requires_all = ["provider", "scope"])]
     pub(crate) key: Option<String>,

@@ -268,7 +268,7 @@ async fn stats(admin: &Admin, as_json: bool) -> Result<Report, Fail> {
 }
 
 async fn list(admin: &Admin, state: State, f: ListFilter, limit: u32, as_json: bool) -> Result<Report, Fail> {
-    let filter = Filter { provider: f.provider, scope: f.scope, key: None, since: f.since };
+    let filter = Filter { provider: f.of.provider, scope: f.of.scope, key: None, since: f.since };
     let rows = admin.list(state.as_str(), &filter, limit as usize).await?;
     let out = if as_json {
         json_text(&Value::Array(rows.iter().map(row_json).collect()))
@@ -396,7 +396,7 @@ async fn matching(admin: &Admin, kind: Kind, filter: &Filter, limit: usize) -> R
 }
 
 async fn act(admin: &Admin, kind: Kind, a: Action, force: bool, as_json: bool) -> Result<Report, Fail> {
-    let filter = Filter { provider: a.provider, scope: a.scope, key: a.key, since: a.since };
+    let filter = Filter { provider: a.of.provider, scope: a.of.scope, key: a.key, since: a.since };
     if filter == Filter::default() && !a.all {
         return Err(Fail::usage(format!(
             "{} needs a target: --provider/--scope/--key/--since, or --all for every matching row",
@@ -519,7 +519,7 @@ async fn run(cli: Cli) -> Result<Report, Fail> {
         }
         Command::Requeue(a) => act(&admin, Kind::Requeue, a, false, as_json).await,
         Command::Replay { action, force } => act(&admin, Kind::Replay, action, force, as_json).await,
-        Command::Purge { older_than, dry_run, allow_short_window, actor: who } => {
+        Command::Purge { purge: PurgeArgs { older_than, dry_run, actor: who }, allow_short_window } => {
             if !allow_short_window {
                 let inside = admin.inside_replay_windows(older_than).await?;
                 if !inside.is_empty() {

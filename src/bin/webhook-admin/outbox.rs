@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use webhook_idempotency::store::admin::{Admin, EffectFilter, EffectId, EffectRow, Resolution};
 
 use super::{actor, Fail, Report};
-use crate::cli::{EffectIdArgs, EffectState, EffectTarget, OutboxCommand, ResolveAs};
+use crate::cli::{EffectIdArgs, EffectState, EffectTarget, OutboxCommand, PurgeArgs, ResolveAs};
 use crate::render::{
     ago, duration_text, json_text, opt_time, payload_text, printable, shorten, table, time, time_json,
 };
@@ -34,7 +34,7 @@ pub(crate) async fn run(admin: &Admin, command: OutboxCommand, as_json: bool) ->
             let n = admin.requeue_effects(&filter, dry_run, &actor).await?;
             changed("requeue", n, dry_run, &actor, "dead effects back to pending, due now", as_json)
         }
-        OutboxCommand::Purge { older_than, dry_run, actor: who } => {
+        OutboxCommand::Purge(PurgeArgs { older_than, dry_run, actor: who }) => {
             let actor = actor(who)?;
             let n = admin.purge_effects(older_than, dry_run, &actor).await?;
             changed("purge", n, dry_run, &actor, "delivered effects deleted", as_json)
@@ -43,7 +43,7 @@ pub(crate) async fn run(admin: &Admin, command: OutboxCommand, as_json: bool) ->
 }
 
 fn effect_filter(t: EffectTarget) -> EffectFilter {
-    EffectFilter { provider: t.provider, scope: t.scope, key: t.key, effect: t.effect }
+    EffectFilter { provider: t.of.provider, scope: t.of.scope, key: t.key, effect: t.effect }
 }
 
 fn effect_id(a: EffectIdArgs) -> EffectId {

@@ -157,33 +157,15 @@ impl std::fmt::Display for SecretErrorKind {
     }
 }
 
-/// A secret or key [`secret`], [`public_key`] or [`sign`] refused: see
-/// [`kind`](Self::kind). The message never contains the key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SecretError {
-    kind: SecretErrorKind,
-}
-
-impl SecretError {
+kind_error! {
+    /// A secret or key [`secret`], [`public_key`] or [`sign`] refused: see
+    /// [`kind`](Self::kind). The message never contains the key.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct SecretError(SecretErrorKind);
     /// What is wrong.
-    pub fn kind(&self) -> SecretErrorKind {
-        self.kind
-    }
+    fn kind();
+    display: |kind, f| kind.fmt(f);
 }
-
-impl From<SecretErrorKind> for SecretError {
-    fn from(kind: SecretErrorKind) -> Self {
-        Self { kind }
-    }
-}
-
-impl std::fmt::Display for SecretError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.kind.fmt(f)
-    }
-}
-
-impl std::error::Error for SecretError {}
 
 /// An endpoint's symmetric signing secret as the sender shows it: `whsec_`
 /// followed by base64 (padding optional) of [`MIN_SECRET_BYTES`] to

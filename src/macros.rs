@@ -1,0 +1,79 @@
+//! Declarative macros shared across the crate's modules.
+
+/// An error that carries only its kind: `pub struct $error { kind }` (with
+/// the attributes and docs given, derives included), its `kind()` accessor
+/// (docs given), `From<$kind>`, `Display` (the expression after
+/// `display:`, with the kind bound to the first name and the formatter to
+/// the second) and `std::error::Error`. `fn new();` first adds a public
+/// constructor (docs given).
+macro_rules! kind_error {
+    (
+        $(#[$attr:meta])*
+        pub struct $error:ident($kind:ty);
+        $(#[$new_doc:meta])* fn new();
+        $($rest:tt)*
+    ) => {
+        kind_error! { $(#[$attr])* pub struct $error($kind); $($rest)* }
+
+        impl $error {
+            $(#[$new_doc])*
+            pub fn new(kind: $kind) -> Self {
+                Self { kind }
+            }
+        }
+    };
+    (
+        $(#[$attr:meta])*
+        pub struct $error:ident($kind:ty);
+        $(#[$kind_doc:meta])* fn kind();
+        display: |$k:ident, $f:ident| $display:expr;
+    ) => {
+        $(#[$attr])*
+        pub struct $error {
+            kind: $kind,
+        }
+
+        impl $error {
+            $(#[$kind_doc])*
+            pub fn kind(&self) -> $kind {
+                self.kind
+            }
+        }
+
+        impl From<$kind> for $error {
+            fn from(kind: $kind) -> Self {
+                Self { kind }
+            }
+        }
+
+        impl std::fmt::Display for $error {
+            fn fmt(&self, $f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let $k = self.kind;
+                $display
+            }
+        }
+
+        impl std::error::Error for $error {}
+    };
+}
+
+/// `as_str`, a kind's stable `snake_case` name for logs and metric labels
+/// (one `Variant => "name"` per variant), and `Display` writing that name.
+macro_rules! kind_names {
+    ($kind:ident { $($variant:ident => $name:literal),* $(,)? }) => {
+        impl $kind {
+            /// A stable `snake_case` name for logs and metric labels.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $kind {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
