@@ -69,8 +69,10 @@
 //!
 //! **Expiry.** Keys and their responses are kept for [`RETENTION`] (24 h)
 //! and then purged by [`Retention`](crate::store::retention::Retention) and
-//! `webhook-admin purge` (provider `idempotency-key`; per scope with
-//! `--scope`); a retry after the purge runs again. Set another period with
+//! `webhook-admin purge --older-than` (provider `idempotency-key`, every
+//! scope; `webhook-admin list --provider idempotency-key --scope <caller>`
+//! shows one caller's keys); a retry after the purge runs again. Until the
+//! purge runs, an older key is still replayed. Set another period with
 //! `Retention::builder(..).window(PROVIDER, period)`.
 //!
 //! **Recovery points or the outbox.** A handler that calls an external

@@ -256,3 +256,57 @@ async fn outbox_round_trips_per_effect_stay_within_budget() {
     // last lease, which finds nothing due.
     assert_eq!((trips, statements), (2 * EFFECTS + 1, 2 * EFFECTS + 1), "(round trips, statements)");
 }
+
+/// The `Idempotency-Key` layer on the wire: a replay is the key's lookup
+/// alone (one round trip, one statement, no transaction, no WAL), as a
+/// webhook duplicate; a first request is the lookup, BEGIN + the claim, the
+/// handler's insert, the stored response, and the check + COMMIT.
+#[tokio::test]
+async fn idempotency_key_round_trips_stay_within_budget() {
+    use webhook_idempotency::idempotency_key::{IdempotencyKeyLayer, IdempotentRequest};
+    let server = TempPostgres::start().unwrap();
+    let db = TestDb::on(server.url("postgres").parse().unwrap()).await;
+    let turns = Arc::new(Turns::default());
+    let port = counting_proxy(server.port(), Arc::clone(&turns)).await;
+    let via_proxy = pool(format!("postgresql://postgres@127.0.0.1:{port}/{}", db.name).parse().unwrap(), 1);
+    let layer = IdempotencyKeyLayer::builder(via_proxy).scope(|_| Some("caller_1".to_owned())).build().unwrap();
+    let app = Router::new().route(
+        "/payments",
+        post(|tx: WebhookTx, req: IdempotentRequest| async move {
+            let client = tx.client().await.unwrap();
+            let stmt = client.prepare_cached("INSERT INTO effects (scope, event_key) VALUES ($1, $2)").await.unwrap();
+            client.execute(&stmt, &[&req.scope(), &req.key()]).await.unwrap();
+            (StatusCode::CREATED, "{\"id\":\"pay_1\"}")
+        })
+        .layer(layer),
+    );
+    let send = |key: &str| {
+        let req = http::Request::post("/payments").header("idempotency-key", key).body(axum::body::Body::from("{}"));
+        app.clone().oneshot(req.unwrap())
+    };
+    // Warm the one pooled connection.
+    assert_eq!(send("warm").await.unwrap().status(), StatusCode::CREATED);
+    assert_eq!(send("warm").await.unwrap().status(), StatusCode::CREATED);
+    let counts = || (turns.round_trips.load(Ordering::SeqCst), turns.statements.load(Ordering::SeqCst));
+    let before = counts();
+    assert_eq!(send("k-new").await.unwrap().status(), StatusCode::CREATED);
+    let new = (counts().0 - before.0, counts().1 - before.1);
+    let wal = || {
+        let db = db.pool.clone();
+        async move {
+            let c = db.get().await.unwrap();
+            c.query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).await.unwrap().get::<_, String>(0)
+        }
+    };
+    let wal_before = wal().await;
+    let before = counts();
+    let res = send("k-new").await.unwrap();
+    assert!(res.headers().contains_key("idempotent-replayed"));
+    let replay = (counts().0 - before.0, counts().1 - before.1);
+    let wal_after = wal().await;
+    println!("idempotency key: first request {new:?}, replay {replay:?} (round trips, statements)");
+    assert_eq!(new, (5, 7), "first request (round trips, statements)");
+    assert_eq!(replay, (1, 1), "replay (round trips, statements)");
+    assert_eq!(wal_before, wal_after, "a replay writes no WAL");
+    assert_eq!(db.effects_for("k-new").await, 1);
+}
