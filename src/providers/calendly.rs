@@ -14,7 +14,10 @@
 //! - tolerance: the verification example on Calendly's "Webhook Signatures"
 //!   page rejects a signature whose `t` is more than three minutes old, to
 //!   prevent replay attacks (the example checks the past only).
-//!   [`DEFAULT_TOLERANCE`] is 180 seconds, applied in both directions.
+//!   [`DEFAULT_TOLERANCE`] is 180 seconds, applied in both directions: the
+//!   provider's own number. Calendly retries for 24 hours and does not say
+//!   whether a retry is signed afresh; if retries are refused as
+//!   `timestamp_too_old`, raise it with [`CalendlyVerifier::tolerance`].
 //!
 //! **Event key.** Calendly's payloads carry no event or delivery id. The
 //! envelope (`WebhookPayload` in Calendly's API reference) has `event` ("the

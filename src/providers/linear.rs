@@ -32,6 +32,20 @@
 //! (`Issue.create`, `Comment.remove`), or the `Linear-Event` header
 //! (`Issue`) when the body lacks them.
 //!
+//! **Why the tolerance stays at 60 seconds.** Some reports (vercel/eve#1570,
+//! a review comment on n8n-io/n8n#36487) say Linear resends a failed
+//! delivery's bytes unchanged a minute later, which 60 seconds would refuse;
+//! neither quotes a captured retry, and the argument they give (the HMAC is
+//! over the body, so the body "has to be" the same) does not follow, since
+//! Linear signs each attempt itself. The official verifier, `@linear/sdk`
+//! 98.0.0 (`LinearWebhookClient.verify`), refuses a `webhookTimestamp` more
+//! than 60,000 ms off in either direction, so a widened window would accept
+//! what Linear's own SDK refuses. And since the event key is the unsigned
+//! `Linear-Delivery` header, a wider window is a wider replay window (see
+//! below). Widen with [`LinearVerifier::tolerance`] only together with
+//! [`body_digest_guard`](crate::layer::WebhookLayerBuilder::body_digest_guard),
+//! which claims the signed body itself.
+//!
 //! **Limit of the scheme:** `Linear-Delivery` is not signed. Whoever captured
 //! a delivery can resend it within the 60-second window under a fresh
 //! `Linear-Delivery`, and it is claimed as a new event. Make the business

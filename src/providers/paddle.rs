@@ -18,7 +18,10 @@
 //!   [`DEFAULT_TOLERANCE`] is therefore 5 seconds, applied in both
 //!   directions. It is short: a receiver whose clock drifts, or a proxy that
 //!   queues requests, will see `timestamp_too_old`; widen it with
-//!   [`PaddleVerifier::tolerance`].
+//!   [`PaddleVerifier::tolerance`]. Retries: Paddle retries for 3 days and
+//!   replays up to 90 days later; its own 5-second default can only work if
+//!   every attempt is signed when it is sent, so retries are taken to carry
+//!   a fresh `ts` (an inference: Paddle does not say so in these words).
 //!
 //! The event key is the body's `event_id` (`evt_...`) and the event type its
 //! `event_type` (`transaction.completed`). Paddle's "How webhooks work"

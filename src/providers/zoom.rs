@@ -11,13 +11,16 @@
 //!   token** (Marketplace, Features, "Secret Token") as its UTF-8 bytes.
 //! - `x-zm-request-timestamp` is Unix seconds (`1689061099` beside an
 //!   `event_ts` of `1689061099652` ms).
-//! - Zoom documents no tolerance and its SDK (`@zoom/rivet`) checks none; this
-//!   crate applies 300 seconds in both directions by default (the usual
-//!   replay window), configurable with [`ZoomVerifier::tolerance`]. Zoom
-//!   retries a failed delivery 5, 25 and 85 minutes after the first attempt
-//!   and does not say whether a retry is signed afresh with a new
-//!   timestamp; if retries are refused as `timestamp_too_old`, raise the
-//!   tolerance.
+//! - Zoom documents no tolerance and its SDK (`@zoom/rivet` 0.4.0,
+//!   `users.cjs`, reads the timestamp only to rebuild the signed string)
+//!   checks none. Zoom retries a failed delivery 5, 25 and 85 minutes after
+//!   the first attempt and does not say whether a retry is signed afresh; if
+//!   it resends the first attempt's timestamp, a tolerance under 85 minutes
+//!   refuses the retries and the event is lost. [`DEFAULT_TOLERANCE`] is
+//!   therefore 2 hours, both directions (configurable with
+//!   [`ZoomVerifier::tolerance`]). That costs no replay protection: the event
+//!   key is derived from the signed body, so a byte-for-byte replay inside
+//!   the window is a duplicate of a claim kept for [`REPLAY_WINDOW`] (1 day).
 //! - The header holds one signature. Other versions than `v0` are ignored,
 //!   several header lines are all considered.
 //! - Rotation: Zoom shows one secret token per app. After regenerating it,
@@ -83,8 +86,10 @@ pub const TIMESTAMP_HEADER: &str = "x-zm-request-timestamp";
 /// The `event` of Zoom's endpoint validation request.
 pub const URL_VALIDATION_EVENT: &str = "endpoint.url_validation";
 
-/// Default tolerance: 300 seconds (Zoom documents none).
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+/// Default tolerance: 7,200 seconds (2 hours), both directions: Zoom's
+/// retries span 85 minutes and Zoom does not say they are signed afresh (see
+/// the module docs).
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(7_200);
 
 hmac_verifier! {
     /// Verifies the `x-zm-signature` header.
@@ -98,7 +103,7 @@ hmac_verifier! {
             .content_prefix("v0:")
             .signed_content(SignedContent::TimestampBody { separator: ":".into() })
     };
-    /// A verifier with the default tolerance of 300 seconds.
+    /// A verifier with the default tolerance of 7,200 seconds.
     fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `x-zm-request-timestamp` may be from now.
     fn tolerance();
@@ -196,9 +201,9 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
 }
 
 preset! {
-    /// Zoom (`x-zm-signature` `v0=`, 300 s; derived key; answers `endpoint.url_validation`). See [`crate::providers::zoom`].
+    /// Zoom (`x-zm-signature` `v0=`, 2 h; derived key; answers `endpoint.url_validation`). See [`crate::providers::zoom`].
     ///
-    /// The Zoom preset: [`ZoomVerifier`] (300 s), key from [`event_identity`],
+    /// The Zoom preset: [`ZoomVerifier`] (2 h), key from [`event_identity`],
     /// type `event`, and the [`UrlValidation`] handshake. The CLI name is `zoom`.
     fn zoom() = Provider::new(NAME, ZoomVerifier::new(), event_identity).challenge(UrlValidation);
     headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER],
@@ -267,7 +272,8 @@ mod tests {
     fn verifies_and_rejects() {
         let body =
             br#"{"event":"meeting.started","payload":{"account_id":"a","object":{"id":"1"}},"event_ts":1700000000000}"#;
-        let s = TwoHeaders::hmac(ZoomVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign);
+        let mut s = TwoHeaders::hmac(ZoomVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign);
+        s.tolerance = 7_200; // the pinned default: Zoom's retries span 85 minutes
         s.check_with_common(&[
             s.case("upper-case hex").signature(&format!("v0={}", s.good[3..].to_uppercase())),
             s.case("unknown version ignored").signatures(&["v1=zz", &s.good]),
@@ -284,8 +290,10 @@ mod tests {
 
     #[test]
     fn rotation_and_replay() {
-        let s = TwoHeaders::hmac(ZoomVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], br#"{"event":"x"}"#, sign);
-        s.check_rotation_tolerance_and_replay(ZoomVerifier::new().tolerance(Duration::from_secs(600)));
+        let mut s =
+            TwoHeaders::hmac(ZoomVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], br#"{"event":"x"}"#, sign);
+        s.tolerance = 7_200;
+        s.check_rotation_tolerance_and_replay(ZoomVerifier::new().tolerance(4 * DEFAULT_TOLERANCE));
     }
 
     #[test]

@@ -83,9 +83,20 @@ fn classify_bytes(raw: &[u8]) -> Classified {
             _ => Err(KeyMaterialErrorKind::InvalidPublicKey),
         };
     }
-    // `whsk_` is the sender's private key; anything unprefixed may be a
-    // public key pasted without its `whpk_`, which must never key an HMAC.
-    Err(KeyMaterialErrorKind::Malformed)
+    if raw.starts_with(WHSK) {
+        // The sender's private key: never configured here.
+        return Err(KeyMaterialErrorKind::Malformed);
+    }
+    // Unprefixed, as the official libraries also accept it (`standardwebhooks`
+    // and `svix` strip an optional `whsec_`): strict base64 of 24 to 64
+    // bytes, except exactly 32, the size of an Ed25519 public key pasted
+    // without its `whpk_`, which must never key an HMAC.
+    match decode_secret_base64(raw) {
+        Some(key) if (MIN_SECRET_BYTES..=MAX_SECRET_BYTES).contains(&key.len()) && key.len() != 32 => {
+            Ok(Key::Hmac(SigningSecret::new(key)))
+        }
+        _ => Err(KeyMaterialErrorKind::Malformed),
+    }
 }
 
 /// The fix to suggest for a refused secret.
@@ -101,7 +112,8 @@ pub(super) fn hint(raw: &[u8], kind: KeyMaterialErrorKind) -> &'static str {
             "the text after the prefix is not base64"
         }
         KeyMaterialErrorKind::Malformed => {
-            "copy the secret with its whsec_ (or whpk_) prefix; an unprefixed secret is ambiguous"
+            "copy the secret with its whsec_ (or whpk_) prefix; without it, only base64 of 24 to 64 bytes other \
+             than 32 (the size of a public key) is read as a secret"
         }
         _ => "copy the whole secret, with its whsec_ or whpk_ prefix",
     }
@@ -150,7 +162,10 @@ impl std::fmt::Display for SecretErrorKind {
             Self::Empty => "the secret is empty",
             Self::WrongKind => "a key of another kind (whsec_, whpk_ and whsk_ are not interchangeable)",
             Self::NotAPublicKey => "not a valid 32-byte Ed25519 public key",
-            Self::MissingPrefix => "a Standard Webhooks secret starts with whsec_; copy it whole",
+            Self::MissingPrefix => {
+                "a Standard Webhooks secret starts with whsec_ (without it: base64 of 24 to 64 bytes, not 32); copy it \
+                 whole"
+            }
             Self::TooShort => "the whsec_ key is shorter than 24 bytes",
             Self::TooLong => "the whsec_ key is longer than 64 bytes",
         })
@@ -169,10 +184,13 @@ kind_error! {
 
 /// An endpoint's symmetric signing secret as the sender shows it: `whsec_`
 /// followed by base64 (padding optional) of [`MIN_SECRET_BYTES`] to
-/// [`MAX_SECRET_BYTES`] bytes. The prefix is required: unprefixed text could
-/// be a `whpk_` public key pasted without its prefix, and a public key used
-/// as an HMAC key lets anyone who reads it sign `v1` deliveries. Returned in
-/// its canonical form (`whsec_` + padded base64), decoded once.
+/// [`MAX_SECRET_BYTES`] bytes. Without the prefix, as the official
+/// `standardwebhooks` and `svix` libraries also take it, the same base64 is
+/// accepted unless it decodes to exactly 32 bytes: that is the size of an
+/// Ed25519 public key, and a `whpk_` key pasted without its prefix, used as
+/// an HMAC key, would let anyone who reads it sign `v1` deliveries (add
+/// `whsec_` to such a secret). Returned in its canonical form (`whsec_` +
+/// padded base64), decoded once.
 ///
 /// # Errors
 /// [`SecretErrorKind::MissingPrefix`], [`SecretErrorKind::NotBase64`],

@@ -36,10 +36,17 @@
 //!   entries only. This is what [`public_key`] returns. A public key is never
 //!   used as an HMAC key: anyone can read it, so a `v1` signature made with
 //!   it would prove nothing.
-//! - `whsk_...` (the sender's private key) and anything without a prefix are
-//!   refused. Raw key bytes are not accepted: an unprefixed secret cannot be
-//!   told from a public key pasted without its `whpk_`, which as an HMAC key
-//!   would let anyone holding the public key sign `v1` deliveries.
+//! - unprefixed base64 of 24 to 64 bytes: a symmetric secret, as the official
+//!   libraries read it (`standardwebhooks` on npm and PyPI and its Rust
+//!   crate, `svix`: each strips an optional `whsec_`), **except** exactly 32
+//!   bytes, the size of an Ed25519 public key: a public key pasted without
+//!   its `whpk_` would, as an HMAC key, let anyone holding it sign `v1`
+//!   deliveries, so a 32-byte secret needs its `whsec_`. The libraries'
+//!   laxer readings (npm drops a stray trailing character, PyPI discards
+//!   non-base64 characters) are not copied: whitespace and other characters
+//!   are refused.
+//! - `whsk_...` (the sender's private key) and anything else are refused.
+//!   Raw key bytes are not accepted.
 //!
 //! [`StandardWebhooksVerifier`]'s [`Verifier::check_secrets`] enforces this
 //! when the layer is built (fixed secrets) and for every endpoint a resolver
@@ -493,9 +500,11 @@ mod tests {
         let whsec = secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
         let v1 = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
         assert_eq!(sign(&whsec, id, ts, body).unwrap(), v1);
-        // The official libraries also take the text without `whsec_`; this
-        // crate requires the prefix (see the module docs).
-        assert_eq!(secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap_err().kind(), SecretErrorKind::MissingPrefix);
+        // The official libraries also take the text without `whsec_`, and so
+        // does this crate (24 bytes; see the module docs).
+        let bare = secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        assert_eq!(bare.expose(), whsec.expose(), "canonical form");
+        assert_eq!(sign(&SigningSecret::from("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), id, ts, body).unwrap(), v1);
 
         let seed: [u8; 32] = general_purpose::STANDARD
             .decode("VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk=")
@@ -949,6 +958,21 @@ mod tests {
                 vec![SigningSecret::from("a long raw secret, no prefix")],
                 Err((K::Malformed, Some(0))),
             ),
+            ("unprefixed base64, 24 bytes", vec![SigningSecret::from("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")], Ok(())),
+            ("unprefixed base64, 64 bytes", vec![SigningSecret::from(b64(&[5u8; 64]))], Ok(())),
+            ("unprefixed base64, 33 bytes", vec![SigningSecret::from(b64(&[5u8; 33]))], Ok(())),
+            (
+                "unprefixed base64, 32 bytes (a public key's size)",
+                vec![SigningSecret::from(b64(&[5u8; 32]))],
+                Err((K::Malformed, Some(0))),
+            ),
+            ("unprefixed base64, 23 bytes", vec![SigningSecret::from(b64(&[5u8; 23]))], Err((K::Malformed, Some(0)))),
+            ("unprefixed base64, 65 bytes", vec![SigningSecret::from(b64(&[5u8; 65]))], Err((K::Malformed, Some(0)))),
+            (
+                "unprefixed with a trailing newline",
+                vec![SigningSecret::from("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n")],
+                Err((K::Malformed, Some(0))),
+            ),
             (
                 "whsk_ private key",
                 vec![SigningSecret::from(format!("whsk_{}", b64(&SEED)))],
@@ -1000,7 +1024,7 @@ mod tests {
         let (short, long) = (sized(MIN_SECRET_BYTES - 1), sized(MAX_SECRET_BYTES + 1));
         let bad = [
             ("empty", "whsec_", SecretErrorKind::Empty),
-            ("no prefix", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", SecretErrorKind::MissingPrefix),
+            ("no prefix, 32 bytes", "BQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQU=", SecretErrorKind::MissingPrefix),
             ("23 bytes", &short, SecretErrorKind::TooShort),
             ("65 bytes", &long, SecretErrorKind::TooLong),
             ("not base64", "whsec_***", SecretErrorKind::NotBase64),
