@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --all-features --example api_load
-//! API_LOAD_SECONDS=5 API_LOAD_SENDERS=16,64 cargo run --release --all-features --example api_load
+//! API_LOAD_SECONDS=5 API_LOAD_SENDERS=16,64 API_LOAD_VARIANTS=layer,hand cargo run --release --all-features --example api_load
 //! ```
 //!
 //! A throwaway PostgreSQL (the tests' harness), switched to durable commits
@@ -172,6 +172,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    let variants = std::env::var("API_LOAD_VARIANTS").unwrap_or_else(|_| "layer,hand".into());
     let (pool, _url, _throwaway) = common::database(None, 16).await.map_err(|e| -> Box<dyn std::error::Error> { e })?;
     {
         let db = pool.get().await?;
@@ -198,15 +199,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("|---:|---|---:|---:|---:|---:|---:|---:|");
     let mut tag = 0;
     for &senders in &senders_list {
-        for variant in ["layer", "hand"] {
+        for variant in variants.split(',') {
             tag += 1;
             let url = format!("http://{addr}/{variant}/payments");
             let keys: Arc<Vec<String>> = Arc::new((0..400_000).map(|i| format!("k-{tag}-{i}")).collect());
+            let sessions = "SELECT sessions FROM pg_stat_database WHERE datname = current_database()";
+            let before: i64 = pool.get().await?.query_one(sessions, &[]).await?.get(0);
             let first = point(&url, Arc::clone(&keys), senders, seconds, 201).await;
             // Replays of the keys the first phase completed.
             let done = keys.iter().take(first.per_second as usize * seconds as usize).cloned().collect::<Vec<_>>();
             let replays = Arc::new(done.iter().cycle().take(done.len() * 20).cloned().collect::<Vec<_>>());
             let replay = point(&url, replays, senders, seconds, 201).await;
+            let after: i64 = pool.get().await?.query_one(sessions, &[]).await?.get(0);
+            eprintln!("{variant} at {senders}: {} sessions opened", after - before);
             let name = if variant == "layer" { "IdempotencyKeyLayer" } else { "hand-written" };
             println!(
                 "| {senders} | {name} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} | {:.2} |{}",

@@ -92,7 +92,8 @@
 //! **Cost.** A replay costs one round trip (the key's `SELECT`) and no
 //! transaction, as a webhook duplicate does. A first request costs that
 //! lookup, `BEGIN` and the claim in one flight, the handler's statements,
-//! and the stored response with the fenced `COMMIT`.
+//! and one statement storing the response and checking the fence, sent with
+//! `COMMIT`: four round trips with a one-statement handler.
 
 mod header;
 mod request;

@@ -215,13 +215,11 @@ where
         }
     };
     let stored = StoredResponse { status: status.as_u16(), headers: kept_headers(config, &head.headers), body };
-    if let Err(e) = config.keys.save(&claimed.tx(), &event, &fingerprint, &stored).await {
-        tracing::error!(error = %e, "the response could not be stored; rolled back");
-        let _ = claimed.fail("response could not be stored", Some(status.as_u16())).await;
-        return Ok(problem(Problem::Unavailable, None));
-    }
-    let response = Response::from_parts(head, ResponseBody::<ResBody>::bytes(stored.body));
-    Ok(match claimed::end(claimed, Ok::<_, ()>(response), &|_| true).await {
+    let flat = stored.flat_headers();
+    let more = stored.params(&fingerprint, &flat);
+    let response = Response::from_parts(head, ResponseBody::<ResBody>::bytes(stored.body.clone()));
+    let commit = Some((config.keys.commit_sql(), &more[..]));
+    Ok(match claimed::end_with(claimed, Ok::<_, ()>(response), &|_| true, commit).await {
         Claimed::Handled { response, committed: true } => ("committed", response),
         other => ended_answer(other),
     })

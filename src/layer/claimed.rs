@@ -21,6 +21,7 @@ use tower_service::Service;
 use super::config::SuccessFn;
 use crate::event::ScopedEvent;
 use crate::store::digest::BodyClaim;
+use crate::store::driver::Param;
 use crate::store::{Claim, ClaimStore, ClaimedEvent, CommitErrorKind};
 
 /// What [`run`] did with a request.
@@ -157,6 +158,18 @@ pub(crate) async fn end<R, E>(
     result: Result<Response<R>, E>,
     success: &SuccessFn,
 ) -> Claimed<Response<R>, E> {
+    end_with(claimed, result, success, None).await
+}
+
+/// [`end`], committing with the caller's own fence statement and its extra
+/// parameters when given (see [`ClaimedEvent::commit_with`]): the
+/// `Idempotency-Key` layer stores the response in the same statement.
+pub(crate) async fn end_with<R, E>(
+    claimed: ClaimedEvent,
+    result: Result<Response<R>, E>,
+    success: &SuccessFn,
+    commit_with: Option<(&str, &[Param<'_>])>,
+) -> Claimed<Response<R>, E> {
     let response = match result {
         Ok(response) => response,
         Err(e) => {
@@ -191,7 +204,11 @@ pub(crate) async fn end<R, E>(
         tracing::warn!(outcome = "failed", status = status.as_u16(), "handler did not succeed; rolled back");
         return Claimed::Handled { response, committed: false };
     }
-    match claimed.commit(status.as_u16()).await {
+    let committed = match commit_with {
+        Some((check, params)) => claimed.commit_with(status.as_u16(), check, params).await,
+        None => claimed.commit(status.as_u16()).await,
+    };
+    match committed {
         Ok(()) => {
             tracing::info!(outcome = "committed", status = status.as_u16(), "event processed");
             Claimed::Handled { response, committed: true }

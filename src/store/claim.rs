@@ -465,23 +465,49 @@ impl ClaimedEvent {
     /// [`CommitError`]; the failed attempt is recorded unless the handle is
     /// still in use.
     pub async fn commit(self, status: u16) -> Result<(), CommitError> {
-        let tx = self.tx.take_conn().ok_or(CommitError::of(CommitErrorKind::StillInUse, None))?;
         let sql = &self.store.inner.sql;
         let code = i16::try_from(status).unwrap_or(i16::MAX);
         let ev = &self.event;
         // The row was written `done` with the assumed status; another status
         // is stored by a HOT update, in the same flight.
         let (check, params) = if code == ASSUMED_STATUS {
-            (&sql.check, vec![Param::Time(self.started)])
+            (sql.check.as_str(), vec![Param::Time(self.started)])
         } else {
             let (scope, provider, key) = (Param::Text(ev.scope()), Param::Text(ev.provider()), Param::Text(ev.key()));
-            (&sql.set_status, vec![scope, provider, key, Param::I16(code), Param::Time(self.started)])
+            (sql.set_status.as_str(), vec![scope, provider, key, Param::I16(code), Param::Time(self.started)])
         };
+        self.commit_fenced_by(status, check, &params).await
+    }
+
+    /// [`commit`](Self::commit) with the caller's own fence statement `check`
+    /// (sent with `COMMIT` in one flight): it must store `status` on the
+    /// claim row and fail (22012) unless the transaction is still the
+    /// claim's, as [`Statements::set_status`](super::Statements) does (its
+    /// parameters `$1 scope, $2 provider, $3 event_key, $4 status, $5 the
+    /// claim's now()` come first); it may write more in the same statement
+    /// (a data-modifying `WITH`), so that work costs no round trip of its own.
+    pub(crate) async fn commit_with(self, status: u16, check: &str, more: &[Param<'_>]) -> Result<(), CommitError> {
+        let ev = &self.event;
+        let code = i16::try_from(status).unwrap_or(i16::MAX);
+        let mut params = vec![
+            Param::Text(ev.scope()),
+            Param::Text(ev.provider()),
+            Param::Text(ev.key()),
+            Param::I16(code),
+            Param::Time(self.started),
+        ];
+        params.extend_from_slice(more);
+        self.commit_fenced_by(status, check, &params).await
+    }
+
+    /// The fenced commit with `check` and its `params`; see [`commit`](Self::commit).
+    async fn commit_fenced_by(&self, status: u16, check: &str, params: &[Param<'_>]) -> Result<(), CommitError> {
+        let tx = self.tx.take_conn().ok_or(CommitError::of(CommitErrorKind::StillInUse, None))?;
         // In a transaction a swallowed error aborted, the check fails (25P02)
         // and PostgreSQL answers the COMMIT with ROLLBACK (rust-postgres#1334);
         // when the transaction is no longer the claim's (the work ended it),
         // the check divides by zero (22012): either way nothing commits.
-        let result = match tx.commit_fenced(check, &params, self.tx.scope().notify()).await {
+        let result = match tx.commit_fenced(check, params, self.tx.scope().notify()).await {
             Ok(()) => Ok(()),
             Err(Fenced::Lost) => {
                 tracing::error!("the claim's transaction was ended by the work; not committed here");

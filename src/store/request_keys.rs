@@ -8,18 +8,17 @@
 //! - a replay: [`RequestKeys::lookup`], one autocommit `SELECT`, no
 //!   transaction, no WAL;
 //! - a first request: that lookup, then the claim (claim-first: `BEGIN` and
-//!   the claim in one flight), the handler's statements, [`RequestKeys::save`]
-//!   inside the claim's transaction, then the fenced `COMMIT`.
+//!   the claim in one flight), the handler's statements, then the stored
+//!   response and the fence in one statement sent with `COMMIT`.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::driver::{Db, Param, WebhookTx};
+use super::driver::{Db, Param};
 use super::StoreConfig;
 use crate::error::{ConfigError, StoreError};
 use crate::event::ScopedEvent;
-use crate::store::driver::TxError;
 
 /// The provider column of every claim the `Idempotency-Key` layer makes:
 /// `"idempotency-key"`. Its retention window is [`RETENTION`].
@@ -41,6 +40,19 @@ pub(crate) struct StoredResponse {
     pub(crate) body: Bytes,
 }
 
+impl StoredResponse {
+    /// The headers as one `text[]`: name, value, name, value, ...
+    pub(crate) fn flat_headers(&self) -> Vec<String> {
+        self.headers.iter().flat_map(|(n, v)| [n.clone(), v.clone()]).collect()
+    }
+
+    /// The commit statement's parameters after the fence's five:
+    /// `$6 fingerprint, $7 headers, $8 body`.
+    pub(crate) fn params<'a>(&'a self, fingerprint: &'a [u8; 32], flat: &'a [String]) -> [Param<'a>; 3] {
+        [Param::Bytes(fingerprint), Param::OptTexts(Some(flat)), Param::Bytes(&self.body)]
+    }
+}
+
 /// What the lookup found for a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StoredKey {
@@ -56,7 +68,7 @@ pub(crate) struct StoredKey {
 pub(crate) struct RequestKeys {
     db: Db,
     lookup: String,
-    save: String,
+    commit: String,
     phase: String,
 }
 
@@ -71,14 +83,26 @@ impl RequestKeys {
                 "SELECT fingerprint, phase, response_status, response_headers, response_body, idempotency_key
                    FROM {t} WHERE {pk}"
             ),
-            save: format!(
-                "INSERT INTO {t} AS k (scope, provider, idempotency_key, fingerprint, response_status,
-                                      response_headers, response_body, completed_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, now())
-                 ON CONFLICT (scope, provider, idempotency_key) DO UPDATE
-                    SET fingerprint = excluded.fingerprint, response_status = excluded.response_status,
-                        response_headers = excluded.response_headers, response_body = excluded.response_body,
-                        completed_at = excluded.completed_at"
+            // The fenced commit's statement (`ClaimedEvent::commit_with`):
+            // the claim row's status and the stored response in one
+            // statement, sent with COMMIT; it fails (22012) unless the
+            // transaction is still the claim's.
+            commit: format!(
+                "WITH done AS (
+                     UPDATE {schema}.webhook_events SET response_status = $4
+                      WHERE scope = $1 AND provider = $2 AND event_key = $3 AND state = 'done'
+                        AND completed_at = $5 AND now() = $5
+                      RETURNING 1),
+                 saved AS (
+                     INSERT INTO {t} AS k (scope, provider, idempotency_key, fingerprint, response_status,
+                                          response_headers, response_body, completed_at)
+                     VALUES ($1, $2, $3, $6, $4, $7, $8, now())
+                     ON CONFLICT (scope, provider, idempotency_key) DO UPDATE
+                        SET fingerprint = excluded.fingerprint, response_status = excluded.response_status,
+                            response_headers = excluded.response_headers, response_body = excluded.response_body,
+                            completed_at = excluded.completed_at
+                     RETURNING 1)
+                 SELECT 1 / ((SELECT count(*) FROM done) * (SELECT count(*) FROM saved))::int"
             ),
             phase: format!(
                 "INSERT INTO {t} AS k (scope, provider, idempotency_key, fingerprint, phase)
@@ -122,30 +146,11 @@ impl RequestKeys {
         Ok(Some(StoredKey { fingerprint: print, phase: row.get::<Option<String>>(1), response }))
     }
 
-    /// Writes the response inside the claim's transaction `tx`: it commits
-    /// with the handler's writes, or not at all.
-    ///
-    /// # Errors
-    /// [`TxError`]: the transaction ended or the statement failed (the
-    /// transaction is then aborted and the claim must not commit).
-    pub(crate) async fn save(
-        &self,
-        tx: &WebhookTx,
-        event: &ScopedEvent,
-        fingerprint: &[u8; 32],
-        response: &StoredResponse,
-    ) -> Result<(), TxError> {
-        let flat: Vec<String> = response.headers.iter().flat_map(|(n, v)| [n.clone(), v.clone()]).collect();
-        let params = [
-            Param::Text(event.scope()),
-            Param::Text(event.provider()),
-            Param::Text(event.key()),
-            Param::Bytes(fingerprint),
-            Param::I16(i16::try_from(response.status).unwrap_or(i16::MAX)),
-            Param::OptTexts(Some(&flat)),
-            Param::Bytes(&response.body),
-        ];
-        tx.run(&self.save, &params).await.map(|_| ())
+    /// The fence statement that commits the claim with `response` stored
+    /// ([`ClaimedEvent::commit_with`](crate::store::ClaimedEvent)); its extra
+    /// parameters are [`StoredResponse::params`].
+    pub(crate) fn commit_sql(&self) -> &str {
+        &self.commit
     }
 
     /// Records the recovery point `phase` for the key, committed at once in a
