@@ -9,7 +9,7 @@
 -- `idempotency-key` retention window (`Retention`, by `created_at`; 24 h by default).
 -- The schema appears only as the double-quoted placeholder webhook_idempotency (see 001).
 
-CREATE TABLE IF NOT EXISTS "webhook_idempotency".webhook_idempotency_keys (
+CREATE TABLE IF NOT EXISTS "webhook_idempotency".webhook_request_keys (
     scope            text        NOT NULL CHECK (octet_length(scope) BETWEEN 1 AND 512),
     provider         text        NOT NULL CHECK (octet_length(provider) BETWEEN 1 AND 512),
     idempotency_key  text        NOT NULL CHECK (octet_length(idempotency_key) BETWEEN 1 AND 255),
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS "webhook_idempotency".webhook_idempotency_keys (
 );
 
 -- Retention: each provider's keys by age.
-CREATE INDEX IF NOT EXISTS webhook_idempotency_keys_provider_created_at
-    ON "webhook_idempotency".webhook_idempotency_keys (provider, created_at);
+CREATE INDEX IF NOT EXISTS webhook_request_keys_provider_created_at
+    ON "webhook_idempotency".webhook_request_keys (provider, created_at);
 
 INSERT INTO "webhook_idempotency".webhook_schema_migrations (version) VALUES (9) ON CONFLICT (version) DO NOTHING;

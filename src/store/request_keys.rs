@@ -1,6 +1,6 @@
 //! The `Idempotency-Key` layer's rows: the request fingerprint, recovery
 //! points and the stored response (migration 9, table
-//! `webhook_idempotency_keys`), beside the claim in `webhook_events`.
+//! `webhook_request_keys`), beside the claim in `webhook_events`.
 //!
 //! The claim itself is the ordinary claim protocol ([`ClaimStore`]) with
 //! provider [`PROVIDER`]; this module only adds what a retry with the same
@@ -63,7 +63,7 @@ pub(crate) struct StoredKey {
     pub(crate) response: Option<StoredResponse>,
 }
 
-/// The statements on `webhook_idempotency_keys`, schema spliced in.
+/// The statements on `webhook_request_keys`, schema spliced in.
 #[derive(Debug, Clone)]
 pub(crate) struct RequestKeys {
     db: Db,
@@ -75,7 +75,7 @@ pub(crate) struct RequestKeys {
 impl RequestKeys {
     pub(crate) fn new(store: &StoreConfig) -> Result<Self, ConfigError> {
         let (db, schema) = store.open()?;
-        let t = format!("{schema}.webhook_idempotency_keys");
+        let t = format!("{schema}.webhook_request_keys");
         let pk = "scope = $1 AND provider = $2 AND idempotency_key = $3";
         Ok(Self {
             db,

@@ -167,7 +167,7 @@ impl RetentionBuilder {
         // provider's events, by the same window.
         let side_tables = [
             ("webhook_body_digests", "scope, provider, body_sha256"),
-            ("webhook_idempotency_keys", "scope, provider, idempotency_key"),
+            ("webhook_request_keys", "scope, provider, idempotency_key"),
         ];
         let side = side_tables
             .iter()
@@ -468,7 +468,10 @@ mod tests {
         for preset in providers::all() {
             assert_eq!(builder.windows.get(preset.name), Some(&preset.replay_window), "{}", preset.name);
         }
-        assert_eq!(builder.windows.len(), providers::all().len());
+        // And the Idempotency-Key layer's keys, at their 24 hours.
+        let keys = crate::store::request_keys::PROVIDER;
+        assert_eq!(builder.windows.get(keys), Some(&crate::store::request_keys::RETENTION));
+        assert_eq!(builder.windows.len(), providers::all().len() + 1);
         assert_eq!(builder.default_window, DEFAULT_REPLAY_WINDOW);
     }
 

@@ -394,7 +394,7 @@ async fn a_backend_killed_between_the_handlers_write_and_the_commit_stores_nothi
     let crashed = send(&app, request("/crash", "alice", Some("k-c"), BODY)).await;
     assert_eq!(crashed.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(db.effects().await, 0);
-    assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_idempotency_keys").await, 0);
+    assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_request_keys").await, 0);
     let retried = send(&app, request("/crash", "alice", Some("k-c"), BODY)).await;
     assert_eq!(retried.status, StatusCode::CREATED);
     assert!(!retried.replayed());
