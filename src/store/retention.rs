@@ -455,6 +455,8 @@ mod tests {
             (typeform::NAME, 30, "no published span"),
             (discord::NAME, 1, "interactions are not redelivered"),
             (sendgrid::NAME, 2, "retries for up to 24 hours"),
+            (gitlab::NAME, 30, "no automatic retry; manual resend, log retention not stated"),
+            (telegram::NAME, 2, "repeats; updates kept at most 24 hours"),
         ];
         assert_eq!(cases.len(), providers::all().len(), "one row per registry preset");
         for (name, days, covers) in cases {
