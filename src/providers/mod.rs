@@ -162,6 +162,10 @@ fn json_keyed(name: &'static str, verifier: impl crate::verify::Verifier, key: &
 
 #[cfg(feature = "calendly")]
 pub mod calendly;
+#[cfg(feature = "checkout-com")]
+pub mod checkout_com;
+#[cfg(feature = "coinbase-commerce")]
+pub mod coinbase_commerce;
 #[cfg(feature = "discord")]
 pub mod discord;
 #[cfg(feature = "github")]
@@ -176,10 +180,16 @@ pub mod intercom;
 pub mod linear;
 #[cfg(feature = "mailgun")]
 pub mod mailgun;
+#[cfg(feature = "mux")]
+pub mod mux;
 #[cfg(feature = "paddle")]
 pub mod paddle;
 #[cfg(feature = "pagerduty")]
 pub mod pagerduty;
+#[cfg(feature = "razorpay")]
+pub mod razorpay;
+#[cfg(feature = "recurly")]
+pub mod recurly;
 #[cfg(feature = "sendgrid")]
 pub mod sendgrid;
 #[cfg(feature = "shopify")]
@@ -219,7 +229,12 @@ pub mod zoom;
         feature = "paddle",
         feature = "linear",
         feature = "gitlab",
-        feature = "telegram"
+        feature = "telegram",
+        feature = "mux",
+        feature = "razorpay",
+        feature = "coinbase-commerce",
+        feature = "checkout-com",
+        feature = "recurly",
     )
 ))]
 mod testing;
@@ -653,6 +668,16 @@ pub const REGISTRY: &[PresetInfo] = &[
     gitlab::PRESET,
     #[cfg(feature = "telegram")]
     telegram::PRESET,
+    #[cfg(feature = "mux")]
+    mux::PRESET,
+    #[cfg(feature = "razorpay")]
+    razorpay::PRESET,
+    #[cfg(feature = "coinbase-commerce")]
+    coinbase_commerce::PRESET,
+    #[cfg(feature = "checkout-com")]
+    checkout_com::PRESET,
+    #[cfg(feature = "recurly")]
+    recurly::PRESET,
 ];
 
 #[cfg(test)]
@@ -706,6 +731,11 @@ mod tests {
             ("zoom", include_str!("zoom.rs")),
             ("gitlab", include_str!("gitlab.rs")),
             ("telegram", include_str!("telegram.rs")),
+            ("mux", include_str!("mux.rs")),
+            ("razorpay", include_str!("razorpay.rs")),
+            ("coinbase-commerce", include_str!("coinbase_commerce.rs")),
+            ("checkout-com", include_str!("checkout_com.rs")),
+            ("recurly", include_str!("recurly.rs")),
         ];
         for preset in REGISTRY {
             // Svix sends the Standard Webhooks scheme; its preset lives there.

@@ -457,6 +457,11 @@ mod tests {
             (sendgrid::NAME, 2, "retries for up to 24 hours"),
             (gitlab::NAME, 30, "no automatic retry; manual resend, log retention not stated"),
             (telegram::NAME, 2, "repeats; updates kept at most 24 hours"),
+            (mux::NAME, 2, "retries for up to 24 hours"),
+            (razorpay::NAME, 15, "24 hours of retries; replay of events up to 15 days old"),
+            (coinbase_commerce::NAME, 30, "no published span"),
+            (checkout_com::NAME, 30, "8 retries over about 30 hours; manual resend without a stated limit"),
+            (recurly::NAME, 4, "10 retries over about 3 days"),
         ];
         assert_eq!(cases.len(), providers::all().len(), "one row per registry preset");
         for (name, days, covers) in cases {
