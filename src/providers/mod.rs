@@ -160,6 +160,8 @@ fn json_keyed(name: &'static str, verifier: impl crate::verify::Verifier, key: &
     Provider::new(name, verifier, crate::key::JsonPointerKey::new(key).event_type(event_type))
 }
 
+#[cfg(feature = "bitbucket")]
+pub mod bitbucket;
 #[cfg(feature = "calendly")]
 pub mod calendly;
 #[cfg(feature = "checkout-com")]
@@ -168,14 +170,22 @@ pub mod checkout_com;
 pub mod coinbase_commerce;
 #[cfg(feature = "discord")]
 pub mod discord;
+#[cfg(feature = "forgejo")]
+pub mod forgejo;
+#[cfg(feature = "gitea")]
+pub mod gitea;
 #[cfg(feature = "github")]
 pub mod github;
 #[cfg(feature = "gitlab")]
 pub mod gitlab;
+#[cfg(feature = "gocardless")]
+pub mod gocardless;
 #[cfg(feature = "hubspot")]
 pub mod hubspot;
 #[cfg(feature = "intercom")]
 pub mod intercom;
+#[cfg(feature = "lemon-squeezy")]
+pub mod lemon_squeezy;
 #[cfg(feature = "linear")]
 pub mod linear;
 #[cfg(feature = "mailgun")]
@@ -235,6 +245,10 @@ pub mod zoom;
         feature = "coinbase-commerce",
         feature = "checkout-com",
         feature = "recurly",
+        feature = "bitbucket",
+        feature = "gitea",
+        feature = "lemon-squeezy",
+        feature = "gocardless"
     )
 ))]
 mod testing;
@@ -678,6 +692,16 @@ pub const REGISTRY: &[PresetInfo] = &[
     checkout_com::PRESET,
     #[cfg(feature = "recurly")]
     recurly::PRESET,
+    #[cfg(feature = "bitbucket")]
+    bitbucket::PRESET,
+    #[cfg(feature = "gitea")]
+    gitea::PRESET,
+    #[cfg(feature = "forgejo")]
+    forgejo::PRESET,
+    #[cfg(feature = "lemon-squeezy")]
+    lemon_squeezy::PRESET,
+    #[cfg(feature = "gocardless")]
+    gocardless::PRESET,
 ];
 
 #[cfg(test)]
@@ -736,6 +760,11 @@ mod tests {
             ("coinbase-commerce", include_str!("coinbase_commerce.rs")),
             ("checkout-com", include_str!("checkout_com.rs")),
             ("recurly", include_str!("recurly.rs")),
+            ("bitbucket", include_str!("bitbucket.rs")),
+            ("gitea", include_str!("gitea.rs")),
+            ("forgejo", include_str!("forgejo.rs")),
+            ("lemon-squeezy", include_str!("lemon_squeezy.rs")),
+            ("gocardless", include_str!("gocardless.rs")),
         ];
         for preset in REGISTRY {
             // Svix sends the Standard Webhooks scheme; its preset lives there.

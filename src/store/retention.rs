@@ -462,6 +462,11 @@ mod tests {
             (coinbase_commerce::NAME, 30, "no published span"),
             (checkout_com::NAME, 30, "8 retries over about 30 hours; manual resend without a stated limit"),
             (recurly::NAME, 4, "10 retries over about 3 days"),
+            (bitbucket::NAME, 30, "2 immediate retries; manual resend without a stated limit"),
+            (gitea::NAME, 1, "no retries; a redelivery has a new id"),
+            (forgejo::NAME, 1, "as Gitea"),
+            (lemon_squeezy::NAME, 30, "3 retries within minutes; no published resend span"),
+            (gocardless::NAME, 30, "8 retries; API retry without a stated limit"),
         ];
         assert_eq!(cases.len(), providers::all().len(), "one row per registry preset");
         for (name, days, covers) in cases {
