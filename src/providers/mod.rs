@@ -160,24 +160,46 @@ fn json_keyed(name: &'static str, verifier: impl crate::verify::Verifier, key: &
     Provider::new(name, verifier, crate::key::JsonPointerKey::new(key).event_type(event_type))
 }
 
+#[cfg(feature = "bitbucket")]
+pub mod bitbucket;
 #[cfg(feature = "calendly")]
 pub mod calendly;
+#[cfg(feature = "checkout-com")]
+pub mod checkout_com;
+#[cfg(feature = "coinbase-commerce")]
+pub mod coinbase_commerce;
 #[cfg(feature = "discord")]
 pub mod discord;
+#[cfg(feature = "forgejo")]
+pub mod forgejo;
+#[cfg(feature = "gitea")]
+pub mod gitea;
 #[cfg(feature = "github")]
 pub mod github;
+#[cfg(feature = "gitlab")]
+pub mod gitlab;
+#[cfg(feature = "gocardless")]
+pub mod gocardless;
 #[cfg(feature = "hubspot")]
 pub mod hubspot;
 #[cfg(feature = "intercom")]
 pub mod intercom;
+#[cfg(feature = "lemon-squeezy")]
+pub mod lemon_squeezy;
 #[cfg(feature = "linear")]
 pub mod linear;
 #[cfg(feature = "mailgun")]
 pub mod mailgun;
+#[cfg(feature = "mux")]
+pub mod mux;
 #[cfg(feature = "paddle")]
 pub mod paddle;
 #[cfg(feature = "pagerduty")]
 pub mod pagerduty;
+#[cfg(feature = "razorpay")]
+pub mod razorpay;
+#[cfg(feature = "recurly")]
+pub mod recurly;
 #[cfg(feature = "sendgrid")]
 pub mod sendgrid;
 #[cfg(feature = "shopify")]
@@ -190,6 +212,8 @@ pub mod square;
 pub mod standard_webhooks;
 #[cfg(feature = "stripe")]
 pub mod stripe;
+#[cfg(feature = "telegram")]
+pub mod telegram;
 #[cfg(feature = "twilio")]
 pub mod twilio;
 #[cfg(feature = "twitch")]
@@ -213,7 +237,18 @@ pub mod zoom;
         feature = "pagerduty",
         feature = "calendly",
         feature = "paddle",
-        feature = "linear"
+        feature = "linear",
+        feature = "gitlab",
+        feature = "telegram",
+        feature = "mux",
+        feature = "razorpay",
+        feature = "coinbase-commerce",
+        feature = "checkout-com",
+        feature = "recurly",
+        feature = "bitbucket",
+        feature = "gitea",
+        feature = "lemon-squeezy",
+        feature = "gocardless"
     )
 ))]
 mod testing;
@@ -329,6 +364,10 @@ pub struct PresetInfo {
     /// provider's page. [`Retention`](crate::store::retention::Retention)
     /// keeps the preset's keys at least this long.
     pub replay_window: Duration,
+    /// Whether the signature covers the body: false for a shared-token
+    /// scheme (GitLab, Telegram), which authenticates the sender and signs
+    /// nothing, so a changed body still verifies.
+    pub signs_body: bool,
     build: fn(&str) -> Provider,
     secret: fn(&str) -> Result<SigningSecret, KeyTextError>,
     public_key: Option<fn(&str) -> Result<SigningSecret, KeyTextError>>,
@@ -373,6 +412,7 @@ impl PresetInfo {
             key: KeyKind::Secret,
             headers,
             replay_window,
+            signs_body: true,
             build,
             secret: raw_secret,
             public_key: None,
@@ -383,6 +423,11 @@ impl PresetInfo {
     /// The same entry for a scheme that signs a URL.
     const fn signing(self, url: UrlArg) -> Self {
         Self { url, ..self }
+    }
+
+    /// The same entry for a shared-token scheme, which signs no body.
+    const fn shared_token(self) -> Self {
+        Self { signs_body: false, ..self }
     }
 
     /// The same entry with other key material.
@@ -415,6 +460,7 @@ impl fmt::Debug for PresetInfo {
             .field("url", &self.url)
             .field("key", &self.key)
             .field("replay_window", &self.replay_window)
+            .field("signs_body", &self.signs_body)
             .finish_non_exhaustive()
     }
 }
@@ -632,6 +678,30 @@ pub const REGISTRY: &[PresetInfo] = &[
     discord::PRESET,
     #[cfg(feature = "sendgrid")]
     sendgrid::PRESET,
+    #[cfg(feature = "gitlab")]
+    gitlab::PRESET,
+    #[cfg(feature = "telegram")]
+    telegram::PRESET,
+    #[cfg(feature = "mux")]
+    mux::PRESET,
+    #[cfg(feature = "razorpay")]
+    razorpay::PRESET,
+    #[cfg(feature = "coinbase-commerce")]
+    coinbase_commerce::PRESET,
+    #[cfg(feature = "checkout-com")]
+    checkout_com::PRESET,
+    #[cfg(feature = "recurly")]
+    recurly::PRESET,
+    #[cfg(feature = "bitbucket")]
+    bitbucket::PRESET,
+    #[cfg(feature = "gitea")]
+    gitea::PRESET,
+    #[cfg(feature = "forgejo")]
+    forgejo::PRESET,
+    #[cfg(feature = "lemon-squeezy")]
+    lemon_squeezy::PRESET,
+    #[cfg(feature = "gocardless")]
+    gocardless::PRESET,
 ];
 
 #[cfg(test)]
@@ -683,6 +753,18 @@ mod tests {
             ("twitch", include_str!("twitch.rs")),
             ("typeform", include_str!("typeform.rs")),
             ("zoom", include_str!("zoom.rs")),
+            ("gitlab", include_str!("gitlab.rs")),
+            ("telegram", include_str!("telegram.rs")),
+            ("mux", include_str!("mux.rs")),
+            ("razorpay", include_str!("razorpay.rs")),
+            ("coinbase-commerce", include_str!("coinbase_commerce.rs")),
+            ("checkout-com", include_str!("checkout_com.rs")),
+            ("recurly", include_str!("recurly.rs")),
+            ("bitbucket", include_str!("bitbucket.rs")),
+            ("gitea", include_str!("gitea.rs")),
+            ("forgejo", include_str!("forgejo.rs")),
+            ("lemon-squeezy", include_str!("lemon_squeezy.rs")),
+            ("gocardless", include_str!("gocardless.rs")),
         ];
         for preset in REGISTRY {
             // Svix sends the Standard Webhooks scheme; its preset lives there.
@@ -713,7 +795,8 @@ mod tests {
             let last = tampered.len() - 2;
             tampered[last] ^= 1;
             let d = Delivery::new(&ex.parts, &tampered, &ex.secrets, at(NOW));
-            assert!(verifier.verify(&d).is_err(), "{}", preset.name);
+            // A shared-token scheme signs no body: the limit its module documents.
+            assert_eq!(verifier.verify(&d).is_err(), preset.signs_body, "{}", preset.name);
             // Every header the example sends is one the preset declares.
             for name in ex.parts.headers.keys() {
                 assert!(

@@ -455,6 +455,18 @@ mod tests {
             (typeform::NAME, 30, "no published span"),
             (discord::NAME, 1, "interactions are not redelivered"),
             (sendgrid::NAME, 2, "retries for up to 24 hours"),
+            (gitlab::NAME, 30, "no automatic retry; manual resend, log retention not stated"),
+            (telegram::NAME, 2, "repeats; updates kept at most 24 hours"),
+            (mux::NAME, 2, "retries for up to 24 hours"),
+            (razorpay::NAME, 15, "24 hours of retries; replay of events up to 15 days old"),
+            (coinbase_commerce::NAME, 30, "no published span"),
+            (checkout_com::NAME, 30, "8 retries over about 30 hours; manual resend without a stated limit"),
+            (recurly::NAME, 4, "10 retries over about 3 days"),
+            (bitbucket::NAME, 30, "2 immediate retries; manual resend without a stated limit"),
+            (gitea::NAME, 1, "no retries; a redelivery has a new id"),
+            (forgejo::NAME, 1, "as Gitea"),
+            (lemon_squeezy::NAME, 30, "3 retries within minutes; no published resend span"),
+            (gocardless::NAME, 30, "8 retries; API retry without a stated limit"),
         ];
         assert_eq!(cases.len(), providers::all().len(), "one row per registry preset");
         for (name, days, covers) in cases {

@@ -25,6 +25,10 @@
 //! # let _ = verifier;
 //! ```
 //!
+//! Senders that send a static credential instead of a signature:
+//! [`TokenHeaderVerifier`] (a shared token in a header) and
+//! [`BasicAuthVerifier`] (HTTP Basic, RFC 7617).
+//!
 //! **Limits.** The signature header(s) may hold at most
 //! [`MAX_SIGNATURE_HEADER_BYTES`](super::MAX_SIGNATURE_HEADER_BYTES) (4 KiB)
 //! over all lines and [`MAX_SIGNATURE_ENTRIES`](super::MAX_SIGNATURE_ENTRIES)
@@ -47,8 +51,10 @@ use std::time::Duration;
 use http::HeaderName;
 
 mod builder;
+mod token;
 
 pub use builder::HmacVerifierBuilder;
+pub use token::{BasicAuthVerifier, TokenHeaderVerifier};
 
 use super::{
     check_signature_header_size, count_entry, hmac, match_any_secret, parse_unix_millis, parse_unix_seconds,

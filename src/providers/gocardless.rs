@@ -1,0 +1,154 @@
+//! GoCardless: the `Webhook-Signature` header.
+//!
+//! Scheme (GoCardless, "Staying up-to-date with webhooks",
+//! <https://developer.gocardless.com/getting-started/staying-up-to-date-with-webhooks>,
+//! and `webhooks.parse` in the official `gocardless-nodejs`):
+//! `Webhook-Signature: <hex HMAC-SHA256 of the raw body>`, keyed with the
+//! webhook endpoint's secret as UTF-8 bytes. The SDK decodes the hex before
+//! comparing, so upper-case digits pass there and here. GoCardless sends one
+//! signature; rotating the endpoint secret means configuring both here for
+//! the changeover. The header's name is Standard Webhooks' too; the value is
+//! a bare hex digest, not `v1,<base64>`.
+//!
+//! **Signed / not signed:** only the raw body is signed, so the event key
+//! (`meta.webhook_id`) and the events in the batch are signed. Headers are
+//! not.
+//!
+//! **Event key: the webhook, not each event.** A GoCardless webhook is a
+//! **batch**: `events` holds one or more events, each with its own `id`
+//! (`EV...`), and `meta.webhook_id` (`WB...`) names the webhook itself. The
+//! key is `meta.webhook_id`, which GoCardless keeps when it retries the
+//! webhook (the API's "Retry a webhook" re-sends the webhook of that id):
+//! one claim per batch, so a retried batch is a duplicate. What the crate
+//! does not do is claim each event of a batch on its own: a handler that
+//! must not apply one event twice across batches should make its writes
+//! idempotent on the event's `id` (a business key; see
+//! [`WebhookTx`](crate::WebhookTx)). No event type is recorded (a batch has
+//! several); each event's is `resource_type` and `action`
+//! (`payments.confirmed`).
+//!
+//! **Retries** (GoCardless support, "Webhook retries / failures",
+//! <https://support.gocardless.com/hc/en-nz/articles/360000989989-Webhook-retries-failures>):
+//! a webhook not answered 2xx within 10 seconds is retried up to 8 times at
+//! increasing intervals (1 minute, 2 minutes, 10 minutes, ...), and can be
+//! retried through the API (`POST /webhooks/{id}/actions/retry`) with no
+//! stated age limit, hence [`REPLAY_WINDOW`]. GoCardless suggests answering
+//! an invalid signature with 498; the layer answers 401, which GoCardless
+//! treats as a failure just the same. **Tolerance:** none; no timestamp is
+//! signed (each event's `created_at` is signed but no window is set).
+//! **Handshake:** none.
+//!
+//! **Limit of the scheme:** no timestamp is signed: a captured webhook
+//! verifies forever; the claim on `meta.webhook_id` makes its replay a
+//! duplicate. Serve the endpoint over TLS.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): each
+//! event's `created_at` (RFC 3339, milliseconds); GoCardless does not
+//! promise the order of webhooks, nor of events across batches.
+
+use crate::key::JsonPointerKey;
+use crate::provider::Provider;
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac_sha256, SigningSecret};
+
+/// The header GoCardless signs webhooks with.
+pub const SIGNATURE_HEADER: &str = "webhook-signature";
+
+/// The CLI name of the preset and the `provider` column of its claims.
+pub const NAME: &str = "gocardless";
+/// How long a GoCardless webhook can be sent again: 30 days.
+///
+/// GoCardless retries a failed webhook up to 8 times at increasing
+/// intervals
+/// (<https://support.gocardless.com/hc/en-nz/articles/360000989989-Webhook-retries-failures>)
+/// and lets it be retried through the API with no stated age limit
+/// (<https://developer.gocardless.com/api-reference/#webhooks-retry-a-webhook>),
+/// so the window is the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
+
+hmac_verifier! {
+    /// Verifies GoCardless's `Webhook-Signature` header.
+    pub struct GoCardlessVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
+    /// A verifier for `Webhook-Signature`.
+    fn new();
+}
+
+/// The `Webhook-Signature` value GoCardless would send for `body` with
+/// `secret`: the bare hex digest. For tests and fixtures.
+pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
+    hex::encode(hmac_sha256(secret, &[body]))
+}
+
+preset! {
+    /// GoCardless (`Webhook-Signature`; key = `meta.webhook_id`, one claim per batch). See [`crate::providers::gocardless`].
+    ///
+    /// The GoCardless preset: [`GoCardlessVerifier`]; key = the batch's
+    /// `meta.webhook_id`, no event type.
+    fn gocardless() = Provider::new(NAME, GoCardlessVerifier::new(), JsonPointerKey::new("/meta/webhook_id"));
+    headers: [SIGNATURE_HEADER],
+    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::KeyErrorKind;
+    use crate::providers::testing::{fixture, OneHeader};
+    use crate::test_support::{assert_body_identity, headers, NOW};
+    use crate::verify::VerifyErrorKind;
+
+    /// A two-event batch signed by the documented formula and accepted by
+    /// `gocardless-nodejs`'s `webhooks.parse`, which also accepts the
+    /// upper-case hex; see `scripts/fixtures/gocardless.js`.
+    #[test]
+    fn gocardless_sdk_fixture() {
+        let body = include_bytes!("../../tests/fixtures/providers/gocardless/body.json");
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/gocardless/expected.json"));
+        assert_eq!(expected["sdk_verified"], serde_json::json!(true));
+        assert_eq!(expected["sdk_accepts_uppercase_hex"], serde_json::json!(true));
+        let header = expected["headers"]["webhook-signature"].as_str().unwrap();
+        assert_eq!(sign(&secret, body), header);
+        let secrets = [secret];
+        for h in [header.to_owned(), header.to_uppercase()] {
+            assert_eq!(OneHeader::preset(&PRESET).check(&[&h], body, &secrets, NOW), Ok(()), "{h}");
+        }
+        assert_body_identity(&Provider::gocardless(), body, expected["webhook_id"].as_str().unwrap(), None);
+        // The batch's events, for a handler's own business keys.
+        let doc: serde_json::Value = serde_json::from_slice(body).unwrap();
+        let ids: Vec<&str> = doc["events"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+        let want: Vec<&str> = expected["event_ids"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        assert_eq!(ids, want);
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        let secret = SigningSecret::from("gc_secret");
+        let body = br#"{"events":[{"id":"EV1"}],"meta":{"webhook_id":"WB1"}}"#;
+        let good = sign(&secret, body);
+        let from_other = sign(&SigningSecret::from("gc_other"), body);
+        let standard_webhooks = format!("v1,{}", "A".repeat(43));
+        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"events\":[]}");
+        cases.extend([
+            (
+                "Standard Webhooks form",
+                vec![standard_webhooks.as_str()],
+                &body[..],
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
+            ("short hex", vec!["abcd"], body, Err(VerifyErrorKind::MalformedHeader)),
+        ]);
+        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+    }
+
+    #[test]
+    fn rotation_precheck_and_key() {
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
+        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "zz");
+        let p = Provider::gocardless();
+        let no_meta = p.extractor_ref().extract(&headers(&[]), br#"{"events":[{"id":"EV1"}]}"#).unwrap_err();
+        assert_eq!(no_meta.kind(), KeyErrorKind::Missing);
+        assert_eq!(p.name(), "gocardless");
+    }
+}

@@ -1,0 +1,172 @@
+//! Lemon Squeezy: the `X-Signature` header.
+//!
+//! Scheme (Lemon Squeezy, "Signing requests",
+//! <https://docs.lemonsqueezy.com/help/webhooks/signing-requests>):
+//! `X-Signature: <hex HMAC-SHA256 of the raw body>`, keyed with the signing
+//! secret chosen when the webhook was created (6 to 40 characters), as
+//! UTF-8 bytes. Lemon Squeezy sends one signature; changing the secret means
+//! configuring both here for the changeover.
+//!
+//! **Signed / not signed:** only the raw body is signed, so every field of
+//! the derived key and the event type (`meta.event_name`) are signed. The
+//! `X-Event-Name` header (the same name) is not, and is not read.
+//!
+//! **Event key.** Lemon Squeezy sends no event or delivery id, in the body
+//! or in a header ("Webhook requests",
+//! <https://docs.lemonsqueezy.com/help/webhooks/webhook-requests>: the body
+//! is the JSON:API object the event concerns, with `meta.event_name`). The
+//! key is derived ([`DerivedKey`]) from `meta.event_name`, `data.type`,
+//! `data.id` and `data.attributes.updated_at`: the event, the object it
+//! concerns and that object's version. A retry resends the same object, so
+//! its key is equal; two events on one object differ in their name or in
+//! `updated_at`. Two events of the same name on the same object within one
+//! `updated_at` value (its precision is microseconds, often `.000000`) would
+//! share a key: the second is treated as a duplicate. The event type is
+//! `meta.event_name` (`order_created`, `subscription_updated`).
+//!
+//! **Retries** ("Webhook requests"): a request answered anything but
+//! **200** (not any 2xx; the layer answers 200) is retried up to three more
+//! times with an exponential back-off, for example after 5, 25 and 125
+//! seconds. No manual resend is documented; the window is the crate's
+//! default ([`REPLAY_WINDOW`]). **Tolerance:** none; no timestamp is signed.
+//! **Handshake:** none.
+//!
+//! **Limit of the scheme:** no timestamp is signed: a captured delivery
+//! verifies forever; the derived key makes its replay a duplicate. Serve the
+//! endpoint over TLS.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! object's `data.attributes.updated_at` (RFC 3339, microseconds).
+
+use crate::key::DerivedKey;
+use crate::provider::Provider;
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac_sha256, SigningSecret};
+
+/// The header Lemon Squeezy signs deliveries with.
+pub const SIGNATURE_HEADER: &str = "x-signature";
+
+/// The CLI name of the preset and the `provider` column of its claims.
+pub const NAME: &str = "lemon-squeezy";
+/// How long a Lemon Squeezy event can be sent again: 30 days.
+///
+/// Lemon Squeezy retries a failed request three times within minutes
+/// (<https://docs.lemonsqueezy.com/help/webhooks/webhook-requests>) and
+/// documents no manual resend nor its span; the key is derived from the
+/// body, so a resend of the same object would meet the claim. The window is
+/// the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
+
+hmac_verifier! {
+    /// Verifies the `X-Signature` header.
+    pub struct LemonSqueezyVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
+    /// A verifier for `X-Signature`.
+    fn new();
+}
+
+/// The `X-Signature` value Lemon Squeezy would send for `body` with
+/// `secret`: the bare hex digest. For tests and fixtures.
+pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
+    hex::encode(hmac_sha256(secret, &[body]))
+}
+
+/// The preset's key extractor: [`DerivedKey`] over `meta.event_name`,
+/// `data.type`, `data.id` and `data.attributes.updated_at`; type =
+/// `meta.event_name`.
+pub fn key() -> DerivedKey {
+    DerivedKey::new()
+        .json("/meta/event_name")
+        .json("/data/type")
+        .json("/data/id")
+        .json("/data/attributes/updated_at")
+        .event_type_json("/meta/event_name")
+}
+
+preset! {
+    /// Lemon Squeezy (`X-Signature`; derived key). See [`crate::providers::lemon_squeezy`].
+    ///
+    /// The Lemon Squeezy preset: [`LemonSqueezyVerifier`] and the derived
+    /// [`key`].
+    fn lemon_squeezy() = Provider::new(NAME, LemonSqueezyVerifier::new(), key());
+    headers: [SIGNATURE_HEADER],
+    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{KeyErrorKind, KeyExtractor as _};
+    use crate::providers::testing::{fixture, OneHeader};
+    use crate::test_support::{headers, identity, NOW};
+    use crate::verify::VerifyErrorKind;
+
+    /// Hand-computed with Python's `hmac` from the documented formula (the
+    /// official `@lemonsqueezy/lemonsqueezy.js` has no webhook verifier); see
+    /// `scripts/fixtures/lemon-squeezy.py`.
+    #[test]
+    fn hand_computed_fixture() {
+        let body = include_bytes!("../../tests/fixtures/providers/lemon-squeezy/body.json");
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/lemon-squeezy/expected.json"));
+        assert_eq!(expected["sdk_verified"], serde_json::json!(false));
+        let header = expected["headers"]["X-Signature"].as_str().unwrap();
+        assert_eq!(sign(&secret, body), header);
+        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &[secret], NOW), Ok(()));
+        let p = headers(&[]);
+        let id = identity(&Provider::lemon_squeezy(), &p, body);
+        assert_eq!(id.event_type.as_deref(), expected["event_type"].as_str());
+        // The fields the research named (`event:type:id:updated_at`), hashed
+        // by the same DerivedKey from a minimal body.
+        let fields: Vec<&str> = expected["derived_key"].as_str().unwrap().splitn(4, ':').collect();
+        let minimal = serde_json::json!({
+            "meta": {"event_name": fields[0]},
+            "data": {"type": fields[1], "id": fields[2], "attributes": {"updated_at": fields[3]}},
+        });
+        assert_eq!(identity(&Provider::lemon_squeezy(), &p, minimal.to_string().as_bytes()).key, id.key);
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        let secret = SigningSecret::from("ls_secret");
+        let body = br#"{"meta":{"event_name":"order_created"},"data":{"type":"orders","id":"1"}}"#;
+        let good = sign(&secret, body);
+        let from_other = sign(&SigningSecret::from("ls_other"), body);
+        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{}");
+        cases.push(("short hex", vec!["abcd"], &body[..], Err(VerifyErrorKind::MalformedHeader)));
+        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+    }
+
+    #[test]
+    fn derived_key_cases() {
+        let k = key();
+        let p = headers(&[]);
+        let doc = |event: &str, id: &str, updated: &str| {
+            serde_json::json!({
+                "meta": {"event_name": event, "test_mode": true},
+                "data": {"type": "subscriptions", "id": id, "attributes": {"updated_at": updated, "status": "active"}},
+            })
+            .to_string()
+        };
+        let a = k.extract(&p, doc("subscription_updated", "7", "2024-06-10T06:13:20.000000Z").as_bytes()).unwrap();
+        // The same event re-sent, members in another order and spaced: one key.
+        let resent = br#"{ "data": {"attributes": {"status": "active", "updated_at": "2024-06-10T06:13:20.000000Z"}, "id": "7", "type": "subscriptions"}, "meta": {"test_mode": true, "event_name": "subscription_updated"} }"#;
+        assert_eq!(k.extract(&p, resent).unwrap(), a);
+        for other in [
+            doc("subscription_cancelled", "7", "2024-06-10T06:13:20.000000Z"),
+            doc("subscription_updated", "8", "2024-06-10T06:13:20.000000Z"),
+            doc("subscription_updated", "7", "2024-06-10T06:13:21.000000Z"),
+        ] {
+            assert_ne!(k.extract(&p, other.as_bytes()).unwrap().key, a.key, "{other}");
+        }
+        let no_version = br#"{"meta":{"event_name":"x"},"data":{"type":"orders","id":"1"}}"#;
+        assert_eq!(k.extract(&p, no_version).unwrap_err().kind(), KeyErrorKind::Missing);
+        assert_eq!(Provider::lemon_squeezy().name(), "lemon-squeezy");
+    }
+
+    #[test]
+    fn rotation_and_precheck() {
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
+        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "zz");
+    }
+}

@@ -1,0 +1,168 @@
+//! Razorpay: the `X-Razorpay-Signature` header.
+//!
+//! Scheme (Razorpay, "Validate and Test Webhooks",
+//! <https://razorpay.com/docs/webhooks/validate-test/>, and the SDK helper
+//! `Razorpay.validateWebhookSignature` in `razorpay` on npm):
+//! `X-Razorpay-Signature: <hex HMAC-SHA256 of the raw body>`, no prefix,
+//! keyed with the **webhook secret** set when the webhook was created (not
+//! the API key secret), as UTF-8 bytes. Razorpay sends one signature. After
+//! the secret is changed, retries of older events are still signed with the
+//! old one (Razorpay, "Webhooks FAQs",
+//! <https://razorpay.com/docs/webhooks/faqs/>): configure both secrets until
+//! those retries are over (24 hours). The SDK compares lower-case hex only;
+//! this verifier also accepts upper-case digits of the same value.
+//!
+//! **Signed / not signed:** only the raw body is signed, so the event type
+//! (the body's `event`) is signed. The event key, the
+//! `x-razorpay-event-id` header, is **not signed**; nor is any other header.
+//!
+//! The event key is `x-razorpay-event-id`, the id Razorpay's "Best
+//! Practices" page (<https://razorpay.com/docs/webhooks/best-practices/>)
+//! tells receivers to deduplicate on: the same event can arrive several
+//! times, "an expected behaviour". The body holds no event id of its own.
+//! The event type is the body's `event` (`payment.captured`).
+//!
+//! **Retries** (Best Practices): a delivery not answered 2xx is retried with
+//! an exponential back-off for 24 hours after the event was created, then
+//! the webhook is disabled; an event up to 15 days old can be replayed on
+//! request (FAQs), hence [`REPLAY_WINDOW`]. **Tolerance:** none; no
+//! timestamp is signed (the body's `created_at` is signed but Razorpay sets
+//! no window on it). **Handshake:** none.
+//!
+//! **Limit of the scheme:** neither a timestamp nor the event id is signed:
+//! whoever captured one delivery can send it again under a fresh
+//! `x-razorpay-event-id`, and it verifies and is claimed as a new event. Make
+//! the business write idempotent on the payload's own identity (the payment
+//! id with its `status`) where that matters, and serve the endpoint over TLS.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! event's `created_at` (Unix seconds), or the entity's own `created_at`;
+//! Razorpay does not promise the order of deliveries.
+
+use crate::key::{EventIdentity, HeaderKey, KeyError, KeyExtractor};
+use crate::provider::Provider;
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac_sha256, SigningSecret};
+
+/// The header Razorpay signs deliveries with.
+pub const SIGNATURE_HEADER: &str = "x-razorpay-signature";
+/// The header carrying the event id (the event key).
+pub const EVENT_ID_HEADER: &str = "x-razorpay-event-id";
+
+/// The CLI name of the preset and the `provider` column of its claims.
+pub const NAME: &str = "razorpay";
+/// How long a Razorpay event can be sent again: 15 days.
+///
+/// Razorpay retries a failed delivery for 24 hours after the event was
+/// created (<https://razorpay.com/docs/webhooks/best-practices/>), and
+/// replays an event on request if it is not older than 15 days
+/// (<https://razorpay.com/docs/webhooks/faqs/>).
+pub const REPLAY_WINDOW: std::time::Duration = super::days(15);
+
+hmac_verifier! {
+    /// Verifies the `X-Razorpay-Signature` header.
+    pub struct RazorpayVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
+    /// A verifier for `X-Razorpay-Signature`.
+    fn new();
+}
+
+/// The `X-Razorpay-Signature` value Razorpay would send for `body` with
+/// `secret`: the bare hex digest. For tests and fixtures.
+pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
+    hex::encode(hmac_sha256(secret, &[body]))
+}
+
+/// Razorpay's event identity: key = `x-razorpay-event-id`; type = the
+/// body's `event`.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RazorpayKey {
+    header: HeaderKey,
+}
+
+impl Default for RazorpayKey {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RazorpayKey {
+    /// The extractor the preset uses.
+    pub fn new() -> Self {
+        Self { header: HeaderKey::new(http::HeaderName::from_static(EVENT_ID_HEADER)) }
+    }
+}
+
+impl KeyExtractor for RazorpayKey {
+    fn extract(&self, parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+        let mut identity = self.header.extract(parts, body)?;
+        if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(body) {
+            identity.event_type = doc.get("event").and_then(serde_json::Value::as_str).map(str::to_owned);
+        }
+        Ok(identity)
+    }
+}
+
+preset! {
+    /// Razorpay (`X-Razorpay-Signature`; key = `x-razorpay-event-id`). See [`crate::providers::razorpay`].
+    ///
+    /// The Razorpay preset: [`RazorpayVerifier`] and [`RazorpayKey`].
+    fn razorpay() = Provider::new(NAME, RazorpayVerifier::new(), RazorpayKey::new());
+    headers: [SIGNATURE_HEADER, EVENT_ID_HEADER],
+    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (EVENT_ID_HEADER, id.to_owned())],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::KeyErrorKind;
+    use crate::providers::testing::{fixture, OneHeader};
+    use crate::test_support::{headers, identity, NOW};
+    use crate::verify::VerifyErrorKind;
+
+    /// A delivery signed by the documented formula and accepted by
+    /// `razorpay`'s `validateWebhookSignature`; see
+    /// `scripts/fixtures/razorpay.js`.
+    #[test]
+    fn razorpay_sdk_fixture() {
+        let body = include_bytes!("../../tests/fixtures/providers/razorpay/body.json");
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/razorpay/expected.json"));
+        assert_eq!(expected["sdk_verified"], serde_json::json!(true));
+        let header = expected["headers"]["x-razorpay-signature"].as_str().unwrap();
+        assert_eq!(sign(&secret, body), header);
+        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &[secret], NOW), Ok(()));
+        let event_id = expected["event_id"].as_str().unwrap();
+        let id = identity(&Provider::razorpay(), &headers(&[(EVENT_ID_HEADER, event_id)]), body);
+        assert_eq!((id.key.as_str(), id.event_type.as_deref()), (event_id, expected["event_type"].as_str()));
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        let secret = SigningSecret::from("rzp_secret");
+        let body = br#"{"event":"payment.captured","payload":{}}"#;
+        let good = sign(&secret, body);
+        let from_other = sign(&SigningSecret::from("rzp_other"), body);
+        let upper = good.to_uppercase();
+        let prefixed = format!("sha256={good}");
+        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"event\":\"x\"}");
+        cases.extend([
+            ("upper-case hex", vec![upper.as_str()], &body[..], Ok(())),
+            ("sha256= prefix", vec![&prefixed], body, Err(VerifyErrorKind::MalformedHeader)),
+            ("short hex", vec!["abcd"], body, Err(VerifyErrorKind::MalformedHeader)),
+        ]);
+        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+    }
+
+    #[test]
+    fn rotation_precheck_and_key() {
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
+        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "zz");
+        let p = Provider::razorpay();
+        let no_id = p.extractor_ref().extract(&headers(&[]), b"{\"event\":\"x\"}").unwrap_err();
+        assert_eq!(no_id.kind(), KeyErrorKind::Missing);
+        let id = identity(&p, &headers(&[(EVENT_ID_HEADER, "E1")]), b"not json");
+        assert_eq!((id.key.as_str(), id.event_type), ("E1", None));
+        assert_eq!(p.name(), "razorpay");
+    }
+}
