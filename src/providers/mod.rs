@@ -199,6 +199,21 @@ pub mod typeform;
 #[cfg(feature = "zoom")]
 pub mod zoom;
 
+#[cfg(feature = "box")]
+pub mod box_com;
+#[cfg(feature = "circleci")]
+pub mod circleci;
+#[cfg(feature = "customer-io")]
+pub mod customer_io;
+#[cfg(feature = "heroku")]
+pub mod heroku;
+#[cfg(any(feature = "box", feature = "zendesk"))]
+mod rfc3339;
+#[cfg(feature = "vercel")]
+pub mod vercel;
+#[cfg(feature = "zendesk")]
+pub mod zendesk;
+
 #[cfg(all(
     test,
     any(
@@ -213,7 +228,13 @@ pub mod zoom;
         feature = "pagerduty",
         feature = "calendly",
         feature = "paddle",
-        feature = "linear"
+        feature = "linear",
+        feature = "customer-io",
+        feature = "box",
+        feature = "zendesk",
+        feature = "heroku",
+        feature = "vercel",
+        feature = "circleci"
     )
 ))]
 mod testing;
@@ -632,6 +653,18 @@ pub const REGISTRY: &[PresetInfo] = &[
     discord::PRESET,
     #[cfg(feature = "sendgrid")]
     sendgrid::PRESET,
+    #[cfg(feature = "customer-io")]
+    customer_io::PRESET,
+    #[cfg(feature = "box")]
+    box_com::PRESET,
+    #[cfg(feature = "zendesk")]
+    zendesk::PRESET,
+    #[cfg(feature = "heroku")]
+    heroku::PRESET,
+    #[cfg(feature = "vercel")]
+    vercel::PRESET,
+    #[cfg(feature = "circleci")]
+    circleci::PRESET,
 ];
 
 #[cfg(test)]
@@ -683,6 +716,12 @@ mod tests {
             ("twitch", include_str!("twitch.rs")),
             ("typeform", include_str!("typeform.rs")),
             ("zoom", include_str!("zoom.rs")),
+            ("box", include_str!("box_com.rs")),
+            ("circleci", include_str!("circleci.rs")),
+            ("customer-io", include_str!("customer_io.rs")),
+            ("heroku", include_str!("heroku.rs")),
+            ("vercel", include_str!("vercel.rs")),
+            ("zendesk", include_str!("zendesk.rs")),
         ];
         for preset in REGISTRY {
             // Svix sends the Standard Webhooks scheme; its preset lives there.
