@@ -201,14 +201,24 @@ pub mod zoom;
 
 #[cfg(feature = "box")]
 pub mod box_com;
+#[cfg(feature = "buildkite")]
+pub mod buildkite;
+#[cfg(feature = "cal-com")]
+pub mod cal_com;
 #[cfg(feature = "circleci")]
 pub mod circleci;
 #[cfg(feature = "customer-io")]
 pub mod customer_io;
+#[cfg(feature = "front")]
+pub mod front;
+#[cfg(feature = "help-scout")]
+pub mod help_scout;
 #[cfg(feature = "heroku")]
 pub mod heroku;
 #[cfg(any(feature = "box", feature = "zendesk"))]
 mod rfc3339;
+#[cfg(feature = "sentry")]
+pub mod sentry;
 #[cfg(feature = "vercel")]
 pub mod vercel;
 #[cfg(feature = "zendesk")]
@@ -234,7 +244,12 @@ pub mod zendesk;
         feature = "zendesk",
         feature = "heroku",
         feature = "vercel",
-        feature = "circleci"
+        feature = "circleci",
+        feature = "sentry",
+        feature = "cal-com",
+        feature = "help-scout",
+        feature = "buildkite",
+        feature = "front"
     )
 ))]
 mod testing;
@@ -665,6 +680,16 @@ pub const REGISTRY: &[PresetInfo] = &[
     vercel::PRESET,
     #[cfg(feature = "circleci")]
     circleci::PRESET,
+    #[cfg(feature = "sentry")]
+    sentry::PRESET,
+    #[cfg(feature = "cal-com")]
+    cal_com::PRESET,
+    #[cfg(feature = "help-scout")]
+    help_scout::PRESET,
+    #[cfg(feature = "buildkite")]
+    buildkite::PRESET,
+    #[cfg(feature = "front")]
+    front::PRESET,
 ];
 
 #[cfg(test)]
@@ -722,6 +747,11 @@ mod tests {
             ("heroku", include_str!("heroku.rs")),
             ("vercel", include_str!("vercel.rs")),
             ("zendesk", include_str!("zendesk.rs")),
+            ("sentry", include_str!("sentry.rs")),
+            ("cal-com", include_str!("cal_com.rs")),
+            ("help-scout", include_str!("help_scout.rs")),
+            ("buildkite", include_str!("buildkite.rs")),
+            ("front", include_str!("front.rs")),
         ];
         for preset in REGISTRY {
             // Svix sends the Standard Webhooks scheme; its preset lives there.
