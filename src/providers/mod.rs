@@ -215,12 +215,18 @@ pub mod front;
 pub mod help_scout;
 #[cfg(feature = "heroku")]
 pub mod heroku;
+#[cfg(feature = "quickbooks")]
+pub mod quickbooks;
 #[cfg(any(feature = "box", feature = "zendesk"))]
 mod rfc3339;
 #[cfg(feature = "sentry")]
 pub mod sentry;
 #[cfg(feature = "vercel")]
 pub mod vercel;
+#[cfg(feature = "webflow")]
+pub mod webflow;
+#[cfg(feature = "xero")]
+pub mod xero;
 #[cfg(feature = "zendesk")]
 pub mod zendesk;
 
@@ -249,7 +255,10 @@ pub mod zendesk;
         feature = "cal-com",
         feature = "help-scout",
         feature = "buildkite",
-        feature = "front"
+        feature = "front",
+        feature = "webflow",
+        feature = "xero",
+        feature = "quickbooks"
     )
 ))]
 mod testing;
@@ -690,6 +699,12 @@ pub const REGISTRY: &[PresetInfo] = &[
     buildkite::PRESET,
     #[cfg(feature = "front")]
     front::PRESET,
+    #[cfg(feature = "webflow")]
+    webflow::PRESET,
+    #[cfg(feature = "xero")]
+    xero::PRESET,
+    #[cfg(feature = "quickbooks")]
+    quickbooks::PRESET,
 ];
 
 #[cfg(test)]
@@ -752,6 +767,9 @@ mod tests {
             ("help-scout", include_str!("help_scout.rs")),
             ("buildkite", include_str!("buildkite.rs")),
             ("front", include_str!("front.rs")),
+            ("webflow", include_str!("webflow.rs")),
+            ("xero", include_str!("xero.rs")),
+            ("quickbooks", include_str!("quickbooks.rs")),
         ];
         for preset in REGISTRY {
             // Svix sends the Standard Webhooks scheme; its preset lives there.
