@@ -5,7 +5,8 @@
 //! <https://dev.frontapp.com/docs/application-webhooks>):
 //! - `x-front-request-timestamp: <unix milliseconds>` and
 //!   `x-front-signature: <base64 HMAC-SHA256 of "{timestamp}:{raw body}">`,
-//!   keyed with the app's signing key as given. One signature; to rotate,
+//!   keyed with the app's secret (the "App secret" on the app's page in
+//!   Front's developer settings) as given. One signature; to rotate,
 //!   configure the old and new keys together.
 //! - tolerance: the timestamp is signed; Front's security guide for
 //!   connectors (<https://dev.frontapp.com/docs/security-1>) recommends
@@ -17,9 +18,9 @@
 //! "sync", "authorization": {...}}`, and expects the challenge back. The
 //! preset's [`Challenge`] answers a verified request that carries the header
 //! **and** a signed body of type `sync` with `200` and the challenge as the
-//! `text/plain` body; nothing is claimed. (Front's page asks for the
-//! challenge value in the response; that a plain-text body is accepted is
-//! our reading of it.)
+//! `text/plain` body; nothing is claimed. (Front's page shows the request
+//! but not the expected answer's form; echoing the challenge as a plain-text
+//! body is our assumption.)
 //!
 //! **Not covered: rule webhooks.** Front's older rule webhooks
 //! (<https://dev.frontapp.com/docs/rule-webhooks>) sign differently (base64
