@@ -223,6 +223,37 @@ pub mod typeform;
 #[cfg(feature = "zoom")]
 pub mod zoom;
 
+#[cfg(feature = "box")]
+pub mod box_com;
+#[cfg(feature = "buildkite")]
+pub mod buildkite;
+#[cfg(feature = "cal-com")]
+pub mod cal_com;
+#[cfg(feature = "circleci")]
+pub mod circleci;
+#[cfg(feature = "customer-io")]
+pub mod customer_io;
+#[cfg(feature = "front")]
+pub mod front;
+#[cfg(feature = "help-scout")]
+pub mod help_scout;
+#[cfg(feature = "heroku")]
+pub mod heroku;
+#[cfg(feature = "quickbooks")]
+pub mod quickbooks;
+#[cfg(any(feature = "box", feature = "zendesk"))]
+mod rfc3339;
+#[cfg(feature = "sentry")]
+pub mod sentry;
+#[cfg(feature = "vercel")]
+pub mod vercel;
+#[cfg(feature = "webflow")]
+pub mod webflow;
+#[cfg(feature = "xero")]
+pub mod xero;
+#[cfg(feature = "zendesk")]
+pub mod zendesk;
+
 #[cfg(all(
     test,
     any(
@@ -248,7 +279,21 @@ pub mod zoom;
         feature = "bitbucket",
         feature = "gitea",
         feature = "lemon-squeezy",
-        feature = "gocardless"
+        feature = "gocardless",
+        feature = "customer-io",
+        feature = "box",
+        feature = "zendesk",
+        feature = "heroku",
+        feature = "vercel",
+        feature = "circleci",
+        feature = "sentry",
+        feature = "cal-com",
+        feature = "help-scout",
+        feature = "buildkite",
+        feature = "front",
+        feature = "webflow",
+        feature = "xero",
+        feature = "quickbooks"
     )
 ))]
 mod testing;
@@ -702,6 +747,34 @@ pub const REGISTRY: &[PresetInfo] = &[
     lemon_squeezy::PRESET,
     #[cfg(feature = "gocardless")]
     gocardless::PRESET,
+    #[cfg(feature = "customer-io")]
+    customer_io::PRESET,
+    #[cfg(feature = "box")]
+    box_com::PRESET,
+    #[cfg(feature = "zendesk")]
+    zendesk::PRESET,
+    #[cfg(feature = "heroku")]
+    heroku::PRESET,
+    #[cfg(feature = "vercel")]
+    vercel::PRESET,
+    #[cfg(feature = "circleci")]
+    circleci::PRESET,
+    #[cfg(feature = "sentry")]
+    sentry::PRESET,
+    #[cfg(feature = "cal-com")]
+    cal_com::PRESET,
+    #[cfg(feature = "help-scout")]
+    help_scout::PRESET,
+    #[cfg(feature = "buildkite")]
+    buildkite::PRESET,
+    #[cfg(feature = "front")]
+    front::PRESET,
+    #[cfg(feature = "webflow")]
+    webflow::PRESET,
+    #[cfg(feature = "xero")]
+    xero::PRESET,
+    #[cfg(feature = "quickbooks")]
+    quickbooks::PRESET,
 ];
 
 #[cfg(test)]
@@ -765,6 +838,20 @@ mod tests {
             ("forgejo", include_str!("forgejo.rs")),
             ("lemon-squeezy", include_str!("lemon_squeezy.rs")),
             ("gocardless", include_str!("gocardless.rs")),
+            ("box", include_str!("box_com.rs")),
+            ("circleci", include_str!("circleci.rs")),
+            ("customer-io", include_str!("customer_io.rs")),
+            ("heroku", include_str!("heroku.rs")),
+            ("vercel", include_str!("vercel.rs")),
+            ("zendesk", include_str!("zendesk.rs")),
+            ("sentry", include_str!("sentry.rs")),
+            ("cal-com", include_str!("cal_com.rs")),
+            ("help-scout", include_str!("help_scout.rs")),
+            ("buildkite", include_str!("buildkite.rs")),
+            ("front", include_str!("front.rs")),
+            ("webflow", include_str!("webflow.rs")),
+            ("xero", include_str!("xero.rs")),
+            ("quickbooks", include_str!("quickbooks.rs")),
         ];
         for preset in REGISTRY {
             // Svix sends the Standard Webhooks scheme; its preset lives there.

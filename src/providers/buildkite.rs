@@ -1,0 +1,182 @@
+//! Buildkite (webhooks, signature mode): the `X-Buildkite-Signature` header.
+//!
+//! Scheme (Buildkite, "Webhooks", "Webhook signature" and "Verifying HMAC
+//! signatures", <https://buildkite.com/docs/apis/webhooks>):
+//! - `X-Buildkite-Signature: timestamp=<unix seconds>,signature=<hex>`, the
+//!   hex HMAC-SHA256 of `{timestamp}.{raw body}` keyed with the webhook's
+//!   token as given (the docs' Ruby: `OpenSSL::HMAC.hexdigest("sha256",
+//!   secret, "#{timestamp}.#{webhook_request_body}")`). Buildkite sends one
+//!   `signature`; several are accepted (any may match), unknown keys are
+//!   ignored.
+//! - tolerance: the timestamp "is part of the signed payload" and the docs
+//!   suggest rejecting old ones, "for example, 5 minutes" ("Defending against
+//!   replay attacks"). [`DEFAULT_TOLERANCE`] is those 300 seconds, in both
+//!   directions.
+//!
+//! **Token mode is not covered.** A Buildkite notification service sends
+//! either this signature or, by default, the token itself in
+//! `X-Buildkite-Token`; choose "Signature" in the service's settings to use
+//! this preset (a token compare is a generic shared-token verifier, not this
+//! HMAC preset).
+//!
+//! **Event key.** Buildkite sends no event or delivery id. The key is a
+//! [`DerivedKey`] over the whole body in canonical
+//! JSON: the body is the event (`event`, and the `build`, `job` or `agent`
+//! in the state it was in), so two events differ in it (another `event`, a
+//! build's `state` or `finished_at`), and Buildkite documents no retry that
+//! would change it. The docs warn that a payload may show a later state than
+//! its event; a build that changes between two events of the same name gives
+//! two keys, as it should. The event type is `event` (`build.finished`,
+//! `ping` when the settings are saved).
+//!
+//! **Signed / not signed** (<https://buildkite.com/docs/apis/webhooks>): the
+//! `timestamp=` and the raw body are signed, so the key and type are. The
+//! `X-Buildkite-Event` header is not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! build's (or job's) `finished_at` / `started_at` / `scheduled_at`, or its
+//! `number` within a pipeline.
+
+use std::time::Duration;
+
+use crate::key::DerivedKey;
+use crate::provider::Provider;
+use crate::verify::generic::{HmacVerifier, SignedContent};
+use crate::verify::{hmac_sha256, SigningSecret};
+
+/// The header Buildkite signs deliveries with (signature mode).
+pub const SIGNATURE_HEADER: &str = "x-buildkite-signature";
+/// The header carrying the event name (not signed).
+pub const EVENT_HEADER: &str = "x-buildkite-event";
+
+/// The preset's tolerance: 300 seconds (the docs' example window).
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+
+/// The CLI name of the preset and the `provider` column of its claims.
+pub const NAME: &str = "buildkite";
+/// How long a Buildkite event can be sent again: 30 days.
+///
+/// Buildkite documents no retry schedule and no manual redelivery for
+/// webhooks (<https://buildkite.com/docs/apis/webhooks>; the service's
+/// request log keeps the last 20 requests). With the span not stated, the
+/// window is the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const REPLAY_WINDOW: Duration = super::DEFAULT_REPLAY_WINDOW;
+
+hmac_verifier! {
+    /// Verifies the `X-Buildkite-Signature` header.
+    pub struct BuildkiteVerifier = {
+        HmacVerifier::builder(SIGNATURE_HEADER)
+            .key_value("signature")
+            .timestamp_key("timestamp")
+            .signature_separator(',')
+            .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+    };
+    /// A verifier with the preset's tolerance of 300 seconds.
+    fn new() at DEFAULT_TOLERANCE;
+    /// Sets how far (both directions) `timestamp=` may be from now.
+    fn tolerance();
+}
+
+/// The `X-Buildkite-Signature` value Buildkite would send for `body` at
+/// `timestamp` (Unix seconds) with `secret` (the webhook token):
+/// `timestamp={timestamp},signature={hex}`. For tests and fixtures.
+pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
+    let ts = timestamp.to_string();
+    format!("timestamp={ts},signature={}", hex::encode(hmac_sha256(secret, &[ts.as_bytes(), b".", body])))
+}
+
+preset! {
+    /// Buildkite (`X-Buildkite-Signature: timestamp=,signature=`, 300 s; derived key). See [`crate::providers::buildkite`].
+    ///
+    /// The Buildkite preset (signature mode): [`BuildkiteVerifier`] with the
+    /// 300 second tolerance; key derived from the canonical body, type =
+    /// `event`.
+    fn buildkite() = Provider::new(
+        NAME,
+        BuildkiteVerifier::new(),
+        DerivedKey::new().canonical_body().event_type_json("/event"),
+    );
+    headers: [SIGNATURE_HEADER, EVENT_HEADER],
+    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::testing::{fixture, OneHeader};
+    use crate::test_support::{headers, identity};
+    use crate::verify::VerifyErrorKind;
+
+    /// Hand-computed with Python's `hmac` from the docs' Ruby formula
+    /// (Buildkite publishes no verifying SDK, and the docs' example header is
+    /// not valid hex); see `scripts/fixtures/buildkite.py`.
+    #[test]
+    fn hand_computed_fixture() {
+        let body = include_bytes!("../../tests/fixtures/providers/buildkite/body.json");
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/buildkite/expected.json"));
+        let header = expected["headers"]["X-Buildkite-Signature"].as_str().unwrap();
+        assert_eq!(sign(&secret, 1_718_000_000, body), header);
+        let secrets = [secret];
+        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &secrets, 1_718_000_000), Ok(()));
+        assert_eq!(
+            OneHeader::preset(&PRESET).check(&[header], b"{}", &secrets, 1_718_000_000),
+            Err(VerifyErrorKind::NoMatchingSignature)
+        );
+        let id = identity(&Provider::buildkite(), &headers(&[]), body);
+        assert!(id.key.starts_with("sha256:"));
+        assert_eq!(id.event_type.as_deref(), expected["event_type"].as_str());
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        const NOW: u64 = 1_700_000_000;
+        let secret = SigningSecret::from("bk_token");
+        let other = SigningSecret::from("bk_other");
+        let body = br#"{"event":"build.finished","build":{"id":"b1","state":"passed"}}"#;
+        let good = sign(&secret, NOW, body);
+        let good_sig = &good[good.find("signature=").unwrap()..];
+        let rotated = format!("{},{good_sig}", sign(&other, NOW, body));
+        let with_unknown = format!("{good},v2={}", "a".repeat(64));
+        let two_ts = format!("timestamp={},{good}", NOW + 1);
+        let zeros = format!("timestamp={NOW},signature={}", "0".repeat(64));
+        OneHeader::preset(&PRESET).check_timed(
+            &secret,
+            &[
+                ("valid", vec![&good], body, NOW, Ok(())),
+                ("two signatures", vec![&rotated], body, NOW, Ok(())),
+                ("unknown key ignored", vec![&with_unknown], body, NOW, Ok(())),
+                ("edge past", vec![&good], body, NOW + 300, Ok(())),
+                ("edge future", vec![&good], body, NOW - 300, Ok(())),
+                ("stale", vec![&good], body, NOW + 301, Err(VerifyErrorKind::TimestampTooOld)),
+                ("future", vec![&good], body, NOW - 301, Err(VerifyErrorKind::TimestampInFuture)),
+                ("tampered", vec![&good], b"{}", NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+                ("wrong signature", vec![&zeros], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+                ("missing", vec![], body, NOW, Err(VerifyErrorKind::MissingHeader)),
+                ("no timestamp", vec!["signature=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("no signature", vec!["timestamp=1"], body, NOW, Err(VerifyErrorKind::NoMatchingSignature)),
+                ("two timestamps", vec![&two_ts], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("stripe-style header", vec!["t=1,v1=00"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+                ("a bare token", vec!["bk_token"], body, NOW, Err(VerifyErrorKind::MalformedHeader)),
+            ],
+        );
+    }
+
+    #[test]
+    fn rotation_replay_precheck_and_key() {
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
+        let header = sign(&new, 1_000, b"{}");
+        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &header, b"{}", 1_000, "signature");
+        let wide = BuildkiteVerifier::new().tolerance(Duration::from_secs(600));
+        OneHeader::preset(&PRESET).check_replay_and_tolerance(wide, (&header, b"{}", &new), [1_000, 1_600]);
+        assert_eq!(DEFAULT_TOLERANCE, Duration::from_secs(300));
+        let p = Provider::buildkite();
+        let a = identity(&p, &headers(&[]), br#"{"event":"build.started","build":{"id":"b1"}}"#);
+        let b = identity(&p, &headers(&[]), br#"{"build":{"id":"b1"}, "event":"build.started"}"#);
+        let c = identity(&p, &headers(&[]), br#"{"event":"build.finished","build":{"id":"b1"}}"#);
+        assert_eq!(a.key, b.key);
+        assert_ne!(a.key, c.key);
+        assert_eq!(p.name(), "buildkite");
+    }
+}

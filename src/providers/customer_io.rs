@@ -1,0 +1,190 @@
+//! Customer.io (reporting webhooks): the `X-CIO-Signature` and
+//! `X-CIO-Timestamp` headers.
+//!
+//! Scheme (Customer.io, "Reporting Webhooks", "Securely verifying requests",
+//! <https://docs.customer.io/api/webhooks/>, and the official Node SDK,
+//! `customerio-node` 5.2.0, `verifyRequestSignature`):
+//! - `X-CIO-Timestamp: <unix seconds>` and `X-CIO-Signature: <hex>`, the
+//!   lower-case hex HMAC-SHA256 of `v0:{timestamp}:{raw body}` (the shape of
+//!   Slack's), keyed with the webhook's signing key as given. One signature
+//!   per delivery; to rotate, configure the old and new keys together.
+//!   Upper-case hex is accepted here (the SDK compares hex text and refuses
+//!   it); anything that is not 64 hex digits is malformed.
+//! - tolerance: Customer.io's SDK checks no age at all, and its docs give
+//!   none. The timestamp is signed, so [`DEFAULT_TOLERANCE`] is the crate's
+//!   usual 300 seconds in both directions, our choice; widen it with
+//!   [`CustomerIoVerifier::tolerance`] if deliveries queue longer.
+//!
+//! The event key is the body's `event_id` (a ULID), the id of the reporting
+//! event: it is inside the signed body and names the event, not the attempt,
+//! so a retry repeats it (Customer.io does not state this in so many words;
+//! it is what an event id means). The event type is
+//! `{object_type}.{metric}` (`email.sent`, `push.opened`), or `object_type`
+//! alone when there is no `metric`.
+//!
+//! **Signed / not signed** (<https://docs.customer.io/api/webhooks/>): the
+//! `X-CIO-Timestamp` and the raw body are signed, so the event key and type
+//! (from the body) are signed. Other headers are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! body's `timestamp` (Unix seconds, when the metric happened).
+
+use std::time::Duration;
+
+use crate::key::{EventIdentity, JsonPointerKey, KeyError, KeyExtractor};
+use crate::provider::Provider;
+use crate::verify::generic::{HmacVerifier, SignedContent};
+use crate::verify::{hmac_sha256, SigningSecret};
+
+/// The header Customer.io signs deliveries with.
+pub const SIGNATURE_HEADER: &str = "x-cio-signature";
+/// The header carrying the signed Unix timestamp.
+pub const TIMESTAMP_HEADER: &str = "x-cio-timestamp";
+
+/// The preset's tolerance: 300 seconds (Customer.io states none; see the
+/// module docs).
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+
+/// The CLI name of the preset and the `provider` column of its claims.
+pub const NAME: &str = "customer-io";
+/// How long a Customer.io reporting event can be sent again: 30 days.
+///
+/// Customer.io's "Reporting Webhooks" page
+/// (<https://docs.customer.io/api/webhooks/>) says a delivery that does not
+/// get a 2xx within its timeout is retried, without a schedule or span we
+/// could confirm, and documents no manual redelivery. With the span not
+/// stated, the window is the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const REPLAY_WINDOW: Duration = super::DEFAULT_REPLAY_WINDOW;
+
+hmac_verifier! {
+    /// Verifies the `X-CIO-Signature` header.
+    pub struct CustomerIoVerifier = {
+        HmacVerifier::builder(SIGNATURE_HEADER)
+            .strict()
+            .content_prefix("v0:")
+            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
+            .timestamp_header(TIMESTAMP_HEADER)
+    };
+    /// A verifier with the preset's tolerance of 300 seconds.
+    fn new() at DEFAULT_TOLERANCE;
+    /// Sets how far (both directions) `X-CIO-Timestamp` may be from now.
+    fn tolerance();
+}
+
+/// The `X-CIO-Signature` value Customer.io would send for `body` at
+/// `timestamp` (Unix seconds) with `secret`: the bare hex digest. For tests
+/// and fixtures.
+pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
+    let ts = timestamp.to_string();
+    hex::encode(hmac_sha256(secret, &[b"v0:", ts.as_bytes(), b":", body]))
+}
+
+/// Customer.io's event identity: key = the body's `event_id`; type =
+/// `{object_type}.{metric}`, or `object_type` alone.
+///
+/// # Errors
+/// As [`JsonPointerKey`] for `event_id`: missing, not a string or integer,
+/// or a body that is not JSON.
+pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+    let mut identity = JsonPointerKey::new("/event_id").extract(parts, body)?;
+    let doc: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let text = |name: &str| doc.get(name).and_then(serde_json::Value::as_str).filter(|s| !s.is_empty());
+    identity.event_type = match (text("object_type"), text("metric")) {
+        (Some(object), Some(metric)) => Some(format!("{object}.{metric}")),
+        (Some(object), None) => Some(object.to_owned()),
+        (None, _) => None,
+    };
+    Ok(identity)
+}
+
+preset! {
+    /// Customer.io (`X-CIO-Signature` of `v0:{ts}:{body}`, 300 s; key = `event_id`). See [`crate::providers::customer_io`].
+    ///
+    /// The Customer.io reporting-webhooks preset: [`CustomerIoVerifier`] with
+    /// the 300 second tolerance; key = the body's `event_id`, type =
+    /// `{object_type}.{metric}` ([`event_identity`]).
+    fn customer_io() = Provider::new(NAME, CustomerIoVerifier::new(), event_identity);
+    headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER],
+    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::testing::{assert_fixture_identity, fixture, TwoHeaders};
+    use crate::test_support::{assert_body_identity, headers};
+    use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
+
+    /// A delivery signed by the documented formula and accepted by
+    /// `customerio-node`'s `verifyRequestSignature`; see
+    /// `scripts/fixtures/customer-io.js`.
+    #[test]
+    fn customerio_node_fixture() {
+        let body = include_bytes!("../../tests/fixtures/providers/customer-io/body.json");
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/customer-io/expected.json"));
+        assert_eq!(expected["sdk_verified"], serde_json::json!(true));
+        let signature = expected["signature"].as_str().unwrap();
+        let ts: u64 = expected["headers"]["X-CIO-Timestamp"].as_str().unwrap().parse().unwrap();
+        assert_eq!(sign(&secret, ts, body), signature);
+        let ts_text = ts.to_string();
+        let p = headers(&[(SIGNATURE_HEADER, signature), (TIMESTAMP_HEADER, &ts_text)]);
+        let secrets = [secret];
+        let at = crate::test_support::at(ts);
+        assert_eq!(
+            CustomerIoVerifier::new().verify(&Delivery::new(&p, body, &secrets, at)).map_err(|e| e.kind()),
+            Ok(())
+        );
+        assert_eq!(
+            CustomerIoVerifier::new().verify(&Delivery::new(&p, b"{}", &secrets, at)).map_err(|e| e.kind()),
+            Err(VerifyErrorKind::NoMatchingSignature)
+        );
+        assert_fixture_identity(&Provider::customer_io(), body, &expected);
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        let body = br#"{"event_id":"01J0","object_type":"email","metric":"sent"}"#;
+        let t = TwoHeaders::hmac(CustomerIoVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign);
+        let upper = t.good.to_uppercase();
+        let prefixed = format!("v0={}", t.good);
+        let short = &t.good[..62];
+        let slack_style = hex::encode(hmac_sha256(&t.key, &[b"v0:", t.timestamp.as_bytes(), b".", body]));
+        use VerifyErrorKind::{MalformedHeader, NoMatchingSignature};
+        t.check_with_common(&[
+            t.case("upper-case hex").signature(&upper),
+            t.case("rotation: the other line matches").signatures(&[&t.by_other, &t.good]),
+            t.case("v0= prefix").signature(&prefixed).fails(MalformedHeader),
+            t.case("short hex").signature(short).fails(MalformedHeader),
+            t.case("dot separator").signature(&slack_style).fails(NoMatchingSignature),
+            t.case("timestamp not digits").timestamp("1700000000.0").fails(MalformedHeader),
+            t.case("another timestamp").timestamp("1700000001").fails(NoMatchingSignature),
+        ]);
+    }
+
+    #[test]
+    fn rotation_tolerance_and_replay() {
+        let body = br#"{"event_id":"01J0"}"#;
+        let t = TwoHeaders::hmac(CustomerIoVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign);
+        t.check_rotation_tolerance_and_replay(CustomerIoVerifier::new().tolerance(Duration::from_secs(600)));
+        assert_eq!(DEFAULT_TOLERANCE, Duration::from_secs(300));
+        assert_eq!(Provider::customer_io().name(), "customer-io");
+    }
+
+    #[test]
+    fn key_cases() {
+        let p = Provider::customer_io();
+        assert_body_identity(
+            &p,
+            br#"{"event_id":"e1","object_type":"push","metric":"opened"}"#,
+            "e1",
+            Some("push.opened"),
+        );
+        assert_body_identity(&p, br#"{"event_id":"e1","object_type":"email"}"#, "e1", Some("email"));
+        assert_body_identity(&p, br#"{"event_id":"e1","metric":"sent"}"#, "e1", None);
+        let parts = http::Request::new(()).into_parts().0;
+        assert!(p.identify(&parts, br#"{"object_type":"email"}"#).is_err());
+        assert!(p.identify(&parts, b"not json").is_err());
+    }
+}

@@ -1,0 +1,149 @@
+//! Help Scout (Mailbox API webhooks): the `X-HelpScout-Signature` header.
+//!
+//! Scheme (Help Scout, "Webhooks", <https://developer.helpscout.com/webhooks/>,
+//! and the official PHP SDK, `helpscout/api`,
+//! `src/Webhooks/IncomingWebhook.php`: `base64_encode(hash_hmac('sha1',
+//! $body, $secret, true))`): `X-HelpScout-Signature: <base64 HMAC-SHA1 of the
+//! raw body>`, keyed with the webhook's secret key as given (at most 40
+//! characters, chosen when the webhook is created). SHA-1 is the only choice
+//! Help Scout offers; its collision attacks do not carry over to HMAC-SHA1
+//! (RFC 6194). One signature; to change the key, configure the old and new
+//! ones together. (Help Scout **Apps** sign their requests differently, with
+//! a query parameter: not this preset.)
+//!
+//! **Event key.** Help Scout sends no event or delivery id: the body is the
+//! resource itself (a conversation, a customer, a rating), whose `id` names
+//! the resource, not the event. The key is a
+//! [`DerivedKey`] over the whole body in canonical
+//! JSON: a retry resends the same snapshot, and two events on one resource
+//! differ in it (a conversation's `userUpdatedAt`, `status`, `threads`). The
+//! `X-HelpScout-Event` header is **not** signed, so it is not part of the
+//! key (a replay relabelled with another event name is still a duplicate);
+//! it is the event type (`convo.created`, `customer.created`,
+//! `helpscout.test` for the test event), which therefore must not drive
+//! authorization. Two events whose bodies are byte for byte the same
+//! resource snapshot share a key: the second is a duplicate.
+//!
+//! **Limit of the scheme:** the signature covers only the body, with no
+//! timestamp; a captured delivery verifies forever; the claim makes its
+//! replay a duplicate. Serve the endpoint over TLS.
+//!
+//! **Signed / not signed** (<https://developer.helpscout.com/webhooks/>): only
+//! the raw body is signed, so the key is. The event type
+//! (`X-HelpScout-Event`) is not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! resource's `userUpdatedAt` (a conversation) or `updatedAt` (a customer).
+
+use crate::key::DerivedKey;
+use crate::provider::Provider;
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac, Algorithm, Encoding, SigningSecret};
+
+/// The header Help Scout signs deliveries with.
+pub const SIGNATURE_HEADER: &str = "x-helpscout-signature";
+/// The header carrying the event name (the event type; not signed).
+pub const EVENT_HEADER: &str = "x-helpscout-event";
+
+/// The CLI name of the preset and the `provider` column of its claims.
+pub const NAME: &str = "help-scout";
+/// How long a Help Scout event can be sent again: 30 days.
+///
+/// Help Scout retries a delivery that gets no 2xx and deactivates a webhook
+/// that keeps failing (<https://developer.helpscout.com/webhooks/>; the
+/// research for this preset read up to 10 attempts over a few hours,
+/// unconfirmed), with no manual redelivery. With the span not confirmed, the
+/// window is the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
+
+hmac_verifier! {
+    /// Verifies the `X-HelpScout-Signature` header.
+    pub struct HelpScoutVerifier = {
+        HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).encoding(Encoding::Base64).strict()
+    };
+    /// A verifier for `X-HelpScout-Signature`.
+    fn new();
+}
+
+/// The `X-HelpScout-Signature` value Help Scout would send for `body` with
+/// `secret`: base64 HMAC-SHA1. For tests and fixtures.
+pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
+    Encoding::Base64.encode(hmac(Algorithm::Sha1, secret, &[body]).as_ref())
+}
+
+preset! {
+    /// Help Scout (`X-HelpScout-Signature`, base64 HMAC-SHA1; derived key). See [`crate::providers::help_scout`].
+    ///
+    /// The Help Scout preset: [`HelpScoutVerifier`]; key derived from the
+    /// canonical body, type = the `X-HelpScout-Event` header (unsigned).
+    fn help_scout() = Provider::new(
+        NAME,
+        HelpScoutVerifier::new(),
+        DerivedKey::new().canonical_body().event_type_header(http::HeaderName::from_static(EVENT_HEADER)),
+    );
+    headers: [SIGNATURE_HEADER, EVENT_HEADER],
+    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::testing::{fixture, OneHeader};
+    use crate::test_support::{headers, identity, NOW};
+    use crate::verify::VerifyErrorKind;
+
+    /// Hand-computed with Python's `hmac` from the formula of the official
+    /// PHP SDK (`generateSignature`; PHP is not run here); see
+    /// `scripts/fixtures/help-scout.py`.
+    #[test]
+    fn hand_computed_fixture() {
+        let body = include_bytes!("../../tests/fixtures/providers/help-scout/body.json");
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/help-scout/expected.json"));
+        let header = expected["signature"].as_str().unwrap();
+        assert_eq!(sign(&secret, body), header);
+        let secrets = [secret];
+        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &secrets, NOW), Ok(()));
+        assert_eq!(
+            OneHeader::preset(&PRESET).check(&[header], b"{}", &secrets, NOW),
+            Err(VerifyErrorKind::NoMatchingSignature)
+        );
+        let event = expected["headers"]["X-HelpScout-Event"].as_str().unwrap();
+        let id = identity(&Provider::help_scout(), &headers(&[(EVENT_HEADER, event)]), body);
+        assert!(id.key.starts_with("sha256:"));
+        assert_eq!(id.event_type.as_deref(), expected["event_type"].as_str());
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        let secret = SigningSecret::from("hs_secret");
+        let body = br#"{"id":1,"status":"active"}"#;
+        let good = sign(&secret, body);
+        let from_other = sign(&SigningSecret::from("hs_other"), body);
+        let sha256 = Encoding::Base64.encode(&crate::verify::hmac_sha256(&secret, &[body]));
+        let hex = hex::encode(hmac(Algorithm::Sha1, &secret, &[body]).as_ref());
+        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"id\":2}");
+        cases.extend([
+            ("SHA-256 instead", vec![sha256.as_str()], &body[..], Err(VerifyErrorKind::MalformedHeader)),
+            ("hex instead of base64", vec![&hex], body, Err(VerifyErrorKind::MalformedHeader)),
+            ("one bad line", vec![&good, "x"], body, Err(VerifyErrorKind::MalformedHeader)),
+        ]);
+        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+    }
+
+    #[test]
+    fn rotation_precheck_and_key() {
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
+        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "%%");
+        let p = Provider::help_scout();
+        let body = br#"{"id":1,"userUpdatedAt":"t1"}"#;
+        let created = identity(&p, &headers(&[(EVENT_HEADER, "convo.created")]), body);
+        let relabelled = identity(&p, &headers(&[(EVENT_HEADER, "convo.deleted")]), body);
+        assert_eq!(created.key, relabelled.key, "the unsigned event header is not in the key");
+        let later = identity(&p, &headers(&[(EVENT_HEADER, "convo.created")]), br#"{"id":1,"userUpdatedAt":"t2"}"#);
+        assert_ne!(later.key, created.key);
+        assert_eq!(identity(&p, &headers(&[]), body).event_type, None);
+        assert_eq!(p.name(), "help-scout");
+    }
+}

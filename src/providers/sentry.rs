@@ -1,0 +1,168 @@
+//! Sentry (integration platform): the `Sentry-Hook-Signature` header.
+//!
+//! Scheme (Sentry, "Webhooks", "Verifying the signature",
+//! <https://docs.sentry.io/integrations/integration-platform/webhooks/>,
+//! and Sentry's example integration, `getsentry/integration-platform-example`,
+//! `verifySentrySignature.ts`): `Sentry-Hook-Signature: <hex HMAC-SHA256 of
+//! the body>`, keyed with the integration's Client Secret as given. Sentry
+//! serialises the JSON once and signs and sends those bytes; the example
+//! re-serialises the parsed body, which only works because Sentry sends
+//! compact JSON, so this preset verifies the raw bytes. Older integrations
+//! also get the same value as `Sentry-App-Signature`: both headers are read
+//! and any signature in them may match. No rotation list: configure the old
+//! and new client secrets together while the secret changes.
+//!
+//! The event key is the `Request-ID` header (a UUID Sentry describes as a
+//! unique identifier for tracking and debugging); the event type is the
+//! `Sentry-Hook-Resource` header (`installation`, `issue`, `event_alert`,
+//! `metric_alert`, `error`, `comment`); the body's `action` says what
+//! happened to it (`created`, `resolved`). Neither header is signed, and
+//! Sentry does not say whether a resent request keeps its `Request-ID`;
+//! its deliveries are, by the research for this preset, not retried for most
+//! resources, so the key mostly stops a request that arrives twice. The
+//! install handshake is an ordinary signed delivery (`installation`,
+//! `created`): answer it 2xx.
+//!
+//! **Limit of the scheme:** the signature covers only the body. The
+//! `Sentry-Hook-Timestamp` header is not signed, so no age can be checked,
+//! and the key is not signed either: a captured delivery replayed under a
+//! fresh `Request-ID` verifies. `.body_digest_guard(true)` on the layer
+//! refuses such replays (SECURITY.md). Serve the endpoint over TLS.
+//!
+//! **Signed / not signed**
+//! (<https://docs.sentry.io/integrations/integration-platform/webhooks/>):
+//! only the raw body is signed. The event key (`Request-ID`), the event type
+//! (`Sentry-Hook-Resource`) and `Sentry-Hook-Timestamp` are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! resource's own time fields (an issue's `lastSeen`, an alert's
+//! `date_created`); the unsigned `Sentry-Hook-Timestamp` only orders
+//! deliveries, not events.
+
+use crate::key::HeaderKey;
+use crate::provider::Provider;
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac_sha256, SigningSecret};
+
+/// The header Sentry signs deliveries with.
+pub const SIGNATURE_HEADER: &str = "sentry-hook-signature";
+/// The older name of the signature header, same value.
+pub const LEGACY_SIGNATURE_HEADER: &str = "sentry-app-signature";
+/// The header carrying the resource type (the event type; not signed).
+pub const RESOURCE_HEADER: &str = "sentry-hook-resource";
+/// The header carrying the send time in Unix seconds (not signed).
+pub const TIMESTAMP_HEADER: &str = "sentry-hook-timestamp";
+/// The header carrying the request id (the event key; not signed).
+pub const REQUEST_ID_HEADER: &str = "request-id";
+
+/// The CLI name of the preset and the `provider` column of its claims.
+pub const NAME: &str = "sentry";
+/// How long a Sentry webhook request can arrive again: 30 days.
+///
+/// Sentry's webhooks page
+/// (<https://docs.sentry.io/integrations/integration-platform/webhooks/>)
+/// publishes no retry schedule and no manual redelivery (the research for
+/// this preset read that most resources are not retried, unconfirmed). With
+/// the span not stated, the window is the crate's default for an unknown
+/// span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
+
+hmac_verifier! {
+    /// Verifies `Sentry-Hook-Signature` (and `Sentry-App-Signature`).
+    pub struct SentryVerifier = HmacVerifier::builder(SIGNATURE_HEADER).also_header(LEGACY_SIGNATURE_HEADER).strict();
+    /// A verifier for `Sentry-Hook-Signature`.
+    fn new();
+}
+
+/// The `Sentry-Hook-Signature` value Sentry would send for `body` with
+/// `secret` (the client secret): hex HMAC-SHA256. For tests and fixtures.
+pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
+    hex::encode(hmac_sha256(secret, &[body]))
+}
+
+preset! {
+    /// Sentry (`Sentry-Hook-Signature`, hex HMAC-SHA256; key = `Request-ID`). See [`crate::providers::sentry`].
+    ///
+    /// The Sentry integration-platform preset: [`SentryVerifier`]; key = the
+    /// `Request-ID` header, type = `Sentry-Hook-Resource` (both unsigned).
+    fn sentry() = Provider::new(
+        NAME,
+        SentryVerifier::new(),
+        HeaderKey::new(http::HeaderName::from_static(REQUEST_ID_HEADER))
+            .event_type(http::HeaderName::from_static(RESOURCE_HEADER)),
+    );
+    headers: [SIGNATURE_HEADER, LEGACY_SIGNATURE_HEADER, RESOURCE_HEADER, TIMESTAMP_HEADER, REQUEST_ID_HEADER],
+    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (REQUEST_ID_HEADER, id.to_owned())],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::testing::{fixture, OneHeader};
+    use crate::test_support::{headers, identity, NOW};
+    use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
+
+    /// Hand-computed from the documented formula with Python's `hmac`
+    /// (Sentry publishes no verifying SDK); see `scripts/fixtures/sentry.py`.
+    #[test]
+    fn hand_computed_fixture() {
+        let body = include_bytes!("../../tests/fixtures/providers/sentry/body.json");
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/sentry/expected.json"));
+        let h = |n: &str| expected["headers"][n].as_str().unwrap();
+        let header = h("Sentry-Hook-Signature");
+        assert_eq!(sign(&secret, body), header);
+        let secrets = [secret];
+        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &secrets, NOW), Ok(()));
+        assert_eq!(
+            OneHeader::preset(&PRESET).check(&[header], b"{}", &secrets, NOW),
+            Err(VerifyErrorKind::NoMatchingSignature)
+        );
+        let p = headers(&[
+            (SIGNATURE_HEADER, header),
+            (REQUEST_ID_HEADER, h("Request-ID")),
+            (RESOURCE_HEADER, h("Sentry-Hook-Resource")),
+        ]);
+        let id = identity(&Provider::sentry(), &p, body);
+        assert_eq!((id.key.as_str(), id.event_type.as_deref()), (h("Request-ID"), expected["event_type"].as_str()));
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        let secret = SigningSecret::from("sentry_client_secret");
+        let body = br#"{"action":"created","data":{"issue":{"id":"1"}}}"#;
+        let good = sign(&secret, body);
+        let from_other = sign(&SigningSecret::from("sentry_other"), body);
+        let upper = good.to_uppercase();
+        let prefixed = format!("sha256={good}");
+        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"action\":\"resolved\"}");
+        cases.extend([
+            ("upper-case hex", vec![upper.as_str()], &body[..], Ok(())),
+            ("sha256= prefix", vec![&prefixed], body, Err(VerifyErrorKind::MalformedHeader)),
+            ("short hex", vec!["abcd"], body, Err(VerifyErrorKind::MalformedHeader)),
+        ]);
+        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+        // The legacy header alone, or next to the new one.
+        let secrets = [secret];
+        let v = SentryVerifier::new();
+        let verify = |list: &[(&str, &str)]| {
+            let p = headers(list);
+            v.verify(&Delivery::new(&p, body, &secrets, crate::test_support::at(NOW))).map_err(|e| e.kind())
+        };
+        assert_eq!(verify(&[(LEGACY_SIGNATURE_HEADER, &good)]), Ok(()));
+        assert_eq!(verify(&[(SIGNATURE_HEADER, &from_other), (LEGACY_SIGNATURE_HEADER, &good)]), Ok(()));
+        assert_eq!(verify(&[(LEGACY_SIGNATURE_HEADER, &from_other)]), Err(VerifyErrorKind::NoMatchingSignature));
+    }
+
+    #[test]
+    fn rotation_precheck_and_key() {
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
+        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "xyz");
+        let p = Provider::sentry();
+        let parts = headers(&[(RESOURCE_HEADER, "issue")]);
+        assert!(p.identify(&parts, b"{}").is_err(), "no Request-ID");
+        let parts = headers(&[(REQUEST_ID_HEADER, "r-1")]);
+        assert_eq!(identity(&p, &parts, b"{}").event_type, None);
+        assert_eq!(p.name(), "sentry");
+    }
+}

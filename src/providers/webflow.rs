@@ -1,0 +1,191 @@
+//! Webflow (Data API webhooks): the `x-webflow-signature` and
+//! `x-webflow-timestamp` headers.
+//!
+//! Scheme (Webflow, "Working with webhooks", "Validating request
+//! signatures",
+//! <https://developers.webflow.com/data/docs/working-with-webhooks#validating-request-signatures>,
+//! and the official SDK, `webflow-api` 3.3.4, `webhooks.verifySignature`):
+//! - `x-webflow-timestamp: <unix milliseconds>` and `x-webflow-signature:
+//!   <hex HMAC-SHA256 of "{timestamp}:{raw body}">`, keyed with the OAuth
+//!   app's client secret (webhooks an OAuth app created) or the webhook's own
+//!   secret (webhooks created through the API with a site token) as given.
+//!   One signature; to rotate, configure the old and new secrets together.
+//! - tolerance: Webflow's page says to refuse a request whose timestamp is
+//!   more than 5 minutes old (the SDK checks no age). [`DEFAULT_TOLERANCE`]
+//!   is those 300 seconds, in both directions, compared to the millisecond.
+//! - webhooks created in the site dashboard are **not signed** ("signatures
+//!   are only included" for app- and API-created webhooks): this preset
+//!   refuses them (no signature header); create the webhook through the API.
+//!
+//! **Event key.** Webflow sends no event or delivery id: the body is
+//! `{triggerType, payload}`, and `payload.id` names the resource (a form
+//! submission, a CMS item), not the event. The key is a [`DerivedKey`] over
+//! the whole body in canonical JSON: the send time is in the header, not in
+//! the body, so a retry repeats the body, and two events on one resource
+//! differ in it (`triggerType`, the item's `lastUpdated`, a submission's
+//! `submittedAt`). The event type is `triggerType` (`form_submission`,
+//! `collection_item_changed`).
+//!
+//! **Signed / not signed**
+//! (<https://developers.webflow.com/data/docs/working-with-webhooks#validating-request-signatures>):
+//! the timestamp header and the raw body are signed, so the key and type
+//! are. Other headers are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
+//! payload's own time (`lastUpdated` of a CMS item, `submittedAt` of a form
+//! submission).
+
+use std::time::Duration;
+
+use crate::key::DerivedKey;
+use crate::provider::Provider;
+use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
+use crate::verify::{hmac_sha256, SigningSecret};
+
+/// The header Webflow signs deliveries with.
+pub const SIGNATURE_HEADER: &str = "x-webflow-signature";
+/// The header carrying the signed Unix timestamp in milliseconds.
+pub const TIMESTAMP_HEADER: &str = "x-webflow-timestamp";
+
+/// Webflow's tolerance: 300 seconds (its docs' 5 minutes).
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+
+/// The CLI name of the preset and the `provider` column of its claims.
+pub const NAME: &str = "webflow";
+/// How long a Webflow event can be sent again: 30 days.
+///
+/// Webflow retries a delivery that gets no 200 and deactivates a webhook
+/// after repeated failures ("Working with webhooks",
+/// <https://developers.webflow.com/data/docs/working-with-webhooks>; the
+/// research for this preset read up to 3 retries, unconfirmed), with no
+/// manual redelivery. With the span not confirmed, the window is the crate's
+/// default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const REPLAY_WINDOW: Duration = super::DEFAULT_REPLAY_WINDOW;
+
+hmac_verifier! {
+    /// Verifies the `x-webflow-signature` header.
+    pub struct WebflowVerifier = {
+        HmacVerifier::builder(SIGNATURE_HEADER)
+            .strict()
+            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
+            .timestamp_header(TIMESTAMP_HEADER)
+            .timestamp_format(TimestampFormat::UnixMilliseconds)
+    };
+    /// A verifier with Webflow's tolerance of 300 seconds.
+    fn new() at DEFAULT_TOLERANCE;
+    /// Sets how far (both directions) `x-webflow-timestamp` may be from now.
+    fn tolerance();
+}
+
+/// The `x-webflow-signature` value Webflow would send for `body` at
+/// `timestamp_ms` (Unix milliseconds) with `secret`: hex HMAC-SHA256 of
+/// `{timestamp_ms}:{body}`. For tests and fixtures.
+pub fn sign(secret: &SigningSecret, timestamp_ms: u64, body: &[u8]) -> String {
+    let ts = timestamp_ms.to_string();
+    hex::encode(hmac_sha256(secret, &[ts.as_bytes(), b":", body]))
+}
+
+preset! {
+    /// Webflow (`x-webflow-signature` of `{ms}:{body}`, 300 s; derived key). See [`crate::providers::webflow`].
+    ///
+    /// The Webflow preset: [`WebflowVerifier`] with the 300 second tolerance;
+    /// key derived from the canonical body, type = `triggerType`.
+    fn webflow() = Provider::new(
+        NAME,
+        WebflowVerifier::new(),
+        DerivedKey::new().canonical_body().event_type_json("/triggerType"),
+    );
+    headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER],
+    signed: |s, _, ts, b| {
+        let ms = ts.saturating_mul(1000);
+        vec![(SIGNATURE_HEADER, sign(s, ms, b)), (TIMESTAMP_HEADER, ms.to_string())]
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::testing::{fixture, TwoHeaders};
+    use crate::test_support::{at, headers, identity, NOW};
+    use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
+
+    fn two_headers(body: &[u8]) -> TwoHeaders<'_> {
+        let mut t = TwoHeaders::hmac(WebflowVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, |s, ts, b| {
+            sign(s, ts * 1000, b)
+        });
+        t.timestamp = (NOW * 1000).to_string();
+        t
+    }
+
+    /// A delivery signed by the documented formula and accepted by
+    /// `webflow-api`'s `verifySignature`; see `scripts/fixtures/webflow.js`.
+    #[test]
+    fn webflow_api_fixture() {
+        let body = include_bytes!("../../tests/fixtures/providers/webflow/body.json");
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/webflow/expected.json"));
+        assert_eq!(expected["sdk_verified"], serde_json::json!(true));
+        let ms = expected["timestamp_ms"].as_u64().unwrap();
+        let signature = expected["signature"].as_str().unwrap();
+        assert_eq!(sign(&secret, ms, body), signature);
+        let ms_text = ms.to_string();
+        let p = headers(&[(SIGNATURE_HEADER, signature), (TIMESTAMP_HEADER, &ms_text)]);
+        let secrets = [secret];
+        let verify = |body: &[u8], now_s: u64| {
+            WebflowVerifier::new().verify(&Delivery::new(&p, body, &secrets, at(now_s))).map_err(|e| e.kind())
+        };
+        assert_eq!(verify(body, ms / 1000), Ok(()));
+        assert_eq!(verify(b"{}", ms / 1000), Err(VerifyErrorKind::NoMatchingSignature));
+        // The docs' 5 minutes: 300 s after the (millisecond) timestamp is the last accepted second.
+        assert_eq!(verify(body, ms / 1000 + 300), Ok(()));
+        assert_eq!(verify(body, ms / 1000 + 301), Err(VerifyErrorKind::TimestampTooOld));
+        let id = identity(&Provider::webflow(), &headers(&[]), body);
+        assert!(id.key.starts_with("sha256:"));
+        assert_eq!(id.event_type.as_deref(), expected["event_type"].as_str());
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        use VerifyErrorKind::{MalformedHeader, NoMatchingSignature};
+        let body = br#"{"triggerType":"form_submission","payload":{"id":"s1"}}"#;
+        let t = two_headers(body);
+        let upper = t.good.to_uppercase();
+        let dot = hex::encode(hmac_sha256(&t.key, &[t.timestamp.as_bytes(), b".", body]));
+        let ms_plus_one = (NOW * 1000 + 1).to_string();
+        t.check_with_common(&[
+            t.case("upper-case hex").signature(&upper),
+            t.case("rotation: the other line matches").signatures(&[&t.by_other, &t.good]),
+            t.case("dot separator").signature(&dot).fails(NoMatchingSignature),
+            t.case("another millisecond").timestamp(&ms_plus_one).fails(NoMatchingSignature),
+            t.case("sha256= prefix").signature(&format!("sha256={}", t.good)).fails(MalformedHeader),
+            t.case("unsigned dashboard webhook").signatures(&[]).fails(VerifyErrorKind::MissingHeader),
+        ]);
+    }
+
+    #[test]
+    fn rotation_tolerance_replay_and_key() {
+        two_headers(br#"{"triggerType":"x"}"#)
+            .check_rotation_tolerance_and_replay(WebflowVerifier::new().tolerance(Duration::from_secs(600)));
+        assert_eq!(DEFAULT_TOLERANCE, Duration::from_secs(300));
+        let p = Provider::webflow();
+        let a = identity(
+            &p,
+            &headers(&[]),
+            br#"{"triggerType":"collection_item_changed","payload":{"id":"i1","lastUpdated":"t1"}}"#,
+        );
+        let b = identity(
+            &p,
+            &headers(&[]),
+            br#"{"payload":{"lastUpdated":"t1","id":"i1"},"triggerType":"collection_item_changed"}"#,
+        );
+        let c = identity(
+            &p,
+            &headers(&[]),
+            br#"{"triggerType":"collection_item_changed","payload":{"id":"i1","lastUpdated":"t2"}}"#,
+        );
+        assert_eq!(a.key, b.key);
+        assert_ne!(a.key, c.key);
+        assert_eq!(p.name(), "webflow");
+    }
+}

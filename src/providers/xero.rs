@@ -1,0 +1,182 @@
+//! Xero: the `x-xero-signature` header, and the "Intent to receive"
+//! validation.
+//!
+//! Scheme (Xero, "Configuring your server",
+//! <https://developer.xero.com/documentation/guides/webhooks/configuring-your-server/>):
+//! `x-xero-signature: <base64 HMAC-SHA256 of the raw body>`, keyed with the
+//! app's webhooks key as given (it looks like base64 but is used as text, not
+//! decoded). One key per app; to change it, configure the old and new ones
+//! together.
+//!
+//! **Intent to receive.** When a subscription is created, re-enabled or its
+//! URL changes, Xero sends a series of POSTs whose body has no events
+//! (`{"events": [], "firstEventSequence": 0, "lastEventSequence": 0,
+//! "entropy": "..."}`), some correctly signed and some not. The endpoint
+//! must answer `200 OK` with no body to the correctly signed ones and `401
+//! Unauthorized` to the others, within 5 seconds. The layer answers a bad
+//! signature `401` already; the preset's [`Challenge`] answers a verified
+//! body with an empty `events` array `200` with an empty body, before any
+//! claim, so the validation requests never reach the handler or the
+//! database. Xero's rules for every delivery apply to the handler's answers
+//! too: `200` within 5 seconds, no body, no cookies.
+//!
+//! **Event key.** A delivery is a batch, `events[]` (each with `tenantId`,
+//! `resourceId`, `eventCategory`, `eventType`, `eventDateUtc`), with no id
+//! of its own. The key is a [`DerivedKey`] over the `events` array in
+//! canonical JSON: a retry resends the same events, and the request's
+//! `entropy` (which need not repeat) is left out. If Xero re-batches events
+//! differently on a retry, the batch gets a new key: a handler that applies
+//! each event by `resourceId` and `eventDateUtc`
+//! ([`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)) stays
+//! correct either way. There is no single event type.
+//!
+//! **Limit of the scheme:** the signature covers only the body, with no
+//! timestamp; a captured delivery verifies forever; the claim makes its
+//! replay a duplicate. Serve the endpoint over TLS.
+//!
+//! **Signed / not signed**
+//! (<https://developer.xero.com/documentation/guides/webhooks/configuring-your-server/>):
+//! only the raw body is signed; the key comes from it. Headers are not.
+//!
+//! **Ordering** (the `version` of
+//! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): each
+//! event's `eventDateUtc`, per `resourceId`; the batch's
+//! `firstEventSequence` / `lastEventSequence` order batches.
+
+use bytes::Bytes;
+
+use crate::key::DerivedKey;
+use crate::provider::{Challenge, Provider};
+use crate::verify::generic::HmacVerifier;
+use crate::verify::{hmac_sha256, Delivery, Encoding, SigningSecret};
+
+/// The header Xero signs deliveries with.
+pub const SIGNATURE_HEADER: &str = "x-xero-signature";
+
+/// The CLI name of the preset and the `provider` column of its claims.
+pub const NAME: &str = "xero";
+/// How long a Xero batch can be sent again: 2 days.
+///
+/// Xero retries a delivery that gets no acceptable answer "with decreasing
+/// frequency for up to 24 hours", then disables the webhook until it is
+/// re-enabled ("Configuring your server",
+/// <https://developer.xero.com/documentation/guides/webhooks/configuring-your-server/>);
+/// no manual redelivery is documented. The 24 hours of retries plus a day of
+/// margin.
+pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
+
+hmac_verifier! {
+    /// Verifies the `x-xero-signature` header.
+    pub struct XeroVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).strict();
+    /// A verifier for `x-xero-signature`.
+    fn new();
+}
+
+/// The `x-xero-signature` value Xero would send for `body` with `secret`
+/// (the webhooks key): base64 HMAC-SHA256. For tests and fixtures.
+pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
+    Encoding::Base64.encode(&hmac_sha256(secret, &[body]))
+}
+
+/// Answers Xero's "Intent to receive" requests (after verification): `200`
+/// with an empty body for a body whose `events` is an empty array; `None`
+/// for a batch with events.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IntentToReceive;
+
+impl Challenge for IntentToReceive {
+    fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
+        let doc: serde_json::Value = serde_json::from_slice(delivery.body).ok()?;
+        let empty = doc.get("events").and_then(serde_json::Value::as_array).is_some_and(Vec::is_empty);
+        empty.then(|| http::Response::new(Bytes::new()))
+    }
+}
+
+preset! {
+    /// Xero (`x-xero-signature`, base64 HMAC-SHA256; derived key; answers Intent to receive). See [`crate::providers::xero`].
+    ///
+    /// The Xero preset: [`XeroVerifier`]; key derived from the `events`
+    /// array; [`IntentToReceive`] answers the validation requests.
+    fn xero() = Provider::new(NAME, XeroVerifier::new(), DerivedKey::new().json("/events")).challenge(IntentToReceive);
+    headers: [SIGNATURE_HEADER],
+    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::testing::{fixture, OneHeader};
+    use crate::test_support::{at, headers, identity, NOW};
+    use crate::verify::VerifyErrorKind;
+
+    /// Hand-computed from the documented formula with Python's `hmac` (Xero
+    /// publishes no verifying SDK and no vector); see `scripts/fixtures/xero.py`.
+    #[test]
+    fn hand_computed_fixture() {
+        let body = include_bytes!("../../tests/fixtures/providers/xero/body.json");
+        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/xero/expected.json"));
+        let header = expected["signature"].as_str().unwrap();
+        assert_eq!(sign(&secret, body), header);
+        let secrets = [secret];
+        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &secrets, NOW), Ok(()));
+        assert_eq!(
+            OneHeader::preset(&PRESET).check(&[header], b"{}", &secrets, NOW),
+            Err(VerifyErrorKind::NoMatchingSignature)
+        );
+        let id = identity(&Provider::xero(), &headers(&[]), body);
+        assert!(id.key.starts_with("sha256:"));
+        assert_eq!(id.event_type, None);
+    }
+
+    #[test]
+    fn verifies_and_rejects() {
+        let secret = SigningSecret::from("xero_webhooks_key");
+        let body = br#"{"events":[{"resourceId":"r1"}],"firstEventSequence":1,"lastEventSequence":1,"entropy":"x"}"#;
+        let good = sign(&secret, body);
+        let from_other = sign(&SigningSecret::from("xero_other"), body);
+        let hex = hex::encode(hmac_sha256(&secret, &[body]));
+        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"events\":[]}");
+        cases.extend([
+            ("hex instead of base64", vec![hex.as_str()], &body[..], Err(VerifyErrorKind::MalformedHeader)),
+            ("one bad line", vec![&good, "x"], body, Err(VerifyErrorKind::MalformedHeader)),
+        ]);
+        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+    }
+
+    #[test]
+    fn rotation_precheck_and_key() {
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
+        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "%");
+        let p = Provider::xero();
+        let a = identity(&p, &headers(&[]), br#"{"events":[{"resourceId":"r1"}],"entropy":"a"}"#);
+        let b = identity(&p, &headers(&[]), br#"{"entropy":"b","events":[{"resourceId":"r1"}]}"#);
+        let c = identity(&p, &headers(&[]), br#"{"events":[{"resourceId":"r2"}],"entropy":"a"}"#);
+        assert_eq!(a.key, b.key, "entropy is not part of the key");
+        assert_ne!(a.key, c.key);
+        assert!(p.identify(&headers(&[]), br#"{"entropy":"a"}"#).is_err());
+        assert_eq!(p.name(), "xero");
+    }
+
+    /// Intent to receive: a correctly signed empty batch is answered 200 with
+    /// no body and nothing claimed; an incorrectly signed one fails
+    /// verification (the layer answers 401); a batch with events is an
+    /// ordinary delivery.
+    #[test]
+    fn intent_to_receive() {
+        let secret = SigningSecret::from("xero_webhooks_key");
+        let itr = br#"{"events":[],"lastEventSequence":0,"firstEventSequence":0,"entropy":"S0m3r4Nd0mt3xt"}"#;
+        let provider = Provider::xero();
+        let secrets = [secret.clone()];
+        let answer = |sig: &str, body: &[u8]| {
+            let p = headers(&[(SIGNATURE_HEADER, sig)]);
+            provider.handshake(&Delivery::new(&p, body, &secrets, at(NOW))).map_err(|e| e.kind())
+        };
+        let res = answer(&sign(&secret, itr), itr).unwrap().expect("answered");
+        assert_eq!(res.status(), http::StatusCode::OK);
+        assert!(res.body().is_empty());
+        let wrong = sign(&SigningSecret::from("not the key"), itr);
+        assert_eq!(answer(&wrong, itr).unwrap_err(), VerifyErrorKind::NoMatchingSignature);
+        let batch = br#"{"events":[{"resourceId":"r1"}],"entropy":"e"}"#;
+        assert!(answer(&sign(&secret, batch), batch).unwrap().is_none());
+    }
+}
