@@ -47,10 +47,9 @@ use webhook_idempotency::Provider;
 #[derive(Parser, Debug)]
 #[command(name = "webhook-verify", version)]
 struct Args {
-    /// The sender: a preset name from the registry (stripe, github, slack,
-    /// standard-webhooks, svix, shopify, square, twilio, paddle, linear,
-    /// hubspot, pagerduty, zoom, twitch, intercom, mailgun, calendly,
-    /// typeform, discord, sendgrid).
+    /// The sender: a preset name from the registry, in lower-case
+    /// kebab-case (stripe, github, standard-webhooks, coinbase-commerce,
+    /// cal-com, ...; an unknown name lists every one compiled in).
     #[arg(long)]
     provider: String,
     /// A signing secret, exactly as configured (repeat for rotation). May
@@ -267,7 +266,19 @@ fn key_from(preset: &str) -> &'static str {
         "paddle" | "typeform" | "square" => "the body's event_id (JSON)",
         "pagerduty" => "the body's event.id (JSON)",
         "mailgun" => "the body's event-data.id (JSON)",
-        "hubspot" | "sendgrid" | "zoom" | "calendly" => "fields of the JSON body (a derived key)",
+        "gitlab" => "the Idempotency-Key header",
+        "razorpay" => "the x-razorpay-event-id header",
+        "bitbucket" => "the X-Request-UUID header",
+        "gitea" => "the X-Gitea-Delivery header",
+        "forgejo" => "the X-Forgejo-Delivery header",
+        "sentry" => "the Request-ID header",
+        "telegram" => "the body's update_id (JSON)",
+        "coinbase-commerce" => "the body's event.id (JSON)",
+        "gocardless" => "the body's meta.webhook_id (JSON)",
+        "customer-io" => "the body's event_id (JSON)",
+        "front" => "the body's payload.id (JSON)",
+        "hubspot" | "sendgrid" | "zoom" | "calendly" | "lemon-squeezy" | "cal-com" | "help-scout" | "buildkite"
+        | "webflow" | "xero" | "quickbooks" => "fields of the JSON body (a derived key)",
         _ => "the body's id (JSON)",
     }
 }

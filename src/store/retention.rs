@@ -467,6 +467,20 @@ mod tests {
             (forgejo::NAME, 1, "as Gitea"),
             (lemon_squeezy::NAME, 30, "3 retries within minutes; no published resend span"),
             (gocardless::NAME, 30, "8 retries; API retry without a stated limit"),
+            (customer_io::NAME, 30, "no published span"),
+            (box_com::NAME, 30, "no published span"),
+            (zendesk::NAME, 30, "no published span"),
+            (heroku::NAME, 30, "no published span"),
+            (vercel::NAME, 30, "no published span"),
+            (circleci::NAME, 30, "no published span"),
+            (sentry::NAME, 30, "no published span"),
+            (cal_com::NAME, 30, "no retry found in the sender's code; no published span"),
+            (help_scout::NAME, 30, "no published span"),
+            (buildkite::NAME, 30, "no published span"),
+            (front::NAME, 30, "no published span"),
+            (webflow::NAME, 30, "no published span"),
+            (xero::NAME, 2, "retries for up to 24 hours"),
+            (quickbooks::NAME, 30, "no published span"),
         ];
         assert_eq!(cases.len(), providers::all().len(), "one row per registry preset");
         for (name, days, covers) in cases {
