@@ -51,7 +51,7 @@ pub(crate) mod testing;
 
 pub use crate::error::{StoreError, StoreErrorKind};
 pub use crate::event::ScopedEvent;
-pub use claim::{Claim, ClaimStore, ClaimStoreBuilder, ClaimedEvent, CommitError, CommitErrorKind};
+pub use claim::{Claim, ClaimOrder, ClaimStore, ClaimStoreBuilder, ClaimedEvent, CommitError, CommitErrorKind};
 pub use config::{StoreConfig, DEFAULT_DATABASE_TIMEOUT, DEFAULT_POOL_TIMEOUT};
 pub(crate) use migrate::report_unmigrated;
 pub use migrate::{check_schema, migrate, migrate_schema, MIGRATIONS, SCHEMA_VERSION};

@@ -14,7 +14,7 @@ use crate::error::{ConfigError, ConfigErrorKind};
 use crate::provider::Provider;
 use crate::scope::{Endpoint, ScopeResolver};
 use crate::store::inbox::{Inbox, IntegrityKey};
-use crate::store::{ClaimStore, IsolationLevel, StoreConfig};
+use crate::store::{ClaimOrder, ClaimStore, IsolationLevel, StoreConfig};
 use crate::verify::{Clock, SigningSecret, SystemClock};
 
 impl WebhookLayer {
@@ -41,7 +41,7 @@ impl WebhookLayer {
             clock: Arc::new(SystemClock),
             operator_replay: None,
             rejection_responder: None,
-            lookup_first: true,
+            order: ClaimOrder::default(),
             mode: Mode::Sync,
             inbox_ack: (StatusCode::OK, bytes::Bytes::new()),
             inbox_drop: Vec::new(),
@@ -94,7 +94,7 @@ pub struct WebhookLayerBuilder {
     clock: Arc<dyn Clock>,
     operator_replay: Option<(http::HeaderName, SigningSecret)>,
     rejection_responder: Option<rejection::RejectionResponder>,
-    lookup_first: bool,
+    order: ClaimOrder,
     mode: Mode,
     inbox_ack: (StatusCode, bytes::Bytes),
     inbox_drop: Vec<http::HeaderName>,
@@ -216,17 +216,22 @@ impl WebhookLayerBuilder {
         self
     }
 
-    /// Whether a delivery first looks for a `done` row outside any
-    /// transaction (default `true`: a duplicate of a done event is one
-    /// autocommit `SELECT`, one round trip, no transaction). `false` claims
-    /// a new event in the first flight, one statement and one round trip
-    /// fewer, and costs a duplicate two round trips inside a transaction
-    /// that writes nothing; choose it when duplicates are rare. See
-    /// [`ClaimStoreBuilder::lookup_first`](crate::store::ClaimStoreBuilder::lookup_first)
-    /// and BENCHMARKS.md.
-    pub fn lookup_first(mut self, lookup_first: bool) -> Self {
-        self.lookup_first = lookup_first;
+    /// Whether a delivery looks up a `done` row before the claim's
+    /// transaction or claims first (default [`ClaimOrder::Adaptive`]: claim
+    /// first while fewer than one recent delivery in three is a duplicate,
+    /// lookup first above). See [`ClaimOrder`] for the cost of each and
+    /// BENCHMARKS.md for the figures.
+    pub fn claim_order(mut self, order: ClaimOrder) -> Self {
+        self.order = order;
         self
+    }
+
+    /// Pins the order: `true` looks up first (a duplicate is one autocommit
+    /// `SELECT`), `false` claims first (a new event one round trip fewer).
+    /// Same as [`claim_order`](Self::claim_order) with
+    /// [`ClaimOrder::LookupFirst`] or [`ClaimOrder::ClaimFirst`].
+    pub fn lookup_first(self, lookup_first: bool) -> Self {
+        self.claim_order(if lookup_first { ClaimOrder::LookupFirst } else { ClaimOrder::ClaimFirst })
     }
 
     /// Synchronous (the default) or inbox mode; see [`Mode`].
@@ -396,7 +401,7 @@ impl WebhookLayerBuilder {
         let store = ClaimStore::builder(self.store)
             .isolation_level(self.isolation)
             .in_flight_wait(self.lock_timeout)
-            .lookup_first(self.lookup_first)
+            .order(self.order)
             .build()?;
         Ok(WebhookLayer {
             config: Arc::new(Config {

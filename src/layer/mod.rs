@@ -79,7 +79,7 @@ pub use rejection::{Rejection, RejectionKind};
 pub use service::{WebhookService, IDEMPOTENT_REPLAYED};
 
 pub use crate::error::{ConfigError, ConfigErrorKind};
-pub use crate::store::IsolationLevel;
+pub use crate::store::{ClaimOrder, IsolationLevel};
 use config::Config;
 
 /// Default body limit: 25 MiB (GitHub caps payloads at 25 MB).

@@ -37,17 +37,16 @@ const EXCEPTIONS: &[(&str, &str)] = &[
 /// queues' statements and the outbox's own ends), named.
 fn request_and_worker_statements(schema: &str) -> Vec<(String, String)> {
     let mut all: Vec<(String, String)> = Vec::new();
-    for guard in [true, false] {
-        let s = Statements::new(schema, IsolationLevel::ReadCommitted, guard);
-        for (name, sql) in [
-            ("claim", s.claim),
-            ("lookup", s.lookup),
-            ("check", s.check),
-            ("set_status", s.set_status),
-            ("record_failure", s.record_failure),
-        ] {
-            all.push((format!("layer (guard {guard}): {name}"), sql));
-        }
+    let s = Statements::new(schema, IsolationLevel::ReadCommitted);
+    for (name, sql) in [
+        ("claim (lookup first)", s.claim),
+        ("claim (claim first, guarded)", s.claim_guarded),
+        ("lookup", s.lookup),
+        ("check", s.check),
+        ("set_status", s.set_status),
+        ("record_failure", s.record_failure),
+    ] {
+        all.push((format!("layer: {name}"), sql));
     }
     all.push(("inbox: accept".into(), accept_sql(schema)));
     all.push(("outbox: enqueue".into(), enqueue_sql(schema)));

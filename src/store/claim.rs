@@ -47,6 +47,7 @@
 //!   a `done` row answers [`Claim::Done`] with the status the handler gave.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -81,8 +82,44 @@ pub struct ClaimStoreBuilder {
     store: StoreConfig,
     isolation: IsolationLevel,
     in_flight_wait: Duration,
-    lookup_first: bool,
+    order: ClaimOrder,
 }
+
+/// Whether a claim looks for a `done` row before it opens the claim's
+/// transaction ([`ClaimStoreBuilder::order`]).
+///
+/// | | new event | duplicate of a done event |
+/// |---|---|---|
+/// | lookup first | 4 round trips, 6 statements (a one-statement handler) | 1 round trip, 1 statement, no transaction |
+/// | claim first | 3 round trips, 5 statements | 2 round trips, 4 statements, a transaction that writes nothing |
+///
+/// Counted on the wire by `tests/it/claim/budget.rs`. Claim first saves
+/// a round trip per new event and costs one per duplicate; by statements
+/// it pays off below about one duplicate in three. Exactly-once does not
+/// depend on the order: the primary key and the claim's advisory lock decide
+/// in both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ClaimOrder {
+    /// The default: claim first while fewer than one delivery in three of
+    /// the recent ones (an exponentially weighted average over about the
+    /// last 16 claims of this store) was a duplicate of a done event, lookup
+    /// first above that. At REPEATABLE READ or SERIALIZABLE it is always
+    /// lookup first (see [`ClaimOrder::ClaimFirst`]).
+    #[default]
+    Adaptive,
+    /// Always look up first.
+    LookupFirst,
+    /// Always claim first. Keep the claim at READ COMMITTED (the default)
+    /// then: at SERIALIZABLE the claim's read of the `done` row takes
+    /// predicate locks, and claims of neighbouring keys may fail each other's
+    /// COMMIT (40001, answered 503 and retried by the sender).
+    ClaimFirst,
+}
+
+/// The duplicate share above which [`ClaimOrder::Adaptive`] looks up first:
+/// one in three, in units of 1/65,536.
+const LOOKUP_FIRST_ABOVE: u32 = 65_536 / 3;
 
 impl ClaimStoreBuilder {
     /// The claim transaction's isolation level (default READ COMMITTED).
@@ -99,27 +136,18 @@ impl ClaimStoreBuilder {
         self
     }
 
-    /// Whether a claim first looks for a `done` row outside any transaction
-    /// (default `true`).
-    ///
-    /// - `true`: a duplicate of a done event costs one autocommit `SELECT`
-    ///   (one round trip, no transaction, no WAL); a new event costs that
-    ///   lookup too, then `BEGIN` + the claim in one flight.
-    /// - `false`, for traffic where duplicates are rare: a new event is
-    ///   claimed in the first flight (one statement and one round trip fewer);
-    ///   a duplicate costs `BEGIN` + the claim (which finds the `done` row and
-    ///   writes nothing: no transaction id, no WAL), then the lookup +
-    ///   `ROLLBACK`: two round trips and four statements.
-    ///
-    /// Exactly-once does not depend on it: the primary key and the claim's
-    /// advisory lock decide in both. BENCHMARKS.md compares the two. With
-    /// `false`, keep the claim at READ COMMITTED (the default): at
-    /// SERIALIZABLE the claim's read of the `done` row takes predicate locks,
-    /// and claims of neighbouring keys may fail each other's COMMIT (40001,
-    /// answered 503 and retried by the sender).
-    pub fn lookup_first(mut self, lookup_first: bool) -> Self {
-        self.lookup_first = lookup_first;
+    /// Whether a claim looks up a `done` row first or claims first (default
+    /// [`ClaimOrder::Adaptive`]: chosen from the recent share of duplicates);
+    /// see [`ClaimOrder`] for what each costs. BENCHMARKS.md compares them.
+    pub fn order(mut self, order: ClaimOrder) -> Self {
+        self.order = order;
         self
+    }
+
+    /// Pins the order: `true` is [`ClaimOrder::LookupFirst`], `false`
+    /// [`ClaimOrder::ClaimFirst`] (the default adapts; see [`order`](Self::order)).
+    pub fn lookup_first(self, lookup_first: bool) -> Self {
+        self.order(if lookup_first { ClaimOrder::LookupFirst } else { ClaimOrder::ClaimFirst })
     }
 
     /// Builds the store.
@@ -130,11 +158,17 @@ impl ClaimStoreBuilder {
         let (db, schema) = self.store.open()?;
         Ok(ClaimStore {
             inner: Arc::new(Inner {
-                sql: Statements::new(schema, self.isolation, !self.lookup_first),
+                sql: Statements::new(schema, self.isolation),
                 tables: super::queue::tables(schema),
                 db,
                 in_flight_wait: self.in_flight_wait,
-                lookup_first: self.lookup_first,
+                // A stricter level than READ COMMITTED never claims first.
+                order: match (self.order, self.isolation) {
+                    (ClaimOrder::Adaptive, IsolationLevel::ReadCommitted) => ClaimOrder::Adaptive,
+                    (ClaimOrder::Adaptive, _) => ClaimOrder::LookupFirst,
+                    (order, _) => order,
+                },
+                duplicates: AtomicU32::new(0),
             }),
         })
     }
@@ -152,7 +186,32 @@ struct Inner {
     sql: Statements,
     tables: Arc<super::driver::TxTables>,
     in_flight_wait: Duration,
-    lookup_first: bool,
+    order: ClaimOrder,
+    /// The recent share of duplicates, in units of 1/65,536 (an
+    /// exponentially weighted average, weight 1/16 for each new claim).
+    duplicates: AtomicU32,
+}
+
+impl Inner {
+    /// Whether this claim looks up first.
+    fn lookup_first(&self) -> bool {
+        match self.order {
+            ClaimOrder::LookupFirst => true,
+            ClaimOrder::ClaimFirst => false,
+            ClaimOrder::Adaptive => self.duplicates.load(Ordering::Relaxed) >= LOOKUP_FIRST_ABOVE,
+        }
+    }
+
+    /// Counts one claim's outcome into the recent share of duplicates.
+    fn observe(&self, duplicate: bool) {
+        if self.order != ClaimOrder::Adaptive {
+            return;
+        }
+        let _ = self.duplicates.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |share| {
+            let target = if duplicate { 65_536 } else { 0 };
+            Some(share - share / 16 + target / 16)
+        });
+    }
 }
 
 impl fmt::Debug for ClaimStore {
@@ -186,7 +245,7 @@ impl ClaimStore {
             store: store.into(),
             isolation: IsolationLevel::ReadCommitted,
             in_flight_wait: DEFAULT_IN_FLIGHT_WAIT,
-            lookup_first: true,
+            order: ClaimOrder::default(),
         }
     }
 
@@ -211,6 +270,7 @@ impl ClaimStore {
             let conn = self.inner.db.connect("claim").await?;
             let conflict = match self.attempt(conn, event).await {
                 Ok(Attempt::Claimed(tx, attempt, started)) => {
+                    self.inner.observe(false);
                     let attempt = u32::try_from(attempt).unwrap_or(0);
                     return Ok(Claim::Claimed(ClaimedEvent {
                         tx: WebhookTx::new(*tx, event.clone(), Arc::clone(&self.inner.tables)),
@@ -221,6 +281,7 @@ impl ClaimStore {
                     }));
                 }
                 Ok(Attempt::Done(status)) => {
+                    self.inner.observe(true);
                     return Ok(Claim::Done { status: status.and_then(|s| u16::try_from(s).ok()) });
                 }
                 Ok(Attempt::InFlight) => None,
@@ -268,7 +329,8 @@ impl ClaimStore {
     async fn attempt(&self, conn: Conn, event: &ScopedEvent) -> Result<Attempt, DbError> {
         let sql = &self.inner.sql;
         let keys = [Param::Text(event.scope()), Param::Text(event.provider()), Param::Text(event.key())];
-        if self.inner.lookup_first {
+        let lookup_first = self.inner.lookup_first();
+        if lookup_first {
             // Flight 0, outside any transaction: a done event is answered
             // from here (one round trip, no transaction id, no WAL).
             let found = match conn.query(&sql.lookup, &keys).await {
@@ -289,7 +351,8 @@ impl ClaimStore {
         // event's advisory lock at once): one round trip.
         let [scope, provider, key, event_type] = Param::event(event);
         let claim = [scope, provider, key, event_type, Param::I16(ASSUMED_STATUS)];
-        let (tx, rows) = conn.begin(&sql.begin, &sql.claim, &claim).await?;
+        let statement = if lookup_first { &sql.claim } else { &sql.claim_guarded };
+        let (tx, rows) = conn.begin(&sql.begin, statement, &claim).await?;
         if let Some(row) = rows.first() {
             return Ok(Attempt::Claimed(Box::new(tx), row.get(0), row.get(1)));
         }

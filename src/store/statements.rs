@@ -64,6 +64,10 @@ pub(crate) struct Statements {
     /// 503), so claim-first suits READ COMMITTED. `now()` is the
     /// transaction's start time.
     pub(crate) claim: String,
+    /// [`claim`](Self::claim) that also reads whether a `done` row stands
+    /// (claim first: a duplicate then writes nothing and the lookup after it
+    /// answers it).
+    pub(crate) claim_guarded: String,
     /// → `state, response_status`.
     pub(crate) lookup: String,
     /// `$1 the claim's now()`: fails (division by zero, 22012) unless the
@@ -87,21 +91,14 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
-    /// `guard_done`: the claim also reads whether a `done` row stands (for
-    /// [`lookup_first(false)`](super::ClaimStoreBuilder::lookup_first), whose
-    /// duplicates then write nothing).
-    pub(crate) fn new(schema: &str, isolation: IsolationLevel, guard_done: bool) -> Self {
+    /// The statements on `schema`'s tables, the claim's transaction at
+    /// `isolation`.
+    pub(crate) fn new(schema: &str, isolation: IsolationLevel) -> Self {
         let t = format!("{schema}.webhook_events");
         let pk = "scope = $1 AND provider = $2 AND event_key = $3";
-        let guard = if guard_done {
-            format!("NOT EXISTS (SELECT FROM {t} WHERE {pk} AND state = 'done')\n                    AND ")
-        } else {
-            String::new()
-        };
-        Self {
-            schema: schema.to_owned(),
-            begin: format!("BEGIN ISOLATION LEVEL {}", isolation.sql()),
-            claim: format!(
+        let guard = format!("NOT EXISTS (SELECT FROM {t} WHERE {pk} AND state = 'done')\n                    AND ");
+        let claim = |guard: &str| {
+            format!(
                 "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, response_status,
                                       completed_at)
                  SELECT $1, $2, $3, $4, 'done', $5, now()
@@ -115,7 +112,13 @@ impl Statements {
                   -- inbox row no worker holds (a route switched back to synchronous mode).
                   WHERE e.state IN ('failed', 'pending')
                  RETURNING attempts, now()"
-            ),
+            )
+        };
+        Self {
+            schema: schema.to_owned(),
+            begin: format!("BEGIN ISOLATION LEVEL {}", isolation.sql()),
+            claim: claim(""),
+            claim_guarded: claim(&guard),
             // The key comes back too: rows that are not this event's (another
             // client's statement of the same name behind a pooler) are seen.
             lookup: format!("SELECT state, response_status, event_key FROM {t} WHERE {pk}"),

@@ -311,3 +311,45 @@ async fn idempotency_key_round_trips_stay_within_budget() {
     assert_eq!(wal_before, wal_after, "a replay writes no WAL");
     assert_eq!(db.effects_for("k-new").await, 1);
 }
+
+/// The default order adapts: with new events only, a new event costs what
+/// claim first costs (3 round trips, 5 statements); once duplicates are most
+/// of the recent traffic, a duplicate costs what lookup first costs (1, 1).
+#[tokio::test]
+async fn the_adaptive_order_claims_first_for_new_events_and_looks_up_first_under_duplicates() {
+    let server = TempPostgres::start().unwrap();
+    let db = TestDb::on(server.url("postgres").parse().unwrap()).await;
+    let turns = Arc::new(Turns::default());
+    let port = counting_proxy(server.port(), Arc::clone(&turns)).await;
+    let via_proxy = format!("postgresql://postgres@127.0.0.1:{port}/{}", db.name);
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(one_insert).layer(stripe_layer(pool(via_proxy.parse().unwrap(), 1)).build().unwrap()),
+    );
+    let send = |id: String| app.clone().oneshot(stripe_request(stripe_body(&id)));
+    let counts = || (turns.round_trips.load(Ordering::SeqCst), turns.statements.load(Ordering::SeqCst));
+    for i in 0..4 {
+        assert_eq!(send(format!("evt_warm_{i}")).await.unwrap().status(), StatusCode::OK);
+    }
+    let before = counts();
+    assert_eq!(send("evt_new".into()).await.unwrap().status(), StatusCode::OK);
+    let new = (counts().0 - before.0, counts().1 - before.1);
+    assert_eq!(new, (3, 5), "a new event among new events: claim first");
+    // Duplicates only: the recent share passes one in three within a few.
+    for _ in 0..16 {
+        let res = send("evt_new".into()).await.unwrap();
+        assert!(res.headers().contains_key("idempotent-replayed"));
+    }
+    let before = counts();
+    assert!(send("evt_new".into()).await.unwrap().headers().contains_key("idempotent-replayed"));
+    let duplicate = (counts().0 - before.0, counts().1 - before.1);
+    assert_eq!(duplicate, (1, 1), "a duplicate among duplicates: lookup first");
+    // New events again: back to claim first.
+    for i in 0..32 {
+        assert_eq!(send(format!("evt_again_{i}")).await.unwrap().status(), StatusCode::OK);
+    }
+    let before = counts();
+    assert_eq!(send("evt_last".into()).await.unwrap().status(), StatusCode::OK);
+    assert_eq!((counts().0 - before.0, counts().1 - before.1), (3, 5), "back to claim first");
+    assert_eq!(db.effects().await, 4 + 1 + 32 + 1);
+}
