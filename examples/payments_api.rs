@@ -14,15 +14,18 @@
 //!   `API_KEYS` (comma-separated; a test key is printed when unset). The
 //!   claim's scope is the API key's identity (`key_` + the first 16 hex digits
 //!   of its SHA-256), never the key itself.
-//! - `POST /payments` with `{"amount": <integer>, "currency": "<code>"}` and an
-//!   `Idempotency-Key` header (required) inserts one row into `demo_payments
+//! - `POST /payments` with `{"amount": <integer>, "currency": "<code>"}` (a
+//!   positive amount in the currency's minor unit, a three-letter ISO 4217
+//!   code such as `eur`) and an `Idempotency-Key` header (required) inserts
+//!   one row into `demo_payments
 //!   (id text primary key, scope text, amount bigint, currency text,
 //!   created_at timestamptz)`, enqueues a `send_receipt` effect (delivered by
 //!   an outbox worker in this process into `demo_receipts`, once per
 //!   downstream key), and answers `201` with the payment as JSON and a
 //!   `Location`. A body that is not such JSON answers `400` before anything
 //!   executes: not stored, so a corrected retry with the same key runs.
-//! - `GET /payments` lists the caller's payments.
+//! - `GET /payments` lists the caller's payments; `GET /payments/{id}` (the
+//!   `Location` of a created payment) shows one of them.
 //!
 //! `--demo` makes a first call, a retry (the replay), two concurrent calls
 //! with a new key (one runs; the other gets 409 or the replay), a reuse of a
@@ -36,11 +39,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
 use clap::Parser;
@@ -98,7 +101,12 @@ async fn create_payment(tx: WebhookTx, idem: IdempotentRequest, body: Bytes) -> 
     let parsed: Result<Value, _> = serde_json::from_slice(&body);
     let (Some(amount), Some(currency)) = parsed
         .as_ref()
-        .map(|v| (v["amount"].as_i64(), v["currency"].as_str().filter(|c| c.len() == 3)))
+        .map(|v| {
+            let amount = v["amount"].as_i64().filter(|a| *a > 0);
+            let currency =
+                v["currency"].as_str().filter(|c| c.len() == 3 && c.bytes().all(|b| b.is_ascii_alphabetic()));
+            (amount, currency)
+        })
         .unwrap_or((None, None))
     else {
         return (
@@ -108,7 +116,9 @@ async fn create_payment(tx: WebhookTx, idem: IdempotentRequest, body: Bytes) -> 
             .into_response();
     };
     idem.began();
-    let id = format!("pay_{}", &hex::encode(Sha256::digest(format!("{}/{}", idem.scope(), idem.key())))[..20]);
+    // A fresh id per run: after the key's 24 hours a retry runs again and
+    // creates its own payment (the key, not the id, makes a retry harmless).
+    let id = format!("pay_{:020x}", fastrand::u128(..) >> 48);
     let inserted = async {
         let db = tx.client().await?;
         let row = db
@@ -131,6 +141,21 @@ async fn create_payment(tx: WebhookTx, idem: IdempotentRequest, body: Bytes) -> 
             tracing::error!(error = %e, "payment not written; rolled back");
             (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({ "error": "internal error" }))).into_response()
         }
+    }
+}
+
+async fn show_payment(State(pool): State<Pool>, Path(id): Path<String>, req: Request) -> Response {
+    let Some(Caller(scope)) = req.extensions().get::<Caller>().cloned() else {
+        return StatusCode::UNAUTHORIZED.into_response();
+    };
+    let Ok(db) = pool.get().await else { return StatusCode::SERVICE_UNAVAILABLE.into_response() };
+    let sql = "SELECT json_build_object('id', id, 'amount', amount, 'currency', currency,
+                                        'created_at', created_at::text)::text
+                 FROM demo_payments WHERE scope = $1 AND id = $2";
+    match db.query_opt(sql, &[&scope, &id]).await {
+        Ok(Some(row)) => ([(header::CONTENT_TYPE, "application/json")], row.get::<_, String>(0)).into_response(),
+        Ok(None) => StatusCode::NOT_FOUND.into_response(),
+        Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
     }
 }
 
@@ -199,15 +224,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let router = Router::new()
         .route("/payments", post(create_payment).get(list_payments))
+        .route("/payments/{id}", get(show_payment))
         .with_state(pool.clone())
-        // Outermost first: authentication, then the key (it needs the caller).
-        .layer(idempotency)
+        // The last layer added runs first: authentication, then the key (it
+        // needs the caller). route_layer: unknown paths stay 404.
+        .route_layer(idempotency)
         .layer(middleware::from_fn_with_state(Arc::new(keys), authenticate));
 
     let bind = args.bind.unwrap_or_else(|| if args.demo { "127.0.0.1:0" } else { "127.0.0.1:3000" }.parse().unwrap());
     let listener = tokio::net::TcpListener::bind(bind).await?;
     let addr = listener.local_addr()?;
-    println!("listening on http://{addr}: POST /payments (Idempotency-Key required), GET /payments");
+    println!(
+        "listening on http://{addr}: POST /payments (Idempotency-Key required), GET /payments, GET /payments/{{id}}"
+    );
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let shutdown = |mut s: tokio::sync::watch::Receiver<bool>| async move {
         let _ = s.wait_for(|stopped| *stopped).await;
@@ -276,6 +305,15 @@ async fn demo(addr: SocketAddr, pool: &Pool) -> Result<(), Box<dyn std::error::E
     let body = r#"{"amount": 1250, "currency": "eur"}"#;
     let first = call(&client, addr, Some("demo-key-1"), body).await?;
     check("first call: 201, not a replay", first.status == 201 && !first.replayed, format!("{}", first.status));
+    let id = serde_json::from_slice::<Value>(&first.body).ok().and_then(|v| v["id"].as_str().map(str::to_owned));
+    let shown = client
+        .get(format!("http://{addr}/payments/{}", id.unwrap_or_default()))
+        .bearer_auth(TEST_API_KEY)
+        .send()
+        .await?
+        .status()
+        .as_u16();
+    check("the created payment at its Location: 200", shown == 200, shown.to_string());
     let retry = call(&client, addr, Some("demo-key-1"), body).await?;
     check(
         "retry: the stored 201, byte-identical, replayed",

@@ -21,6 +21,8 @@ CREATE TABLE IF NOT EXISTS "webhook_idempotency".webhook_request_keys (
     -- Replayed headers as [name, value, name, value, ...].
     response_headers text[],
     response_body    bytea,
+    -- When the row was written: its first recovery point, then its completion (so the key is purged no
+    -- earlier than the claim row of the run that completed it).
     created_at       timestamptz NOT NULL DEFAULT now(),
     completed_at     timestamptz,
     PRIMARY KEY (scope, provider, idempotency_key)

@@ -44,7 +44,9 @@
 //! | no `Idempotency-Key` ([`required`](IdempotencyKeyLayerBuilder::required), the default) | 400 problem, handler not run |
 //! | key malformed (see [`MAX_KEY_BYTES`] and the header rules below) | 400 problem |
 //! | body over [`body_limit`](IdempotencyKeyLayerBuilder::body_limit) | 413 |
-//! | first request | the handler's answer; stored and committed with its writes (2xx), or see [`ErrorResponses`] |
+//! | first request | the handler's answer; stored and committed with its writes (2xx, 3xx), or see [`ErrorResponses`] |
+//! | first request answered 4xx before [`IdempotentRequest::began`] (validation) | the answer, rolled back, nothing recorded; a corrected request with the key runs |
+//! | an error answer to store whose transaction a failed statement aborted | the handler's answer, not stored (nothing can commit), logged with the failed statement |
 //! | same key, same fingerprint, after completion | the stored response (status, the [`replay_headers`](IdempotencyKeyLayerBuilder::replay_headers), body) with `Idempotent-Replayed: true`; handler not run |
 //! | same key, other fingerprint | 422 problem, handler not run |
 //! | same key while the first is in flight (after [`in_flight_wait`](IdempotencyKeyLayerBuilder::in_flight_wait)) | 409 problem + `Retry-After: 1` |
@@ -53,7 +55,16 @@
 //!
 //! Other methods pass through untouched, with no transaction. Problems are
 //! `application/problem+json` bodies (RFC 9457) shaped as the draft's
-//! examples (section 2.7).
+//! examples (section 2.7); their `type` names a heading of
+//! [Problem types](#problem-types) below.
+//!
+//! **Where it goes.** The layer needs the caller, so the authentication that
+//! sets it must run first: in axum, add the authentication layer *after*
+//! this one (`.layer(idempotency).layer(auth)`: the last added runs first),
+//! and use `route_layer` so unknown paths still answer 404 and other methods
+//! 405 instead of 400 for a missing key. The store needs the migrations
+//! ([`migrate`](crate::migrate), version 9 or later); a database without them
+//! answers 503 and logs once what to run.
 //!
 //! **The key** is read as the draft's RFC 8941 string (`"..."`) or, as most
 //! clients send it, bare; 1 to 255 bytes of printable ASCII. **The scope**
@@ -70,8 +81,8 @@
 //! **Expiry.** Keys and their responses are kept for [`RETENTION`] (24 h)
 //! and then purged by [`Retention`](crate::store::retention::Retention) and
 //! `webhook-admin purge --older-than` (provider `idempotency-key`, every
-//! scope; `webhook-admin list --provider idempotency-key --scope <caller>`
-//! shows one caller's keys); a retry after the purge runs again. Until the
+//! scope; `webhook-admin list --state done --provider idempotency-key --scope
+//! <caller>` shows one caller's keys); a retry after the purge runs again. Until the
 //! purge runs, an older key is still replayed. Set another period with
 //! `Retention::builder(..).window(PROVIDER, period)`.
 //!
@@ -89,11 +100,50 @@
 //!   calling again (brandur, "Implementing Stripe-like Idempotency Keys in
 //!   Postgres").
 //!
+//! **Recovery points need a second connection.** Recording one takes a
+//! pooled connection for one statement while the claim's transaction holds
+//! another: size the pool above the number of handlers recording them at
+//! once.
+//!
 //! **Cost.** A replay costs one round trip (the key's `SELECT`) and no
 //! transaction, as a webhook duplicate does. A first request costs that
 //! lookup, `BEGIN` and the claim in one flight, the handler's statements,
 //! and one statement storing the response and checking the fence, sent with
 //! `COMMIT`: four round trips with a one-statement handler.
+//!
+//! # Problem types
+//!
+//! The `type` of each problem answer is this page with one of these
+//! fragments.
+//!
+//! ### unauthenticated
+//! 401: the scope resolver found no caller.
+//! ### key-missing
+//! 400: a covered method without `Idempotency-Key` while it is required.
+//! ### key-malformed
+//! 400: not a string item or bare key of 1 to 255 printable ASCII bytes, or
+//! sent twice; `detail` says which.
+//! ### key-reused
+//! 422: the key was used with another method, path, query or body.
+//! ### key-used
+//! 422: the key completed and its response is no longer stored; use a new key.
+//! ### in-flight
+//! 409 + `Retry-After`: a request with the key is still running.
+//! ### body-too-large
+//! 413: the body is over the layer's limit.
+//! ### body-unreadable
+//! 400: the body could not be read (the client went away).
+//! ### unavailable
+//! 503 + `Retry-After`: the database did not answer, a retryable conflict
+//! (deadlock, serialization failure) rolled the request back, or the commit
+//! failed: nothing was kept; retry with the same key.
+//! ### response-not-stored
+//! 500: the response was over `max_response_bytes` or unreadable; rolled back.
+//! ### handler-error
+//! 500: the handler answered while still holding the transaction, or the
+//! inner service failed; rolled back.
+//! ### misconfigured
+//! 500: the scope resolver returned an invalid scope.
 
 mod header;
 mod request;
@@ -129,7 +179,8 @@ pub const DEFAULT_IN_FLIGHT_WAIT: Duration = Duration::from_secs(2);
 type ScopeFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 type FingerprintFn = dyn Fn(&Parts, &Bytes) -> Vec<u8> + Send + Sync;
 
-/// Which error answers are stored and replayed (2xx answers always are).
+/// Which error answers are stored and replayed (2xx and 3xx answers always
+/// are).
 ///
 /// Stripe "saves the resulting status code and body of the first request
 /// made for any given idempotency key, regardless of whether it succeeds or
@@ -143,8 +194,9 @@ type FingerprintFn = dyn Fn(&Parts, &Bytes) -> Vec<u8> + Send + Sync;
 pub enum ErrorResponses {
     /// Stripe's rule (the default): an error answer is stored when the
     /// handler marked execution as begun ([`IdempotentRequest::began`]);
-    /// earlier ones (validation 4xx) are not, nor are errors after a
-    /// recovery point without that mark (the retry resumes instead).
+    /// earlier ones are not (a 4xx then leaves nothing behind, a 5xx is
+    /// recorded as a failed attempt), nor are errors after a recovery point
+    /// without that mark (the retry resumes instead).
     #[default]
     AfterExecution,
     /// No error answer is stored: every non-2xx rolls back and a retry runs

@@ -99,15 +99,28 @@ impl IdempotentRequest {
     /// the outbox ([`WebhookTx::enqueue`](crate::WebhookTx::enqueue)) is
     /// usually simpler: see the module docs.
     ///
+    /// It takes a second pooled connection for one statement while the
+    /// claim's transaction holds the first: size the pool above the number
+    /// of handlers that record recovery points at once, or the write waits
+    /// up to the pool timeout and fails.
+    ///
+    /// `Ok(true)`: recorded. `Ok(false)`: nothing written, because the key
+    /// already has a stored response or a recovery point of a request with
+    /// another fingerprint; stop, the request cannot be resumed.
+    ///
     /// # Errors
-    /// [`StoreError`] when the write failed (the point is not recorded). A
-    /// key that already has a stored response is not changed.
-    pub async fn record_recovery_point(&self, phase: &str) -> Result<(), StoreError> {
-        self.inner.keys.record_phase(&self.inner.event, &self.inner.fingerprint, phase).await?;
-        if let Ok(mut point) = self.inner.recovery_point.lock() {
-            *point = Some(phase.to_owned());
+    /// [`StoreError`] when the write failed (the point is not recorded):
+    /// stop before the next phase, or its effect may be made again.
+    pub async fn record_recovery_point(&self, phase: &str) -> Result<bool, StoreError> {
+        let recorded = self.inner.keys.record_phase(&self.inner.event, &self.inner.fingerprint, phase).await?;
+        if recorded {
+            if let Ok(mut point) = self.inner.recovery_point.lock() {
+                *point = Some(phase.to_owned());
+            }
+        } else {
+            tracing::warn!(phase, "recovery point not recorded: the key is completed or holds another request");
         }
-        Ok(())
+        Ok(recorded)
     }
 
     /// Marks that execution began: from here on, an error answer is a result

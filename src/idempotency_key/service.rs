@@ -131,6 +131,9 @@ where
     }
     let (mut parts, body) = req.into_parts();
     let Some(scope) = (config.scope)(&parts) else {
+        // The resolver found no caller: an unauthenticated request, or an
+        // authentication layer that runs after this one (it must wrap it).
+        tracing::debug!("the scope resolver found no caller; 401");
         return Ok(problem(Problem::Unauthenticated, None));
     };
     if scope.is_empty() || scope.len() > 512 || scope.contains('\0') {
@@ -165,13 +168,29 @@ where
             return Ok(problem(Problem::Unavailable, None));
         }
     };
-    let claimed: ClaimedEvent = match claimed::claim::<(), ()>(&config.store, &event, None).await {
+    // The key's row is read again in the claim's flight, after the claim took
+    // the key's lock: a recovery point or fingerprint recorded by a request
+    // this one waited for is seen (the lookup above ran before the wait).
+    let key = RequestKeys::key(&event);
+    let read = Some((config.keys.lookup_sql(), &key[..]));
+    let (claimed, rows): (ClaimedEvent, _) = match claimed::claim_reading::<(), ()>(&config.store, &event, read).await {
         Ok(claimed) => claimed,
         // Completed between the lookup and the claim: its response is stored now.
         Err(Claimed::Duplicate { .. }) => return Ok(after_completion(config, &event, &fingerprint).await),
         Err(Claimed::InFlight) => return Ok(problem(Problem::InFlight, None)),
         Err(_) => return Ok(problem(Problem::Unavailable, None)),
     };
+    let recovery_point = match config.keys.parse(&rows, &event) {
+        Some(fresh) => match answer_stored(config, fresh, &fingerprint) {
+            Ok(answer) => {
+                claimed.discard().await;
+                return Ok(answer);
+            }
+            Err(phase) => phase,
+        },
+        None => recovery_point,
+    };
+    tracing::info!(outcome = "claimed", attempt = claimed.attempt(), "request claimed");
     let request =
         IdempotentRequest::new(event.clone(), fingerprint, claimed.attempt(), recovery_point, config.keys.clone());
     parts.extensions.insert(claimed.tx());
@@ -185,12 +204,21 @@ where
         }
     };
     let status = response.status();
-    let store = status.is_success()
+    // 2xx and 3xx are results (a 303 after a write is POST/redirect/GET).
+    let result = status.is_success() || status.is_redirection();
+    let store = result
         || match config.errors {
             ErrorResponses::Always => true,
             ErrorResponses::Never => false,
             ErrorResponses::AfterExecution => request.has_begun(),
         };
+    if !store && status.is_client_error() && !request.has_begun() && claimed.retryable_conflict().is_none() {
+        // Refused before execution (validation): rolled back, nothing
+        // recorded, not a failure; a corrected request with the key runs.
+        tracing::info!(outcome = "rejected", status = status.as_u16(), "answered before execution began; not stored");
+        claimed.discard().await;
+        return Ok(("rejected", response.map(ResponseBody::inner)));
+    }
     if !store || claimed.retryable_conflict().is_some() {
         // Rolled back and recorded: the next request with the key runs.
         let ended = claimed::end(claimed, Ok::<_, ()>(response), &|_| false).await;
@@ -221,6 +249,10 @@ where
     let commit = Some((config.keys.commit_sql(), &more[..]));
     Ok(match claimed::end_with(claimed, Ok::<_, ()>(response), &|_| true, commit).await {
         Claimed::Handled { response, committed: true } => ("committed", response),
+        // An error answer that could not be stored (typically a statement of
+        // the handler failed and aborted the transaction): nothing committed,
+        // so the handler's own answer goes out, not stored; a retry runs.
+        Claimed::Unavailable("commit") if !result => ("failed", answer_of(stored)),
         other => ended_answer(other),
     })
 }
@@ -288,14 +320,20 @@ fn replay<B>(_config: &Config, stored: StoredResponse) -> Response<ResponseBody<
         status = stored.status,
         "Idempotency-Key seen before; stored response replayed"
     );
+    let mut response = answer_of(stored);
+    response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    response
+}
+
+/// A response from stored parts: the status, the kept headers, the body.
+fn answer_of<B>(stored: StoredResponse) -> Response<ResponseBody<B>> {
     let mut response = Response::new(ResponseBody::bytes(stored.body));
     *response.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     for (name, value) in stored.headers {
-        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::from_bytes(value.as_bytes())) {
             response.headers_mut().append(name, value);
         }
     }
-    response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     response
 }
 
@@ -305,9 +343,11 @@ fn kept_headers(config: &Config, headers: &http::HeaderMap) -> Vec<(String, Stri
     let mut kept = Vec::new();
     for name in &config.replay_headers {
         for value in headers.get_all(name) {
-            match value.to_str() {
+            // UTF-8 is kept as it is (`Location: /café/1`); other bytes
+            // cannot be stored in the text column and are left out.
+            match std::str::from_utf8(value.as_bytes()) {
                 Ok(text) => kept.push((name.as_str().to_owned(), text.to_owned())),
-                Err(_) => tracing::warn!(header = name.as_str(), "response header value is not text; not stored"),
+                Err(_) => tracing::warn!(header = name.as_str(), "response header value is not UTF-8; not stored"),
             }
         }
     }

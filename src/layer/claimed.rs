@@ -21,7 +21,7 @@ use tower_service::Service;
 use super::config::SuccessFn;
 use crate::event::ScopedEvent;
 use crate::store::digest::BodyClaim;
-use crate::store::driver::Param;
+use crate::store::driver::{Param, Row};
 use crate::store::{Claim, ClaimStore, ClaimedEvent, CommitErrorKind};
 
 /// What [`run`] did with a request.
@@ -82,56 +82,72 @@ pub(crate) async fn claim<R, E>(
     event: &ScopedEvent,
     body_digest: Option<[u8; 32]>,
 ) -> Result<ClaimedEvent, Claimed<R, E>> {
-    let claim_started = Instant::now();
-    let claim = store.claim(event).await;
-    crate::metrics::claim(event.provider(), claim_started.elapsed());
-    let claimed = match claim {
-        Ok(Claim::Claimed(claimed)) => claimed,
-        Ok(Claim::Done { status }) => {
-            tracing::info!(outcome = "duplicate", "event already processed; replayed");
-            return Err(Claimed::Duplicate { status });
-        }
-        Ok(Claim::InFlight) => return Err(Claimed::InFlight),
-        Err(e) => {
-            tracing::error!(error = %e, "claim failed");
-            return Err(Claimed::Unavailable("claim"));
-        }
-    };
+    let (claimed, _) = claim_reading(store, event, None).await?;
     if let Some(digest) = body_digest {
-        match claimed.tx().claim_body(&digest).await {
-            Ok(BodyClaim::Claimed) => {}
-            Ok(BodyClaim::InFlight) => {
-                tracing::info!(
-                    outcome = "in_flight",
-                    reason = "body_in_flight",
-                    "a delivery of the same body under another key is running; answered as in flight"
-                );
-                claimed.discard().await;
-                return Err(Claimed::InFlight);
-            }
-            Ok(BodyClaim::Replayed) => {
-                tracing::info!(
-                    outcome = "duplicate",
-                    reason = "body_replayed",
-                    "the same signed body was processed under another event key; replayed, not run"
-                );
-                claimed.discard().await;
-                return Err(Claimed::Duplicate { status: None });
-            }
-            Err(e) => {
-                // Another delivery with this body holds it past the lock timeout, or the database failed.
-                let conflict = claimed.retryable_conflict();
-                tracing::warn!(error = %e, "body-digest guard: the digest could not be claimed; rolled back");
-                claimed.discard().await;
-                return Err(match conflict {
-                    Some(_) => Claimed::InFlight,
-                    None => Claimed::Unavailable("body_digest"),
-                });
-            }
+        if let Err(answer) = guard_body(&claimed, &digest).await {
+            claimed.discard().await;
+            return Err(answer);
         }
     }
     tracing::info!(outcome = "claimed", attempt = claimed.attempt(), "event claimed");
     Ok(claimed)
+}
+
+/// The claim of `event`, and when claimed the rows of `read` run in the
+/// claim's flight, inside its transaction (see [`ClaimStore::claim_reading`]).
+pub(crate) async fn claim_reading<R, E>(
+    store: &ClaimStore,
+    event: &ScopedEvent,
+    read: Option<(&str, &[Param<'_>])>,
+) -> Result<(ClaimedEvent, Vec<Row>), Claimed<R, E>> {
+    let claim_started = Instant::now();
+    let claim = store.claim_reading(event, read).await;
+    crate::metrics::claim(event.provider(), claim_started.elapsed());
+    match claim {
+        Ok((Claim::Claimed(claimed), rows)) => Ok((claimed, rows)),
+        Ok((Claim::Done { status }, _)) => {
+            tracing::info!(outcome = "duplicate", "event already processed; replayed");
+            Err(Claimed::Duplicate { status })
+        }
+        Ok((Claim::InFlight, _)) => Err(Claimed::InFlight),
+        Err(e) => {
+            tracing::error!(error = %e, "claim failed");
+            Err(Claimed::Unavailable("claim"))
+        }
+    }
+}
+
+/// The body-digest guard's claim in the claim's transaction: `Err` (the
+/// claim to discard) when the body is another key's, in flight or done.
+async fn guard_body<R, E>(claimed: &ClaimedEvent, digest: &[u8; 32]) -> Result<(), Claimed<R, E>> {
+    let answer = match claimed.tx().claim_body(digest).await {
+        Ok(BodyClaim::Claimed) => return Ok(()),
+        Ok(BodyClaim::InFlight) => {
+            tracing::info!(
+                outcome = "in_flight",
+                reason = "body_in_flight",
+                "a delivery of the same body under another key is running; answered as in flight"
+            );
+            Claimed::InFlight
+        }
+        Ok(BodyClaim::Replayed) => {
+            tracing::info!(
+                outcome = "duplicate",
+                reason = "body_replayed",
+                "the same signed body was processed under another event key; replayed, not run"
+            );
+            Claimed::Duplicate { status: None }
+        }
+        Err(e) => {
+            // Another delivery with this body holds it past the lock timeout, or the database failed.
+            tracing::warn!(error = %e, "body-digest guard: the digest could not be claimed; rolled back");
+            match claimed.retryable_conflict() {
+                Some(_) => Claimed::InFlight,
+                None => Claimed::Unavailable("body_digest"),
+            }
+        }
+    };
+    Err(answer)
 }
 
 /// Calls `inner` once it is ready, timing the handler.

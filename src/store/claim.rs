@@ -263,26 +263,40 @@ impl ClaimStore {
     /// ([`StoreErrorKind::Timeout`]), or a claim statement failed (the
     /// schema missing, the database read-only, ...). Nothing was claimed.
     pub async fn claim(&self, event: &ScopedEvent) -> Result<Claim, StoreError> {
+        self.claim_reading(event, None).await.map(|(claim, _)| claim)
+    }
+
+    /// [`claim`](Self::claim), and when claimed, `read` (a statement and its
+    /// parameters) in the claim's transaction, in the claim's flight: its
+    /// rows see everything committed before the claim took the event's lock
+    /// (the `Idempotency-Key` layer reads the key's recovery point this way,
+    /// after any in-flight wait). No rows unless claimed.
+    pub(crate) async fn claim_reading(
+        &self,
+        event: &ScopedEvent,
+        read: Option<(&str, &[Param<'_>])>,
+    ) -> Result<(Claim, Vec<Row>), StoreError> {
         let deadline = Instant::now() + self.inner.in_flight_wait;
         let mut backoff = IN_FLIGHT_FIRST_CHECK;
         let mut retried = false;
         loop {
             let conn = self.inner.db.connect("claim").await?;
-            let conflict = match self.attempt(conn, event).await {
-                Ok(Attempt::Claimed(tx, attempt, started)) => {
+            let conflict = match self.attempt(conn, event, read).await {
+                Ok(Attempt::Claimed(tx, attempt, started, rows)) => {
                     self.inner.observe(false);
                     let attempt = u32::try_from(attempt).unwrap_or(0);
-                    return Ok(Claim::Claimed(ClaimedEvent {
+                    let claimed = ClaimedEvent {
                         tx: WebhookTx::new(*tx, event.clone(), Arc::clone(&self.inner.tables)),
                         attempt,
                         started,
                         event: event.clone(),
                         store: self.clone(),
-                    }));
+                    };
+                    return Ok((Claim::Claimed(claimed), rows));
                 }
                 Ok(Attempt::Done(status)) => {
                     self.inner.observe(true);
-                    return Ok(Claim::Done { status: status.and_then(|s| u16::try_from(s).ok()) });
+                    return Ok((Claim::Done { status: status.and_then(|s| u16::try_from(s).ok()) }, Vec::new()));
                 }
                 Ok(Attempt::InFlight) => None,
                 Err(e) if e.timed_out() => {
@@ -312,7 +326,7 @@ impl ClaimStore {
                     sqlstate = conflict.as_ref().and_then(DbError::code),
                     "another delivery of this event is still in flight after the wait bound"
                 );
-                return Ok(Claim::InFlight);
+                return Ok((Claim::InFlight, Vec::new()));
             }
             if backoff == IN_FLIGHT_FIRST_CHECK {
                 tracing::debug!(outcome = "waiting", "another delivery of this event is in flight; checking again");
@@ -326,7 +340,12 @@ impl ClaimStore {
     /// One claim attempt on `conn`: a transaction that either stays open
     /// (claimed) or is ended before returning. On error the connection is
     /// closed unless the rollback was confirmed.
-    async fn attempt(&self, conn: Conn, event: &ScopedEvent) -> Result<Attempt, DbError> {
+    async fn attempt(
+        &self,
+        conn: Conn,
+        event: &ScopedEvent,
+        read: Option<(&str, &[Param<'_>])>,
+    ) -> Result<Attempt, DbError> {
         let sql = &self.inner.sql;
         let keys = [Param::Text(event.scope()), Param::Text(event.provider()), Param::Text(event.key())];
         let lookup_first = self.inner.lookup_first();
@@ -352,9 +371,9 @@ impl ClaimStore {
         let [scope, provider, key, event_type] = Param::event(event);
         let claim = [scope, provider, key, event_type, Param::I16(ASSUMED_STATUS)];
         let statement = if lookup_first { &sql.claim } else { &sql.claim_guarded };
-        let (tx, rows) = conn.begin(&sql.begin, statement, &claim).await?;
+        let (tx, rows, read) = conn.begin_then(&sql.begin, statement, &claim, read).await?;
         if let Some(row) = rows.first() {
-            return Ok(Attempt::Claimed(Box::new(tx), row.get(0), row.get(1)));
+            return Ok(Attempt::Claimed(Box::new(tx), row.get(0), row.get(1), read));
         }
         // Another delivery's row stands: done or in flight. End the
         // transaction and look, in one flight.
@@ -391,7 +410,7 @@ impl ClaimStore {
 }
 
 enum Attempt {
-    Claimed(Box<super::driver::TxConn>, i32, SystemTime),
+    Claimed(Box<super::driver::TxConn>, i32, SystemTime, Vec<Row>),
     Done(Option<i16>),
     InFlight,
 }
@@ -566,6 +585,7 @@ impl ClaimedEvent {
     /// The fenced commit with `check` and its `params`; see [`commit`](Self::commit).
     async fn commit_fenced_by(&self, status: u16, check: &str, params: &[Param<'_>]) -> Result<(), CommitError> {
         let tx = self.tx.take_conn().ok_or(CommitError::of(CommitErrorKind::StillInUse, None))?;
+        let first_error = tx.first_error().map(str::to_owned);
         // In a transaction a swallowed error aborted, the check fails (25P02)
         // and PostgreSQL answers the COMMIT with ROLLBACK (rust-postgres#1334);
         // when the transaction is no longer the claim's (the work ended it),
@@ -577,7 +597,13 @@ impl ClaimedEvent {
                 Err(CommitError::of(CommitErrorKind::ClaimLost, None))
             }
             Err(Fenced::Aborted(e)) => {
-                tracing::error!(sqlstate = e.sqlstate(), error = %e, "transaction unusable after the work; rolled back");
+                tracing::error!(
+                    sqlstate = e.sqlstate(),
+                    error = %e,
+                    first_failed_statement = first_error.as_deref().unwrap_or("none seen through WebhookTx"),
+                    "transaction unusable after the work (a statement of the handler failed and the error was \
+                     answered, not propagated); rolled back"
+                );
                 Err(CommitError::of(CommitErrorKind::Aborted, Some(&e)))
             }
             Err(Fenced::Unknown(e)) => {

@@ -4,11 +4,12 @@
 //! are in the crate's queue module, the worker in [`inbox`](crate::inbox)).
 //!
 //! One autocommit statement inserts the row as `pending` (`INSERT ... ON
-//! CONFLICT`), and a second one, sent in the same flight, `pg_notify`s the
-//! workers. Only the insert's confirmed commit lets the layer answer 2xx; a
-//! conflict is a duplicate, in whatever state.
+//! CONFLICT`); only its confirmed commit lets the layer answer 2xx; a
+//! conflict is a duplicate, in whatever state. The workers are woken by a
+//! `pg_notify` that follows, coalesced per process (at most one notification in flight, one more after it when accepts committed meanwhile).
 
 use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use bytes::Bytes;
 
@@ -60,6 +61,59 @@ pub struct Inbox {
     accept_guarded: std::sync::Arc<str>,
     channel: std::sync::Arc<str>,
     integrity: Option<IntegrityKey>,
+    notifier: std::sync::Arc<Notifier>,
+}
+
+/// The workers' wake-ups for one process's accepts, coalesced: at most one
+/// `pg_notify` in flight, and one more after it when accepts committed
+/// meanwhile, so every accepted row is followed by a notification sent after
+/// its commit (a wake-up is never lost), while concurrent accepts share one.
+///
+/// Each notification is a transaction of its own that PostgreSQL commits
+/// durably (`PreCommit_Notify` assigns it a transaction id, and it takes the
+/// cluster-wide notification lock through its commit); one per accept
+/// doubled the durable commits of the accept path. A failed notification is
+/// logged; the workers then find the rows by polling (their poll interval
+/// bounds the delay).
+pub(crate) struct Notifier {
+    db: Db,
+    channel: std::sync::Arc<str>,
+    /// [`IDLE`], [`SENDING`] or [`AGAIN`].
+    state: AtomicU8,
+}
+
+/// No notification in flight.
+const IDLE: u8 = 0;
+/// One in flight; nothing committed since it was sent.
+const SENDING: u8 = 1;
+/// One in flight, and an accept committed after it was sent: send again.
+const AGAIN: u8 = 2;
+
+impl Notifier {
+    /// An accept committed: make sure a notification follows it.
+    fn poke(self: &std::sync::Arc<Self>) {
+        let before = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| Some(if s == IDLE { SENDING } else { AGAIN }));
+        if before == Ok(IDLE) {
+            let me = std::sync::Arc::clone(self);
+            tokio::spawn(async move { me.run().await });
+        }
+    }
+
+    async fn run(&self) {
+        loop {
+            let notify = [Param::Text(&self.channel), Param::Text("")];
+            if let Err(e) = self.db.query("inbox notify", NOTIFY, &notify).await {
+                tracing::warn!(error = %e, "inbox: notification not sent; workers find the rows by polling");
+            }
+            // SENDING → IDLE: nothing committed meanwhile. AGAIN: once more.
+            if self.state.compare_exchange(SENDING, IDLE, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                return;
+            }
+            self.state.store(SENDING, Ordering::Release);
+        }
+    }
 }
 
 /// A server-side key for inbox rows' integrity tags: HMAC-SHA256 over a
@@ -141,7 +195,8 @@ impl fmt::Debug for Inbox {
     }
 }
 
-/// The notification: the channel and the provider as its payload.
+/// The notification: the channel and an empty payload (the workers read
+/// none).
 const NOTIFY: &str = "SELECT pg_notify($1, $2)";
 
 impl Inbox {
@@ -175,14 +230,17 @@ impl Inbox {
             )
         );
         debug_assert!(guarded.contains("FROM body"));
-        let channel = queue::channel(InboxRows::NAME, schema);
+        let channel: std::sync::Arc<str> = queue::channel(InboxRows::NAME, schema).into();
+        let notifier =
+            std::sync::Arc::new(Notifier { db: db.clone(), channel: channel.clone(), state: AtomicU8::new(IDLE) });
         Self {
             db,
             schema: schema.into(),
             accept: accept.into(),
             accept_guarded: guarded.into(),
-            channel: channel.into(),
+            channel,
             integrity: None,
+            notifier,
         }
     }
 
@@ -200,8 +258,9 @@ impl Inbox {
         &self.channel
     }
 
-    /// Stores a verified delivery as `pending` and notifies the workers, in
-    /// two autocommit statements sent in one flight. `Ok(true)`: accepted and
+    /// Stores a verified delivery as `pending` (one autocommit statement) and
+    /// has the workers notified after its commit (coalesced with other
+    /// accepts of this process, see the module docs). `Ok(true)`: accepted and
     /// committed (answer 2xx); `Ok(false)`: a row for the event exists
     /// already (a duplicate: nothing written), except a `failed` one a
     /// synchronous-mode delivery left, which is taken over (`Ok(true)`).
@@ -237,19 +296,15 @@ impl Inbox {
             }
             None => &self.accept,
         };
-        let notify = [Param::Text(&self.channel), Param::Text(event.provider())];
         let conn = self.db.connect(step).await?;
-        // One flight: the insert, then the notification in a transaction of
-        // its own (a spurious wake-up for a duplicate costs the workers one
-        // empty lease).
-        let result = conn.pair((sql, &params), (NOTIFY, &notify)).await;
+        let result = conn.query(sql, &params).await;
         conn.release();
-        let (inserted, notified) = result.map_err(|e| {
+        let inserted = result.map_err(|e| {
             super::report_unmigrated(&self.schema, &e);
             self.db.error(&e, step)
         })?;
-        if let Err(e) = notified {
-            tracing::warn!(sqlstate = e.sqlstate(), error = %e, "inbox: notification not sent; workers find the row by polling");
+        if !inserted.is_empty() {
+            self.notifier.poke();
         }
         Ok(!inserted.is_empty())
     }

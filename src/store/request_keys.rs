@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::driver::{Db, Param};
+use super::driver::{Db, Param, Row};
 use super::StoreConfig;
 use crate::error::{ConfigError, StoreError};
 use crate::event::ScopedEvent;
@@ -67,6 +67,7 @@ pub(crate) struct StoredKey {
 #[derive(Debug, Clone)]
 pub(crate) struct RequestKeys {
     db: Db,
+    schema: String,
     lookup: String,
     commit: String,
     phase: String,
@@ -79,6 +80,7 @@ impl RequestKeys {
         let pk = "scope = $1 AND provider = $2 AND idempotency_key = $3";
         Ok(Self {
             db,
+            schema: schema.to_owned(),
             lookup: format!(
                 "SELECT fingerprint, phase, response_status, response_headers, response_body, idempotency_key
                    FROM {t} WHERE {pk}"
@@ -100,7 +102,7 @@ impl RequestKeys {
                      ON CONFLICT (scope, provider, idempotency_key) DO UPDATE
                         SET fingerprint = excluded.fingerprint, response_status = excluded.response_status,
                             response_headers = excluded.response_headers, response_body = excluded.response_body,
-                            completed_at = excluded.completed_at
+                            completed_at = excluded.completed_at, created_at = excluded.created_at
                      RETURNING 1)
                  SELECT 1 / ((SELECT count(*) FROM done) * (SELECT count(*) FROM saved))::int"
             ),
@@ -117,16 +119,41 @@ impl RequestKeys {
     /// The key's row, if any: one autocommit `SELECT`.
     ///
     /// # Errors
-    /// [`StoreError`]: no connection or the statement failed.
+    /// [`StoreError`]: no connection or the statement failed (a schema
+    /// without migration 9 is reported once, with what to run).
     pub(crate) async fn lookup(&self, event: &ScopedEvent) -> Result<Option<StoredKey>, StoreError> {
-        let keys = [Param::Text(event.scope()), Param::Text(event.provider()), Param::Text(event.key())];
-        let rows = self.db.query("idempotency key lookup", &self.lookup, &keys).await?;
-        let Some(row) = rows.first() else { return Ok(None) };
+        let step = "idempotency key lookup";
+        let conn = self.db.connect(step).await?;
+        let rows = conn.query(&self.lookup, &Self::key(event)).await;
+        conn.release();
+        let rows = rows.map_err(|e| {
+            super::report_unmigrated(&self.schema, &e);
+            self.db.error(&e, step)
+        })?;
+        Ok(self.parse(&rows, event))
+    }
+
+    /// The lookup's statement and parameters, to run in the claim's flight
+    /// ([`ClaimStore::claim_reading`](super::ClaimStore)): read after the claim
+    /// took the key's lock, it sees a recovery point or fingerprint recorded
+    /// while this request waited. [`parse`](Self::parse) reads its rows.
+    pub(crate) fn lookup_sql(&self) -> &str {
+        &self.lookup
+    }
+
+    /// `$1 scope, $2 provider, $3 key` of `event`.
+    pub(crate) fn key(event: &ScopedEvent) -> [Param<'_>; 3] {
+        [Param::Text(event.scope()), Param::Text(event.provider()), Param::Text(event.key())]
+    }
+
+    /// The key's row among the lookup's `rows`, if any.
+    pub(crate) fn parse(&self, rows: &[Row], event: &ScopedEvent) -> Option<StoredKey> {
+        let row = rows.first()?;
         // Rows that are not this key's (another client's named statement
         // behind a shared pooler) are not trusted.
         if row.try_get::<&str>(5) != Some(event.key()) {
             self.db.switch_on("26000");
-            return Ok(None);
+            return None;
         }
         let fingerprint: &[u8] = row.get(0);
         let mut print = [0u8; 32];
@@ -143,7 +170,7 @@ impl RequestKeys {
                 body: Bytes::copy_from_slice(body.unwrap_or_default()),
             }
         });
-        Ok(Some(StoredKey { fingerprint: print, phase: row.get::<Option<String>>(1), response }))
+        Some(StoredKey { fingerprint: print, phase: row.get::<Option<String>>(1), response })
     }
 
     /// The fence statement that commits the claim with `response` stored

@@ -127,7 +127,7 @@ fn routes(shared: Shared) -> Router {
                     )
                     .await
                     .unwrap();
-                req.record_recovery_point("charged").await.unwrap();
+                assert!(req.record_recovery_point("charged").await.unwrap(), "recorded");
             }
             if req.attempt() == 1 {
                 return (StatusCode::BAD_GATEWAY, "crashed after the charge").into_response();
@@ -537,4 +537,136 @@ async fn a_real_http_client_retrying_with_one_key_gets_one_effect() {
     assert_eq!(a.2, b.2, "both clients hold the one stored response");
     assert!(a.1 || b.1, "one of them is a replay");
     assert_eq!(db.effects().await, 1);
+}
+
+/// A retry that arrives while the first run is between its external call
+/// and its answer waits for the claim; it must see the recovery point the
+/// first run records meanwhile (read in the claim's flight, after the wait),
+/// not the one it looked up before waiting: the external call is made once.
+/// With another body, the same retry is refused 422.
+#[tokio::test]
+async fn a_retry_that_waited_resumes_from_the_recovery_point_recorded_meanwhile() {
+    for (retry_body, want) in [(BODY, StatusCode::CREATED), (r#"{"amount":999999}"#, StatusCode::UNPROCESSABLE_ENTITY)]
+    {
+        let db = TestDb::new().await;
+        let (logs, _guard) = Logs::capture();
+        let entered = Arc::new(Notify::new());
+        let release = Arc::new(Notify::new());
+        let observer = db.observer();
+        let (e, r) = (Arc::clone(&entered), Arc::clone(&release));
+        let handler = post(move |tx: WebhookTx, req: IdempotentRequest| {
+            let (entered, release, observer) = (Arc::clone(&e), Arc::clone(&r), observer.clone());
+            async move {
+                if req.attempt() == 1 {
+                    entered.notify_one();
+                    release.notified().await;
+                }
+                if req.recovery_point().as_deref() != Some("charged") {
+                    let c = observer.get().await.unwrap();
+                    c.execute(
+                        "INSERT INTO effects (provider, scope, event_key) VALUES ('charge', $1, $2)",
+                        &[&req.scope(), &req.key()],
+                    )
+                    .await
+                    .unwrap();
+                    assert!(req.record_recovery_point("charged").await.unwrap());
+                }
+                if req.attempt() == 1 {
+                    return (StatusCode::BAD_GATEWAY, "timed out after the charge").into_response();
+                }
+                let client = tx.client().await.unwrap();
+                client
+                    .execute(
+                        "INSERT INTO effects (provider, scope, event_key) VALUES ('api', $1, $2)",
+                        &[&req.scope(), &req.key()],
+                    )
+                    .await
+                    .unwrap();
+                (StatusCode::CREATED, "{}").into_response()
+            }
+        });
+        let app = Router::new()
+            .route("/phases", handler)
+            .layer(layer(&db).in_flight_wait(Duration::from_secs(30)).build().unwrap());
+        let first = tokio::spawn({
+            let app = app.clone();
+            async move { send(&app, request("/phases", "alice", Some("k-race"), BODY)).await }
+        });
+        entered.notified().await;
+        let retry = tokio::spawn({
+            let app = app.clone();
+            async move { send(&app, request("/phases", "alice", Some("k-race"), retry_body)).await }
+        });
+        // The retry has looked the key up (nothing recorded yet) and waits in the claim.
+        let waiting = || async { !logs.lines_with(&["in flight; checking again"]).is_empty() };
+        assert!(eventually(Duration::from_secs(10), waiting).await, "the retry waits for the first run");
+        release.notify_one();
+        let (first, retry) = (first.await.unwrap(), retry.await.unwrap());
+        assert_eq!(first.status, StatusCode::BAD_GATEWAY);
+        assert_eq!(retry.status, want, "retry body {retry_body}");
+        let charges = db.scalar("SELECT count(*) FROM effects WHERE provider = 'charge'").await;
+        assert_eq!(charges, 1, "the external call is made once per key");
+    }
+}
+
+/// POST/redirect/GET: a 303 after a write is a result, committed and
+/// replayed like a 2xx.
+#[tokio::test]
+async fn a_redirect_after_a_write_commits_and_replays() {
+    let db = TestDb::new().await;
+    let handler = post(|tx: WebhookTx, req: IdempotentRequest| async move {
+        let client = tx.client().await.unwrap();
+        client
+            .execute(
+                "INSERT INTO effects (provider, scope, event_key) VALUES ('api', $1, $2)",
+                &[&req.scope(), &req.key()],
+            )
+            .await
+            .unwrap();
+        (StatusCode::SEE_OTHER, [(http::header::LOCATION, "/payments/café")]).into_response()
+    });
+    let app = Router::new().route("/p", handler).layer(layer(&db).build().unwrap());
+    let first = send(&app, request("/p", "alice", Some("k-303"), "{}")).await;
+    assert_eq!(first.status, StatusCode::SEE_OTHER);
+    let again = send(&app, request("/p", "alice", Some("k-303"), "{}")).await;
+    assert!(again.replayed());
+    assert_eq!(again.status, StatusCode::SEE_OTHER);
+    // A UTF-8 header value is replayed byte for byte.
+    assert_eq!(again.headers["location"].as_bytes(), "/payments/café".as_bytes());
+    assert_eq!(db.effects().await, 1);
+}
+
+/// A validation answer before execution began is not stored and not a
+/// failure: no row is left for the key; an answer after `began()` whose
+/// transaction a failed statement aborted cannot be stored, so the handler's
+/// own answer goes out (not a 503), nothing is kept, and the log names the
+/// statement that failed.
+#[tokio::test]
+async fn a_validation_answer_leaves_nothing_and_an_aborted_error_answer_is_passed_on() {
+    let db = TestDb::new().await;
+    let (logs, _guard) = Logs::capture();
+    let handler = post(|tx: WebhookTx, req: IdempotentRequest, body: String| async move {
+        if body == "invalid" {
+            return (StatusCode::BAD_REQUEST, "invalid").into_response();
+        }
+        req.began();
+        let client = tx.client().await.unwrap();
+        let failed = client.execute("INSERT INTO effects (no_such_column) VALUES (1)", &[]).await;
+        assert!(failed.is_err());
+        (StatusCode::INTERNAL_SERVER_ERROR, "could not write").into_response()
+    });
+    let app = Router::new().route("/p", handler).layer(layer(&db).build().unwrap());
+    let invalid = send(&app, request("/p", "alice", Some("k-v"), "invalid")).await;
+    assert_eq!(invalid.status, StatusCode::BAD_REQUEST);
+    assert_eq!(db.events().await, 0, "nothing recorded for a request refused before execution");
+    for _ in 0..2 {
+        let aborted = send(&app, request("/p", "alice", Some("k-a"), "valid")).await;
+        assert_eq!(
+            (aborted.status, aborted.body.as_ref()),
+            (StatusCode::INTERNAL_SERVER_ERROR, b"could not write".as_ref())
+        );
+        assert!(!aborted.replayed());
+    }
+    assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_request_keys").await, 0);
+    assert!(!logs.lines_with(&["first_failed_statement", "no_such_column", "42703"]).is_empty(), "{}", logs.text());
 }

@@ -80,44 +80,6 @@ impl Conn {
         self.settle(result)
     }
 
-    /// Two autocommit statements sent in one flight, within the deadline;
-    /// each answers for itself.
-    ///
-    /// When the first fails as a named statement does behind a
-    /// transaction-mode pooler (26000, 42P05), the pool switches to unnamed
-    /// statements and the pair runs once more, unnamed: the first ran
-    /// nothing; the second may run twice, which the callers allow (a
-    /// notification: a spurious wake-up costs the workers an empty lease).
-    pub(crate) async fn pair(
-        &self,
-        a: (&str, &[Param<'_>]),
-        b: (&str, &[Param<'_>]),
-    ) -> Result<(Vec<Row>, Result<Vec<Row>, DbError>), DbError> {
-        let named = !self.db.transaction_pooler();
-        match self.pair_once(a, b, named).await {
-            Err(e) if self.db.named_statement_failed(&e, named) => self.pair_once(a, b, false).await,
-            result => result,
-        }
-    }
-
-    async fn pair_once(
-        &self,
-        (a, pa): (&str, &[Param<'_>]),
-        (b, pb): (&str, &[Param<'_>]),
-        cache: bool,
-    ) -> Result<(Vec<Row>, Result<Vec<Row>, DbError>), DbError> {
-        let client = self.client();
-        let result = bounded(&self.db, self.checked_out(), async {
-            let first = prepare_on(client, a, cache).await?;
-            let second = prepare_on(client, b, cache).await?;
-            let (x, y) =
-                tokio::join!(query_on(client, first.as_ref(), a, pa), query_on(client, second.as_ref(), b, pb));
-            Ok((x?, y))
-        })
-        .await;
-        self.settle(result)
-    }
-
     /// Opens a transaction with the simple-query batch `begin` and runs one
     /// statement in it, both in one flight (the statement is prepared first,
     /// so both leave in order), within the deadline.
@@ -145,9 +107,26 @@ impl Conn {
         sql: &str,
         params: &[Param<'_>],
     ) -> Result<(TxConn, Vec<Row>), DbError> {
+        self.begin_then(begin, sql, params, None).await.map(|(tx, rows, _)| (tx, rows))
+    }
+
+    /// [`begin`](Self::begin), and `then` (a read and its parameters) in the
+    /// same flight after the statement: its rows come third (none without
+    /// it). At READ COMMITTED `then` sees what committed before it started,
+    /// after `sql` ran (the claim's read of what its lock guarded).
+    ///
+    /// # Errors
+    /// As [`begin`](Self::begin); a failing `then` fails the whole.
+    pub(crate) async fn begin_then(
+        self,
+        begin: &str,
+        sql: &str,
+        params: &[Param<'_>],
+        then: Option<(&str, &[Param<'_>])>,
+    ) -> Result<(TxConn, Vec<Row>, Vec<Row>), DbError> {
         let db = self.db.clone();
         let named = !db.transaction_pooler();
-        let (e, tx) = match self.begin_once(begin, sql, params, named).await {
+        let (e, tx) = match self.begin_once(begin, sql, params, then, named).await {
             Ok(opened) => return Ok(opened),
             Err((e, None)) => return Err(e), // closed
             Err((e, Some(tx))) => (e, tx),
@@ -156,7 +135,7 @@ impl Conn {
             let _ = tx.rollback().await;
             return Err(e);
         }
-        match tx.rollback_to_conn().await?.begin_once(begin, sql, params, false).await {
+        match tx.rollback_to_conn().await?.begin_once(begin, sql, params, then, false).await {
             Ok(opened) => Ok(opened),
             Err((e, Some(tx))) => {
                 let _ = tx.rollback().await;
@@ -166,30 +145,45 @@ impl Conn {
         }
     }
 
-    /// One try of [`begin`](Self::begin). On failure, the transaction still
-    /// to roll back when the session is usable (`None`: closed).
+    /// One try of [`begin_then`](Self::begin_then). On failure, the
+    /// transaction still to roll back when the session is usable (`None`:
+    /// closed).
     async fn begin_once(
         mut self,
         begin: &str,
         sql: &str,
         params: &[Param<'_>],
+        then: Option<(&str, &[Param<'_>])>,
         cache: bool,
-    ) -> Result<(TxConn, Vec<Row>), (DbError, Option<TxConn>)> {
+    ) -> Result<(TxConn, Vec<Row>, Vec<Row>), (DbError, Option<TxConn>)> {
         let obj = self.obj.take().expect("a Conn holds its connection until released or dropped");
         // From here on the connection is never pooled unless an end is confirmed.
         let tx = TxConn::opening(obj, self.db.clone());
         let opened = bounded(&self.db, tx.checked_out(), async {
             let client = tx.client();
             let prepared = prepare_on(client, sql, cache).await?;
-            let (begun, rows) = tokio::join!(
+            let then_prepared = match then {
+                Some((then_sql, _)) => prepare_on(client, then_sql, cache).await?,
+                None => None,
+            };
+            let (begun, rows, then_rows) = tokio::join!(
                 async { client.batch_execute(begin).await.map_err(DbError::pg) },
                 query_on(client, prepared.as_ref(), sql, params),
+                async {
+                    match then {
+                        Some((then_sql, then_params)) => {
+                            query_on(client, then_prepared.as_ref(), then_sql, then_params).await
+                        }
+                        None => Ok(Vec::new()),
+                    }
+                },
             );
-            begun.and(rows)
+            let rows = begun.and(rows)?;
+            Ok((rows, then_rows?))
         })
         .await;
         match opened {
-            Ok(rows) => Ok((tx, rows)),
+            Ok((rows, then_rows)) => Ok((tx, rows, then_rows)),
             Err(e) if e.unusable() => Err((e, None)), // `tx` dropped: closed
             Err(e) => Err((e, Some(tx))),
         }
@@ -236,6 +230,10 @@ pub(crate) struct TxConn {
     /// serialization failure, lock timeout): the layer answers 503 +
     /// `Retry-After` instead of the handler's failure.
     retryable: OnceLock<&'static str>,
+    /// The first handler statement that failed: its SQLSTATE and the
+    /// server's message (never its parameters), for the log line of a commit
+    /// the failure aborted.
+    first_error: OnceLock<String>,
     /// A handler statement failed in a way that leaves the session unfit for
     /// the pool (25006: the server turned read-only after a failover; a
     /// shutdown in progress): discarded after its end instead of pooled.
@@ -283,7 +281,14 @@ pub(crate) enum Fenced {
 
 impl TxConn {
     fn opening(obj: Object, db: Db) -> Self {
-        Self { obj: Some(obj), db, retryable: OnceLock::new(), poisoned: AtomicBool::new(false), committing: false }
+        Self {
+            obj: Some(obj),
+            db,
+            retryable: OnceLock::new(),
+            first_error: OnceLock::new(),
+            poisoned: AtomicBool::new(false),
+            committing: false,
+        }
     }
 
     /// The client-side deadline of each step on this connection.
@@ -497,11 +502,24 @@ impl TxConn {
         self.note_code(e.code());
     }
 
-    /// [`note_error`](Self::note_error) for a handler statement's result.
+    /// [`note_error`](Self::note_error) for a handler statement's result;
+    /// the first failure is also kept for the commit's log line
+    /// ([`first_error`](Self::first_error)).
     pub(crate) fn note<R>(&self, result: &Result<R, tokio_postgres::Error>) {
         if let Err(e) = result {
-            self.note_code(e.code().map(tokio_postgres::error::SqlState::code));
+            let code = e.code().map(tokio_postgres::error::SqlState::code);
+            let what = match e.as_db_error() {
+                Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+                None => e.to_string(),
+            };
+            let _ = self.first_error.set(what);
+            self.note_code(code);
         }
+    }
+
+    /// The first failed handler statement's SQLSTATE and message, if any.
+    pub(crate) fn first_error(&self) -> Option<&str> {
+        self.first_error.get().map(String::as_str)
     }
 
     fn note_code(&self, code: Option<&str>) {
