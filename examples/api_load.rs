@@ -166,6 +166,9 @@ async fn point(url: &str, keys: Arc<Vec<String>>, senders: usize, seconds: f64, 
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "error".into()))
+        .init();
     let seconds: f64 = std::env::var("API_LOAD_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(5.0);
     let senders_list: Vec<usize> = std::env::var("API_LOAD_SENDERS")
         .unwrap_or_else(|_| "16,64".into())

@@ -157,12 +157,15 @@ where
     };
     let fingerprint: [u8; 32] = Sha256::digest((config.fingerprint)(&parts, &body)).into();
     let event = ScopedEvent::new(PROVIDER, scope, key);
-    let recovery_point = match config.keys.lookup(&event).await {
-        Ok(Some(stored)) => match answer_stored(config, stored, &fingerprint) {
-            Ok(answer) => return Ok(answer),
-            Err(phase) => phase,
+    let (recovery_point, conn) = match config.keys.lookup(&event).await {
+        Ok((Some(stored), conn)) => match answer_stored(config, stored, &fingerprint) {
+            Ok(answer) => {
+                conn.release();
+                return Ok(answer);
+            }
+            Err(phase) => (phase, conn),
         },
-        Ok(None) => None,
+        Ok((None, conn)) => (None, conn),
         Err(e) => {
             tracing::error!(error = %e, "idempotency key lookup failed");
             return Ok(problem(Problem::Unavailable, None));
@@ -173,13 +176,14 @@ where
     // this one waited for is seen (the lookup above ran before the wait).
     let key = RequestKeys::key(&event);
     let read = Some((config.keys.lookup_sql(), &key[..]));
-    let (claimed, rows): (ClaimedEvent, _) = match claimed::claim_reading::<(), ()>(&config.store, &event, read).await {
-        Ok(claimed) => claimed,
-        // Completed between the lookup and the claim: its response is stored now.
-        Err(Claimed::Duplicate { .. }) => return Ok(after_completion(config, &event, &fingerprint).await),
-        Err(Claimed::InFlight) => return Ok(problem(Problem::InFlight, None)),
-        Err(_) => return Ok(problem(Problem::Unavailable, None)),
-    };
+    let (claimed, rows): (ClaimedEvent, _) =
+        match claimed::claim_reading::<(), ()>(&config.store, &event, read, Some(conn)).await {
+            Ok(claimed) => claimed,
+            // Completed between the lookup and the claim: its response is stored now.
+            Err(Claimed::Duplicate { .. }) => return Ok(after_completion(config, &event, &fingerprint).await),
+            Err(Claimed::InFlight) => return Ok(problem(Problem::InFlight, None)),
+            Err(_) => return Ok(problem(Problem::Unavailable, None)),
+        };
     let recovery_point = match config.keys.parse(&rows, &event) {
         Some(fresh) => match answer_stored(config, fresh, &fingerprint) {
             Ok(answer) => {
@@ -301,11 +305,17 @@ fn answer_stored<B>(config: &Config, stored: StoredKey, fingerprint: &[u8; 32]) 
 /// After a claim found the key completed by a request that was in flight.
 async fn after_completion<B>(config: &Config, event: &ScopedEvent, fingerprint: &[u8; 32]) -> Answer<B> {
     match config.keys.lookup(event).await {
-        Ok(Some(stored)) => match answer_stored(config, stored, fingerprint) {
-            Ok(answer) => answer,
-            Err(_) => problem(Problem::NoStoredResponse, None),
-        },
-        Ok(None) => problem(Problem::NoStoredResponse, None),
+        Ok((Some(stored), conn)) => {
+            conn.release();
+            match answer_stored(config, stored, fingerprint) {
+                Ok(answer) => answer,
+                Err(_) => problem(Problem::NoStoredResponse, None),
+            }
+        }
+        Ok((None, conn)) => {
+            conn.release();
+            problem(Problem::NoStoredResponse, None)
+        }
         Err(e) => {
             tracing::error!(error = %e, "idempotency key lookup failed");
             problem(Problem::Unavailable, None)

@@ -21,7 +21,7 @@ use tower_service::Service;
 use super::config::SuccessFn;
 use crate::event::ScopedEvent;
 use crate::store::digest::BodyClaim;
-use crate::store::driver::{Param, Row};
+use crate::store::driver::{Conn, Param, Row};
 use crate::store::{Claim, ClaimStore, ClaimedEvent, CommitErrorKind};
 
 /// What [`run`] did with a request.
@@ -82,7 +82,7 @@ pub(crate) async fn claim<R, E>(
     event: &ScopedEvent,
     body_digest: Option<[u8; 32]>,
 ) -> Result<ClaimedEvent, Claimed<R, E>> {
-    let (claimed, _) = claim_reading(store, event, None).await?;
+    let (claimed, _) = claim_reading(store, event, None, None).await?;
     if let Some(digest) = body_digest {
         if let Err(answer) = guard_body(&claimed, &digest).await {
             claimed.discard().await;
@@ -94,14 +94,16 @@ pub(crate) async fn claim<R, E>(
 }
 
 /// The claim of `event`, and when claimed the rows of `read` run in the
-/// claim's flight, inside its transaction (see [`ClaimStore::claim_reading`]).
+/// claim's flight, inside its transaction (see [`ClaimStore::claim_reading`]),
+/// first on `conn` when given.
 pub(crate) async fn claim_reading<R, E>(
     store: &ClaimStore,
     event: &ScopedEvent,
     read: Option<(&str, &[Param<'_>])>,
+    conn: Option<Conn>,
 ) -> Result<(ClaimedEvent, Vec<Row>), Claimed<R, E>> {
     let claim_started = Instant::now();
-    let claim = store.claim_reading(event, read).await;
+    let claim = store.claim_reading(event, read, conn).await;
     crate::metrics::claim(event.provider(), claim_started.elapsed());
     match claim {
         Ok((Claim::Claimed(claimed), rows)) => Ok((claimed, rows)),

@@ -263,24 +263,30 @@ impl ClaimStore {
     /// ([`StoreErrorKind::Timeout`]), or a claim statement failed (the
     /// schema missing, the database read-only, ...). Nothing was claimed.
     pub async fn claim(&self, event: &ScopedEvent) -> Result<Claim, StoreError> {
-        self.claim_reading(event, None).await.map(|(claim, _)| claim)
+        self.claim_reading(event, None, None).await.map(|(claim, _)| claim)
     }
 
     /// [`claim`](Self::claim), and when claimed, `read` (a statement and its
     /// parameters) in the claim's transaction, in the claim's flight: its
     /// rows see everything committed before the claim took the event's lock
     /// (the `Idempotency-Key` layer reads the key's recovery point this way,
-    /// after any in-flight wait). No rows unless claimed.
+    /// after any in-flight wait). No rows unless claimed. The first attempt
+    /// runs on `first` when given (a connection the caller already holds: one
+    /// checkout per request, as a hand-written handler does).
     pub(crate) async fn claim_reading(
         &self,
         event: &ScopedEvent,
         read: Option<(&str, &[Param<'_>])>,
+        mut first: Option<Conn>,
     ) -> Result<(Claim, Vec<Row>), StoreError> {
         let deadline = Instant::now() + self.inner.in_flight_wait;
         let mut backoff = IN_FLIGHT_FIRST_CHECK;
         let mut retried = false;
         loop {
-            let conn = self.inner.db.connect("claim").await?;
+            let conn = match first.take() {
+                Some(conn) => conn,
+                None => self.inner.db.connect("claim").await?,
+            };
             let conflict = match self.attempt(conn, event, read).await {
                 Ok(Attempt::Claimed(tx, attempt, started, rows)) => {
                     self.inner.observe(false);

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::driver::{Db, Param, Row};
+use super::driver::{Conn, Db, Param, Row};
 use super::StoreConfig;
 use crate::error::{ConfigError, StoreError};
 use crate::event::ScopedEvent;
@@ -116,21 +116,24 @@ impl RequestKeys {
         })
     }
 
-    /// The key's row, if any: one autocommit `SELECT`.
+    /// The key's row, if any: one autocommit `SELECT`, on a pooled
+    /// connection returned with it for the claim that may follow (one
+    /// checkout per request).
     ///
     /// # Errors
     /// [`StoreError`]: no connection or the statement failed (a schema
     /// without migration 9 is reported once, with what to run).
-    pub(crate) async fn lookup(&self, event: &ScopedEvent) -> Result<Option<StoredKey>, StoreError> {
+    pub(crate) async fn lookup(&self, event: &ScopedEvent) -> Result<(Option<StoredKey>, Conn), StoreError> {
         let step = "idempotency key lookup";
         let conn = self.db.connect(step).await?;
-        let rows = conn.query(&self.lookup, &Self::key(event)).await;
-        conn.release();
-        let rows = rows.map_err(|e| {
-            super::report_unmigrated(&self.schema, &e);
-            self.db.error(&e, step)
-        })?;
-        Ok(self.parse(&rows, event))
+        match conn.query(&self.lookup, &Self::key(event)).await {
+            Ok(rows) => Ok((self.parse(&rows, event), conn)),
+            Err(e) => {
+                conn.release(); // or discarded, after an error that left the session unusable
+                super::report_unmigrated(&self.schema, &e);
+                Err(self.db.error(&e, step))
+            }
+        }
     }
 
     /// The lookup's statement and parameters, to run in the claim's flight
