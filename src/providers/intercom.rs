@@ -19,6 +19,12 @@
 //! event type is `topic` (`conversation.user.created`, or `ping` for the test
 //! notification sent when the endpoint is saved).
 //!
+//! **The `ping`.** The test notification Intercom sends when a webhook is
+//! saved carries `"topic": "ping"` and, in captured pings, `"id": null`, so it
+//! has no event key. [`Ping`] answers a *verified* ping 200 with an empty body
+//! before any claim (nothing is stored, the handler is not called); an
+//! unsigned or forged one is refused 401 like any delivery.
+//!
 //! **Limit of the scheme:** like GitHub's, the signature covers only the
 //! body, with no timestamp; the body's `created_at` and `first_sent_at` are
 //! signed but Intercom sets no acceptance window on them. A captured
@@ -35,8 +41,11 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! notification's `created_at` (Unix seconds), or the item's own `updated_at`.
 
+use bytes::Bytes;
+
+use crate::provider::Challenge;
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac, Algorithm, SigningSecret};
+use crate::verify::{hmac, Algorithm, Delivery, SigningSecret};
 
 /// The header Intercom signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature";
@@ -70,12 +79,26 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
     format!("sha1={}", hex::encode(hmac(Algorithm::Sha1, secret, &[body])))
 }
 
+/// Answers Intercom's verified test notification (`"topic": "ping"`) 200
+/// with an empty body, before any claim: it has no event key (`"id": null`).
+/// `None` for every other notification.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ping;
+
+impl Challenge for Ping {
+    fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
+        let doc: serde_json::Value = serde_json::from_slice(delivery.body).ok()?;
+        (doc.get("topic").and_then(serde_json::Value::as_str) == Some("ping"))
+            .then(|| http::Response::new(Bytes::new()))
+    }
+}
+
 preset! {
-    /// Intercom (`X-Hub-Signature` `sha1=`; key = the notification `id`). See [`crate::providers::intercom`].
+    /// Intercom (`X-Hub-Signature` `sha1=`; key = the notification `id`; answers `ping`). See [`crate::providers::intercom`].
     ///
     /// The Intercom preset: [`IntercomVerifier`]; key = the notification `id`,
-    /// type = `topic`.
-    fn intercom() = super::json_keyed(NAME, IntercomVerifier::new(), "/id", "/topic");
+    /// type = `topic`; [`Ping`] answers the test notification.
+    fn intercom() = super::json_keyed(NAME, IntercomVerifier::new(), "/id", "/topic").challenge(Ping);
     headers: [SIGNATURE_HEADER],
     signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
 }
@@ -122,6 +145,29 @@ mod tests {
         let no_headers = header_lines(SIGNATURE_HEADER, &[]);
         let first = identity(&Provider::intercom(), &no_headers, bodies[0].0);
         assert_eq!(identity(&Provider::intercom(), &no_headers, retry), first);
+    }
+
+    /// The ping as Intercom sends it when a webhook is saved (`"id": null`):
+    /// answered 200 once verified, nothing claimed; forged, refused.
+    #[test]
+    fn a_verified_ping_is_answered_without_a_key_and_a_forged_one_is_not() {
+        use crate::test_support::{at, headers};
+        let secret = SigningSecret::from("intercom_client_secret");
+        let body = br#"{"type":"notification_event","app_id":"a","data":{"type":"notification_event_data","item":{"type":"ping","message":"hi"}},"links":{},"id":null,"topic":"ping","delivery_status":null,"delivery_attempts":1,"created_at":1718000000}"#;
+        let secrets = [secret.clone()];
+        let provider = Provider::intercom();
+        let good = headers(&[(SIGNATURE_HEADER, &sign(&secret, body))]);
+        let answer = provider.handshake(&Delivery::new(&good, body, &secrets, at(NOW))).unwrap();
+        assert_eq!(answer.map(|r| r.status()), Some(http::StatusCode::OK));
+        let forged = headers(&[(SIGNATURE_HEADER, &sign(&SigningSecret::from("other"), body))]);
+        assert!(provider.handshake(&Delivery::new(&forged, body, &secrets, at(NOW))).is_err());
+        // Any other notification goes on to its claim.
+        let event = br#"{"id":"notif_1","topic":"conversation.user.created"}"#;
+        let signed = headers(&[(SIGNATURE_HEADER, &sign(&secret, event))]);
+        assert_eq!(
+            provider.handshake(&Delivery::new(&signed, event, &secrets, at(NOW))).unwrap().map(|r| r.status()),
+            None
+        );
     }
 
     #[test]
