@@ -6,7 +6,8 @@
 //! One autocommit statement inserts the row as `pending` (`INSERT ... ON
 //! CONFLICT`); only its confirmed commit lets the layer answer 2xx; a
 //! conflict is a duplicate, in whatever state. The workers are woken by a
-//! `pg_notify` that follows, coalesced per process (at most one notification in flight, one more after it when accepts committed meanwhile).
+//! `pg_notify` that follows, coalesced per process: at most one notification
+//! in flight, and one more after it when accepts committed meanwhile.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
