@@ -4,6 +4,7 @@
 //! cargo run --release --all-features --example load
 //! LOAD_SECONDS=6 PGBENCH_SECONDS=10 cargo run --release --all-features --example load
 //! LOAD_SENDERS=16 LOAD_VARIANTS=layer,hand cargo run --release --all-features --example load
+//! LOAD_PG_OPTIONS="-c synchronous_commit=off" LOAD_SENDERS=16,64 LOAD_VARIANTS=layer,hand cargo run --release --all-features --example load
 //! ```
 //!
 //! Starts a throwaway PostgreSQL (the tests' harness), restarted durable
@@ -468,9 +469,12 @@ async fn pgbench_point(
 fn restart_durable(pg: &webhook_test_support::TempPostgres, data: &Path, bin: &Path) -> std::io::Result<()> {
     pg.stop_server()?;
     let root = data.parent().expect("data directory has a parent");
+    // `LOAD_PG_OPTIONS` adds server settings for the tuning table
+    // (BENCHMARKS.md): e.g. "-c synchronous_commit=off".
+    let extra = std::env::var("LOAD_PG_OPTIONS").unwrap_or_default();
     let options = format!(
         "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} -c max_connections=400 \
-         -c shared_buffers=64MB -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all",
+         -c shared_buffers=64MB -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all {extra}",
         pg.port(),
         root.display()
     );

@@ -97,6 +97,17 @@ mod tests {
     /// Hand-computed with Python's `hmac` from the formula of the official
     /// PHP SDK (`generateSignature`; PHP is not run here); see
     /// `scripts/fixtures/help-scout.py`.
+    /// Help Scout's own example: helpscout/helpscout-api-php
+    /// `examples/incoming_webhook.php` (@6edf266): secret `asdfasdf`, body
+    /// `{"id":123}`, `X-HelpScout-Signature: 7S2+kN8bZsrdAEADJ+yYfWWsf/4=`.
+    #[test]
+    fn help_scouts_sdk_example() {
+        let secret = SigningSecret::from("asdfasdf");
+        let (body, header) = (br#"{"id":123}"#, "7S2+kN8bZsrdAEADJ+yYfWWsf/4=");
+        assert_eq!(sign(&secret, body), header);
+        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &[secret], NOW), Ok(()));
+    }
+
     #[test]
     fn hand_computed_fixture() {
         let body = include_bytes!("../../tests/fixtures/providers/help-scout/body.json");

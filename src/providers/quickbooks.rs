@@ -86,6 +86,19 @@ mod tests {
 
     /// Hand-computed from the documented formula with Python's `hmac`
     /// (Intuit's Java devkit was not run); see `scripts/fixtures/quickbooks.py`.
+    /// Intuit's own vector: intuit/QuickBooks-V3-DotNET-SDK,
+    /// `Intuit.Ipp.WebhooksService.Test/WebhooksServiceTest.cs`
+    /// (`ExecuteverifyToken`, @859c320), with the verifier token of that test
+    /// project's `AppSettings.json`.
+    #[test]
+    fn intuits_sdk_test_vector() {
+        let secret = SigningSecret::from("00faeec4-08d0-4996-bb37-698ae19f0149");
+        let body = br#"{"eventNotifications":[{"realmId":"1269959970","dataChangeEvent":{"entities":[{"name":"Vendor","id":"40","operation":"Update","lastUpdated":"2016-10-05T03:09:04.000Z"},{"name":"Customer","id":"43","operation":"Create","lastUpdated":"2016-10-05T03:07:04.000Z"}]}}]}"#;
+        let header = "6q+xGyMirJupwKTh2/WBl2NcdxzxqdIbk3sneKTxLWM=";
+        assert_eq!(sign(&secret, body), header);
+        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &[secret], NOW), Ok(()));
+    }
+
     #[test]
     fn hand_computed_fixture() {
         let body = include_bytes!("../../tests/fixtures/providers/quickbooks/body.json");
