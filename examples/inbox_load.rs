@@ -358,6 +358,8 @@ struct DrainRun {
     secs: f64,
     load: String,
     per_event: Option<f64>,
+    /// WAL bytes written per processed event (lease, handler, mark done).
+    wal_per_event: f64,
 }
 
 async fn drain_run(db: &Db, n: usize, concurrency: usize, with_insert: bool) -> DrainRun {
@@ -371,6 +373,8 @@ async fn drain_run(db: &Db, n: usize, concurrency: usize, with_insert: bool) -> 
         .concurrency(concurrency)
         .build()
         .expect("worker config");
+    let wal = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint";
+    let wal_before = db.count(wal).await;
     let load = load1();
     let start = Instant::now();
     let (stop, task) = spawn_worker(worker);
@@ -385,6 +389,7 @@ async fn drain_run(db: &Db, n: usize, concurrency: usize, with_insert: bool) -> 
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     let secs = start.elapsed().as_secs_f64();
+    let wal_per_event = (db.count(wal).await - wal_before) as f64 / done.max(1) as f64;
     let load = load_span(load);
     let _ = stop.send(());
     task.await.expect("worker");
@@ -397,7 +402,7 @@ async fn drain_run(db: &Db, n: usize, concurrency: usize, with_insert: bool) -> 
             eprintln!("    {calls:>8}  {q}");
         }
     }
-    DrainRun { concurrency, with_insert, done, secs, load, per_event }
+    DrainRun { concurrency, with_insert, done, secs, load, per_event, wal_per_event }
 }
 
 // ---------------------------------------------------------------- accept-to-handler
@@ -632,17 +637,18 @@ async fn main() {
             }
         }
         println!("### Worker drain ({} pending rows)\n", args.backlog);
-        println!("| handler | concurrency | events/s | seconds | statements per event | load |");
-        println!("|---|---|---|---|---|---|");
+        println!("| handler | concurrency | events/s | seconds | statements per event | WAL B per event | load |");
+        println!("|---|---|---|---|---|---|---|");
         for r in &drains {
             println!(
-                "| {} | {} | {:.0} | {:.1}{} | {} | {} |",
+                "| {} | {} | {:.0} | {:.1}{} | {} | {:.0} | {} |",
                 if r.with_insert { "one business insert" } else { "no-op" },
                 r.concurrency,
                 r.done as f64 / r.secs,
                 r.secs,
                 if r.done as usize == args.backlog { String::new() } else { format!(" ({} done)", r.done) },
                 r.per_event.map_or("-".into(), |p| format!("{p:.2}")),
+                r.wal_per_event,
                 r.load
             );
         }
