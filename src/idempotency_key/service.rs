@@ -158,7 +158,7 @@ where
     let fingerprint: [u8; 32] = Sha256::digest((config.fingerprint)(&parts, &body)).into();
     let event = ScopedEvent::new(PROVIDER, scope, key);
     let (recovery_point, conn) = match config.keys.lookup(&event).await {
-        Ok((Some(stored), conn)) => match answer_stored(config, stored, &fingerprint) {
+        Ok((Some(stored), conn)) => match answer_stored(stored, &fingerprint) {
             Ok(answer) => {
                 conn.release();
                 return Ok(answer);
@@ -185,7 +185,7 @@ where
             Err(_) => return Ok(problem(Problem::Unavailable, None)),
         };
     let recovery_point = match config.keys.parse(&rows, &event) {
-        Some(fresh) => match answer_stored(config, fresh, &fingerprint) {
+        Some(fresh) => match answer_stored(fresh, &fingerprint) {
             Ok(answer) => {
                 claimed.discard().await;
                 return Ok(answer);
@@ -291,13 +291,13 @@ where
 /// A stored key's answer: the replay, or 422 for another fingerprint; `Err`
 /// with the recovery point when the key has none yet (a run recorded a
 /// phase, then failed or crashed).
-fn answer_stored<B>(config: &Config, stored: StoredKey, fingerprint: &[u8; 32]) -> Result<Answer<B>, Option<String>> {
+fn answer_stored<B>(stored: StoredKey, fingerprint: &[u8; 32]) -> Result<Answer<B>, Option<String>> {
     if &stored.fingerprint != fingerprint {
         tracing::info!(outcome = "rejected", "Idempotency-Key reused with another request; 422");
         return Ok(problem(Problem::KeyReused, None));
     }
     match stored.response {
-        Some(response) => Ok(("duplicate", replay(config, response))),
+        Some(response) => Ok(("duplicate", replay(response))),
         None => Err(stored.phase),
     }
 }
@@ -307,7 +307,7 @@ async fn after_completion<B>(config: &Config, event: &ScopedEvent, fingerprint: 
     match config.keys.lookup(event).await {
         Ok((Some(stored), conn)) => {
             conn.release();
-            match answer_stored(config, stored, fingerprint) {
+            match answer_stored(stored, fingerprint) {
                 Ok(answer) => answer,
                 Err(_) => problem(Problem::NoStoredResponse, None),
             }
@@ -324,7 +324,7 @@ async fn after_completion<B>(config: &Config, event: &ScopedEvent, fingerprint: 
 }
 
 /// The stored response, with `Idempotent-Replayed: true`.
-fn replay<B>(_config: &Config, stored: StoredResponse) -> Response<ResponseBody<B>> {
+fn replay<B>(stored: StoredResponse) -> Response<ResponseBody<B>> {
     tracing::info!(
         outcome = "duplicate",
         status = stored.status,

@@ -152,8 +152,7 @@ fn layer(db: &TestDb) -> IdempotencyKeyLayerBuilder {
         .scope(|parts| parts.headers.get("x-caller")?.to_str().ok().map(str::to_owned))
 }
 
-fn app(db: &TestDb, shared: &Shared, layer: IdempotencyKeyLayerBuilder) -> Router {
-    let _ = db;
+fn app(shared: &Shared, layer: IdempotencyKeyLayerBuilder) -> Router {
     routes(shared.clone()).layer(layer.build().unwrap())
 }
 
@@ -196,7 +195,7 @@ const BODY: &str = r#"{"amount":1000,"currency":"eur"}"#;
 async fn the_drafts_cases_first_request_retry_reuse_and_missing_key() {
     let db = TestDb::new().await;
     let shared = Shared::default();
-    let app = app(&db, &shared, layer(&db));
+    let app = app(&shared, layer(&db));
 
     // First request: run, stored, committed with its write.
     let first = send(&app, request("/payments", "alice", Some("\"8e03978e-40d5-43e8-bc93-6894a57f9324\""), BODY)).await;
@@ -247,7 +246,7 @@ async fn the_drafts_cases_first_request_retry_reuse_and_missing_key() {
 async fn methods_outside_post_and_patch_pass_through_and_a_key_may_be_optional() {
     let db = TestDb::new().await;
     let shared = Shared::default();
-    let app = app(&db, &shared, layer(&db));
+    let app = app(&shared, layer(&db));
     let get = Request::get("/payments")
         .header("x-caller", "alice")
         .header("idempotency-key", "k")
@@ -266,14 +265,14 @@ async fn methods_outside_post_and_patch_pass_through_and_a_key_may_be_optional()
 }
 
 fn app_optional(db: &TestDb, shared: &Shared) -> Router {
-    app(db, shared, layer(db).required(false))
+    app(shared, layer(db).required(false))
 }
 
 #[tokio::test]
 async fn two_concurrent_requests_with_one_key_run_the_handler_once() {
     let db = TestDb::new().await;
     let shared = Shared::default();
-    let app = app(&db, &shared, layer(&db).in_flight_wait(Duration::ZERO));
+    let app = app(&shared, layer(&db).in_flight_wait(Duration::ZERO));
     let first = tokio::spawn({
         let app = app.clone();
         async move { send(&app, request("/hold", "alice", Some("k-1"), BODY)).await }
@@ -297,7 +296,7 @@ async fn two_concurrent_requests_with_one_key_run_the_handler_once() {
 async fn a_retry_waiting_on_the_first_request_gets_its_replay() {
     let db = TestDb::new().await;
     let shared = Shared::default();
-    let app = app(&db, &shared, layer(&db).in_flight_wait(Duration::from_secs(30)));
+    let app = app(&shared, layer(&db).in_flight_wait(Duration::from_secs(30)));
     let first = tokio::spawn({
         let app = app.clone();
         async move { send(&app, request("/hold", "alice", Some("k-2"), BODY)).await }
@@ -321,7 +320,7 @@ async fn a_retry_waiting_on_the_first_request_gets_its_replay() {
 async fn many_concurrent_retries_of_one_key_run_it_once_and_all_others_replay_or_wait() {
     let db = TestDb::new().await;
     let shared = Shared::default();
-    let app = app(&db, &shared, layer(&db).in_flight_wait(Duration::from_secs(10)));
+    let app = app(&shared, layer(&db).in_flight_wait(Duration::from_secs(10)));
     let barrier = Arc::new(Barrier::new(16));
     let tasks: Vec<_> = (0..16)
         .map(|_| {
@@ -349,7 +348,7 @@ async fn many_concurrent_retries_of_one_key_run_it_once_and_all_others_replay_or
 async fn a_failed_run_is_not_stored_and_its_retry_runs_and_succeeds() {
     let db = TestDb::new().await;
     let shared = Shared::default();
-    let app = app(&db, &shared, layer(&db));
+    let app = app(&shared, layer(&db));
     let failed = send(&app, request("/fail-first", "alice", Some("k-f"), BODY)).await;
     assert_eq!(failed.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(db.effects().await, 0, "the failed run's write rolled back");
@@ -365,7 +364,7 @@ async fn a_failed_run_is_not_stored_and_its_retry_runs_and_succeeds() {
 async fn errors_after_execution_began_are_stored_by_default_and_never_with_the_switch() {
     let db = TestDb::new().await;
     let shared = Shared::default();
-    let app = app(&db, &shared, layer(&db));
+    let app = app(&shared, layer(&db));
     let declined = send(&app, request("/declined", "alice", Some("k-d"), BODY)).await;
     assert_eq!(declined.status, StatusCode::PAYMENT_REQUIRED);
     let again = send(&app, request("/declined", "alice", Some("k-d"), BODY)).await;
@@ -390,7 +389,7 @@ async fn errors_after_execution_began_are_stored_by_default_and_never_with_the_s
 async fn a_backend_killed_between_the_handlers_write_and_the_commit_stores_nothing_and_the_retry_runs() {
     let db = TestDb::new().await;
     let shared = Shared { observer: Some(db.observer()), ..Shared::default() };
-    let app = app(&db, &shared, layer(&db));
+    let app = app(&shared, layer(&db));
     let crashed = send(&app, request("/crash", "alice", Some("k-c"), BODY)).await;
     assert_eq!(crashed.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(db.effects().await, 0);
@@ -405,7 +404,7 @@ async fn a_backend_killed_between_the_handlers_write_and_the_commit_stores_nothi
 async fn a_dropped_request_future_rolls_back_and_the_retry_runs() {
     let db = TestDb::new().await;
     let shared = Shared::default();
-    let app = app(&db, &shared, layer(&db));
+    let app = app(&shared, layer(&db));
     let dropped = tokio::spawn({
         let app = app.clone();
         async move { send(&app, request("/hold", "alice", Some("k-x"), BODY)).await }
@@ -425,7 +424,7 @@ async fn a_dropped_request_future_rolls_back_and_the_retry_runs() {
 async fn two_callers_with_the_same_key_are_independent() {
     let db = TestDb::new().await;
     let shared = Shared::default();
-    let app = app(&db, &shared, layer(&db));
+    let app = app(&shared, layer(&db));
     let alice = send(&app, request("/payments", "alice", Some("same"), BODY)).await;
     let bob = send(&app, request("/payments", "bob", Some("same"), r#"{"amount":5,"currency":"usd"}"#)).await;
     assert_eq!((alice.status, bob.status), (StatusCode::CREATED, StatusCode::CREATED));
@@ -438,7 +437,7 @@ async fn two_callers_with_the_same_key_are_independent() {
 async fn a_response_over_the_storage_limit_is_refused_and_nothing_commits() {
     let db = TestDb::new().await;
     let shared = Shared::default();
-    let app = app(&db, &shared, layer(&db).max_response_bytes(1024));
+    let app = app(&shared, layer(&db).max_response_bytes(1024));
     for _ in 0..2 {
         let answer = send(&app, request("/big", "alice", Some("k-big"), BODY)).await;
         assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
@@ -458,7 +457,7 @@ async fn a_response_over_the_storage_limit_is_refused_and_nothing_commits() {
 async fn an_expired_key_is_purged_by_retention_and_its_retry_runs_again() {
     let db = TestDb::new().await;
     let shared = Shared::default();
-    let app = app(&db, &shared, layer(&db));
+    let app = app(&shared, layer(&db));
     assert_eq!(send(&app, request("/payments", "alice", Some("k-e"), BODY)).await.status, StatusCode::CREATED);
     let retention = Retention::builder(db.pool.clone()).build().unwrap();
     assert_eq!(retention.window(PROVIDER), Duration::from_secs(24 * 3600));
@@ -478,7 +477,7 @@ async fn an_expired_key_is_purged_by_retention_and_its_retry_runs_again() {
 async fn a_recovery_point_survives_the_rollback_and_the_retry_resumes_after_it() {
     let db = TestDb::new().await;
     let shared = Shared { observer: Some(db.observer()), ..Shared::default() };
-    let app = app(&db, &shared, layer(&db));
+    let app = app(&shared, layer(&db));
     let crashed = send(&app, request("/phases", "alice", Some("k-p"), BODY)).await;
     assert_eq!(crashed.status, StatusCode::BAD_GATEWAY);
     assert!(!crashed.replayed());
@@ -501,7 +500,7 @@ async fn a_recovery_point_survives_the_rollback_and_the_retry_resumes_after_it()
 async fn a_real_http_client_retrying_with_one_key_gets_one_effect() {
     let db = TestDb::new().await;
     let shared = Shared::default();
-    let addr = serve(app(&db, &shared, layer(&db).in_flight_wait(Duration::ZERO))).await;
+    let addr = serve(app(&shared, layer(&db).in_flight_wait(Duration::ZERO))).await;
     let client = reqwest::Client::new();
     let key = "b0c4a3f2-5d7e-4d36-9a52-1f0e2c3b4a59";
     let mut statuses = Vec::new();
