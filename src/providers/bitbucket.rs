@@ -45,40 +45,26 @@
 
 use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header Bitbucket signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-hub-signature";
-/// The header carrying the request UUID (the event key).
-pub const REQUEST_HEADER: &str = "x-request-uuid";
-/// The header carrying the event key (the event type, `repo:push`).
-pub const EVENT_HEADER: &str = "x-event-key";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "bitbucket";
-/// How long a Bitbucket request can be sent again: 30 days.
-///
-/// Bitbucket resends a request answered 5xx up to two more times, within
-/// seconds, and a logged request can be resent by hand from the request log
-/// (<https://support.atlassian.com/bitbucket-cloud/docs/troubleshoot-webhooks/>),
-/// with no stated age limit, so the window is the crate's default for an
-/// unknown span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "bitbucket";
+    /// The header Bitbucket signs deliveries with.
+    header: "x-hub-signature";
+    /// How long a Bitbucket request can be sent again: 30 days.
+    ///
+    /// Bitbucket resends a request answered 5xx up to two more times, within
+    /// seconds, and a logged request can be resent by hand from the request log
+    /// (<https://support.atlassian.com/bitbucket-cloud/docs/troubleshoot-webhooks/>),
+    /// with no stated age limit, so the window is the crate's default for an
+    /// unknown span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies Bitbucket's `X-Hub-Signature` (`sha256=`).
     pub struct BitbucketVerifier = HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict();
     /// A verifier for `X-Hub-Signature: sha256=`.
     fn new();
-}
-
-/// The `X-Hub-Signature` value Bitbucket would send for `body` with
-/// `secret`: `sha256={hex}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    format!("sha256={}", hex::encode(hmac_sha256(secret, &[body])))
-}
-
-preset! {
+    /// The `X-Hub-Signature` value Bitbucket would send for `body` with
+    /// `secret`: `sha256={hex}`. For tests and fixtures.
+    fn sign(secret, body);
     /// Bitbucket Cloud (`X-Hub-Signature` `sha256=`; key = `X-Request-UUID`). See [`crate::providers::bitbucket`].
     ///
     /// The Bitbucket Cloud preset: [`BitbucketVerifier`], key =
@@ -89,15 +75,20 @@ preset! {
         crate::key::HeaderKey::new(http::HeaderName::from_static(REQUEST_HEADER))
             .event_type(http::HeaderName::from_static(EVENT_HEADER)),
     );
-    headers: [SIGNATURE_HEADER, REQUEST_HEADER, EVENT_HEADER],
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (REQUEST_HEADER, id.to_owned())],
+    headers: [REQUEST_HEADER, EVENT_HEADER];
+    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (REQUEST_HEADER, id.to_owned())];
 }
+/// The header carrying the request UUID (the event key).
+pub const REQUEST_HEADER: &str = "x-request-uuid";
+/// The header carrying the event key (the event type, `repo:push`).
+pub const EVENT_HEADER: &str = "x-event-key";
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::providers::testing::{fixture, OneHeader};
     use crate::test_support::{headers, identity, NOW};
+    use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
 
     /// Hand-computed with Python's `hmac` from the documented formula

@@ -62,26 +62,19 @@ use sha2::{Digest, Sha256};
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 use crate::verify::generic::{HmacVerifier, SignedContent};
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header Calendly signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "calendly-webhook-signature";
-
-/// Calendly's tolerance in its verification example: 180 seconds.
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(180);
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "calendly";
-/// How long a Calendly event can be sent again: 2 days.
-///
-/// Calendly retries a failing delivery for 24 hours with an exponential
-/// back-off, then disables the webhook (Calendly, "Webhook Errors",
-/// <https://developer.calendly.com/api-docs/overview/webhooks/webhook-errors>);
-/// it documents no manual redelivery. The 24 hours of retries plus a day of
-/// margin.
-pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
-
-hmac_verifier! {
+hmac_preset! {
+    name: "calendly";
+    /// The header Calendly signs deliveries with.
+    header: "calendly-webhook-signature";
+    /// How long a Calendly event can be sent again: 2 days.
+    ///
+    /// Calendly retries a failing delivery for 24 hours with an exponential
+    /// back-off, then disables the webhook (Calendly, "Webhook Errors",
+    /// <https://developer.calendly.com/api-docs/overview/webhooks/webhook-errors>);
+    /// it documents no manual redelivery. The 24 hours of retries plus a day of
+    /// margin.
+    replay_window: super::days(2);
     /// Verifies the `Calendly-Webhook-Signature` header.
     pub struct CalendlyVerifier = {
         // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
@@ -96,16 +89,19 @@ hmac_verifier! {
     fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `t=` may be from now.
     fn tolerance();
+    /// The `Calendly-Webhook-Signature` value Calendly would send for `body` at
+    /// `timestamp` (Unix seconds) with `secret`: `t={timestamp},v1={hex}`. For
+    /// tests and fixtures.
+    fn sign(secret, timestamp, body);
+    /// Calendly (`Calendly-Webhook-Signature` `t=,v1=`, 180 s; derived key). See [`crate::providers::calendly`].
+    ///
+    /// The Calendly preset: [`CalendlyVerifier`] with the 180 second tolerance
+    /// and the derived [`CalendlyKey`].
+    fn calendly() = Provider::new(NAME, CalendlyVerifier::new(), CalendlyKey::new());
 }
 
-/// The `Calendly-Webhook-Signature` value Calendly would send for `body` at
-/// `timestamp` (Unix seconds) with `secret`: `t={timestamp},v1={hex}`. For
-/// tests and fixtures.
-pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
-    let ts = timestamp.to_string();
-    let mac = hmac_sha256(secret, &[ts.as_bytes(), b".", body]);
-    format!("t={ts},v1={}", hex::encode(mac))
-}
+/// Calendly's tolerance in its verification example: 180 seconds.
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(180);
 
 /// Calendly's derived event key (see the [module docs](self)):
 /// `sha256:` + hex SHA-256 of the netstrings of `event`, `created_at` and
@@ -150,21 +146,12 @@ impl KeyExtractor for CalendlyKey {
     }
 }
 
-preset! {
-    /// Calendly (`Calendly-Webhook-Signature` `t=,v1=`, 180 s; derived key). See [`crate::providers::calendly`].
-    ///
-    /// The Calendly preset: [`CalendlyVerifier`] with the 180 second tolerance
-    /// and the derived [`CalendlyKey`].
-    fn calendly() = Provider::new(NAME, CalendlyVerifier::new(), CalendlyKey::new());
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))],
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::providers::testing::{fixture, OneHeader};
     use crate::test_support::{assert_body_identity, header_lines};
+    use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
 
     /// Hand-computed with Python's `hmac` and `hashlib` (no official SDK

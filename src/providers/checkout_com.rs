@@ -45,52 +45,41 @@
 //! promise the order of deliveries.
 
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header Checkout.com signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "cko-signature";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "checkout-com";
-/// How long a Checkout.com event can be sent again: 30 days.
-///
-/// Checkout.com resends a failed event up to 8 times over about 30 hours and
-/// lets it be resent by hand from the Dashboard or the API
-/// (<https://www.checkout.com/docs/workflows>); the manual resend has no
-/// stated age limit, so the window is the crate's default for an unknown
-/// span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "checkout-com";
+    /// The header Checkout.com signs deliveries with.
+    header: "cko-signature";
+    /// How long a Checkout.com event can be sent again: 30 days.
+    ///
+    /// Checkout.com resends a failed event up to 8 times over about 30 hours and
+    /// lets it be resent by hand from the Dashboard or the API
+    /// (<https://www.checkout.com/docs/workflows>); the manual resend has no
+    /// stated age limit, so the window is the crate's default for an unknown
+    /// span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `Cko-Signature` header.
     pub struct CheckoutComVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
     /// A verifier for `Cko-Signature`.
     fn new();
-}
-
-/// The `Cko-Signature` value Checkout.com would send for `body` with
-/// `secret` (the webhook action's signature key): the bare hex digest. For
-/// tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    hex::encode(hmac_sha256(secret, &[body]))
-}
-
-preset! {
+    /// The `Cko-Signature` value Checkout.com would send for `body` with
+    /// `secret` (the webhook action's signature key): the bare hex digest. For
+    /// tests and fixtures.
+    fn sign(secret, body);
     /// Checkout.com (`Cko-Signature`; key = `id`). See [`crate::providers::checkout_com`].
     ///
     /// The Checkout.com preset: [`CheckoutComVerifier`]; key = the body's
     /// `id`, type = `type`.
     fn checkout_com() = super::json_keyed(NAME, CheckoutComVerifier::new(), "/id", "/type");
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::OneHeader;
-    use crate::test_support::{assert_body_identity, NOW};
+    use crate::providers::testing::BodyOnly;
+    use crate::test_support::assert_body_identity;
+    use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
 
     /// Hand-computed with Python's `hmac` from the documented formula
@@ -104,29 +93,20 @@ mod tests {
         assert_eq!(expected["sdk_verified"], serde_json::json!(false));
         let secret = SigningSecret::from(expected["signature_key"].as_str().unwrap());
         let header = expected["headers"]["Cko-Signature"].as_str().unwrap();
-        assert_eq!(sign(&secret, body), header);
-        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &[secret], NOW), Ok(()));
+        BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);
         let (id, kind) = (expected["event_id"].as_str().unwrap(), expected["event_type"].as_str());
         assert_body_identity(&Provider::checkout_com(), body, id, kind);
     }
 
+    /// The common cases (a re-serialised body with escapes is another body),
+    /// rotation and precheck, and Checkout.com's own: bare hex.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("cko_key");
         let body = "{\"id\":\"evt_1\",\"type\":\"payment_captured\",\"reference\":\"©™\"}".as_bytes();
-        let good = sign(&secret, body);
-        let from_other = sign(&SigningSecret::from("cko_other"), body);
-        // The same JSON re-serialised with escapes: another body.
         let escaped = br#"{"id":"evt_1","type":"payment_captured","reference":"\u00a9\u2122"}"#;
-        let mut cases = OneHeader::body_only_common(&good, &from_other, body, escaped);
-        cases.extend([("short hex", vec!["abcd"], body, Err(VerifyErrorKind::MalformedHeader))]);
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
-    }
-
-    #[test]
-    fn rotation_and_precheck() {
-        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "zz");
+        BodyOnly::of(&PRESET, sign).check_cases("cko_key", body, escaped, "zz", |_, _| {
+            vec![("short hex", vec!["abcd".to_owned()], Err(VerifyErrorKind::MalformedHeader))]
+        });
         assert_eq!(Provider::checkout_com().name(), "checkout-com");
     }
 }

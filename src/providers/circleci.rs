@@ -28,53 +28,43 @@
 //! body's `happened_at` (RFC 3339).
 
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header CircleCI signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "circleci-signature";
-/// The header carrying the event type (not signed).
-pub const EVENT_TYPE_HEADER: &str = "circleci-event-type";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "circleci";
-/// How long a CircleCI event can be sent again: 30 days.
-///
-/// CircleCI retries a delivery that gets no 2xx within 5 seconds, but "the
-/// exact details of the retry policy are not currently documented"
-/// (<https://circleci.com/docs/outbound-webhooks/>); no manual redelivery is
-/// documented. With the span not stated, the window is the crate's default
-/// for an unknown span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "circleci";
+    /// The header CircleCI signs deliveries with.
+    header: "circleci-signature";
+    /// How long a CircleCI event can be sent again: 30 days.
+    ///
+    /// CircleCI retries a delivery that gets no 2xx within 5 seconds, but "the
+    /// exact details of the retry policy are not currently documented"
+    /// (<https://circleci.com/docs/outbound-webhooks/>); no manual redelivery is
+    /// documented. With the span not stated, the window is the crate's default
+    /// for an unknown span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `circleci-signature` header.
     pub struct CircleCiVerifier = HmacVerifier::builder(SIGNATURE_HEADER).key_value("v1").signature_separator(',');
     /// A verifier for `circleci-signature`.
     fn new();
-}
-
-/// The `circleci-signature` value CircleCI would send for `body` with
-/// `secret`: `v1={hex}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    format!("v1={}", hex::encode(hmac_sha256(secret, &[body])))
-}
-
-preset! {
+    /// The `circleci-signature` value CircleCI would send for `body` with
+    /// `secret`: `v1={hex}`. For tests and fixtures.
+    fn sign(secret, body);
     /// CircleCI (`circleci-signature: v1=`, hex HMAC-SHA256; key = body `id`). See [`crate::providers::circleci`].
     ///
     /// The CircleCI outbound-webhooks preset: [`CircleCiVerifier`]; key = the
     /// body's `id`, type = `type`.
     fn circleci() = super::json_keyed(NAME, CircleCiVerifier::new(), "/id", "/type");
-    headers: [SIGNATURE_HEADER, EVENT_TYPE_HEADER],
-    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
+    headers: [EVENT_TYPE_HEADER];
 }
+/// The header carrying the event type (not signed).
+pub const EVENT_TYPE_HEADER: &str = "circleci-event-type";
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture, OneHeader};
-    use crate::test_support::NOW;
+    use crate::providers::testing::{assert_fixture_identity, fixture, BodyOnly};
+
+    use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
 
     /// Hand-computed from the documented formula with Python's `hmac`
@@ -84,41 +74,26 @@ mod tests {
         let body = include_bytes!("../../tests/fixtures/providers/circleci/body.json");
         let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/circleci/expected.json"));
         let header = expected["headers"]["circleci-signature"].as_str().unwrap();
-        assert_eq!(sign(&secret, body), header);
-        let secrets = [secret];
-        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &secrets, NOW), Ok(()));
-        assert_eq!(
-            OneHeader::preset(&PRESET).check(&[header], b"{}", &secrets, NOW),
-            Err(VerifyErrorKind::NoMatchingSignature)
-        );
+        BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);
         assert_fixture_identity(&Provider::circleci(), body, &expected);
     }
 
+    /// The common cases, rotation and precheck, and CircleCI's own: `v1=`
+    /// entries in a comma list, other versions ignored.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("circleci_secret");
         let body = br#"{"id":"e1","type":"job-completed"}"#;
-        let good = sign(&secret, body);
-        let from_other = sign(&SigningSecret::from("circleci_other"), body);
-        let listed = format!("{from_other},{good}");
-        let with_v2 = format!("v2={},{good}", "a".repeat(64));
-        let spaced = format!("{from_other}, {good}");
-        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"id\":\"e2\"}");
-        cases.extend([
-            ("two v1 in one line", vec![listed.as_str()], &body[..], Ok(())),
-            ("unknown version ignored", vec![&with_v2], body, Ok(())),
-            ("space after comma", vec![&spaced], body, Ok(())),
-            ("only another version", vec!["v2=00"], body, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("short v1 skipped", vec!["v1=abcd"], body, Err(VerifyErrorKind::NoMatchingSignature)),
-            ("bare hex", vec![&good[3..]], body, Err(VerifyErrorKind::MalformedHeader)),
-        ]);
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
-    }
-
-    #[test]
-    fn rotation_precheck_and_secrets() {
-        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "v1");
+        BodyOnly::of(&PRESET, sign).check_cases("circleci_secret", body, b"{\"id\":\"e2\"}", "v1", |_, good| {
+            let other = sign(&SigningSecret::from("circleci_other"), body);
+            vec![
+                ("two v1 in one line", vec![format!("{other},{good}")], Ok(())),
+                ("unknown version ignored", vec![format!("v2={},{good}", "a".repeat(64))], Ok(())),
+                ("space after comma", vec![format!("{other}, {good}")], Ok(())),
+                ("only another version", vec!["v2=00".to_owned()], Err(VerifyErrorKind::NoMatchingSignature)),
+                ("short v1 skipped", vec!["v1=abcd".to_owned()], Err(VerifyErrorKind::NoMatchingSignature)),
+                ("bare hex", vec![good[3..].to_owned()], Err(VerifyErrorKind::MalformedHeader)),
+            ]
+        });
         assert_eq!(Provider::circleci().name(), "circleci");
     }
 }

@@ -36,51 +36,40 @@
 //! event's `created_at` (RFC 3339), or the charge's `timeline` entries.
 
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header Coinbase Commerce signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-cc-webhook-signature";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "coinbase-commerce";
-/// How long a Coinbase Commerce event can be sent again: 30 days.
-///
-/// The retry schedule is not stated on Coinbase's current pages
-/// (<https://docs.cdp.coinbase.com/commerce/api-arcitecture/webhooks-security>;
-/// an older version of the docs spoke of retries for up to three days, not
-/// confirmed), so the window is the crate's default for an unknown span,
-/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "coinbase-commerce";
+    /// The header Coinbase Commerce signs deliveries with.
+    header: "x-cc-webhook-signature";
+    /// How long a Coinbase Commerce event can be sent again: 30 days.
+    ///
+    /// The retry schedule is not stated on Coinbase's current pages
+    /// (<https://docs.cdp.coinbase.com/commerce/api-arcitecture/webhooks-security>;
+    /// an older version of the docs spoke of retries for up to three days, not
+    /// confirmed), so the window is the crate's default for an unknown span,
+    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `X-CC-Webhook-Signature` header.
     pub struct CoinbaseCommerceVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
     /// A verifier for `X-CC-Webhook-Signature`.
     fn new();
-}
-
-/// The `X-CC-Webhook-Signature` value Coinbase Commerce would send for
-/// `body` with `secret`: the bare hex digest. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    hex::encode(hmac_sha256(secret, &[body]))
-}
-
-preset! {
+    /// The `X-CC-Webhook-Signature` value Coinbase Commerce would send for
+    /// `body` with `secret`: the bare hex digest. For tests and fixtures.
+    fn sign(secret, body);
     /// Coinbase Commerce (`X-CC-Webhook-Signature`; key = `event.id`). See [`crate::providers::coinbase_commerce`].
     ///
     /// The Coinbase Commerce preset: [`CoinbaseCommerceVerifier`]; key = the
     /// body's `event.id`, type = `event.type`.
     fn coinbase_commerce() = super::json_keyed(NAME, CoinbaseCommerceVerifier::new(), "/event/id", "/event/type");
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{fixture, OneHeader};
-    use crate::test_support::{assert_body_identity, NOW};
+    use crate::providers::testing::{fixture, BodyOnly};
+    use crate::test_support::assert_body_identity;
+
     use crate::verify::VerifyErrorKind;
 
     /// A delivery signed by the documented formula and accepted by
@@ -93,8 +82,7 @@ mod tests {
             fixture(include_str!("../../tests/fixtures/providers/coinbase-commerce/expected.json"));
         assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         let header = expected["headers"]["x-cc-webhook-signature"].as_str().unwrap();
-        assert_eq!(sign(&secret, body), header);
-        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &[secret], NOW), Ok(()));
+        BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);
         let (id, kind) = (expected["event_id"].as_str().unwrap(), expected["event_type"].as_str());
         assert_body_identity(&Provider::coinbase_commerce(), body, id, kind);
         // The next attempt: another notification of the same event, the same key.
@@ -102,24 +90,16 @@ mod tests {
         assert_body_identity(&Provider::coinbase_commerce(), retry.as_bytes(), id, kind);
     }
 
+    /// The common cases, rotation and precheck, and Coinbase's own: bare hex.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("cc_secret");
         let body = br#"{"event":{"id":"e1","type":"charge:created"}}"#;
-        let good = sign(&secret, body);
-        let from_other = sign(&SigningSecret::from("cc_other"), body);
-        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"event\":{}}");
-        cases.extend([
-            ("sha256= prefix", vec!["sha256=00"], &body[..], Err(VerifyErrorKind::MalformedHeader)),
-            ("short hex", vec!["abcd"], body, Err(VerifyErrorKind::MalformedHeader)),
-        ]);
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
-    }
-
-    #[test]
-    fn rotation_and_precheck() {
-        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "zz");
+        BodyOnly::of(&PRESET, sign).check_cases("cc_secret", body, b"{\"event\":{}}", "zz", |_, _| {
+            vec![
+                ("sha256= prefix", vec!["sha256=00".to_owned()], Err(VerifyErrorKind::MalformedHeader)),
+                ("short hex", vec!["abcd".to_owned()], Err(VerifyErrorKind::MalformedHeader)),
+            ]
+        });
         assert_eq!(Provider::coinbase_commerce().name(), "coinbase-commerce");
     }
 }

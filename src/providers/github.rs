@@ -37,33 +37,25 @@
 
 use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
-pub const NAME: &str = "github";
-/// How long a GitHub delivery can be sent again: 3 days.
-///
-/// GitHub does not retry a failed delivery; a delivery of the last 3 days
-/// can be redelivered from the webhook's settings or through the REST API,
-/// with its `X-GitHub-Delivery`
-/// (<https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks>).
-pub const REPLAY_WINDOW: std::time::Duration = super::days(3);
-
-/// The header GitHub signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
-/// The header carrying the delivery GUID (the event key).
-pub const DELIVERY_HEADER: &str = "x-github-delivery";
-/// The header carrying the event name (the event type).
-pub const EVENT_HEADER: &str = "x-github-event";
-
-hmac_verifier! {
+hmac_preset! {
+    name: "github";
+    /// The header GitHub signs deliveries with.
+    header: "x-hub-signature-256";
+    /// How long a GitHub delivery can be sent again: 3 days.
+    ///
+    /// GitHub does not retry a failed delivery; a delivery of the last 3 days
+    /// can be redelivered from the webhook's settings or through the REST API,
+    /// with its `X-GitHub-Delivery`
+    /// (<https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks>).
+    replay_window: super::days(3);
     /// Verifies the `X-Hub-Signature-256` header.
     pub struct GitHubVerifier = HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict();
     /// A verifier for `X-Hub-Signature-256`.
     fn new();
-}
-
-preset! {
+    /// The `X-Hub-Signature-256` value GitHub would send for `body` with
+    /// `secret`: `sha256={hex}`. For tests and fixtures.
+    fn sign(secret, body);
     /// GitHub (`X-Hub-Signature-256`; key = `X-GitHub-Delivery`). See [`crate::providers::github`].
     ///
     /// The GitHub preset: [`GitHubVerifier`], key = `X-GitHub-Delivery`, type =
@@ -74,20 +66,20 @@ preset! {
         crate::key::HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
             .event_type(http::HeaderName::from_static(EVENT_HEADER)),
     );
-    headers: [SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())],
+    headers: [DELIVERY_HEADER, EVENT_HEADER];
+    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())];
 }
 
-/// The `X-Hub-Signature-256` value GitHub would send for `body` with
-/// `secret`: `sha256={hex}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    format!("sha256={}", hex::encode(hmac_sha256(secret, &[body])))
-}
+/// The header carrying the delivery GUID (the event key).
+pub const DELIVERY_HEADER: &str = "x-github-delivery";
+/// The header carrying the event name (the event type).
+pub const EVENT_HEADER: &str = "x-github-event";
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::header_lines;
+    use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
     use crate::verify::{Delivery, Verifier as _};
     use std::time::SystemTime;

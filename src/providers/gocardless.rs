@@ -50,53 +50,42 @@
 use crate::key::JsonPointerKey;
 use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header GoCardless signs webhooks with.
-pub const SIGNATURE_HEADER: &str = "webhook-signature";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "gocardless";
-/// How long a GoCardless webhook can be sent again: 30 days.
-///
-/// GoCardless retries a failed webhook up to 8 times at increasing
-/// intervals
-/// (<https://support.gocardless.com/hc/en-nz/articles/360000989989-Webhook-retries-failures>)
-/// and lets it be retried through the API with no stated age limit
-/// (<https://developer.gocardless.com/api-reference/#webhooks-retry-a-webhook>),
-/// so the window is the crate's default for an unknown span,
-/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "gocardless";
+    /// The header GoCardless signs webhooks with.
+    header: "webhook-signature";
+    /// How long a GoCardless webhook can be sent again: 30 days.
+    ///
+    /// GoCardless retries a failed webhook up to 8 times at increasing
+    /// intervals
+    /// (<https://support.gocardless.com/hc/en-nz/articles/360000989989-Webhook-retries-failures>)
+    /// and lets it be retried through the API with no stated age limit
+    /// (<https://developer.gocardless.com/api-reference/#webhooks-retry-a-webhook>),
+    /// so the window is the crate's default for an unknown span,
+    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies GoCardless's `Webhook-Signature` header.
     pub struct GoCardlessVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
     /// A verifier for `Webhook-Signature`.
     fn new();
-}
-
-/// The `Webhook-Signature` value GoCardless would send for `body` with
-/// `secret`: the bare hex digest. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    hex::encode(hmac_sha256(secret, &[body]))
-}
-
-preset! {
+    /// The `Webhook-Signature` value GoCardless would send for `body` with
+    /// `secret`: the bare hex digest. For tests and fixtures.
+    fn sign(secret, body);
     /// GoCardless (`Webhook-Signature`; key = `meta.webhook_id`, one claim per batch). See [`crate::providers::gocardless`].
     ///
     /// The GoCardless preset: [`GoCardlessVerifier`]; key = the batch's
     /// `meta.webhook_id`, no event type.
     fn gocardless() = Provider::new(NAME, GoCardlessVerifier::new(), JsonPointerKey::new("/meta/webhook_id"));
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
-    use crate::providers::testing::{fixture, OneHeader};
+    use crate::providers::testing::{fixture, BodyOnly, OneHeader};
     use crate::test_support::{assert_body_identity, headers, NOW};
+
     use crate::verify::VerifyErrorKind;
 
     /// A two-event batch signed by the documented formula and accepted by
@@ -122,30 +111,25 @@ mod tests {
         assert_eq!(ids, want);
     }
 
+    /// The common cases, rotation and precheck, and GoCardless's own: bare
+    /// hex, not the Standard Webhooks form.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("gc_secret");
         let body = br#"{"events":[{"id":"EV1"}],"meta":{"webhook_id":"WB1"}}"#;
-        let good = sign(&secret, body);
-        let from_other = sign(&SigningSecret::from("gc_other"), body);
-        let standard_webhooks = format!("v1,{}", "A".repeat(43));
-        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"events\":[]}");
-        cases.extend([
-            (
-                "Standard Webhooks form",
-                vec![standard_webhooks.as_str()],
-                &body[..],
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            ("short hex", vec!["abcd"], body, Err(VerifyErrorKind::MalformedHeader)),
-        ]);
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+        BodyOnly::of(&PRESET, sign).check_cases("gc_secret", body, b"{\"events\":[]}", "zz", |_, _| {
+            vec![
+                (
+                    "Standard Webhooks form",
+                    vec![format!("v1,{}", "A".repeat(43))],
+                    Err(VerifyErrorKind::MalformedHeader),
+                ),
+                ("short hex", vec!["abcd".to_owned()], Err(VerifyErrorKind::MalformedHeader)),
+            ]
+        });
     }
 
     #[test]
-    fn rotation_precheck_and_key() {
-        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "zz");
+    fn key_needs_meta() {
         let p = Provider::gocardless();
         let no_meta = p.extractor_ref().extract(&headers(&[]), br#"{"events":[{"id":"EV1"}]}"#).unwrap_err();
         assert_eq!(no_meta.kind(), KeyErrorKind::Missing);

@@ -29,53 +29,43 @@
 //! one (a release).
 
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, Encoding, SigningSecret};
+use crate::verify::Encoding;
 
-/// The header Heroku signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "heroku-webhook-hmac-sha256";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "heroku";
-/// How long a Heroku webhook event can be sent again: 30 days.
-///
-/// Heroku retries a delivery that gets no 2xx answer ("Webhook delivery" in
-/// <https://devcenter.heroku.com/articles/app-webhooks>; the research for
-/// this preset read up to 72 hours with a back-off, not confirmed), and the
-/// deliveries can be listed (`heroku webhooks:deliveries`) but not resent.
-/// With the span not confirmed, the window is the crate's default for an
-/// unknown span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "heroku";
+    /// The header Heroku signs deliveries with.
+    header: "heroku-webhook-hmac-sha256";
+    /// How long a Heroku webhook event can be sent again: 30 days.
+    ///
+    /// Heroku retries a delivery that gets no 2xx answer ("Webhook delivery" in
+    /// <https://devcenter.heroku.com/articles/app-webhooks>; the research for
+    /// this preset read up to 72 hours with a back-off, not confirmed), and the
+    /// deliveries can be listed (`heroku webhooks:deliveries`) but not resent.
+    /// With the span not confirmed, the window is the crate's default for an
+    /// unknown span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `Heroku-Webhook-Hmac-SHA256` header.
     pub struct HerokuVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).strict();
     /// A verifier for `Heroku-Webhook-Hmac-SHA256`.
     fn new();
-}
-
-/// The `Heroku-Webhook-Hmac-SHA256` value Heroku would send for `body` with
-/// `secret`: base64 HMAC-SHA256. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    Encoding::Base64.encode(&hmac_sha256(secret, &[body]))
-}
-
-preset! {
+    /// The `Heroku-Webhook-Hmac-SHA256` value Heroku would send for `body` with
+    /// `secret`: base64 HMAC-SHA256. For tests and fixtures.
+    fn sign(secret, body);
     /// Heroku (`Heroku-Webhook-Hmac-SHA256`, base64; key = body `id`). See [`crate::providers::heroku`].
     ///
     /// The Heroku app-webhooks preset: [`HerokuVerifier`]; key = the body's
     /// `id`, type = `resource`.
     fn heroku() = super::json_keyed(NAME, HerokuVerifier::new(), "/id", "/resource");
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{fixture, OneHeader};
-    use crate::test_support::{assert_body_identity, NOW};
-    use crate::verify::VerifyErrorKind;
+    use crate::providers::testing::{fixture, BodyOnly};
+    use crate::test_support::assert_body_identity;
+    use crate::verify::hmac_sha256;
+    use crate::verify::VerifyErrorKind::MalformedHeader;
 
     /// Hand-computed from the documented formula with Python's `hmac`
     /// (Heroku publishes no verifying SDK); see `scripts/fixtures/heroku.py`.
@@ -83,40 +73,23 @@ mod tests {
     fn hand_computed_fixture() {
         let body = include_bytes!("../../tests/fixtures/providers/heroku/body.json");
         let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/heroku/expected.json"));
-        let header = expected["signature"].as_str().unwrap();
-        assert_eq!(sign(&secret, body), header);
-        let secrets = [secret];
-        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &secrets, NOW), Ok(()));
-        assert_eq!(
-            OneHeader::preset(&PRESET).check(&[header], b"{}", &secrets, NOW),
-            Err(VerifyErrorKind::NoMatchingSignature)
-        );
+        BodyOnly::of(&PRESET, sign).check_fixture(&secret, expected["signature"].as_str().unwrap(), body);
         assert_body_identity(&Provider::heroku(), body, expected["event_id"].as_str().unwrap(), Some("api:release"));
     }
 
+    /// The common cases, rotation and precheck, and Heroku's own: standard
+    /// padded base64 alone, one line per signature.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("heroku_secret");
         let body = br#"{"id":"e1","resource":"dyno","action":"create"}"#;
-        let good = sign(&secret, body);
-        let from_other = sign(&SigningSecret::from("heroku_other"), body);
-        let hex = hex::encode(hmac_sha256(&secret, &[body]));
-        let unpadded = good.trim_end_matches('=').to_owned();
-        let prefixed = format!("sha256={good}");
-        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"id\":\"e2\"}");
-        cases.extend([
-            ("hex instead of base64", vec![hex.as_str()], &body[..], Err(VerifyErrorKind::MalformedHeader)),
-            ("sha256= prefix", vec![&prefixed], body, Err(VerifyErrorKind::MalformedHeader)),
-            ("unpadded base64", vec![&unpadded], body, Err(VerifyErrorKind::MalformedHeader)),
-            ("one bad line", vec![&good, "abc"], body, Err(VerifyErrorKind::MalformedHeader)),
-        ]);
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
-    }
-
-    #[test]
-    fn rotation_precheck_and_secrets() {
-        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "!!");
+        BodyOnly::of(&PRESET, sign).check_cases("heroku_secret", body, b"{\"id\":\"e2\"}", "!!", |secret, good| {
+            vec![
+                ("hex instead of base64", vec![hex::encode(hmac_sha256(secret, &[body]))], Err(MalformedHeader)),
+                ("sha256= prefix", vec![format!("sha256={good}")], Err(MalformedHeader)),
+                ("unpadded base64", vec![good.trim_end_matches('=').to_owned()], Err(MalformedHeader)),
+                ("one bad line", vec![good.to_owned(), "abc".to_owned()], Err(MalformedHeader)),
+            ]
+        });
         assert_eq!(Provider::heroku().name(), "heroku");
     }
 }

@@ -45,38 +45,37 @@ use bytes::Bytes;
 
 use crate::provider::Challenge;
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac, Algorithm, Delivery, SigningSecret};
+use crate::verify::{Algorithm, Delivery};
 
-/// The header Intercom signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-hub-signature";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "intercom";
-/// How long an Intercom notification can be sent again: 30 days.
-///
-/// Intercom publishes no retry schedule. Its "Delivering Webhook
-/// Notifications" page
-/// (<https://developers.intercom.com/docs/webhooks/webhook-notifications>)
-/// counts the attempts in the notification's `delivery_attempts`, throttles
-/// after a 429 with delays from 1 minute to 2 hours, and suspends a private
-/// app's subscription only after its endpoint has answered errors for more
-/// than seven days (a public app's, never); no manual redelivery is
-/// documented. Since attempts may go on for at least 7 days and the span is
-/// not stated, the window is the crate's default for an unknown span,
-/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "intercom";
+    /// The header Intercom signs deliveries with.
+    header: "x-hub-signature";
+    /// How long an Intercom notification can be sent again: 30 days.
+    ///
+    /// Intercom publishes no retry schedule. Its "Delivering Webhook
+    /// Notifications" page
+    /// (<https://developers.intercom.com/docs/webhooks/webhook-notifications>)
+    /// counts the attempts in the notification's `delivery_attempts`, throttles
+    /// after a 429 with delays from 1 minute to 2 hours, and suspends a private
+    /// app's subscription only after its endpoint has answered errors for more
+    /// than seven days (a public app's, never); no manual redelivery is
+    /// documented. Since attempts may go on for at least 7 days and the span is
+    /// not stated, the window is the crate's default for an unknown span,
+    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `X-Hub-Signature` header.
     pub struct IntercomVerifier = HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).prefix("sha1=").strict();
     /// A verifier for `X-Hub-Signature`.
     fn new();
-}
-
-/// The `X-Hub-Signature` value Intercom would send for `body` with
-/// `secret` (the app's client secret): `sha1={hex}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    format!("sha1={}", hex::encode(hmac(Algorithm::Sha1, secret, &[body])))
+    /// The `X-Hub-Signature` value Intercom would send for `body` with
+    /// `secret` (the app's client secret): `sha1={hex}`. For tests and fixtures.
+    fn sign(secret, body);
+    /// Intercom (`X-Hub-Signature` `sha1=`; key = the notification `id`; answers `ping`). See [`crate::providers::intercom`].
+    ///
+    /// The Intercom preset: [`IntercomVerifier`]; key = the notification `id`,
+    /// type = `topic`; [`Ping`] answers the test notification.
+    fn intercom() = super::json_keyed(NAME, IntercomVerifier::new(), "/id", "/topic").challenge(Ping);
 }
 
 /// Answers Intercom's verified test notification (`"topic": "ping"`) 200
@@ -93,22 +92,13 @@ impl Challenge for Ping {
     }
 }
 
-preset! {
-    /// Intercom (`X-Hub-Signature` `sha1=`; key = the notification `id`; answers `ping`). See [`crate::providers::intercom`].
-    ///
-    /// The Intercom preset: [`IntercomVerifier`]; key = the notification `id`,
-    /// type = `topic`; [`Ping`] answers the test notification.
-    fn intercom() = super::json_keyed(NAME, IntercomVerifier::new(), "/id", "/topic").challenge(Ping);
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Provider;
     use crate::providers::testing::{fixture, OneHeader};
     use crate::test_support::{assert_body_identity, header_lines, identity, NOW};
+    use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
 
     /// Hand-computed with Python's `hmac` (Intercom's SDKs, `intercom-client`

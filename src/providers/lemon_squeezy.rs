@@ -42,34 +42,32 @@
 use crate::key::DerivedKey;
 use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header Lemon Squeezy signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-signature";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "lemon-squeezy";
-/// How long a Lemon Squeezy event can be sent again: 30 days.
-///
-/// Lemon Squeezy retries a failed request three times within minutes
-/// (<https://docs.lemonsqueezy.com/help/webhooks/webhook-requests>) and
-/// documents no manual resend nor its span; the key is derived from the
-/// body, so a resend of the same object would meet the claim. The window is
-/// the crate's default for an unknown span,
-/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "lemon-squeezy";
+    /// The header Lemon Squeezy signs deliveries with.
+    header: "x-signature";
+    /// How long a Lemon Squeezy event can be sent again: 30 days.
+    ///
+    /// Lemon Squeezy retries a failed request three times within minutes
+    /// (<https://docs.lemonsqueezy.com/help/webhooks/webhook-requests>) and
+    /// documents no manual resend nor its span; the key is derived from the
+    /// body, so a resend of the same object would meet the claim. The window is
+    /// the crate's default for an unknown span,
+    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `X-Signature` header.
     pub struct LemonSqueezyVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
     /// A verifier for `X-Signature`.
     fn new();
-}
-
-/// The `X-Signature` value Lemon Squeezy would send for `body` with
-/// `secret`: the bare hex digest. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    hex::encode(hmac_sha256(secret, &[body]))
+    /// The `X-Signature` value Lemon Squeezy would send for `body` with
+    /// `secret`: the bare hex digest. For tests and fixtures.
+    fn sign(secret, body);
+    /// Lemon Squeezy (`X-Signature`; derived key). See [`crate::providers::lemon_squeezy`].
+    ///
+    /// The Lemon Squeezy preset: [`LemonSqueezyVerifier`] and the derived
+    /// [`key`].
+    fn lemon_squeezy() = Provider::new(NAME, LemonSqueezyVerifier::new(), key());
 }
 
 /// The preset's key extractor: [`DerivedKey`] over `meta.event_name`,
@@ -84,22 +82,13 @@ pub fn key() -> DerivedKey {
         .event_type_json("/meta/event_name")
 }
 
-preset! {
-    /// Lemon Squeezy (`X-Signature`; derived key). See [`crate::providers::lemon_squeezy`].
-    ///
-    /// The Lemon Squeezy preset: [`LemonSqueezyVerifier`] and the derived
-    /// [`key`].
-    fn lemon_squeezy() = Provider::new(NAME, LemonSqueezyVerifier::new(), key());
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::key::{KeyErrorKind, KeyExtractor as _};
-    use crate::providers::testing::{fixture, OneHeader};
-    use crate::test_support::{headers, identity, NOW};
+    use crate::providers::testing::{fixture, BodyOnly};
+    use crate::test_support::{headers, identity};
+
     use crate::verify::VerifyErrorKind;
 
     /// Hand-computed with Python's `hmac` from the documented formula (the
@@ -111,8 +100,7 @@ mod tests {
         let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/lemon-squeezy/expected.json"));
         assert_eq!(expected["sdk_verified"], serde_json::json!(false));
         let header = expected["headers"]["X-Signature"].as_str().unwrap();
-        assert_eq!(sign(&secret, body), header);
-        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &[secret], NOW), Ok(()));
+        BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);
         let p = headers(&[]);
         let id = identity(&Provider::lemon_squeezy(), &p, body);
         assert_eq!(id.event_type.as_deref(), expected["event_type"].as_str());
@@ -126,15 +114,14 @@ mod tests {
         assert_eq!(identity(&Provider::lemon_squeezy(), &p, minimal.to_string().as_bytes()).key, id.key);
     }
 
+    /// The common cases, rotation and precheck, and Lemon Squeezy's own: bare
+    /// hex.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("ls_secret");
         let body = br#"{"meta":{"event_name":"order_created"},"data":{"type":"orders","id":"1"}}"#;
-        let good = sign(&secret, body);
-        let from_other = sign(&SigningSecret::from("ls_other"), body);
-        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{}");
-        cases.push(("short hex", vec!["abcd"], &body[..], Err(VerifyErrorKind::MalformedHeader)));
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+        BodyOnly::of(&PRESET, sign).check_cases("ls_secret", body, b"{}", "zz", |_, _| {
+            vec![("short hex", vec!["abcd".to_owned()], Err(VerifyErrorKind::MalformedHeader))]
+        });
     }
 
     #[test]
@@ -162,11 +149,5 @@ mod tests {
         let no_version = br#"{"meta":{"event_name":"x"},"data":{"type":"orders","id":"1"}}"#;
         assert_eq!(k.extract(&p, no_version).unwrap_err().kind(), KeyErrorKind::Missing);
         assert_eq!(Provider::lemon_squeezy().name(), "lemon-squeezy");
-    }
-
-    #[test]
-    fn rotation_and_precheck() {
-        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "zz");
     }
 }

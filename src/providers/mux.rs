@@ -40,25 +40,18 @@
 use std::time::Duration;
 
 use crate::verify::generic::{HmacVerifier, SignedContent};
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header Mux signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "mux-signature";
-
-/// Mux's tolerance in its SDK: 300 seconds (here in both directions).
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "mux";
-/// How long a Mux event can be sent again: 2 days.
-///
-/// Mux retries a delivery that is not answered 2xx for up to 24 hours
-/// (Mux, "Listen for webhooks",
-/// <https://www.mux.com/docs/core/listen-for-webhooks>) and documents no
-/// manual redelivery. The 24 hours plus a day of margin.
-pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
-
-hmac_verifier! {
+hmac_preset! {
+    name: "mux";
+    /// The header Mux signs deliveries with.
+    header: "mux-signature";
+    /// How long a Mux event can be sent again: 2 days.
+    ///
+    /// Mux retries a delivery that is not answered 2xx for up to 24 hours
+    /// (Mux, "Listen for webhooks",
+    /// <https://www.mux.com/docs/core/listen-for-webhooks>) and documents no
+    /// manual redelivery. The 24 hours plus a day of margin.
+    replay_window: super::days(2);
     /// Verifies the `mux-signature` header.
     pub struct MuxVerifier = {
         // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
@@ -73,24 +66,18 @@ hmac_verifier! {
     fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `t=` may be from now.
     fn tolerance();
-}
-
-/// The `mux-signature` value Mux would send for `body` at `timestamp` (Unix
-/// seconds) with `secret`: `t={timestamp},v1={hex}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
-    let ts = timestamp.to_string();
-    format!("t={ts},v1={}", hex::encode(hmac_sha256(secret, &[ts.as_bytes(), b".", body])))
-}
-
-preset! {
+    /// The `mux-signature` value Mux would send for `body` at `timestamp` (Unix
+    /// seconds) with `secret`: `t={timestamp},v1={hex}`. For tests and fixtures.
+    fn sign(secret, timestamp, body);
     /// Mux (`mux-signature` `t=,v1=`, 300 s; key = `id`). See [`crate::providers::mux`].
     ///
     /// The Mux preset: [`MuxVerifier`] with the 300 second tolerance; key =
     /// the body's `id`, type = `type`.
     fn mux() = super::json_keyed(NAME, MuxVerifier::new(), "/id", "/type");
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))],
 }
+
+/// Mux's tolerance in its SDK: 300 seconds (here in both directions).
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 #[cfg(test)]
 mod tests {
@@ -98,6 +85,7 @@ mod tests {
     use crate::provider::Provider;
     use crate::providers::testing::{fixture, OneHeader};
     use crate::test_support::assert_body_identity;
+    use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
 
     /// A delivery signed by the documented formula and accepted by

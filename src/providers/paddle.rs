@@ -45,31 +45,24 @@
 use std::time::Duration;
 
 use crate::verify::generic::{HmacVerifier, SignedContent};
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header Paddle signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "paddle-signature";
-
-/// Paddle's default tolerance: 5 seconds (its SDKs' default).
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5);
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "paddle";
-/// How long a Paddle event can be sent again: 90 days.
-///
-/// Paddle retries a failed notification of a live account up to 60 times
-/// over 3 days with an exponential back-off (Paddle, "Handle webhook
-/// delivery", <https://developer.paddle.com/webhooks/about/how-webhooks-work>),
-/// and a `delivered` or `failed` notification can be replayed through the
-/// API for as long as Paddle keeps it, 90 days (Paddle, "Replay a
-/// notification",
-/// <https://developer.paddle.com/api-reference/notifications/replay-notification>).
-/// A replay is a new notification of the same `event_id`, the key of this
-/// preset, so the window is the full 90 days: longer than
-/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::days(90);
-
-hmac_verifier! {
+hmac_preset! {
+    name: "paddle";
+    /// The header Paddle signs deliveries with.
+    header: "paddle-signature";
+    /// How long a Paddle event can be sent again: 90 days.
+    ///
+    /// Paddle retries a failed notification of a live account up to 60 times
+    /// over 3 days with an exponential back-off (Paddle, "Handle webhook
+    /// delivery", <https://developer.paddle.com/webhooks/about/how-webhooks-work>),
+    /// and a `delivered` or `failed` notification can be replayed through the
+    /// API for as long as Paddle keeps it, 90 days (Paddle, "Replay a
+    /// notification",
+    /// <https://developer.paddle.com/api-reference/notifications/replay-notification>).
+    /// A replay is a new notification of the same `event_id`, the key of this
+    /// preset, so the window is the full 90 days: longer than
+    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::days(90);
     /// Verifies the `Paddle-Signature` header.
     pub struct PaddleVerifier = {
         // `ts=` and `h1=` entries, semicolon-separated; an `h1` value that is not
@@ -84,26 +77,19 @@ hmac_verifier! {
     fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `ts=` may be from now.
     fn tolerance();
-}
-
-/// The `Paddle-Signature` value Paddle would send for `body` at `timestamp`
-/// (Unix seconds) with `secret`: `ts={timestamp};h1={hex}`. For tests and
-/// fixtures.
-pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
-    let ts = timestamp.to_string();
-    let mac = hmac_sha256(secret, &[ts.as_bytes(), b":", body]);
-    format!("ts={ts};h1={}", hex::encode(mac))
-}
-
-preset! {
+    /// The `Paddle-Signature` value Paddle would send for `body` at `timestamp`
+    /// (Unix seconds) with `secret`: `ts={timestamp};h1={hex}`. For tests and
+    /// fixtures.
+    fn sign(secret, timestamp, body);
     /// Paddle Billing (`Paddle-Signature` `ts=;h1=`, 5 s; key = `event_id`). See [`crate::providers::paddle`].
     ///
     /// The Paddle Billing preset: [`PaddleVerifier`] with the 5 second default
     /// tolerance; key = the body's `event_id`, type = `event_type`.
     fn paddle() = super::json_keyed(NAME, PaddleVerifier::new(), "/event_id", "/event_type");
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))],
 }
+
+/// Paddle's default tolerance: 5 seconds (its SDKs' default).
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {
@@ -111,6 +97,7 @@ mod tests {
     use crate::provider::Provider;
     use crate::providers::testing::{assert_fixture_identity, fixture, OneHeader};
     use crate::test_support::assert_body_identity;
+    use crate::verify::SigningSecret;
     use crate::verify::{Verifier as _, VerifyErrorKind};
 
     /// The fixed vector in Paddle's Go SDK (`PaddleHQ/paddle-go-sdk`,

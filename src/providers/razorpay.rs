@@ -43,35 +43,34 @@
 use crate::key::{EventIdentity, HeaderKey, KeyError, KeyExtractor};
 use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header Razorpay signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-razorpay-signature";
-/// The header carrying the event id (the event key).
-pub const EVENT_ID_HEADER: &str = "x-razorpay-event-id";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "razorpay";
-/// How long a Razorpay event can be sent again: 15 days.
-///
-/// Razorpay retries a failed delivery for 24 hours after the event was
-/// created (<https://razorpay.com/docs/webhooks/best-practices/>), and
-/// replays an event on request if it is not older than 15 days
-/// (<https://razorpay.com/docs/webhooks/faqs/>).
-pub const REPLAY_WINDOW: std::time::Duration = super::days(15);
-
-hmac_verifier! {
+hmac_preset! {
+    name: "razorpay";
+    /// The header Razorpay signs deliveries with.
+    header: "x-razorpay-signature";
+    /// How long a Razorpay event can be sent again: 15 days.
+    ///
+    /// Razorpay retries a failed delivery for 24 hours after the event was
+    /// created (<https://razorpay.com/docs/webhooks/best-practices/>), and
+    /// replays an event on request if it is not older than 15 days
+    /// (<https://razorpay.com/docs/webhooks/faqs/>).
+    replay_window: super::days(15);
     /// Verifies the `X-Razorpay-Signature` header.
     pub struct RazorpayVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
     /// A verifier for `X-Razorpay-Signature`.
     fn new();
+    /// The `X-Razorpay-Signature` value Razorpay would send for `body` with
+    /// `secret`: the bare hex digest. For tests and fixtures.
+    fn sign(secret, body);
+    /// Razorpay (`X-Razorpay-Signature`; key = `x-razorpay-event-id`). See [`crate::providers::razorpay`].
+    ///
+    /// The Razorpay preset: [`RazorpayVerifier`] and [`RazorpayKey`].
+    fn razorpay() = Provider::new(NAME, RazorpayVerifier::new(), RazorpayKey::new());
+    headers: [EVENT_ID_HEADER];
+    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (EVENT_ID_HEADER, id.to_owned())];
 }
-
-/// The `X-Razorpay-Signature` value Razorpay would send for `body` with
-/// `secret`: the bare hex digest. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    hex::encode(hmac_sha256(secret, &[body]))
-}
+/// The header carrying the event id (the event key).
+pub const EVENT_ID_HEADER: &str = "x-razorpay-event-id";
 
 /// Razorpay's event identity: key = `x-razorpay-event-id`; type = the
 /// body's `event`.
@@ -104,21 +103,13 @@ impl KeyExtractor for RazorpayKey {
     }
 }
 
-preset! {
-    /// Razorpay (`X-Razorpay-Signature`; key = `x-razorpay-event-id`). See [`crate::providers::razorpay`].
-    ///
-    /// The Razorpay preset: [`RazorpayVerifier`] and [`RazorpayKey`].
-    fn razorpay() = Provider::new(NAME, RazorpayVerifier::new(), RazorpayKey::new());
-    headers: [SIGNATURE_HEADER, EVENT_ID_HEADER],
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (EVENT_ID_HEADER, id.to_owned())],
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
-    use crate::providers::testing::{fixture, OneHeader};
-    use crate::test_support::{headers, identity, NOW};
+    use crate::providers::testing::{fixture, BodyOnly};
+    use crate::test_support::{headers, identity};
+
     use crate::verify::VerifyErrorKind;
 
     /// A delivery signed by the documented formula and accepted by
@@ -130,34 +121,28 @@ mod tests {
         let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/razorpay/expected.json"));
         assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         let header = expected["headers"]["x-razorpay-signature"].as_str().unwrap();
-        assert_eq!(sign(&secret, body), header);
-        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &[secret], NOW), Ok(()));
+        BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);
         let event_id = expected["event_id"].as_str().unwrap();
         let id = identity(&Provider::razorpay(), &headers(&[(EVENT_ID_HEADER, event_id)]), body);
         assert_eq!((id.key.as_str(), id.event_type.as_deref()), (event_id, expected["event_type"].as_str()));
     }
 
+    /// The common cases, rotation and precheck, and Razorpay's own: hex in
+    /// either case, no prefix.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("rzp_secret");
         let body = br#"{"event":"payment.captured","payload":{}}"#;
-        let good = sign(&secret, body);
-        let from_other = sign(&SigningSecret::from("rzp_other"), body);
-        let upper = good.to_uppercase();
-        let prefixed = format!("sha256={good}");
-        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"event\":\"x\"}");
-        cases.extend([
-            ("upper-case hex", vec![upper.as_str()], &body[..], Ok(())),
-            ("sha256= prefix", vec![&prefixed], body, Err(VerifyErrorKind::MalformedHeader)),
-            ("short hex", vec!["abcd"], body, Err(VerifyErrorKind::MalformedHeader)),
-        ]);
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+        BodyOnly::of(&PRESET, sign).check_cases("rzp_secret", body, b"{\"event\":\"x\"}", "zz", |_, good| {
+            vec![
+                ("upper-case hex", vec![good.to_uppercase()], Ok(())),
+                ("sha256= prefix", vec![format!("sha256={good}")], Err(VerifyErrorKind::MalformedHeader)),
+                ("short hex", vec!["abcd".to_owned()], Err(VerifyErrorKind::MalformedHeader)),
+            ]
+        });
     }
 
     #[test]
-    fn rotation_precheck_and_key() {
-        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "zz");
+    fn key_from_the_header() {
         let p = Provider::razorpay();
         let no_id = p.extractor_ref().extract(&headers(&[]), b"{\"event\":\"x\"}").unwrap_err();
         assert_eq!(no_id.kind(), KeyErrorKind::Missing);

@@ -43,45 +43,27 @@
 use crate::key::HeaderKey;
 use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header Sentry signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "sentry-hook-signature";
-/// The older name of the signature header, same value.
-pub const LEGACY_SIGNATURE_HEADER: &str = "sentry-app-signature";
-/// The header carrying the resource type (the event type; not signed).
-pub const RESOURCE_HEADER: &str = "sentry-hook-resource";
-/// The header carrying the send time in Unix seconds (not signed).
-pub const TIMESTAMP_HEADER: &str = "sentry-hook-timestamp";
-/// The header carrying the request id (the event key; not signed).
-pub const REQUEST_ID_HEADER: &str = "request-id";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "sentry";
-/// How long a Sentry webhook request can arrive again: 30 days.
-///
-/// Sentry's webhooks page
-/// (<https://docs.sentry.io/integrations/integration-platform/webhooks/>)
-/// publishes no retry schedule and no manual redelivery (the research for
-/// this preset read that most resources are not retried, unconfirmed). With
-/// the span not stated, the window is the crate's default for an unknown
-/// span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "sentry";
+    /// The header Sentry signs deliveries with.
+    header: "sentry-hook-signature";
+    /// How long a Sentry webhook request can arrive again: 30 days.
+    ///
+    /// Sentry's webhooks page
+    /// (<https://docs.sentry.io/integrations/integration-platform/webhooks/>)
+    /// publishes no retry schedule and no manual redelivery (the research for
+    /// this preset read that most resources are not retried, unconfirmed). With
+    /// the span not stated, the window is the crate's default for an unknown
+    /// span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies `Sentry-Hook-Signature` (and `Sentry-App-Signature`).
     pub struct SentryVerifier = HmacVerifier::builder(SIGNATURE_HEADER).also_header(LEGACY_SIGNATURE_HEADER).strict();
     /// A verifier for `Sentry-Hook-Signature`.
     fn new();
-}
-
-/// The `Sentry-Hook-Signature` value Sentry would send for `body` with
-/// `secret` (the client secret): hex HMAC-SHA256. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    hex::encode(hmac_sha256(secret, &[body]))
-}
-
-preset! {
+    /// The `Sentry-Hook-Signature` value Sentry would send for `body` with
+    /// `secret` (the client secret): hex HMAC-SHA256. For tests and fixtures.
+    fn sign(secret, body);
     /// Sentry (`Sentry-Hook-Signature`, hex HMAC-SHA256; key = `Request-ID`). See [`crate::providers::sentry`].
     ///
     /// The Sentry integration-platform preset: [`SentryVerifier`]; key = the
@@ -92,15 +74,24 @@ preset! {
         HeaderKey::new(http::HeaderName::from_static(REQUEST_ID_HEADER))
             .event_type(http::HeaderName::from_static(RESOURCE_HEADER)),
     );
-    headers: [SIGNATURE_HEADER, LEGACY_SIGNATURE_HEADER, RESOURCE_HEADER, TIMESTAMP_HEADER, REQUEST_ID_HEADER],
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (REQUEST_ID_HEADER, id.to_owned())],
+    headers: [LEGACY_SIGNATURE_HEADER, RESOURCE_HEADER, TIMESTAMP_HEADER, REQUEST_ID_HEADER];
+    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (REQUEST_ID_HEADER, id.to_owned())];
 }
+/// The older name of the signature header, same value.
+pub const LEGACY_SIGNATURE_HEADER: &str = "sentry-app-signature";
+/// The header carrying the resource type (the event type; not signed).
+pub const RESOURCE_HEADER: &str = "sentry-hook-resource";
+/// The header carrying the send time in Unix seconds (not signed).
+pub const TIMESTAMP_HEADER: &str = "sentry-hook-timestamp";
+/// The header carrying the request id (the event key; not signed).
+pub const REQUEST_ID_HEADER: &str = "request-id";
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{fixture, OneHeader};
+    use crate::providers::testing::{fixture, BodyOnly};
     use crate::test_support::{headers, identity, NOW};
+    use crate::verify::SigningSecret;
     use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
 
     /// Hand-computed from the documented formula with Python's `hmac`
@@ -111,13 +102,7 @@ mod tests {
         let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/sentry/expected.json"));
         let h = |n: &str| expected["headers"][n].as_str().unwrap();
         let header = h("Sentry-Hook-Signature");
-        assert_eq!(sign(&secret, body), header);
-        let secrets = [secret];
-        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &secrets, NOW), Ok(()));
-        assert_eq!(
-            OneHeader::preset(&PRESET).check(&[header], b"{}", &secrets, NOW),
-            Err(VerifyErrorKind::NoMatchingSignature)
-        );
+        BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);
         let p = headers(&[
             (SIGNATURE_HEADER, header),
             (REQUEST_ID_HEADER, h("Request-ID")),
@@ -127,22 +112,21 @@ mod tests {
         assert_eq!((id.key.as_str(), id.event_type.as_deref()), (h("Request-ID"), expected["event_type"].as_str()));
     }
 
+    /// The common cases, rotation and precheck, and Sentry's own: hex, no
+    /// prefix; the legacy header alone or next to the new one.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("sentry_client_secret");
         let body = br#"{"action":"created","data":{"issue":{"id":"1"}}}"#;
-        let good = sign(&secret, body);
-        let from_other = sign(&SigningSecret::from("sentry_other"), body);
-        let upper = good.to_uppercase();
-        let prefixed = format!("sha256={good}");
-        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"action\":\"resolved\"}");
-        cases.extend([
-            ("upper-case hex", vec![upper.as_str()], &body[..], Ok(())),
-            ("sha256= prefix", vec![&prefixed], body, Err(VerifyErrorKind::MalformedHeader)),
-            ("short hex", vec!["abcd"], body, Err(VerifyErrorKind::MalformedHeader)),
-        ]);
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
-        // The legacy header alone, or next to the new one.
+        let tampered = b"{\"action\":\"resolved\"}";
+        BodyOnly::of(&PRESET, sign).check_cases("sentry_client_secret", body, tampered, "xyz", |_, good| {
+            vec![
+                ("upper-case hex", vec![good.to_uppercase()], Ok(())),
+                ("sha256= prefix", vec![format!("sha256={good}")], Err(VerifyErrorKind::MalformedHeader)),
+                ("short hex", vec!["abcd".to_owned()], Err(VerifyErrorKind::MalformedHeader)),
+            ]
+        });
+        let secret = SigningSecret::from("sentry_client_secret");
+        let (good, from_other) = (sign(&secret, body), sign(&SigningSecret::from("sentry_other"), body));
         let secrets = [secret];
         let v = SentryVerifier::new();
         let verify = |list: &[(&str, &str)]| {
@@ -155,9 +139,7 @@ mod tests {
     }
 
     #[test]
-    fn rotation_precheck_and_key() {
-        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "xyz");
+    fn key_from_headers() {
         let p = Provider::sentry();
         let parts = headers(&[(RESOURCE_HEADER, "issue")]);
         assert!(p.identify(&parts, b"{}").is_err(), "no Request-ID");

@@ -58,26 +58,44 @@ use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 use crate::provider::Provider;
 
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, Encoding, SigningSecret};
+use crate::verify::Encoding;
 
-/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
-pub const NAME: &str = "shopify";
-/// How long a Shopify event can be sent again: 2 days.
-///
-/// Shopify retries a failed delivery 8 times over 4 hours, with exponential
-/// backoff, since 2024-09-10 (19 times over 48 hours before; Shopify
-/// developer changelog, "Updates to webhook retry mechanism",
-/// <https://shopify.dev/changelog/updates-to-webhook-retry-mechanism>;
-/// <https://shopify.dev/docs/apps/build/webhooks/troubleshooting-webhooks>),
-/// then drops the delivery (and, after repeated failures, an Admin API
-/// subscription). It documents no manual redelivery: a dropped event comes
-/// back only by reconciling through the Admin API, under no webhook id. The
-/// 2 days are a wide margin over the 4 hours, and still cover the 48 hours
-/// of the former schedule.
-pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
+hmac_preset! {
+    name: "shopify";
+    /// The header Shopify signs webhook deliveries with.
+    header: "x-shopify-hmac-sha256";
+    /// How long a Shopify event can be sent again: 2 days.
+    ///
+    /// Shopify retries a failed delivery 8 times over 4 hours, with exponential
+    /// backoff, since 2024-09-10 (19 times over 48 hours before; Shopify
+    /// developer changelog, "Updates to webhook retry mechanism",
+    /// <https://shopify.dev/changelog/updates-to-webhook-retry-mechanism>;
+    /// <https://shopify.dev/docs/apps/build/webhooks/troubleshooting-webhooks>),
+    /// then drops the delivery (and, after repeated failures, an Admin API
+    /// subscription). It documents no manual redelivery: a dropped event comes
+    /// back only by reconciling through the Admin API, under no webhook id. The
+    /// 2 days are a wide margin over the 4 hours, and still cover the 48 hours
+    /// of the former schedule.
+    replay_window: super::days(2);
+    /// Verifies the `X-Shopify-Hmac-Sha256` (or `Shopify-Hmac-Sha256`) header.
+    pub struct ShopifyVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).also_header(EVENTS_SIGNATURE_HEADER).strict();
+    /// A verifier for Shopify's body HMAC.
+    fn new();
+    /// The `X-Shopify-Hmac-Sha256` value Shopify would send for `body` with
+    /// `secret`: standard base64 with padding. For tests and fixtures.
+    fn sign(secret, body);
+    /// Shopify (`X-Shopify-Hmac-Sha256` base64; key = `X-Shopify-Event-Id`, else
+    /// `X-Shopify-Webhook-Id`). See [`crate::providers::shopify`].
+    ///
+    /// The Shopify preset: [`ShopifyVerifier`], key [`ShopifyKey::default`]
+    /// (`X-Shopify-Event-Id`, falling back to `X-Shopify-Webhook-Id`), type
+    /// `X-Shopify-Topic`. Another key policy:
+    /// `Provider::shopify().key_extractor(ShopifyKey::WebhookId)`.
+    fn shopify() = Provider::new(NAME, ShopifyVerifier::new(), ShopifyKey::default());
+    headers: [EVENT_ID_HEADER, WEBHOOK_ID_HEADER, TOPIC_HEADER, EVENTS_SIGNATURE_HEADER, EVENTS_EVENT_ID_HEADER, EVENTS_WEBHOOK_ID_HEADER, EVENTS_TOPIC_HEADER];
+    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (EVENT_ID_HEADER, id.to_owned())];
+}
 
-/// The header Shopify signs webhook deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-shopify-hmac-sha256";
 /// The header carrying the event id (the default event key).
 pub const EVENT_ID_HEADER: &str = "x-shopify-event-id";
 /// The header carrying the webhook (delivery) id, equal on retries.
@@ -93,19 +111,6 @@ pub const EVENTS_EVENT_ID_HEADER: &str = "shopify-event-id";
 pub const EVENTS_WEBHOOK_ID_HEADER: &str = "shopify-webhook-id";
 /// Events deliveries' topic header.
 pub const EVENTS_TOPIC_HEADER: &str = "shopify-topic";
-
-hmac_verifier! {
-    /// Verifies the `X-Shopify-Hmac-Sha256` (or `Shopify-Hmac-Sha256`) header.
-    pub struct ShopifyVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).also_header(EVENTS_SIGNATURE_HEADER).strict();
-    /// A verifier for Shopify's body HMAC.
-    fn new();
-}
-
-/// The `X-Shopify-Hmac-Sha256` value Shopify would send for `body` with
-/// `secret`: standard base64 with padding. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    Encoding::Base64.encode(&hmac_sha256(secret, &[body]))
-}
 
 /// Where a Shopify delivery's event key is read. Each header is looked up
 /// under its webhook name (`X-Shopify-...`) and then its Events name
@@ -159,31 +164,10 @@ impl KeyExtractor for ShopifyKey {
     }
 }
 
-preset! {
-    /// Shopify (`X-Shopify-Hmac-Sha256` base64; key = `X-Shopify-Event-Id`, else
-    /// `X-Shopify-Webhook-Id`). See [`crate::providers::shopify`].
-    ///
-    /// The Shopify preset: [`ShopifyVerifier`], key [`ShopifyKey::default`]
-    /// (`X-Shopify-Event-Id`, falling back to `X-Shopify-Webhook-Id`), type
-    /// `X-Shopify-Topic`. Another key policy:
-    /// `Provider::shopify().key_extractor(ShopifyKey::WebhookId)`.
-    fn shopify() = Provider::new(NAME, ShopifyVerifier::new(), ShopifyKey::default());
-    headers: [
-        SIGNATURE_HEADER,
-        EVENT_ID_HEADER,
-        WEBHOOK_ID_HEADER,
-        TOPIC_HEADER,
-        EVENTS_SIGNATURE_HEADER,
-        EVENTS_EVENT_ID_HEADER,
-        EVENTS_WEBHOOK_ID_HEADER,
-        EVENTS_TOPIC_HEADER,
-    ],
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (EVENT_ID_HEADER, id.to_owned())],
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
     use crate::verify::{Delivery, Verifier as _};
     use std::time::SystemTime;

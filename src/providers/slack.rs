@@ -69,30 +69,18 @@ use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 use crate::verify::generic::{HmacVerifier, SignedContent};
-use crate::verify::{hmac_sha256, Delivery, SigningSecret};
+use crate::verify::Delivery;
 
-/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
-pub const NAME: &str = "slack";
-/// How long a Slack event can be sent again: 1 day.
-///
-/// Slack retries a delivery three times, the last about 5 minutes after the
-/// first attempt (<https://api.slack.com/apis/events-api#retries>), and
-/// documents no manual redelivery; a day covers the retries with a margin.
-pub const REPLAY_WINDOW: std::time::Duration = super::days(1);
-
-/// The header Slack signs requests with.
-pub const SIGNATURE_HEADER: &str = "x-slack-signature";
-/// The header carrying the signed Unix timestamp.
-pub const TIMESTAMP_HEADER: &str = "x-slack-request-timestamp";
-/// The retry count header on redeliveries (informational; not read here).
-pub const RETRY_NUM_HEADER: &str = "x-slack-retry-num";
-/// The retry reason header on redeliveries (informational; not read here).
-pub const RETRY_REASON_HEADER: &str = "x-slack-retry-reason";
-
-/// Slack's documented window: five minutes.
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
-
-hmac_verifier! {
+hmac_preset! {
+    name: "slack";
+    /// The header Slack signs requests with.
+    header: "x-slack-signature";
+    /// How long a Slack event can be sent again: 1 day.
+    ///
+    /// Slack retries a delivery three times, the last about 5 minutes after the
+    /// first attempt (<https://api.slack.com/apis/events-api#retries>), and
+    /// documents no manual redelivery; a day covers the retries with a margin.
+    replay_window: super::days(1);
     /// Verifies the `X-Slack-Signature` header.
     pub struct SlackVerifier = {
         // One `v0=` line; a `v0` value that is not 64 hex digits is malformed.
@@ -114,18 +102,10 @@ hmac_verifier! {
     /// Sets how far (both directions) `X-Slack-Request-Timestamp` may be
     /// from now.
     fn tolerance();
-}
-
-/// The `X-Slack-Signature` value Slack would send for `body` at `timestamp`
-/// (Unix seconds, sent as `X-Slack-Request-Timestamp`) with `secret`:
-/// `v0={hex}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
-    let ts = timestamp.to_string();
-    let mac = hmac_sha256(secret, &[b"v0:", ts.as_bytes(), b":", body]);
-    format!("v0={}", hex::encode(mac))
-}
-
-preset! {
+    /// The `X-Slack-Signature` value Slack would send for `body` at `timestamp`
+    /// (Unix seconds, sent as `X-Slack-Request-Timestamp`) with `secret`:
+    /// `v0={hex}`. For tests and fixtures.
+    fn sign(secret, timestamp, body);
     /// Slack (`X-Slack-Signature` `v0=`, 300 s; key = `event_id`; answers `url_verification`). See [`crate::providers::slack`].
     ///
     /// Slack's Events API preset: [`SlackVerifier`] (five minutes), key =
@@ -133,9 +113,19 @@ preset! {
     /// `url_verification` handshake answered with its `challenge`. Name:
     /// `slack`.
     fn slack() = Provider::new(NAME, SlackVerifier::new(), event_identity).challenge(url_verification);
-    headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER, RETRY_NUM_HEADER, RETRY_REASON_HEADER],
-    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())],
+    headers: [TIMESTAMP_HEADER, RETRY_NUM_HEADER, RETRY_REASON_HEADER];
+    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())];
 }
+
+/// The header carrying the signed Unix timestamp.
+pub const TIMESTAMP_HEADER: &str = "x-slack-request-timestamp";
+/// The retry count header on redeliveries (informational; not read here).
+pub const RETRY_NUM_HEADER: &str = "x-slack-retry-num";
+/// The retry reason header on redeliveries (informational; not read here).
+pub const RETRY_REASON_HEADER: &str = "x-slack-retry-reason";
+
+/// Slack's documented window: five minutes.
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 fn json_str(value: Option<&serde_json::Value>) -> Result<Option<String>, KeyError> {
     match value {
@@ -210,6 +200,7 @@ mod tests {
     use super::*;
     use crate::providers::testing::TwoHeaders;
     use crate::test_support::{at, headers as parts, NOW};
+    use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
     use crate::verify::VerifyErrorKind::{MalformedHeader, NoMatchingSignature};
     use crate::verify::{Delivery, Verifier as _};

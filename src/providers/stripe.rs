@@ -33,26 +33,19 @@
 use std::time::Duration;
 
 use crate::verify::generic::{HmacVerifier, SignedContent};
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
-pub const NAME: &str = "stripe";
-/// How long a Stripe event can be sent again: 30 days.
-///
-/// Stripe retries a failed delivery for up to 3 days with an exponential
-/// back-off; the Dashboard resends events of the last 15 days and the Stripe
-/// CLI (`stripe events resend`) those of the last 30, under the same event
-/// `id` (<https://docs.stripe.com/webhooks#retries>). The longest of these,
-/// the CLI's 30 days, is the window.
-pub const REPLAY_WINDOW: std::time::Duration = super::days(30);
-
-/// The header Stripe signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "stripe-signature";
-
-/// Stripe's default tolerance: 300 seconds.
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
-
-hmac_verifier! {
+hmac_preset! {
+    name: "stripe";
+    /// The header Stripe signs deliveries with.
+    header: "stripe-signature";
+    /// How long a Stripe event can be sent again: 30 days.
+    ///
+    /// Stripe retries a failed delivery for up to 3 days with an exponential
+    /// back-off; the Dashboard resends events of the last 15 days and the Stripe
+    /// CLI (`stripe events resend`) those of the last 30, under the same event
+    /// `id` (<https://docs.stripe.com/webhooks#retries>). The longest of these,
+    /// the CLI's 30 days, is the window.
+    replay_window: super::days(30);
     /// Verifies the `Stripe-Signature` header.
     pub struct StripeVerifier = {
         // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
@@ -70,31 +63,25 @@ hmac_verifier! {
     fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `t=` may be from now.
     fn tolerance();
-}
-
-preset! {
+    /// The `Stripe-Signature` value Stripe would send for `body` at `timestamp`
+    /// (Unix seconds) with `secret`: `t={timestamp},v1={hex}`. For tests and
+    /// fixtures.
+    fn sign(secret, timestamp, body);
     /// Stripe (`Stripe-Signature`, 300 s tolerance; key = the Event `id`). See [`crate::providers::stripe`].
     ///
     /// The Stripe preset: [`StripeVerifier`] (300 s), key = the Event `id`
     /// (`evt_...`), type = `type`. The CLI name is `stripe`.
     fn stripe() = super::json_keyed(NAME, StripeVerifier::new(), "/id", "/type");
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))],
 }
 
-/// The `Stripe-Signature` value Stripe would send for `body` at `timestamp`
-/// (Unix seconds) with `secret`: `t={timestamp},v1={hex}`. For tests and
-/// fixtures.
-pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
-    let ts = timestamp.to_string();
-    let mac = hmac_sha256(secret, &[ts.as_bytes(), b".", body]);
-    format!("t={ts},v1={}", hex::encode(mac))
-}
+/// Stripe's default tolerance: 300 seconds.
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::{at, header_lines, NOW};
+    use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
     use crate::verify::{Delivery, Verifier as _};
 

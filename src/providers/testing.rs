@@ -397,3 +397,59 @@ impl<'a> TwoHeaders<'a> {
         assert_eq!(verify(v, &tampered, mine, NOW + 86_400, true), Err(VerifyErrorKind::NoMatchingSignature));
     }
 }
+
+/// One case of a [`BodyOnly`] scheme's own: its name, the signature header's
+/// lines and the verdict over the test body.
+pub(crate) type OwnCase = (&'static str, Vec<String>, Result<(), VerifyErrorKind>);
+
+/// A body-only one-header HMAC preset under test (Heroku, Vercel, Xero, ...):
+/// its registry entry and `sign`, with the checks every such preset passes.
+pub(crate) struct BodyOnly {
+    one: OneHeader,
+    sign: fn(&SigningSecret, &[u8]) -> String,
+}
+
+impl BodyOnly {
+    /// The preset `preset`, whose module's `sign` is `sign`.
+    pub(crate) fn of(preset: &super::PresetInfo, sign: fn(&SigningSecret, &[u8]) -> String) -> Self {
+        Self { one: OneHeader::preset(preset), sign }
+    }
+
+    /// A hand-computed fixture: `sign` gives `header` for `body` with
+    /// `secret`, which verifies it, and the same header over `{}` finds no
+    /// match.
+    #[track_caller]
+    pub(crate) fn check_fixture(&self, secret: &SigningSecret, header: &str, body: &[u8]) {
+        assert_eq!((self.sign)(secret, body), header, "sign reproduces the fixture");
+        let secrets = std::slice::from_ref(secret);
+        assert_eq!(self.one.check(&[header], body, secrets, NOW), Ok(()));
+        assert_eq!(self.one.check(&[header], b"{}", secrets, NOW), Err(VerifyErrorKind::NoMatchingSignature));
+    }
+
+    /// [`OneHeader::body_only_common`] for `body` (changed: `tampered`)
+    /// signed with the secret `secret` (another: `{secret}_other`), then the
+    /// scheme's own cases, which `own` makes from the secret and the good
+    /// header; then rotation and the precheck
+    /// ([`OneHeader::check_rotation_and_precheck`], `malformed` failing it).
+    #[track_caller]
+    pub(crate) fn check_cases(
+        &self,
+        secret: &str,
+        body: &[u8],
+        tampered: &[u8],
+        malformed: &str,
+        own: impl FnOnce(&SigningSecret, &str) -> Vec<OwnCase>,
+    ) {
+        let other = SigningSecret::from(format!("{secret}_other"));
+        let secret = SigningSecret::from(secret);
+        let (good, by_other) = ((self.sign)(&secret, body), (self.sign)(&other, body));
+        let own = own(&secret, &good);
+        let mut cases = OneHeader::body_only_common(&good, &by_other, body, tampered);
+        cases.extend(
+            own.iter().map(|(name, lines, want)| (*name, lines.iter().map(String::as_str).collect(), body, *want)),
+        );
+        self.one.check_cases(&secret, &cases);
+        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
+        self.one.check_rotation_and_precheck([&old, &new], &(self.sign)(&new, b"{}"), b"{}", NOW, malformed);
+    }
+}

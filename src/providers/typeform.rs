@@ -29,43 +29,32 @@
 //! an insert rather than an update.
 
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, Encoding, SigningSecret};
+use crate::verify::Encoding;
 
-/// The header Typeform signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "typeform-signature";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "typeform";
-/// How long a Typeform event can be sent again: 30 days.
-///
-/// Typeform's webhook pages (<https://www.typeform.com/developers/webhooks/>)
-/// document the signature and the payload but no retry schedule and no
-/// manual redelivery. With the span not stated, the window is the crate's
-/// default for an unknown span,
-/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "typeform";
+    /// The header Typeform signs deliveries with.
+    header: "typeform-signature";
+    /// How long a Typeform event can be sent again: 30 days.
+    ///
+    /// Typeform's webhook pages (<https://www.typeform.com/developers/webhooks/>)
+    /// document the signature and the payload but no retry schedule and no
+    /// manual redelivery. With the span not stated, the window is the crate's
+    /// default for an unknown span,
+    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `Typeform-Signature` header.
     pub struct TypeformVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).prefix("sha256=").strict();
     /// A verifier for `Typeform-Signature`.
     fn new();
-}
-
-/// The `Typeform-Signature` value Typeform would send for `body` with
-/// `secret`: `sha256={base64}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    format!("sha256={}", Encoding::Base64.encode(&hmac_sha256(secret, &[body])))
-}
-
-preset! {
+    /// The `Typeform-Signature` value Typeform would send for `body` with
+    /// `secret`: `sha256={base64}`. For tests and fixtures.
+    fn sign(secret, body);
     /// Typeform (`Typeform-Signature` `sha256=` base64; key = `event_id`). See [`crate::providers::typeform`].
     ///
     /// The Typeform preset: [`TypeformVerifier`]; key = the body's `event_id`,
     /// type = `event_type`.
     fn typeform() = super::json_keyed(NAME, TypeformVerifier::new(), "/event_id", "/event_type");
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
 }
 
 #[cfg(test)]
@@ -75,6 +64,7 @@ mod tests {
     use crate::providers::testing::{assert_fixture_identity, fixture, OneHeader};
     use crate::test_support::NOW;
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{hmac_sha256, SigningSecret};
 
     /// Hand-computed with Python's `hmac` and `base64` (Typeform's SDK,
     /// `@typeform/api-client`, has no signature helper); see

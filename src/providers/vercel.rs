@@ -28,52 +28,41 @@
 //! body's `createdAt` (Unix milliseconds).
 
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac, Algorithm, SigningSecret};
+use crate::verify::Algorithm;
 
-/// The header Vercel signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-vercel-signature";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "vercel";
-/// How long a Vercel event can be sent again: 30 days.
-///
-/// Vercel's webhook pages (<https://vercel.com/docs/webhooks>) publish no
-/// retry schedule or span that the research for this preset could confirm,
-/// and no manual redelivery. With the span not stated, the window is the
-/// crate's default for an unknown span,
-/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "vercel";
+    /// The header Vercel signs deliveries with.
+    header: "x-vercel-signature";
+    /// How long a Vercel event can be sent again: 30 days.
+    ///
+    /// Vercel's webhook pages (<https://vercel.com/docs/webhooks>) publish no
+    /// retry schedule or span that the research for this preset could confirm,
+    /// and no manual redelivery. With the span not stated, the window is the
+    /// crate's default for an unknown span,
+    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `x-vercel-signature` header.
     pub struct VercelVerifier = HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).strict();
     /// A verifier for `x-vercel-signature`.
     fn new();
-}
-
-/// The `x-vercel-signature` value Vercel would send for `body` with
-/// `secret`: hex HMAC-SHA1. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    hex::encode(hmac(Algorithm::Sha1, secret, &[body]))
-}
-
-preset! {
+    /// The `x-vercel-signature` value Vercel would send for `body` with
+    /// `secret`: hex HMAC-SHA1. For tests and fixtures.
+    fn sign(secret, body);
     /// Vercel (`x-vercel-signature`, hex HMAC-SHA1; key = body `id`). See [`crate::providers::vercel`].
     ///
     /// The Vercel preset: [`VercelVerifier`]; key = the body's `id`, type =
     /// `type`.
     fn vercel() = super::json_keyed(NAME, VercelVerifier::new(), "/id", "/type");
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture, OneHeader};
-    use crate::test_support::NOW;
-    use crate::verify::VerifyErrorKind;
+    use crate::providers::testing::{assert_fixture_identity, fixture, BodyOnly};
+    use crate::verify::VerifyErrorKind::MalformedHeader;
+    use crate::verify::{hmac_sha256, SigningSecret};
 
     /// Hand-computed from the documented formula with Python's `hmac`
     /// (Vercel publishes no verifying SDK); see `scripts/fixtures/vercel.py`.
@@ -81,41 +70,28 @@ mod tests {
     fn hand_computed_fixture() {
         let body = include_bytes!("../../tests/fixtures/providers/vercel/body.json");
         let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/vercel/expected.json"));
-        let header = expected["signature"].as_str().unwrap();
-        assert_eq!(sign(&secret, body), header);
-        let secrets = [secret];
-        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &secrets, NOW), Ok(()));
-        assert_eq!(
-            OneHeader::preset(&PRESET).check(&[header], b"{}", &secrets, NOW),
-            Err(VerifyErrorKind::NoMatchingSignature)
-        );
+        BodyOnly::of(&PRESET, sign).check_fixture(&secret, expected["signature"].as_str().unwrap(), body);
         assert_fixture_identity(&Provider::vercel(), body, &expected);
     }
 
+    /// The common cases, rotation and precheck, and Vercel's own: lower or
+    /// upper-case hex of HMAC-SHA1, no prefix.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("vercel_secret");
         let body = br#"{"id":"e1","type":"deployment.created"}"#;
-        let good = sign(&secret, body);
-        let from_other = sign(&SigningSecret::from("vercel_other"), body);
-        let sha256 = hex::encode(crate::verify::hmac_sha256(&secret, &[body]));
-        let upper = good.to_uppercase();
-        let prefixed = format!("sha1={good}");
-        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"id\":\"e2\"}");
-        cases.extend([
-            ("upper-case hex", vec![upper.as_str()], &body[..], Ok(())),
-            ("sha1= prefix", vec![&prefixed], body, Err(VerifyErrorKind::MalformedHeader)),
-            ("SHA-256 instead", vec![&sha256], body, Err(VerifyErrorKind::MalformedHeader)),
-            ("short hex", vec!["abcd"], body, Err(VerifyErrorKind::MalformedHeader)),
-        ]);
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+        BodyOnly::of(&PRESET, sign).check_cases("vercel_secret", body, b"{\"id\":\"e2\"}", "zz", |secret, good| {
+            vec![
+                ("upper-case hex", vec![good.to_uppercase()], Ok(())),
+                ("sha1= prefix", vec![format!("sha1={good}")], Err(MalformedHeader)),
+                ("SHA-256 instead", vec![hex::encode(hmac_sha256(secret, &[body]))], Err(MalformedHeader)),
+                ("short hex", vec!["abcd".to_owned()], Err(MalformedHeader)),
+            ]
+        });
     }
 
+    /// RFC 2202 test case 2 through the preset's HMAC-SHA1.
     #[test]
-    fn rotation_precheck_and_secrets() {
-        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "zz");
-        // RFC 2202 test case 2 through the preset's HMAC-SHA1.
+    fn rfc_2202_vector() {
         assert_eq!(
             sign(&SigningSecret::from("Jefe"), b"what do ya want for nothing?"),
             "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"

@@ -48,34 +48,33 @@ use bytes::Bytes;
 use crate::key::DerivedKey;
 use crate::provider::{Challenge, Provider};
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, Delivery, Encoding, SigningSecret};
+use crate::verify::{Delivery, Encoding};
 
-/// The header Xero signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-xero-signature";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "xero";
-/// How long a Xero batch can be sent again: 2 days.
-///
-/// Xero retries a delivery that gets no acceptable answer "with decreasing
-/// frequency for up to 24 hours", then disables the webhook until it is
-/// re-enabled ("Configuring your server",
-/// <https://developer.xero.com/documentation/guides/webhooks/configuring-your-server/>);
-/// no manual redelivery is documented. The 24 hours of retries plus a day of
-/// margin.
-pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
-
-hmac_verifier! {
+hmac_preset! {
+    name: "xero";
+    /// The header Xero signs deliveries with.
+    header: "x-xero-signature";
+    /// How long a Xero batch can be sent again: 2 days.
+    ///
+    /// Xero retries a delivery that gets no acceptable answer "with decreasing
+    /// frequency for up to 24 hours", then disables the webhook until it is
+    /// re-enabled ("Configuring your server",
+    /// <https://developer.xero.com/documentation/guides/webhooks/configuring-your-server/>);
+    /// no manual redelivery is documented. The 24 hours of retries plus a day of
+    /// margin.
+    replay_window: super::days(2);
     /// Verifies the `x-xero-signature` header.
     pub struct XeroVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).strict();
     /// A verifier for `x-xero-signature`.
     fn new();
-}
-
-/// The `x-xero-signature` value Xero would send for `body` with `secret`
-/// (the webhooks key): base64 HMAC-SHA256. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
-    Encoding::Base64.encode(&hmac_sha256(secret, &[body]))
+    /// The `x-xero-signature` value Xero would send for `body` with `secret`
+    /// (the webhooks key): base64 HMAC-SHA256. For tests and fixtures.
+    fn sign(secret, body);
+    /// Xero (`x-xero-signature`, base64 HMAC-SHA256; derived key; answers Intent to receive). See [`crate::providers::xero`].
+    ///
+    /// The Xero preset: [`XeroVerifier`]; key derived from the `events`
+    /// array; [`IntentToReceive`] answers the validation requests.
+    fn xero() = Provider::new(NAME, XeroVerifier::new(), DerivedKey::new().json("/events")).challenge(IntentToReceive);
 }
 
 /// Answers Xero's "Intent to receive" requests (after verification): `200`
@@ -92,22 +91,13 @@ impl Challenge for IntentToReceive {
     }
 }
 
-preset! {
-    /// Xero (`x-xero-signature`, base64 HMAC-SHA256; derived key; answers Intent to receive). See [`crate::providers::xero`].
-    ///
-    /// The Xero preset: [`XeroVerifier`]; key derived from the `events`
-    /// array; [`IntentToReceive`] answers the validation requests.
-    fn xero() = Provider::new(NAME, XeroVerifier::new(), DerivedKey::new().json("/events")).challenge(IntentToReceive);
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))],
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{fixture, OneHeader};
+    use crate::providers::testing::{fixture, BodyOnly};
     use crate::test_support::{at, headers, identity, NOW};
-    use crate::verify::VerifyErrorKind;
+    use crate::verify::VerifyErrorKind::{self, MalformedHeader};
+    use crate::verify::{hmac_sha256, SigningSecret};
 
     /// Hand-computed from the documented formula with Python's `hmac` (Xero
     /// publishes no verifying SDK and no vector); see `scripts/fixtures/xero.py`.
@@ -115,38 +105,27 @@ mod tests {
     fn hand_computed_fixture() {
         let body = include_bytes!("../../tests/fixtures/providers/xero/body.json");
         let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/xero/expected.json"));
-        let header = expected["signature"].as_str().unwrap();
-        assert_eq!(sign(&secret, body), header);
-        let secrets = [secret];
-        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &secrets, NOW), Ok(()));
-        assert_eq!(
-            OneHeader::preset(&PRESET).check(&[header], b"{}", &secrets, NOW),
-            Err(VerifyErrorKind::NoMatchingSignature)
-        );
+        BodyOnly::of(&PRESET, sign).check_fixture(&secret, expected["signature"].as_str().unwrap(), body);
         let id = identity(&Provider::xero(), &headers(&[]), body);
         assert!(id.key.starts_with("sha256:"));
         assert_eq!(id.event_type, None);
     }
 
+    /// The common cases, rotation and precheck, and Xero's own: base64, one
+    /// line per signature.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("xero_webhooks_key");
         let body = br#"{"events":[{"resourceId":"r1"}],"firstEventSequence":1,"lastEventSequence":1,"entropy":"x"}"#;
-        let good = sign(&secret, body);
-        let from_other = sign(&SigningSecret::from("xero_other"), body);
-        let hex = hex::encode(hmac_sha256(&secret, &[body]));
-        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"events\":[]}");
-        cases.extend([
-            ("hex instead of base64", vec![hex.as_str()], &body[..], Err(VerifyErrorKind::MalformedHeader)),
-            ("one bad line", vec![&good, "x"], body, Err(VerifyErrorKind::MalformedHeader)),
-        ]);
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+        BodyOnly::of(&PRESET, sign).check_cases("xero_webhooks_key", body, b"{\"events\":[]}", "%", |secret, good| {
+            vec![
+                ("hex instead of base64", vec![hex::encode(hmac_sha256(secret, &[body]))], Err(MalformedHeader)),
+                ("one bad line", vec![good.to_owned(), "x".to_owned()], Err(MalformedHeader)),
+            ]
+        });
     }
 
     #[test]
-    fn rotation_precheck_and_key() {
-        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "%");
+    fn derived_key() {
         let p = Provider::xero();
         let a = identity(&p, &headers(&[]), br#"{"events":[{"resourceId":"r1"}],"entropy":"a"}"#);
         let b = identity(&p, &headers(&[]), br#"{"entropy":"b","events":[{"resourceId":"r1"}]}"#);

@@ -67,31 +67,19 @@ use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 use crate::verify::generic::{HmacVerifier, SignedContent};
 use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier as _};
 
-/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
-pub const NAME: &str = "zoom";
-/// How long a Zoom event can be sent again: 1 day.
-///
-/// Zoom retries a delivery not answered with 200 or 204 within 3 seconds
-/// three times: 5 minutes after the first attempt, 20 minutes after that and
-/// 60 minutes after that (85 minutes in all), then gives up on the event
-/// (Zoom, "Resolving webhook delays",
-/// <https://developers.zoom.us/blog/webhook-delays/>); no manual
-/// redelivery is documented. A day covers the retries with a margin.
-pub const REPLAY_WINDOW: std::time::Duration = super::days(1);
-
-/// The header Zoom signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-zm-signature";
-/// The header carrying the signed Unix timestamp (seconds).
-pub const TIMESTAMP_HEADER: &str = "x-zm-request-timestamp";
-/// The `event` of Zoom's endpoint validation request.
-pub const URL_VALIDATION_EVENT: &str = "endpoint.url_validation";
-
-/// Default tolerance: 7,200 seconds (2 hours), both directions: Zoom's
-/// retries span 85 minutes and Zoom does not say they are signed afresh (see
-/// the module docs).
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(7_200);
-
-hmac_verifier! {
+hmac_preset! {
+    name: "zoom";
+    /// The header Zoom signs deliveries with.
+    header: "x-zm-signature";
+    /// How long a Zoom event can be sent again: 1 day.
+    ///
+    /// Zoom retries a delivery not answered with 200 or 204 within 3 seconds
+    /// three times: 5 minutes after the first attempt, 20 minutes after that and
+    /// 60 minutes after that (85 minutes in all), then gives up on the event
+    /// (Zoom, "Resolving webhook delays",
+    /// <https://developers.zoom.us/blog/webhook-delays/>); no manual
+    /// redelivery is documented. A day covers the retries with a margin.
+    replay_window: super::days(1);
     /// Verifies the `x-zm-signature` header.
     pub struct ZoomVerifier = {
         // `v0=` lines; a `v0` value that is not 64 hex digits is malformed, other
@@ -107,18 +95,28 @@ hmac_verifier! {
     fn new() at DEFAULT_TOLERANCE;
     /// Sets how far (both directions) `x-zm-request-timestamp` may be from now.
     fn tolerance();
+    /// The `x-zm-signature` value Zoom would send for `body` at `timestamp`
+    /// (Unix seconds, sent as `x-zm-request-timestamp`) with `secret`:
+    /// `v0={hex}`. For tests and fixtures.
+    fn sign(secret, timestamp, body);
+    /// Zoom (`x-zm-signature` `v0=`, 2 h; derived key; answers `endpoint.url_validation`). See [`crate::providers::zoom`].
+    ///
+    /// The Zoom preset: [`ZoomVerifier`] (2 h), key from [`event_identity`],
+    /// type `event`, and the [`UrlValidation`] handshake. The CLI name is `zoom`.
+    fn zoom() = Provider::new(NAME, ZoomVerifier::new(), event_identity).challenge(UrlValidation);
+    headers: [TIMESTAMP_HEADER];
+    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())];
 }
 
-fn expected(secret: &SigningSecret, timestamp: &str, body: &[u8]) -> [u8; 32] {
-    hmac_sha256(secret, &[b"v0:", timestamp.as_bytes(), b":", body])
-}
+/// The header carrying the signed Unix timestamp (seconds).
+pub const TIMESTAMP_HEADER: &str = "x-zm-request-timestamp";
+/// The `event` of Zoom's endpoint validation request.
+pub const URL_VALIDATION_EVENT: &str = "endpoint.url_validation";
 
-/// The `x-zm-signature` value Zoom would send for `body` at `timestamp`
-/// (Unix seconds, sent as `x-zm-request-timestamp`) with `secret`:
-/// `v0={hex}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
-    format!("v0={}", hex::encode(expected(secret, &timestamp.to_string(), body)))
-}
+/// Default tolerance: 7,200 seconds (2 hours), both directions: Zoom's
+/// retries span 85 minutes and Zoom does not say they are signed afresh (see
+/// the module docs).
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(7_200);
 
 /// The `encryptedToken` Zoom expects for `plain_token`: the hex HMAC-SHA256
 /// of the token, keyed with the secret token.
@@ -200,16 +198,6 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
     crate::key::DerivedKey::new().canonical_body().event_type_json("/event").extract_parsed(parts, Some(&doc))
 }
 
-preset! {
-    /// Zoom (`x-zm-signature` `v0=`, 2 h; derived key; answers `endpoint.url_validation`). See [`crate::providers::zoom`].
-    ///
-    /// The Zoom preset: [`ZoomVerifier`] (2 h), key from [`event_identity`],
-    /// type `event`, and the [`UrlValidation`] handshake. The CLI name is `zoom`.
-    fn zoom() = Provider::new(NAME, ZoomVerifier::new(), event_identity).challenge(UrlValidation);
-    headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER],
-    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())],
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +205,7 @@ mod tests {
     use crate::providers::testing::TwoHeaders;
     use crate::test_support::{at, NOW};
     use crate::verify::Delivery;
+    use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind::{MalformedHeader, NoMatchingSignature};
 
     fn parts(signatures: &[&str], timestamps: &[&str]) -> http::request::Parts {

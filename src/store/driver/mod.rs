@@ -46,6 +46,7 @@ mod error;
 mod listen;
 mod param;
 mod tx;
+mod tx_conn;
 
 use std::fmt;
 use std::future::Future;
@@ -57,12 +58,13 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::Pool;
 
 pub use client::TxClient;
-pub(crate) use conn::{Conn, Fenced, TxConn};
+pub(crate) use conn::Conn;
 pub(crate) use error::{unusable_code, DbError};
 pub(crate) use listen::listen_loop;
 pub(crate) use param::{Param, Row};
 pub(crate) use tx::TxTables;
 pub use tx::{TxError, TxErrorKind, WebhookTx};
+pub(crate) use tx_conn::{Fenced, TxConn};
 
 use crate::error::{Cause, Chain, StoreError, StoreErrorKind};
 

@@ -1,0 +1,188 @@
+//! The declarations an HMAC preset is written in: the verifier type, the
+//! constructor with its registry entry, and both from the preset's facts.
+
+/// The verifier type of an HMAC preset: a named wrapper of the generic
+/// [`HmacVerifier`](crate::verify::generic::HmacVerifier) that the builder
+/// expression after `=` describes (the scheme as a specification of the
+/// generic verifier), with [`Verifier`](crate::verify::Verifier) delegated
+/// to it. `fn new() at DEFAULT_TOLERANCE; fn tolerance();` gives a scheme
+/// that signs a timestamp its constructor at the module's
+/// `DEFAULT_TOLERANCE` and a `tolerance` setter; `fn new();` a scheme
+/// without one its constructor.
+#[allow(unused_macros)] // unused without an HMAC preset
+macro_rules! hmac_verifier {
+    ($(#[$attr:meta])* pub struct $name:ident;) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone)]
+        #[must_use]
+        pub struct $name {
+            inner: $crate::verify::generic::HmacVerifier,
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl $crate::verify::Verifier for $name {
+            fn precheck(&self, parts: &http::request::Parts) -> Result<(), $crate::verify::VerifyError> {
+                self.inner.precheck(parts)
+            }
+
+            fn verify(&self, delivery: &$crate::verify::Delivery<'_>) -> Result<(), $crate::verify::VerifyError> {
+                self.inner.verify(delivery)
+            }
+        }
+    };
+    ($(#[$attr:meta])* pub struct $name:ident = $spec:expr; $(#[$new:meta])* fn new();) => {
+        hmac_verifier! { $(#[$attr])* pub struct $name; }
+
+        impl $name {
+            $(#[$new])*
+            pub fn new() -> Self {
+                Self { inner: $spec.build().expect("a valid fixed configuration") }
+            }
+        }
+    };
+    (
+        $(#[$attr:meta])* pub struct $name:ident = $spec:expr;
+        $(#[$new:meta])* fn new() at DEFAULT_TOLERANCE;
+        $(#[$tolerance:meta])* fn tolerance();
+    ) => {
+        hmac_verifier! { $(#[$attr])* pub struct $name; }
+
+        impl $name {
+            $(#[$new])*
+            pub fn new() -> Self {
+                Self::with_tolerance(DEFAULT_TOLERANCE)
+            }
+
+            $(#[$tolerance])*
+            pub fn tolerance(self, tolerance: std::time::Duration) -> Self {
+                Self::with_tolerance(tolerance)
+            }
+
+            fn with_tolerance(tolerance: std::time::Duration) -> Self {
+                Self { inner: $spec.tolerance(tolerance).build().expect("a valid fixed configuration") }
+            }
+        }
+    };
+}
+
+/// A preset's constructor, `Provider::<name>()` (defined in the preset's
+/// module, with its docs), and its registry entry, `PRESET`: an HMAC preset
+/// named by the module's `NAME` (also its Cargo feature), kept for its
+/// `REPLAY_WINDOW`, reading `headers`, whose example delivery carries the
+/// headers `signed` makes.
+#[allow(unused_macros)] // unused without an HMAC preset
+macro_rules! preset {
+    (
+        $(#[$doc:meta])*
+        fn $ctor:ident() = $provider:expr;
+        headers: [$($header:expr),* $(,)?],
+        signed: $signed:expr $(,)?
+    ) => {
+        impl $crate::provider::Provider {
+            $(#[$doc])*
+            pub fn $ctor() -> Self {
+                $provider
+            }
+        }
+
+        /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+        pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::hmac(
+            NAME,
+            NAME,
+            REPLAY_WINDOW,
+            &[$($header),*],
+            |_| $crate::provider::Provider::$ctor(),
+            $signed,
+        );
+    };
+}
+
+/// An HMAC preset whole, from its facts: `NAME` (also its Cargo feature),
+/// `SIGNATURE_HEADER`, `REPLAY_WINDOW`, the verifier type (as
+/// [`hmac_verifier!`] makes it), `sign` (the header value the scheme gives,
+/// computed by the verifier's own specification:
+/// [`HmacVerifier::sign`](crate::verify::generic::HmacVerifier::sign)), the
+/// constructor `Provider::<name>()` and the registry entry `PRESET`, whose
+/// example carries the signature header alone (`headers: [...]` lists more
+/// headers the preset reads). `fn sign(secret, body)` for a scheme that signs
+/// the body only, `fn sign(secret, timestamp, body)` (Unix seconds) for one
+/// that signs a time in the signature header.
+#[allow(unused_macros)] // unused without an HMAC preset
+macro_rules! hmac_preset {
+    (
+        name: $name:literal;
+        $(#[$header_doc:meta])* header: $header:literal;
+        $(#[$window_doc:meta])* replay_window: $window:expr;
+        $(#[$attr:meta])* pub struct $verifier:ident = $spec:expr;
+        $(#[$new:meta])* fn new() at DEFAULT_TOLERANCE;
+        $(#[$tolerance:meta])* fn tolerance();
+        $($rest:tt)*
+    ) => {
+        hmac_preset! { @facts $name; [$(#[$header_doc])*] $header; [$(#[$window_doc])*] $window; }
+        hmac_verifier! {
+            $(#[$attr])* pub struct $verifier = $spec;
+            $(#[$new])* fn new() at DEFAULT_TOLERANCE;
+            $(#[$tolerance])* fn tolerance();
+        }
+        hmac_preset! { @sign $verifier; $($rest)* }
+    };
+    (
+        name: $name:literal;
+        $(#[$header_doc:meta])* header: $header:literal;
+        $(#[$window_doc:meta])* replay_window: $window:expr;
+        $(#[$attr:meta])* pub struct $verifier:ident = $spec:expr;
+        $(#[$new:meta])* fn new();
+        $($rest:tt)*
+    ) => {
+        hmac_preset! { @facts $name; [$(#[$header_doc])*] $header; [$(#[$window_doc])*] $window; }
+        hmac_verifier! { $(#[$attr])* pub struct $verifier = $spec; $(#[$new])* fn new(); }
+        hmac_preset! { @sign $verifier; $($rest)* }
+    };
+    (@facts $name:literal; [$(#[$header_doc:meta])*] $header:literal; [$(#[$window_doc:meta])*] $window:expr;) => {
+        /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
+        pub const NAME: &str = $name;
+        $(#[$header_doc])*
+        pub const SIGNATURE_HEADER: &str = $header;
+        $(#[$window_doc])*
+        pub const REPLAY_WINDOW: std::time::Duration = $window;
+    };
+    (@sign $verifier:ident; $(#[$sign:meta])* fn sign(secret, body); $($rest:tt)*) => {
+        $(#[$sign])*
+        pub fn sign(secret: &$crate::verify::SigningSecret, body: &[u8]) -> String {
+            $verifier::new().inner.sign(secret, "", 0, body)
+        }
+        hmac_preset! { @preset |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))]; $($rest)* }
+    };
+    (@sign $verifier:ident; $(#[$sign:meta])* fn sign(secret, timestamp, body); $($rest:tt)*) => {
+        $(#[$sign])*
+        pub fn sign(secret: &$crate::verify::SigningSecret, timestamp: u64, body: &[u8]) -> String {
+            $verifier::new().inner.sign(secret, "", timestamp, body)
+        }
+        hmac_preset! { @preset |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))]; $($rest)* }
+    };
+    (
+        @preset $default:expr; $(#[$doc:meta])* fn $ctor:ident() = $provider:expr;
+        $(headers: [$($header:expr),* $(,)?];)?
+        signed: $signed:expr;
+    ) => {
+        preset! {
+            $(#[$doc])*
+            fn $ctor() = $provider;
+            headers: [SIGNATURE_HEADER $($(, $header)*)?],
+            signed: $signed,
+        }
+    };
+    (@preset $signed:expr; $(#[$doc:meta])* fn $ctor:ident() = $provider:expr; $(headers: [$($header:expr),* $(,)?];)?) => {
+        preset! {
+            $(#[$doc])*
+            fn $ctor() = $provider;
+            headers: [SIGNATURE_HEADER $($(, $header)*)?],
+            signed: $signed,
+        }
+    };
+}

@@ -1,0 +1,354 @@
+//! [`PresetInfo`], a preset as data, and what it is made of: the URL and key
+//! material it takes, its signed [`Example`], and the helpers the preset
+//! modules build their entries and examples with.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::provider::Provider;
+use crate::verify::SigningSecret;
+
+/// The URL a preset's [`Provider`] is built with, for schemes that sign it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UrlArg {
+    /// The scheme signs no URL.
+    None,
+    /// The notification URL exactly as registered with the sender, byte for
+    /// byte (Square).
+    NotificationUrl,
+    /// The public `scheme://host[:port]` the sender calls; the request's
+    /// path and query are appended to it (Twilio, HubSpot).
+    PublicBaseUrl,
+}
+
+/// The key material a preset verifies with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyKind {
+    /// A shared HMAC secret, used byte for byte as the sender shows it.
+    Secret,
+    /// A Standard Webhooks `whsec_` secret (base64 key) or a `whpk_` Ed25519
+    /// public key.
+    Whsec,
+    /// A public key only (Discord: Ed25519 hex; SendGrid: P-256 base64 DER).
+    PublicKey,
+}
+
+/// Key material text a preset refuses (see [`PresetInfo::secret`] and
+/// [`PresetInfo::public_key`]). Its message never contains the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyTextError {
+    message: String,
+}
+
+impl fmt::Display for KeyTextError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for KeyTextError {}
+
+/// [`PresetInfo::provider`] was called without the URL the preset signs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UrlRequired {
+    /// The preset's name.
+    pub preset: &'static str,
+}
+
+impl fmt::Display for UrlRequired {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the {} preset signs the URL: give it", self.preset)
+    }
+}
+
+impl std::error::Error for UrlRequired {}
+
+/// A delivery a preset accepts, signed with a fixed test key: for benches,
+/// fuzzing and smoke tests, never for production keys.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Example {
+    /// The preset's provider, built with the example's URL where it needs one.
+    pub provider: Provider,
+    /// The key material that verifies the example.
+    pub secrets: Vec<SigningSecret>,
+    /// The request head: method, URI and the signature headers.
+    pub parts: http::request::Parts,
+    /// The body as sent (Mailgun carries its signature in the body, so it
+    /// differs from the body asked for).
+    pub body: Vec<u8>,
+}
+
+/// One preset, as data. See [`REGISTRY`](super::REGISTRY).
+#[derive(Clone, Copy)]
+#[non_exhaustive]
+pub struct PresetInfo {
+    /// The name: the `provider` column of the claim, the `--provider` value
+    /// of `webhook-verify`, the route name in the quickstart.
+    pub name: &'static str,
+    /// The Cargo feature that compiles it.
+    pub feature: &'static str,
+    /// The URL its provider needs.
+    pub url: UrlArg,
+    /// The key material it verifies with.
+    pub key: KeyKind,
+    /// Every request header it reads (signature, timestamp, key, type), in
+    /// lower case.
+    pub headers: &'static [&'static str],
+    /// How long the provider can send one event again, automatic retries and
+    /// manual redelivery both: the module's `REPLAY_WINDOW`, which cites the
+    /// provider's page. [`Retention`](crate::store::retention::Retention)
+    /// keeps the preset's keys at least this long.
+    pub replay_window: Duration,
+    /// Whether the signature covers the body: false for a shared-token
+    /// scheme (GitLab, Telegram), which authenticates the sender and signs
+    /// nothing, so a changed body still verifies.
+    pub signs_body: bool,
+    build: fn(&str) -> Provider,
+    secret: fn(&str) -> Result<SigningSecret, KeyTextError>,
+    public_key: Option<fn(&str) -> Result<SigningSecret, KeyTextError>>,
+    example: ExampleOf,
+}
+
+/// How a preset makes its [`Example`].
+#[derive(Clone, Copy)]
+#[allow(dead_code)] // a variant is unused without some presets
+enum ExampleOf {
+    /// The headers an HMAC preset sends with `body`, signed with the given
+    /// secret (event key, Unix timestamp, body): the example is `POST /` with
+    /// them and the test secret, to the provider built with the example URL.
+    Signed(fn(&SigningSecret, &str, u64, &[u8]) -> Vec<(&'static str, String)>),
+    /// The whole example (another key kind, URI or body).
+    Whole(fn(&str, u64, &[u8]) -> Example),
+}
+
+/// The signed-example headers of an HMAC preset.
+#[allow(dead_code)] // unused without an HMAC preset
+pub(super) type SignedHeaders = fn(&SigningSecret, &str, u64, &[u8]) -> Vec<(&'static str, String)>;
+/// A key-text parser of a preset.
+#[allow(dead_code)] // unused without a public-key preset
+pub(super) type KeyText = fn(&str) -> Result<SigningSecret, KeyTextError>;
+
+#[allow(dead_code)] // the registry entries use what their presets need
+impl PresetInfo {
+    /// The entry of a preset verifying with a shared secret used byte for
+    /// byte, signing no URL; `signed` gives the headers of its example.
+    pub(super) const fn hmac(
+        name: &'static str,
+        feature: &'static str,
+        replay_window: Duration,
+        headers: &'static [&'static str],
+        build: fn(&str) -> Provider,
+        signed: SignedHeaders,
+    ) -> Self {
+        Self {
+            name,
+            feature,
+            url: UrlArg::None,
+            key: KeyKind::Secret,
+            headers,
+            replay_window,
+            signs_body: true,
+            build,
+            secret: raw_secret,
+            public_key: None,
+            example: ExampleOf::Signed(signed),
+        }
+    }
+
+    /// The same entry for a scheme that signs a URL.
+    pub(super) const fn signing(self, url: UrlArg) -> Self {
+        Self { url, ..self }
+    }
+
+    /// The same entry for a shared-token scheme, which signs no body.
+    pub(super) const fn shared_token(self) -> Self {
+        Self { signs_body: false, ..self }
+    }
+
+    /// The same entry with other key material.
+    pub(super) const fn keys(self, key: KeyKind, secret: KeyText, public_key: Option<KeyText>) -> Self {
+        Self { key, secret, public_key, ..self }
+    }
+
+    /// The entry of a preset whose example is not a plain HMAC delivery to
+    /// `POST /` (another key kind, URI or body): `example` makes it whole.
+    pub(super) const fn other(
+        name: &'static str,
+        feature: &'static str,
+        replay_window: Duration,
+        headers: &'static [&'static str],
+        build: fn(&str) -> Provider,
+        example: fn(&str, u64, &[u8]) -> Example,
+    ) -> Self {
+        Self {
+            example: ExampleOf::Whole(example),
+            ..Self::hmac(name, feature, replay_window, headers, build, no_headers)
+        }
+    }
+}
+
+impl fmt::Debug for PresetInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PresetInfo")
+            .field("name", &self.name)
+            .field("feature", &self.feature)
+            .field("url", &self.url)
+            .field("key", &self.key)
+            .field("replay_window", &self.replay_window)
+            .field("signs_body", &self.signs_body)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PresetInfo {
+    /// The preset's [`Provider`], as `Provider::<name>()` builds it. `url`
+    /// is used only when [`PresetInfo::url`] is not [`UrlArg::None`].
+    ///
+    /// # Errors
+    /// [`UrlRequired`] when the preset signs a URL and `url` is `None`.
+    pub fn provider(&self, url: Option<&str>) -> Result<Provider, UrlRequired> {
+        match (self.url, url) {
+            (UrlArg::None, _) => Ok((self.build)("")),
+            (_, Some(url)) => Ok((self.build)(url)),
+            (_, None) => Err(UrlRequired { preset: self.name }),
+        }
+    }
+
+    /// A secret given as text, in the form the preset's verifier expects
+    /// (Standard Webhooks: a `whsec_` secret decoded once; others: the text
+    /// byte for byte).
+    ///
+    /// # Errors
+    /// [`KeyTextError`] for text the preset's format refuses.
+    pub fn secret(&self, text: &str) -> Result<SigningSecret, KeyTextError> {
+        (self.secret)(text)
+    }
+
+    /// A public key given as text (Standard Webhooks `whpk_`, Discord hex,
+    /// SendGrid base64).
+    ///
+    /// # Errors
+    /// [`KeyTextError`] when the preset verifies with secrets only or the
+    /// key does not parse.
+    pub fn public_key(&self, text: &str) -> Result<SigningSecret, KeyTextError> {
+        match self.public_key {
+            Some(parse) => parse(text),
+            None => Err(KeyTextError { message: format!("{} verifies with secrets, not public keys", self.name) }),
+        }
+    }
+
+    /// A delivery the preset accepts: event key `id` where the scheme carries
+    /// one in a header, signed at `timestamp` (Unix seconds) over `body`,
+    /// with a fixed test key. Schemes that read the body check what it
+    /// carries: Linear wants `webhookTimestamp` (Unix milliseconds) in it.
+    /// An `id` that cannot be a header value leaves that header out.
+    pub fn example(&self, id: &str, timestamp: u64, body: &[u8]) -> Example {
+        match self.example {
+            ExampleOf::Whole(example) => example(id, timestamp, body),
+            ExampleOf::Signed(signed) => {
+                let url = match self.url {
+                    UrlArg::None => "",
+                    UrlArg::NotificationUrl => EXAMPLE_SQUARE_URL,
+                    UrlArg::PublicBaseUrl => EXAMPLE_BASE,
+                };
+                let secret = example_secret();
+                let headers = signed(&secret, id, timestamp, body);
+                Example {
+                    provider: (self.build)(url),
+                    secrets: vec![secret],
+                    parts: example_parts("/", headers),
+                    body: body.to_vec(),
+                }
+            }
+        }
+    }
+}
+
+/// The window of a provider that states none: 30 days, as long as Stripe's
+/// manual resend, the longest of the presets apart from Paddle's 90 days.
+/// The presets whose provider publishes no retry span (Intercom, Twitch,
+/// Typeform, Standard Webhooks and Svix) use it too. A generic provider
+/// (built with [`crate::verify::generic::HmacVerifier`] or
+/// [`Provider::new`]) gets it unless you state its own with
+/// [`RetentionBuilder::window`](crate::store::retention::RetentionBuilder::window).
+pub const DEFAULT_REPLAY_WINDOW: Duration = days(30);
+
+/// `n` days, for the presets' `REPLAY_WINDOW`s.
+pub(super) const fn days(n: u64) -> Duration {
+    Duration::from_secs(n * 86_400)
+}
+
+/// The example's HMAC secret.
+#[allow(dead_code)] // unused without an HMAC preset
+pub(super) const EXAMPLE_SECRET: &str = "example-secret-0123456789abcdef";
+/// The example's URLs, for presets that sign one.
+#[allow(dead_code)]
+pub(super) const EXAMPLE_BASE: &str = "https://example.com";
+#[allow(dead_code)]
+pub(super) const EXAMPLE_SQUARE_URL: &str = "https://example.com/webhooks/square";
+
+#[allow(dead_code)]
+pub(super) fn raw_secret(text: &str) -> Result<SigningSecret, KeyTextError> {
+    Ok(SigningSecret::from(text))
+}
+
+#[allow(dead_code)]
+pub(super) fn key_error(e: impl fmt::Display) -> KeyTextError {
+    KeyTextError { message: e.to_string() }
+}
+
+/// An example request: `POST uri` with `headers`; a value that cannot be a
+/// header value (an event id with a control character) is left out, so the
+/// example lacks that header instead of failing.
+#[allow(dead_code)]
+pub(super) fn example_parts(uri: &str, headers: Vec<(&'static str, String)>) -> http::request::Parts {
+    let mut parts = http::Request::post(uri).body(()).expect("a POST to a valid URI").into_parts().0;
+    for (name, value) in headers {
+        if let Ok(value) = http::HeaderValue::from_str(&value) {
+            parts.headers.append(name, value);
+        }
+    }
+    parts
+}
+
+/// The signed headers of a preset whose example is made whole.
+#[allow(dead_code)] // unused without such a preset
+pub(super) fn no_headers(_: &SigningSecret, _: &str, _: u64, _: &[u8]) -> Vec<(&'static str, String)> {
+    Vec::new()
+}
+
+/// A public-key preset's example: `POST /` with `headers`, verified by
+/// `public_key` (its text, as the sender shows it).
+#[allow(dead_code)] // unused without a public-key preset
+pub(super) fn asymmetric_example(
+    provider: Provider,
+    public_key: String,
+    headers: Vec<(&'static str, String)>,
+    body: &[u8],
+) -> Example {
+    Example {
+        provider,
+        secrets: vec![SigningSecret::from(public_key)],
+        parts: example_parts("/", headers),
+        body: body.to_vec(),
+    }
+}
+
+/// An HMAC preset's example: the test secret, `POST /`, `headers`.
+#[allow(dead_code)]
+pub(super) fn hmac_example(provider: Provider, body: &[u8], headers: Vec<(&'static str, String)>) -> Example {
+    Example {
+        provider,
+        secrets: vec![SigningSecret::from(EXAMPLE_SECRET)],
+        parts: example_parts("/", headers),
+        body: body.to_vec(),
+    }
+}
+
+#[allow(dead_code)]
+pub(super) fn example_secret() -> SigningSecret {
+    SigningSecret::from(EXAMPLE_SECRET)
+}

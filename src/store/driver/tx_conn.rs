@@ -1,0 +1,347 @@
+//! [`TxConn`], a pooled connection with a transaction open on it: its
+//! statements, the fenced commit (the check and `COMMIT` in one flight, with
+//! 25P02 and 22012 mapped once) and its rollback. See [`super::conn`] for the
+//! typestate it belongs to.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use deadpool_postgres::Object;
+use tokio_postgres::Statement;
+
+use super::conn::{discard, prepare_on, query_on};
+use super::{bounded, checked_out, code, Conn, Db, DbError, Param, Row};
+use crate::error::Chain;
+
+/// A pooled connection with a transaction open on it.
+pub(crate) struct TxConn {
+    obj: Option<Object>,
+    db: Db,
+    /// The first retryable error a handler statement met (deadlock,
+    /// serialization failure, lock timeout): the layer answers 503 +
+    /// `Retry-After` instead of the handler's failure.
+    retryable: OnceLock<&'static str>,
+    /// The first handler statement that failed: its SQLSTATE and the
+    /// server's message (never its parameters), for the log line of a commit
+    /// the failure aborted.
+    first_error: OnceLock<String>,
+    /// A handler statement failed in a way that leaves the session unfit for
+    /// the pool (25006: the server turned read-only after a failover; a
+    /// shutdown in progress): discarded after its end instead of pooled.
+    poisoned: AtomicBool,
+    /// `COMMIT` was sent: a drop before its answer closes the connection
+    /// without a cancel request (see [`discard`]).
+    committing: bool,
+}
+
+/// How [`TxConn::end`] failed.
+pub(crate) enum Finish {
+    /// `begin` or the statement failed, or the server refused the end with
+    /// an error of its own (a deferred constraint at `COMMIT`): the
+    /// transaction ended without committing (PostgreSQL answers a `COMMIT`
+    /// of an aborted transaction with `ROLLBACK`); the connection is back in
+    /// the pool.
+    Statement(DbError),
+    /// The end itself failed or its answer never came: the outcome is
+    /// unknown; the connection is closed.
+    End(DbError),
+}
+
+impl Finish {
+    pub(super) fn into_error(self) -> DbError {
+        match self {
+            Self::Statement(e) | Self::End(e) => e,
+        }
+    }
+}
+
+/// Why [`TxConn::commit_fenced`] did not commit.
+#[derive(Debug)]
+pub(crate) enum Fenced {
+    /// The fence did not hold (the check divided by zero, 22012): the
+    /// transaction is not the one the fence names (the work ended it
+    /// itself, or a lease was taken over). Rolled back.
+    Lost,
+    /// The transaction was aborted by a failed statement (25P02 and the
+    /// like), or could not even prepare the check. Rolled back.
+    Aborted(DbError),
+    /// `COMMIT` failed or its answer never came (the deadline): PostgreSQL
+    /// may or may not have committed. The connection is closed.
+    Unknown(DbError),
+}
+
+impl TxConn {
+    pub(super) fn opening(obj: Object, db: Db) -> Self {
+        Self {
+            obj: Some(obj),
+            db,
+            retryable: OnceLock::new(),
+            first_error: OnceLock::new(),
+            poisoned: AtomicBool::new(false),
+            committing: false,
+        }
+    }
+
+    /// The client-side deadline of each step on this connection.
+    pub(crate) fn step_deadline(&self) -> Option<std::time::Duration> {
+        self.db.deadline()
+    }
+
+    /// The underlying client (for [`TxClient`](super::TxClient)).
+    pub(crate) fn client(&self) -> &Object {
+        self.obj.as_ref().expect("TxConn holds its connection until released or dropped")
+    }
+
+    /// When the connection was checked out of the pool.
+    pub(super) fn checked_out(&self) -> std::time::Instant {
+        checked_out(self.client())
+    }
+
+    /// Whether handler statements may be prepared once and cached on the
+    /// connection (not behind a transaction-mode pooler).
+    pub(crate) fn caches_statements(&self) -> bool {
+        !self.db.transaction_pooler()
+    }
+
+    /// One statement inside the transaction, within the deadline.
+    pub(crate) async fn query(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, DbError> {
+        let cache = self.caches_statements();
+        bounded(&self.db, self.checked_out(), async {
+            let prepared = prepare_on(self.client(), sql, cache).await?;
+            query_on(self.client(), prepared.as_ref(), sql, params).await
+        })
+        .await
+    }
+
+    /// A simple-query batch inside the transaction, within the deadline.
+    pub(crate) async fn batch(&self, sql: &str) -> Result<(), DbError> {
+        bounded(&self.db, self.checked_out(), async { self.client().batch_execute(sql).await.map_err(DbError::pg) })
+            .await
+    }
+
+    /// Sends `sql` and `end` (`COMMIT` or `ROLLBACK`) in one flight, within
+    /// the deadline. `Ok`: both succeeded, the transaction ended as `end`
+    /// says, the connection is back in the pool.
+    pub(crate) async fn end(self, sql: &str, params: &[Param<'_>], end: &str) -> Result<Vec<Row>, Finish> {
+        let cache = self.caches_statements();
+        let db = self.db.clone();
+        bounded(&db, self.checked_out(), async {
+            let prepared = prepare_on(self.client(), sql, cache).await?;
+            self.finish(None, prepared.as_ref(), sql, params, end, None).await.map_err(Finish::into_error)
+        })
+        .await
+        .map_err(|e| if e.timed_out() { Finish::End(e) } else { Finish::Statement(e) })
+    }
+
+    /// The fenced commit: `check` (a statement that fails unless its fence
+    /// holds: it divides by zero, 22012, otherwise) and `COMMIT` in one
+    /// flight, within the deadline. In an aborted transaction the check
+    /// fails too (25P02), so nothing commits that a bare `COMMIT` would have
+    /// silently rolled back (rust-postgres#1334).
+    ///
+    /// With `notify`, a `NOTIFY` on that channel follows in the same flight,
+    /// in a transaction of its own (notifying inside the transaction would
+    /// take PostgreSQL's notification lock through its commit).
+    ///
+    /// # Errors
+    /// [`Fenced`]: what happened instead of a commit.
+    pub(crate) async fn commit_fenced(
+        self,
+        check: &str,
+        params: &[Param<'_>],
+        notify: Option<&str>,
+    ) -> Result<(), Fenced> {
+        let cache = self.caches_statements();
+        let db = self.db.clone();
+        let prepared = match bounded(&db, self.checked_out(), prepare_on(self.client(), check, cache)).await {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                // Preparing fails in an aborted transaction (25P02), or on a
+                // statement name another client prepared (42P05).
+                self.note_error(&e);
+                if !e.unusable() {
+                    let _ = self.rollback().await;
+                }
+                return Err(Fenced::Aborted(e));
+            }
+        };
+        let finished = bounded(&db, self.checked_out(), async {
+            Ok(self.finish(None, prepared.as_ref(), check, params, "COMMIT", notify).await)
+        })
+        .await;
+        match finished {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(Finish::Statement(e))) if e.is(code::DIVISION_BY_ZERO) => Err(Fenced::Lost),
+            Ok(Err(Finish::Statement(e))) => Err(Fenced::Aborted(e)),
+            Ok(Err(Finish::End(e))) | Err(e) => Err(Fenced::Unknown(e)),
+        }
+    }
+
+    /// `COMMIT`, within the deadline.
+    pub(crate) async fn commit(self) -> Result<(), DbError> {
+        self.end_with("COMMIT").await
+    }
+
+    /// `ROLLBACK`, within the deadline. `Ok`: the connection is back in the
+    /// pool; `Err`: closed (PostgreSQL rolls back when the session ends).
+    pub(crate) async fn rollback(self) -> Result<(), DbError> {
+        self.end_with("ROLLBACK").await
+    }
+
+    async fn end_with(mut self, sql: &str) -> Result<(), DbError> {
+        self.committing = sql == "COMMIT";
+        let db = self.db.clone();
+        bounded(&db, self.checked_out(), async { self.client().batch_execute(sql).await.map_err(DbError::pg) }).await?;
+        // Confirmed: outside any transaction, the connection may be pooled.
+        self.pool_or_discard();
+        Ok(())
+    }
+
+    /// `ROLLBACK`, within the deadline, keeping the connection (outside any
+    /// transaction once confirmed) for another step. `Err`: closed.
+    pub(super) async fn rollback_to_conn(mut self) -> Result<Conn, DbError> {
+        let db = self.db.clone();
+        bounded(&db, self.checked_out(), async { self.client().batch_execute("ROLLBACK").await.map_err(DbError::pg) })
+            .await?;
+        let obj = self.obj.take().expect("TxConn holds its connection until released or dropped");
+        Ok(Conn::new(obj, db))
+    }
+
+    /// After a confirmed end: back to the pool, unless a statement showed
+    /// the session unfit for it.
+    fn pool_or_discard(&mut self) {
+        let Some(obj) = self.obj.take() else { return };
+        if self.poisoned.load(Ordering::Relaxed) {
+            discard(obj, &self.db, "closing a connection whose session refused writes or is shutting down");
+        } else {
+            drop(obj);
+        }
+    }
+
+    /// `begin` (when given), the prepared statement, `end` and a `NOTIFY` on
+    /// `notify` (when given) in one flight. Pools the connection once `end`
+    /// is confirmed, whatever the statement did.
+    pub(super) async fn finish(
+        mut self,
+        begin: Option<&str>,
+        prepared: Option<&Statement>,
+        sql: &str,
+        params: &[Param<'_>],
+        end: &str,
+        notify: Option<&str>,
+    ) -> Result<Vec<Row>, Finish> {
+        self.committing = end == "COMMIT";
+        let client = self.client();
+        let opened = async {
+            match begin {
+                Some(begin) => client.batch_execute(begin).await.map_err(DbError::pg),
+                None => Ok(()),
+            }
+        };
+        let notified = async {
+            if let Some(channel) = notify {
+                // The channel is a checked identifier (`queue::channel`).
+                if let Err(e) = client.batch_execute(&format!("NOTIFY \"{channel}\"")).await {
+                    tracing::warn!(error = %Chain(&e), "notification not sent; workers find the rows by polling");
+                }
+            }
+        };
+        let (opened, done, ended, ()) = tokio::join!(
+            opened,
+            query_on(client, prepared, sql, params),
+            async { client.batch_execute(end).await.map_err(DbError::pg) },
+            notified
+        );
+        if let Err(e) = ended {
+            if e.code().is_some_and(|c| !super::unusable_code(c)) {
+                // The server refused the end (a deferred constraint, a
+                // serialization failure at COMMIT): the transaction rolled
+                // back and the session is idle, a known outcome.
+                self.note_error(&e);
+                self.pool_or_discard();
+                return Err(Finish::Statement(e));
+            }
+            return Err(Finish::End(e)); // unanswered or unusable: closed
+        }
+        // The transaction ended either way: the connection may be pooled.
+        if let Err(e) = opened.as_ref().and(done.as_ref()) {
+            self.note_error(e);
+        }
+        self.pool_or_discard();
+        opened.and(done).map_err(Finish::Statement)
+    }
+
+    /// The retryable SQLSTATE a handler statement failed with, if any.
+    pub(crate) fn retryable(&self) -> Option<&'static str> {
+        self.retryable.get().copied()
+    }
+
+    /// Notes `e`'s SQLSTATE: a retryable conflict, or a session unfit for
+    /// the pool.
+    ///
+    /// A named statement that failed as it does behind a transaction-mode
+    /// pooler (26000, 42P05) inside this open transaction switches the pool
+    /// to unnamed statements ([`Db::switch_on`]) and counts as a retryable
+    /// conflict: the layer rolls back, records the attempt and answers 503 +
+    /// `Retry-After`, and the sender's retry runs on unnamed statements.
+    /// The step is not re-run here: the error aborted the transaction, so
+    /// only the whole transaction could be, and its work (the handler) has
+    /// already run and answered. Unless `transaction_pooler(true)` was
+    /// configured: then the crate sends no named statement, and one of the
+    /// handler's own is the handler's to answer for.
+    pub(crate) fn note_error(&self, e: &DbError) {
+        self.note_code(e.code());
+    }
+
+    /// [`note_error`](Self::note_error) for a handler statement's result;
+    /// the first failure is also kept for the commit's log line
+    /// ([`first_error`](Self::first_error)).
+    pub(crate) fn note<R>(&self, result: &Result<R, tokio_postgres::Error>) {
+        if let Err(e) = result {
+            let code = e.code().map(tokio_postgres::error::SqlState::code);
+            let what = match e.as_db_error() {
+                Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+                None => e.to_string(),
+            };
+            let _ = self.first_error.set(what);
+            self.note_code(code);
+        }
+    }
+
+    /// The first failed handler statement's SQLSTATE and message, if any.
+    pub(crate) fn first_error(&self) -> Option<&str> {
+        self.first_error.get().map(String::as_str)
+    }
+
+    fn note_code(&self, code: Option<&str>) {
+        let Some(code) = code else { return };
+        if let Some(retryable) = super::RETRYABLE.iter().copied().find(|c| *c == code) {
+            let _ = self.retryable.set(retryable);
+        }
+        if !self.db.configured_for_pooler() {
+            if let Some(named) = self.db.switch_on(code) {
+                let _ = self.retryable.set(named);
+            }
+        }
+        if super::unusable_code(code) {
+            self.poisoned.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for TxConn {
+    fn drop(&mut self) {
+        let Some(obj) = self.obj.take() else { return }; // released after COMMIT/ROLLBACK
+        if self.committing {
+            let client = Object::take(obj);
+            tracing::warn!(
+                "closing a connection whose COMMIT went unanswered, without cancelling it: the COMMIT ends on its \
+                 own (a cancelled COMMIT waiting for a synchronous standby would stay committed on the primary \
+                 alone)"
+            );
+            drop(client);
+            return;
+        }
+        discard(obj, &self.db, "closing a connection abandoned inside a webhook transaction");
+    }
+}
