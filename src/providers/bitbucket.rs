@@ -86,7 +86,7 @@ pub const EVENT_HEADER: &str = "x-event-key";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{fixture, OneHeader};
+    use crate::providers::testing::{fixture_files, OneHeader};
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
@@ -95,8 +95,7 @@ mod tests {
     /// (Atlassian ships no receiver SDK); see `scripts/fixtures/bitbucket.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/bitbucket/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/bitbucket/expected.json"));
+        let (body, expected, secret) = fixture_files("bitbucket");
         assert_eq!(expected["sdk_verified"], serde_json::json!(false));
         let sent = &expected["headers"];
         let header = sent["X-Hub-Signature"].as_str().unwrap();

@@ -105,7 +105,7 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{fixture, OneHeader};
+    use crate::providers::testing::{fixture_files, OneHeader};
     use crate::test_support::{headers, identity};
     use crate::verify::VerifyErrorKind;
 
@@ -114,8 +114,7 @@ mod tests {
     /// not valid hex); see `scripts/fixtures/buildkite.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/buildkite/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/buildkite/expected.json"));
+        let (body, expected, secret) = fixture_files("buildkite");
         let header = expected["headers"]["X-Buildkite-Signature"].as_str().unwrap();
         assert_eq!(sign(&secret, 1_718_000_000, body), header);
         let secrets = [secret];

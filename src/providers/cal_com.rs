@@ -96,7 +96,7 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{fixture, BodyOnly};
+    use crate::providers::testing::{fixture_files, BodyOnly};
     use crate::test_support::headers;
 
     use crate::verify::VerifyErrorKind;
@@ -106,8 +106,7 @@ mod tests {
     /// `scripts/fixtures/cal-com.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/cal-com/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/cal-com/expected.json"));
+        let (body, expected, secret) = fixture_files("cal-com");
         BodyOnly::of(&PRESET, sign).check_fixture(&secret, expected["signature"].as_str().unwrap(), body);
         let id = Provider::cal_com().identify(&headers(&[]), body).unwrap();
         assert!(id.key.starts_with("sha256:"));

@@ -149,7 +149,7 @@ impl KeyExtractor for CalendlyKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{fixture, OneHeader};
+    use crate::providers::testing::{fixture_files, OneHeader};
     use crate::test_support::{assert_body_identity, header_lines};
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
@@ -160,8 +160,7 @@ mod tests {
     /// independently too.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/calendly/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/calendly/expected.json"));
+        let (body, expected, secret) = fixture_files("calendly");
         let ts = expected["timestamp"].as_u64().unwrap();
         let header = expected["header"].as_str().unwrap();
         assert_eq!(sign(&secret, ts, body), header);

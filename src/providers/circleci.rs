@@ -62,7 +62,7 @@ pub const EVENT_TYPE_HEADER: &str = "circleci-event-type";
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture, BodyOnly};
+    use crate::providers::testing::{assert_fixture_identity, fixture_files, BodyOnly};
 
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
@@ -71,8 +71,7 @@ mod tests {
     /// (CircleCI publishes no verifying SDK); see `scripts/fixtures/circleci.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/circleci/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/circleci/expected.json"));
+        let (body, expected, secret) = fixture_files("circleci");
         let header = expected["headers"]["circleci-signature"].as_str().unwrap();
         BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);
         assert_fixture_identity(&Provider::circleci(), body, &expected);

@@ -67,7 +67,7 @@ hmac_preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{fixture, BodyOnly};
+    use crate::providers::testing::{fixture_files, BodyOnly};
     use crate::test_support::assert_body_identity;
 
     use crate::verify::VerifyErrorKind;
@@ -77,9 +77,7 @@ mod tests {
     /// `scripts/fixtures/coinbase-commerce.js`.
     #[test]
     fn coinbase_sdk_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/coinbase-commerce/body.json");
-        let (expected, secret) =
-            fixture(include_str!("../../tests/fixtures/providers/coinbase-commerce/expected.json"));
+        let (body, expected, secret) = fixture_files("coinbase-commerce");
         assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         let header = expected["headers"]["x-cc-webhook-signature"].as_str().unwrap();
         BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);

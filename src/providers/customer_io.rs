@@ -113,7 +113,7 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{assert_fixture_identity, fixture, TwoHeaders};
+    use crate::providers::testing::{assert_fixture_identity, fixture_files, TwoHeaders};
     use crate::test_support::{assert_body_identity, headers};
     use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
 
@@ -122,8 +122,7 @@ mod tests {
     /// `scripts/fixtures/customer-io.js`.
     #[test]
     fn customerio_node_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/customer-io/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/customer-io/expected.json"));
+        let (body, expected, secret) = fixture_files("customer-io");
         assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         let signature = expected["signature"].as_str().unwrap();
         let ts: u64 = expected["headers"]["X-CIO-Timestamp"].as_str().unwrap().parse().unwrap();

@@ -131,7 +131,7 @@ preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture, TwoHeaders};
+    use crate::providers::testing::{assert_fixture_identity, fixture_files, TwoHeaders};
     use crate::test_support::{at, headers, NOW};
     use crate::verify::{Verifier as _, VerifyErrorKind};
 
@@ -147,8 +147,7 @@ mod tests {
     /// (Front publishes no server-side SDK); see `scripts/fixtures/front.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/front/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/front/expected.json"));
+        let (body, expected, secret) = fixture_files("front");
         let h = |n: &str| expected["headers"][n].as_str().unwrap();
         let ms: u64 = h("x-front-request-timestamp").parse().unwrap();
         assert_eq!(sign(&secret, ms, body), h("x-front-signature"));

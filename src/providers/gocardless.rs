@@ -83,7 +83,7 @@ hmac_preset! {
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
-    use crate::providers::testing::{fixture, BodyOnly, OneHeader};
+    use crate::providers::testing::{fixture_files, BodyOnly, OneHeader};
     use crate::test_support::{assert_body_identity, headers, NOW};
 
     use crate::verify::VerifyErrorKind;
@@ -93,8 +93,7 @@ mod tests {
     /// upper-case hex; see `scripts/fixtures/gocardless.js`.
     #[test]
     fn gocardless_sdk_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/gocardless/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/gocardless/expected.json"));
+        let (body, expected, secret) = fixture_files("gocardless");
         assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         assert_eq!(expected["sdk_accepts_uppercase_hex"], serde_json::json!(true));
         let header = expected["headers"]["webhook-signature"].as_str().unwrap();

@@ -80,7 +80,7 @@ pub const EVENT_HEADER: &str = "x-helpscout-event";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{fixture, BodyOnly, OneHeader};
+    use crate::providers::testing::{fixture_files, BodyOnly, OneHeader};
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::VerifyErrorKind;
     use crate::verify::{hmac, Algorithm, Encoding, SigningSecret};
@@ -103,8 +103,7 @@ mod tests {
     /// `scripts/fixtures/help-scout.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/help-scout/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/help-scout/expected.json"));
+        let (body, expected, secret) = fixture_files("help-scout");
         BodyOnly::of(&PRESET, sign).check_fixture(&secret, expected["signature"].as_str().unwrap(), body);
         let event = expected["headers"]["X-HelpScout-Event"].as_str().unwrap();
         let id = identity(&Provider::help_scout(), &headers(&[(EVENT_HEADER, event)]), body);

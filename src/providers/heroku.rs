@@ -62,7 +62,7 @@ hmac_preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{fixture, BodyOnly};
+    use crate::providers::testing::{fixture_files, BodyOnly};
     use crate::test_support::assert_body_identity;
     use crate::verify::hmac_sha256;
     use crate::verify::VerifyErrorKind::MalformedHeader;
@@ -71,8 +71,7 @@ mod tests {
     /// (Heroku publishes no verifying SDK); see `scripts/fixtures/heroku.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/heroku/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/heroku/expected.json"));
+        let (body, expected, secret) = fixture_files("heroku");
         BodyOnly::of(&PRESET, sign).check_fixture(&secret, expected["signature"].as_str().unwrap(), body);
         assert_body_identity(&Provider::heroku(), body, expected["event_id"].as_str().unwrap(), Some("api:release"));
     }

@@ -86,7 +86,7 @@ pub fn key() -> DerivedKey {
 mod tests {
     use super::*;
     use crate::key::{KeyErrorKind, KeyExtractor as _};
-    use crate::providers::testing::{fixture, BodyOnly};
+    use crate::providers::testing::{fixture_files, BodyOnly};
     use crate::test_support::{headers, identity};
 
     use crate::verify::VerifyErrorKind;
@@ -96,8 +96,7 @@ mod tests {
     /// `scripts/fixtures/lemon-squeezy.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/lemon-squeezy/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/lemon-squeezy/expected.json"));
+        let (body, expected, secret) = fixture_files("lemon-squeezy");
         assert_eq!(expected["sdk_verified"], serde_json::json!(false));
         let header = expected["headers"]["X-Signature"].as_str().unwrap();
         BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);

@@ -271,7 +271,7 @@ preset! {
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
-    use crate::providers::testing::{fixture, OneHeader};
+    use crate::providers::testing::{fixture_files, OneHeader};
     use crate::test_support::header_lines;
 
     /// A delivery signed by the documented formula and accepted by
@@ -279,8 +279,7 @@ mod tests {
     /// `scripts/fixtures/linear.js`.
     #[test]
     fn linear_sdk_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/linear/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/linear/expected.json"));
+        let (body, expected, secret) = fixture_files("linear");
         let header = expected["signature"].as_str().unwrap();
         let ts = expected["webhook_timestamp_ms"].as_u64().unwrap();
         assert_eq!(expected["sdk_verified"], serde_json::json!(true));

@@ -83,7 +83,7 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{fixture, OneHeader};
+    use crate::providers::testing::{fixture_files, OneHeader};
     use crate::test_support::assert_body_identity;
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
@@ -93,8 +93,7 @@ mod tests {
     /// cases; see `scripts/fixtures/mux.js`.
     #[test]
     fn mux_sdk_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/mux/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/mux/expected.json"));
+        let (body, expected, secret) = fixture_files("mux");
         assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         let header = expected["headers"]["mux-signature"].as_str().unwrap();
         let rotated = expected["rotation_header"].as_str().unwrap();

@@ -95,7 +95,7 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5);
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture, OneHeader};
+    use crate::providers::testing::{assert_fixture_identity, fixture_files, OneHeader};
     use crate::test_support::assert_body_identity;
     use crate::verify::SigningSecret;
     use crate::verify::{Verifier as _, VerifyErrorKind};
@@ -145,8 +145,7 @@ mod tests {
     /// `scripts/fixtures/paddle.py`.
     #[test]
     fn paddle_python_sdk_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/paddle/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/paddle/expected.json"));
+        let (body, expected, secret) = fixture_files("paddle");
         let ts = expected["timestamp"].as_u64().unwrap();
         let old = SigningSecret::from(expected["old_secret"].as_str().unwrap());
         let single = expected["header"].as_str().unwrap();

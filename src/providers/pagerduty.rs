@@ -95,7 +95,7 @@ preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture, OneHeader};
+    use crate::providers::testing::{assert_fixture_identity, fixture_files, OneHeader};
     use crate::test_support::{assert_body_identity, NOW};
     use crate::verify::VerifyErrorKind;
 
@@ -130,8 +130,7 @@ mod tests {
     /// `scripts/fixtures/pagerduty.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/pagerduty/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/pagerduty/expected.json"));
+        let (body, expected, secret) = fixture_files("pagerduty");
         let old = SigningSecret::from(expected["old_secret"].as_str().unwrap());
         let single = expected["header"].as_str().unwrap();
         let rotated = expected["rotated_header"].as_str().unwrap();

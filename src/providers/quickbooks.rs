@@ -69,7 +69,7 @@ hmac_preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{fixture, BodyOnly, OneHeader};
+    use crate::providers::testing::{fixture_files, BodyOnly, OneHeader};
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::VerifyErrorKind;
     use crate::verify::{hmac_sha256, SigningSecret};
@@ -93,8 +93,7 @@ mod tests {
     /// (Intuit's Java devkit was not run); see `scripts/fixtures/quickbooks.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/quickbooks/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/quickbooks/expected.json"));
+        let (body, expected, secret) = fixture_files("quickbooks");
         BodyOnly::of(&PRESET, sign).check_fixture(&secret, expected["signature"].as_str().unwrap(), body);
         let id = identity(&Provider::quickbooks(), &headers(&[]), body);
         assert!(id.key.starts_with("sha256:"));

@@ -107,7 +107,7 @@ impl KeyExtractor for RazorpayKey {
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
-    use crate::providers::testing::{fixture, BodyOnly};
+    use crate::providers::testing::{fixture_files, BodyOnly};
     use crate::test_support::{headers, identity};
 
     use crate::verify::VerifyErrorKind;
@@ -117,8 +117,7 @@ mod tests {
     /// `scripts/fixtures/razorpay.js`.
     #[test]
     fn razorpay_sdk_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/razorpay/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/razorpay/expected.json"));
+        let (body, expected, secret) = fixture_files("razorpay");
         assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         let header = expected["headers"]["x-razorpay-signature"].as_str().unwrap();
         BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);

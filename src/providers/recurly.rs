@@ -185,7 +185,7 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{fixture, OneHeader};
+    use crate::providers::testing::{fixture_files, OneHeader};
     use crate::test_support::assert_body_identity;
 
     /// A notification signed by the documented formula and accepted by
@@ -193,8 +193,7 @@ mod tests {
     /// `scripts/fixtures/recurly/main.go`.
     #[test]
     fn recurly_go_client_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/recurly/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/recurly/expected.json"));
+        let (body, expected, secret) = fixture_files("recurly");
         assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         let header = expected["headers"]["recurly-signature"].as_str().unwrap();
         let rotated = expected["rotation_header"].as_str().unwrap();

@@ -89,7 +89,7 @@ pub const REQUEST_ID_HEADER: &str = "request-id";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{fixture, BodyOnly};
+    use crate::providers::testing::{fixture_files, BodyOnly};
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::SigningSecret;
     use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
@@ -98,8 +98,7 @@ mod tests {
     /// (Sentry publishes no verifying SDK); see `scripts/fixtures/sentry.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/sentry/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/sentry/expected.json"));
+        let (body, expected, secret) = fixture_files("sentry");
         let h = |n: &str| expected["headers"][n].as_str().unwrap();
         let header = h("Sentry-Hook-Signature");
         BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);

@@ -27,6 +27,16 @@ pub(crate) fn fixture(json: &str) -> (serde_json::Value, SigningSecret) {
     (expected, secret)
 }
 
+/// The fixture of a preset, `tests/fixtures/providers/<dir>/`: its
+/// `body.json` byte for byte, its `expected.json` and the secret that names
+/// under `"secret"`.
+pub(crate) fn fixture_files(dir: &str) -> (&'static [u8], serde_json::Value, SigningSecret) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/providers").join(dir);
+    let body = std::fs::read(path.join("body.json")).expect("the fixture's body.json");
+    let (expected, secret) = fixture(&std::fs::read_to_string(path.join("expected.json")).expect("expected.json"));
+    (Box::leak(body.into_boxed_slice()), expected, secret)
+}
+
 /// Asserts the event key and type `provider` reads from the fixture `body`:
 /// the fixture's `"event_id"` and `"event_type"`.
 #[track_caller]

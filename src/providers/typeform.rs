@@ -61,7 +61,7 @@ hmac_preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture, OneHeader};
+    use crate::providers::testing::{assert_fixture_identity, fixture_files, OneHeader};
     use crate::test_support::NOW;
     use crate::verify::VerifyErrorKind;
     use crate::verify::{hmac_sha256, SigningSecret};
@@ -71,8 +71,7 @@ mod tests {
     /// `scripts/fixtures/typeform.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/typeform/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/typeform/expected.json"));
+        let (body, expected, secret) = fixture_files("typeform");
         let header = expected["header"].as_str().unwrap();
         assert_eq!(sign(&secret, body), header);
         let empty = expected["empty_body_header"].as_str().unwrap();

@@ -60,7 +60,7 @@ hmac_preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture, BodyOnly};
+    use crate::providers::testing::{assert_fixture_identity, fixture_files, BodyOnly};
     use crate::verify::VerifyErrorKind::MalformedHeader;
     use crate::verify::{hmac_sha256, SigningSecret};
 
@@ -68,8 +68,7 @@ mod tests {
     /// (Vercel publishes no verifying SDK); see `scripts/fixtures/vercel.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/vercel/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/vercel/expected.json"));
+        let (body, expected, secret) = fixture_files("vercel");
         BodyOnly::of(&PRESET, sign).check_fixture(&secret, expected["signature"].as_str().unwrap(), body);
         assert_fixture_identity(&Provider::vercel(), body, &expected);
     }

@@ -107,7 +107,7 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{fixture, TwoHeaders};
+    use crate::providers::testing::{fixture_files, TwoHeaders};
     use crate::test_support::{at, headers, identity, NOW};
     use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
 
@@ -123,8 +123,7 @@ mod tests {
     /// `webflow-api`'s `verifySignature`; see `scripts/fixtures/webflow.js`.
     #[test]
     fn webflow_api_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/webflow/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/webflow/expected.json"));
+        let (body, expected, secret) = fixture_files("webflow");
         assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         let ms = expected["timestamp_ms"].as_u64().unwrap();
         let signature = expected["signature"].as_str().unwrap();

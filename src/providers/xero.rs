@@ -94,7 +94,7 @@ impl Challenge for IntentToReceive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{fixture, BodyOnly};
+    use crate::providers::testing::{fixture_files, BodyOnly};
     use crate::test_support::{at, headers, identity, NOW};
     use crate::verify::VerifyErrorKind::{self, MalformedHeader};
     use crate::verify::{hmac_sha256, SigningSecret};
@@ -103,8 +103,7 @@ mod tests {
     /// publishes no verifying SDK and no vector); see `scripts/fixtures/xero.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/xero/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/xero/expected.json"));
+        let (body, expected, secret) = fixture_files("xero");
         BodyOnly::of(&PRESET, sign).check_fixture(&secret, expected["signature"].as_str().unwrap(), body);
         let id = identity(&Provider::xero(), &headers(&[]), body);
         assert!(id.key.starts_with("sha256:"));

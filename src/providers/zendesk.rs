@@ -110,7 +110,7 @@ preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture, TwoHeaders};
+    use crate::providers::testing::{assert_fixture_identity, fixture_files, TwoHeaders};
     use crate::test_support::{at, headers, NOW};
     use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
 
@@ -127,8 +127,7 @@ mod tests {
     /// `scripts/fixtures/zendesk.py`.
     #[test]
     fn hand_computed_fixture() {
-        let body = include_bytes!("../../tests/fixtures/providers/zendesk/body.json");
-        let (expected, secret) = fixture(include_str!("../../tests/fixtures/providers/zendesk/expected.json"));
+        let (body, expected, secret) = fixture_files("zendesk");
         assert_eq!(expected["sdk_verified"], serde_json::json!(false));
         let h = |n: &str| expected["headers"][n].as_str().unwrap();
         let (signature, ts) = (h("X-Zendesk-Webhook-Signature"), h("X-Zendesk-Webhook-Signature-Timestamp"));
