@@ -5,6 +5,7 @@
 //! LOAD_SECONDS=6 PGBENCH_SECONDS=10 cargo run --release --all-features --example load
 //! LOAD_SENDERS=16 LOAD_VARIANTS=layer,hand cargo run --release --all-features --example load
 //! LOAD_PG_OPTIONS="-c synchronous_commit=off" LOAD_SENDERS=16,64 LOAD_VARIANTS=layer,hand cargo run --release --all-features --example load
+//! LOAD_POOL=8 LOAD_SENDERS=16,64 LOAD_VARIANTS=layer,hand cargo run --release --all-features --example load
 //! ```
 //!
 //! Starts a throwaway PostgreSQL (the tests' harness), restarted durable
@@ -73,7 +74,8 @@ use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, W
 
 const SECRET: &str = "whsec_load_test_secret";
 const SCOPE: &str = "load";
-/// Connections per server variant.
+/// Connections per server variant (`LOAD_POOL` overrides it, for the tuning
+/// table).
 const POOL: usize = 16;
 const SENDERS: [usize; 4] = [1, 4, 16, 64];
 /// The business table every variant inserts into.
@@ -563,8 +565,9 @@ fn env_secs(name: &str, default: f64) -> f64 {
 /// The server process: `--serve <database url>`; prints `listening on
 /// <addr>` once bound, then serves until killed.
 async fn serve(url: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let layer_pool = pool(url, POOL)?;
-    let hand_pool = pool(url, POOL)?;
+    let size = std::env::var("LOAD_POOL").ok().and_then(|v| v.parse().ok()).unwrap_or(POOL);
+    let layer_pool = pool(url, size)?;
+    let hand_pool = pool(url, size)?;
     let layer = WebhookLayer::builder(layer_pool.clone(), Provider::stripe()).scope(SCOPE).secret(SECRET).build()?;
     let claim_first = WebhookLayer::builder(layer_pool, Provider::stripe())
         .scope(SCOPE)

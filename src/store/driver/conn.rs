@@ -15,12 +15,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use deadpool_postgres::Object;
-use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::Statement;
 
 use super::tx_conn::Finish;
+use super::wire::{discard, prepare_on, query_on};
 use super::{bounded, checked_out, Db, DbError, Param, Row, TxConn};
-use crate::error::Chain;
 
 /// A pooled connection outside any transaction.
 pub(crate) struct Conn {
@@ -222,38 +220,15 @@ impl Drop for Conn {
     }
 }
 
-/// Detaches `obj` from the pool, cancels its running statement and closes
-/// it. A dropped query future does not stop the statement on the server;
-/// the cancel request does. Then the close rolls back any transaction.
-///
-/// Never for a `COMMIT` in flight ([`TxConn`]'s drop closes those
-/// without a cancel request): PostgreSQL answers a cancel of a `COMMIT`
-/// that waits for synchronous standbys with a warning, "The transaction has
-/// already committed locally, but might not have been replicated to the
-/// standby", and makes it visible on the primary. A redelivery would then be
-/// acknowledged as a duplicate of an event no standby holds, and lost at a
-/// failover. Closed without a cancel, the backend keeps waiting for the
-/// standby's confirmation (PostgreSQL does not notice the closed client
-/// there) and holds the claim's lock: redeliveries meanwhile get 409.
-pub(super) fn discard(obj: Object, db: &Db, why: &'static str) {
-    let client = Object::take(obj);
-    tracing::warn!("{why}");
-    let cancel = client.cancel_token();
-    match tokio::runtime::Handle::try_current() {
-        Ok(rt) => {
-            let db = db.clone();
-            rt.spawn(async move {
-                if let Err(e) = db.cancel(cancel).await {
-                    tracing::warn!(
-                        error = %Chain(&e),
-                        "the discarded connection's statement could not be cancelled and runs until it ends \
-                         (with TLS to PostgreSQL, give StoreConfig::cancel_tls the pool's connector)"
-                    );
-                }
-                drop(client);
-            });
-        }
-        Err(_) => drop(client),
+impl TxConn {
+    /// `ROLLBACK`, within the deadline, keeping the connection (outside any
+    /// transaction once confirmed) for another step. `Err`: closed.
+    async fn rollback_to_conn(mut self) -> Result<Conn, DbError> {
+        let db = self.db.clone();
+        bounded(&db, self.checked_out(), async { self.client().batch_execute("ROLLBACK").await.map_err(DbError::pg) })
+            .await?;
+        let obj = self.obj.take().expect("TxConn holds its connection until released or dropped");
+        Ok(Conn::new(obj, db))
     }
 }
 
@@ -261,40 +236,6 @@ impl From<tokio_postgres::Error> for DbError {
     fn from(e: tokio_postgres::Error) -> Self {
         Self::pg(e)
     }
-}
-
-/// The cached prepared statement for `sql` (a round trip the first time on
-/// this connection), or `None` behind a transaction-mode pooler, where each
-/// transaction may run on another server session. Prepare before a flight,
-/// so the flight's requests leave in order.
-pub(super) async fn prepare_on(client: &Object, sql: &str, cache: bool) -> Result<Option<Statement>, DbError> {
-    if cache {
-        client.prepare_cached(sql).await.map(Some).map_err(DbError::pg)
-    } else {
-        Ok(None)
-    }
-}
-
-/// Runs `sql`: the prepared statement, or unnamed with its parameter types
-/// (one round trip: Parse, Bind, Execute together).
-pub(super) async fn query_on(
-    client: &Object,
-    prepared: Option<&Statement>,
-    sql: &str,
-    params: &[Param<'_>],
-) -> Result<Vec<Row>, DbError> {
-    let rows = match prepared {
-        Some(stmt) => {
-            let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-            client.query(stmt, &values).await
-        }
-        None => {
-            let typed: Vec<(&(dyn ToSql + Sync), Type)> =
-                params.iter().map(|p| (p as &(dyn ToSql + Sync), p.ty())).collect();
-            client.query_typed(sql, &typed).await
-        }
-    };
-    rows.map(|rows| rows.into_iter().map(Row).collect()).map_err(DbError::pg)
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ mod listen;
 mod param;
 mod tx;
 mod tx_conn;
+mod wire;
 
 use std::fmt;
 use std::future::Future;

@@ -9,14 +9,14 @@ use std::sync::OnceLock;
 use deadpool_postgres::Object;
 use tokio_postgres::Statement;
 
-use super::conn::{discard, prepare_on, query_on};
-use super::{bounded, checked_out, code, Conn, Db, DbError, Param, Row};
+use super::wire::{discard, prepare_on, query_on};
+use super::{bounded, checked_out, code, Db, DbError, Param, Row};
 use crate::error::Chain;
 
 /// A pooled connection with a transaction open on it.
 pub(crate) struct TxConn {
-    obj: Option<Object>,
-    db: Db,
+    pub(super) obj: Option<Object>,
+    pub(super) db: Db,
     /// The first retryable error a handler statement met (deadlock,
     /// serialization failure, lock timeout): the layer answers 503 +
     /// `Retry-After` instead of the handler's failure.
@@ -195,16 +195,6 @@ impl TxConn {
         // Confirmed: outside any transaction, the connection may be pooled.
         self.pool_or_discard();
         Ok(())
-    }
-
-    /// `ROLLBACK`, within the deadline, keeping the connection (outside any
-    /// transaction once confirmed) for another step. `Err`: closed.
-    pub(super) async fn rollback_to_conn(mut self) -> Result<Conn, DbError> {
-        let db = self.db.clone();
-        bounded(&db, self.checked_out(), async { self.client().batch_execute("ROLLBACK").await.map_err(DbError::pg) })
-            .await?;
-        let obj = self.obj.take().expect("TxConn holds its connection until released or dropped");
-        Ok(Conn::new(obj, db))
     }
 
     /// After a confirmed end: back to the pool, unless a statement showed
