@@ -157,42 +157,9 @@ where
     };
     let fingerprint: [u8; 32] = Sha256::digest((config.fingerprint)(&parts, &body)).into();
     let event = ScopedEvent::new(PROVIDER, scope, key);
-    let (recovery_point, conn) = match config.keys.lookup(&event).await {
-        Ok((Some(stored), conn)) => match answer_stored(stored, &fingerprint) {
-            Ok(answer) => {
-                conn.release();
-                return Ok(answer);
-            }
-            Err(phase) => (phase, conn),
-        },
-        Ok((None, conn)) => (None, conn),
-        Err(e) => {
-            tracing::error!(error = %e, "idempotency key lookup failed");
-            return Ok(problem(Problem::Unavailable, None));
-        }
-    };
-    // The key's row is read again in the claim's flight, after the claim took
-    // the key's lock: a recovery point or fingerprint recorded by a request
-    // this one waited for is seen (the lookup above ran before the wait).
-    let key = RequestKeys::key(&event);
-    let read = Some((config.keys.lookup_sql(), &key[..]));
-    let (claimed, rows): (ClaimedEvent, _) =
-        match claimed::claim_reading::<(), ()>(&config.store, &event, read, Some(conn)).await {
-            Ok(claimed) => claimed,
-            // Completed between the lookup and the claim: its response is stored now.
-            Err(Claimed::Duplicate { .. }) => return Ok(after_completion(config, &event, &fingerprint).await),
-            Err(Claimed::InFlight) => return Ok(problem(Problem::InFlight, None)),
-            Err(_) => return Ok(problem(Problem::Unavailable, None)),
-        };
-    let recovery_point = match config.keys.parse(&rows, &event) {
-        Some(fresh) => match answer_stored(fresh, &fingerprint) {
-            Ok(answer) => {
-                claimed.discard().await;
-                return Ok(answer);
-            }
-            Err(phase) => phase,
-        },
-        None => recovery_point,
+    let (claimed, recovery_point) = match claim(config, &event, &fingerprint).await {
+        Ok(claimed) => claimed,
+        Err(answer) => return Ok(answer),
     };
     tracing::info!(outcome = "claimed", attempt = claimed.attempt(), "request claimed");
     let request =
@@ -207,6 +174,72 @@ where
             return Err(e);
         }
     };
+    Ok(finish(config, claimed, &request, response, &fingerprint).await)
+}
+
+/// The key claimed for this request, after the lookup (a completed key is
+/// answered from its stored response) and the claim, which reads the key's
+/// row again in its flight; with the recovery point to resume from. `Err`:
+/// the answer instead (stored, 409, 422 or 503).
+async fn claim<B>(
+    config: &Config,
+    event: &ScopedEvent,
+    fingerprint: &[u8; 32],
+) -> Result<(ClaimedEvent, Option<String>), Answer<B>> {
+    let (recovery_point, conn) = match config.keys.lookup(event).await {
+        Ok((Some(stored), conn)) => match answer_stored(stored, fingerprint) {
+            Ok(answer) => {
+                conn.release();
+                return Err(answer);
+            }
+            Err(phase) => (phase, conn),
+        },
+        Ok((None, conn)) => (None, conn),
+        Err(e) => {
+            tracing::error!(error = %e, "idempotency key lookup failed");
+            return Err(problem(Problem::Unavailable, None));
+        }
+    };
+    // The key's row is read again in the claim's flight, after the claim took
+    // the key's lock: a recovery point or fingerprint recorded by a request
+    // this one waited for is seen (the lookup above ran before the wait).
+    let key = RequestKeys::key(event);
+    let read = Some((config.keys.lookup_sql(), &key[..]));
+    let (claimed, rows): (ClaimedEvent, _) =
+        match claimed::claim_reading::<(), ()>(&config.store, event, read, Some(conn)).await {
+            Ok(claimed) => claimed,
+            // Completed between the lookup and the claim: its response is stored now.
+            Err(Claimed::Duplicate { .. }) => return Err(after_completion(config, event, fingerprint).await),
+            Err(Claimed::InFlight) => return Err(problem(Problem::InFlight, None)),
+            Err(_) => return Err(problem(Problem::Unavailable, None)),
+        };
+    let recovery_point = match config.keys.parse(&rows, event) {
+        Some(fresh) => match answer_stored(fresh, fingerprint) {
+            Ok(answer) => {
+                claimed.discard().await;
+                return Err(answer);
+            }
+            Err(phase) => phase,
+        },
+        None => recovery_point,
+    };
+    Ok((claimed, recovery_point))
+}
+
+/// The handler's `response` stored and committed with its writes, or, for
+/// an answer the error policy does not store, rolled back (recorded as a
+/// failure unless refused before execution began).
+async fn finish<B>(
+    config: &Config,
+    claimed: ClaimedEvent,
+    request: &IdempotentRequest,
+    response: Response<B>,
+    fingerprint: &[u8; 32],
+) -> Answer<B>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
     let status = response.status();
     // 2xx and 3xx are results (a 303 after a write is POST/redirect/GET).
     let result = status.is_success() || status.is_redirection();
@@ -221,15 +254,15 @@ where
         // recorded, not a failure; a corrected request with the key runs.
         tracing::info!(outcome = "rejected", status = status.as_u16(), "answered before execution began; not stored");
         claimed.discard().await;
-        return Ok(("rejected", response.map(ResponseBody::inner)));
+        return ("rejected", response.map(ResponseBody::inner));
     }
     if !store || claimed.retryable_conflict().is_some() {
         // Rolled back and recorded: the next request with the key runs.
         let ended = claimed::end(claimed, Ok::<_, ()>(response), &|_| false).await;
-        return Ok(match ended {
+        return match ended {
             Claimed::Handled { response, .. } => ("failed", response.map(ResponseBody::inner)),
             other => ended_answer(other),
-        });
+        };
     }
     let (head, body) = response.into_parts();
     let body = match Limited::new(body, config.max_response_bytes).collect().await {
@@ -243,22 +276,22 @@ where
                 "{why}; rolled back"
             );
             let _ = claimed.fail(why, Some(status.as_u16())).await;
-            return Ok(problem(Problem::ResponseNotStored, Some(why)));
+            return problem(Problem::ResponseNotStored, Some(why));
         }
     };
     let stored = StoredResponse { status: status.as_u16(), headers: kept_headers(config, &head.headers), body };
     let flat = stored.flat_headers();
-    let more = stored.params(&fingerprint, &flat);
-    let response = Response::from_parts(head, ResponseBody::<ResBody>::bytes(stored.body.clone()));
+    let more = stored.params(fingerprint, &flat);
+    let response = Response::from_parts(head, ResponseBody::<B>::bytes(stored.body.clone()));
     let commit = Some((config.keys.commit_sql(), &more[..]));
-    Ok(match claimed::end_with(claimed, Ok::<_, ()>(response), &|_| true, commit).await {
+    match claimed::end_with(claimed, Ok::<_, ()>(response), &|_| true, commit).await {
         Claimed::Handled { response, committed: true } => ("committed", response),
         // An error answer that could not be stored (typically a statement of
         // the handler failed and aborted the transaction): nothing committed,
         // so the handler's own answer goes out, not stored; a retry runs.
         Claimed::Unavailable("commit") if !result => ("failed", answer_of(stored)),
         other => ended_answer(other),
-    })
+    }
 }
 
 /// The request passed through untouched (a method the layer does not cover,
