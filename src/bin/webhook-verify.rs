@@ -253,7 +253,11 @@ fn key_material(preset: &PresetInfo, secrets: &[String], public_keys: &[String])
 
 /// Where the preset's layer reads the event key from (SECURITY.md has the
 /// table with what is signed), for the hint when it is missing.
+const UNKNOWN_KEY_HINT: &str = "the preset's key extractor";
+
 fn key_from(preset: &str) -> &'static str {
+    // Every preset has its row: `every_preset_has_a_key_hint` fails for one
+    // without.
     match preset {
         "github" => "the X-GitHub-Delivery header",
         "shopify" => "the X-Shopify-Event-Id header (else X-Shopify-Webhook-Id)",
@@ -278,8 +282,10 @@ fn key_from(preset: &str) -> &'static str {
         "customer-io" => "the body's event_id (JSON)",
         "front" => "the body's payload.id (JSON)",
         "hubspot" | "sendgrid" | "zoom" | "calendly" | "lemon-squeezy" | "cal-com" | "help-scout" | "buildkite"
-        | "webflow" | "xero" | "quickbooks" => "fields of the JSON body (a derived key)",
-        _ => "the body's id (JSON)",
+        | "webflow" | "xero" | "quickbooks" | "paystack" => "fields of the JSON body (a derived key)",
+        "stripe" | "discord" | "intercom" | "mux" | "checkout-com" | "recurly" | "box" | "circleci" | "heroku"
+        | "vercel" | "zendesk" => "the body's id (JSON)",
+        _ => UNKNOWN_KEY_HINT,
     }
 }
 
@@ -483,6 +489,20 @@ fn main() -> ExitCode {
         Err(Usage(message)) => {
             eprintln!("webhook-verify: {}", printable(&message));
             ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A preset added to the registry without its row in `key_from` would be
+    /// described with a guess.
+    #[test]
+    fn every_preset_has_a_key_hint() {
+        for preset in webhook_idempotency::providers::all() {
+            assert_ne!(key_from(preset.name), UNKNOWN_KEY_HINT, "{}: add its row to key_from", preset.name);
         }
     }
 }
