@@ -85,6 +85,11 @@ struct Args {
     /// Worker concurrencies, one drain run each per handler.
     #[arg(long, value_delimiter = ',', default_value = "4,8,16")]
     concurrency: Vec<usize>,
+    /// The workers' fetch cooldowns in milliseconds, one drain run each
+    /// (`InboxWorker::builder(..).fetch_cooldown(..)`; the default is the
+    /// library's, 5; 0 leases as soon as a slot frees).
+    #[arg(long, value_delimiter = ',', default_value = "5")]
+    fetch_cooldown_ms: Vec<u64>,
     /// Worker concurrency of the accept-to-handler runs.
     #[arg(long, default_value_t = 8)]
     latency_concurrency: usize,
@@ -353,6 +358,7 @@ async fn backlog(db: &Db, n: usize) {
 
 struct DrainRun {
     concurrency: usize,
+    cooldown_ms: u64,
     with_insert: bool,
     done: i64,
     secs: f64,
@@ -362,7 +368,7 @@ struct DrainRun {
     wal_per_event: f64,
 }
 
-async fn drain_run(db: &Db, n: usize, concurrency: usize, with_insert: bool) -> DrainRun {
+async fn drain_run(db: &Db, n: usize, concurrency: usize, cooldown_ms: u64, with_insert: bool) -> DrainRun {
     db.reset().await;
     backlog(db, n).await;
     if db.stat_statements {
@@ -371,6 +377,7 @@ async fn drain_run(db: &Db, n: usize, concurrency: usize, with_insert: bool) -> 
     let h = Handled::new(n, false);
     let worker = InboxWorker::builder(pool(&db.config, concurrency + 2), handlers(h.clone(), with_insert))
         .concurrency(concurrency)
+        .fetch_cooldown(Duration::from_millis(cooldown_ms))
         .build()
         .expect("worker config");
     let wal = "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint";
@@ -402,7 +409,7 @@ async fn drain_run(db: &Db, n: usize, concurrency: usize, with_insert: bool) -> 
             eprintln!("    {calls:>8}  {q}");
         }
     }
-    DrainRun { concurrency, with_insert, done, secs, load, per_event, wal_per_event }
+    DrainRun { concurrency, cooldown_ms, with_insert, done, secs, load, per_event, wal_per_event }
 }
 
 // ---------------------------------------------------------------- accept-to-handler
@@ -632,18 +639,26 @@ async fn main() {
     if !skip("drain") {
         for with_insert in [false, true] {
             for &c in &args.concurrency {
-                eprintln!("drain: {} rows, concurrency {c}, business insert {with_insert}", args.backlog);
-                drains.push(drain_run(&db, args.backlog, c, with_insert).await);
+                for &ms in &args.fetch_cooldown_ms {
+                    eprintln!(
+                        "drain: {} rows, concurrency {c}, cooldown {ms} ms, business insert {with_insert}",
+                        args.backlog
+                    );
+                    drains.push(drain_run(&db, args.backlog, c, ms, with_insert).await);
+                }
             }
         }
         println!("### Worker drain ({} pending rows)\n", args.backlog);
-        println!("| handler | concurrency | events/s | seconds | statements per event | WAL B per event | load |");
-        println!("|---|---|---|---|---|---|---|");
+        println!(
+            "| handler | concurrency | fetch cooldown | events/s | seconds | statements per event | WAL B per event | load |"
+        );
+        println!("|---|---|---|---|---|---|---|---|");
         for r in &drains {
             println!(
-                "| {} | {} | {:.0} | {:.1}{} | {} | {:.0} | {} |",
+                "| {} | {} | {} ms | {:.0} | {:.1}{} | {} | {:.0} | {} |",
                 if r.with_insert { "one business insert" } else { "no-op" },
                 r.concurrency,
+                r.cooldown_ms,
                 r.done as f64 / r.secs,
                 r.secs,
                 if r.done as usize == args.backlog { String::new() } else { format!(" ({} done)", r.done) },

@@ -49,6 +49,8 @@ pub(crate) async fn run<W: Work>(
     // its next poll, so a retry runs when its log line says.
     let mut due: Vec<tokio::time::Instant> = Vec::new();
     let mut shutdown = pin!(shutdown);
+    // When the last lease statement ran, for the fetch cooldown.
+    let mut last_lease: Option<tokio::time::Instant> = None;
     loop {
         while let Some(ended) = jobs.try_join_next() {
             due.extend(ended.ok().flatten().map(|d| tokio::time::Instant::now() + d));
@@ -57,7 +59,12 @@ pub(crate) async fn run<W: Work>(
         due.retain(|at| *at > now);
         let free = slots.available_permits().min(settings.batch());
         let mut leased_all = false;
-        if free > 0 {
+        // Some slots busy and the last lease recent: wait for more to free.
+        let cooling = last_lease
+            .map(|at| at + settings.fetch_cooldown)
+            .filter(|until| free < settings.batch().min(settings.concurrency) && *until > now);
+        if free > 0 && cooling.is_none() {
+            last_lease = Some(now);
             let (provider, scope) = (settings.provider.as_deref(), settings.scope.as_deref());
             let only = settings.only.as_deref();
             match queue.lease(free, settings.lease, provider, scope, only, settings.retry.budget()).await {
@@ -90,7 +97,7 @@ pub(crate) async fn run<W: Work>(
         if leased_all && slots.available_permits() > 0 {
             continue; // more may be due
         }
-        let next_poll = tokio::time::Instant::now() + settings.poll_interval;
+        let next_poll = cooling.unwrap_or_else(|| tokio::time::Instant::now() + settings.poll_interval);
         let wake = due.iter().copied().min().map_or(next_poll, |at| at.min(next_poll));
         tokio::select! {
             () = &mut shutdown => break,

@@ -945,3 +945,81 @@ async fn an_inbox_row_s_completed_at_is_after_the_handler_s_last_write() {
         .await;
     assert_eq!(after, 1, "completed_at is not before the handler's last write");
 }
+
+/// With a fetch cooldown, the slots that free while it runs are filled by
+/// one lease statement, and every leased row starts at once. Four slots and
+/// eight rows; each run waits at a gate. The first lease takes four (all
+/// slots free: no cooldown); three runs are let through together, inside
+/// the cooldown; the next lease statement takes the three rows at once
+/// (without the cooldown, each freed slot would lease on its own). Every
+/// row then runs exactly once.
+#[tokio::test]
+async fn a_fetch_cooldown_fills_the_slots_freed_meanwhile_with_one_lease() {
+    let db = TestDb::new().await;
+    // Each row's lease, by the transaction that made it.
+    db.execute(
+        "CREATE TABLE public.lease_log (id bigserial PRIMARY KEY, tx bigint, event_key text);
+         CREATE FUNCTION public.log_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.state = 'running' AND NEW.lease_token IS DISTINCT FROM OLD.lease_token THEN
+             INSERT INTO public.lease_log (tx, event_key) VALUES (txid_current(), NEW.event_key);
+           END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER log_lease AFTER UPDATE ON webhook_idempotency.webhook_events
+             FOR EACH ROW EXECUTE FUNCTION public.log_lease();",
+    )
+    .await;
+    let app = accepting_app(db.pool.clone());
+    for i in 0..8 {
+        assert_eq!(accept(&app, &format!("evt_cool{i}")).await.0, StatusCode::OK);
+    }
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let handler_gate = Arc::clone(&gate);
+    let handlers = Router::new().route(
+        "/webhooks/stripe",
+        post(move |tx: WebhookTx, event: WebhookEvent| {
+            let (gate, entered_tx) = (Arc::clone(&handler_gate), entered_tx.clone());
+            async move {
+                let _ = entered_tx.send(event.key().to_owned());
+                gate.acquire().await.unwrap().forget();
+                apply_effect(tx, event).await
+            }
+        }),
+    );
+    let worker = fast(db.pool(8), handlers).concurrency(4).fetch_cooldown(Duration::from_secs(2)).build().unwrap();
+    let (stop, task) = spawn_worker(worker);
+    for _ in 0..4 {
+        entered.recv().await.unwrap();
+    }
+    gate.add_permits(3);
+    for _ in 0..3 {
+        entered.recv().await.unwrap();
+    }
+    let sizes = |db: &TestDb| {
+        let pool = db.pool.clone();
+        async move {
+            let c = pool.get().await.unwrap();
+            c.query("SELECT count(*) FROM public.lease_log GROUP BY tx ORDER BY min(id)", &[])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<_, i64>(0))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(sizes(&db).await[..2], [4, 3], "the three freed slots were filled by one lease statement");
+    gate.add_permits(100);
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = 'done'").await == 8
+        })
+        .await
+    );
+    for i in 0..8 {
+        assert_eq!(db.effects_for(&format!("evt_cool{i}")).await, 1);
+    }
+    let _ = stop.send(());
+    task.await.unwrap();
+}
