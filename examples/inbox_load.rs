@@ -59,7 +59,8 @@ use webhook_idempotency::{Mode, Provider, SigningSecret, WebhookEvent, WebhookLa
 
 const SECRET: &str = "whsec_inbox_load_secret";
 const SCOPE: &str = "acct_bench";
-const BODY_BYTES: usize = 1100;
+/// The delivery body's size and fill, from `--body-bytes` and `--body-fill`.
+static BODY: std::sync::OnceLock<(usize, bool)> = std::sync::OnceLock::new();
 const HEAD: &str =
     r#"{"method": "POST", "uri": "/webhooks/stripe", "headers": [["content-type", "application/json"]]}"#;
 
@@ -108,16 +109,40 @@ struct Args {
     /// Skip phases: any of accept, drain, latency, ceiling.
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
+    /// Bytes per delivery body.
+    #[arg(long, default_value_t = 1100)]
+    body_bytes: usize,
+    /// What pads the body to its size: `x` (one repeated byte, which
+    /// PostgreSQL's compression shrinks to nothing) or `hex` (pseudo-random
+    /// hex digits, which it barely shrinks, as a real payload's ids and
+    /// signatures).
+    #[arg(long, default_value = "x")]
+    body_fill: String,
 }
 
-/// A Stripe event of exactly [`BODY_BYTES`] bytes.
+/// A Stripe event of exactly `--body-bytes` bytes (1,100 by default).
 fn body(id: &str) -> Bytes {
+    let (bytes, hex) = *BODY.get().unwrap_or(&(1100, false));
     let head = format!(
         r#"{{"id":"{id}","object":"event","api_version":"2024-06-20","created":1700000000,"livemode":false,"pending_webhooks":1,"type":"payment_intent.succeeded","request":{{"id":"req_bench","idempotency_key":null}},"data":{{"object":{{"id":"pi_bench","object":"payment_intent","amount":2000,"currency":"usd","status":"succeeded","description":""#
     );
     let tail = r#""}}}"#;
-    let pad = BODY_BYTES.saturating_sub(head.len() + tail.len());
-    Bytes::from(format!("{head}{}{tail}", "x".repeat(pad)))
+    let pad = bytes.saturating_sub(head.len() + tail.len());
+    let fill: String = if hex {
+        // xorshift64 from the id: the same body for the same id.
+        let mut x = id.bytes().fold(0x9e37_79b9_7f4a_7c15u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        (0..pad)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from(b"0123456789abcdef"[(x >> 60) as usize])
+            })
+            .collect()
+    } else {
+        "x".repeat(pad)
+    };
+    Bytes::from(format!("{head}{fill}{tail}"))
 }
 
 /// `n` signed deliveries with ids `evt_<tag>_<i>`: (body, `Stripe-Signature`).
@@ -561,6 +586,7 @@ async fn leased_rows(db: &Db, clients: usize, per_client: usize) {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    BODY.set((args.body_bytes, args.body_fill == "hex")).expect("set once");
     let _server;
     let url = match &args.database_url {
         Some(url) => url.clone(),
@@ -608,7 +634,10 @@ async fn main() {
     let db = Db { config, admin, stat_statements };
     let skip = |phase: &str| args.skip.iter().any(|s| s == phase);
     println!("server: {}", settings.join(", "));
-    println!("body: {BODY_BYTES} bytes, signed per request; load = 1-minute load average before→after each run\n");
+    println!(
+        "body: {} bytes ({} fill), signed per request; load = 1-minute load average before→after each run\n",
+        args.body_bytes, args.body_fill
+    );
 
     // Warm-up, discarded: WAL segments of a fresh cluster, caches, connections.
     eprintln!("warm-up: 16 senders, 3 s");
