@@ -20,6 +20,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (7, include_str!("../../sql/007_budgets_and_tags.sql")),
     (8, include_str!("../../sql/008_body_digests.sql")),
     (9, include_str!("../../sql/009_idempotency_keys.sql")),
+    (10, include_str!("../../sql/010_toast_target.sql")),
 ];
 
 /// The newest migration version this crate's statements need.

@@ -7,8 +7,9 @@
 //! A row's identity is `(scope, provider, event_key, effect, ordinal)`: the
 //! event that decided it, and which of its effects. Enqueuing the same
 //! identity twice, from a retried handler or a second call, keeps the first
-//! row ([`Enqueued::Duplicate`]). A payload past ~2 kB is stored out of line
-//! (TOAST) and written once; a smaller one rides in the row (BENCHMARKS.md
+//! row ([`Enqueued::Duplicate`]). A row past ~2 kB has its payload
+//! compressed and stored out of line (TOAST, with migration 10's target of
+//! 512 bytes) and written once; a smaller one rides in the row (BENCHMARKS.md
 //! measures the WAL that costs per delivered effect).
 
 use std::borrow::Cow;

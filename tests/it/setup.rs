@@ -275,3 +275,77 @@ fn builder_rejects_incomplete_configurations() {
     }
     assert!(stripe().scope("a").secret("s").build().is_ok());
 }
+
+/// Migration 10 sets the TOAST target of both queue tables (a catalog
+/// change): a database at version 9 with pending work migrates in place, its
+/// rows intact, and the work then runs.
+#[tokio::test]
+async fn migration_10_sets_the_toast_target_in_place_and_pending_rows_run_after_it() {
+    let config = empty_database("toast").await;
+    let pool = pool(config, 4);
+    let client = pool.get().await.unwrap();
+    // Version 9, as a database migrated by the previous release.
+    let v9: String = MIGRATIONS.iter().filter(|(v, _)| *v <= 9).map(|(_, sql)| *sql).collect();
+    client.batch_execute(&v9).await.unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE effects (id bigserial PRIMARY KEY, provider text, scope text NOT NULL,
+                                   event_key text NOT NULL, event_type text, body bytea,
+                                   created_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await
+        .unwrap();
+    let app = crate::inbox::accepting_app(pool.clone());
+    for key in ["evt_before_10a", "evt_before_10b"] {
+        assert_eq!(crate::inbox::accept(&app, key).await.0, StatusCode::OK);
+    }
+    let target = |table: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let c = pool.get().await.unwrap();
+            let sql = format!(
+                "SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class
+                  WHERE oid = 'webhook_idempotency.{table}'::regclass"
+            );
+            c.query_one(&sql, &[]).await.unwrap().get::<_, String>(0)
+        }
+    };
+    assert!(!target("webhook_events").await.contains("toast_tuple_target"), "not set at version 9");
+    let bodies = "SELECT string_agg(md5(payload), ',' ORDER BY event_key) FROM webhook_idempotency.webhook_events";
+    let before: String = client.query_one(bodies, &[]).await.unwrap().get(0);
+    store::migrate(&pool).await.unwrap();
+    for table in ["webhook_events", "webhook_outbox"] {
+        assert!(target(table).await.split(',').any(|o| o == "toast_tuple_target=512"), "{table}");
+        let storage: String = client
+            .query_one(
+                &format!(
+                    "SELECT attstorage::text FROM pg_attribute
+                      WHERE attrelid = 'webhook_idempotency.{table}'::regclass AND attname = 'payload'"
+                ),
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(storage, "x", "{table}.payload: compressed, then out of line (EXTENDED)");
+    }
+    let after: String = client.query_one(bodies, &[]).await.unwrap().get(0);
+    assert_eq!(after, before, "the stored deliveries are untouched");
+    let pending = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = 'pending'";
+    assert_eq!(client.query_one(pending, &[]).await.unwrap().get::<_, i64>(0), 2);
+    // The pending rows run after the migration.
+    let handlers = axum::Router::new().route("/webhooks/stripe", axum::routing::post(apply_effect));
+    let worker = webhook_idempotency::inbox::InboxWorker::builder(pool.clone(), handlers)
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let (stop, task) = crate::inbox::spawn_worker(worker);
+    let done = "SELECT count(*) FROM effects";
+    let ran = eventually(Duration::from_secs(10), || async {
+        pool.get().await.unwrap().query_one(done, &[]).await.unwrap().get::<_, i64>(0) == 2
+    })
+    .await;
+    assert!(ran, "both pending rows processed once");
+    let _ = stop.send(());
+    task.await.unwrap();
+}
