@@ -60,7 +60,7 @@ use webhook_idempotency::{Mode, Provider, SigningSecret, WebhookEvent, WebhookLa
 const SECRET: &str = "whsec_inbox_load_secret";
 const SCOPE: &str = "acct_bench";
 /// The delivery body's size and fill, from `--body-bytes` and `--body-fill`.
-static BODY: std::sync::OnceLock<(usize, bool)> = std::sync::OnceLock::new();
+static BODY: std::sync::OnceLock<(usize, String)> = std::sync::OnceLock::new();
 const HEAD: &str =
     r#"{"method": "POST", "uri": "/webhooks/stripe", "headers": [["content-type", "application/json"]]}"#;
 
@@ -113,35 +113,48 @@ struct Args {
     #[arg(long, default_value_t = 1100)]
     body_bytes: usize,
     /// What pads the body to its size: `x` (one repeated byte, which
-    /// PostgreSQL's compression shrinks to nothing) or `hex` (pseudo-random
-    /// hex digits, which it barely shrinks, as a real payload's ids and
-    /// signatures).
+    /// PostgreSQL's compression shrinks to nothing), `hex` (pseudo-random hex
+    /// digits, which it barely shrinks) or `records` (charge-like records with
+    /// pseudo-random ids, `id=ch_...;amount=...;currency=usd;...`, which it
+    /// shrinks about as much as a real JSON payload: 2x to 3x).
     #[arg(long, default_value = "x")]
     body_fill: String,
 }
 
 /// A Stripe event of exactly `--body-bytes` bytes (1,100 by default).
 fn body(id: &str) -> Bytes {
-    let (bytes, hex) = *BODY.get().unwrap_or(&(1100, false));
+    let (bytes, fill) = BODY.get().map_or((1100, "x"), |(b, f)| (*b, f.as_str()));
     let head = format!(
         r#"{{"id":"{id}","object":"event","api_version":"2024-06-20","created":1700000000,"livemode":false,"pending_webhooks":1,"type":"payment_intent.succeeded","request":{{"id":"req_bench","idempotency_key":null}},"data":{{"object":{{"id":"pi_bench","object":"payment_intent","amount":2000,"currency":"usd","status":"succeeded","description":""#
     );
     let tail = r#""}}}"#;
     let pad = bytes.saturating_sub(head.len() + tail.len());
-    let fill: String = if hex {
-        // xorshift64 from the id: the same body for the same id.
-        let mut x = id.bytes().fold(0x9e37_79b9_7f4a_7c15u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-        (0..pad)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                char::from(b"0123456789abcdef"[(x >> 60) as usize])
-            })
-            .collect()
-    } else {
-        "x".repeat(pad)
+    // xorshift64 from the id: the same body for the same id.
+    let mut x = id.bytes().fold(0x9e37_79b9_7f4a_7c15u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
     };
+    let hex = |n: usize, next: &mut dyn FnMut() -> u64| -> String {
+        (0..n).map(|_| char::from(b"0123456789abcdef"[(next() >> 60) as usize])).collect()
+    };
+    let mut fill = match fill {
+        "hex" => hex(pad, &mut next),
+        "records" => {
+            let mut out = String::with_capacity(pad + 128);
+            while out.len() < pad {
+                let (id, order, amount) = (hex(24, &mut next), hex(12, &mut next), next() % 100_000);
+                out.push_str(&format!(
+                    "id=ch_{id};object=charge;amount={amount};currency=usd;status=succeeded;order_id=ord_{order};"
+                ));
+            }
+            out
+        }
+        _ => "x".repeat(pad),
+    };
+    fill.truncate(pad);
     Bytes::from(format!("{head}{fill}{tail}"))
 }
 
@@ -586,7 +599,8 @@ async fn leased_rows(db: &Db, clients: usize, per_client: usize) {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    BODY.set((args.body_bytes, args.body_fill == "hex")).expect("set once");
+    assert!(["x", "hex", "records"].contains(&args.body_fill.as_str()), "--body-fill: x, hex or records");
+    BODY.set((args.body_bytes, args.body_fill.clone())).expect("set once");
     let _server;
     let url = match &args.database_url {
         Some(url) => url.clone(),
