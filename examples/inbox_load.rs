@@ -114,9 +114,9 @@ struct Args {
     body_bytes: usize,
     /// What pads the body to its size: `x` (one repeated byte, which
     /// PostgreSQL's compression shrinks to nothing), `hex` (pseudo-random hex
-    /// digits, which it barely shrinks) or `records` (charge-like records with
-    /// pseudo-random ids, `id=ch_...;amount=...;currency=usd;...`, which it
-    /// shrinks about as much as a real JSON payload: 2x to 3x).
+    /// digits, which it barely shrinks) or `records` (charge-like JSON records
+    /// with pseudo-random ids, escaped inside the body's string, which it
+    /// shrinks about as much as a real JSON payload: 2x).
     #[arg(long, default_value = "x")]
     body_fill: String,
 }
@@ -147,7 +147,7 @@ fn body(id: &str) -> Bytes {
             while out.len() < pad {
                 let (id, order, amount) = (hex(24, &mut next), hex(12, &mut next), next() % 100_000);
                 out.push_str(&format!(
-                    "id=ch_{id};object=charge;amount={amount};currency=usd;status=succeeded;order_id=ord_{order};"
+                    r#"{{\"id\":\"ch_{id}\",\"object\":\"charge\",\"amount\":{amount},\"currency\":\"usd\",\"status\":\"succeeded\",\"metadata\":{{\"order_id\":\"ord_{order}\"}}}},"#
                 ));
             }
             out
@@ -751,7 +751,7 @@ async fn main() {
             Some(bin) => {
                 let (secs, clients) = (args.pgbench_secs, args.pgbench_clients);
                 eprintln!("ceiling: pgbench {secs} s, {clients} clients");
-                let runs: [(&'static str, &str, &[&str]); 8] = [
+                let runs: [(&'static str, &str, &[&str]); 9] = [
                     ("(a) accept INSERT, autocommit", "accept_insert.sql", &[]),
                     ("(a') accept INSERT + pg_notify in one statement (the layer's)", "accept_notify.sql", &[]),
                     ("(a'') accept INSERT, then pg_notify in its own statement", "accept_then_notify.sql", &[]),
@@ -763,6 +763,11 @@ async fn main() {
                         "(d) lease 16 rows, then per row BEGIN + the fenced read + (b): the worker leasing ahead",
                         "lease16_complete.sql",
                         &[],
+                    ),
+                    (
+                        "(d') as (d), pipelined as the worker sends it: BEGIN + read, INSERT, mark-done + COMMIT",
+                        "lease16_pipelined_complete.sql",
+                        &["-M", "extended"],
                     ),
                 ];
                 for (label, script, extra) in runs {
@@ -778,7 +783,7 @@ async fn main() {
                             .count("SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = 'done'")
                             .await;
                         r.note = format!("{done} rows marked done of {} transactions", r.transactions);
-                        if script == "lease16_complete.sql" {
+                        if script.starts_with("lease16") {
                             r.rows_per_txn = done as f64 / r.transactions.max(1) as f64;
                             r.note = format!(
                                 "{done} rows marked done by {} transactions of 16 rows: {:.0} rows/s",
