@@ -155,6 +155,13 @@ fn body(id: &str) -> Bytes {
         _ => "x".repeat(pad),
     };
     fill.truncate(pad);
+    // A cut escape would escape the closing quote: pad it back with x.
+    while fill.ends_with('\\') {
+        fill.pop();
+    }
+    while fill.len() < pad {
+        fill.push('x');
+    }
     Bytes::from(format!("{head}{fill}{tail}"))
 }
 
