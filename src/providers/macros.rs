@@ -108,8 +108,9 @@ macro_rules! preset {
 /// computed by the verifier's own specification:
 /// [`HmacVerifier::sign`](crate::verify::generic::HmacVerifier::sign)), the
 /// constructor `Provider::<name>()` and the registry entry `PRESET`, whose
-/// example carries the signature header alone (`headers: [...]` lists more
-/// headers the preset reads). `fn sign(secret, body)` for a scheme that signs
+/// example carries the signature header alone (`headers: [...];` lists more
+/// headers the preset reads, `signed: <closure>;` makes an example with more
+/// headers than the signature). `fn sign(secret, body)` for a scheme that signs
 /// the body only, `fn sign(secret, timestamp, body)` (Unix seconds) for one
 /// that signs a time in the signature header.
 #[allow(unused_macros)] // unused without an HMAC preset
@@ -177,7 +178,10 @@ macro_rules! hmac_preset {
             signed: $signed,
         }
     };
-    (@preset $signed:expr; $(#[$doc:meta])* fn $ctor:ident() = $provider:expr; $(headers: [$($header:expr),* $(,)?];)?) => {
+    (
+        @preset $signed:expr; $(#[$doc:meta])* fn $ctor:ident() = $provider:expr;
+        $(headers: [$($header:expr),* $(,)?];)?
+    ) => {
         preset! {
             $(#[$doc])*
             fn $ctor() = $provider;

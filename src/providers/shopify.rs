@@ -78,7 +78,10 @@ hmac_preset! {
     /// of the former schedule.
     replay_window: super::days(2);
     /// Verifies the `X-Shopify-Hmac-Sha256` (or `Shopify-Hmac-Sha256`) header.
-    pub struct ShopifyVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).also_header(EVENTS_SIGNATURE_HEADER).strict();
+    pub struct ShopifyVerifier = HmacVerifier::builder(SIGNATURE_HEADER)
+        .encoding(Encoding::Base64)
+        .also_header(EVENTS_SIGNATURE_HEADER)
+        .strict();
     /// A verifier for Shopify's body HMAC.
     fn new();
     /// The `X-Shopify-Hmac-Sha256` value Shopify would send for `body` with
@@ -92,7 +95,15 @@ hmac_preset! {
     /// `X-Shopify-Topic`. Another key policy:
     /// `Provider::shopify().key_extractor(ShopifyKey::WebhookId)`.
     fn shopify() = Provider::new(NAME, ShopifyVerifier::new(), ShopifyKey::default());
-    headers: [EVENT_ID_HEADER, WEBHOOK_ID_HEADER, TOPIC_HEADER, EVENTS_SIGNATURE_HEADER, EVENTS_EVENT_ID_HEADER, EVENTS_WEBHOOK_ID_HEADER, EVENTS_TOPIC_HEADER];
+    headers: [
+        EVENT_ID_HEADER,
+        WEBHOOK_ID_HEADER,
+        TOPIC_HEADER,
+        EVENTS_SIGNATURE_HEADER,
+        EVENTS_EVENT_ID_HEADER,
+        EVENTS_WEBHOOK_ID_HEADER,
+        EVENTS_TOPIC_HEADER,
+    ];
     signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (EVENT_ID_HEADER, id.to_owned())];
 }
 
