@@ -290,8 +290,10 @@ impl<W> WorkerBuilder<W> {
     /// can go stale, be lost with the process or run on a lease another
     /// worker took). River's producer has the same setting (`FetchCooldown`,
     /// 100 ms by default there). A notification or a retry coming due waits
-    /// for it; all slots free does not. Measured in BENCHMARKS.md ("fetch
-    /// cooldown"): at concurrency 16, 16 rows per lease instead of 6.
+    /// for it; all slots free does not. It is never longer than the poll
+    /// interval (a longer one counts as the poll interval). Measured in
+    /// BENCHMARKS.md ("fetch cooldown"): at concurrency 16, 16 rows per lease
+    /// instead of 6.
     pub fn fetch_cooldown(mut self, cooldown: Duration) -> Self {
         self.settings.fetch_cooldown = cooldown;
         self

@@ -61,7 +61,7 @@ pub(crate) async fn run<W: Work>(
         let mut leased_all = false;
         // Some slots busy and the last lease recent: wait for more to free.
         let cooling = last_lease
-            .map(|at| at + settings.fetch_cooldown)
+            .map(|at| later(at, settings.fetch_cooldown.min(settings.poll_interval)))
             .filter(|until| free < settings.batch().min(settings.concurrency) && *until > now);
         if free > 0 && cooling.is_none() {
             last_lease = Some(now);
@@ -97,7 +97,7 @@ pub(crate) async fn run<W: Work>(
         if leased_all && slots.available_permits() > 0 {
             continue; // more may be due
         }
-        let next_poll = cooling.unwrap_or_else(|| tokio::time::Instant::now() + settings.poll_interval);
+        let next_poll = cooling.unwrap_or_else(|| later(tokio::time::Instant::now(), settings.poll_interval));
         let wake = due.iter().copied().min().map_or(next_poll, |at| at.min(next_poll));
         tokio::select! {
             () = &mut shutdown => break,
@@ -128,6 +128,13 @@ pub(crate) async fn run<W: Work>(
         scope = serves(&settings.scope),
         "{kind} worker stopped"
     );
+}
+
+/// `at + d`, saturating at a year from `at` (`Instant + Duration` panics on
+/// overflow, and a setting of `Duration::MAX` means "never").
+fn later(at: tokio::time::Instant, d: std::time::Duration) -> tokio::time::Instant {
+    const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 86_400);
+    at.checked_add(d.min(YEAR)).unwrap_or(at)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

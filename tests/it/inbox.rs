@@ -1100,3 +1100,26 @@ async fn a_4_kb_payload_is_not_rewritten_into_the_wal_by_the_lease_and_the_mark_
     assert!(narrow < 1_500.0, "the lease and the mark-done log the narrow row only: {narrow:.0} B");
     assert!(inline > 2.0 * narrow, "the default target keeps the payload in the row: {inline:.0} vs {narrow:.0} B");
 }
+
+/// Settings of `Duration::MAX` mean "never", not a panic: a worker with a
+/// poll interval and a fetch cooldown that large still leases at start (all
+/// slots free), runs the row, and stops when asked.
+#[tokio::test]
+async fn a_worker_with_a_poll_interval_and_cooldown_of_duration_max_runs_and_stops() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    assert_eq!(accept(&app, "evt_max1").await.0, StatusCode::OK);
+    assert_eq!(accept(&app, "evt_max2").await.0, StatusCode::OK);
+    let worker = fast(db.pool(4), effect_router())
+        .concurrency(1)
+        .poll_interval(Duration::MAX)
+        .fetch_cooldown(Duration::MAX)
+        .build()
+        .unwrap();
+    let (stop, task) = spawn_worker(worker);
+    assert!(eventually(Duration::from_secs(10), || async { db.effects_for("evt_max1").await == 1 }).await);
+    // The one slot freed: the producer waits out no overflowing deadline.
+    assert!(eventually(Duration::from_secs(10), || async { db.effects_for("evt_max2").await == 1 }).await);
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), task).await.expect("the worker stops").expect("no panic");
+}
