@@ -68,6 +68,11 @@ struct Args {
     /// Worker concurrencies, one drain run each.
     #[arg(long, value_delimiter = ',', default_value = "4,8,16")]
     concurrency: Vec<usize>,
+    /// The worker's fetch cooldowns in milliseconds, one drain run each per
+    /// concurrency (the library's default is 5; 0 leases as soon as a slot
+    /// frees).
+    #[arg(long, value_delimiter = ',', default_value = "5")]
+    fetch_cooldown_ms: Vec<u64>,
     /// Concurrent senders of the enqueue-cost runs.
     #[arg(long, default_value_t = 16)]
     senders: usize,
@@ -145,13 +150,14 @@ impl Db {
 
 struct DrainRun {
     concurrency: usize,
+    cooldown_ms: u64,
     done: i64,
     secs: f64,
     wal_per_effect: f64,
     load: String,
 }
 
-async fn drain_run(db: &Db, n: usize, concurrency: usize) -> DrainRun {
+async fn drain_run(db: &Db, n: usize, concurrency: usize, cooldown_ms: u64) -> DrainRun {
     db.reset().await;
     db.backlog(n).await;
     let calls = Arc::new(AtomicUsize::new(0));
@@ -185,6 +191,7 @@ async fn drain_run(db: &Db, n: usize, concurrency: usize) -> DrainRun {
     let worker = OutboxWorker::builder(pool(&db.config, concurrency + 2), effects)
         .concurrency(concurrency)
         .poll_interval(Duration::from_millis(50))
+        .fetch_cooldown(Duration::from_millis(cooldown_ms))
         .build()
         .expect("worker config");
     let (load, wal) = (load1(), db.wal().await);
@@ -208,7 +215,7 @@ async fn drain_run(db: &Db, n: usize, concurrency: usize) -> DrainRun {
     task.await.expect("worker");
     let _ = stop_remote.send(());
     eprintln!("  {} calls reached the endpoint for {done} rows", calls.load(Ordering::Relaxed));
-    DrainRun { concurrency, done, secs, wal_per_effect, load }
+    DrainRun { concurrency, cooldown_ms, done, secs, wal_per_effect, load }
 }
 
 // ---------------------------------------------------------------- enqueue cost
@@ -432,19 +439,22 @@ async fn main() {
 
     let mut drains = Vec::new();
     for &c in &args.concurrency {
-        eprintln!("drain: {} rows, concurrency {c}", args.backlog);
-        drains.push(drain_run(&db, args.backlog, c).await);
+        for &ms in &args.fetch_cooldown_ms {
+            eprintln!("drain: {} rows, concurrency {c}, cooldown {ms} ms", args.backlog);
+            drains.push(drain_run(&db, args.backlog, c, ms).await);
+        }
     }
     println!(
         "### Outbox drain ({} pending rows, effect = one HTTP POST to a no-op endpoint on loopback)\n",
         args.backlog
     );
-    println!("| concurrency | effects/s | seconds | WAL per effect | load |");
-    println!("|---|---|---|---|---|");
+    println!("| concurrency | fetch cooldown | effects/s | seconds | WAL per effect | load |");
+    println!("|---|---|---|---|---|---|");
     for r in &drains {
         println!(
-            "| {} | {:.0} | {:.1}{} | {:.0} B | {} |",
+            "| {} | {} ms | {:.0} | {:.1}{} | {:.0} B | {} |",
             r.concurrency,
+            r.cooldown_ms,
             r.done as f64 / r.secs,
             r.secs,
             if r.done as usize == args.backlog { String::new() } else { format!(" ({} done)", r.done) },
