@@ -988,7 +988,14 @@ async fn a_fetch_cooldown_fills_the_slots_freed_meanwhile_with_one_lease() {
             }
         }),
     );
-    let worker = fast(db.pool(8), handlers).concurrency(4).fetch_cooldown(Duration::from_secs(2)).build().unwrap();
+    // The cooldown is at most the poll interval: a long poll, so the cooldown
+    // (3 s) covers the three runs' ends however slowly the machine commits them.
+    let worker = fast(db.pool(8), handlers)
+        .concurrency(4)
+        .poll_interval(Duration::from_secs(30))
+        .fetch_cooldown(Duration::from_secs(3))
+        .build()
+        .unwrap();
     let (stop, task) = spawn_worker(worker);
     for _ in 0..4 {
         entered.recv().await.unwrap();
