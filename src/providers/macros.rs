@@ -169,24 +169,16 @@ macro_rules! hmac_preset {
     (
         @preset $default:expr; $(#[$doc:meta])* fn $ctor:ident() = $provider:expr;
         $(headers: [$($header:expr),* $(,)?];)?
-        signed: $signed:expr;
+        $(signed: $signed:expr;)?
     ) => {
         preset! {
             $(#[$doc])*
             fn $ctor() = $provider;
             headers: [SIGNATURE_HEADER $($(, $header)*)?],
-            signed: $signed,
+            signed: hmac_preset!(@signed $default; $($signed)?),
         }
     };
-    (
-        @preset $signed:expr; $(#[$doc:meta])* fn $ctor:ident() = $provider:expr;
-        $(headers: [$($header:expr),* $(,)?];)?
-    ) => {
-        preset! {
-            $(#[$doc])*
-            fn $ctor() = $provider;
-            headers: [SIGNATURE_HEADER $($(, $header)*)?],
-            signed: $signed,
-        }
-    };
+    // The example's headers: the preset's own `signed`, else the signature alone.
+    (@signed $default:expr;) => { $default };
+    (@signed $default:expr; $signed:expr) => { $signed };
 }

@@ -287,14 +287,7 @@ async fn migration_10_sets_the_toast_target_in_place_and_pending_rows_run_after_
     // Version 9, as a database migrated by the previous release.
     let v9: String = MIGRATIONS.iter().filter(|(v, _)| *v <= 9).map(|(_, sql)| *sql).collect();
     client.batch_execute(&v9).await.unwrap();
-    client
-        .batch_execute(
-            "CREATE TABLE effects (id bigserial PRIMARY KEY, provider text, scope text NOT NULL,
-                                   event_key text NOT NULL, event_type text, body bytea,
-                                   created_at timestamptz NOT NULL DEFAULT now())",
-        )
-        .await
-        .unwrap();
+    client.batch_execute(EFFECTS_TABLE).await.unwrap();
     let app = crate::inbox::accepting_app(pool.clone());
     for key in ["evt_before_10a", "evt_before_10b"] {
         assert_eq!(crate::inbox::accept(&app, key).await.0, StatusCode::OK);

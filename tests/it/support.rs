@@ -34,6 +34,11 @@ pub fn admin_config() -> tokio_postgres::Config {
     url.parse().expect("DATABASE_URL is a valid PostgreSQL URL")
 }
 
+/// The business table the tests' handlers write their effects to.
+pub const EFFECTS_TABLE: &str = "CREATE TABLE effects (id bigserial PRIMARY KEY, provider text, scope text NOT NULL,
+                                   event_key text NOT NULL, event_type text, body bytea,
+                                   created_at timestamptz NOT NULL DEFAULT now())";
+
 pub fn pool(config: tokio_postgres::Config, max_size: usize) -> Pool {
     let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     Pool::builder(manager).max_size(max_size).build().expect("pool config")
@@ -63,16 +68,7 @@ impl TestDb {
         config.dbname(&name);
         let pool = pool(config.clone(), 64);
         webhook_idempotency::migrate(&pool).await.expect("migrate");
-        pool.get()
-            .await
-            .unwrap()
-            .batch_execute(
-                "CREATE TABLE effects (id bigserial PRIMARY KEY, provider text, scope text NOT NULL,
-                                       event_key text NOT NULL, event_type text, body bytea,
-                                       created_at timestamptz NOT NULL DEFAULT now())",
-            )
-            .await
-            .unwrap();
+        pool.get().await.unwrap().batch_execute(EFFECTS_TABLE).await.unwrap();
         Self { name, config, pool }
     }
 

@@ -310,3 +310,26 @@ impl State {
 pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("{e} (examples: 90s, 15m, 2h, 45days)"))
 }
+
+/// clap's message with every argument that may hold the database URL (or
+/// its password) replaced: a mistyped `--database-url=...` is an unknown
+/// argument that clap would quote whole.
+pub(crate) fn redacted(message: &str) -> String {
+    // clap lists the arguments given in its usage line, `--database-url`
+    // among them when `DATABASE_URL` is set: it reads as if it were required.
+    let mut message = message.replace(" --database-url <URL>", "");
+    for arg in std::env::args_os().skip(1) {
+        let arg = arg.to_string_lossy().into_owned();
+        let lower = arg.to_ascii_lowercase();
+        if lower.contains("://") || lower.contains("password") || lower.contains('@') {
+            message = message.replace(&arg, "<not shown>");
+        }
+    }
+    message
+}
+
+/// Writes `text`, ignoring a closed pipe (`webhook-admin list | head`).
+pub(crate) fn emit(mut to: impl std::io::Write, text: &str) {
+    let _ = to.write_all(text.as_bytes());
+    let _ = to.flush();
+}

@@ -540,39 +540,16 @@ async fn run(cli: Cli) -> Result<Report, Fail> {
     }
 }
 
-/// clap's message with every argument that may hold the database URL (or
-/// its password) replaced: a mistyped `--database-url=...` is an unknown
-/// argument that clap would quote whole.
-fn redacted(message: &str) -> String {
-    // clap lists the arguments given in its usage line, `--database-url`
-    // among them when `DATABASE_URL` is set: it reads as if it were required.
-    let mut message = message.replace(" --database-url <URL>", "");
-    for arg in std::env::args_os().skip(1) {
-        let arg = arg.to_string_lossy().into_owned();
-        let lower = arg.to_ascii_lowercase();
-        if lower.contains("://") || lower.contains("password") || lower.contains('@') {
-            message = message.replace(&arg, "<not shown>");
-        }
-    }
-    message
-}
-
-/// Writes `text`, ignoring a closed pipe (`webhook-admin list | head`).
-fn emit(mut to: impl std::io::Write, text: &str) {
-    let _ = to.write_all(text.as_bytes());
-    let _ = to.flush();
-}
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => e.exit(),
         Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            emit(std::io::stderr(), &e.render().to_string());
+            cli::emit(std::io::stderr(), &e.render().to_string());
             return ExitCode::from(2);
         }
         Err(e) => {
-            emit(std::io::stderr(), &redacted(&e.render().to_string()));
+            cli::emit(std::io::stderr(), &cli::redacted(&e.render().to_string()));
             return ExitCode::from(2);
         }
     };
@@ -586,7 +563,7 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(report) => {
-            emit(std::io::stdout().lock(), &report.out);
+            cli::emit(std::io::stdout().lock(), &report.out);
             match report.outcome {
                 Outcome::Done => ExitCode::SUCCESS,
                 Outcome::NothingMatched => ExitCode::from(1),
@@ -598,7 +575,7 @@ fn main() -> ExitCode {
             } else {
                 format!("webhook-admin: {}: {}\n", fail.kind, printable(&fail.message))
             };
-            emit(std::io::stderr().lock(), &text);
+            cli::emit(std::io::stderr().lock(), &text);
             ExitCode::from(2)
         }
     }
