@@ -60,11 +60,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies Bitbucket's `X-Hub-Signature` (`sha256=`).
     pub struct BitbucketVerifier = HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict();
-    /// A verifier for `X-Hub-Signature: sha256=`.
-    fn new();
-    /// The `X-Hub-Signature` value Bitbucket would send for `body` with
-    /// `secret`: `sha256={hex}`. For tests and fixtures.
-    fn sign(secret, body);
     /// Bitbucket Cloud (`X-Hub-Signature` `sha256=`; key = `X-Request-UUID`). See [`crate::providers::bitbucket`].
     ///
     /// The Bitbucket Cloud preset: [`BitbucketVerifier`], key =

@@ -56,11 +56,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies `X-Cal-Signature-256`; `no-secret-provided` is malformed.
     pub struct CalComVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
-    /// A verifier for `X-Cal-Signature-256`.
-    fn new();
-    /// The `X-Cal-Signature-256` value Cal.com would send for `body` with
-    /// `secret`: the bare hex digest. For tests and fixtures.
-    fn sign(secret, body);
     /// Cal.com (`X-Cal-Signature-256`, hex HMAC-SHA256; derived key). See [`crate::providers::cal_com`].
     ///
     /// The Cal.com preset: [`CalComVerifier`]; key derived from

@@ -85,23 +85,14 @@ hmac_preset! {
             .signature_separator(',')
             .signed_content(SignedContent::TimestampBody { separator: ".".into() })
     };
-    /// A verifier with Calendly's tolerance of 180 seconds.
-    fn new() at DEFAULT_TOLERANCE;
-    /// Sets how far (both directions) `t=` may be from now.
-    fn tolerance();
-    /// The `Calendly-Webhook-Signature` value Calendly would send for `body` at
-    /// `timestamp` (Unix seconds) with `secret`: `t={timestamp},v1={hex}`. For
-    /// tests and fixtures.
-    fn sign(secret, timestamp, body);
+    /// Calendly's tolerance in its verification example: 180 seconds.
+    tolerance: Duration::from_secs(180);
     /// Calendly (`Calendly-Webhook-Signature` `t=,v1=`, 180 s; derived key). See [`crate::providers::calendly`].
     ///
     /// The Calendly preset: [`CalendlyVerifier`] with the 180 second tolerance
     /// and the derived [`CalendlyKey`].
     fn calendly() = Provider::new(NAME, CalendlyVerifier::new(), CalendlyKey::new());
 }
-
-/// Calendly's tolerance in its verification example: 180 seconds.
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(180);
 
 /// Calendly's derived event key (see the [module docs](self)):
 /// `sha256:` + hex SHA-256 of the netstrings of `event`, `created_at` and

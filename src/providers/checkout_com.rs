@@ -60,12 +60,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `Cko-Signature` header.
     pub struct CheckoutComVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
-    /// A verifier for `Cko-Signature`.
-    fn new();
-    /// The `Cko-Signature` value Checkout.com would send for `body` with
-    /// `secret` (the webhook action's signature key): the bare hex digest. For
-    /// tests and fixtures.
-    fn sign(secret, body);
     /// Checkout.com (`Cko-Signature`; key = `id`). See [`crate::providers::checkout_com`].
     ///
     /// The Checkout.com preset: [`CheckoutComVerifier`]; key = the body's

@@ -43,11 +43,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `circleci-signature` header.
     pub struct CircleCiVerifier = HmacVerifier::builder(SIGNATURE_HEADER).key_value("v1").signature_separator(',');
-    /// A verifier for `circleci-signature`.
-    fn new();
-    /// The `circleci-signature` value CircleCI would send for `body` with
-    /// `secret`: `v1={hex}`. For tests and fixtures.
-    fn sign(secret, body);
     /// CircleCI (`circleci-signature: v1=`, hex HMAC-SHA256; key = body `id`). See [`crate::providers::circleci`].
     ///
     /// The CircleCI outbound-webhooks preset: [`CircleCiVerifier`]; key = the

@@ -51,11 +51,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `X-CC-Webhook-Signature` header.
     pub struct CoinbaseCommerceVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
-    /// A verifier for `X-CC-Webhook-Signature`.
-    fn new();
-    /// The `X-CC-Webhook-Signature` value Coinbase Commerce would send for
-    /// `body` with `secret`: the bare hex digest. For tests and fixtures.
-    fn sign(secret, body);
     /// Coinbase Commerce (`X-CC-Webhook-Signature`; key = `event.id`). See [`crate::providers::coinbase_commerce`].
     ///
     /// The Coinbase Commerce preset: [`CoinbaseCommerceVerifier`]; key = the

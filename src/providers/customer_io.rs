@@ -35,30 +35,23 @@ use std::time::Duration;
 use crate::key::{EventIdentity, JsonPointerKey, KeyError, KeyExtractor};
 use crate::provider::Provider;
 use crate::verify::generic::{HmacVerifier, SignedContent};
-use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header Customer.io signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-cio-signature";
 /// The header carrying the signed Unix timestamp.
 pub const TIMESTAMP_HEADER: &str = "x-cio-timestamp";
 
-/// The preset's tolerance: 300 seconds (Customer.io states none; see the
-/// module docs).
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "customer-io";
-/// How long a Customer.io reporting event can be sent again: 30 days.
-///
-/// Customer.io's "Reporting Webhooks" page
-/// (<https://docs.customer.io/api/webhooks/>) says a delivery that does not
-/// get a 2xx within its timeout is retried, without a schedule or span we
-/// could confirm, and documents no manual redelivery. With the span not
-/// stated, the window is the crate's default for an unknown span,
-/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "customer-io";
+    /// The header Customer.io signs deliveries with.
+    header: "x-cio-signature";
+    /// How long a Customer.io reporting event can be sent again: 30 days.
+    ///
+    /// Customer.io's "Reporting Webhooks" page
+    /// (<https://docs.customer.io/api/webhooks/>) says a delivery that does not
+    /// get a 2xx within its timeout is retried, without a schedule or span we
+    /// could confirm, and documents no manual redelivery. With the span not
+    /// stated, the window is the crate's default for an unknown span,
+    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `X-CIO-Signature` header.
     pub struct CustomerIoVerifier = {
         HmacVerifier::builder(SIGNATURE_HEADER)
@@ -67,18 +60,17 @@ hmac_verifier! {
             .signed_content(SignedContent::TimestampBody { separator: ":".into() })
             .timestamp_header(TIMESTAMP_HEADER)
     };
-    /// A verifier with the preset's tolerance of 300 seconds.
-    fn new() at DEFAULT_TOLERANCE;
-    /// Sets how far (both directions) `X-CIO-Timestamp` may be from now.
-    fn tolerance();
-}
-
-/// The `X-CIO-Signature` value Customer.io would send for `body` at
-/// `timestamp` (Unix seconds) with `secret`: the bare hex digest. For tests
-/// and fixtures.
-pub fn sign(secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
-    let ts = timestamp.to_string();
-    hex::encode(hmac_sha256(secret, &[b"v0:", ts.as_bytes(), b":", body]))
+    /// The preset's tolerance: 300 seconds (Customer.io states none; see the
+    /// module docs).
+    tolerance: Duration::from_secs(300);
+    /// Customer.io (`X-CIO-Signature` of `v0:{ts}:{body}`, 300 s; key = `event_id`). See [`crate::providers::customer_io`].
+    ///
+    /// The Customer.io reporting-webhooks preset: [`CustomerIoVerifier`] with
+    /// the 300 second tolerance; key = the body's `event_id`, type =
+    /// `{object_type}.{metric}` ([`event_identity`]).
+    fn customer_io() = Provider::new(NAME, CustomerIoVerifier::new(), event_identity);
+    headers: [TIMESTAMP_HEADER];
+    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())];
 }
 
 /// Customer.io's event identity: key = the body's `event_id`; type =
@@ -99,22 +91,12 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
     Ok(identity)
 }
 
-preset! {
-    /// Customer.io (`X-CIO-Signature` of `v0:{ts}:{body}`, 300 s; key = `event_id`). See [`crate::providers::customer_io`].
-    ///
-    /// The Customer.io reporting-webhooks preset: [`CustomerIoVerifier`] with
-    /// the 300 second tolerance; key = the body's `event_id`, type =
-    /// `{object_type}.{metric}` ([`event_identity`]).
-    fn customer_io() = Provider::new(NAME, CustomerIoVerifier::new(), event_identity);
-    headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER],
-    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())],
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::providers::testing::{assert_fixture_identity, fixture_files, TwoHeaders};
     use crate::test_support::{assert_body_identity, headers};
+    use crate::verify::hmac_sha256;
     use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
 
     /// A delivery signed by the documented formula and accepted by

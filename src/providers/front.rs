@@ -48,29 +48,24 @@ use crate::provider::Challenge;
 use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
 use crate::verify::{hmac_sha256, single_header, Delivery, Encoding, SigningSecret};
 
-/// The header Front signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-front-signature";
 /// The header carrying the signed Unix timestamp in milliseconds.
 pub const TIMESTAMP_HEADER: &str = "x-front-request-timestamp";
 /// The header carrying the handshake's challenge (not signed).
 pub const CHALLENGE_HEADER: &str = "x-front-challenge";
 
-/// The preset's tolerance: 300 seconds (Front's recommended 5 minutes).
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "front";
-/// How long a Front event can be sent again: 30 days.
-///
-/// Front's application-webhooks page
-/// (<https://dev.frontapp.com/docs/application-webhooks>) publishes no
-/// retry schedule or span that the research for this preset could confirm,
-/// and no manual redelivery. With the span not stated, the window is the
-/// crate's default for an unknown span,
-/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "front";
+    /// The header Front signs deliveries with.
+    header: "x-front-signature";
+    /// How long a Front event can be sent again: 30 days.
+    ///
+    /// Front's application-webhooks page
+    /// (<https://dev.frontapp.com/docs/application-webhooks>) publishes no
+    /// retry schedule or span that the research for this preset could confirm,
+    /// and no manual redelivery. With the span not stated, the window is the
+    /// crate's default for an unknown span,
+    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `x-front-signature` header.
     pub struct FrontVerifier = {
         HmacVerifier::builder(SIGNATURE_HEADER)
@@ -80,10 +75,20 @@ hmac_verifier! {
             .timestamp_header(TIMESTAMP_HEADER)
             .timestamp_format(TimestampFormat::UnixMilliseconds)
     };
-    /// A verifier with the preset's tolerance of 300 seconds.
-    fn new() at DEFAULT_TOLERANCE;
-    /// Sets how far (both directions) `x-front-request-timestamp` may be from now.
-    fn tolerance();
+    /// The preset's tolerance: 300 seconds (Front's recommended 5 minutes).
+    tolerance: Duration::from_secs(300);
+    sign: by hand;
+    /// Front (`x-front-signature` of `{ms}:{body}`, 300 s; key = `payload.id`; answers the challenge). See [`crate::providers::front`].
+    ///
+    /// The Front application-webhooks preset: [`FrontVerifier`] with the 300
+    /// second tolerance; key = the body's `payload.id`, type = `type`;
+    /// [`Validation`] answers the save-time handshake.
+    fn front() = super::json_keyed(NAME, FrontVerifier::new(), "/payload/id", "/type").challenge(Validation);
+    headers: [TIMESTAMP_HEADER, CHALLENGE_HEADER];
+    signed: |s, _, ts, b| {
+        let ms = ts.saturating_mul(1000);
+        vec![(SIGNATURE_HEADER, sign(s, ms, b)), (TIMESTAMP_HEADER, ms.to_string())]
+    };
 }
 
 /// The `x-front-signature` value Front would send for `body` at
@@ -111,20 +116,6 @@ impl Challenge for Validation {
         res.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain"));
         Some(res)
     }
-}
-
-preset! {
-    /// Front (`x-front-signature` of `{ms}:{body}`, 300 s; key = `payload.id`; answers the challenge). See [`crate::providers::front`].
-    ///
-    /// The Front application-webhooks preset: [`FrontVerifier`] with the 300
-    /// second tolerance; key = the body's `payload.id`, type = `type`;
-    /// [`Validation`] answers the save-time handshake.
-    fn front() = super::json_keyed(NAME, FrontVerifier::new(), "/payload/id", "/type").challenge(Validation);
-    headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER, CHALLENGE_HEADER],
-    signed: |s, _, ts, b| {
-        let ms = ts.saturating_mul(1000);
-        vec![(SIGNATURE_HEADER, sign(s, ms, b)), (TIMESTAMP_HEADER, ms.to_string())]
-    },
 }
 
 #[cfg(test)]

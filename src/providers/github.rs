@@ -51,11 +51,6 @@ hmac_preset! {
     replay_window: super::days(3);
     /// Verifies the `X-Hub-Signature-256` header.
     pub struct GitHubVerifier = HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict();
-    /// A verifier for `X-Hub-Signature-256`.
-    fn new();
-    /// The `X-Hub-Signature-256` value GitHub would send for `body` with
-    /// `secret`: `sha256={hex}`. For tests and fixtures.
-    fn sign(secret, body);
     /// GitHub (`X-Hub-Signature-256`; key = `X-GitHub-Delivery`). See [`crate::providers::github`].
     ///
     /// The GitHub preset: [`GitHubVerifier`], key = `X-GitHub-Delivery`, type =

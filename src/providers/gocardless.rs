@@ -67,11 +67,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies GoCardless's `Webhook-Signature` header.
     pub struct GoCardlessVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
-    /// A verifier for `Webhook-Signature`.
-    fn new();
-    /// The `Webhook-Signature` value GoCardless would send for `body` with
-    /// `secret`: the bare hex digest. For tests and fixtures.
-    fn sign(secret, body);
     /// GoCardless (`Webhook-Signature`; key = `meta.webhook_id`, one claim per batch). See [`crate::providers::gocardless`].
     ///
     /// The GoCardless preset: [`GoCardlessVerifier`]; key = the batch's

@@ -58,11 +58,6 @@ hmac_preset! {
     pub struct HelpScoutVerifier = {
         HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).encoding(Encoding::Base64).strict()
     };
-    /// A verifier for `X-HelpScout-Signature`.
-    fn new();
-    /// The `X-HelpScout-Signature` value Help Scout would send for `body` with
-    /// `secret`: base64 HMAC-SHA1. For tests and fixtures.
-    fn sign(secret, body);
     /// Help Scout (`X-HelpScout-Signature`, base64 HMAC-SHA1; derived key). See [`crate::providers::help_scout`].
     ///
     /// The Help Scout preset: [`HelpScoutVerifier`]; key derived from the

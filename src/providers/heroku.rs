@@ -46,11 +46,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `Heroku-Webhook-Hmac-SHA256` header.
     pub struct HerokuVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).strict();
-    /// A verifier for `Heroku-Webhook-Hmac-SHA256`.
-    fn new();
-    /// The `Heroku-Webhook-Hmac-SHA256` value Heroku would send for `body` with
-    /// `secret`: base64 HMAC-SHA256. For tests and fixtures.
-    fn sign(secret, body);
     /// Heroku (`Heroku-Webhook-Hmac-SHA256`, base64; key = body `id`). See [`crate::providers::heroku`].
     ///
     /// The Heroku app-webhooks preset: [`HerokuVerifier`]; key = the body's

@@ -66,11 +66,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `X-Hub-Signature` header.
     pub struct IntercomVerifier = HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).prefix("sha1=").strict();
-    /// A verifier for `X-Hub-Signature`.
-    fn new();
-    /// The `X-Hub-Signature` value Intercom would send for `body` with
-    /// `secret` (the app's client secret): `sha1={hex}`. For tests and fixtures.
-    fn sign(secret, body);
     /// Intercom (`X-Hub-Signature` `sha1=`; key = the notification `id`; answers `ping`). See [`crate::providers::intercom`].
     ///
     /// The Intercom preset: [`IntercomVerifier`]; key = the notification `id`,

@@ -58,11 +58,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `X-Signature` header.
     pub struct LemonSqueezyVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
-    /// A verifier for `X-Signature`.
-    fn new();
-    /// The `X-Signature` value Lemon Squeezy would send for `body` with
-    /// `secret`: the bare hex digest. For tests and fixtures.
-    fn sign(secret, body);
     /// Lemon Squeezy (`X-Signature`; derived key). See [`crate::providers::lemon_squeezy`].
     ///
     /// The Lemon Squeezy preset: [`LemonSqueezyVerifier`] and the derived

@@ -110,9 +110,17 @@ macro_rules! preset {
 /// constructor `Provider::<name>()` and the registry entry `PRESET`, whose
 /// example carries the signature header alone (`headers: [...];` lists more
 /// headers the preset reads, `signed: <closure>;` makes an example with more
-/// headers than the signature). `fn sign(secret, body)` for a scheme that signs
-/// the body only, `fn sign(secret, timestamp, body)` (Unix seconds) for one
-/// that signs a time in the signature header.
+/// headers than the signature).
+///
+/// A scheme that signs a time states its tolerance, `tolerance: <Duration>;`
+/// (made `DEFAULT_TOLERANCE`, with the docs written above it): its verifier is
+/// built at that tolerance with a `tolerance` setter, and its `sign` takes the time, `sign(secret,
+/// timestamp, body)` (Unix seconds); a scheme that signs the body only has
+/// `sign(secret, body)`. `sign: by hand;` leaves `sign` to the module, for a
+/// scheme whose signed time is not whole Unix seconds or that signs more than
+/// the generic specification knows (its example then needs `signed:`). The
+/// docs of `new`, `tolerance` and `sign` are the same for every preset and
+/// made here.
 #[allow(unused_macros)] // unused without an HMAC preset
 macro_rules! hmac_preset {
     (
@@ -120,51 +128,72 @@ macro_rules! hmac_preset {
         $(#[$header_doc:meta])* header: $header:literal;
         $(#[$window_doc:meta])* replay_window: $window:expr;
         $(#[$attr:meta])* pub struct $verifier:ident = $spec:expr;
-        $(#[$new:meta])* fn new() at DEFAULT_TOLERANCE;
-        $(#[$tolerance:meta])* fn tolerance();
         $($rest:tt)*
     ) => {
-        hmac_preset! { @facts $name; [$(#[$header_doc])*] $header; [$(#[$window_doc])*] $window; }
-        hmac_verifier! {
-            $(#[$attr])* pub struct $verifier = $spec;
-            $(#[$new])* fn new() at DEFAULT_TOLERANCE;
-            $(#[$tolerance])* fn tolerance();
-        }
-        hmac_preset! { @sign $verifier; $($rest)* }
-    };
-    (
-        name: $name:literal;
-        $(#[$header_doc:meta])* header: $header:literal;
-        $(#[$window_doc:meta])* replay_window: $window:expr;
-        $(#[$attr:meta])* pub struct $verifier:ident = $spec:expr;
-        $(#[$new:meta])* fn new();
-        $($rest:tt)*
-    ) => {
-        hmac_preset! { @facts $name; [$(#[$header_doc])*] $header; [$(#[$window_doc])*] $window; }
-        hmac_verifier! { $(#[$attr])* pub struct $verifier = $spec; $(#[$new])* fn new(); }
-        hmac_preset! { @sign $verifier; $($rest)* }
-    };
-    (@facts $name:literal; [$(#[$header_doc:meta])*] $header:literal; [$(#[$window_doc:meta])*] $window:expr;) => {
         /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
         pub const NAME: &str = $name;
         $(#[$header_doc])*
         pub const SIGNATURE_HEADER: &str = $header;
         $(#[$window_doc])*
         pub const REPLAY_WINDOW: std::time::Duration = $window;
+        hmac_preset! { @verifier $header; [$(#[$attr])*] $verifier = $spec; $($rest)* }
     };
-    (@sign $verifier:ident; $(#[$sign:meta])* fn sign(secret, body); $($rest:tt)*) => {
-        $(#[$sign])*
-        pub fn sign(secret: &$crate::verify::SigningSecret, body: &[u8]) -> String {
-            $verifier::new().inner.sign(secret, "", 0, body)
+    (
+        @verifier $header:literal; [$(#[$attr:meta])*] $verifier:ident = $spec:expr;
+        $(#[$tolerance_doc:meta])* tolerance: $tolerance:expr; $($rest:tt)*
+    ) => {
+        $(#[$tolerance_doc])*
+        pub const DEFAULT_TOLERANCE: std::time::Duration = $tolerance;
+        hmac_verifier! {
+            $(#[$attr])* pub struct $verifier = $spec;
+            /// A verifier at the preset's tolerance, [`DEFAULT_TOLERANCE`].
+            fn new() at DEFAULT_TOLERANCE;
+            /// Sets how far, in both directions, the signed timestamp may be
+            /// from the clock (default [`DEFAULT_TOLERANCE`]).
+            fn tolerance();
         }
-        hmac_preset! { @preset |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))]; $($rest)* }
+        hmac_preset! { @sign timed $header; $verifier; $($rest)* }
     };
-    (@sign $verifier:ident; $(#[$sign:meta])* fn sign(secret, timestamp, body); $($rest:tt)*) => {
-        $(#[$sign])*
+    (@verifier $header:literal; [$(#[$attr:meta])*] $verifier:ident = $spec:expr; $($rest:tt)*) => {
+        hmac_verifier! {
+            $(#[$attr])* pub struct $verifier = $spec;
+            #[doc = concat!("A verifier for `", $header, "`, as the module docs describe the scheme.")]
+            fn new();
+        }
+        hmac_preset! { @sign body $header; $verifier; $($rest)* }
+    };
+    (@sign $kind:ident $header:literal; $verifier:ident; sign: by hand; $(#[$doc:meta])* fn $ctor:ident() = $provider:expr;
+        $(headers: [$($more:expr),* $(,)?];)?
+        signed: $signed:expr;
+    ) => {
+        preset! {
+            $(#[$doc])*
+            fn $ctor() = $provider;
+            headers: [SIGNATURE_HEADER $($(, $more)*)?],
+            signed: $signed,
+        }
+    };
+    (@sign timed $header:literal; $verifier:ident; $($rest:tt)*) => {
+        #[doc = concat!(
+            "The `", $header, "` value the sender sends for `body` at `timestamp` (Unix seconds) ",
+            "signed with `secret`, made by [`", stringify!($verifier), "`]'s own specification ",
+            "([`HmacVerifier::sign`](crate::verify::generic::HmacVerifier::sign)). For tests and fixtures."
+        )]
         pub fn sign(secret: &$crate::verify::SigningSecret, timestamp: u64, body: &[u8]) -> String {
             $verifier::new().inner.sign(secret, "", timestamp, body)
         }
         hmac_preset! { @preset |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))]; $($rest)* }
+    };
+    (@sign body $header:literal; $verifier:ident; $($rest:tt)*) => {
+        #[doc = concat!(
+            "The `", $header, "` value the sender sends for `body` signed with `secret`, made by [`",
+            stringify!($verifier), "`]'s own specification ",
+            "([`HmacVerifier::sign`](crate::verify::generic::HmacVerifier::sign)). For tests and fixtures."
+        )]
+        pub fn sign(secret: &$crate::verify::SigningSecret, body: &[u8]) -> String {
+            $verifier::new().inner.sign(secret, "", 0, body)
+        }
+        hmac_preset! { @preset |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))]; $($rest)* }
     };
     (
         @preset $default:expr; $(#[$doc:meta])* fn $ctor:ident() = $provider:expr;

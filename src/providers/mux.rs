@@ -62,22 +62,14 @@ hmac_preset! {
             .signature_separator(',')
             .signed_content(SignedContent::TimestampBody { separator: ".".into() })
     };
-    /// A verifier with Mux's tolerance of 300 seconds.
-    fn new() at DEFAULT_TOLERANCE;
-    /// Sets how far (both directions) `t=` may be from now.
-    fn tolerance();
-    /// The `mux-signature` value Mux would send for `body` at `timestamp` (Unix
-    /// seconds) with `secret`: `t={timestamp},v1={hex}`. For tests and fixtures.
-    fn sign(secret, timestamp, body);
+    /// Mux's tolerance in its SDK: 300 seconds (here in both directions).
+    tolerance: Duration::from_secs(300);
     /// Mux (`mux-signature` `t=,v1=`, 300 s; key = `id`). See [`crate::providers::mux`].
     ///
     /// The Mux preset: [`MuxVerifier`] with the 300 second tolerance; key =
     /// the body's `id`, type = `type`.
     fn mux() = super::json_keyed(NAME, MuxVerifier::new(), "/id", "/type");
 }
-
-/// Mux's tolerance in its SDK: 300 seconds (here in both directions).
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 #[cfg(test)]
 mod tests {

@@ -73,23 +73,14 @@ hmac_preset! {
             .signature_separator(';')
             .signed_content(SignedContent::TimestampBody { separator: ":".into() })
     };
-    /// A verifier with Paddle's default tolerance of 5 seconds.
-    fn new() at DEFAULT_TOLERANCE;
-    /// Sets how far (both directions) `ts=` may be from now.
-    fn tolerance();
-    /// The `Paddle-Signature` value Paddle would send for `body` at `timestamp`
-    /// (Unix seconds) with `secret`: `ts={timestamp};h1={hex}`. For tests and
-    /// fixtures.
-    fn sign(secret, timestamp, body);
+    /// Paddle's default tolerance: 5 seconds (its SDKs' default).
+    tolerance: Duration::from_secs(5);
     /// Paddle Billing (`Paddle-Signature` `ts=;h1=`, 5 s; key = `event_id`). See [`crate::providers::paddle`].
     ///
     /// The Paddle Billing preset: [`PaddleVerifier`] with the 5 second default
     /// tolerance; key = the body's `event_id`, type = `event_type`.
     fn paddle() = super::json_keyed(NAME, PaddleVerifier::new(), "/event_id", "/event_type");
 }
-
-/// Paddle's default tolerance: 5 seconds (its SDKs' default).
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {

@@ -41,20 +41,17 @@
 use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header PagerDuty signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-pagerduty-signature";
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "pagerduty";
-/// How long a PagerDuty event can be sent again: 1 day.
-///
-/// PagerDuty retries a failed v3 webhook up to 4 times over about 20 minutes
-/// (PagerDuty, "Webhook Behavior", `docs/webhooks/02-Behavior.md` in
-/// <https://github.com/PagerDuty/developer-docs>) and documents no manual
-/// redelivery. A day covers the retries with a margin.
-pub const REPLAY_WINDOW: std::time::Duration = super::days(1);
-
-hmac_verifier! {
+hmac_preset! {
+    name: "pagerduty";
+    /// The header PagerDuty signs deliveries with.
+    header: "x-pagerduty-signature";
+    /// How long a PagerDuty event can be sent again: 1 day.
+    ///
+    /// PagerDuty retries a failed v3 webhook up to 4 times over about 20 minutes
+    /// (PagerDuty, "Webhook Behavior", `docs/webhooks/02-Behavior.md` in
+    /// <https://github.com/PagerDuty/developer-docs>) and documents no manual
+    /// redelivery. A day covers the retries with a margin.
+    replay_window: super::days(1);
     /// Verifies the `X-PagerDuty-Signature` header.
     pub struct PagerDutyVerifier = {
         // A
@@ -62,8 +59,13 @@ hmac_verifier! {
         // (one that is not 64 hex digits is skipped), other versions ignored.
         HmacVerifier::builder(SIGNATURE_HEADER).key_value("v1").signature_separator(',')
     };
-    /// A verifier for `X-PagerDuty-Signature`.
-    fn new();
+    sign: by hand;
+    /// PagerDuty v3 (`X-PagerDuty-Signature` `v1=`; key = `event.id`). See [`crate::providers::pagerduty`].
+    ///
+    /// The PagerDuty v3 preset: [`PagerDutyVerifier`]; key = the body's
+    /// `event.id`, type = `event.event_type`.
+    fn pagerduty() = super::json_keyed(NAME, PagerDutyVerifier::new(), "/event/id", "/event/event_type");
+    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(std::slice::from_ref(s), b))];
 }
 
 /// The `X-PagerDuty-Signature` value PagerDuty would send for `body` from a
@@ -79,16 +81,6 @@ pub fn sign(secrets: &[SigningSecret], body: &[u8]) -> String {
         header.push_str(&hex::encode(hmac_sha256(secret, &[body])));
     }
     header
-}
-
-preset! {
-    /// PagerDuty v3 (`X-PagerDuty-Signature` `v1=`; key = `event.id`). See [`crate::providers::pagerduty`].
-    ///
-    /// The PagerDuty v3 preset: [`PagerDutyVerifier`]; key = the body's
-    /// `event.id`, type = `event.event_type`.
-    fn pagerduty() = super::json_keyed(NAME, PagerDutyVerifier::new(), "/event/id", "/event/event_type");
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(std::slice::from_ref(s), b))],
 }
 
 #[cfg(test)]

@@ -72,11 +72,6 @@ hmac_preset! {
     replay_window: super::days(4);
     /// Verifies the `x-paystack-signature` header.
     pub struct PaystackVerifier = HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha512).strict();
-    /// A verifier for `x-paystack-signature`.
-    fn new();
-    /// The `x-paystack-signature` value Paystack would send for `body` with
-    /// `secret` (the secret key): hex HMAC-SHA512. For tests and fixtures.
-    fn sign(secret, body);
     /// Paystack (`x-paystack-signature`, hex HMAC-SHA512; derived key). See [`crate::providers::paystack`].
     ///
     /// The Paystack preset: [`PaystackVerifier`] and the derived [`key`].

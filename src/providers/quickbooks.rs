@@ -54,11 +54,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `intuit-signature` header.
     pub struct QuickBooksVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).strict();
-    /// A verifier for `intuit-signature`.
-    fn new();
-    /// The `intuit-signature` value Intuit would send for `body` with `secret`
-    /// (the verifier token): base64 HMAC-SHA256. For tests and fixtures.
-    fn sign(secret, body);
     /// Intuit QuickBooks Online (`intuit-signature`, base64 HMAC-SHA256; derived key). See [`crate::providers::quickbooks`].
     ///
     /// The QuickBooks Online preset: [`QuickBooksVerifier`]; key derived from

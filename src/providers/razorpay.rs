@@ -57,11 +57,6 @@ hmac_preset! {
     replay_window: super::days(15);
     /// Verifies the `X-Razorpay-Signature` header.
     pub struct RazorpayVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
-    /// A verifier for `X-Razorpay-Signature`.
-    fn new();
-    /// The `X-Razorpay-Signature` value Razorpay would send for `body` with
-    /// `secret`: the bare hex digest. For tests and fixtures.
-    fn sign(secret, body);
     /// Razorpay (`X-Razorpay-Signature`; key = `x-razorpay-event-id`). See [`crate::providers::razorpay`].
     ///
     /// The Razorpay preset: [`RazorpayVerifier`] and [`RazorpayKey`].

@@ -59,11 +59,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies `Sentry-Hook-Signature` (and `Sentry-App-Signature`).
     pub struct SentryVerifier = HmacVerifier::builder(SIGNATURE_HEADER).also_header(LEGACY_SIGNATURE_HEADER).strict();
-    /// A verifier for `Sentry-Hook-Signature`.
-    fn new();
-    /// The `Sentry-Hook-Signature` value Sentry would send for `body` with
-    /// `secret` (the client secret): hex HMAC-SHA256. For tests and fixtures.
-    fn sign(secret, body);
     /// Sentry (`Sentry-Hook-Signature`, hex HMAC-SHA256; key = `Request-ID`). See [`crate::providers::sentry`].
     ///
     /// The Sentry integration-platform preset: [`SentryVerifier`]; key = the

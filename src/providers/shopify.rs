@@ -82,11 +82,6 @@ hmac_preset! {
         .encoding(Encoding::Base64)
         .also_header(EVENTS_SIGNATURE_HEADER)
         .strict();
-    /// A verifier for Shopify's body HMAC.
-    fn new();
-    /// The `X-Shopify-Hmac-Sha256` value Shopify would send for `body` with
-    /// `secret`: standard base64 with padding. For tests and fixtures.
-    fn sign(secret, body);
     /// Shopify (`X-Shopify-Hmac-Sha256` base64; key = `X-Shopify-Event-Id`, else
     /// `X-Shopify-Webhook-Id`). See [`crate::providers::shopify`].
     ///

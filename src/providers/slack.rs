@@ -97,15 +97,8 @@ hmac_preset! {
             .content_prefix("v0:")
             .signed_content(SignedContent::TimestampBody { separator: ":".into() })
     };
-    /// A verifier with the default tolerance of five minutes.
-    fn new() at DEFAULT_TOLERANCE;
-    /// Sets how far (both directions) `X-Slack-Request-Timestamp` may be
-    /// from now.
-    fn tolerance();
-    /// The `X-Slack-Signature` value Slack would send for `body` at `timestamp`
-    /// (Unix seconds, sent as `X-Slack-Request-Timestamp`) with `secret`:
-    /// `v0={hex}`. For tests and fixtures.
-    fn sign(secret, timestamp, body);
+    /// Slack's documented window: five minutes.
+    tolerance: Duration::from_secs(300);
     /// Slack (`X-Slack-Signature` `v0=`, 300 s; key = `event_id`; answers `url_verification`). See [`crate::providers::slack`].
     ///
     /// Slack's Events API preset: [`SlackVerifier`] (five minutes), key =
@@ -123,9 +116,6 @@ pub const TIMESTAMP_HEADER: &str = "x-slack-request-timestamp";
 pub const RETRY_NUM_HEADER: &str = "x-slack-retry-num";
 /// The retry reason header on redeliveries (informational; not read here).
 pub const RETRY_REASON_HEADER: &str = "x-slack-retry-reason";
-
-/// Slack's documented window: five minutes.
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 fn json_str(value: Option<&serde_json::Value>) -> Result<Option<String>, KeyError> {
     match value {

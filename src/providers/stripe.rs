@@ -59,23 +59,14 @@ hmac_preset! {
             .signed_content(SignedContent::TimestampBody { separator: ".".into() })
             .lenient_timestamp_in_verify()
     };
-    /// A verifier with the default tolerance of 300 seconds.
-    fn new() at DEFAULT_TOLERANCE;
-    /// Sets how far (both directions) `t=` may be from now.
-    fn tolerance();
-    /// The `Stripe-Signature` value Stripe would send for `body` at `timestamp`
-    /// (Unix seconds) with `secret`: `t={timestamp},v1={hex}`. For tests and
-    /// fixtures.
-    fn sign(secret, timestamp, body);
+    /// Stripe's default tolerance: 300 seconds.
+    tolerance: Duration::from_secs(300);
     /// Stripe (`Stripe-Signature`, 300 s tolerance; key = the Event `id`). See [`crate::providers::stripe`].
     ///
     /// The Stripe preset: [`StripeVerifier`] (300 s), key = the Event `id`
     /// (`evt_...`), type = `type`. The CLI name is `stripe`.
     fn stripe() = super::json_keyed(NAME, StripeVerifier::new(), "/id", "/type");
 }
-
-/// Stripe's default tolerance: 300 seconds.
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 #[cfg(test)]
 mod tests {

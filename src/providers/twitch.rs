@@ -72,24 +72,6 @@ use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
 use crate::verify::{hmac_sha256, single_header, Delivery, SigningSecret};
 
-/// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
-pub const NAME: &str = "twitch";
-/// How long a Twitch EventSub message can be sent again: 30 days.
-///
-/// Twitch sends each notification at least once and resends it, with the
-/// same `Twitch-Eventsub-Message-Id`, when unsure it was received (EventSub,
-/// "Handling duplicate events",
-/// <https://dev.twitch.tv/docs/eventsub/#handling-duplicate-events>); it
-/// publishes no schedule for those resends, only that too many slow or
-/// failed answers revoke the subscription (`notification_failures_exceeded`,
-/// <https://dev.twitch.tv/docs/eventsub/handling-webhook-events>). No manual
-/// replay exists. With the span not stated, the window is the crate's
-/// default for an unknown span,
-/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: std::time::Duration = super::DEFAULT_REPLAY_WINDOW;
-
-/// The header Twitch signs messages with.
-pub const SIGNATURE_HEADER: &str = "twitch-eventsub-message-signature";
 /// The header carrying the message id (signed; the event key).
 pub const MESSAGE_ID_HEADER: &str = "twitch-eventsub-message-id";
 /// The header carrying the RFC 3339 send time (signed).
@@ -103,10 +85,23 @@ pub const SUBSCRIPTION_TYPE_HEADER: &str = "twitch-eventsub-subscription-type";
 /// The message type of the subscription handshake.
 pub const CALLBACK_VERIFICATION: &str = "webhook_callback_verification";
 
-/// Twitch's replay window: 10 minutes.
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(600);
-
-hmac_verifier! {
+hmac_preset! {
+    name: "twitch";
+    /// The header Twitch signs messages with.
+    header: "twitch-eventsub-message-signature";
+    /// How long a Twitch EventSub message can be sent again: 30 days.
+    ///
+    /// Twitch sends each notification at least once and resends it, with the
+    /// same `Twitch-Eventsub-Message-Id`, when unsure it was received (EventSub,
+    /// "Handling duplicate events",
+    /// <https://dev.twitch.tv/docs/eventsub/#handling-duplicate-events>); it
+    /// publishes no schedule for those resends, only that too many slow or
+    /// failed answers revoke the subscription (`notification_failures_exceeded`,
+    /// <https://dev.twitch.tv/docs/eventsub/handling-webhook-events>). No manual
+    /// replay exists. With the span not stated, the window is the crate's
+    /// default for an unknown span,
+    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `Twitch-Eventsub-Message-Signature` header.
     pub struct TwitchVerifier = {
         // `sha256=` lines; a value that is not 64 hex digits is malformed, other
@@ -120,10 +115,18 @@ hmac_verifier! {
             .timestamp_format(TimestampFormat::Custom(parse_rfc3339))
             .signed_content(SignedContent::IdTimestampBody { separator: String::new() })
     };
-    /// A verifier with Twitch's tolerance of 600 seconds.
-    fn new() at DEFAULT_TOLERANCE;
-    /// Sets how far (both directions) the message timestamp may be from now.
-    fn tolerance();
+    /// Twitch's replay window: 10 minutes.
+    tolerance: Duration::from_secs(600);
+    sign: by hand;
+    /// Twitch EventSub (`Twitch-Eventsub-Message-Signature`, 600 s; key = the message id; answers the callback verification). See [`crate::providers::twitch`].
+    ///
+    /// The Twitch EventSub preset: [`TwitchVerifier`] (600 s), identity from
+    /// [`message_identity`] (key = `Twitch-Eventsub-Message-Id`, type = the
+    /// body's `subscription.type`), and the [`CallbackVerification`] handshake.
+    /// The CLI name is `twitch`.
+    fn twitch() = Provider::new(NAME, TwitchVerifier::new(), message_identity).challenge(CallbackVerification);
+    headers: [MESSAGE_ID_HEADER, TIMESTAMP_HEADER, MESSAGE_TYPE_HEADER, SUBSCRIPTION_TYPE_HEADER];
+    signed: |s, id, ts, b| { let stamp = format_timestamp(ts); vec![ (SIGNATURE_HEADER, sign(s, id, &stamp, b)), (MESSAGE_ID_HEADER, id.to_owned()), (TIMESTAMP_HEADER, stamp), (MESSAGE_TYPE_HEADER, "notification".to_owned()), ] };
 }
 
 fn expected(secret: &SigningSecret, id: &str, timestamp: &str, body: &[u8]) -> [u8; 32] {
@@ -212,18 +215,6 @@ pub fn message_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Eve
         .ok()
         .and_then(|doc| doc.pointer("/subscription/type")?.as_str().filter(|t| !t.is_empty()).map(str::to_owned));
     Ok(EventIdentity { key: key.to_owned(), event_type })
-}
-
-preset! {
-    /// Twitch EventSub (`Twitch-Eventsub-Message-Signature`, 600 s; key = the message id; answers the callback verification). See [`crate::providers::twitch`].
-    ///
-    /// The Twitch EventSub preset: [`TwitchVerifier`] (600 s), identity from
-    /// [`message_identity`] (key = `Twitch-Eventsub-Message-Id`, type = the
-    /// body's `subscription.type`), and the [`CallbackVerification`] handshake.
-    /// The CLI name is `twitch`.
-    fn twitch() = Provider::new(NAME, TwitchVerifier::new(), message_identity).challenge(CallbackVerification);
-    headers: [SIGNATURE_HEADER, MESSAGE_ID_HEADER, TIMESTAMP_HEADER, MESSAGE_TYPE_HEADER, SUBSCRIPTION_TYPE_HEADER],
-    signed: |s, id, ts, b| { let stamp = format_timestamp(ts); vec![ (SIGNATURE_HEADER, sign(s, id, &stamp, b)), (MESSAGE_ID_HEADER, id.to_owned()), (TIMESTAMP_HEADER, stamp), (MESSAGE_TYPE_HEADER, "notification".to_owned()), ] },
 }
 
 #[cfg(test)]

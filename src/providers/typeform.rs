@@ -45,11 +45,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `Typeform-Signature` header.
     pub struct TypeformVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).prefix("sha256=").strict();
-    /// A verifier for `Typeform-Signature`.
-    fn new();
-    /// The `Typeform-Signature` value Typeform would send for `body` with
-    /// `secret`: `sha256={base64}`. For tests and fixtures.
-    fn sign(secret, body);
     /// Typeform (`Typeform-Signature` `sha256=` base64; key = `event_id`). See [`crate::providers::typeform`].
     ///
     /// The Typeform preset: [`TypeformVerifier`]; key = the body's `event_id`,

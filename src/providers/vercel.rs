@@ -44,11 +44,6 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `x-vercel-signature` header.
     pub struct VercelVerifier = HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).strict();
-    /// A verifier for `x-vercel-signature`.
-    fn new();
-    /// The `x-vercel-signature` value Vercel would send for `body` with
-    /// `secret`: hex HMAC-SHA1. For tests and fixtures.
-    fn sign(secret, body);
     /// Vercel (`x-vercel-signature`, hex HMAC-SHA1; key = body `id`). See [`crate::providers::vercel`].
     ///
     /// The Vercel preset: [`VercelVerifier`]; key = the body's `id`, type =

@@ -43,28 +43,23 @@ use crate::provider::Provider;
 use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
 use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header Webflow signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-webflow-signature";
 /// The header carrying the signed Unix timestamp in milliseconds.
 pub const TIMESTAMP_HEADER: &str = "x-webflow-timestamp";
 
-/// Webflow's tolerance: 300 seconds (its docs' 5 minutes).
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "webflow";
-/// How long a Webflow event can be sent again: 30 days.
-///
-/// Webflow retries a delivery that gets no 200 and deactivates a webhook
-/// after repeated failures ("Working with webhooks",
-/// <https://developers.webflow.com/data/docs/working-with-webhooks>; the
-/// research for this preset read up to 3 retries, unconfirmed), with no
-/// manual redelivery. With the span not confirmed, the window is the crate's
-/// default for an unknown span,
-/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "webflow";
+    /// The header Webflow signs deliveries with.
+    header: "x-webflow-signature";
+    /// How long a Webflow event can be sent again: 30 days.
+    ///
+    /// Webflow retries a delivery that gets no 200 and deactivates a webhook
+    /// after repeated failures ("Working with webhooks",
+    /// <https://developers.webflow.com/data/docs/working-with-webhooks>; the
+    /// research for this preset read up to 3 retries, unconfirmed), with no
+    /// manual redelivery. With the span not confirmed, the window is the crate's
+    /// default for an unknown span,
+    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `x-webflow-signature` header.
     pub struct WebflowVerifier = {
         HmacVerifier::builder(SIGNATURE_HEADER)
@@ -73,21 +68,9 @@ hmac_verifier! {
             .timestamp_header(TIMESTAMP_HEADER)
             .timestamp_format(TimestampFormat::UnixMilliseconds)
     };
-    /// A verifier with Webflow's tolerance of 300 seconds.
-    fn new() at DEFAULT_TOLERANCE;
-    /// Sets how far (both directions) `x-webflow-timestamp` may be from now.
-    fn tolerance();
-}
-
-/// The `x-webflow-signature` value Webflow would send for `body` at
-/// `timestamp_ms` (Unix milliseconds) with `secret`: hex HMAC-SHA256 of
-/// `{timestamp_ms}:{body}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, timestamp_ms: u64, body: &[u8]) -> String {
-    let ts = timestamp_ms.to_string();
-    hex::encode(hmac_sha256(secret, &[ts.as_bytes(), b":", body]))
-}
-
-preset! {
+    /// Webflow's tolerance: 300 seconds (its docs' 5 minutes).
+    tolerance: Duration::from_secs(300);
+    sign: by hand;
     /// Webflow (`x-webflow-signature` of `{ms}:{body}`, 300 s; derived key). See [`crate::providers::webflow`].
     ///
     /// The Webflow preset: [`WebflowVerifier`] with the 300 second tolerance;
@@ -97,11 +80,19 @@ preset! {
         WebflowVerifier::new(),
         DerivedKey::new().canonical_body().event_type_json("/triggerType"),
     );
-    headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER],
+    headers: [TIMESTAMP_HEADER];
     signed: |s, _, ts, b| {
         let ms = ts.saturating_mul(1000);
         vec![(SIGNATURE_HEADER, sign(s, ms, b)), (TIMESTAMP_HEADER, ms.to_string())]
-    },
+    };
+}
+
+/// The `x-webflow-signature` value Webflow would send for `body` at
+/// `timestamp_ms` (Unix milliseconds) with `secret`: hex HMAC-SHA256 of
+/// `{timestamp_ms}:{body}`. For tests and fixtures.
+pub fn sign(secret: &SigningSecret, timestamp_ms: u64, body: &[u8]) -> String {
+    let ts = timestamp_ms.to_string();
+    hex::encode(hmac_sha256(secret, &[ts.as_bytes(), b":", body]))
 }
 
 #[cfg(test)]

@@ -65,11 +65,6 @@ hmac_preset! {
     replay_window: super::days(2);
     /// Verifies the `x-xero-signature` header.
     pub struct XeroVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).strict();
-    /// A verifier for `x-xero-signature`.
-    fn new();
-    /// The `x-xero-signature` value Xero would send for `body` with `secret`
-    /// (the webhooks key): base64 HMAC-SHA256. For tests and fixtures.
-    fn sign(secret, body);
     /// Xero (`x-xero-signature`, base64 HMAC-SHA256; derived key; answers Intent to receive). See [`crate::providers::xero`].
     ///
     /// The Xero preset: [`XeroVerifier`]; key derived from the `events`

@@ -43,30 +43,24 @@ use std::time::Duration;
 use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
 use crate::verify::{hmac_sha256, Encoding, SigningSecret};
 
-/// The header Zendesk signs deliveries with.
-pub const SIGNATURE_HEADER: &str = "x-zendesk-webhook-signature";
 /// The header carrying the signed RFC 3339 timestamp.
 pub const TIMESTAMP_HEADER: &str = "x-zendesk-webhook-signature-timestamp";
 
-/// The preset's tolerance: 300 seconds (Zendesk states none; see the module
-/// docs).
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
-
-/// The CLI name of the preset and the `provider` column of its claims.
-pub const NAME: &str = "zendesk";
-/// How long a Zendesk event can be sent again: 30 days.
-///
-/// Zendesk retries a failed request for some response codes (a `409` up to
-/// three times, a `429` or `503` with a `Retry-After` it honours) and trips a
-/// circuit breaker on an endpoint that keeps failing ("Webhook retries" in
-/// the Webhooks API introduction,
-/// <https://developer.zendesk.com/api-reference/webhooks/introduction>); it
-/// gives no overall span and no manual redelivery. With the span not stated,
-/// the window is the crate's default for an unknown span,
-/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-pub const REPLAY_WINDOW: Duration = super::DEFAULT_REPLAY_WINDOW;
-
-hmac_verifier! {
+hmac_preset! {
+    name: "zendesk";
+    /// The header Zendesk signs deliveries with.
+    header: "x-zendesk-webhook-signature";
+    /// How long a Zendesk event can be sent again: 30 days.
+    ///
+    /// Zendesk retries a failed request for some response codes (a `409` up to
+    /// three times, a `429` or `503` with a `Retry-After` it honours) and trips a
+    /// circuit breaker on an endpoint that keeps failing ("Webhook retries" in
+    /// the Webhooks API introduction,
+    /// <https://developer.zendesk.com/api-reference/webhooks/introduction>); it
+    /// gives no overall span and no manual redelivery. With the span not stated,
+    /// the window is the crate's default for an unknown span,
+    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+    replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `X-Zendesk-Webhook-Signature` header.
     pub struct ZendeskVerifier = {
         HmacVerifier::builder(SIGNATURE_HEADER)
@@ -76,10 +70,19 @@ hmac_verifier! {
             .timestamp_header(TIMESTAMP_HEADER)
             .timestamp_format(TimestampFormat::Custom(super::rfc3339::parse))
     };
-    /// A verifier with the preset's tolerance of 300 seconds.
-    fn new() at DEFAULT_TOLERANCE;
-    /// Sets how far (both directions) the signed timestamp may be from now.
-    fn tolerance();
+    /// The preset's tolerance: 300 seconds (Zendesk states none; see the module
+    /// docs).
+    tolerance: Duration::from_secs(300);
+    sign: by hand;
+    /// Zendesk (`X-Zendesk-Webhook-Signature` of `{timestamp}{body}`, 300 s; key = body `id`). See [`crate::providers::zendesk`].
+    ///
+    /// The Zendesk preset for webhooks subscribed to Zendesk events:
+    /// [`ZendeskVerifier`] with the 300 second tolerance; key = the body's
+    /// `id`, type = `type`. Trigger and automation webhooks need their own key
+    /// extractor (see the module docs).
+    fn zendesk() = super::json_keyed(NAME, ZendeskVerifier::new(), "/id", "/type");
+    headers: [TIMESTAMP_HEADER];
+    signed: |s, _, ts, b| signed_headers(s, ts, b);
 }
 
 /// The `X-Zendesk-Webhook-Signature` value Zendesk would send for `body`
@@ -92,18 +95,6 @@ pub fn sign(secret: &SigningSecret, timestamp: &str, body: &[u8]) -> String {
 fn signed_headers(secret: &SigningSecret, unix_seconds: u64, body: &[u8]) -> Vec<(&'static str, String)> {
     let timestamp = super::rfc3339::format(unix_seconds);
     vec![(SIGNATURE_HEADER, sign(secret, &timestamp, body)), (TIMESTAMP_HEADER, timestamp)]
-}
-
-preset! {
-    /// Zendesk (`X-Zendesk-Webhook-Signature` of `{timestamp}{body}`, 300 s; key = body `id`). See [`crate::providers::zendesk`].
-    ///
-    /// The Zendesk preset for webhooks subscribed to Zendesk events:
-    /// [`ZendeskVerifier`] with the 300 second tolerance; key = the body's
-    /// `id`, type = `type`. Trigger and automation webhooks need their own key
-    /// extractor (see the module docs).
-    fn zendesk() = super::json_keyed(NAME, ZendeskVerifier::new(), "/id", "/type");
-    headers: [SIGNATURE_HEADER, TIMESTAMP_HEADER],
-    signed: |s, _, ts, b| signed_headers(s, ts, b),
 }
 
 #[cfg(test)]

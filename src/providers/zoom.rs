@@ -91,14 +91,10 @@ hmac_preset! {
             .content_prefix("v0:")
             .signed_content(SignedContent::TimestampBody { separator: ":".into() })
     };
-    /// A verifier with the default tolerance of 7,200 seconds.
-    fn new() at DEFAULT_TOLERANCE;
-    /// Sets how far (both directions) `x-zm-request-timestamp` may be from now.
-    fn tolerance();
-    /// The `x-zm-signature` value Zoom would send for `body` at `timestamp`
-    /// (Unix seconds, sent as `x-zm-request-timestamp`) with `secret`:
-    /// `v0={hex}`. For tests and fixtures.
-    fn sign(secret, timestamp, body);
+    /// Default tolerance: 7,200 seconds (2 hours), both directions: Zoom's
+    /// retries span 85 minutes and Zoom does not say they are signed afresh (see
+    /// the module docs).
+    tolerance: Duration::from_secs(7_200);
     /// Zoom (`x-zm-signature` `v0=`, 2 h; derived key; answers `endpoint.url_validation`). See [`crate::providers::zoom`].
     ///
     /// The Zoom preset: [`ZoomVerifier`] (2 h), key from [`event_identity`],
@@ -112,11 +108,6 @@ hmac_preset! {
 pub const TIMESTAMP_HEADER: &str = "x-zm-request-timestamp";
 /// The `event` of Zoom's endpoint validation request.
 pub const URL_VALIDATION_EVENT: &str = "endpoint.url_validation";
-
-/// Default tolerance: 7,200 seconds (2 hours), both directions: Zoom's
-/// retries span 85 minutes and Zoom does not say they are signed afresh (see
-/// the module docs).
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(7_200);
 
 /// The `encryptedToken` Zoom expects for `plain_token`: the hex HMAC-SHA256
 /// of the token, keyed with the secret token.
