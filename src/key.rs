@@ -140,7 +140,13 @@ impl HeaderKey {
     }
 }
 
-fn header_str(parts: &http::request::Parts, name: &http::HeaderName) -> Result<Option<String>, KeyError> {
+/// The one value of header `name`, trimmed: `None` when absent or blank;
+/// [`KeyErrorKind::Invalid`] for two different values (the key would be
+/// ambiguous) or one that is not visible ASCII.
+pub(crate) fn header_str(
+    parts: &http::request::Parts,
+    name: impl http::header::AsHeaderName,
+) -> Result<Option<String>, KeyError> {
     let mut values = parts.headers.get_all(name).iter();
     let Some(first) = values.next() else { return Ok(None) };
     // Two different values for the one header make the key ambiguous.
@@ -149,6 +155,14 @@ fn header_str(parts: &http::request::Parts, name: &http::HeaderName) -> Result<O
     }
     let s = first.to_str().map_err(|_| KeyErrorKind::Invalid)?.trim();
     Ok((!s.is_empty()).then(|| s.to_owned()))
+}
+
+/// The non-empty string at JSON Pointer `pointer` in `body`, if the body is
+/// JSON and has one there: the event type of the presets that read it so.
+#[cfg(any(feature = "twitch", feature = "standard-webhooks"))]
+pub(crate) fn json_text(body: &[u8], pointer: &str) -> Option<String> {
+    let doc = serde_json::from_slice::<serde_json::Value>(body).ok()?;
+    doc.pointer(pointer)?.as_str().filter(|t| !t.is_empty()).map(str::to_owned)
 }
 
 impl KeyExtractor for HeaderKey {

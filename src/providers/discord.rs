@@ -104,30 +104,13 @@ pub const TIMESTAMP_HEADER: &str = "x-signature-timestamp";
 /// documents none): five minutes.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
-/// Verifies Discord's `X-Signature-Ed25519` header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct DiscordVerifier {
-    tolerance: Duration,
-}
-
-impl Default for DiscordVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl DiscordVerifier {
+timed_verifier! {
+    /// Verifies Discord's `X-Signature-Ed25519` header.
+    pub struct DiscordVerifier;
     /// A verifier with the default tolerance of five minutes.
-    pub fn new() -> Self {
-        Self { tolerance: DEFAULT_TOLERANCE }
-    }
-
+    fn new();
     /// Sets how far (both directions) `X-Signature-Timestamp` may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
-    }
+    fn tolerance();
 }
 
 /// The signed timestamp and the signature.

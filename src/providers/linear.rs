@@ -100,30 +100,13 @@ pub const NAME: &str = "linear";
 /// 2 days leaves a margin for either schedule.
 pub const REPLAY_WINDOW: std::time::Duration = super::days(2);
 
-/// Verifies `Linear-Signature` and the signed `webhookTimestamp`.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct LinearVerifier {
-    tolerance: Duration,
-}
-
-impl Default for LinearVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl LinearVerifier {
+timed_verifier! {
+    /// Verifies `Linear-Signature` and the signed `webhookTimestamp`.
+    pub struct LinearVerifier;
     /// A verifier with Linear's tolerance of 60 seconds.
-    pub fn new() -> Self {
-        Self { tolerance: DEFAULT_TOLERANCE }
-    }
-
+    fn new();
     /// Sets how far (both directions) `webhookTimestamp` may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
-    }
+    fn tolerance();
 }
 
 /// Every `Linear-Signature` value (one per header line), decoded.

@@ -70,6 +70,42 @@ macro_rules! hmac_verifier {
     };
 }
 
+/// The shell of a preset verifier whose one setting is the tolerance of its
+/// signed time: the struct (holding the `tolerance`), `Default`, `new()` at
+/// the module's `DEFAULT_TOLERANCE` and the `tolerance` setter. The module
+/// implements [`Verifier`](crate::verify::Verifier) for it, reading
+/// `self.tolerance`.
+#[allow(unused_macros)] // unused without such a preset
+macro_rules! timed_verifier {
+    ($(#[$attr:meta])* pub struct $name:ident; $(#[$new:meta])* fn new(); $(#[$tolerance:meta])* fn tolerance();) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone)]
+        #[must_use]
+        pub struct $name {
+            tolerance: std::time::Duration,
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl $name {
+            $(#[$new])*
+            pub fn new() -> Self {
+                Self { tolerance: DEFAULT_TOLERANCE }
+            }
+
+            $(#[$tolerance])*
+            pub fn tolerance(mut self, tolerance: std::time::Duration) -> Self {
+                self.tolerance = tolerance;
+                self
+            }
+        }
+    };
+}
+
 /// A preset's constructor, `Provider::<name>()` (defined in the preset's
 /// module, with its docs), and its registry entry, `PRESET`: an HMAC preset
 /// named by the module's `NAME` (also its Cargo feature), kept for its

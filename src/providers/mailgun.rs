@@ -72,30 +72,13 @@ pub const REPLAY_WINDOW: std::time::Duration = super::days(1);
 /// Default tolerance: 900 seconds, as Mailgun's Python SDK.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(900);
 
-/// Verifies the `signature` object of a Mailgun webhook body.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct MailgunVerifier {
-    tolerance: Duration,
-}
-
-impl Default for MailgunVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl MailgunVerifier {
+timed_verifier! {
+    /// Verifies the `signature` object of a Mailgun webhook body.
+    pub struct MailgunVerifier;
     /// A verifier with the default tolerance of 900 seconds.
-    pub fn new() -> Self {
-        Self { tolerance: DEFAULT_TOLERANCE }
-    }
-
+    fn new();
     /// Sets how far (both directions) `signature.timestamp` may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
-    }
+    fn tolerance();
 }
 
 /// The fields of the `signature` object this scheme uses.

@@ -68,30 +68,13 @@ pub const NAME: &str = "recurly";
 /// The 3 days plus a day of margin.
 pub const REPLAY_WINDOW: std::time::Duration = super::days(4);
 
-/// Verifies `recurly-signature`.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct RecurlyVerifier {
-    tolerance: Duration,
-}
-
-impl Default for RecurlyVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl RecurlyVerifier {
+timed_verifier! {
+    /// Verifies `recurly-signature`.
+    pub struct RecurlyVerifier;
     /// A verifier with Recurly's tolerance of 5 minutes.
-    pub fn new() -> Self {
-        Self { tolerance: DEFAULT_TOLERANCE }
-    }
-
+    fn new();
     /// Sets how far (both directions) the timestamp may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
-    }
+    fn tolerance();
 }
 
 /// The header's timestamp (as sent and in milliseconds) and signatures.

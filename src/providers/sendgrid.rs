@@ -94,30 +94,13 @@ pub const TIMESTAMP_HEADER: &str = "x-twilio-email-event-webhook-timestamp";
 /// signed afresh (see the module docs).
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(90_000);
 
-/// Verifies SendGrid's signed Event Webhook.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct SendGridVerifier {
-    tolerance: Duration,
-}
-
-impl Default for SendGridVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl SendGridVerifier {
+timed_verifier! {
+    /// Verifies SendGrid's signed Event Webhook.
+    pub struct SendGridVerifier;
     /// A verifier with the default tolerance of 90,000 seconds (25 hours).
-    pub fn new() -> Self {
-        Self { tolerance: DEFAULT_TOLERANCE }
-    }
-
+    fn new();
     /// Sets how far (both directions) the signed timestamp may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
-    }
+    fn tolerance();
 }
 
 /// The timestamp as sent, its value, and every signature.

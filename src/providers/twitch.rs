@@ -202,19 +202,8 @@ impl crate::provider::Challenge for CallbackVerification {
 /// [`KeyErrorKind::Invalid`] for two different ids or one that is not
 /// visible ASCII.
 pub fn message_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
-    let mut values = parts.headers.get_all(MESSAGE_ID_HEADER).iter();
-    let first = values.next().ok_or(KeyErrorKind::Missing)?;
-    if values.any(|v| v != first) {
-        return Err(KeyErrorKind::Invalid.into());
-    }
-    let key = first.to_str().map_err(|_| KeyErrorKind::Invalid)?.trim();
-    if key.is_empty() {
-        return Err(KeyErrorKind::Missing.into());
-    }
-    let event_type = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|doc| doc.pointer("/subscription/type")?.as_str().filter(|t| !t.is_empty()).map(str::to_owned));
-    Ok(EventIdentity { key: key.to_owned(), event_type })
+    let key = crate::key::header_str(parts, MESSAGE_ID_HEADER)?.ok_or(KeyErrorKind::Missing)?;
+    Ok(EventIdentity { key, event_type: crate::key::json_text(body, "/subscription/type") })
 }
 
 #[cfg(test)]

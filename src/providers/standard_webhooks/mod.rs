@@ -373,19 +373,8 @@ struct MessageKey {
 impl crate::key::KeyExtractor for MessageKey {
     fn extract(&self, parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
         let name = present(parts, self.names.id()).ok_or(KeyErrorKind::Missing)?;
-        let mut values = parts.headers.get_all(name).iter();
-        let first = values.next().ok_or(KeyErrorKind::Missing)?;
-        if values.any(|v| v != first) {
-            return Err(KeyErrorKind::Invalid.into());
-        }
-        let key = first.to_str().map_err(|_| KeyErrorKind::Invalid)?.trim();
-        if key.is_empty() {
-            return Err(KeyErrorKind::Missing.into());
-        }
-        let event_type = serde_json::from_slice::<serde_json::Value>(body)
-            .ok()
-            .and_then(|doc| doc.get("type")?.as_str().filter(|t| !t.is_empty()).map(str::to_owned));
-        Ok(EventIdentity { key: key.to_owned(), event_type })
+        let key = crate::key::header_str(parts, name)?.ok_or(KeyErrorKind::Missing)?;
+        Ok(EventIdentity { key, event_type: crate::key::json_text(body, "/type") })
     }
 }
 
