@@ -541,21 +541,33 @@ postgresql:
         kill(Pid::from_raw(pid), signal).map_err(io::Error::other)
     }
 
-    /// Kills node `name` as a crash would: SIGKILL to its Patroni (so it
+    /// Kills node `name` as a power cut would: its PostgreSQL processes are
+    /// all frozen (SIGSTOP, the postmaster first so that it forks no more)
+    /// before any of them is killed, then SIGKILL goes to its Patroni (so it
     /// neither restarts PostgreSQL nor releases the leader lock, which
-    /// expires after `ttl`), then to its postmaster and every child of it.
+    /// expires after `ttl`), its postmaster and every child of it. Killing the
+    /// postmaster while its children still run would let them see it die: a
+    /// backend waiting for the synchronous standby then stops waiting and its
+    /// commit becomes visible to the backends still serving (PostgreSQL's
+    /// `SyncRepWaitForLSN`), which no crash of the whole node can do.
     pub fn kill_node(&self, name: &str) {
+        let postmaster = self.postmaster_pid(name);
+        let mut frozen = Vec::new();
+        if let Some(pm) = postmaster {
+            let _ = kill(Pid::from_raw(pm), Signal::SIGSTOP);
+            frozen.push(pm);
+            for kid in children(pm) {
+                let _ = kill(Pid::from_raw(kid), Signal::SIGSTOP);
+                frozen.push(kid);
+            }
+        }
         let node = self.node(name);
         if let Some(mut child) = node.patroni.lock().unwrap().take() {
             let _ = child.kill();
             let _ = child.wait();
         }
-        if let Some(pm) = self.postmaster_pid(name) {
-            let kids = children(pm);
-            let _ = kill(Pid::from_raw(pm), Signal::SIGKILL);
-            for kid in kids {
-                let _ = kill(Pid::from_raw(kid), Signal::SIGKILL);
-            }
+        for pid in frozen {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
     }
 }
