@@ -95,7 +95,7 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5);
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture_files, OneHeader};
+    use crate::providers::testing::{fixture_files, OneHeader};
     use crate::test_support::assert_body_identity;
     use crate::verify::SigningSecret;
     use crate::verify::{Verifier as _, VerifyErrorKind};
@@ -142,7 +142,8 @@ mod tests {
 
     /// A notification signed with `paddle-python-sdk`'s own HMAC
     /// (`PaddleSignature.calculate_hmac`) and accepted by its verifier; see
-    /// `scripts/fixtures/paddle.py`.
+    /// `scripts/fixtures/paddle.py`. Here: the rotated header.
+    /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn paddle_python_sdk_fixture() {
         let (body, expected, secret) = fixture_files("paddle");
@@ -151,7 +152,6 @@ mod tests {
         let single = expected["header"].as_str().unwrap();
         let rotated = expected["rotated_header"].as_str().unwrap();
         assert_eq!(expected["sdk_verified"], serde_json::json!({"header": true, "rotated_header": true}));
-        assert_eq!(sign(&secret, ts, body), single);
         for header in [single, rotated] {
             assert_eq!(
                 OneHeader::preset(&PRESET).check(&[header], body, std::slice::from_ref(&secret), ts + 5),
@@ -170,8 +170,6 @@ mod tests {
             OneHeader::preset(&PRESET).check(&[single], body, std::slice::from_ref(&old), ts),
             Err(VerifyErrorKind::NoMatchingSignature)
         );
-
-        assert_fixture_identity(&Provider::paddle(), body, &expected);
     }
 
     #[test]
