@@ -86,21 +86,16 @@ mod tests {
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
 
-    /// Hand-computed with Python's `hmac` from the documented formula
-    /// (Atlassian ships no receiver SDK); see `scripts/fixtures/bitbucket.py`.
+    /// The fixture (hand-computed with Python's `hmac` from the documented
+    /// formula, as Atlassian ships no receiver SDK; see
+    /// `scripts/fixtures/bitbucket.py`; checked in `providers::fixtures`)
+    /// sent again.
     #[test]
-    fn hand_computed_fixture() {
-        let (body, expected, secret) = fixture_files("bitbucket");
-        assert_eq!(expected["sdk_verified"], serde_json::json!(false));
-        let sent = &expected["headers"];
-        let header = sent["X-Hub-Signature"].as_str().unwrap();
-        assert_eq!(sign(&secret, body), header);
-        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &[secret], NOW), Ok(()));
+    fn fixture_retry_keeps_the_key() {
+        let (body, expected, _) = fixture_files("bitbucket");
         let all: Vec<(&str, &str)> =
-            sent.as_object().unwrap().iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap())).collect();
+            expected["headers"].as_object().unwrap().iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap())).collect();
         let id = identity(&Provider::bitbucket(), &headers(&all), body);
-        assert_eq!(id.key, expected["event_id"].as_str().unwrap());
-        assert_eq!(id.event_type.as_deref(), expected["event_type"].as_str());
         // A second attempt: X-Attempt-Number grows, the key does not.
         let again: Vec<(&str, &str)> =
             all.iter().map(|&(k, v)| if k == "X-Attempt-Number" { (k, "2") } else { (k, v) }).collect();

@@ -141,32 +141,25 @@ impl KeyExtractor for CalendlyKey {
 mod tests {
     use super::*;
     use crate::providers::testing::{fixture_files, OneHeader};
-    use crate::test_support::{assert_body_identity, header_lines};
+    use crate::test_support::header_lines;
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
 
     /// Hand-computed with Python's `hmac` and `hashlib` (no official SDK
     /// signs or verifies Calendly webhooks); see
     /// `scripts/fixtures/calendly.py`. The derived key is computed there
-    /// independently too.
+    /// independently too. Here: the tolerance's edge and the retry.
+    /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn hand_computed_fixture() {
         let (body, expected, secret) = fixture_files("calendly");
         let ts = expected["timestamp"].as_u64().unwrap();
         let header = expected["header"].as_str().unwrap();
-        assert_eq!(sign(&secret, ts, body), header);
         let secrets = [secret];
         assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &secrets, ts + 180), Ok(()));
         assert_eq!(
             OneHeader::preset(&PRESET).check(&[header], body, &secrets, ts + 181),
             Err(VerifyErrorKind::TimestampTooOld)
-        );
-
-        assert_body_identity(
-            &Provider::calendly(),
-            body,
-            expected["key"].as_str().unwrap(),
-            expected["event_type"].as_str(),
         );
         // A retry: the same envelope under a new `t` verifies at its own time.
         let retry_header = expected["retry_header"].as_str().unwrap();

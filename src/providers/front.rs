@@ -122,7 +122,7 @@ impl Challenge for Validation {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture_files, TwoHeaders};
+    use crate::providers::testing::{fixture_files, TwoHeaders};
     use crate::test_support::{at, headers, NOW};
     use crate::verify::{Verifier as _, VerifyErrorKind};
 
@@ -135,7 +135,9 @@ mod tests {
     }
 
     /// Hand-computed from the documented formula with Python's `hmac`
-    /// (Front publishes no server-side SDK); see `scripts/fixtures/front.py`.
+    /// (Front publishes no server-side SDK); see `scripts/fixtures/front.py`:
+    /// `sign` at its millisecond, and 301 s on it is too old.
+    /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn hand_computed_fixture() {
         let (body, expected, secret) = fixture_files("front");
@@ -148,10 +150,7 @@ mod tests {
         let verify = |body: &[u8], now_s: u64| {
             FrontVerifier::new().verify(&Delivery::new(&p, body, &secrets, at(now_s))).map_err(|e| e.kind())
         };
-        assert_eq!(verify(body, ms / 1000), Ok(()));
-        assert_eq!(verify(b"{}", ms / 1000), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(verify(body, ms / 1000 + 301), Err(VerifyErrorKind::TimestampTooOld));
-        assert_fixture_identity(&Provider::front(), body, &expected);
     }
 
     #[test]

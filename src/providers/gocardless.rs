@@ -79,25 +79,21 @@ mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
     use crate::providers::testing::{fixture_files, BodyOnly, OneHeader};
-    use crate::test_support::{assert_body_identity, headers, NOW};
+    use crate::test_support::{headers, NOW};
 
     use crate::verify::VerifyErrorKind;
 
     /// A two-event batch signed by the documented formula and accepted by
     /// `gocardless-nodejs`'s `webhooks.parse`, which also accepts the
-    /// upper-case hex; see `scripts/fixtures/gocardless.js`.
+    /// upper-case hex; see `scripts/fixtures/gocardless.js`: the upper-case
+    /// hex, and the batch's event ids.
+    /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn gocardless_sdk_fixture() {
         let (body, expected, secret) = fixture_files("gocardless");
-        assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         assert_eq!(expected["sdk_accepts_uppercase_hex"], serde_json::json!(true));
-        let header = expected["headers"]["webhook-signature"].as_str().unwrap();
-        assert_eq!(sign(&secret, body), header);
-        let secrets = [secret];
-        for h in [header.to_owned(), header.to_uppercase()] {
-            assert_eq!(OneHeader::preset(&PRESET).check(&[&h], body, &secrets, NOW), Ok(()), "{h}");
-        }
-        assert_body_identity(&Provider::gocardless(), body, expected["webhook_id"].as_str().unwrap(), None);
+        let upper = expected["headers"]["webhook-signature"].as_str().unwrap().to_uppercase();
+        assert_eq!(OneHeader::preset(&PRESET).check(&[&upper], body, &[secret], NOW), Ok(()));
         // The batch's events, for a handler's own business keys.
         let doc: serde_json::Value = serde_json::from_slice(body).unwrap();
         let ids: Vec<&str> = doc["events"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();

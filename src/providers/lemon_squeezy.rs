@@ -88,16 +88,14 @@ mod tests {
 
     /// Hand-computed with Python's `hmac` from the documented formula (the
     /// official `@lemonsqueezy/lemonsqueezy.js` has no webhook verifier); see
-    /// `scripts/fixtures/lemon-squeezy.py`.
+    /// `scripts/fixtures/lemon-squeezy.py`: its key is the one of the fields
+    /// it names.
+    /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn hand_computed_fixture() {
-        let (body, expected, secret) = fixture_files("lemon-squeezy");
-        assert_eq!(expected["sdk_verified"], serde_json::json!(false));
-        let header = expected["headers"]["X-Signature"].as_str().unwrap();
-        BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);
+        let (body, expected, _) = fixture_files("lemon-squeezy");
         let p = headers(&[]);
         let id = identity(&Provider::lemon_squeezy(), &p, body);
-        assert_eq!(id.event_type.as_deref(), expected["event_type"].as_str());
         // The fields the research named (`event:type:id:updated_at`), hashed
         // by the same DerivedKey from a minimal body.
         let fields: Vec<&str> = expected["derived_key"].as_str().unwrap().splitn(4, ':').collect();

@@ -255,18 +255,17 @@ mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
     use crate::providers::testing::{fixture_files, OneHeader};
-    use crate::test_support::header_lines;
 
     /// A delivery signed by the documented formula and accepted by
     /// `@linear/sdk`'s `LinearWebhookClient.verify`; see
-    /// `scripts/fixtures/linear.js`.
+    /// `scripts/fixtures/linear.js`. Here: the SDK's time cases, in
+    /// milliseconds.
+    /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn linear_sdk_fixture() {
         let (body, expected, secret) = fixture_files("linear");
         let header = expected["signature"].as_str().unwrap();
         let ts = expected["webhook_timestamp_ms"].as_u64().unwrap();
-        assert_eq!(expected["sdk_verified"], serde_json::json!(true));
-        assert_eq!(sign(&secret, body), header);
         let secrets = [secret];
         assert_eq!(OneHeader::preset(&PRESET).millis().check(&[header], body, &secrets, ts), Ok(()));
         // The SDK's own boundary cases, reproduced by the script.
@@ -275,13 +274,6 @@ mod tests {
             let ok = case["sdk_accepts"].as_bool().unwrap();
             assert_eq!(OneHeader::preset(&PRESET).millis().check(&[header], body, &secrets, now).is_ok(), ok, "{case}");
         }
-
-        let mut p = header_lines(SIGNATURE_HEADER, &[header]);
-        p.headers.insert(DELIVERY_HEADER, expected["delivery"].as_str().unwrap().parse().unwrap());
-        p.headers.insert(EVENT_HEADER, http::HeaderValue::from_static("Issue"));
-        let identity = crate::test_support::identity(&crate::provider::Provider::linear(), &p, body);
-        assert_eq!(identity.key, expected["delivery"].as_str().unwrap());
-        assert_eq!(identity.event_type.as_deref(), expected["event_type"].as_str());
     }
 
     #[test]

@@ -159,6 +159,12 @@ pub mod zendesk;
 #[allow(dead_code)] // each preset's tests use what they need
 mod testing;
 
+/// Each preset's recorded fixture checked from the registry: the delivery
+/// verifies, a changed body does not, the example signs it alike, and the
+/// provider reads its event id and type.
+#[cfg(test)]
+mod fixtures;
+
 #[cfg(all(
     test,
     feature = "stripe",

@@ -76,25 +76,22 @@ mod tests {
     use super::*;
     use crate::provider::Provider;
     use crate::providers::testing::{fixture_files, OneHeader};
-    use crate::test_support::assert_body_identity;
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
 
     /// A delivery signed by the documented formula and accepted by
     /// `@mux/mux-node`'s `webhooks.verifySignature`, with the SDK's time
-    /// cases; see `scripts/fixtures/mux.js`.
+    /// cases; see `scripts/fixtures/mux.js`: the rotation header and the
+    /// SDK's time cases.
+    /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn mux_sdk_fixture() {
         let (body, expected, secret) = fixture_files("mux");
-        assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         let header = expected["headers"]["mux-signature"].as_str().unwrap();
         let rotated = expected["rotation_header"].as_str().unwrap();
         let ts = expected["timestamp_s"].as_u64().unwrap();
-        assert_eq!(sign(&secret, ts, body), header);
         let secrets = [secret];
-        for h in [header, rotated] {
-            assert_eq!(OneHeader::preset(&PRESET).check(&[h], body, &secrets, ts), Ok(()), "{h}");
-        }
+        assert_eq!(OneHeader::preset(&PRESET).check(&[rotated], body, &secrets, ts), Ok(()));
         // The SDK's cases: the same verdict in the past; ahead of the clock
         // by more than 300 s (which the SDK accepts) and 300.999 s late (the
         // SDK floors the clock to seconds) this preset refuses.
@@ -107,12 +104,6 @@ mod tests {
             let got = OneHeader::preset(&PRESET).millis().check(&[header], body, &secrets, now);
             assert_eq!(got.is_ok(), ours, "{case}");
         }
-        assert_body_identity(
-            &Provider::mux(),
-            body,
-            expected["event_id"].as_str().unwrap(),
-            expected["event_type"].as_str(),
-        );
     }
 
     #[test]

@@ -86,7 +86,7 @@ hmac_preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture_files, OneHeader};
+    use crate::providers::testing::{fixture_files, OneHeader};
     use crate::test_support::assert_body_identity;
     use crate::verify::SigningSecret;
     use crate::verify::{Verifier as _, VerifyErrorKind};
@@ -133,7 +133,8 @@ mod tests {
 
     /// A notification signed with `paddle-python-sdk`'s own HMAC
     /// (`PaddleSignature.calculate_hmac`) and accepted by its verifier; see
-    /// `scripts/fixtures/paddle.py`.
+    /// `scripts/fixtures/paddle.py`. Here: the rotated header.
+    /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn paddle_python_sdk_fixture() {
         let (body, expected, secret) = fixture_files("paddle");
@@ -142,7 +143,6 @@ mod tests {
         let single = expected["header"].as_str().unwrap();
         let rotated = expected["rotated_header"].as_str().unwrap();
         assert_eq!(expected["sdk_verified"], serde_json::json!({"header": true, "rotated_header": true}));
-        assert_eq!(sign(&secret, ts, body), single);
         for header in [single, rotated] {
             assert_eq!(
                 OneHeader::preset(&PRESET).check(&[header], body, std::slice::from_ref(&secret), ts + 5),
@@ -161,8 +161,6 @@ mod tests {
             OneHeader::preset(&PRESET).check(&[single], body, std::slice::from_ref(&old), ts),
             Err(VerifyErrorKind::NoMatchingSignature)
         );
-
-        assert_fixture_identity(&Provider::paddle(), body, &expected);
     }
 
     #[test]

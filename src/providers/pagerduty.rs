@@ -87,7 +87,7 @@ pub fn sign(secrets: &[SigningSecret], body: &[u8]) -> String {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture_files, OneHeader};
+    use crate::providers::testing::{fixture_files, OneHeader};
     use crate::test_support::{assert_body_identity, NOW};
     use crate::verify::VerifyErrorKind;
 
@@ -119,7 +119,9 @@ mod tests {
 
     /// Hand-computed vectors (Python's `hmac`, independent of this crate):
     /// no official npm or PyPI package verifies PagerDuty signatures; see
-    /// `scripts/fixtures/pagerduty.py`.
+    /// `scripts/fixtures/pagerduty.py`. Here: the rotated header, and one
+    /// with an unknown version.
+    /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn hand_computed_fixture() {
         let (body, expected, secret) = fixture_files("pagerduty");
@@ -127,9 +129,8 @@ mod tests {
         let single = expected["header"].as_str().unwrap();
         let rotated = expected["rotated_header"].as_str().unwrap();
         let with_unknown = expected["header_with_unknown_version"].as_str().unwrap();
-        assert_eq!(sign(std::slice::from_ref(&secret), body), single);
         assert_eq!(sign(&[old.clone(), secret.clone()], body), rotated);
-        for header in [single, rotated, with_unknown] {
+        for header in [rotated, with_unknown] {
             assert_eq!(
                 OneHeader::preset(&PRESET).check(&[header], body, std::slice::from_ref(&secret), NOW),
                 Ok(()),
@@ -142,8 +143,6 @@ mod tests {
             Err(VerifyErrorKind::NoMatchingSignature)
         );
         assert_eq!(OneHeader::preset(&PRESET).check(&[single], body, &[old, secret], NOW), Ok(()));
-
-        assert_fixture_identity(&Provider::pagerduty(), body, &expected);
     }
 
     #[test]

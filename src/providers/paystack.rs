@@ -95,18 +95,16 @@ mod tests {
 
     /// Hand-computed from the documented formula with Python's `hmac`
     /// (Paystack publishes no verifying SDK and no example signature with its
-    /// secret); see `scripts/fixtures/paystack.py`.
+    /// secret); see `scripts/fixtures/paystack.py`: a SHA-512 tag, and one
+    /// key for the event re-serialized.
+    /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn hand_computed_fixture() {
-        let (body, expected, secret) = fixture_files("paystack");
-        assert_eq!(expected["sdk_verified"], serde_json::json!(false));
+        let (body, expected, _) = fixture_files("paystack");
         let header = expected["headers"]["x-paystack-signature"].as_str().unwrap();
         assert_eq!(header.len(), 128, "a hex SHA-512 tag");
-        BodyOnly::of(&PRESET, sign).check_fixture(&secret, header, body);
         let p = headers(&[]);
         let id = identity(&Provider::paystack(), &p, body);
-        assert!(id.key.starts_with("sha256:"));
-        assert_eq!(id.event_type.as_deref(), expected["event_type"].as_str());
         // The same event sent again, re-serialized (members in another order,
         // spaced): one key.
         let doc: serde_json::Value = serde_json::from_slice(body).unwrap();

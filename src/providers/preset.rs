@@ -190,6 +190,19 @@ impl PresetInfo {
     }
 }
 
+#[cfg(test)]
+impl PresetInfo {
+    /// The headers its example signs with (secret, event key, Unix
+    /// timestamp, body), where the example is a plain HMAC delivery; `None`
+    /// for an example made whole.
+    pub(crate) fn signed_headers(&self) -> Option<SignedHeaders> {
+        match self.example {
+            ExampleOf::Signed(signed) => Some(signed),
+            ExampleOf::Whole(_) => None,
+        }
+    }
+}
+
 impl fmt::Debug for PresetInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PresetInfo")

@@ -37,14 +37,6 @@ pub(crate) fn fixture_files(dir: &str) -> (&'static [u8], serde_json::Value, Sig
     (Box::leak(body.into_boxed_slice()), expected, secret)
 }
 
-/// Asserts the event key and type `provider` reads from the fixture `body`:
-/// the fixture's `"event_id"` and `"event_type"`.
-#[track_caller]
-pub(crate) fn assert_fixture_identity(provider: &crate::provider::Provider, body: &[u8], expected: &serde_json::Value) {
-    let (key, event_type) = (expected["event_id"].as_str().unwrap(), expected["event_type"].as_str());
-    crate::test_support::assert_body_identity(provider, body, key, event_type);
-}
-
 /// One delivery of a [`OneHeader`] scheme and the answer `verify` must give:
 /// its name, the signature header's lines, the body, the clock (in the
 /// scheme's unit) and the verdict.
@@ -423,17 +415,6 @@ impl BodyOnly {
     /// The preset `preset`, whose module's `sign` is `sign`.
     pub(crate) fn of(preset: &super::PresetInfo, sign: fn(&SigningSecret, &[u8]) -> String) -> Self {
         Self { one: OneHeader::preset(preset), sign }
-    }
-
-    /// A hand-computed fixture: `sign` gives `header` for `body` with
-    /// `secret`, which verifies it, and the same header over `{}` finds no
-    /// match.
-    #[track_caller]
-    pub(crate) fn check_fixture(&self, secret: &SigningSecret, header: &str, body: &[u8]) {
-        assert_eq!((self.sign)(secret, body), header, "sign reproduces the fixture");
-        let secrets = std::slice::from_ref(secret);
-        assert_eq!(self.one.check(&[header], body, secrets, NOW), Ok(()));
-        assert_eq!(self.one.check(&[header], b"{}", secrets, NOW), Err(VerifyErrorKind::NoMatchingSignature));
     }
 
     /// [`OneHeader::body_only_common`] for `body` (changed: `tampered`)

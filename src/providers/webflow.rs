@@ -111,11 +111,12 @@ mod tests {
     }
 
     /// A delivery signed by the documented formula and accepted by
-    /// `webflow-api`'s `verifySignature`; see `scripts/fixtures/webflow.js`.
+    /// `webflow-api`'s `verifySignature`; see `scripts/fixtures/webflow.js`:
+    /// `sign` at its millisecond, and the tolerance's last second.
+    /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn webflow_api_fixture() {
         let (body, expected, secret) = fixture_files("webflow");
-        assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         let ms = expected["timestamp_ms"].as_u64().unwrap();
         let signature = expected["signature"].as_str().unwrap();
         assert_eq!(sign(&secret, ms, body), signature);
@@ -125,14 +126,9 @@ mod tests {
         let verify = |body: &[u8], now_s: u64| {
             WebflowVerifier::new().verify(&Delivery::new(&p, body, &secrets, at(now_s))).map_err(|e| e.kind())
         };
-        assert_eq!(verify(body, ms / 1000), Ok(()));
-        assert_eq!(verify(b"{}", ms / 1000), Err(VerifyErrorKind::NoMatchingSignature));
         // The docs' 5 minutes: 300 s after the (millisecond) timestamp is the last accepted second.
         assert_eq!(verify(body, ms / 1000 + 300), Ok(()));
         assert_eq!(verify(body, ms / 1000 + 301), Err(VerifyErrorKind::TimestampTooOld));
-        let id = identity(&Provider::webflow(), &headers(&[]), body);
-        assert!(id.key.starts_with("sha256:"));
-        assert_eq!(id.event_type.as_deref(), expected["event_type"].as_str());
     }
 
     #[test]

@@ -101,7 +101,7 @@ fn signed_headers(secret: &SigningSecret, unix_seconds: u64, body: &[u8]) -> Vec
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{assert_fixture_identity, fixture_files, TwoHeaders};
+    use crate::providers::testing::{fixture_files, TwoHeaders};
     use crate::test_support::{at, headers, NOW};
     use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
 
@@ -115,24 +115,20 @@ mod tests {
 
     /// Hand-computed from the documented formula with Python's `hmac`
     /// (Zendesk publishes no verifying SDK and no vector); see
-    /// `scripts/fixtures/zendesk.py`.
+    /// `scripts/fixtures/zendesk.py`: 301 s on it is too old.
+    /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn hand_computed_fixture() {
         let (body, expected, secret) = fixture_files("zendesk");
-        assert_eq!(expected["sdk_verified"], serde_json::json!(false));
         let h = |n: &str| expected["headers"][n].as_str().unwrap();
         let (signature, ts) = (h("X-Zendesk-Webhook-Signature"), h("X-Zendesk-Webhook-Signature-Timestamp"));
-        assert_eq!(sign(&secret, ts, body), signature);
         let p = headers(&[(SIGNATURE_HEADER, signature), (TIMESTAMP_HEADER, ts)]);
         let now = u64::try_from(super::super::rfc3339::parse(ts).unwrap()).unwrap();
         let secrets = [secret];
         let verify = |body: &[u8], now: u64| {
             ZendeskVerifier::new().verify(&Delivery::new(&p, body, &secrets, at(now))).map_err(|e| e.kind())
         };
-        assert_eq!(verify(body, now), Ok(()));
-        assert_eq!(verify(b"{}", now), Err(VerifyErrorKind::NoMatchingSignature));
         assert_eq!(verify(body, now + 301), Err(VerifyErrorKind::TimestampTooOld));
-        assert_fixture_identity(&Provider::zendesk(), body, &expected);
     }
 
     #[test]

@@ -1,0 +1,167 @@
+//! Every preset's recorded fixture, checked from [`REGISTRY`]: a preset is
+//! checked here by its fixture files alone, with no test code of its own.
+//!
+//! A fixture of the common form is `tests/fixtures/providers/<name>/`
+//! with `body.json` (the body byte for byte) and `expected.json`, which
+//! records the request's `"headers"`, the `"secret"` (text, as
+//! [`PresetInfo::secret`] takes it), the `"event_id"` (`null`: the preset
+//! derives a `sha256:` key) and the `"event_type"`, and may add
+//! - `"verified_at"`: the clock to verify at, in Unix seconds (default
+//!   [`NOW`]), also the time the preset's example signs at;
+//! - `"url"`: the URL for a preset that signs it;
+//! - `"read_event_id"` / `"read_event_type"`: what the provider reads where
+//!   that is not the recorded id or type as it stands (a header's id, a
+//!   type the provider composes).
+//!
+//! For each preset [`every_preset_reproduces_its_fixture`] checks that the recorded request
+//! verifies, that it does not over a changed body (unless the scheme signs
+//! no body), that the example's signed headers for the recorded secret,
+//! event id, time and body are the recorded ones (this pins each module's
+//! `sign`), that the provider reads the recorded event id and type, and that
+//! the fixture's `"sdk_verified"` is true exactly when it names an `"sdk"`.
+//! The presets whose fixtures are of another form are in
+//! [`OWN_FIXTURE_TESTS`] and tested in their modules.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::testing::fixture_files;
+use super::{PresetInfo, REGISTRY};
+use crate::test_support::{at, identity, request, NOW};
+use crate::verify::{Delivery, VerifyErrorKind};
+
+/// The presets whose fixtures are of another form, each tested in its module.
+const OWN_FIXTURE_TESTS: &[&str] = &[
+    "stripe",            // no fixture directory; its module tests sign and verify each case
+    "github",            // GitHub's documented example, in `github_docs_vector`
+    "slack",             // Slack's SDK vectors (`event_callback.json`), with the URL-verification answer
+    "standard-webhooks", // the library's deliveries (`delivery.json`): whsec_ and whpk_ keys
+    "svix",              // Svix's library deliveries (`svix/delivery.json`)
+    "square",            // the SDK's vectors (`sdk.json`): signs the notification URL
+    "twilio",            // the SDK's vectors (`sdk.json`): signs the URL and the form fields
+    "hubspot",           // the SDK's vectors (`sdk.json`): v1, v2 and v3, a batch and its retry
+    "mailgun",           // the signature is in the body (`sdk.json`)
+    "discord",           // Ed25519 public key, the interactions' vectors (`interactions.json`)
+    "sendgrid",          // P-256 public key (`sdk.json`)
+    "twitch",            // twurple's vectors (`twurple.json`), with the challenge answer
+    "zoom",              // Rivet's vectors (`rivet.json`): an event and the URL validation
+    "shopify",           // the SDK's vectors (`sdk.json`), in both header spellings
+    "gitlab",            // a token, not a secret, and the signing-token preview (`classic`)
+    "box",               // a primary and a secondary key, and Box's own vector
+];
+
+/// The presets the central check does not compare the example's signature
+/// for, each with the reason; their modules' fixture tests compare `sign`.
+const SIGN_CHECKED_IN_MODULE: &[&str] = &[
+    "front",   // signs a millisecond time: the example signs whole seconds
+    "webflow", // signs a millisecond time: the example signs whole seconds
+    "recurly", // signs a millisecond time: the example signs whole seconds
+];
+
+/// Presets that share another preset's fixture: (preset, fixture directory).
+const SHARED_FIXTURES: &[(&str, &str)] = &[("forgejo", "gitea")];
+
+/// The directory of `name`'s fixture, under `tests/fixtures/providers`.
+fn fixture_dir(name: &str) -> &str {
+    SHARED_FIXTURES.iter().find(|(preset, _)| *preset == name).map_or(name, |(_, dir)| dir)
+}
+
+/// Whether `name`'s fixture is of the common form: `body.json` and an
+/// `expected.json` with `"headers"` and `"secret"`.
+fn has_common_fixture(name: &str) -> bool {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/providers").join(fixture_dir(name));
+    let Ok(text) = std::fs::read_to_string(dir.join("expected.json")) else { return false };
+    let expected: Value = serde_json::from_str(&text).expect("expected.json parses");
+    dir.join("body.json").is_file() && expected["headers"].is_object() && expected["secret"].is_string()
+}
+
+/// The checks of the module docs, for one preset.
+fn check(preset: &PresetInfo) {
+    let name = preset.name;
+    assert!(
+        has_common_fixture(name),
+        "{name}: no fixture of the common form; add one, or list it in OWN_FIXTURE_TESTS"
+    );
+    let (body, expected, _) = fixture_files(fixture_dir(name));
+    let secret = preset.secret(expected["secret"].as_str().unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let secrets = std::slice::from_ref(&secret);
+    let now = expected.get("verified_at").map_or(NOW, |t| t.as_u64().unwrap_or_else(|| panic!("{name}: verified_at")));
+    let provider = preset.provider(expected["url"].as_str()).unwrap_or_else(|e| panic!("{e}: add \"url\""));
+    let sent: Vec<(&str, &str)> =
+        expected["headers"].as_object().unwrap().iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap())).collect();
+    let parts = request(&sent);
+
+    let verify = |body: &[u8]| {
+        provider.verifier_ref().verify(&Delivery::new(&parts, body, secrets, at(now))).map_err(|e| e.kind())
+    };
+    assert_eq!(verify(body), Ok(()), "{name}: the recorded delivery verifies");
+    let changed = [body, b" "].concat();
+    let want = if preset.signs_body { Err(VerifyErrorKind::NoMatchingSignature) } else { Ok(()) };
+    assert_eq!(verify(&changed), want, "{name}: a changed body");
+
+    let event_id = expected
+        .get("read_event_id")
+        .or_else(|| expected.get("event_id"))
+        .unwrap_or_else(|| panic!("{name}: the fixture records no event_id (null for a derived key)"));
+    let read = identity(&provider, &parts, body);
+    match event_id {
+        Value::String(id) => assert_eq!(read.key.as_str(), id, "{name}: the event id read"),
+        Value::Null => assert!(read.key.starts_with("sha256:"), "{name}: a derived key, not {}", read.key.as_str()),
+        other => panic!("{name}: event_id {other}: a string, or read_event_id"),
+    }
+    let event_type = expected.get("read_event_type").unwrap_or(&expected["event_type"]);
+    assert_eq!(read.event_type.as_deref(), event_type.as_str(), "{name}: the event type read");
+
+    if let Some(signed) = preset.signed_headers().filter(|_| !SIGN_CHECKED_IN_MODULE.contains(&name)) {
+        let made = signed(&secret, event_id.as_str().unwrap_or(""), now, body);
+        let recorded = |header: &str| sent.iter().find(|(k, _)| k.eq_ignore_ascii_case(header)).map(|(_, v)| *v);
+        let signature = preset.headers[0];
+        assert!(made.iter().any(|(h, _)| *h == signature), "{name}: the example sends no {signature}");
+        assert!(recorded(signature).is_some(), "{name}: the fixture records no {signature}");
+        for (header, value) in &made {
+            if let Some(want) = recorded(header) {
+                assert_eq!(value, want, "{name}: {header} as the preset's example signs it");
+            }
+        }
+    }
+
+    // The fixture's provenance: verified by an SDK exactly when it names one.
+    let by_sdk = expected["sdk"].is_string();
+    match &expected["sdk_verified"] {
+        Value::Bool(verified) => assert_eq!(*verified, by_sdk, "{name}: sdk_verified against sdk"),
+        Value::Object(cases) => assert!(cases.values().all(|v| *v == by_sdk), "{name}: sdk_verified against sdk"),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_preset_reproduces_its_fixture() {
+    let failed: Vec<&str> = REGISTRY
+        .iter()
+        .filter(|p| !OWN_FIXTURE_TESTS.contains(&p.name))
+        .filter(|p| std::panic::catch_unwind(|| check(p)).is_err())
+        .map(|p| p.name)
+        .collect();
+    assert!(failed.is_empty(), "fixtures not reproduced (see each panic above): {failed:?}");
+}
+
+/// A preset is checked here or listed; a listed name is a preset, whose
+/// fixture is not of the common form (else it would be checked here).
+#[test]
+fn every_preset_has_its_fixture_checked() {
+    for preset in REGISTRY {
+        let listed = OWN_FIXTURE_TESTS.contains(&preset.name);
+        assert_eq!(has_common_fixture(preset.name), !listed, "{}: listed, or a common fixture", preset.name);
+    }
+    // Without every preset compiled in a listed name may be absent.
+    if cfg!(feature = "full") {
+        for name in OWN_FIXTURE_TESTS.iter().chain(SIGN_CHECKED_IN_MODULE).chain(SHARED_FIXTURES.iter().map(|(p, _)| p))
+        {
+            assert!(super::find(name).is_some(), "{name}: listed but not a preset");
+        }
+    }
+    for name in SIGN_CHECKED_IN_MODULE {
+        assert!(!OWN_FIXTURE_TESTS.contains(name), "{name}: in both lists");
+    }
+}
