@@ -12,14 +12,13 @@ use http::{header, HeaderName, HeaderValue, Method, Request, Response, StatusCod
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use sha2::{Digest, Sha256};
 use tower_service::Service;
-use tracing::Instrument;
 
 use super::header::KeyProblem;
 use super::request::IdempotentRequest;
 use super::{ErrorResponses, FingerprintFn, ScopeFn};
 use crate::event::ScopedEvent;
 use crate::layer::claimed::{self, Claimed};
-use crate::layer::service::{take_inner, with_body};
+use crate::layer::service::{with_body, Wrapped};
 use crate::layer::{ResponseBody, ResponseFuture, IDEMPOTENT_REPLAYED};
 use crate::store::request_keys::{RequestKeys, StoredKey, StoredResponse, PROVIDER};
 use crate::store::{ClaimStore, ClaimedEvent};
@@ -48,26 +47,18 @@ pub(crate) struct Config {
 /// [`IdempotentRequest`] in its extensions. Dropping the response future
 /// while the handler runs (a client disconnect) closes the claim's
 /// connection: PostgreSQL rolls back, nothing is stored, and the retry runs.
-pub struct IdempotencyKeyService<S> {
-    inner: S,
-    config: Arc<Config>,
-}
-
-impl<S: Clone> Clone for IdempotencyKeyService<S> {
-    fn clone(&self) -> Self {
-        Self { inner: self.inner.clone(), config: Arc::clone(&self.config) }
-    }
-}
+#[derive(Clone)]
+pub struct IdempotencyKeyService<S>(Wrapped<S, Config>);
 
 impl<S> std::fmt::Debug for IdempotencyKeyService<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IdempotencyKeyService").field("methods", &self.config.methods).finish_non_exhaustive()
+        f.debug_struct("IdempotencyKeyService").field("methods", &self.0.config.methods).finish_non_exhaustive()
     }
 }
 
 impl<S> IdempotencyKeyService<S> {
     pub(crate) fn new(inner: S, config: Arc<Config>) -> Self {
-        Self { inner, config }
+        Self(Wrapped::new(inner, config))
     }
 }
 
@@ -93,8 +84,6 @@ where
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        let inner = take_inner(&mut self.inner);
-        let config = Arc::clone(&self.config);
         let span = tracing::error_span!(
             "idempotency_key",
             method = %req.method(),
@@ -102,13 +91,12 @@ where
             scope = tracing::field::Empty,
             key = tracing::field::Empty,
         );
-        let future = async move {
+        self.0.call(span, |inner, config| async move {
             let started = Instant::now();
             let (outcome, response) = handle(&config, inner, req).await?;
             crate::metrics::delivery(PROVIDER, outcome, started);
             Ok(response)
-        };
-        ResponseFuture { inner: Box::pin(future.instrument(span)) }
+        })
     }
 }
 

@@ -1,3 +1,4 @@
+use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -28,26 +29,18 @@ pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 /// with `ReqBody::from(Bytes)`, as `axum::body::Body` and
 /// `http_body_util::Full<Bytes>` allow) and with [`WebhookTx`](crate::WebhookTx)
 /// and [`WebhookEvent`] in its extensions.
-pub struct WebhookService<S> {
-    inner: S,
-    config: Arc<Config>,
-}
-
-impl<S: Clone> Clone for WebhookService<S> {
-    fn clone(&self) -> Self {
-        Self { inner: self.inner.clone(), config: Arc::clone(&self.config) }
-    }
-}
+#[derive(Clone)]
+pub struct WebhookService<S>(Wrapped<S, Config>);
 
 impl<S> std::fmt::Debug for WebhookService<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WebhookService").field("provider", &self.config.provider.name()).finish_non_exhaustive()
+        f.debug_struct("WebhookService").field("provider", &self.0.config.provider.name()).finish_non_exhaustive()
     }
 }
 
 impl<S> WebhookService<S> {
     pub(crate) fn new(inner: S, config: Arc<Config>) -> Self {
-        Self { inner, config }
+        Self(Wrapped::new(inner, config))
     }
 }
 
@@ -72,30 +65,29 @@ where
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        let inner = take_inner(&mut self.inner);
-        let config = Arc::clone(&self.config);
         // An ERROR-level span: its fields reach every event inside it, WARN and
         // ERROR lines included, under any filter that shows those.
         let span = tracing::error_span!(
             "webhook",
             method = %req.method(),
             path = %req.uri().path(),
-            provider = config.provider.name(),
+            provider = self.0.config.provider.name(),
             scope = field::Empty,
             key = field::Empty,
             event_type = field::Empty,
         );
-        let started = std::time::Instant::now();
-        let future = async move {
-            // Counts the delivery if this future is dropped before an answer.
-            let mut watch = Watch::new(&config, started);
-            let answer = handle(&config, inner, req, &mut watch).await;
-            watch.finish();
-            let answer = answer?;
-            record(&config, answer.outcome, started);
-            Ok(answer.response)
-        };
-        ResponseFuture { inner: Box::pin(future.instrument(span)) }
+        self.0.call(span, |inner, config| {
+            let started = std::time::Instant::now();
+            async move {
+                // Counts the delivery if this future is dropped before an answer.
+                let mut watch = Watch::new(&config, started);
+                let answer = handle(&config, inner, req, &mut watch).await;
+                watch.finish();
+                let answer = answer?;
+                record(&config, answer.outcome, started);
+                Ok(answer.response)
+            }
+        })
     }
 }
 
@@ -197,12 +189,45 @@ pub(crate) fn with_body<ReqBody: From<Bytes>>(parts: Parts, body: Bytes, limit: 
     req
 }
 
-/// The inner service to call now, leaving a clone in its place (tower's
-/// guidance: the clone taken in `call` may not be ready, the one polled
-/// ready is).
-pub(crate) fn take_inner<S: Clone>(inner: &mut S) -> S {
-    let clone = inner.clone();
-    std::mem::replace(inner, clone)
+/// What [`WebhookService`] and
+/// [`IdempotencyKeyService`](crate::idempotency_key::IdempotencyKeyService)
+/// hold: the inner service, and the layer's settings (`C`) that every clone
+/// shares.
+pub(crate) struct Wrapped<S, C> {
+    inner: S,
+    pub(crate) config: Arc<C>,
+}
+
+impl<S: Clone, C> Clone for Wrapped<S, C> {
+    fn clone(&self) -> Self {
+        Self { inner: self.inner.clone(), config: Arc::clone(&self.config) }
+    }
+}
+
+impl<S, C> Wrapped<S, C> {
+    pub(crate) fn new(inner: S, config: Arc<C>) -> Self {
+        Self { inner, config }
+    }
+
+    /// The response future of a `call`: `pipeline`'s future, given the
+    /// inner service to call now and the settings, run in `span`. The
+    /// inner service is taken leaving a clone in its place (tower's
+    /// guidance: the clone taken in `call` may not be ready, the one polled
+    /// ready is).
+    pub(crate) fn call<B, E, Fut>(
+        &mut self,
+        span: tracing::Span,
+        pipeline: impl FnOnce(S, Arc<C>) -> Fut,
+    ) -> ResponseFuture<B, E>
+    where
+        S: Clone,
+        Fut: Future<Output = Result<Response<ResponseBody<B>>, E>> + Send + 'static,
+    {
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let future = pipeline(inner, Arc::clone(&self.config));
+        ResponseFuture { inner: Box::pin(future.instrument(span)) }
+    }
 }
 
 /// The sender's answer for what the claimed-request step did.

@@ -49,19 +49,7 @@ impl WebhookTx {
     /// empty or too long action (over [`MAX_ACTION_BYTES`]) or business key
     /// (over [`MAX_BUSINESS_KEY_BYTES`]); as [`WebhookTx::enqueue`] otherwise.
     pub async fn claim_action(&self, action: &str, business_key: &str) -> Result<bool, TxError> {
-        check(action, MAX_ACTION_BYTES)?;
-        check(business_key, MAX_BUSINESS_KEY_BYTES)?;
-        let scope = self.scope();
-        let sql = claim_action_sql(&scope.tables.schema);
-        let event = &scope.event;
-        let params = [
-            Param::Text(event.scope()),
-            Param::Text(action),
-            Param::Text(business_key),
-            Param::Text(event.provider()),
-            Param::Text(event.key()),
-        ];
-        Ok(!self.run(&sql, &params).await?.is_empty())
+        self.guard(claim_action_sql, action, business_key, None).await
     }
 
     /// The ordering guard of a last-writer-wins update: records `version` as
@@ -81,19 +69,28 @@ impl WebhookTx {
     /// # Errors
     /// As [`WebhookTx::claim_action`].
     pub async fn apply_if_newer(&self, object_kind: &str, object_id: &str, version: i64) -> Result<bool, TxError> {
-        check(object_kind, MAX_ACTION_BYTES)?;
-        check(object_id, MAX_BUSINESS_KEY_BYTES)?;
+        self.guard(apply_if_newer_sql, object_kind, object_id, Some(version)).await
+    }
+
+    /// Runs `sql`, a statement of this transaction's scope on the name
+    /// (`$2`, an action or object kind) and key (`$3`, a business key or
+    /// object id), then the `version` if any, then the event's provider and
+    /// key: whether it returned a row.
+    async fn guard(
+        &self,
+        sql: fn(&str) -> String,
+        name: &str,
+        key: &str,
+        version: Option<i64>,
+    ) -> Result<bool, TxError> {
+        check(name, MAX_ACTION_BYTES)?;
+        check(key, MAX_BUSINESS_KEY_BYTES)?;
         let scope = self.scope();
-        let sql = apply_if_newer_sql(&scope.tables.schema);
+        let sql = sql(&scope.tables.schema);
         let event = &scope.event;
-        let params = [
-            Param::Text(event.scope()),
-            Param::Text(object_kind),
-            Param::Text(object_id),
-            Param::I64(version),
-            Param::Text(event.provider()),
-            Param::Text(event.key()),
-        ];
+        let mut params = vec![Param::Text(event.scope()), Param::Text(name), Param::Text(key)];
+        params.extend(version.map(Param::I64));
+        params.extend([Param::Text(event.provider()), Param::Text(event.key())]);
         Ok(!self.run(&sql, &params).await?.is_empty())
     }
 }

@@ -327,7 +327,7 @@ async fn show(
         (Some(n), None) => format!("{n} bytes (--payload prints it)"),
         (Some(n), Some(_)) => format!("{n} bytes"),
     };
-    for (name, value) in [
+    let fields = [
         ("provider", printable(&r.provider)),
         ("scope", printable(&r.scope)),
         ("key", printable(&r.key)),
@@ -342,15 +342,8 @@ async fn show(
         ("run at", opt_time(d.run_at)),
         ("locked until", opt_time(d.locked_until)),
         ("payload", payload_line),
-    ] {
-        t.add_row(vec![name.to_owned(), value]);
-    }
-    let mut out = format!("{t}\n");
-    if let Some(p) = &d.payload {
-        let (encoding, data) = payload_text(p);
-        let label = if encoding == "utf8" { "UTF-8" } else { "not printable UTF-8, base64" };
-        out.push_str(&format!("payload ({label}):\n{data}\n"));
-    }
+    ];
+    let out = detail_text(t, fields, d.payload.as_deref().map(|p| (None, p)));
     Ok(Report::new(out, true))
 }
 

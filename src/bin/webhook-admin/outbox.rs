@@ -7,7 +7,7 @@ use webhook_idempotency::store::admin::{Admin, EffectFilter, EffectId, EffectRow
 use super::{actor, Fail, Report};
 use crate::cli::{EffectIdArgs, EffectState, EffectTarget, OutboxCommand, PurgeArgs, ResolveAs};
 use crate::render::{
-    ago, duration_text, json_text, opt_time, payload_text, printable, shorten, table, time, time_json,
+    ago, detail_text, duration_text, json_text, opt_time, payload_text, printable, shorten, table, time, time_json,
 };
 
 pub(crate) async fn run(admin: &Admin, command: OutboxCommand, as_json: bool) -> Result<Report, Fail> {
@@ -153,8 +153,8 @@ async fn show(admin: &Admin, id: EffectIdArgs, payload: bool, as_json: bool) -> 
         return Ok(Report::new(json_text(&v), true));
     }
     let dash = || "-".to_owned();
-    let mut t = table(&["field", "value"]);
-    for (name, value) in [
+    let t = table(&["field", "value"]);
+    let fields = [
         ("provider", printable(&r.id.provider)),
         ("scope", printable(&r.id.scope)),
         ("key", printable(&r.id.key)),
@@ -171,15 +171,9 @@ async fn show(admin: &Admin, id: EffectIdArgs, payload: bool, as_json: bool) -> 
         ("uncertain since", opt_time(r.uncertain_since)),
         ("run at", opt_time(r.run_at)),
         ("locked until", opt_time(r.locked_until)),
-    ] {
-        t.add_row(vec![name.to_owned(), value]);
-    }
-    let mut out = format!("{t}\n");
-    if let Some((content_type, bytes)) = &body {
-        let (encoding, data) = payload_text(bytes);
-        let label = if encoding == "utf8" { "UTF-8" } else { "not printable UTF-8, base64" };
-        out.push_str(&format!("payload ({}, {label}):\n{data}\n", printable(content_type)));
-    }
+    ];
+    let payload = body.as_ref().map(|(content_type, bytes)| (Some(content_type.as_str()), &bytes[..]));
+    let out = detail_text(t, fields, payload);
     Ok(Report::new(out, true))
 }
 

@@ -78,6 +78,29 @@ pub(crate) fn table(header: &[&str]) -> Table {
     t
 }
 
+/// One row in full: `fields` as rows of `t`, then the payload, if shown,
+/// after a line saying how it is printed (with its content type, if known).
+pub(crate) fn detail_text(
+    mut t: Table,
+    fields: impl IntoIterator<Item = (&'static str, String)>,
+    payload: Option<(Option<&str>, &[u8])>,
+) -> String {
+    for (name, value) in fields {
+        t.add_row(vec![name.to_owned(), value]);
+    }
+    let mut out = format!("{t}\n");
+    if let Some((content_type, bytes)) = payload {
+        let (encoding, data) = payload_text(bytes);
+        let label = if encoding == "utf8" { "UTF-8" } else { "not printable UTF-8, base64" };
+        let label = match content_type {
+            Some(content_type) => format!("{}, {label}", printable(content_type)),
+            None => label.to_owned(),
+        };
+        out.push_str(&format!("payload ({label}):\n{data}\n"));
+    }
+    out
+}
+
 pub(crate) fn shorten(text: &str, max: usize) -> String {
     let text = printable(text);
     if text.chars().count() <= max {

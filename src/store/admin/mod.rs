@@ -157,6 +157,17 @@ impl Filter {
     }
 }
 
+/// A listing's parameters: the filter's `$1..$4`, then `$5` the state and
+/// `$6` the most rows.
+fn listing<'a>(filter: [Param<'a>; 4], state: &'a str, limit: usize) -> Vec<Param<'a>> {
+    filter.into_iter().chain([Param::Text(state), limit_param(limit)]).collect()
+}
+
+/// A row limit as a `bigint` parameter.
+fn limit_param(limit: usize) -> Param<'static> {
+    Param::I64(i64::try_from(limit).unwrap_or(i64::MAX))
+}
+
 impl Admin {
     /// Operator actions on `store`'s database (a [`StoreConfig`], or a bare
     /// pool for the defaults). Their statements have no client-side
@@ -280,8 +291,7 @@ impl Admin {
             "SELECT {EVENT_COLUMNS} FROM {} WHERE state = $5 AND {MATCH} ORDER BY received_at LIMIT $6",
             self.t
         );
-        let mut params = filter.params().to_vec();
-        params.extend([Param::Text(state), Param::I64(i64::try_from(limit).unwrap_or(i64::MAX))]);
+        let params = listing(filter.params(), state, limit);
         Ok(self.query("list", &sql, &params).await?.iter().map(event_row).collect())
     }
 
@@ -420,7 +430,7 @@ impl Admin {
     /// [`StoreError`].
     pub async fn audit(&self, limit: usize) -> Result<Vec<(SystemTime, String, String, String, i64)>, StoreError> {
         let sql = format!("SELECT at, actor, action, filter::text, rows FROM {} ORDER BY at DESC LIMIT $1", self.audit);
-        let rows = self.query("audit", &sql, &[Param::I64(i64::try_from(limit).unwrap_or(i64::MAX))]).await?;
+        let rows = self.query("audit", &sql, &[limit_param(limit)]).await?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))).collect())
     }
 

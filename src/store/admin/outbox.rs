@@ -6,7 +6,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::{audit_params, Admin};
+use super::{audit_params, listing, Admin};
 use crate::error::StoreError;
 use crate::store::driver::{DbError, Param, Row};
 use crate::store::outbox::downstream_key;
@@ -204,8 +204,7 @@ impl Admin {
     ) -> Result<Vec<EffectRow>, StoreError> {
         let sql =
             format!("SELECT {COLUMNS} FROM {} WHERE state = $5 AND {MATCH} ORDER BY created_at LIMIT $6", self.outbox);
-        let mut params = filter.params().to_vec();
-        params.extend([Param::Text(state), Param::I64(i64::try_from(limit).unwrap_or(i64::MAX))]);
+        let params = listing(filter.params(), state, limit);
         Ok(self.query("outbox list", &sql, &params).await?.iter().map(effect_row).collect())
     }
 
