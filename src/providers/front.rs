@@ -127,11 +127,7 @@ mod tests {
     use crate::verify::{Verifier as _, VerifyErrorKind};
 
     fn two_headers(body: &[u8]) -> TwoHeaders<'_> {
-        let mut t = TwoHeaders::hmac(FrontVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, |s, ts, b| {
-            sign(s, ts * 1000, b)
-        });
-        t.timestamp = (NOW * 1000).to_string();
-        t
+        TwoHeaders::hmac_millis(FrontVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign)
     }
 
     /// Hand-computed from the documented formula with Python's `hmac`

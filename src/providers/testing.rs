@@ -304,10 +304,25 @@ impl<'a> TwoHeaders<'a> {
         verifier: impl Verifier,
         headers: [&'static str; 2],
         body: &'a [u8],
-        sign: fn(&SigningSecret, u64, &[u8]) -> String,
+        sign: impl Fn(&SigningSecret, u64, &[u8]) -> String,
     ) -> Self {
         let keys = hmac_keys();
         Self::new(verifier, headers, body, keys.clone(), |i, b| sign(&keys[i], NOW, b))
+    }
+
+    /// [`TwoHeaders::hmac`] for a scheme whose timestamp header is Unix
+    /// milliseconds (Front, Webflow): `sign(secret, timestamp_ms, body)`
+    /// makes the signature header, and the valid delivery is sent at [`NOW`]
+    /// in milliseconds.
+    pub(crate) fn hmac_millis(
+        verifier: impl Verifier,
+        headers: [&'static str; 2],
+        body: &'a [u8],
+        sign: fn(&SigningSecret, u64, &[u8]) -> String,
+    ) -> Self {
+        let mut t = Self::hmac(verifier, headers, body, move |s, ts, b| sign(s, ts * 1000, b));
+        t.timestamp = (NOW * 1000).to_string();
+        t
     }
 
     /// The valid delivery, named `name`: must verify.

@@ -103,11 +103,7 @@ mod tests {
     use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
 
     fn two_headers(body: &[u8]) -> TwoHeaders<'_> {
-        let mut t = TwoHeaders::hmac(WebflowVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, |s, ts, b| {
-            sign(s, ts * 1000, b)
-        });
-        t.timestamp = (NOW * 1000).to_string();
-        t
+        TwoHeaders::hmac_millis(WebflowVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign)
     }
 
     /// A delivery signed by the documented formula and accepted by
