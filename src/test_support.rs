@@ -22,6 +22,29 @@ pub(crate) fn request<V: AsRef<[u8]>>(headers: &[(&str, V)]) -> http::request::P
     parts
 }
 
+/// A `method uri` request head with `headers`, for the schemes that sign the
+/// URL (Twilio, HubSpot).
+pub(crate) fn request_to(method: &str, uri: &str, headers: &[(&str, &str)]) -> http::request::Parts {
+    let mut b = http::Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    b.body(()).unwrap().into_parts().0
+}
+
+/// One delivery of a scheme that signs the URL and the verdict it must get:
+/// its name, method, path and query, headers, body, the secrets configured,
+/// and the answer.
+pub(crate) type UrlCase<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    Vec<(&'a str, &'a str)>,
+    &'a [u8],
+    &'a [crate::verify::SigningSecret],
+    Result<(), crate::verify::VerifyErrorKind>,
+);
+
 /// A `POST /` request head with one line of header `name` per value, in
 /// order.
 pub(crate) fn header_lines(name: &str, values: &[&str]) -> http::request::Parts {

@@ -440,6 +440,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{request_to, UrlCase};
     use std::time::SystemTime;
 
     /// HubSpot's own examples ("v1 request validation", "v2 request
@@ -486,14 +487,6 @@ mod tests {
         assert_eq!(check(&on, &with_v3, body), Err(VerifyErrorKind::MalformedHeader));
     }
 
-    fn request(method: &str, uri: &str, headers: &[(&str, &str)]) -> http::request::Parts {
-        let mut b = http::Request::builder().method(method).uri(uri);
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
-
     fn at_millis(ms: u64) -> SystemTime {
         std::time::UNIX_EPOCH + Duration::from_millis(ms)
     }
@@ -509,7 +502,7 @@ mod tests {
         let body = b"{'example_field':'example_value'}";
         let sig = "HPW73RUtKmcYoEDADG0s6MmGFWUzWJKAW07r8RDgcQw=";
         assert_eq!(sign(&secret, "POST", "https://www.example.com/webhook_uri", body, 15_000_000), sig);
-        let p = request("POST", "/webhook_uri", &[(SIGNATURE_HEADER, sig), (TIMESTAMP_HEADER, "15000000")]);
+        let p = request_to("POST", "/webhook_uri", &[(SIGNATURE_HEADER, sig), (TIMESTAMP_HEADER, "15000000")]);
         let v = HubSpotVerifier::new("https://www.example.com");
         let secrets = [secret];
         assert!(v.verify(&Delivery::new(&p, body, &secrets, at_millis(15_000_000))).is_ok());
@@ -567,7 +560,7 @@ mod tests {
         let mut keys = Vec::new();
         for d in [&f.first, &f.retry] {
             let ts: u64 = d.timestamp.parse().unwrap();
-            let p = request(
+            let p = request_to(
                 &d.method,
                 &f.path_and_query,
                 &[
@@ -626,16 +619,7 @@ mod tests {
         let both: &[SigningSecret] = &[secret.clone(), old.clone()];
         let current = std::slice::from_ref(&secret);
         let (s, t) = (SIGNATURE_HEADER, TIMESTAMP_HEADER);
-        type Case<'a> = (
-            &'a str,
-            &'a str,
-            &'a str,
-            Vec<(&'a str, &'a str)>,
-            &'a [u8],
-            &'a [SigningSecret],
-            Result<(), VerifyErrorKind>,
-        );
-        let cases: Vec<Case<'_>> = vec![
+        let cases: Vec<UrlCase<'_>> = vec![
             ("valid", "POST", pq, vec![(s, &good), (t, &ts)], body, current, Ok(())),
             (
                 "header names case-insensitive",
@@ -820,12 +804,12 @@ mod tests {
         ];
         let v = HubSpotVerifier::new(base);
         for (name, method, pq, headers, body, secrets, want) in cases {
-            let p = request(method, pq, &headers);
+            let p = request_to(method, pq, &headers);
             let got = v.verify(&Delivery::new(&p, body, secrets, at_millis(NOW))).map_err(|e| e.kind());
             assert_eq!(got, want, "{name}");
         }
         // An operator replay skips the age check, not the signature.
-        let p = request("POST", pq, &[(s, &stale), (t, &stale_ts)]);
+        let p = request_to("POST", pq, &[(s, &stale), (t, &stale_ts)]);
         assert!(v.verify(&Delivery::new(&p, body, current, at_millis(NOW)).without_timestamp_check()).is_ok());
         assert!(v.verify(&Delivery::new(&p, b"[ ]", current, at_millis(NOW)).without_timestamp_check()).is_err());
         // A wider tolerance accepts it.
@@ -837,13 +821,15 @@ mod tests {
     fn precheck_needs_both_headers() {
         let v = HubSpotVerifier::new("https://x.example");
         let sig = sign(&SigningSecret::from("s"), "POST", "https://x.example/", b"", 1);
-        assert!(v.precheck(&request("POST", "/", &[(SIGNATURE_HEADER, &sig), (TIMESTAMP_HEADER, "1")])).is_ok());
+        assert!(v.precheck(&request_to("POST", "/", &[(SIGNATURE_HEADER, &sig), (TIMESTAMP_HEADER, "1")])).is_ok());
         assert_eq!(
-            v.precheck(&request("POST", "/", &[(SIGNATURE_HEADER, &sig)])).unwrap_err().kind(),
+            v.precheck(&request_to("POST", "/", &[(SIGNATURE_HEADER, &sig)])).unwrap_err().kind(),
             VerifyErrorKind::MissingHeader
         );
         assert_eq!(
-            v.precheck(&request("POST", "/", &[(SIGNATURE_HEADER, "x"), (TIMESTAMP_HEADER, "1")])).unwrap_err().kind(),
+            v.precheck(&request_to("POST", "/", &[(SIGNATURE_HEADER, "x"), (TIMESTAMP_HEADER, "1")]))
+                .unwrap_err()
+                .kind(),
             VerifyErrorKind::MalformedHeader
         );
         assert_eq!(v.public_base_url(), "https://x.example");
@@ -852,7 +838,7 @@ mod tests {
     #[test]
     fn batch_keys() {
         let x = HubSpotBatchKey::new();
-        let key = |body: &str| x.extract(&request("POST", "/", &[]), body.as_bytes()).map_err(|e| e.kind());
+        let key = |body: &str| x.extract(&request_to("POST", "/", &[]), body.as_bytes()).map_err(|e| e.kind());
         let a = r#"{"eventId":1,"subscriptionId":2,"portalId":3,"occurredAt":4,"objectId":5,"subscriptionType":"contact.creation","attemptNumber":0}"#;
         let a_retry = a.replace(r#""attemptNumber":0"#, r#""attemptNumber":3"#);
         let b = r#"{"eventId":9,"subscriptionId":2,"portalId":3,"occurredAt":4,"subscriptionType":"deal.creation"}"#;

@@ -550,17 +550,10 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
+    use crate::test_support::{request_to, UrlCase};
     use std::time::SystemTime;
 
     const FORM: &str = "application/x-www-form-urlencoded";
-
-    fn request(method: &str, uri: &str, headers: &[(&str, &str)]) -> http::request::Parts {
-        let mut b = http::Request::builder().method(method).uri(uri);
-        for (k, v) in headers {
-            b = b.header(*k, *v);
-        }
-        b.body(()).unwrap().into_parts().0
-    }
 
     fn check(
         base: &str,
@@ -572,7 +565,7 @@ mod tests {
     }
 
     fn form_post(uri: &str, sig: &str, body: &[u8], token: &str) -> Result<(), VerifyErrorKind> {
-        let p = request("POST", uri, &[("content-type", FORM), (SIGNATURE_HEADER, sig)]);
+        let p = request_to("POST", uri, &[("content-type", FORM), (SIGNATURE_HEADER, sig)]);
         check("https://mycompany.com", &p, body, &[SigningSecret::from(token)])
     }
 
@@ -611,7 +604,7 @@ mod tests {
         let body = b"CallSid=CA1234567890ABCDE&Digits=1234&From=%2B14158675309&To=%2B18005551212&Caller=%2B14158675309";
         let token = [SigningSecret::from("12345")];
         let post = |base: &str, uri: &str, sig: &str, body: &[u8]| {
-            let p = request("POST", uri, &[("content-type", FORM), (SIGNATURE_HEADER, sig)]);
+            let p = request_to("POST", uri, &[("content-type", FORM), (SIGNATURE_HEADER, sig)]);
             check(base, &p, body, &token)
         };
         let uri = "/myapp.php?foo=1&bar=2";
@@ -635,7 +628,7 @@ mod tests {
         let hash = "0a1ff7634d9ab3b95db5c9a2dfe9416e41502b283a80c7cf19632632f96e6620";
         assert_eq!(body_sha256(json), hash);
         let json_uri = format!("{uri}&bodySHA256={hash}");
-        let p = request(
+        let p = request_to(
             "POST",
             &json_uri,
             &[("content-type", "application/json"), (SIGNATURE_HEADER, "a9nBmqA0ju/hNViExpshrM61xv4=")],
@@ -679,7 +672,7 @@ mod tests {
             if let Some(settings) = &case.settings_header {
                 headers.push((SIGNATURE_SETTINGS_HEADER, settings));
             }
-            let p = request("POST", &case.path_and_query, &headers);
+            let p = request_to("POST", &case.path_and_query, &headers);
             assert_eq!(check(&f.public_base_url, &p, case.body.as_bytes(), &secrets), Ok(()), "{name}");
             assert_eq!(
                 check(&f.public_base_url, &p, format!("{}&x", case.body).as_bytes(), &secrets),
@@ -730,16 +723,7 @@ mod tests {
         let current = std::slice::from_ref(&token);
         let s = SIGNATURE_HEADER;
         let settings = SIGNATURE_SETTINGS_HEADER;
-        type Case<'a> = (
-            &'a str,
-            &'a str,
-            &'a str,
-            Vec<(&'a str, &'a str)>,
-            &'a [u8],
-            &'a [SigningSecret],
-            Result<(), VerifyErrorKind>,
-        );
-        let cases: Vec<Case<'_>> = vec![
+        let cases: Vec<UrlCase<'_>> = vec![
             ("valid", "POST", "/status?t=1", vec![("content-type", FORM), (s, &good)], body, current, Ok(())),
             (
                 "charset in content type",
@@ -1001,7 +985,7 @@ mod tests {
             ),
         ];
         for (name, method, uri, headers, body, secrets, want) in cases {
-            let p = request(method, uri, &headers);
+            let p = request_to(method, uri, &headers);
             assert_eq!(check(base, &p, body, secrets), want, "{name}");
         }
     }
@@ -1012,7 +996,7 @@ mod tests {
         let pairs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let sig = sign(&SigningSecret::from("token"), "https://example.com/sms", &pairs);
         let body = form_urlencoded::Serializer::new(String::new()).extend_pairs(&pairs).finish().into_bytes();
-        (request("POST", "/sms", &[("content-type", FORM), (SIGNATURE_HEADER, &sig)]), body)
+        (request_to("POST", "/sms", &[("content-type", FORM), (SIGNATURE_HEADER, &sig)]), body)
     }
 
     fn params(n: usize) -> Vec<(String, String)> {
@@ -1023,7 +1007,7 @@ mod tests {
     fn form_limits() {
         let token = [SigningSecret::from("token")];
         let fake =
-            request("POST", "/sms", &[("content-type", FORM), (SIGNATURE_HEADER, "AAAAAAAAAAAAAAAAAAAAAAAAAAA=")]);
+            request_to("POST", "/sms", &[("content-type", FORM), (SIGNATURE_HEADER, "AAAAAAAAAAAAAAAAAAAAAAAAAAA=")]);
         let big_value = vec![("Body".to_owned(), "x".repeat(MAX_FORM_BYTES - "Body=".len()))];
         let over_value = vec![("Body".to_owned(), "x".repeat(MAX_FORM_BYTES - "Body=".len() + 1))];
         let at_count = signed_form(&params(MAX_FORM_PARAMS));
@@ -1059,7 +1043,8 @@ mod tests {
         let with_length = |ct: &str, uri: &str, len: usize| {
             let sig = sign(&SigningSecret::from("token"), "https://example.com/sms", &[]);
             let len = len.to_string();
-            let p = request("POST", uri, &[("content-type", ct), (SIGNATURE_HEADER, &sig), ("content-length", &len)]);
+            let p =
+                request_to("POST", uri, &[("content-type", ct), (SIGNATURE_HEADER, &sig), ("content-length", &len)]);
             TwilioVerifier::new("https://example.com").precheck(&p).map_err(|e| e.kind())
         };
         let json_uri = format!("/sms?bodySHA256={}", body_sha256(b"{}"));
@@ -1112,7 +1097,7 @@ mod tests {
         let verify_genuine =
             best(20, || assert!(v.verify(&Delivery::new(&p, &body, &token, SystemTime::now())).is_ok()));
         let fake =
-            request("POST", "/sms", &[("content-type", FORM), (SIGNATURE_HEADER, "AAAAAAAAAAAAAAAAAAAAAAAAAAA=")]);
+            request_to("POST", "/sms", &[("content-type", FORM), (SIGNATURE_HEADER, "AAAAAAAAAAAAAAAAAAAAAAAAAAA=")]);
         for (name, attack) in [("25 MiB", b"a&".repeat(25 << 19)), ("64 KiB", b"a&".repeat(MAX_FORM_BYTES / 2))] {
             let refuse = best(20, || {
                 let got = v.verify(&Delivery::new(&fake, &attack, &token, SystemTime::now()));
@@ -1164,18 +1149,18 @@ mod tests {
     fn precheck_and_key() {
         let v = TwilioVerifier::new("https://example.com");
         let sig = sign(&SigningSecret::from("t"), "https://example.com/", &[]);
-        assert!(v.precheck(&request("GET", "/", &[(SIGNATURE_HEADER, &sig)])).is_ok());
-        assert_eq!(v.precheck(&request("GET", "/", &[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
+        assert!(v.precheck(&request_to("GET", "/", &[(SIGNATURE_HEADER, &sig)])).is_ok());
+        assert_eq!(v.precheck(&request_to("GET", "/", &[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
         assert_eq!(
-            v.precheck(&request("GET", "/?bodySHA256=1", &[(SIGNATURE_HEADER, &sig)])).unwrap_err().kind(),
+            v.precheck(&request_to("GET", "/?bodySHA256=1", &[(SIGNATURE_HEADER, &sig)])).unwrap_err().kind(),
             VerifyErrorKind::MalformedHeader
         );
         let x = crate::provider::Provider::twilio("https://example.com");
         assert_eq!(x.name(), "twilio");
-        let got = x.extractor_ref().extract(&request("POST", "/", &[(IDEMPOTENCY_HEADER, "tok-1")]), b"").unwrap();
+        let got = x.extractor_ref().extract(&request_to("POST", "/", &[(IDEMPOTENCY_HEADER, "tok-1")]), b"").unwrap();
         assert_eq!((got.key.as_str(), got.event_type), ("tok-1", None));
         assert_eq!(
-            x.extractor_ref().extract(&request("POST", "/", &[]), b"").unwrap_err().kind(),
+            x.extractor_ref().extract(&request_to("POST", "/", &[]), b"").unwrap_err().kind(),
             KeyErrorKind::Missing
         );
     }
