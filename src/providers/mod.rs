@@ -336,6 +336,59 @@ mod tests {
         assert!(find("nope").is_none());
     }
 
+    /// Every preset's example through rotation and an operator replay: with
+    /// an unrelated secret configured before the right one it verifies, with
+    /// the unrelated one alone it finds no match; a request without the
+    /// preset's headers fails the precheck as missing (where the signature is
+    /// in a header). A scheme that signs a
+    /// time fails its example 400 days late as too old, and an operator replay
+    /// (`without_timestamp_check`) then accepts it but still refuses a changed
+    /// body. Public-key presets (another key would have to be a valid key of
+    /// theirs) rotate in their modules' tests.
+    #[test]
+    fn every_example_rotates_and_replays() {
+        let body = format!(r#"{{"id":"evt_1","type":"t","webhookTimestamp":{}}}"#, NOW * 1000);
+        let late = NOW + 400 * 86_400;
+        for preset in REGISTRY {
+            let name = preset.name;
+            let ex = preset.example("delivery-1", NOW, body.as_bytes());
+            let verifier = ex.provider.verifier_ref();
+            let verify = |body: &[u8], secrets: &[crate::verify::SigningSecret], now: u64, replay: bool| {
+                let d = Delivery::new(&ex.parts, body, secrets, at(now));
+                verifier.verify(&if replay { d.without_timestamp_check() } else { d }).map_err(|e| e.kind())
+            };
+            // Mailgun signs in the body: its example sends none of its headers.
+            if preset.headers.iter().any(|h| ex.parts.headers.contains_key(*h)) {
+                let bare = http::Request::post("/").body(()).unwrap().into_parts().0;
+                let got = verifier.precheck(&bare).map_err(|e| e.kind());
+                assert_eq!(got, Err(VerifyErrorKind::MissingHeader), "{name}: the precheck without its headers");
+            }
+            if preset.key != KeyKind::PublicKey {
+                let unrelated = preset.secret(if preset.key == KeyKind::Whsec {
+                    "whsec_dW5yZWxhdGVkLXVucmVsYXRlZC11bnJlbGF0ZWQ="
+                } else {
+                    "an-unrelated-secret"
+                });
+                let unrelated = unrelated.unwrap_or_else(|e| panic!("{name}: {e}"));
+                let both = [unrelated.clone(), ex.secrets[0].clone()];
+                assert_eq!(verify(&ex.body, &both, NOW, false), Ok(()), "{name}: rotation");
+                let only = std::slice::from_ref(&unrelated);
+                let got = verify(&ex.body, only, NOW, false);
+                assert_eq!(got, Err(VerifyErrorKind::NoMatchingSignature), "{name}: the unrelated secret alone");
+            }
+            if verify(&ex.body, &ex.secrets, late, false) == Err(VerifyErrorKind::TimestampTooOld) {
+                assert_eq!(verify(&ex.body, &ex.secrets, late, true), Ok(()), "{name}: an operator replay");
+                let mut changed = ex.body.clone();
+                let last = changed.len() - 2;
+                changed[last] ^= 1;
+                let got = verify(&changed, &ex.secrets, late, true).is_err();
+                assert_eq!(got, preset.signs_body, "{name}: an operator replay of a changed body");
+            } else {
+                assert_eq!(verify(&ex.body, &ex.secrets, late, false), Ok(()), "{name}: no time signed");
+            }
+        }
+    }
+
     /// Each preset's module docs say which field orders its objects' changes
     /// (the `version` of `WebhookTx::apply_if_newer`).
     #[test]
