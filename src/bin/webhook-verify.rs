@@ -282,7 +282,7 @@ fn key_from(preset: &str) -> &'static str {
         "customer-io" => "the body's event_id (JSON)",
         "front" => "the body's payload.id (JSON)",
         "hubspot" | "sendgrid" | "zoom" | "calendly" | "lemon-squeezy" | "cal-com" | "help-scout" | "buildkite"
-        | "webflow" | "xero" | "quickbooks" | "paystack" => "fields of the JSON body (a derived key)",
+        | "webflow" | "xero" | "quickbooks" | "paystack" | "woocommerce" => "fields of the JSON body (a derived key)",
         "stripe" | "discord" | "intercom" | "mux" | "checkout-com" | "recurly" | "box" | "circleci" | "heroku"
         | "vercel" | "zendesk" => "the body's id (JSON)",
         _ => UNKNOWN_KEY_HINT,

@@ -150,6 +150,8 @@ pub mod sentry;
 pub mod vercel;
 #[cfg(feature = "webflow")]
 pub mod webflow;
+#[cfg(feature = "woocommerce")]
+pub mod woocommerce;
 #[cfg(feature = "xero")]
 pub mod xero;
 #[cfg(feature = "zendesk")]
@@ -309,6 +311,8 @@ pub const REGISTRY: &[PresetInfo] = &[
     quickbooks::PRESET,
     #[cfg(feature = "paystack")]
     paystack::PRESET,
+    #[cfg(feature = "woocommerce")]
+    woocommerce::PRESET,
 ];
 
 #[cfg(test)]

@@ -482,6 +482,7 @@ mod tests {
             (xero::NAME, 2, "retries for up to 24 hours"),
             (quickbooks::NAME, 30, "no published span"),
             (paystack::NAME, 4, "live: 4 tries 3 minutes apart, then hourly for 72 hours"),
+            (woocommerce::NAME, 1, "no retry and no manual redelivery: a failure is counted, not resent"),
         ];
         assert_eq!(cases.len(), providers::all().len(), "one row per registry preset");
         for (name, days, covers) in cases {
