@@ -30,21 +30,15 @@
 //! ```
 //!
 //! # Adding a preset
-//! 1. a Cargo feature (`acme = []`, and in `full`);
-//! 2. `src/providers/acme.rs` with `NAME`, `REPLAY_WINDOW` (the provider's
-//!    automatic retries and manual redelivery, citing the page that
-//!    documents them), the verifier, the constructor `Provider::acme()` with
-//!    its registry entry `PRESET`, `sign`, and its tests. For an HMAC scheme
-//!    the first five are one `hmac_preset!` declaration of its facts (the
-//!    verifier as a specification of [`crate::verify::generic::HmacVerifier`],
-//!    whose `sign` is the module's); else an `impl Provider` block and
-//!    `PresetInfo::other`;
-//! 3. `pub mod acme;` below and `acme::PRESET` in [`REGISTRY`].
+//! CONTRIBUTING.md ("Adding a preset") lists every place a preset is
+//! written (the module, its registry entry here, retention's row, the key
+//! hint of `webhook-verify`, the feature table, the fixture, the docs) and
+//! shows the declaration of an HMAC preset. New modules and their
+//! `REGISTRY` entries go at the end of the lists below.
 //!
-//! CONTRIBUTING.md shows the declaration of an HMAC preset.
-//!
-//! The CLI, the quickstart, the benches, the fuzz targets and the
-//! conformance tests pick it up from the registry.
+//! The CLI, the quickstart, the benches, the fuzz targets, the fixture check
+//! ([`fixtures`](self) in the tests) and the registry-wide tests pick it up
+//! from the registry.
 
 use crate::provider::Provider;
 
