@@ -37,8 +37,8 @@
 //! `REGISTRY` entries go at the end of the lists below.
 //!
 //! The CLI, the quickstart, the benches, the fuzz targets, the fixture check
-//! ([`fixtures`](self) in the tests) and the registry-wide tests pick it up
-//! from the registry.
+//! (the `fixtures` test module) and the registry-wide tests pick it up from
+//! the registry.
 
 use crate::provider::Provider;
 
