@@ -18,7 +18,8 @@
 //! no body), that the example's signed headers for the recorded secret,
 //! event id, time and body are the recorded ones (this pins each module's
 //! `sign`), that the provider reads the recorded event id and type, and that
-//! the fixture's `"sdk_verified"` is true exactly when it names an `"sdk"`.
+//! the fixture names an `"sdk"` and says `"sdk_verified": true` exactly for
+//! the presets [`SDK_VERIFIED`] pins.
 //! The presets whose fixtures are of another form are in
 //! [`OWN_FIXTURE_TESTS`] and tested in their modules.
 
@@ -52,12 +53,21 @@ const OWN_FIXTURE_TESTS: &[&str] = &[
 ];
 
 /// The presets the central check does not compare the example's signature
-/// for, each with the reason; their modules' fixture tests compare `sign`.
-const SIGN_CHECKED_IN_MODULE: &[&str] = &[
-    "front",   // signs a millisecond time: the example signs whole seconds
-    "webflow", // signs a millisecond time: the example signs whole seconds
-    "recurly", // signs a millisecond time: the example signs whole seconds
+/// for, with the recorded header holding their signed time: it is Unix
+/// milliseconds with a fraction of a second, which the example (whole
+/// seconds) cannot sign. [`check`] asserts that reason; their modules'
+/// fixture tests compare `sign` at the millisecond.
+const SIGN_CHECKED_IN_MODULE: &[(&str, &str)] = &[
+    ("front", "x-front-request-timestamp"),
+    ("webflow", "x-webflow-timestamp"),
+    ("recurly", "recurly-signature"), // `{ms},{signature}`
 ];
+
+/// The presets whose fixture was verified by the provider's own SDK (their
+/// scripts say which package and version): `"sdk_verified": true` and the
+/// SDK named, pinned here so that editing the fixture alone cannot drop it.
+const SDK_VERIFIED: &[&str] =
+    &["coinbase-commerce", "customer-io", "gocardless", "linear", "mux", "paddle", "razorpay", "recurly", "webflow"];
 
 /// Presets that share another preset's fixture: (preset, fixture directory).
 const SHARED_FIXTURES: &[(&str, &str)] = &[("forgejo", "gitea")];
@@ -113,9 +123,21 @@ fn check(preset: &PresetInfo) {
     let event_type = expected.get("read_event_type").unwrap_or(&expected["event_type"]);
     assert_eq!(read.event_type.as_deref(), event_type.as_str(), "{name}: the event type read");
 
-    if let Some(signed) = preset.signed_headers().filter(|_| !SIGN_CHECKED_IN_MODULE.contains(&name)) {
+    let recorded = |header: &str| sent.iter().find(|(k, _)| k.eq_ignore_ascii_case(header)).map(|(_, v)| *v);
+    let exempt = SIGN_CHECKED_IN_MODULE.iter().find(|(preset, _)| *preset == name);
+    if let Some((_, time_header)) = exempt {
+        let value = recorded(time_header).unwrap_or_else(|| panic!("{name}: the fixture records no {time_header}"));
+        let digits: String = value.chars().take_while(char::is_ascii_digit).collect();
+        // Unix milliseconds since 2001 have 13 digits.
+        let ms: u64 = digits
+            .parse()
+            .ok()
+            .filter(|_| digits.len() == 13)
+            .unwrap_or_else(|| panic!("{name}: {time_header} does not start with Unix milliseconds: not exempt"));
+        assert_ne!(ms % 1000, 0, "{name}: its signed time is whole seconds, which the example signs: not exempt");
+    }
+    if let Some(signed) = preset.signed_headers().filter(|_| exempt.is_none()) {
         let made = signed(&secret, event_id.as_str().unwrap_or(""), now, body);
-        let recorded = |header: &str| sent.iter().find(|(k, _)| k.eq_ignore_ascii_case(header)).map(|(_, v)| *v);
         let signature = preset.headers[0];
         assert!(made.iter().any(|(h, _)| *h == signature), "{name}: the example sends no {signature}");
         assert!(recorded(signature).is_some(), "{name}: the fixture records no {signature}");
@@ -126,12 +148,17 @@ fn check(preset: &PresetInfo) {
         }
     }
 
-    // The fixture's provenance: verified by an SDK exactly when it names one.
-    let by_sdk = expected["sdk"].is_string();
+    // The fixture's provenance: verified by an SDK exactly when it names one,
+    // and exactly for the presets pinned in SDK_VERIFIED.
+    let by_sdk = SDK_VERIFIED.contains(&name);
+    assert_eq!(expected["sdk"].is_string(), by_sdk, "{name}: names an SDK exactly when SDK_VERIFIED lists it");
     match &expected["sdk_verified"] {
-        Value::Bool(verified) => assert_eq!(*verified, by_sdk, "{name}: sdk_verified against sdk"),
-        Value::Object(cases) => assert!(cases.values().all(|v| *v == by_sdk), "{name}: sdk_verified against sdk"),
-        _ => {}
+        Value::Bool(verified) => assert_eq!(*verified, by_sdk, "{name}: sdk_verified against SDK_VERIFIED"),
+        Value::Object(cases) => {
+            assert!(cases.values().all(|v| *v == by_sdk), "{name}: sdk_verified against SDK_VERIFIED");
+        }
+        Value::Null => assert!(!by_sdk, "{name}: an SDK-verified fixture records sdk_verified"),
+        other => panic!("{name}: sdk_verified is {other}: true or false (or one per case)"),
     }
 }
 
@@ -156,12 +183,14 @@ fn every_preset_has_its_fixture_checked() {
     }
     // Without every preset compiled in a listed name may be absent.
     if cfg!(feature = "full") {
-        for name in OWN_FIXTURE_TESTS.iter().chain(SIGN_CHECKED_IN_MODULE).chain(SHARED_FIXTURES.iter().map(|(p, _)| p))
+        let exempt = SIGN_CHECKED_IN_MODULE.iter().map(|(p, _)| p);
+        for name in
+            OWN_FIXTURE_TESTS.iter().chain(exempt).chain(SDK_VERIFIED).chain(SHARED_FIXTURES.iter().map(|(p, _)| p))
         {
             assert!(super::find(name).is_some(), "{name}: listed but not a preset");
         }
     }
-    for name in SIGN_CHECKED_IN_MODULE {
+    for (name, _) in SIGN_CHECKED_IN_MODULE {
         assert!(!OWN_FIXTURE_TESTS.contains(name), "{name}: in both lists");
     }
 }

@@ -551,20 +551,28 @@ postgresql:
     /// commit becomes visible to the backends still serving (PostgreSQL's
     /// `SyncRepWaitForLSN`), which no crash of the whole node can do.
     pub fn kill_node(&self, name: &str) {
-        let postmaster = self.postmaster_pid(name);
         let mut frozen = Vec::new();
-        if let Some(pm) = postmaster {
+        // The postmaster first, so that it forks no child after the list is read.
+        let freeze = |pm: i32, frozen: &mut Vec<i32>| {
             let _ = kill(Pid::from_raw(pm), Signal::SIGSTOP);
             frozen.push(pm);
             for kid in children(pm) {
                 let _ = kill(Pid::from_raw(kid), Signal::SIGSTOP);
                 frozen.push(kid);
             }
+        };
+        if let Some(pm) = self.postmaster_pid(name) {
+            freeze(pm, &mut frozen);
         }
         let node = self.node(name);
         if let Some(mut child) = node.patroni.lock().unwrap().take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        // A postmaster Patroni started meanwhile (during a restart or a
+        // rejoin, when none ran above) is killed the same way.
+        if let Some(pm) = self.postmaster_pid(name).filter(|pm| !frozen.contains(pm)) {
+            freeze(pm, &mut frozen);
         }
         for pid in frozen {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
