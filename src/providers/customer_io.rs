@@ -36,13 +36,12 @@ use crate::key::{EventIdentity, JsonPointerKey, KeyError, KeyExtractor};
 use crate::provider::Provider;
 use crate::verify::generic::{HmacVerifier, SignedContent};
 
-/// The header carrying the signed Unix timestamp.
-pub const TIMESTAMP_HEADER: &str = "x-cio-timestamp";
-
 hmac_preset! {
     name: "customer-io";
     /// The header Customer.io signs deliveries with.
     header: "x-cio-signature";
+    /// The header carrying the signed Unix timestamp.
+    timestamp_header: "x-cio-timestamp";
     /// How long a Customer.io reporting event can be sent again: 30 days.
     ///
     /// Customer.io's "Reporting Webhooks" page

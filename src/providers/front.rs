@@ -48,8 +48,6 @@ use crate::provider::Challenge;
 use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
 use crate::verify::{hmac_sha256, single_header, Delivery, Encoding, SigningSecret};
 
-/// The header carrying the signed Unix timestamp in milliseconds.
-pub const TIMESTAMP_HEADER: &str = "x-front-request-timestamp";
 /// The header carrying the handshake's challenge (not signed).
 pub const CHALLENGE_HEADER: &str = "x-front-challenge";
 
@@ -57,6 +55,8 @@ hmac_preset! {
     name: "front";
     /// The header Front signs deliveries with.
     header: "x-front-signature";
+    /// The header carrying the signed Unix timestamp in milliseconds.
+    timestamp_header: "x-front-request-timestamp";
     /// How long a Front event can be sent again: 30 days.
     ///
     /// Front's application-webhooks page

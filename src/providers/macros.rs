@@ -148,6 +148,10 @@ macro_rules! preset {
 /// headers the preset reads, `signed: <closure>;` makes an example with more
 /// headers than the signature).
 ///
+/// A scheme that sends its signed time in a header of its own names it after
+/// the signature header, `timestamp_header: "...";` (made `TIMESTAMP_HEADER`,
+/// for the verifier's specification, `headers:` and `signed:` to use).
+///
 /// A scheme that signs a time states its tolerance, `tolerance: <Duration>;`
 /// (made `DEFAULT_TOLERANCE`, with the docs written above it): its verifier is
 /// built at that tolerance with a `tolerance` setter, and its `sign` takes the time, `sign(secret,
@@ -159,6 +163,16 @@ macro_rules! preset {
 /// made here.
 #[allow(unused_macros)] // unused without an HMAC preset
 macro_rules! hmac_preset {
+    (
+        name: $name:literal;
+        $(#[$header_doc:meta])* header: $header:literal;
+        $(#[$timestamp_doc:meta])* timestamp_header: $timestamp:literal;
+        $($rest:tt)*
+    ) => {
+        $(#[$timestamp_doc])*
+        pub const TIMESTAMP_HEADER: &str = $timestamp;
+        hmac_preset! { name: $name; $(#[$header_doc])* header: $header; $($rest)* }
+    };
     (
         name: $name:literal;
         $(#[$header_doc:meta])* header: $header:literal;

@@ -75,6 +75,8 @@ hmac_preset! {
     name: "slack";
     /// The header Slack signs requests with.
     header: "x-slack-signature";
+    /// The header carrying the signed Unix timestamp.
+    timestamp_header: "x-slack-request-timestamp";
     /// How long a Slack event can be sent again: 1 day.
     ///
     /// Slack retries a delivery three times, the last about 5 minutes after the
@@ -110,8 +112,6 @@ hmac_preset! {
     signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())];
 }
 
-/// The header carrying the signed Unix timestamp.
-pub const TIMESTAMP_HEADER: &str = "x-slack-request-timestamp";
 /// The retry count header on redeliveries (informational; not read here).
 pub const RETRY_NUM_HEADER: &str = "x-slack-retry-num";
 /// The retry reason header on redeliveries (informational; not read here).

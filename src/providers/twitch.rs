@@ -74,8 +74,6 @@ use crate::verify::{hmac_sha256, single_header, Delivery, SigningSecret};
 
 /// The header carrying the message id (signed; the event key).
 pub const MESSAGE_ID_HEADER: &str = "twitch-eventsub-message-id";
-/// The header carrying the RFC 3339 send time (signed).
-pub const TIMESTAMP_HEADER: &str = "twitch-eventsub-message-timestamp";
 /// The header carrying the message type (`notification`,
 /// `webhook_callback_verification`, `revocation`). Not signed.
 pub const MESSAGE_TYPE_HEADER: &str = "twitch-eventsub-message-type";
@@ -89,6 +87,8 @@ hmac_preset! {
     name: "twitch";
     /// The header Twitch signs messages with.
     header: "twitch-eventsub-message-signature";
+    /// The header carrying the RFC 3339 send time (signed).
+    timestamp_header: "twitch-eventsub-message-timestamp";
     /// How long a Twitch EventSub message can be sent again: 30 days.
     ///
     /// Twitch sends each notification at least once and resends it, with the

@@ -43,13 +43,12 @@ use crate::provider::Provider;
 use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
 use crate::verify::{hmac_sha256, SigningSecret};
 
-/// The header carrying the signed Unix timestamp in milliseconds.
-pub const TIMESTAMP_HEADER: &str = "x-webflow-timestamp";
-
 hmac_preset! {
     name: "webflow";
     /// The header Webflow signs deliveries with.
     header: "x-webflow-signature";
+    /// The header carrying the signed Unix timestamp in milliseconds.
+    timestamp_header: "x-webflow-timestamp";
     /// How long a Webflow event can be sent again: 30 days.
     ///
     /// Webflow retries a delivery that gets no 200 and deactivates a webhook

@@ -43,13 +43,12 @@ use std::time::Duration;
 use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
 use crate::verify::{hmac_sha256, Encoding, SigningSecret};
 
-/// The header carrying the signed RFC 3339 timestamp.
-pub const TIMESTAMP_HEADER: &str = "x-zendesk-webhook-signature-timestamp";
-
 hmac_preset! {
     name: "zendesk";
     /// The header Zendesk signs deliveries with.
     header: "x-zendesk-webhook-signature";
+    /// The header carrying the signed RFC 3339 timestamp.
+    timestamp_header: "x-zendesk-webhook-signature-timestamp";
     /// How long a Zendesk event can be sent again: 30 days.
     ///
     /// Zendesk retries a failed request for some response codes (a `409` up to

@@ -71,6 +71,8 @@ hmac_preset! {
     name: "zoom";
     /// The header Zoom signs deliveries with.
     header: "x-zm-signature";
+    /// The header carrying the signed Unix timestamp (seconds).
+    timestamp_header: "x-zm-request-timestamp";
     /// How long a Zoom event can be sent again: 1 day.
     ///
     /// Zoom retries a delivery not answered with 200 or 204 within 3 seconds
@@ -104,8 +106,6 @@ hmac_preset! {
     signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())];
 }
 
-/// The header carrying the signed Unix timestamp (seconds).
-pub const TIMESTAMP_HEADER: &str = "x-zm-request-timestamp";
 /// The `event` of Zoom's endpoint validation request.
 pub const URL_VALIDATION_EVENT: &str = "endpoint.url_validation";
 
