@@ -313,6 +313,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let router = app(pool.clone(), &args, addr, Arc::clone(&hooks), prometheus)?;
     println!("listening on http://{addr}: POST /webhooks/<preset>, GET /effects, GET /metrics");
+    if !args.demo && args.stripe_secret == DEFAULT_STRIPE_SECRET {
+        try_it(addr)?;
+    }
     // The state gauges (rows by state, oldest pending age), every 10 s.
     let sampler = webhook_idempotency::store::admin::Admin::new(pool.clone())?
         .spawn_gauge_sampler(std::time::Duration::from_secs(10), std::future::pending());
@@ -381,6 +384,21 @@ async fn deliver(
     }
     let res = req.send().await?;
     Ok((res.status().as_u16(), res.headers().get("idempotent-replayed").is_some()))
+}
+
+/// Prints a Stripe delivery signed now with the test secret, ready to send
+/// with curl (the signature's timestamp passes for 5 minutes; sent twice, the
+/// second is a duplicate; with the body changed, a 401). Only for the test
+/// secret: a signature made with a real one does not belong in a log.
+fn try_it(addr: SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+    let body = format!(r#"{{"id":"evt_try_{now}","type":"payment_intent.succeeded"}}"#);
+    let signature = stripe::sign(&SigningSecret::from(DEFAULT_STRIPE_SECRET), now, body.as_bytes());
+    println!("try it (send it twice for the duplicate; change the body for a 401; valid for 5 minutes):");
+    println!(
+        "  curl -i http://{addr}/webhooks/stripe -H 'content-type: application/json' \\\n    -H 'stripe-signature: {signature}' -d '{body}'"
+    );
+    Ok(())
 }
 
 /// One event as its provider would send it: body and signed headers.
