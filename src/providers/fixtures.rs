@@ -122,6 +122,12 @@ fn check(preset: &PresetInfo) {
     }
     let event_type = expected.get("read_event_type").unwrap_or(&expected["event_type"]);
     assert_eq!(read.event_type.as_deref(), event_type.as_str(), "{name}: the event type read");
+    // Where the key comes from: the body alone (the same key without any
+    // header), or one of the recorded headers, as it stands.
+    let bare = http::Request::post("/").body(()).unwrap().into_parts().0;
+    let from_body = provider.extractor_ref().extract(&bare, body).is_ok_and(|id| id.key == read.key);
+    let from_header = sent.iter().any(|(_, v)| v.trim() == read.key.as_str());
+    assert!(from_body || from_header, "{name}: the key {} is neither the body's nor a recorded header's", read.key);
 
     let recorded = |header: &str| sent.iter().find(|(k, _)| k.eq_ignore_ascii_case(header)).map(|(_, v)| *v);
     let exempt = SIGN_CHECKED_IN_MODULE.iter().find(|(preset, _)| *preset == name);
