@@ -43,7 +43,6 @@
 //! commit dates only, and Bitbucket does not promise the order of
 //! deliveries.
 
-use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
 
 hmac_preset! {
@@ -64,14 +63,9 @@ hmac_preset! {
     ///
     /// The Bitbucket Cloud preset: [`BitbucketVerifier`], key =
     /// `X-Request-UUID`, type = `X-Event-Key`.
-    fn bitbucket() = Provider::new(
-        NAME,
-        BitbucketVerifier::new(),
-        crate::key::HeaderKey::new(http::HeaderName::from_static(REQUEST_HEADER))
-            .event_type(http::HeaderName::from_static(EVENT_HEADER)),
-    );
+    fn bitbucket() = super::header_keyed(NAME, BitbucketVerifier::new(), REQUEST_HEADER, EVENT_HEADER);
     headers: [REQUEST_HEADER, EVENT_HEADER];
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (REQUEST_HEADER, id.to_owned())];
+    example_id_header: REQUEST_HEADER;
 }
 /// The header carrying the request UUID (the event key).
 pub const REQUEST_HEADER: &str = "x-request-uuid";
@@ -81,6 +75,7 @@ pub const EVENT_HEADER: &str = "x-event-key";
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::providers::testing::{fixture_files, OneHeader};
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::SigningSecret;

@@ -42,7 +42,6 @@ use std::time::Duration;
 
 use crate::key::DerivedKey;
 use crate::provider::Provider;
-use crate::verify::generic::{HmacVerifier, SignedContent};
 
 /// The header carrying the event name (not signed).
 pub const EVENT_HEADER: &str = "x-buildkite-event";
@@ -61,11 +60,7 @@ hmac_preset! {
     replay_window: super::DEFAULT_REPLAY_WINDOW;
     /// Verifies the `X-Buildkite-Signature` header.
     pub struct BuildkiteVerifier = {
-        HmacVerifier::builder(SIGNATURE_HEADER)
-            .key_value("signature")
-            .timestamp_key("timestamp")
-            .signature_separator(',')
-            .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+        super::timestamped_entries(SIGNATURE_HEADER, ["timestamp", "signature"], ',', ".")
     };
     /// The preset's tolerance: 300 seconds (the docs' example window).
     tolerance: Duration::from_secs(300);

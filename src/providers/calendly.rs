@@ -61,7 +61,6 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
-use crate::verify::generic::{HmacVerifier, SignedContent};
 
 hmac_preset! {
     name: "calendly";
@@ -79,11 +78,7 @@ hmac_preset! {
     pub struct CalendlyVerifier = {
         // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
         // hex digits is skipped.
-        HmacVerifier::builder(SIGNATURE_HEADER)
-            .key_value("v1")
-            .timestamp_key("t")
-            .signature_separator(',')
-            .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+        super::timestamped_entries(SIGNATURE_HEADER, ["t", "v1"], ',', ".")
     };
     /// Calendly's tolerance in its verification example: 180 seconds.
     tolerance: Duration::from_secs(180);

@@ -71,16 +71,13 @@
 //! interactions are requests answered once, not changes of an object.
 
 use crate::provider::Provider;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 
-use crate::verify::{
-    check_public_keys, parse_unix_seconds, single_header, Delivery, KeyMaterialError, SigningSecret, Verifier,
-    VerifyError, VerifyErrorKind,
-};
+use super::public_key::{Scheme, Signed};
+use crate::verify::{parse_unix_seconds, single_header, Delivery, SigningSecret, VerifyError, VerifyErrorKind};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "discord";
@@ -111,87 +108,51 @@ timed_verifier! {
     fn new();
     /// Sets how far (both directions) `X-Signature-Timestamp` may be from now.
     fn tolerance();
+    scheme: Ed25519;
 }
 
-/// The signed timestamp and the signature.
+/// Discord's scheme: Ed25519 (`verify_strict`) over `timestamp || body`,
+/// the signature in hex in `X-Signature-Ed25519`.
 #[derive(Debug)]
-struct Header<'a> {
-    timestamp: &'a str,
-    seconds: u64,
-    signature: Signature,
-}
+pub(crate) struct Ed25519;
 
-fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
-    let signature = single_header(parts, SIGNATURE_HEADER)?.trim();
-    let timestamp = single_header(parts, TIMESTAMP_HEADER)?.trim();
-    let seconds = parse_unix_seconds(timestamp)?;
-    let mut bytes = [0u8; 64];
-    hex::decode_to_slice(signature, &mut bytes).map_err(|_| VerifyErrorKind::MalformedHeader)?;
-    Ok(Header { timestamp, seconds, signature: Signature::from_bytes(&bytes) })
-}
+impl Scheme for Ed25519 {
+    type Key = VerifyingKey;
+    type Signature = Signature;
+    // `ed25519-dalek` takes one message slice: the body is copied once.
+    type Message<'m> = Vec<u8>;
+    const KEY_HINT: &'static str = "a Discord public key is the application's 64 hex digits from the Developer Portal";
 
-/// The public key a configured secret holds (32 raw bytes or 64 hex
-/// digits), parsed on first use and cached on the secret
-/// ([`SigningSecret::parsed`]); `None` when it is no valid, non-weak key.
-fn verifying_key(secret: &SigningSecret) -> Arc<Option<VerifyingKey>> {
-    secret.parsed(parse_key)
-}
-
-fn parse_key(raw: &[u8]) -> Option<VerifyingKey> {
-    let mut bytes = [0u8; 32];
-    match raw.len() {
-        // 32 printable ASCII characters are text (the application's client
-        // secret is 32 such characters), not raw key bytes: a real key is
-        // all printable with probability about (95/256)^32, 1e-14.
-        32 if raw.iter().all(|b| b.is_ascii_graphic()) => return None,
-        32 => bytes.copy_from_slice(raw),
-        64 => hex::decode_to_slice(raw, &mut bytes).ok()?,
-        _ => return None,
-    }
-    VerifyingKey::from_bytes(&bytes).ok().filter(|key| !key.is_weak())
-}
-
-impl Verifier for DiscordVerifier {
-    /// Ed25519 / ECDSA P-256: verified on the blocking pool.
-    fn costly(&self, _parts: &http::request::Parts) -> bool {
-        true
-    }
-
-    /// Every secret must be a valid Ed25519 public key (64 hex digits or 32
-    /// raw bytes): a wrong one would otherwise fail every delivery as a
-    /// signature mismatch. Parses each once (cached on the secret).
-    ///
-    /// # Errors
-    /// [`KeyMaterialErrorKind::NoSecret`](crate::verify::KeyMaterialErrorKind::NoSecret), [`KeyMaterialErrorKind::Empty`](crate::verify::KeyMaterialErrorKind::Empty),
-    /// or [`KeyMaterialErrorKind::InvalidPublicKey`](crate::verify::KeyMaterialErrorKind::InvalidPublicKey).
-    fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
-        let hint = "a Discord public key is the application's 64 hex digits from the Developer Portal";
-        check_public_keys(secrets, |s| verifying_key(s).is_some(), hint)
-    }
-
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let header = parse(delivery.parts)?;
-        // Cheap checks first: the timestamp, then the cost cap, then the cryptography.
-        delivery.check_time(header.seconds, self.tolerance)?;
-        let secrets = delivery.require_secrets()?;
-        crate::verify::check_verifications(1, secrets.len())?;
-        let mut message = Vec::with_capacity(header.timestamp.len() + delivery.body.len());
-        message.extend_from_slice(header.timestamp.as_bytes());
-        message.extend_from_slice(delivery.body);
-        let matched = secrets.iter().any(|secret| {
-            verifying_key(secret)
-                .as_ref()
-                .as_ref()
-                .is_some_and(|key| key.verify_strict(&message, &header.signature).is_ok())
-        });
-        if !matched {
-            return Err(VerifyErrorKind::NoMatchingSignature.into());
+    /// 32 raw bytes or 64 hex digits; `None` when it is no valid, non-weak key.
+    fn parse_key(raw: &[u8]) -> Option<VerifyingKey> {
+        let mut bytes = [0u8; 32];
+        match raw.len() {
+            // 32 printable ASCII characters are text (the application's client
+            // secret is 32 such characters), not raw key bytes: a real key is
+            // all printable with probability about (95/256)^32, 1e-14.
+            32 if raw.iter().all(|b| b.is_ascii_graphic()) => return None,
+            32 => bytes.copy_from_slice(raw),
+            64 => hex::decode_to_slice(raw, &mut bytes).ok()?,
+            _ => return None,
         }
-        Ok(())
+        VerifyingKey::from_bytes(&bytes).ok().filter(|key| !key.is_weak())
+    }
+
+    fn signed(parts: &http::request::Parts) -> Result<Signed<'_, Signature>, VerifyError> {
+        let signature = single_header(parts, SIGNATURE_HEADER)?.trim();
+        let timestamp = single_header(parts, TIMESTAMP_HEADER)?.trim();
+        let seconds = parse_unix_seconds(timestamp)?;
+        let mut bytes = [0u8; 64];
+        hex::decode_to_slice(signature, &mut bytes).map_err(|_| VerifyErrorKind::MalformedHeader)?;
+        Ok(Signed { timestamp, seconds, signatures: vec![Signature::from_bytes(&bytes)] })
+    }
+
+    fn message<'m>(timestamp: &'m [u8], body: &'m [u8]) -> Vec<u8> {
+        [timestamp, body].concat()
+    }
+
+    fn verifies(key: &VerifyingKey, message: &Vec<u8>, signature: &Signature) -> bool {
+        key.verify_strict(message, signature).is_ok()
     }
 }
 
@@ -300,6 +261,7 @@ mod tests {
     use super::*;
     use crate::providers::testing::TwoHeaders;
     use crate::test_support::{at, headers as parts, NOW};
+    use crate::verify::Verifier as _;
     use crate::verify::VerifyErrorKind::{MalformedHeader, NoMatchingSignature, TimestampTooOld};
 
     const SEED: [u8; 32] = *b"a deterministic test seed, 32 b.";

@@ -32,7 +32,6 @@
 //! object's `updated_at` (pull requests, issues; RFC 3339); pushes carry
 //! commit timestamps only.
 
-use crate::provider::Provider;
 use crate::providers::gitea::GiteaVerifier;
 
 pub use crate::providers::gitea::sign;
@@ -62,12 +61,7 @@ preset! {
     ///
     /// The Forgejo preset: [`verifier`], key = `X-Forgejo-Delivery`, type =
     /// `X-Forgejo-Event`.
-    fn forgejo() = Provider::new(
-        NAME,
-        verifier(),
-        crate::key::HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
-            .event_type(http::HeaderName::from_static(EVENT_HEADER)),
-    );
+    fn forgejo() = super::header_keyed(NAME, verifier(), DELIVERY_HEADER, EVENT_HEADER);
     headers: [SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
     signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())],
 }
@@ -75,6 +69,7 @@ preset! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::providers::testing::OneHeader;
     use crate::test_support::NOW;
     use crate::verify::{SigningSecret, Verifier as _, VerifyErrorKind};

@@ -46,7 +46,6 @@
 //! Forgejo, Gitea's fork, sends the same scheme under its own header names:
 //! [`crate::providers::forgejo`].
 
-use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
 use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind};
 
@@ -142,12 +141,7 @@ preset! {
     ///
     /// The Gitea preset: [`GiteaVerifier`], key = `X-Gitea-Delivery`, type =
     /// `X-Gitea-Event`.
-    fn gitea() = Provider::new(
-        NAME,
-        GiteaVerifier::new(),
-        crate::key::HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
-            .event_type(http::HeaderName::from_static(EVENT_HEADER)),
-    );
+    fn gitea() = super::header_keyed(NAME, GiteaVerifier::new(), DELIVERY_HEADER, EVENT_HEADER);
     headers: [SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
     signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())],
 }
@@ -155,6 +149,7 @@ preset! {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::providers::testing::{fixture, OneHeader};
     use crate::test_support::{at, headers, identity, request, NOW};
 

@@ -35,7 +35,6 @@
 //! `pull_request.updated_at`) as Unix seconds; deliveries carry no event time
 //! of their own, and GitHub does not promise their order.
 
-use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
 
 hmac_preset! {
@@ -55,14 +54,9 @@ hmac_preset! {
     ///
     /// The GitHub preset: [`GitHubVerifier`], key = `X-GitHub-Delivery`, type =
     /// `X-GitHub-Event`. The CLI name is `github`.
-    fn github() = Provider::new(
-        NAME,
-        GitHubVerifier::new(),
-        crate::key::HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
-            .event_type(http::HeaderName::from_static(EVENT_HEADER)),
-    );
+    fn github() = super::header_keyed(NAME, GitHubVerifier::new(), DELIVERY_HEADER, EVENT_HEADER);
     headers: [DELIVERY_HEADER, EVENT_HEADER];
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())];
+    example_id_header: DELIVERY_HEADER;
 }
 
 /// The header carrying the delivery GUID (the event key).

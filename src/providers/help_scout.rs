@@ -36,8 +36,6 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! resource's `userUpdatedAt` (a conversation) or `updatedAt` (a customer).
 
-use crate::key::DerivedKey;
-use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
 use crate::verify::{Algorithm, Encoding};
 
@@ -62,11 +60,7 @@ hmac_preset! {
     ///
     /// The Help Scout preset: [`HelpScoutVerifier`]; key derived from the
     /// canonical body, type = the `X-HelpScout-Event` header (unsigned).
-    fn help_scout() = Provider::new(
-        NAME,
-        HelpScoutVerifier::new(),
-        DerivedKey::new().canonical_body().event_type_header(http::HeaderName::from_static(EVENT_HEADER)),
-    );
+    fn help_scout() = super::body_keyed(NAME, HelpScoutVerifier::new(), EVENT_HEADER);
     headers: [EVENT_HEADER];
 }
 /// The header carrying the event name (the event type; not signed).
@@ -75,6 +69,7 @@ pub const EVENT_HEADER: &str = "x-helpscout-event";
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::providers::testing::{BodyOnly, OneHeader};
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::VerifyErrorKind;

@@ -74,9 +74,46 @@ macro_rules! hmac_verifier {
 /// signed time: the struct (holding the `tolerance`), `Default`, `new()` at
 /// the module's `DEFAULT_TOLERANCE` and the `tolerance` setter. The module
 /// implements [`Verifier`](crate::verify::Verifier) for it, reading
-/// `self.tolerance`.
+/// `self.tolerance`; with `scheme: <type>;`, a public-key scheme
+/// (`providers::public_key::Scheme`), the macro implements it.
 #[allow(unused_macros)] // unused without such a preset
 macro_rules! timed_verifier {
+    (
+        $(#[$attr:meta])* pub struct $name:ident; $(#[$new:meta])* fn new(); $(#[$tolerance:meta])* fn tolerance();
+        scheme: $scheme:ty;
+    ) => {
+        timed_verifier! { $(#[$attr])* pub struct $name; $(#[$new])* fn new(); $(#[$tolerance])* fn tolerance(); }
+
+        impl $crate::verify::Verifier for $name {
+            /// A public-key signature: verified on the blocking pool.
+            fn costly(&self, _parts: &http::request::Parts) -> bool {
+                true
+            }
+
+            /// Every secret must be a public key of the scheme, in the text the
+            /// module docs give: a wrong one would otherwise fail every delivery
+            /// as a signature mismatch. Parses each once (cached on the secret).
+            ///
+            /// # Errors
+            /// [`KeyMaterialErrorKind::NoSecret`](crate::verify::KeyMaterialErrorKind::NoSecret),
+            /// [`KeyMaterialErrorKind::Empty`](crate::verify::KeyMaterialErrorKind::Empty), or
+            /// [`KeyMaterialErrorKind::InvalidPublicKey`](crate::verify::KeyMaterialErrorKind::InvalidPublicKey).
+            fn check_secrets(
+                &self,
+                secrets: &[$crate::verify::SigningSecret],
+            ) -> Result<(), $crate::verify::KeyMaterialError> {
+                super::public_key::check_secrets::<$scheme>(secrets)
+            }
+
+            fn precheck(&self, parts: &http::request::Parts) -> Result<(), $crate::verify::VerifyError> {
+                <$scheme as super::public_key::Scheme>::signed(parts).map(drop)
+            }
+
+            fn verify(&self, delivery: &$crate::verify::Delivery<'_>) -> Result<(), $crate::verify::VerifyError> {
+                super::public_key::verify::<$scheme>(delivery, self.tolerance)
+            }
+        }
+    };
     ($(#[$attr:meta])* pub struct $name:ident; $(#[$new:meta])* fn new(); $(#[$tolerance:meta])* fn tolerance();) => {
         $(#[$attr])*
         #[derive(Debug, Clone)]
@@ -146,7 +183,8 @@ macro_rules! preset {
 /// constructor `Provider::<name>()` and the registry entry `PRESET`, whose
 /// example carries the signature header alone (`headers: [...];` lists more
 /// headers the preset reads, `signed: <closure>;` makes an example with more
-/// headers than the signature).
+/// headers than the signature, `example_id_header: <header>;` one whose
+/// event id travels in that header beside the signature).
 ///
 /// A scheme that sends its signed time in a header of its own names it after
 /// the signature header, `timestamp_header: "...";` (made `TIMESTAMP_HEADER`,
@@ -249,15 +287,24 @@ macro_rules! hmac_preset {
         @preset $default:expr; $(#[$doc:meta])* fn $ctor:ident() = $provider:expr;
         $(headers: [$($header:expr),* $(,)?];)?
         $(signed: $signed:expr;)?
+        $(example_id_header: $id:expr;)?
     ) => {
         preset! {
             $(#[$doc])*
             fn $ctor() = $provider;
             headers: [SIGNATURE_HEADER $($(, $header)*)?],
-            signed: hmac_preset!(@signed $default; $($signed)?),
+            signed: hmac_preset!(@signed $default; [$($signed)?] [$($id)?]),
         }
     };
-    // The example's headers: the preset's own `signed`, else the signature alone.
-    (@signed $default:expr;) => { $default };
-    (@signed $default:expr; $signed:expr) => { $signed };
+    // The example's headers: the preset's own `signed`, else the signature
+    // alone, or the signature and the example's event id in `$id`.
+    (@signed $default:expr; [] []) => { $default };
+    (@signed $default:expr; [$signed:expr] []) => { $signed };
+    (@signed $default:expr; [] [$id:expr]) => {
+        |s, id, ts, b| {
+            let mut headers = ($default)(s, id, ts, b);
+            headers.push(($id, id.to_owned()));
+            headers
+        }
+    };
 }

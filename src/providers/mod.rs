@@ -53,6 +53,48 @@ fn json_keyed(name: &'static str, verifier: impl crate::verify::Verifier, key: &
     Provider::new(name, verifier, crate::key::JsonPointerKey::new(key).event_type(event_type))
 }
 
+/// The provider `name` verifying with `verifier`, whose event key is the
+/// header `key`'s value and event type the header `event_type`'s: the
+/// delivery-id headers of the Git forges and a few others.
+#[allow(dead_code)] // unused without those presets
+fn header_keyed(
+    name: &'static str,
+    verifier: impl crate::verify::Verifier,
+    key: &'static str,
+    event_type: &'static str,
+) -> Provider {
+    let key = crate::key::HeaderKey::new(http::HeaderName::from_static(key));
+    Provider::new(name, verifier, key.event_type(http::HeaderName::from_static(event_type)))
+}
+
+/// The provider `name` verifying with `verifier`, whose event key is the
+/// digest of the canonical JSON body (the sender sends no event id) and event
+/// type the header `event_type`'s.
+#[allow(dead_code)] // unused without those presets
+fn body_keyed(name: &'static str, verifier: impl crate::verify::Verifier, event_type: &'static str) -> Provider {
+    let key = crate::key::DerivedKey::new().canonical_body();
+    Provider::new(name, verifier, key.event_type_header(http::HeaderName::from_static(event_type)))
+}
+
+/// The generic HMAC builder for the header form Stripe made common and
+/// Buildkite, Calendly, Mux and Paddle copied: one header of
+/// `<timestamp>=<Unix seconds>` and `<signature>=<hex>` entries separated by
+/// `list`, where an entry under another key is skipped, and the signed content
+/// is the timestamp's text, `content`, then the body.
+#[allow(dead_code)] // unused without those presets
+fn timestamped_entries(
+    header: &str,
+    [timestamp, signature]: [&str; 2],
+    list: char,
+    content: &str,
+) -> crate::verify::generic::HmacVerifierBuilder {
+    crate::verify::generic::HmacVerifier::builder(header)
+        .key_value(signature)
+        .timestamp_key(timestamp)
+        .signature_separator(list)
+        .signed_content(crate::verify::generic::SignedContent::TimestampBody { separator: content.into() })
+}
+
 #[cfg(feature = "bitbucket")]
 pub mod bitbucket;
 #[cfg(feature = "calendly")]
@@ -134,6 +176,8 @@ pub mod help_scout;
 pub mod heroku;
 #[cfg(feature = "paystack")]
 pub mod paystack;
+#[cfg(any(feature = "discord", feature = "sendgrid"))]
+mod public_key;
 #[cfg(feature = "quickbooks")]
 pub mod quickbooks;
 #[cfg(any(feature = "box", feature = "zendesk"))]

@@ -39,8 +39,6 @@
 
 use std::time::Duration;
 
-use crate::verify::generic::{HmacVerifier, SignedContent};
-
 hmac_preset! {
     name: "mux";
     /// The header Mux signs deliveries with.
@@ -56,11 +54,7 @@ hmac_preset! {
     pub struct MuxVerifier = {
         // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
         // hex digits is skipped.
-        HmacVerifier::builder(SIGNATURE_HEADER)
-            .key_value("v1")
-            .timestamp_key("t")
-            .signature_separator(',')
-            .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+        super::timestamped_entries(SIGNATURE_HEADER, ["t", "v1"], ',', ".")
     };
     /// Mux's tolerance in its SDK: 300 seconds (here in both directions).
     tolerance: Duration::from_secs(300);

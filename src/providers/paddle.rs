@@ -44,8 +44,6 @@
 
 use std::time::Duration;
 
-use crate::verify::generic::{HmacVerifier, SignedContent};
-
 hmac_preset! {
     name: "paddle";
     /// The header Paddle signs deliveries with.
@@ -67,11 +65,7 @@ hmac_preset! {
     pub struct PaddleVerifier = {
         // `ts=` and `h1=` entries, semicolon-separated; an `h1` value that is not
         // 64 hex digits is skipped like an unknown scheme.
-        HmacVerifier::builder(SIGNATURE_HEADER)
-            .key_value("h1")
-            .timestamp_key("ts")
-            .signature_separator(';')
-            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
+        super::timestamped_entries(SIGNATURE_HEADER, ["ts", "h1"], ';', ":")
     };
     /// Paddle's default tolerance: 5 seconds (its SDKs' default).
     tolerance: Duration::from_secs(5);

@@ -62,7 +62,7 @@ hmac_preset! {
     /// The Razorpay preset: [`RazorpayVerifier`] and [`RazorpayKey`].
     fn razorpay() = Provider::new(NAME, RazorpayVerifier::new(), RazorpayKey::new());
     headers: [EVENT_ID_HEADER];
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (EVENT_ID_HEADER, id.to_owned())];
+    example_id_header: EVENT_ID_HEADER;
 }
 /// The header carrying the event id (the event key).
 pub const EVENT_ID_HEADER: &str = "x-razorpay-event-id";

@@ -60,7 +60,6 @@
 //! possibly of one message.
 
 use crate::provider::Provider;
-use std::sync::Arc;
 use std::time::Duration;
 
 use p256::ecdsa::signature::{MultipartSigner as _, MultipartVerifier as _};
@@ -68,11 +67,9 @@ use p256::ecdsa::{Signature, SigningKey, VerifyingKey};
 use p256::pkcs8::{DecodePublicKey as _, EncodePublicKey as _};
 use sha2::{Digest as _, Sha256};
 
+use super::public_key::{Scheme, Signed};
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::verify::{
-    check_public_keys, header_values, parse_unix_seconds, single_header, Delivery, Encoding, KeyMaterialError,
-    SigningSecret, Verifier, VerifyError, VerifyErrorKind,
-};
+use crate::verify::{header_values, parse_unix_seconds, single_header, Encoding, VerifyError, VerifyErrorKind};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "sendgrid";
@@ -101,14 +98,7 @@ timed_verifier! {
     fn new();
     /// Sets how far (both directions) the signed timestamp may be from now.
     fn tolerance();
-}
-
-/// The timestamp as sent, its value, and every signature.
-#[derive(Debug)]
-struct Header<'a> {
-    timestamp: &'a str,
-    seconds: u64,
-    signatures: Vec<Signature>,
+    scheme: P256;
 }
 
 /// Most signature lines checked per delivery: each is an ECDSA verification
@@ -116,81 +106,53 @@ struct Header<'a> {
 /// one request cost hundreds of verifications.
 pub const MAX_SIGNATURES: usize = 4;
 
-fn parse(parts: &http::request::Parts) -> Result<Header<'_>, VerifyError> {
-    let mut signatures = Vec::new();
-    crate::verify::check_signature_header_size(parts, SIGNATURE_HEADER)?;
-    for value in header_values(parts, SIGNATURE_HEADER) {
-        if signatures.len() == MAX_SIGNATURES {
-            return Err(VerifyErrorKind::MalformedHeader.into());
+/// SendGrid's scheme: ECDSA P-256 with SHA-256 over `timestamp || body`, each
+/// signature base64 DER in its own signature header line.
+#[derive(Debug)]
+pub(crate) struct P256;
+
+impl Scheme for P256 {
+    type Key = VerifyingKey;
+    type Signature = Signature;
+    type Message<'m> = [&'m [u8]; 2];
+    const KEY_HINT: &'static str =
+        "a SendGrid verification key is the base64 public key (MFkwEwYH...) shown in the Event Webhook settings";
+
+    /// Base64 of a DER `SubjectPublicKeyInfo`, as SendGrid shows it, or the
+    /// same in PEM; `None` when it is no P-256 public key.
+    fn parse_key(raw: &[u8]) -> Option<VerifyingKey> {
+        let text = std::str::from_utf8(raw).ok()?.trim();
+        if text.starts_with("-----BEGIN") {
+            VerifyingKey::from_public_key_pem(text).ok()
+        } else {
+            VerifyingKey::from_public_key_der(&Encoding::Base64.decode(text)?).ok()
         }
-        let der = Encoding::Base64.decode(value?.trim()).ok_or(VerifyErrorKind::MalformedHeader)?;
-        signatures.push(Signature::from_der(&der).map_err(|_| VerifyErrorKind::MalformedHeader)?);
-    }
-    if signatures.is_empty() {
-        return Err(VerifyErrorKind::MissingHeader.into());
-    }
-    let timestamp = single_header(parts, TIMESTAMP_HEADER)?;
-    let seconds = parse_unix_seconds(timestamp)?;
-    Ok(Header { timestamp, seconds, signatures })
-}
-
-/// The verification key a secret holds (base64 of a DER
-/// `SubjectPublicKeyInfo`, as SendGrid shows it, or the same in PEM),
-/// parsed on first use and cached on the secret ([`SigningSecret::parsed`]);
-/// `None` when it is no P-256 public key.
-fn verifying_key(secret: &SigningSecret) -> Arc<Option<VerifyingKey>> {
-    secret.parsed(parse_key)
-}
-
-fn parse_key(raw: &[u8]) -> Option<VerifyingKey> {
-    let text = std::str::from_utf8(raw).ok()?.trim();
-    if text.starts_with("-----BEGIN") {
-        VerifyingKey::from_public_key_pem(text).ok()
-    } else {
-        VerifyingKey::from_public_key_der(&Encoding::Base64.decode(text)?).ok()
-    }
-}
-
-impl Verifier for SendGridVerifier {
-    /// Ed25519 / ECDSA P-256: verified on the blocking pool.
-    fn costly(&self, _parts: &http::request::Parts) -> bool {
-        true
     }
 
-    /// Every secret must be a P-256 public key (base64 DER
-    /// `SubjectPublicKeyInfo` or PEM): a wrong one would otherwise fail every
-    /// delivery as a signature mismatch. Parses each once (cached).
-    ///
-    /// # Errors
-    /// [`KeyMaterialErrorKind::NoSecret`](crate::verify::KeyMaterialErrorKind::NoSecret), [`KeyMaterialErrorKind::Empty`](crate::verify::KeyMaterialErrorKind::Empty),
-    /// or [`KeyMaterialErrorKind::InvalidPublicKey`](crate::verify::KeyMaterialErrorKind::InvalidPublicKey).
-    fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
-        let hint =
-            "a SendGrid verification key is the base64 public key (MFkwEwYH...) shown in the Event Webhook settings";
-        check_public_keys(secrets, |s| verifying_key(s).is_some(), hint)
-    }
-
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        parse(parts).map(drop)
-    }
-
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        let header = parse(delivery.parts)?;
-        // Cheap checks first: the timestamp, then the cost cap, then the cryptography.
-        delivery.check_time(header.seconds, self.tolerance)?;
-        let secrets = delivery.require_secrets()?;
-        crate::verify::check_verifications(header.signatures.len(), secrets.len())?;
-        let message: [&[u8]; 2] = [header.timestamp.as_bytes(), delivery.body];
-        let mut matched = false;
-        for secret in secrets {
-            if let Some(key) = verifying_key(secret).as_ref() {
-                matched |= header.signatures.iter().any(|sig| key.multipart_verify(&message, sig).is_ok());
+    fn signed(parts: &http::request::Parts) -> Result<Signed<'_, Signature>, VerifyError> {
+        let mut signatures = Vec::new();
+        crate::verify::check_signature_header_size(parts, SIGNATURE_HEADER)?;
+        for value in header_values(parts, SIGNATURE_HEADER) {
+            if signatures.len() == MAX_SIGNATURES {
+                return Err(VerifyErrorKind::MalformedHeader.into());
             }
+            let der = Encoding::Base64.decode(value?.trim()).ok_or(VerifyErrorKind::MalformedHeader)?;
+            signatures.push(Signature::from_der(&der).map_err(|_| VerifyErrorKind::MalformedHeader)?);
         }
-        if !matched {
-            return Err(VerifyErrorKind::NoMatchingSignature.into());
+        if signatures.is_empty() {
+            return Err(VerifyErrorKind::MissingHeader.into());
         }
-        Ok(())
+        let timestamp = single_header(parts, TIMESTAMP_HEADER)?;
+        let seconds = parse_unix_seconds(timestamp)?;
+        Ok(Signed { timestamp, seconds, signatures })
+    }
+
+    fn message<'m>(timestamp: &'m [u8], body: &'m [u8]) -> [&'m [u8]; 2] {
+        [timestamp, body]
+    }
+
+    fn verifies(key: &VerifyingKey, message: &[&[u8]; 2], signature: &Signature) -> bool {
+        key.multipart_verify(message, signature).is_ok()
     }
 }
 
@@ -279,6 +241,7 @@ mod tests {
     use crate::providers::testing::TwoHeaders;
     use crate::test_support::{at, NOW};
     use crate::verify::VerifyErrorKind::{MalformedHeader, NoMatchingSignature};
+    use crate::verify::{Delivery, SigningSecret, Verifier as _};
 
     fn parts(signatures: &[&str], timestamps: &[&str]) -> http::request::Parts {
         crate::test_support::two_header_lines(SIGNATURE_HEADER, signatures, TIMESTAMP_HEADER, timestamps)
@@ -574,8 +537,8 @@ mod tests {
     fn more_than_max_signature_lines_is_malformed() {
         let sig = "MEUCIQCtIHJeH93Y+qpYeWrySphQgpNGNr/U+UyUlBkU6n7RAwIgJTz/C+1hK6gV9bmz3cK3UxJY3xZ4c+cvxJ8FwgA8nIA=";
         let lines = vec![sig; MAX_SIGNATURES + 1];
-        let err = parse(&parts(&lines, &["1588788367"])).map(|_| ()).unwrap_err();
+        let err = P256::signed(&parts(&lines, &["1588788367"])).map(|_| ()).unwrap_err();
         assert_eq!(err.kind(), VerifyErrorKind::MalformedHeader);
-        assert!(parse(&parts(&[sig; MAX_SIGNATURES], &["1588788367"])).is_ok());
+        assert!(P256::signed(&parts(&[sig; MAX_SIGNATURES], &["1588788367"])).is_ok());
     }
 }

@@ -40,8 +40,6 @@
 //! `date_created`); the unsigned `Sentry-Hook-Timestamp` only orders
 //! deliveries, not events.
 
-use crate::key::HeaderKey;
-use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
 
 hmac_preset! {
@@ -63,14 +61,9 @@ hmac_preset! {
     ///
     /// The Sentry integration-platform preset: [`SentryVerifier`]; key = the
     /// `Request-ID` header, type = `Sentry-Hook-Resource` (both unsigned).
-    fn sentry() = Provider::new(
-        NAME,
-        SentryVerifier::new(),
-        HeaderKey::new(http::HeaderName::from_static(REQUEST_ID_HEADER))
-            .event_type(http::HeaderName::from_static(RESOURCE_HEADER)),
-    );
+    fn sentry() = super::header_keyed(NAME, SentryVerifier::new(), REQUEST_ID_HEADER, RESOURCE_HEADER);
     headers: [LEGACY_SIGNATURE_HEADER, RESOURCE_HEADER, TIMESTAMP_HEADER, REQUEST_ID_HEADER];
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (REQUEST_ID_HEADER, id.to_owned())];
+    example_id_header: REQUEST_ID_HEADER;
 }
 /// The older name of the signature header, same value.
 pub const LEGACY_SIGNATURE_HEADER: &str = "sentry-app-signature";
@@ -84,6 +77,7 @@ pub const REQUEST_ID_HEADER: &str = "request-id";
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::providers::testing::BodyOnly;
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::SigningSecret;

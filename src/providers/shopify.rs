@@ -99,7 +99,7 @@ hmac_preset! {
         EVENTS_WEBHOOK_ID_HEADER,
         EVENTS_TOPIC_HEADER,
     ];
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (EVENT_ID_HEADER, id.to_owned())];
+    example_id_header: EVENT_ID_HEADER;
 }
 
 /// The header carrying the event id (the default event key).

@@ -32,8 +32,6 @@
 
 use std::time::Duration;
 
-use crate::verify::generic::{HmacVerifier, SignedContent};
-
 hmac_preset! {
     name: "stripe";
     /// The header Stripe signs deliveries with.
@@ -52,11 +50,7 @@ hmac_preset! {
         // hex digits is skipped like an unknown scheme. Kept from the preset's own
         // parser: `t` is read with Rust's `u64` parser (a leading `+` passes) and
         // only by `verify`.
-        HmacVerifier::builder(SIGNATURE_HEADER)
-            .key_value("v1")
-            .timestamp_key("t")
-            .signature_separator(',')
-            .signed_content(SignedContent::TimestampBody { separator: ".".into() })
+        super::timestamped_entries(SIGNATURE_HEADER, ["t", "v1"], ',', ".")
             .lenient_timestamp_in_verify()
     };
     /// Stripe's default tolerance: 300 seconds.

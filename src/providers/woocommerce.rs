@@ -73,8 +73,6 @@
 //! seconds: two changes within one second share it); a `*.deleted` body
 //! carries only `id`.
 
-use crate::key::DerivedKey;
-use crate::provider::Provider;
 use crate::verify::generic::HmacVerifier;
 use crate::verify::Encoding;
 
@@ -99,11 +97,7 @@ hmac_preset! {
     ///
     /// The WooCommerce preset: [`WooCommerceVerifier`]; key derived from the
     /// canonical body, type = the `X-WC-Webhook-Topic` header (unsigned).
-    fn woocommerce() = Provider::new(
-        NAME,
-        WooCommerceVerifier::new(),
-        DerivedKey::new().canonical_body().event_type_header(http::HeaderName::from_static(TOPIC_HEADER)),
-    );
+    fn woocommerce() = super::body_keyed(NAME, WooCommerceVerifier::new(), TOPIC_HEADER);
     headers: [TOPIC_HEADER];
 }
 /// The header carrying the webhook's topic (the event type; not signed).
@@ -112,6 +106,7 @@ pub const TOPIC_HEADER: &str = "x-wc-webhook-topic";
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Provider;
     use crate::providers::testing::{BodyOnly, OneHeader};
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::VerifyErrorKind::{MalformedHeader, MissingHeader};
