@@ -12,7 +12,7 @@
 //!   [`public_key`], which checks it and keeps its 32 raw bytes. Anything
 //!   else (a typo, the application's 32-character client secret, a bot
 //!   token) is refused
-//!   by [`DiscordVerifier`]'s [`Verifier::check_secrets`] with
+//!   by [`DiscordVerifier`]'s [`Verifier::check_secrets`](crate::verify::Verifier::check_secrets) with
 //!   [`KeyMaterialErrorKind::InvalidPublicKey`](crate::verify::KeyMaterialErrorKind::InvalidPublicKey) when the layer is built (or
 //!   the resolver returns it), instead of failing every delivery as a
 //!   signature mismatch; the verifier itself skips it. Each key is parsed

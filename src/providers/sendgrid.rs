@@ -12,10 +12,10 @@
 //! - Verification uses the public key shown in the settings of the signed
 //!   Event Webhook: base64 of a DER `SubjectPublicKeyInfo`
 //!   (`MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE...`). Configure that text as the
-//!   endpoint's [`SigningSecret`] (a PEM `-----BEGIN PUBLIC KEY-----` block is
+//!   endpoint's [`SigningSecret`](crate::verify::SigningSecret) (a PEM `-----BEGIN PUBLIC KEY-----` block is
 //!   accepted too). A secret that is not such a key (the webhook's
 //!   verification key pasted in part, an API key) is refused by
-//!   [`SendGridVerifier`]'s [`Verifier::check_secrets`] with
+//!   [`SendGridVerifier`]'s [`Verifier::check_secrets`](crate::verify::Verifier::check_secrets) with
 //!   [`KeyMaterialErrorKind::InvalidPublicKey`](crate::verify::KeyMaterialErrorKind::InvalidPublicKey) when the layer is built (or
 //!   the resolver returns it), instead of failing every delivery as a
 //!   signature mismatch; the verifier itself skips it. Each key is parsed
