@@ -14,7 +14,7 @@
 //! **Event key.** Help Scout sends no event or delivery id: the body is the
 //! resource itself (a conversation, a customer, a rating), whose `id` names
 //! the resource, not the event. The key is a
-//! [`DerivedKey`] over the whole body in canonical
+//! [`DerivedKey`](crate::key::DerivedKey) over the whole body in canonical
 //! JSON: a retry resends the same snapshot, and two events on one resource
 //! differ in it (a conversation's `userUpdatedAt`, `status`, `threads`). The
 //! `X-HelpScout-Event` header is **not** signed, so it is not part of the

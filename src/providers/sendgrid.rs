@@ -19,7 +19,7 @@
 //!   [`KeyMaterialErrorKind::InvalidPublicKey`](crate::verify::KeyMaterialErrorKind::InvalidPublicKey) when the layer is built (or
 //!   the resolver returns it), instead of failing every delivery as a
 //!   signature mismatch; the verifier itself skips it. Each key is parsed
-//!   once and cached on the secret ([`SigningSecret::parsed`]).
+//!   once and cached on the secret ([`SigningSecret::parsed`](crate::verify::SigningSecret::parsed)).
 //! - Signatures with a high `s` are accepted, as SendGrid's libraries do.
 //! - The timestamp is Unix seconds. SendGrid documents no tolerance and its
 //!   libraries check none (`@sendgrid/eventwebhook` 8.0.0
@@ -166,7 +166,7 @@ pub fn sign(key: &SigningKey, timestamp: u64, body: &[u8]) -> String {
 }
 
 /// The verification key as SendGrid shows it (base64 of the DER
-/// `SubjectPublicKeyInfo`): the [`SigningSecret`] text to configure for a
+/// `SubjectPublicKeyInfo`): the [`SigningSecret`](crate::verify::SigningSecret) text to configure for a
 /// key made with [`sign`]'s `SigningKey`.
 pub fn public_key_base64(key: &VerifyingKey) -> String {
     // Encoding a valid P-256 point as SubjectPublicKeyInfo cannot fail.
