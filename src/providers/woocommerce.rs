@@ -22,7 +22,7 @@
 //! not read. The body is the resource as the REST API shows it at delivery
 //! time (an order, a product, a coupon, a customer), `{"id": N}` for a
 //! `*.deleted` topic, `{"action": ..., "arg": ...}` for an `action.*` topic:
-//! no field set names the event in every shape. The key is a [`DerivedKey`]
+//! no field set names the event in every shape. The key is a [`DerivedKey`](crate::key::DerivedKey)
 //! over the whole body in canonical JSON (PHP's `\/` and `\u` escapes
 //! decode to the same key as their plain spelling), which is signed. The
 //! `X-WC-Webhook-Topic` header (`order.created`, `product.updated`) is
