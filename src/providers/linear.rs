@@ -205,47 +205,30 @@ pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
 
 /// Linear's event identity: key = `Linear-Delivery`; type = body `type` and
 /// `action` as `Type.action`, else the `Linear-Event` header.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct LinearKey {
-    header: HeaderKey,
-}
-
-impl Default for LinearKey {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl LinearKey {
-    /// The extractor the preset uses.
-    pub fn new() -> Self {
-        Self {
-            header: HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
-                .event_type(http::HeaderName::from_static(EVENT_HEADER)),
+///
+/// # Errors
+/// [`KeyErrorKind::Missing`](crate::key::KeyErrorKind::Missing) without `Linear-Delivery`,
+/// [`KeyErrorKind::Invalid`](crate::key::KeyErrorKind::Invalid) for two different values of it or one
+/// that is not visible ASCII.
+pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+    let mut identity = HeaderKey::new(http::HeaderName::from_static(DELIVERY_HEADER))
+        .event_type(http::HeaderName::from_static(EVENT_HEADER))
+        .extract(parts, body)?;
+    if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(body) {
+        let text = |name: &str| doc.get(name).and_then(serde_json::Value::as_str).filter(|s| !s.is_empty());
+        if let (Some(kind), Some(action)) = (text("type"), text("action")) {
+            identity.event_type = Some(format!("{kind}.{action}"));
         }
     }
-}
-
-impl KeyExtractor for LinearKey {
-    fn extract(&self, parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
-        let mut identity = self.header.extract(parts, body)?;
-        if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(body) {
-            let text = |name: &str| doc.get(name).and_then(serde_json::Value::as_str).filter(|s| !s.is_empty());
-            if let (Some(kind), Some(action)) = (text("type"), text("action")) {
-                identity.event_type = Some(format!("{kind}.{action}"));
-            }
-        }
-        Ok(identity)
-    }
+    Ok(identity)
 }
 
 preset! {
     /// Linear (`Linear-Signature`, `webhookTimestamp` within 60 s; key = `Linear-Delivery`). See [`crate::providers::linear`].
     ///
     /// The Linear preset: [`LinearVerifier`] with the 60 second tolerance and
-    /// [`LinearKey`].
-    fn linear() = Provider::new(NAME, LinearVerifier::new(), LinearKey::new());
+    /// [`event_identity`].
+    fn linear() = Provider::new(NAME, LinearVerifier::new(), event_identity);
     headers: [SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
     signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())],
 }
@@ -354,7 +337,7 @@ mod tests {
 
     #[test]
     fn key_cases() {
-        let x = LinearKey::new();
+        let x = event_identity;
         let with = |delivery: Option<&str>, event: Option<&str>| {
             let mut b = http::Request::builder();
             if let Some(d) = delivery {

@@ -59,8 +59,8 @@ hmac_preset! {
     pub struct RazorpayVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
     /// Razorpay (`X-Razorpay-Signature`; key = `x-razorpay-event-id`). See [`crate::providers::razorpay`].
     ///
-    /// The Razorpay preset: [`RazorpayVerifier`] and [`RazorpayKey`].
-    fn razorpay() = Provider::new(NAME, RazorpayVerifier::new(), RazorpayKey::new());
+    /// The Razorpay preset: [`RazorpayVerifier`] and [`event_identity`].
+    fn razorpay() = Provider::new(NAME, RazorpayVerifier::new(), event_identity);
     headers: [EVENT_ID_HEADER];
     example_id_header: EVENT_ID_HEADER;
 }
@@ -69,33 +69,17 @@ pub const EVENT_ID_HEADER: &str = "x-razorpay-event-id";
 
 /// Razorpay's event identity: key = `x-razorpay-event-id`; type = the
 /// body's `event`.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct RazorpayKey {
-    header: HeaderKey,
-}
-
-impl Default for RazorpayKey {
-    fn default() -> Self {
-        Self::new()
+///
+/// # Errors
+/// [`KeyErrorKind::Missing`](crate::key::KeyErrorKind::Missing) without `x-razorpay-event-id`,
+/// [`KeyErrorKind::Invalid`](crate::key::KeyErrorKind::Invalid) for two different values of it or one
+/// that is not visible ASCII.
+pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+    let mut identity = HeaderKey::new(http::HeaderName::from_static(EVENT_ID_HEADER)).extract(parts, body)?;
+    if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(body) {
+        identity.event_type = doc.get("event").and_then(serde_json::Value::as_str).map(str::to_owned);
     }
-}
-
-impl RazorpayKey {
-    /// The extractor the preset uses.
-    pub fn new() -> Self {
-        Self { header: HeaderKey::new(http::HeaderName::from_static(EVENT_ID_HEADER)) }
-    }
-}
-
-impl KeyExtractor for RazorpayKey {
-    fn extract(&self, parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
-        let mut identity = self.header.extract(parts, body)?;
-        if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(body) {
-            identity.event_type = doc.get("event").and_then(serde_json::Value::as_str).map(str::to_owned);
-        }
-        Ok(identity)
-    }
+    Ok(identity)
 }
 
 #[cfg(test)]

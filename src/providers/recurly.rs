@@ -123,44 +123,27 @@ pub fn sign(secret: &SigningSecret, millis: u64, body: &[u8]) -> String {
 
 /// Recurly's event identity: key = the body's `id`; type = `object_type`
 /// and `event_type` as `object.event`.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct RecurlyKey {
-    key: JsonPointerKey,
-}
-
-impl Default for RecurlyKey {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl RecurlyKey {
-    /// The extractor the preset uses.
-    pub fn new() -> Self {
-        Self { key: JsonPointerKey::new("/id") }
-    }
-}
-
-impl KeyExtractor for RecurlyKey {
-    fn extract(&self, parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
-        let mut identity = self.key.extract(parts, body)?;
-        if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(body) {
-            let text = |name: &str| doc.get(name).and_then(serde_json::Value::as_str).filter(|s| !s.is_empty());
-            if let (Some(object), Some(event)) = (text("object_type"), text("event_type")) {
-                identity.event_type = Some(format!("{object}.{event}"));
-            }
+///
+/// # Errors
+/// As [`JsonPointerKey`](crate::key::JsonPointerKey) for `id`: missing, not a string or
+/// integer, or a body that is not JSON.
+pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+    let mut identity = JsonPointerKey::new("/id").extract(parts, body)?;
+    if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(body) {
+        let text = |name: &str| doc.get(name).and_then(serde_json::Value::as_str).filter(|s| !s.is_empty());
+        if let (Some(object), Some(event)) = (text("object_type"), text("event_type")) {
+            identity.event_type = Some(format!("{object}.{event}"));
         }
-        Ok(identity)
     }
+    Ok(identity)
 }
 
 preset! {
     /// Recurly (`recurly-signature` `ms,hex`, 300 s; key = `id`). See [`crate::providers::recurly`].
     ///
     /// The Recurly preset: [`RecurlyVerifier`] with the 5 minute tolerance
-    /// and [`RecurlyKey`].
-    fn recurly() = Provider::new(NAME, RecurlyVerifier::new(), RecurlyKey::new());
+    /// and [`event_identity`].
+    fn recurly() = Provider::new(NAME, RecurlyVerifier::new(), event_identity);
     headers: [SIGNATURE_HEADER],
     signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts * 1000, b))],
 }

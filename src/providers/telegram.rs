@@ -119,43 +119,26 @@ pub fn sign(secret: &SigningSecret) -> String {
 
 /// Telegram's event identity: key = the body's `update_id`; type = the name
 /// of the update's other member.
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct TelegramKey {
-    key: JsonPointerKey,
-}
-
-impl Default for TelegramKey {
-    fn default() -> Self {
-        Self::new()
+///
+/// # Errors
+/// As [`JsonPointerKey`](crate::key::JsonPointerKey) for `update_id`: missing, not a string or
+/// integer, or a body that is not JSON.
+pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+    let mut identity = JsonPointerKey::new("/update_id").extract(parts, body)?;
+    // An Update has `update_id` and at most one optional member.
+    if let Ok(serde_json::Value::Object(members)) = serde_json::from_slice::<serde_json::Value>(body) {
+        identity.event_type = members.keys().find(|k| *k != "update_id").cloned();
     }
-}
-
-impl TelegramKey {
-    /// The extractor the preset uses.
-    pub fn new() -> Self {
-        Self { key: JsonPointerKey::new("/update_id") }
-    }
-}
-
-impl KeyExtractor for TelegramKey {
-    fn extract(&self, parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
-        let mut identity = self.key.extract(parts, body)?;
-        // An Update has `update_id` and at most one optional member.
-        if let Ok(serde_json::Value::Object(members)) = serde_json::from_slice::<serde_json::Value>(body) {
-            identity.event_type = members.keys().find(|k| *k != "update_id").cloned();
-        }
-        Ok(identity)
-    }
+    Ok(identity)
 }
 
 impl Provider {
     /// Telegram (`X-Telegram-Bot-Api-Secret-Token` shared token; key = `update_id`). See [`crate::providers::telegram`].
     ///
     /// The Telegram Bot API preset: [`TelegramVerifier`] (a shared token, no
-    /// signature) and [`TelegramKey`].
+    /// signature) and [`event_identity`].
     pub fn telegram() -> Self {
-        Provider::new(NAME, TelegramVerifier::new(), TelegramKey::new())
+        Provider::new(NAME, TelegramVerifier::new(), event_identity)
     }
 }
 
