@@ -125,7 +125,7 @@ pub fn sign(secret: &SigningSecret, millis: u64, body: &[u8]) -> String {
 /// and `event_type` as `object.event`.
 ///
 /// # Errors
-/// As [`JsonPointerKey`](crate::key::JsonPointerKey) for `id`: missing, not a string or
+/// As [`JsonPointerKey`] for `id`: missing, not a string or
 /// integer, or a body that is not JSON.
 pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
     let mut identity = JsonPointerKey::new("/id").extract(parts, body)?;

@@ -121,7 +121,7 @@ pub fn sign(secret: &SigningSecret) -> String {
 /// of the update's other member.
 ///
 /// # Errors
-/// As [`JsonPointerKey`](crate::key::JsonPointerKey) for `update_id`: missing, not a string or
+/// As [`JsonPointerKey`] for `update_id`: missing, not a string or
 /// integer, or a body that is not JSON.
 pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
     let mut identity = JsonPointerKey::new("/update_id").extract(parts, body)?;
