@@ -167,7 +167,7 @@ pub use crate::layer::{ResponseBody, ResponseFuture};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::store::request_keys::RequestKeys;
 pub use crate::store::request_keys::{PROVIDER, RETENTION};
-use crate::store::{ClaimStore, StoreConfig};
+use crate::store::{ClaimStore, ClaimStoreBuilder, StoreConfig};
 
 /// The default request body limit: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
@@ -225,7 +225,8 @@ pub fn default_fingerprint(parts: &Parts, body: &Bytes) -> Vec<u8> {
 /// Builds an [`IdempotencyKeyLayer`]; see the [module docs](self).
 #[must_use]
 pub struct IdempotencyKeyLayerBuilder {
-    store: StoreConfig,
+    /// The claim's settings, on the database the request keys share.
+    claim: ClaimStoreBuilder,
     scope: Option<Arc<ScopeFn>>,
     fingerprint: Arc<FingerprintFn>,
     methods: Vec<Method>,
@@ -233,7 +234,6 @@ pub struct IdempotencyKeyLayerBuilder {
     replay_headers: Vec<HeaderName>,
     max_response_bytes: usize,
     body_limit: usize,
-    in_flight_wait: Duration,
     errors: ErrorResponses,
 }
 
@@ -308,7 +308,7 @@ impl IdempotencyKeyLayerBuilder {
     /// (default 2 s) before 409: replayed (or 422) if that one completes in
     /// time, run if it failed.
     pub fn in_flight_wait(mut self, wait: Duration) -> Self {
-        self.in_flight_wait = wait;
+        self.claim = self.claim.in_flight_wait(wait);
         self
     }
 
@@ -339,10 +339,8 @@ impl IdempotencyKeyLayerBuilder {
                 "IdempotencyKeyLayer: body_limit and max_response_bytes must be at least 1 byte",
             ));
         }
-        // Claim first: the key's lookup already answered completed keys.
-        let store =
-            ClaimStore::builder(self.store.clone()).lookup_first(false).in_flight_wait(self.in_flight_wait).build()?;
-        let keys = RequestKeys::new(&self.store)?;
+        let keys = RequestKeys::new(self.claim.store_config())?;
+        let store = self.claim.build()?;
         Ok(IdempotencyKeyLayer {
             config: Arc::new(service::Config {
                 store,
@@ -379,7 +377,8 @@ impl IdempotencyKeyLayer {
     /// or later).
     pub fn builder(store: impl Into<StoreConfig>) -> IdempotencyKeyLayerBuilder {
         IdempotencyKeyLayerBuilder {
-            store: store.into(),
+            // Claim first: the key's lookup already answered completed keys.
+            claim: ClaimStore::builder(store).lookup_first(false).in_flight_wait(DEFAULT_IN_FLIGHT_WAIT),
             scope: None,
             fingerprint: Arc::new(default_fingerprint),
             methods: vec![Method::POST, Method::PATCH],
@@ -392,7 +391,6 @@ impl IdempotencyKeyLayer {
             ],
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             body_limit: DEFAULT_BODY_LIMIT,
-            in_flight_wait: DEFAULT_IN_FLIGHT_WAIT,
             errors: ErrorResponses::default(),
         }
     }

@@ -9,12 +9,12 @@ use http::StatusCode;
 use super::config::{Config, InboxMode, SuccessFn};
 use super::rejection::{self, Rejection};
 use super::DEFAULT_RETRY_AFTER;
-use super::{Mode, ReplayStatus, WebhookLayer, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT, DEFAULT_LOCK_TIMEOUT};
+use super::{Mode, ReplayStatus, WebhookLayer, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::provider::Provider;
 use crate::scope::{Endpoint, ScopeResolver};
 use crate::store::inbox::{Inbox, IntegrityKey};
-use crate::store::{ClaimOrder, ClaimStore, IsolationLevel, StoreConfig};
+use crate::store::{ClaimOrder, ClaimStore, ClaimStoreBuilder, IsolationLevel, StoreConfig};
 use crate::verify::{Clock, SigningSecret, SystemClock};
 
 impl WebhookLayer {
@@ -25,7 +25,7 @@ impl WebhookLayer {
     /// [`build`](WebhookLayerBuilder::build).
     pub fn builder(store: impl Into<StoreConfig>, provider: Provider) -> WebhookLayerBuilder {
         WebhookLayerBuilder {
-            store: store.into(),
+            claim: ClaimStore::builder(store),
             provider,
             scope: None,
             secrets: Vec::new(),
@@ -33,15 +33,12 @@ impl WebhookLayer {
             body_limit: None,
             gzip_limit: None,
             body_timeout: DEFAULT_BODY_TIMEOUT,
-            isolation: IsolationLevel::ReadCommitted,
-            lock_timeout: DEFAULT_LOCK_TIMEOUT,
             retry_after: DEFAULT_RETRY_AFTER,
             success: Arc::new(|s: StatusCode| s.is_success()),
             replay_status: ReplayStatus::Ok,
             clock: Arc::new(SystemClock),
             operator_replay: None,
             rejection_responder: None,
-            order: ClaimOrder::default(),
             mode: Mode::Sync,
             inbox_ack: (StatusCode::OK, bytes::Bytes::new()),
             inbox_drop: Vec::new(),
@@ -78,7 +75,8 @@ impl WebhookLayer {
 /// ```
 #[must_use]
 pub struct WebhookLayerBuilder {
-    store: StoreConfig,
+    /// The claim's settings, on the database inbox mode shares.
+    claim: ClaimStoreBuilder,
     provider: Provider,
     scope: Option<String>,
     secrets: Vec<SigningSecret>,
@@ -86,15 +84,12 @@ pub struct WebhookLayerBuilder {
     body_limit: Option<usize>,
     gzip_limit: Option<usize>,
     body_timeout: Duration,
-    isolation: IsolationLevel,
-    lock_timeout: Duration,
     retry_after: Duration,
     success: Arc<SuccessFn>,
     replay_status: ReplayStatus,
     clock: Arc<dyn Clock>,
     operator_replay: Option<(http::HeaderName, SigningSecret)>,
     rejection_responder: Option<rejection::RejectionResponder>,
-    order: ClaimOrder,
     mode: Mode,
     inbox_ack: (StatusCode, bytes::Bytes),
     inbox_drop: Vec<http::HeaderName>,
@@ -146,7 +141,7 @@ impl WebhookLayerBuilder {
     /// The isolation level of the claim's transaction, which the handler's
     /// writes share (default READ COMMITTED; see [`IsolationLevel`]).
     pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
-        self.isolation = level;
+        self.claim = self.claim.isolation_level(level);
         self
     }
 
@@ -182,7 +177,7 @@ impl WebhookLayerBuilder {
     /// an event whose handler is slow cannot exhaust the pool. Millisecond
     /// resolution; 1 ms to 2^31-1 ms.
     pub fn lock_timeout(mut self, timeout: Duration) -> Self {
-        self.lock_timeout = timeout;
+        self.claim = self.claim.in_flight_wait(timeout);
         self
     }
 
@@ -222,7 +217,7 @@ impl WebhookLayerBuilder {
     /// lookup first above). See [`ClaimOrder`] for the cost of each and
     /// BENCHMARKS.md for the figures.
     pub fn claim_order(mut self, order: ClaimOrder) -> Self {
-        self.order = order;
+        self.claim = self.claim.order(order);
         self
     }
 
@@ -230,8 +225,9 @@ impl WebhookLayerBuilder {
     /// `SELECT`), `false` claims first (a new event one round trip fewer).
     /// Same as [`claim_order`](Self::claim_order) with
     /// [`ClaimOrder::LookupFirst`] or [`ClaimOrder::ClaimFirst`].
-    pub fn lookup_first(self, lookup_first: bool) -> Self {
-        self.claim_order(if lookup_first { ClaimOrder::LookupFirst } else { ClaimOrder::ClaimFirst })
+    pub fn lookup_first(mut self, lookup_first: bool) -> Self {
+        self.claim = self.claim.lookup_first(lookup_first);
+        self
     }
 
     /// Synchronous (the default) or inbox mode; see [`Mode`].
@@ -366,7 +362,8 @@ impl WebhookLayerBuilder {
             ConfigError::of(ConfigErrorKind::InvalidName, "the provider name must be 1 to 512 bytes without NUL")
         })?;
         // PostgreSQL's lock_timeout is an int of milliseconds; 0 would mean no limit.
-        if self.lock_timeout.as_millis() == 0 || self.lock_timeout.as_millis() > i32::MAX as u128 {
+        let lock_timeout = self.claim.current_in_flight_wait();
+        if lock_timeout.as_millis() == 0 || lock_timeout.as_millis() > i32::MAX as u128 {
             return Err(ConfigError::of(
                 ConfigErrorKind::InvalidLimit,
                 "lock_timeout must be 1 ms to 2^31-1 ms (about 24.8 days)",
@@ -385,8 +382,8 @@ impl WebhookLayerBuilder {
         let inbox = match self.mode {
             Mode::Inbox => Some(InboxMode {
                 inbox: match self.inbox_integrity {
-                    Some(key) => Inbox::new(self.store.clone())?.with_integrity_key(key),
-                    None => Inbox::new(self.store.clone())?,
+                    Some(key) => Inbox::new(self.claim.store_config().clone())?.with_integrity_key(key),
+                    None => Inbox::new(self.claim.store_config().clone())?,
                 },
                 status: self.inbox_ack.0,
                 body: self.inbox_ack.1,
@@ -398,11 +395,7 @@ impl WebhookLayerBuilder {
             }),
             Mode::Sync => None,
         };
-        let store = ClaimStore::builder(self.store)
-            .isolation_level(self.isolation)
-            .in_flight_wait(self.lock_timeout)
-            .order(self.order)
-            .build()?;
+        let store = self.claim.build()?;
         Ok(WebhookLayer {
             config: Arc::new(Config {
                 store,

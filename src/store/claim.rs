@@ -150,6 +150,17 @@ impl ClaimStoreBuilder {
         self.order(if lookup_first { ClaimOrder::LookupFirst } else { ClaimOrder::ClaimFirst })
     }
 
+    /// The database the store is built on, for what shares it (the inbox
+    /// and request keys of the layers that claim through this builder).
+    pub(crate) fn store_config(&self) -> &StoreConfig {
+        &self.store
+    }
+
+    /// The in-flight wait set so far, for a caller that bounds it further.
+    pub(crate) fn current_in_flight_wait(&self) -> Duration {
+        self.in_flight_wait
+    }
+
     /// Builds the store.
     ///
     /// # Errors

@@ -18,6 +18,25 @@ pub struct TxClient {
     guard: OwnedMutexGuard<Option<TxConn>>,
 }
 
+/// The wrappers that take a statement and its parameters, one per
+/// `name -> output`: each calls the client's method of that name and notes a
+/// retryable failure.
+macro_rules! noted_queries {
+    ($($(#[$doc:meta])* $name:ident -> $output:ty;)*) => {$(
+        $(#[$doc])*
+        pub async fn $name<T>(
+            &self,
+            statement: &T,
+            params: &[&(dyn ToSql + Sync)],
+        ) -> Result<$output, tokio_postgres::Error>
+        where
+            T: ?Sized + ToStatement,
+        {
+            self.note(self.conn().$name(statement, params).await)
+        }
+    )*};
+}
+
 impl TxClient {
     /// The borrowed slot; it holds a connection (checked by the caller).
     pub(crate) fn new(guard: OwnedMutexGuard<Option<TxConn>>) -> Self {
@@ -45,72 +64,42 @@ impl TxClient {
         }
     }
 
-    /// [`tokio_postgres::Client::execute`], noting a retryable failure.
-    ///
-    /// These wrappers (`execute`, `query`, `query_one`, `query_opt`,
-    /// `batch_execute`) shadow the client's methods of the same names. When
-    /// one fails with a deadlock (40P01), a serialization failure (40001) or
-    /// a lock timeout (55P03), the layer answers 503 + `Retry-After` after
-    /// rolling back, whatever status the handler returned: the sender's
-    /// retry will succeed (PostgreSQL docs, "Serialization Failure Handling").
-    /// So it does for a named statement that went missing or collided behind
-    /// a transaction-mode pooler (26000, 42P05) unless
-    /// [`StoreConfig::transaction_pooler`](crate::StoreConfig::transaction_pooler)
-    /// was set: the pool switches to unnamed statements, and the retry uses
-    /// them.
-    ///
-    /// # Errors
-    /// As [`tokio_postgres::Client::execute`].
-    pub async fn execute<T>(&self, statement: &T, params: &[&(dyn ToSql + Sync)]) -> Result<u64, tokio_postgres::Error>
-    where
-        T: ?Sized + ToStatement,
-    {
-        self.note(self.conn().execute(statement, params).await)
-    }
+    noted_queries! {
+        /// [`tokio_postgres::Client::execute`], noting a retryable failure.
+        ///
+        /// These wrappers (`execute`, `query`, `query_one`, `query_opt`,
+        /// `batch_execute`) shadow the client's methods of the same names. When
+        /// one fails with a deadlock (40P01), a serialization failure (40001) or
+        /// a lock timeout (55P03), the layer answers 503 + `Retry-After` after
+        /// rolling back, whatever status the handler returned: the sender's
+        /// retry will succeed (PostgreSQL docs, "Serialization Failure Handling").
+        /// So it does for a named statement that went missing or collided behind
+        /// a transaction-mode pooler (26000, 42P05) unless
+        /// [`StoreConfig::transaction_pooler`](crate::StoreConfig::transaction_pooler)
+        /// was set: the pool switches to unnamed statements, and the retry uses
+        /// them.
+        ///
+        /// # Errors
+        /// As [`tokio_postgres::Client::execute`].
+        execute -> u64;
 
-    /// [`tokio_postgres::Client::query`], noting a retryable failure.
-    ///
-    /// # Errors
-    /// As [`tokio_postgres::Client::query`].
-    pub async fn query<T>(
-        &self,
-        statement: &T,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<Row>, tokio_postgres::Error>
-    where
-        T: ?Sized + ToStatement,
-    {
-        self.note(self.conn().query(statement, params).await)
-    }
+        /// [`tokio_postgres::Client::query`], noting a retryable failure.
+        ///
+        /// # Errors
+        /// As [`tokio_postgres::Client::query`].
+        query -> Vec<Row>;
 
-    /// [`tokio_postgres::Client::query_one`], noting a retryable failure.
-    ///
-    /// # Errors
-    /// As [`tokio_postgres::Client::query_one`].
-    pub async fn query_one<T>(
-        &self,
-        statement: &T,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Row, tokio_postgres::Error>
-    where
-        T: ?Sized + ToStatement,
-    {
-        self.note(self.conn().query_one(statement, params).await)
-    }
+        /// [`tokio_postgres::Client::query_one`], noting a retryable failure.
+        ///
+        /// # Errors
+        /// As [`tokio_postgres::Client::query_one`].
+        query_one -> Row;
 
-    /// [`tokio_postgres::Client::query_opt`], noting a retryable failure.
-    ///
-    /// # Errors
-    /// As [`tokio_postgres::Client::query_opt`].
-    pub async fn query_opt<T>(
-        &self,
-        statement: &T,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<Row>, tokio_postgres::Error>
-    where
-        T: ?Sized + ToStatement,
-    {
-        self.note(self.conn().query_opt(statement, params).await)
+        /// [`tokio_postgres::Client::query_opt`], noting a retryable failure.
+        ///
+        /// # Errors
+        /// As [`tokio_postgres::Client::query_opt`].
+        query_opt -> Option<Row>;
     }
 
     /// [`tokio_postgres::Client::batch_execute`], noting a retryable failure.
