@@ -68,7 +68,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::verify::generic::{HmacVerifier, SignedContent};
+use crate::verify::generic::{HmacVerifier, Quirks, SignedContent};
 use crate::verify::Delivery;
 
 hmac_preset! {
@@ -92,10 +92,8 @@ hmac_preset! {
         HmacVerifier::builder(SIGNATURE_HEADER)
             .key_value("v0")
             .strict()
-            .single_signature_line()
-            .precheck_without_signature()
+            .quirks(Quirks::SLACK)
             .timestamp_header(TIMESTAMP_HEADER)
-            .trim_timestamp()
             .content_prefix("v0:")
             .signed_content(SignedContent::TimestampBody { separator: ":".into() })
     };

@@ -41,7 +41,7 @@
 //! `created_at` (<https://developer.squareup.com/docs/webhooks/overview>).
 
 use crate::provider::Provider;
-use crate::verify::generic::{HmacVerifier, SignedContent};
+use crate::verify::generic::{HmacVerifier, Quirks, SignedContent};
 use crate::verify::{hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, VerifyError};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
@@ -80,7 +80,7 @@ impl SquareVerifier {
         let inner = HmacVerifier::builder(SIGNATURE_HEADER)
             .encoding(Encoding::Base64)
             .signed_content(SignedContent::UrlBody { url: notification_url.clone() })
-            .allow_empty_url()
+            .quirks(Quirks::SQUARE)
             .strict()
             .build();
         Self { notification_url, inner: inner.expect("a valid fixed configuration") }

@@ -51,7 +51,7 @@ hmac_preset! {
         // parser: `t` is read with Rust's `u64` parser (a leading `+` passes) and
         // only by `verify`.
         super::timestamped_entries(SIGNATURE_HEADER, ["t", "v1"], ',', ".")
-            .lenient_timestamp_in_verify()
+            .quirks(crate::verify::generic::Quirks::STRIPE)
     };
     /// Stripe's default tolerance: 300 seconds.
     tolerance: Duration::from_secs(300);

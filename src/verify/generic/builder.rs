@@ -168,44 +168,11 @@ impl HmacVerifierBuilder {
         self
     }
 
-    /// Slack: the signature header must appear once (identical repeated
-    /// lines pass), else it is malformed.
-    #[cfg_attr(not(feature = "slack"), allow(dead_code))]
-    pub(crate) fn single_signature_line(mut self) -> Self {
-        self.inner.quirks.single_line = true;
-        self
-    }
-
-    /// Slack: the timestamp header is trimmed before it is parsed and signed.
-    #[cfg_attr(not(feature = "slack"), allow(dead_code))]
-    pub(crate) fn trim_timestamp(mut self) -> Self {
-        self.inner.quirks.trim_timestamp = true;
-        self
-    }
-
-    /// Slack: the precheck passes a header without a signature under the
-    /// signature key (another version); `verify` fails it.
-    #[cfg_attr(not(feature = "slack"), allow(dead_code))]
-    pub(crate) fn precheck_without_signature(mut self) -> Self {
-        self.inner.quirks.precheck_without_signature = true;
-        self
-    }
-
-    /// Stripe: Unix seconds may carry a leading `+`, and the timestamp is
-    /// parsed by `verify` only, once a signature was found (the precheck
-    /// checks it is present).
-    #[cfg_attr(not(feature = "stripe"), allow(dead_code))]
-    pub(crate) fn lenient_timestamp_in_verify(mut self) -> Self {
-        self.inner.quirks.plus_sign = true;
-        self.inner.quirks.timestamp_in_verify_only = true;
-        self
-    }
-
-    /// Square: an empty [`SignedContent::UrlBody`] URL is accepted (its
-    /// verifier's constructor is infallible).
-    #[cfg_attr(not(feature = "square"), allow(dead_code))]
-    pub(crate) fn allow_empty_url(mut self) -> Self {
-        self.inner.quirks.empty_url = true;
+    /// A preset's departures from the uniform behaviour
+    /// ([`Quirks::SLACK`], [`Quirks::STRIPE`], [`Quirks::SQUARE`]).
+    #[cfg_attr(not(any(feature = "slack", feature = "stripe", feature = "square")), allow(dead_code))]
+    pub(crate) fn quirks(mut self, quirks: Quirks) -> Self {
+        self.inner.quirks = quirks;
         self
     }
 

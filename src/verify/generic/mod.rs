@@ -112,9 +112,10 @@ pub enum TimestampFormat {
 
 /// Departures from the builder's uniform behaviour that some presets keep so
 /// their answers stay as they were (see `providers::conformance`). Set only
-/// by the crate's presets, through the `pub(crate)` builder methods.
+/// by the crate's presets, one preset's set each, through the `pub(crate)`
+/// builder method `quirks`.
 #[derive(Debug, Clone, Copy, Default)]
-struct Quirks {
+pub(crate) struct Quirks {
     /// The signature header must appear once (identical repeated lines
     /// allowed), else malformed: Slack.
     single_line: bool,
@@ -131,6 +132,32 @@ struct Quirks {
     timestamp_in_verify_only: bool,
     /// An empty [`SignedContent::UrlBody`] URL is accepted: Square.
     empty_url: bool,
+}
+
+#[allow(dead_code)] // each preset uses its own
+impl Quirks {
+    /// Slack's: the signature header must appear once (identical repeated
+    /// lines pass), else it is malformed; the timestamp header is trimmed
+    /// before it is parsed and signed; the precheck passes a header without
+    /// a signature under the signature key (another version), which `verify`
+    /// fails.
+    pub(crate) const SLACK: Self =
+        Self { single_line: true, trim_timestamp: true, precheck_without_signature: true, ..Self::NONE };
+    /// Stripe's: Unix seconds may carry a leading `+`, and the timestamp is
+    /// parsed by `verify` only, once a signature was found (the precheck
+    /// checks it is present).
+    pub(crate) const STRIPE: Self = Self { plus_sign: true, timestamp_in_verify_only: true, ..Self::NONE };
+    /// Square's: an empty [`SignedContent::UrlBody`] URL is accepted (its
+    /// verifier's constructor is infallible).
+    pub(crate) const SQUARE: Self = Self { empty_url: true, ..Self::NONE };
+    const NONE: Self = Self {
+        single_line: false,
+        trim_timestamp: false,
+        precheck_without_signature: false,
+        plus_sign: false,
+        timestamp_in_verify_only: false,
+        empty_url: false,
+    };
 }
 
 /// A verifier built by [`HmacVerifier::builder`].
