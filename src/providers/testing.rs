@@ -185,6 +185,98 @@ impl OneHeader {
     }
 }
 
+/// A scheme of the `t=..,v1=..` family (Stripe, Calendly, Mux, Buildkite,
+/// Paddle): one header listing a timestamp entry and signature entries,
+/// `key=value` items split by `separator`, over `{timestamp}<sep>{body}`.
+pub(crate) struct KeyValueHeader {
+    one: OneHeader,
+    /// The timestamp's key (`t`), the signature's (`v1`) and one the scheme
+    /// does not read, ignored beside a good signature (`v0`).
+    keys: [&'static str; 3],
+    separator: char,
+    /// The preset's default tolerance, in seconds.
+    tolerance: u64,
+    /// The module's `sign(secret, timestamp, body)`: the header.
+    sign: fn(&SigningSecret, u64, &[u8]) -> String,
+}
+
+impl KeyValueHeader {
+    /// The scheme of `preset`, whose module's `sign` is `sign`, at
+    /// `tolerance` seconds.
+    pub(crate) fn of(
+        preset: &super::PresetInfo,
+        keys: [&'static str; 3],
+        separator: char,
+        tolerance: u64,
+        sign: fn(&SigningSecret, u64, &[u8]) -> String,
+    ) -> Self {
+        Self { one: OneHeader::preset(preset), keys, separator, tolerance, sign }
+    }
+
+    /// [`KeyValueHeader::of`] in Stripe's layout, `t=<time>,v1=<hex>`
+    /// (`v0` is ignored).
+    pub(crate) fn t_v1(
+        preset: &super::PresetInfo,
+        tolerance: u64,
+        sign: fn(&SigningSecret, u64, &[u8]) -> String,
+    ) -> Self {
+        Self::of(preset, ["t", "v1", "v0"], ',', tolerance, sign)
+    }
+
+    /// The cases every scheme of the family answers alike, for a body
+    /// signed at [`NOW`] by the secret configured (another secret signs the
+    /// first half of a rotation header): valid, two signatures, an unknown
+    /// key, the header twice, the tolerance's edges and past them, tampered,
+    /// a wrong signature, missing, no timestamp, no signature, two
+    /// timestamps. Then the scheme's own cases, which `own` makes from the
+    /// good header, over the same body at [`NOW`]; then rotation and the
+    /// precheck ([`OneHeader::check_rotation_and_precheck`], `malformed`
+    /// failing it), an operator replay and a wider tolerance
+    /// ([`OneHeader::check_replay_and_tolerance`]; `wide` is the verifier at
+    /// twice the tolerance).
+    #[track_caller]
+    pub(crate) fn check(&self, malformed: &str, wide: impl Verifier, own: impl FnOnce(&str) -> Vec<OwnCase>) {
+        use VerifyErrorKind::{
+            MalformedHeader, MissingHeader, NoMatchingSignature, TimestampInFuture, TimestampTooOld,
+        };
+        let (secret, other) = (SigningSecret::from("key-value-secret"), SigningSecret::from("another-secret"));
+        let body: &[u8] = br#"{"id":"evt_1","type":"t"}"#;
+        let ([t, v, unknown], sep, tol) = (self.keys, self.separator, self.tolerance);
+        let good = (self.sign)(&secret, NOW, body);
+        let good_sig = &good[good.find(&format!("{v}=")).expect("a signature entry")..];
+        let rotated = format!("{}{sep}{good_sig}", (self.sign)(&other, NOW, body));
+        let with_unknown = format!("{good}{sep}{unknown}={}", "a".repeat(64));
+        let zeros = format!("{t}={NOW}{sep}{v}={}", "0".repeat(64));
+        let (no_timestamp, no_signature) = (format!("{v}=00"), format!("{t}=1"));
+        let two_timestamps = format!("{t}={}{sep}{good}", NOW + 1);
+        let tampered = [body, b" "].concat();
+        let g = &good;
+        let mut cases: Vec<TimedCase<'_>> = vec![
+            ("valid", vec![g], body, NOW, Ok(())),
+            ("two signatures during rotation", vec![&rotated], body, NOW, Ok(())),
+            ("unknown key ignored", vec![&with_unknown], body, NOW, Ok(())),
+            ("same header twice", vec![g, g], body, NOW, Ok(())),
+            ("edge past", vec![g], body, NOW + tol, Ok(())),
+            ("edge future", vec![g], body, NOW - tol, Ok(())),
+            ("stale", vec![g], body, NOW + tol + 1, Err(TimestampTooOld)),
+            ("future", vec![g], body, NOW - tol - 1, Err(TimestampInFuture)),
+            ("tampered body", vec![g], &tampered, NOW, Err(NoMatchingSignature)),
+            ("wrong signature", vec![&zeros], body, NOW, Err(NoMatchingSignature)),
+            ("missing", vec![], body, NOW, Err(MissingHeader)),
+            ("no timestamp", vec![&no_timestamp], body, NOW, Err(MalformedHeader)),
+            ("no signature", vec![&no_signature], body, NOW, Err(NoMatchingSignature)),
+            ("two timestamps", vec![&two_timestamps], body, NOW, Err(MalformedHeader)),
+        ];
+        let own = own(&good);
+        cases.extend(
+            own.iter().map(|(name, lines, want)| (*name, lines.iter().map(String::as_str).collect(), body, NOW, *want)),
+        );
+        self.one.check_timed(&secret, &cases);
+        self.one.check_rotation_and_precheck([&other, &secret], &good, body, NOW, malformed);
+        self.one.check_replay_and_tolerance(wide, (&good, body, &secret), [NOW, NOW + 2 * tol]);
+    }
+}
+
 /// A scheme under test and one valid delivery of `body` at [`NOW`].
 pub(crate) struct TwoHeaders<'a> {
     verifier: Box<dyn Verifier>,
