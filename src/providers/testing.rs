@@ -37,6 +37,35 @@ pub(crate) fn fixture_files(dir: &str) -> (&'static [u8], serde_json::Value, Sig
     (Box::leak(body.into_boxed_slice()), expected, secret)
 }
 
+/// The fixture `dir` of a two-header scheme whose timestamp is Unix
+/// milliseconds (Front, Webflow): its `expected.json` records the signature
+/// and the millisecond at the JSON pointers `[signature, ms]` (the
+/// millisecond as a number or as text). `sign(secret, ms, body)` reproduces
+/// the signature, and `verifier`, reading `headers` (signature, timestamp),
+/// accepts the delivery `tolerance` seconds after its (millisecond) time and
+/// refuses it a second later as too old.
+#[track_caller]
+pub(crate) fn check_millis_fixture(
+    dir: &str,
+    [signature, ms]: [&str; 2],
+    verifier: impl Verifier,
+    headers: [&str; 2],
+    sign: fn(&SigningSecret, u64, &[u8]) -> String,
+    tolerance: u64,
+) {
+    let (body, expected, secret) = fixture_files(dir);
+    let signature = expected.pointer(signature).and_then(serde_json::Value::as_str).expect("the signature");
+    let ms = expected.pointer(ms).expect("the millisecond");
+    let ms = ms.as_u64().or_else(|| ms.as_str()?.parse().ok()).expect("Unix milliseconds");
+    assert_eq!(sign(&secret, ms, body), signature, "{dir}: sign at the millisecond");
+    let ms_text = ms.to_string();
+    let p = request(&[(headers[0], signature), (headers[1], &ms_text)]);
+    let secrets = [secret];
+    let verify = |now_s: u64| verifier.verify(&Delivery::new(&p, body, &secrets, at(now_s))).map_err(|e| e.kind());
+    assert_eq!(verify(ms / 1000 + tolerance), Ok(()), "{dir}: the tolerance's last second");
+    assert_eq!(verify(ms / 1000 + tolerance + 1), Err(VerifyErrorKind::TimestampTooOld), "{dir}: a second later");
+}
+
 /// One delivery of a [`OneHeader`] scheme and the answer `verify` must give:
 /// its name, the signature header's lines, the body, the clock (in the
 /// scheme's unit) and the verdict.
