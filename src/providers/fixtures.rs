@@ -11,10 +11,12 @@
 //! - `"url"`: the URL for a preset that signs it;
 //! - `"read_event_id"` / `"read_event_type"`: what the provider reads where
 //!   that is not the recorded id or type as it stands (a header's id, a
-//!   type the provider composes).
+//!   type the provider composes);
+//! - `"rotation_header"`: the signature header as the sender sends it while
+//!   a second secret signs too (two signatures), which verifies as well.
 //!
 //! For each preset [`every_preset_reproduces_its_fixture`] checks that the recorded request
-//! verifies, that it does not over a changed body (unless the scheme signs
+//! verifies (and with its rotation header, where recorded), that it does not over a changed body (unless the scheme signs
 //! no body), that the example's signed headers for the recorded secret,
 //! event id, time and body are the recorded ones (this pins each module's
 //! `sign`), that the provider reads the recorded event id and type, and that
@@ -102,10 +104,19 @@ fn check(preset: &PresetInfo) {
         expected["headers"].as_object().unwrap().iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap())).collect();
     let parts = request(&sent);
 
-    let verify = |body: &[u8]| {
-        provider.verifier_ref().verify(&Delivery::new(&parts, body, secrets, at(now))).map_err(|e| e.kind())
+    let verify_head = |parts: &http::request::Parts, body: &[u8]| {
+        provider.verifier_ref().verify(&Delivery::new(parts, body, secrets, at(now))).map_err(|e| e.kind())
     };
+    let verify = |body: &[u8]| verify_head(&parts, body);
     assert_eq!(verify(body), Ok(()), "{name}: the recorded delivery verifies");
+    if let Some(rotated) = expected.get("rotation_header") {
+        let rotated = rotated.as_str().unwrap_or_else(|| panic!("{name}: rotation_header is text"));
+        let signature = preset.headers[0];
+        let swapped: Vec<(&str, &str)> =
+            sent.iter().map(|&(k, v)| (k, if k.eq_ignore_ascii_case(signature) { rotated } else { v })).collect();
+        assert!(swapped.iter().any(|(_, v)| *v == rotated), "{name}: the fixture records no {signature}");
+        assert_eq!(verify_head(&request(&swapped), body), Ok(()), "{name}: the rotation header verifies");
+    }
     let changed = [body, b" "].concat();
     let want = if preset.signs_body { Err(VerifyErrorKind::NoMatchingSignature) } else { Ok(()) };
     assert_eq!(verify(&changed), want, "{name}: a changed body");
