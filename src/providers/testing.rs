@@ -553,6 +553,23 @@ impl BodyOnly {
         Self { one: OneHeader::preset(preset), sign }
     }
 
+    /// The own cases of a scheme that sends the standard padded base64 of
+    /// its tag alone, one line per signature (Heroku, WooCommerce, Xero,
+    /// QuickBooks): for `good`, the header for `body`, the tag in hex, behind
+    /// a `sha256=` prefix or unpadded is malformed, and so is a bad second
+    /// line.
+    pub(crate) fn base64_alone(good: &str) -> Vec<OwnCase> {
+        use crate::verify::Encoding;
+        use VerifyErrorKind::MalformedHeader;
+        let tag = Encoding::Base64.decode(good).expect("the good header is base64");
+        vec![
+            ("hex instead of base64", vec![hex::encode(tag)], Err(MalformedHeader)),
+            ("sha256= prefix", vec![format!("sha256={good}")], Err(MalformedHeader)),
+            ("unpadded base64", vec![good.trim_end_matches('=').to_owned()], Err(MalformedHeader)),
+            ("one bad line", vec![good.to_owned(), "abc".to_owned()], Err(MalformedHeader)),
+        ]
+    }
+
     /// [`OneHeader::body_only_common`] for `body` (changed: `tampered`)
     /// signed with the secret `secret` (another: `{secret}_other`), then the
     /// scheme's own cases, which `own` makes from the secret and the good
