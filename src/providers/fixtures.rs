@@ -12,8 +12,11 @@
 //! - `"read_event_id"` / `"read_event_type"`: what the provider reads where
 //!   that is not the recorded id or type as it stands (a header's id, a
 //!   type the provider composes);
-//! - `"rotation_header"`: the signature header as the sender sends it while
-//!   a second secret signs too (two signatures), which verifies as well.
+//! - `"rotation_header"` (or `"rotated_header"`): the signature header as
+//!   the sender sends it while a second secret signs too (two signatures),
+//!   which verifies as well; with `"old_secret"`, that second secret: the
+//!   rotated header verifies with it alone, the recorded one does not (but
+//!   does with both configured).
 //!
 //! For each preset [`every_preset_reproduces_its_fixture`] checks that the recorded request
 //! verifies (and with its rotation header, where recorded), that it does not over a changed body (unless the scheme signs
@@ -32,7 +35,7 @@ use serde_json::Value;
 use super::testing::fixture_files;
 use super::{PresetInfo, REGISTRY};
 use crate::test_support::{at, identity, request, NOW};
-use crate::verify::{Delivery, VerifyErrorKind};
+use crate::verify::{Delivery, SigningSecret, VerifyErrorKind};
 
 /// The presets whose fixtures are of another form, each tested in its module.
 const OWN_FIXTURE_TESTS: &[&str] = &[
@@ -104,18 +107,28 @@ fn check(preset: &PresetInfo) {
         expected["headers"].as_object().unwrap().iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap())).collect();
     let parts = request(&sent);
 
-    let verify_head = |parts: &http::request::Parts, body: &[u8]| {
+    let verify_head = |parts: &http::request::Parts, body: &[u8], secrets: &[SigningSecret]| {
         provider.verifier_ref().verify(&Delivery::new(parts, body, secrets, at(now))).map_err(|e| e.kind())
     };
-    let verify = |body: &[u8]| verify_head(&parts, body);
+    let verify = |body: &[u8]| verify_head(&parts, body, secrets);
     assert_eq!(verify(body), Ok(()), "{name}: the recorded delivery verifies");
-    if let Some(rotated) = expected.get("rotation_header") {
-        let rotated = rotated.as_str().unwrap_or_else(|| panic!("{name}: rotation_header is text"));
+    if let Some(rotated) = expected.get("rotation_header").or_else(|| expected.get("rotated_header")) {
+        let rotated = rotated.as_str().unwrap_or_else(|| panic!("{name}: the rotation header is text"));
         let signature = preset.headers[0];
         let swapped: Vec<(&str, &str)> =
             sent.iter().map(|&(k, v)| (k, if k.eq_ignore_ascii_case(signature) { rotated } else { v })).collect();
         assert!(swapped.iter().any(|(_, v)| *v == rotated), "{name}: the fixture records no {signature}");
-        assert_eq!(verify_head(&request(&swapped), body), Ok(()), "{name}: the rotation header verifies");
+        let rotated = request(&swapped);
+        assert_eq!(verify_head(&rotated, body, secrets), Ok(()), "{name}: the rotation header verifies");
+        if let Some(old) = expected.get("old_secret") {
+            let old =
+                preset.secret(old.as_str().expect("old_secret is text")).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let (old_only, both) = (std::slice::from_ref(&old), &[old.clone(), secret.clone()]);
+            assert_eq!(verify_head(&rotated, body, old_only), Ok(()), "{name}: the rotation header, old secret alone");
+            let got = verify_head(&parts, body, old_only);
+            assert_eq!(got, Err(VerifyErrorKind::NoMatchingSignature), "{name}: the recorded header, old secret alone");
+            assert_eq!(verify_head(&parts, body, both), Ok(()), "{name}: the recorded header, both secrets");
+        }
     }
     let changed = [body, b" "].concat();
     let want = if preset.signs_body { Err(VerifyErrorKind::NoMatchingSignature) } else { Ok(()) };
@@ -173,6 +186,11 @@ fn check(preset: &PresetInfo) {
         Value::Bool(verified) => assert_eq!(*verified, by_sdk, "{name}: sdk_verified against SDK_VERIFIED"),
         Value::Object(cases) => {
             assert!(cases.values().all(|v| *v == by_sdk), "{name}: sdk_verified against SDK_VERIFIED");
+            // One verdict per recorded header, the rotation header's too.
+            assert!(cases.keys().all(|k| expected[k].is_string()), "{name}: sdk_verified names a recorded header");
+            for rotation in ["rotation_header", "rotated_header"].iter().filter(|k| expected[**k].is_string()) {
+                assert!(cases.contains_key(*rotation), "{name}: sdk_verified says nothing of {rotation}");
+            }
         }
         Value::Null => assert!(!by_sdk, "{name}: an SDK-verified fixture records sdk_verified"),
         other => panic!("{name}: sdk_verified is {other}: true or false (or one per case)"),
