@@ -167,6 +167,40 @@ impl OneHeader {
         ]
     }
 
+    /// A shared-token scheme (GitLab, Telegram), whose header is `sign` of
+    /// the configured secret, `token`: it verifies, twice too, and over
+    /// `another_body` as well (the scheme signs no body); a missing header is
+    /// missing, an empty one or a second, different token malformed. Then
+    /// `own`, the scheme's cases, with `token` configured; then rotation and
+    /// the precheck ([`OneHeader::check_rotation_and_precheck`], the empty
+    /// value failing it).
+    #[track_caller]
+    pub(crate) fn check_shared_token(
+        &self,
+        sign: fn(&SigningSecret) -> String,
+        token: &str,
+        [body, another_body]: [&[u8]; 2],
+        own: &[BodyCase<'_>],
+    ) {
+        use VerifyErrorKind::{MalformedHeader, MissingHeader};
+        let secret = SigningSecret::from(token);
+        let good = sign(&secret);
+        let g = good.as_str();
+        let common: Vec<BodyCase<'_>> = vec![
+            ("valid", vec![g], body, Ok(())),
+            ("same line twice", vec![g, g], body, Ok(())),
+            // The documented limit: the body is not signed.
+            ("another body", vec![g], another_body, Ok(())),
+            ("missing", vec![], body, Err(MissingHeader)),
+            ("empty", vec![""], body, Err(MalformedHeader)),
+            ("two tokens", vec![g, "other"], body, Err(MalformedHeader)),
+        ];
+        self.check_cases(&secret, &common);
+        self.check_cases(&secret, own);
+        let (old, new) = (SigningSecret::from("old-token"), SigningSecret::from("new-token"));
+        self.check_rotation_and_precheck([&old, &new], &sign(&new), b"{}", NOW, "");
+    }
+
     /// Rotation and secrets for `header`, the header for `body` at `now` by
     /// the secret `new`: `old` and `new` configured verify, `old` alone
     /// finds no match, no secret fails `NoSecret`; the precheck passes
