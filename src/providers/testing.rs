@@ -10,7 +10,13 @@
 //! [`OneHeader`]: the presets that send everything in one signature header
 //! (Intercom, Typeform, PagerDuty, Calendly, Paddle, Linear): a case table
 //! of header lines and bodies, the cases a body-only scheme answers alike,
-//! and rotation, precheck, replay and tolerance.
+//! the cases of a shared-token scheme, and rotation, precheck, replay and
+//! tolerance. On it: [`BodyOnly`], a body-only HMAC preset's whole check,
+//! and [`KeyValueHeader`], the `t=..,v1=..` family's (Stripe, Calendly, Mux,
+//! Buildkite, Paddle).
+//!
+//! [`check_millis_fixture`]: a recorded delivery signed at a millisecond
+//! (Front, Webflow).
 //!
 //! The HMAC presets' finer probes are in [`conformance`](super::conformance).
 
