@@ -12,6 +12,9 @@
 //! - `"read_event_id"` / `"read_event_type"`: what the provider reads where
 //!   that is not the recorded id or type as it stands (a header's id, a
 //!   type the provider composes);
+//! - `"sdk_time_cases"`: clocks (`"now_ms"` or `"now_s"`) at which the SDK
+//!   accepts the recorded delivery or not (`"sdk_accepts"`); the preset
+//!   answers alike, unless [`SDK_TIME_CASES_DIFFER`] lists it;
 //! - `"rotation_header"` (or `"rotated_header"`): the signature header as
 //!   the sender sends it while a second secret signs too (two signatures),
 //!   which verifies as well; with `"old_secret"`, that second secret: the
@@ -74,6 +77,12 @@ const SIGN_CHECKED_IN_MODULE: &[(&str, &str)] = &[
 const SDK_VERIFIED: &[&str] =
     &["coinbase-commerce", "customer-io", "gocardless", "linear", "mux", "paddle", "razorpay", "recurly", "webflow"];
 
+/// The presets that answer some of their SDK's time cases otherwise, by
+/// design: their modules check each case against the preset's own rule.
+const SDK_TIME_CASES_DIFFER: &[&str] = &[
+    "mux", // the SDK accepts any future time and floors the clock to seconds
+];
+
 /// Presets that share another preset's fixture: (preset, fixture directory).
 const SHARED_FIXTURES: &[(&str, &str)] = &[("forgejo", "gitea")];
 
@@ -112,6 +121,17 @@ fn check(preset: &PresetInfo) {
     };
     let verify = |body: &[u8]| verify_head(&parts, body, secrets);
     assert_eq!(verify(body), Ok(()), "{name}: the recorded delivery verifies");
+    let sdk_time_cases = expected.get("sdk_time_cases").and_then(Value::as_array).into_iter().flatten();
+    for case in sdk_time_cases.filter(|_| !SDK_TIME_CASES_DIFFER.contains(&name)) {
+        let clock = case["now_ms"]
+            .as_u64()
+            .map(|ms| std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+            .or_else(|| case["now_s"].as_u64().map(at))
+            .unwrap_or_else(|| panic!("{name}: {case}: now_ms or now_s"));
+        let sdk = case["sdk_accepts"].as_bool().unwrap_or_else(|| panic!("{name}: {case}: sdk_accepts"));
+        let got = provider.verifier_ref().verify(&Delivery::new(&parts, body, secrets, clock));
+        assert_eq!(got.is_ok(), sdk, "{name}: {case}: as the SDK");
+    }
     if let Some(rotated) = expected.get("rotation_header").or_else(|| expected.get("rotated_header")) {
         let rotated = rotated.as_str().unwrap_or_else(|| panic!("{name}: the rotation header is text"));
         let signature = preset.headers[0];
@@ -219,8 +239,9 @@ fn every_preset_has_its_fixture_checked() {
     // Without every preset compiled in a listed name may be absent.
     if cfg!(feature = "full") {
         let exempt = SIGN_CHECKED_IN_MODULE.iter().map(|(p, _)| p);
+        let shared = SHARED_FIXTURES.iter().map(|(p, _)| p);
         for name in
-            OWN_FIXTURE_TESTS.iter().chain(exempt).chain(SDK_VERIFIED).chain(SHARED_FIXTURES.iter().map(|(p, _)| p))
+            OWN_FIXTURE_TESTS.iter().chain(exempt).chain(SDK_VERIFIED).chain(SDK_TIME_CASES_DIFFER).chain(shared)
         {
             assert!(super::find(name).is_some(), "{name}: listed but not a preset");
         }
