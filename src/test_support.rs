@@ -32,18 +32,86 @@ pub(crate) fn request_to(method: &str, uri: &str, headers: &[(&str, &str)]) -> h
     b.body(()).unwrap().into_parts().0
 }
 
-/// One delivery of a scheme that signs the URL and the verdict it must get:
-/// its name, method, path and query, headers, body, the secrets configured,
-/// and the answer.
-pub(crate) type UrlCase<'a> = (
-    &'a str,
-    &'a str,
-    &'a str,
-    Vec<(&'a str, &'a str)>,
-    &'a [u8],
-    &'a [crate::verify::SigningSecret],
-    Result<(), crate::verify::VerifyErrorKind>,
-);
+/// One delivery of a scheme that signs the URL (Twilio, HubSpot) and the
+/// verdict it must get: its name, method, path and query, headers, body and
+/// the secrets configured. A table states each case as what it changes in
+/// the valid delivery ([`UrlCase::valid`], [`UrlCase::case`]).
+#[derive(Clone, Debug)]
+#[allow(dead_code)] // used by the URL-signing presets' tests
+pub(crate) struct UrlCase<'a> {
+    name: &'a str,
+    method: &'a str,
+    uri: &'a str,
+    headers: Vec<(&'a str, &'a str)>,
+    body: &'a [u8],
+    secrets: &'a [crate::verify::SigningSecret],
+    want: Result<(), crate::verify::VerifyErrorKind>,
+}
+
+#[allow(dead_code)] // used by the URL-signing presets' tests
+impl<'a> UrlCase<'a> {
+    /// The valid delivery, named "valid": must verify.
+    pub(crate) fn valid(
+        method: &'a str,
+        uri: &'a str,
+        headers: Vec<(&'a str, &'a str)>,
+        body: &'a [u8],
+        secrets: &'a [crate::verify::SigningSecret],
+    ) -> Self {
+        Self { name: "valid", method, uri, headers, body, secrets, want: Ok(()) }
+    }
+
+    /// This delivery, named `name`: must verify unless changed.
+    pub(crate) fn case(&self, name: &'a str) -> Self {
+        Self { name, want: Ok(()), ..self.clone() }
+    }
+
+    /// Sent with this method instead.
+    pub(crate) fn method(self, method: &'a str) -> Self {
+        Self { method, ..self }
+    }
+
+    /// Sent to this path and query instead.
+    pub(crate) fn uri(self, uri: &'a str) -> Self {
+        Self { uri, ..self }
+    }
+
+    /// Sent with these headers instead.
+    pub(crate) fn headers(self, headers: Vec<(&'a str, &'a str)>) -> Self {
+        Self { headers, ..self }
+    }
+
+    /// Sent with this body instead.
+    pub(crate) fn body(self, body: &'a [u8]) -> Self {
+        Self { body, ..self }
+    }
+
+    /// Verified with these secrets configured instead.
+    pub(crate) fn secrets(self, secrets: &'a [crate::verify::SigningSecret]) -> Self {
+        Self { secrets, ..self }
+    }
+
+    /// Must fail with `kind`.
+    pub(crate) fn fails(self, kind: crate::verify::VerifyErrorKind) -> Self {
+        Self { want: Err(kind), ..self }
+    }
+
+    /// Asserts `verify(head, body, secrets)`'s verdict on each case.
+    #[track_caller]
+    pub(crate) fn check_all(
+        cases: &[Self],
+        verify: impl Fn(
+            &http::request::Parts,
+            &[u8],
+            &[crate::verify::SigningSecret],
+        ) -> Result<(), crate::verify::VerifyErrorKind>,
+    ) {
+        for case in cases {
+            let p = request_to(case.method, case.uri, &case.headers);
+            assert_eq!(verify(&p, case.body, case.secrets), case.want, "{}", case.name);
+        }
+    }
+}
 
 /// A `POST /` request head with one line of header `name` per value, in
 /// order.

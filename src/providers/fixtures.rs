@@ -11,10 +11,18 @@
 //! - `"url"`: the URL for a preset that signs it;
 //! - `"read_event_id"` / `"read_event_type"`: what the provider reads where
 //!   that is not the recorded id or type as it stands (a header's id, a
-//!   type the provider composes).
+//!   type the provider composes);
+//! - `"sdk_time_cases"`: clocks (`"now_ms"` or `"now_s"`) at which the SDK
+//!   accepts the recorded delivery or not (`"sdk_accepts"`); the preset
+//!   answers alike, unless [`SDK_TIME_CASES_DIFFER`] lists it;
+//! - `"rotation_header"` (or `"rotated_header"`): the signature header as
+//!   the sender sends it while a second secret signs too (two signatures),
+//!   which verifies as well; with `"old_secret"`, that second secret: the
+//!   rotated header verifies with it alone, the recorded one does not (but
+//!   does with both configured).
 //!
 //! For each preset [`every_preset_reproduces_its_fixture`] checks that the recorded request
-//! verifies, that it does not over a changed body (unless the scheme signs
+//! verifies (and with its rotation header, where recorded), that it does not over a changed body (unless the scheme signs
 //! no body), that the example's signed headers for the recorded secret,
 //! event id, time and body are the recorded ones (this pins each module's
 //! `sign`), that the provider reads the recorded event id and type, and that
@@ -30,7 +38,7 @@ use serde_json::Value;
 use super::testing::fixture_files;
 use super::{PresetInfo, REGISTRY};
 use crate::test_support::{at, identity, request, NOW};
-use crate::verify::{Delivery, VerifyErrorKind};
+use crate::verify::{Delivery, SigningSecret, VerifyErrorKind};
 
 /// The presets whose fixtures are of another form, each tested in its module.
 const OWN_FIXTURE_TESTS: &[&str] = &[
@@ -69,6 +77,12 @@ const SIGN_CHECKED_IN_MODULE: &[(&str, &str)] = &[
 const SDK_VERIFIED: &[&str] =
     &["coinbase-commerce", "customer-io", "gocardless", "linear", "mux", "paddle", "razorpay", "recurly", "webflow"];
 
+/// The presets that answer some of their SDK's time cases otherwise, by
+/// design: their modules check each case against the preset's own rule.
+const SDK_TIME_CASES_DIFFER: &[&str] = &[
+    "mux", // the SDK accepts any future time and floors the clock to seconds
+];
+
 /// Presets that share another preset's fixture: (preset, fixture directory).
 const SHARED_FIXTURES: &[(&str, &str)] = &[("forgejo", "gitea")];
 
@@ -102,10 +116,40 @@ fn check(preset: &PresetInfo) {
         expected["headers"].as_object().unwrap().iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap())).collect();
     let parts = request(&sent);
 
-    let verify = |body: &[u8]| {
-        provider.verifier_ref().verify(&Delivery::new(&parts, body, secrets, at(now))).map_err(|e| e.kind())
+    let verify_head = |parts: &http::request::Parts, body: &[u8], secrets: &[SigningSecret]| {
+        provider.verifier_ref().verify(&Delivery::new(parts, body, secrets, at(now))).map_err(|e| e.kind())
     };
+    let verify = |body: &[u8]| verify_head(&parts, body, secrets);
     assert_eq!(verify(body), Ok(()), "{name}: the recorded delivery verifies");
+    let sdk_time_cases = expected.get("sdk_time_cases").and_then(Value::as_array).into_iter().flatten();
+    for case in sdk_time_cases.filter(|_| !SDK_TIME_CASES_DIFFER.contains(&name)) {
+        let clock = case["now_ms"]
+            .as_u64()
+            .map(|ms| std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+            .or_else(|| case["now_s"].as_u64().map(at))
+            .unwrap_or_else(|| panic!("{name}: {case}: now_ms or now_s"));
+        let sdk = case["sdk_accepts"].as_bool().unwrap_or_else(|| panic!("{name}: {case}: sdk_accepts"));
+        let got = provider.verifier_ref().verify(&Delivery::new(&parts, body, secrets, clock));
+        assert_eq!(got.is_ok(), sdk, "{name}: {case}: as the SDK");
+    }
+    if let Some(rotated) = expected.get("rotation_header").or_else(|| expected.get("rotated_header")) {
+        let rotated = rotated.as_str().unwrap_or_else(|| panic!("{name}: the rotation header is text"));
+        let signature = preset.headers[0];
+        let swapped: Vec<(&str, &str)> =
+            sent.iter().map(|&(k, v)| (k, if k.eq_ignore_ascii_case(signature) { rotated } else { v })).collect();
+        assert!(swapped.iter().any(|(_, v)| *v == rotated), "{name}: the fixture records no {signature}");
+        let rotated = request(&swapped);
+        assert_eq!(verify_head(&rotated, body, secrets), Ok(()), "{name}: the rotation header verifies");
+        if let Some(old) = expected.get("old_secret") {
+            let old =
+                preset.secret(old.as_str().expect("old_secret is text")).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let (old_only, both) = (std::slice::from_ref(&old), &[old.clone(), secret.clone()]);
+            assert_eq!(verify_head(&rotated, body, old_only), Ok(()), "{name}: the rotation header, old secret alone");
+            let got = verify_head(&parts, body, old_only);
+            assert_eq!(got, Err(VerifyErrorKind::NoMatchingSignature), "{name}: the recorded header, old secret alone");
+            assert_eq!(verify_head(&parts, body, both), Ok(()), "{name}: the recorded header, both secrets");
+        }
+    }
     let changed = [body, b" "].concat();
     let want = if preset.signs_body { Err(VerifyErrorKind::NoMatchingSignature) } else { Ok(()) };
     assert_eq!(verify(&changed), want, "{name}: a changed body");
@@ -162,6 +206,11 @@ fn check(preset: &PresetInfo) {
         Value::Bool(verified) => assert_eq!(*verified, by_sdk, "{name}: sdk_verified against SDK_VERIFIED"),
         Value::Object(cases) => {
             assert!(cases.values().all(|v| *v == by_sdk), "{name}: sdk_verified against SDK_VERIFIED");
+            // One verdict per recorded header, the rotation header's too.
+            assert!(cases.keys().all(|k| expected[k].is_string()), "{name}: sdk_verified names a recorded header");
+            for rotation in ["rotation_header", "rotated_header"].iter().filter(|k| expected[**k].is_string()) {
+                assert!(cases.contains_key(*rotation), "{name}: sdk_verified says nothing of {rotation}");
+            }
         }
         Value::Null => assert!(!by_sdk, "{name}: an SDK-verified fixture records sdk_verified"),
         other => panic!("{name}: sdk_verified is {other}: true or false (or one per case)"),
@@ -190,8 +239,9 @@ fn every_preset_has_its_fixture_checked() {
     // Without every preset compiled in a listed name may be absent.
     if cfg!(feature = "full") {
         let exempt = SIGN_CHECKED_IN_MODULE.iter().map(|(p, _)| p);
+        let shared = SHARED_FIXTURES.iter().map(|(p, _)| p);
         for name in
-            OWN_FIXTURE_TESTS.iter().chain(exempt).chain(SDK_VERIFIED).chain(SHARED_FIXTURES.iter().map(|(p, _)| p))
+            OWN_FIXTURE_TESTS.iter().chain(exempt).chain(SDK_VERIFIED).chain(SDK_TIME_CASES_DIFFER).chain(shared)
         {
             assert!(super::find(name).is_some(), "{name}: listed but not a preset");
         }

@@ -70,8 +70,7 @@ preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::OneHeader;
-    use crate::test_support::NOW;
+    use crate::providers::testing::BodyOnly;
     use crate::verify::{SigningSecret, Verifier as _, VerifyErrorKind};
 
     /// Gitea's fixture: Forgejo's headers carry the same signature and UUID.
@@ -80,24 +79,18 @@ mod tests {
         crate::providers::gitea::tests::check_fixture(&Provider::forgejo(), SIGNATURE_HEADER);
     }
 
+    /// The common cases, rotation and precheck, and Forgejo's own: bare hex,
+    /// in Forgejo's header only.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("forgejo_secret");
         let body = br#"{"ref":"refs/heads/main"}"#;
-        let good = sign(&secret, body);
-        let from_other = sign(&SigningSecret::from("forgejo_other"), body);
-        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{}");
-        cases.push(("short hex", vec!["abcd"], &body[..], Err(VerifyErrorKind::MalformedHeader)));
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+        BodyOnly::of(&PRESET, sign).check_cases("forgejo_secret", body, b"{}", "zz", |_, _| {
+            vec![("short hex", vec!["abcd".to_owned()], Err(VerifyErrorKind::MalformedHeader))]
+        });
         // Gitea's header alone is not read.
+        let good = sign(&SigningSecret::from("forgejo_secret"), body);
         let p = crate::test_support::headers(&[(crate::providers::gitea::SIGNATURE_HEADER, &good)]);
         assert_eq!(verifier().precheck(&p).map_err(|e| e.kind()), Err(VerifyErrorKind::MissingHeader));
-    }
-
-    #[test]
-    fn rotation_and_precheck() {
-        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck([&old, &new], &sign(&new, b"{}"), b"{}", NOW, "zz");
         assert_eq!(Provider::forgejo().name(), "forgejo");
     }
 }

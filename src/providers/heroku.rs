@@ -58,22 +58,14 @@ mod tests {
     use super::*;
     use crate::provider::Provider;
     use crate::providers::testing::BodyOnly;
-    use crate::verify::hmac_sha256;
-    use crate::verify::VerifyErrorKind::MalformedHeader;
 
     /// The common cases, rotation and precheck, and Heroku's own: standard
     /// padded base64 alone, one line per signature.
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"id":"e1","resource":"dyno","action":"create"}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("heroku_secret", body, b"{\"id\":\"e2\"}", "!!", |secret, good| {
-            vec![
-                ("hex instead of base64", vec![hex::encode(hmac_sha256(secret, &[body]))], Err(MalformedHeader)),
-                ("sha256= prefix", vec![format!("sha256={good}")], Err(MalformedHeader)),
-                ("unpadded base64", vec![good.trim_end_matches('=').to_owned()], Err(MalformedHeader)),
-                ("one bad line", vec![good.to_owned(), "abc".to_owned()], Err(MalformedHeader)),
-            ]
-        });
+        BodyOnly::of(&PRESET, sign)
+            .check_cases("heroku_secret", body, b"{\"id\":\"e2\"}", "!!", |_, good| BodyOnly::base64_alone(good));
         assert_eq!(Provider::heroku().name(), "heroku");
     }
 }

@@ -619,195 +619,53 @@ mod tests {
         let both: &[SigningSecret] = &[secret.clone(), old.clone()];
         let current = std::slice::from_ref(&secret);
         let (s, t) = (SIGNATURE_HEADER, TIMESTAMP_HEADER);
-        let cases: Vec<UrlCase<'_>> = vec![
-            ("valid", "POST", pq, vec![(s, &good), (t, &ts)], body, current, Ok(())),
-            (
-                "header names case-insensitive",
-                "POST",
-                pq,
-                vec![("X-HubSpot-Signature-V3", &good), ("X-HubSpot-Request-Timestamp", &ts)],
-                body,
-                current,
-                Ok(()),
-            ),
-            (
-                "table escape received decoded",
-                "POST",
-                "/webhook?a=:%20",
-                vec![(s, &good), (t, &ts)],
-                body,
-                current,
-                Ok(()),
-            ),
-            ("lower-case table escape", "POST", "/webhook?a=%3a%20", vec![(s, &good), (t, &ts)], body, current, Ok(())),
-            (
-                "other escape decoded",
-                "POST",
-                "/webhook?a=%3A+",
-                vec![(s, &good), (t, &ts)],
-                body,
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "tampered body",
-                "POST",
-                pq,
-                vec![(s, &good), (t, &ts)],
-                b"[]",
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "other path",
-                "POST",
-                "/webhook?a=%3A%21",
-                vec![(s, &good), (t, &ts)],
-                body,
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "method is signed",
-                "PUT",
-                pq,
-                vec![(s, &good), (t, &ts)],
-                body,
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            ("GET signature", "GET", pq, vec![(s, &as_get), (t, &ts)], body, current, Ok(())),
-            (
-                "timestamp is signed",
-                "POST",
-                pq,
-                vec![(s, &good), (t, &edge_ts)],
-                body,
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "wrong secret",
-                "POST",
-                pq,
-                vec![(s, &by_old), (t, &ts)],
-                body,
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            ("rotation: both secrets", "POST", pq, vec![(s, &by_old), (t, &ts)], body, both, Ok(())),
-            (
-                "two signature lines, one good",
-                "POST",
-                pq,
-                vec![(s, &by_old), (s, &good), (t, &ts)],
-                body,
-                current,
-                Ok(()),
-            ),
-            ("duplicate lines", "POST", pq, vec![(s, &good), (s, &good), (t, &ts), (t, &ts)], body, current, Ok(())),
-            (
-                "stale",
-                "POST",
-                pq,
-                vec![(s, &stale), (t, &stale_ts)],
-                body,
-                current,
-                Err(VerifyErrorKind::TimestampTooOld),
-            ),
-            ("edge of tolerance", "POST", pq, vec![(s, &edge), (t, &edge_ts)], body, current, Ok(())),
-            (
-                "future",
-                "POST",
-                pq,
-                vec![(s, &future), (t, &future_ts)],
-                body,
-                current,
-                Err(VerifyErrorKind::TimestampInFuture),
-            ),
-            (
-                "two timestamps",
-                "POST",
-                pq,
-                vec![(s, &good), (t, &ts), (t, &edge_ts)],
-                body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                // Read as milliseconds: January 1970, refused by the age check before any HMAC.
-                "timestamp in seconds is just another number",
-                "POST",
-                pq,
-                vec![(s, &good), (t, "1751371260")],
-                body,
-                current,
-                Err(VerifyErrorKind::TimestampTooOld),
-            ),
-            (
-                "non-numeric timestamp",
-                "POST",
-                pq,
-                vec![(s, &good), (t, "-1")],
-                body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "timestamp past u64",
-                "POST",
-                pq,
-                vec![(s, &good), (t, "99999999999999999999")],
-                body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "timestamp u64::MAX",
-                "POST",
-                pq,
-                vec![(s, &max), (t, &max_ts)],
-                body,
-                current,
-                Err(VerifyErrorKind::TimestampInFuture),
-            ),
-            ("missing signature", "POST", pq, vec![(t, &ts)], body, current, Err(VerifyErrorKind::MissingHeader)),
-            ("missing timestamp", "POST", pq, vec![(s, &good)], body, current, Err(VerifyErrorKind::MissingHeader)),
-            (
-                "v1 header only",
-                "POST",
-                pq,
-                vec![("x-hubspot-signature", &v1), (t, &ts)],
-                body,
-                current,
-                Err(VerifyErrorKind::MissingHeader),
-            ),
-            (
-                "malformed signature",
-                "POST",
-                pq,
-                vec![(s, "abc"), (t, &ts)],
-                body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "long signature",
-                "POST",
-                pq,
-                vec![(s, &long), (t, &ts)],
-                body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            ("no secret", "POST", pq, vec![(s, &good), (t, &ts)], body, &[], Err(VerifyErrorKind::NoSecret)),
+        use VerifyErrorKind::{
+            MalformedHeader, MissingHeader, NoMatchingSignature, NoSecret, TimestampInFuture, TimestampTooOld,
+        };
+        let valid = UrlCase::valid("POST", pq, vec![(s, &good), (t, &ts)], body, current);
+        let cases = [
+            valid.clone(),
+            valid
+                .case("header names case-insensitive")
+                .headers(vec![("X-HubSpot-Signature-V3", &good), ("X-HubSpot-Request-Timestamp", &ts)]),
+            valid.case("table escape received decoded").uri("/webhook?a=:%20"),
+            valid.case("lower-case table escape").uri("/webhook?a=%3a%20"),
+            valid.case("other escape decoded").uri("/webhook?a=%3A+").fails(NoMatchingSignature),
+            valid.case("tampered body").body(b"[]").fails(NoMatchingSignature),
+            valid.case("other path").uri("/webhook?a=%3A%21").fails(NoMatchingSignature),
+            valid.case("method is signed").method("PUT").fails(NoMatchingSignature),
+            valid.case("GET signature").method("GET").headers(vec![(s, &as_get), (t, &ts)]),
+            valid.case("timestamp is signed").headers(vec![(s, &good), (t, &edge_ts)]).fails(NoMatchingSignature),
+            valid.case("wrong secret").headers(vec![(s, &by_old), (t, &ts)]).fails(NoMatchingSignature),
+            valid.case("rotation: both secrets").headers(vec![(s, &by_old), (t, &ts)]).secrets(both),
+            valid.case("two signature lines, one good").headers(vec![(s, &by_old), (s, &good), (t, &ts)]),
+            valid.case("duplicate lines").headers(vec![(s, &good), (s, &good), (t, &ts), (t, &ts)]),
+            valid.case("stale").headers(vec![(s, &stale), (t, &stale_ts)]).fails(TimestampTooOld),
+            valid.case("edge of tolerance").headers(vec![(s, &edge), (t, &edge_ts)]),
+            valid.case("future").headers(vec![(s, &future), (t, &future_ts)]).fails(TimestampInFuture),
+            valid.case("two timestamps").headers(vec![(s, &good), (t, &ts), (t, &edge_ts)]).fails(MalformedHeader),
+            // Read as milliseconds: January 1970, refused by the age check before any HMAC.
+            valid
+                .case("timestamp in seconds is just another number")
+                .headers(vec![(s, &good), (t, "1751371260")])
+                .fails(TimestampTooOld),
+            valid.case("non-numeric timestamp").headers(vec![(s, &good), (t, "-1")]).fails(MalformedHeader),
+            valid
+                .case("timestamp past u64")
+                .headers(vec![(s, &good), (t, "99999999999999999999")])
+                .fails(MalformedHeader),
+            valid.case("timestamp u64::MAX").headers(vec![(s, &max), (t, &max_ts)]).fails(TimestampInFuture),
+            valid.case("missing signature").headers(vec![(t, &ts)]).fails(MissingHeader),
+            valid.case("missing timestamp").headers(vec![(s, &good)]).fails(MissingHeader),
+            valid.case("v1 header only").headers(vec![("x-hubspot-signature", &v1), (t, &ts)]).fails(MissingHeader),
+            valid.case("malformed signature").headers(vec![(s, "abc"), (t, &ts)]).fails(MalformedHeader),
+            valid.case("long signature").headers(vec![(s, &long), (t, &ts)]).fails(MalformedHeader),
+            valid.case("no secret").secrets(&[]).fails(NoSecret),
         ];
         let v = HubSpotVerifier::new(base);
-        for (name, method, pq, headers, body, secrets, want) in cases {
-            let p = request_to(method, pq, &headers);
-            let got = v.verify(&Delivery::new(&p, body, secrets, at_millis(NOW))).map_err(|e| e.kind());
-            assert_eq!(got, want, "{name}");
-        }
+        UrlCase::check_all(&cases, |p, body, secrets| {
+            v.verify(&Delivery::new(p, body, secrets, at_millis(NOW))).map_err(|e| e.kind())
+        });
         // An operator replay skips the age check, not the signature.
         let p = request_to("POST", pq, &[(s, &stale), (t, &stale_ts)]);
         assert!(v.verify(&Delivery::new(&p, body, current, at_millis(NOW)).without_timestamp_check()).is_ok());

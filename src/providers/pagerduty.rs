@@ -119,30 +119,18 @@ mod tests {
 
     /// Hand-computed vectors (Python's `hmac`, independent of this crate):
     /// no official npm or PyPI package verifies PagerDuty signatures; see
-    /// `scripts/fixtures/pagerduty.py`. Here: the rotated header, and one
-    /// with an unknown version.
-    /// The rest of the fixture is checked in `providers::fixtures`.
+    /// `scripts/fixtures/pagerduty.py`. Here: `sign` with both secrets makes
+    /// the rotated header, and a header with an unknown version verifies.
+    /// The rest of the fixture (the rotated header's verdicts too) is checked
+    /// in `providers::fixtures`.
     #[test]
     fn hand_computed_fixture() {
         let (body, expected, secret) = fixture_files("pagerduty");
         let old = SigningSecret::from(expected["old_secret"].as_str().unwrap());
-        let single = expected["header"].as_str().unwrap();
         let rotated = expected["rotated_header"].as_str().unwrap();
         let with_unknown = expected["header_with_unknown_version"].as_str().unwrap();
-        assert_eq!(sign(&[old.clone(), secret.clone()], body), rotated);
-        for header in [rotated, with_unknown] {
-            assert_eq!(
-                OneHeader::preset(&PRESET).check(&[header], body, std::slice::from_ref(&secret), NOW),
-                Ok(()),
-                "{header}"
-            );
-        }
-        assert_eq!(OneHeader::preset(&PRESET).check(&[rotated], body, std::slice::from_ref(&old), NOW), Ok(()));
-        assert_eq!(
-            OneHeader::preset(&PRESET).check(&[single], body, std::slice::from_ref(&old), NOW),
-            Err(VerifyErrorKind::NoMatchingSignature)
-        );
-        assert_eq!(OneHeader::preset(&PRESET).check(&[single], body, &[old, secret], NOW), Ok(()));
+        assert_eq!(sign(&[old, secret.clone()], body), rotated);
+        assert_eq!(OneHeader::preset(&PRESET).check(&[with_unknown], body, &[secret], NOW), Ok(()));
     }
 
     #[test]

@@ -66,8 +66,7 @@ mod tests {
     use super::*;
     use crate::providers::testing::{BodyOnly, OneHeader};
     use crate::test_support::{headers, identity, NOW};
-    use crate::verify::VerifyErrorKind;
-    use crate::verify::{hmac_sha256, SigningSecret};
+    use crate::verify::SigningSecret;
 
     /// Intuit's own vector: intuit/QuickBooks-V3-DotNET-SDK,
     /// `Intuit.Ipp.WebhooksService.Test/WebhooksServiceTest.cs`
@@ -88,16 +87,8 @@ mod tests {
     fn verifies_and_rejects() {
         let body = br#"{"eventNotifications":[{"realmId":"1"}]}"#;
         let tampered = b"{\"eventNotifications\":[]}";
-        BodyOnly::of(&PRESET, sign).check_cases("verifier_token", body, tampered, "%", |secret, good| {
-            vec![
-                (
-                    "hex instead of base64",
-                    vec![hex::encode(hmac_sha256(secret, &[body]))],
-                    Err(VerifyErrorKind::MalformedHeader),
-                ),
-                ("one bad line", vec![good.to_owned(), "x".to_owned()], Err(VerifyErrorKind::MalformedHeader)),
-            ]
-        });
+        BodyOnly::of(&PRESET, sign)
+            .check_cases("verifier_token", body, tampered, "%", |_, good| BodyOnly::base64_alone(good));
     }
 
     #[test]

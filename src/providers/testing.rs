@@ -10,7 +10,13 @@
 //! [`OneHeader`]: the presets that send everything in one signature header
 //! (Intercom, Typeform, PagerDuty, Calendly, Paddle, Linear): a case table
 //! of header lines and bodies, the cases a body-only scheme answers alike,
-//! and rotation, precheck, replay and tolerance.
+//! the cases of a shared-token scheme, and rotation, precheck, replay and
+//! tolerance. On it: [`BodyOnly`], a body-only HMAC preset's whole check,
+//! and [`KeyValueHeader`], the `t=..,v1=..` family's (Stripe, Calendly, Mux,
+//! Buildkite, Paddle).
+//!
+//! [`check_millis_fixture`]: a recorded delivery signed at a millisecond
+//! (Front, Webflow).
 //!
 //! The HMAC presets' finer probes are in [`conformance`](super::conformance).
 
@@ -35,6 +41,35 @@ pub(crate) fn fixture_files(dir: &str) -> (&'static [u8], serde_json::Value, Sig
     let body = std::fs::read(path.join("body.json")).expect("the fixture's body.json");
     let (expected, secret) = fixture(&std::fs::read_to_string(path.join("expected.json")).expect("expected.json"));
     (Box::leak(body.into_boxed_slice()), expected, secret)
+}
+
+/// The fixture `dir` of a two-header scheme whose timestamp is Unix
+/// milliseconds (Front, Webflow): its `expected.json` records the signature
+/// and the millisecond at the JSON pointers `[signature, ms]` (the
+/// millisecond as a number or as text). `sign(secret, ms, body)` reproduces
+/// the signature, and `verifier`, reading `headers` (signature, timestamp),
+/// accepts the delivery `tolerance` seconds after its (millisecond) time and
+/// refuses it a second later as too old.
+#[track_caller]
+pub(crate) fn check_millis_fixture(
+    dir: &str,
+    [signature, ms]: [&str; 2],
+    verifier: impl Verifier,
+    headers: [&str; 2],
+    sign: fn(&SigningSecret, u64, &[u8]) -> String,
+    tolerance: u64,
+) {
+    let (body, expected, secret) = fixture_files(dir);
+    let signature = expected.pointer(signature).and_then(serde_json::Value::as_str).expect("the signature");
+    let ms = expected.pointer(ms).expect("the millisecond");
+    let ms = ms.as_u64().or_else(|| ms.as_str()?.parse().ok()).expect("Unix milliseconds");
+    assert_eq!(sign(&secret, ms, body), signature, "{dir}: sign at the millisecond");
+    let ms_text = ms.to_string();
+    let p = request(&[(headers[0], signature), (headers[1], &ms_text)]);
+    let secrets = [secret];
+    let verify = |now_s: u64| verifier.verify(&Delivery::new(&p, body, &secrets, at(now_s))).map_err(|e| e.kind());
+    assert_eq!(verify(ms / 1000 + tolerance), Ok(()), "{dir}: the tolerance's last second");
+    assert_eq!(verify(ms / 1000 + tolerance + 1), Err(VerifyErrorKind::TimestampTooOld), "{dir}: a second later");
 }
 
 /// One delivery of a [`OneHeader`] scheme and the answer `verify` must give:
@@ -138,6 +173,40 @@ impl OneHeader {
         ]
     }
 
+    /// A shared-token scheme (GitLab, Telegram), whose header is `sign` of
+    /// the configured secret, `token`: it verifies, twice too, and over
+    /// `another_body` as well (the scheme signs no body); a missing header is
+    /// missing, an empty one or a second, different token malformed. Then
+    /// `own`, the scheme's cases, with `token` configured; then rotation and
+    /// the precheck ([`OneHeader::check_rotation_and_precheck`], the empty
+    /// value failing it).
+    #[track_caller]
+    pub(crate) fn check_shared_token(
+        &self,
+        sign: fn(&SigningSecret) -> String,
+        token: &str,
+        [body, another_body]: [&[u8]; 2],
+        own: &[BodyCase<'_>],
+    ) {
+        use VerifyErrorKind::{MalformedHeader, MissingHeader};
+        let secret = SigningSecret::from(token);
+        let good = sign(&secret);
+        let g = good.as_str();
+        let common: Vec<BodyCase<'_>> = vec![
+            ("valid", vec![g], body, Ok(())),
+            ("same line twice", vec![g, g], body, Ok(())),
+            // The documented limit: the body is not signed.
+            ("another body", vec![g], another_body, Ok(())),
+            ("missing", vec![], body, Err(MissingHeader)),
+            ("empty", vec![""], body, Err(MalformedHeader)),
+            ("two tokens", vec![g, "other"], body, Err(MalformedHeader)),
+        ];
+        self.check_cases(&secret, &common);
+        self.check_cases(&secret, own);
+        let (old, new) = (SigningSecret::from("old-token"), SigningSecret::from("new-token"));
+        self.check_rotation_and_precheck([&old, &new], &sign(&new), b"{}", NOW, "");
+    }
+
     /// Rotation and secrets for `header`, the header for `body` at `now` by
     /// the secret `new`: `old` and `new` configured verify, `old` alone
     /// finds no match, no secret fails `NoSecret`; the precheck passes
@@ -182,6 +251,98 @@ impl OneHeader {
         assert_eq!(self.verify(&p, &tampered, secrets, late, true), Err(VerifyErrorKind::NoMatchingSignature));
         let wide = Self { verifier: std::sync::Arc::new(wide), header: self.header, clock: self.clock };
         assert_eq!(wide.verify(&p, body, secrets, late, false), Ok(()));
+    }
+}
+
+/// A scheme of the `t=..,v1=..` family (Stripe, Calendly, Mux, Buildkite,
+/// Paddle): one header listing a timestamp entry and signature entries,
+/// `key=value` items split by `separator`, over `{timestamp}<sep>{body}`.
+pub(crate) struct KeyValueHeader {
+    one: OneHeader,
+    /// The timestamp's key (`t`), the signature's (`v1`) and one the scheme
+    /// does not read, ignored beside a good signature (`v0`).
+    keys: [&'static str; 3],
+    separator: char,
+    /// The preset's default tolerance, in seconds.
+    tolerance: u64,
+    /// The module's `sign(secret, timestamp, body)`: the header.
+    sign: fn(&SigningSecret, u64, &[u8]) -> String,
+}
+
+impl KeyValueHeader {
+    /// The scheme of `preset`, whose module's `sign` is `sign`, at
+    /// `tolerance` seconds.
+    pub(crate) fn of(
+        preset: &super::PresetInfo,
+        keys: [&'static str; 3],
+        separator: char,
+        tolerance: u64,
+        sign: fn(&SigningSecret, u64, &[u8]) -> String,
+    ) -> Self {
+        Self { one: OneHeader::preset(preset), keys, separator, tolerance, sign }
+    }
+
+    /// [`KeyValueHeader::of`] in Stripe's layout, `t=<time>,v1=<hex>`
+    /// (`v0` is ignored).
+    pub(crate) fn t_v1(
+        preset: &super::PresetInfo,
+        tolerance: u64,
+        sign: fn(&SigningSecret, u64, &[u8]) -> String,
+    ) -> Self {
+        Self::of(preset, ["t", "v1", "v0"], ',', tolerance, sign)
+    }
+
+    /// The cases every scheme of the family answers alike, for a body
+    /// signed at [`NOW`] by the secret configured (another secret signs the
+    /// first half of a rotation header): valid, two signatures, an unknown
+    /// key, the header twice, the tolerance's edges and past them, tampered,
+    /// a wrong signature, missing, no timestamp, no signature, two
+    /// timestamps. Then the scheme's own cases, which `own` makes from the
+    /// good header, over the same body at [`NOW`]; then rotation and the
+    /// precheck ([`OneHeader::check_rotation_and_precheck`], `malformed`
+    /// failing it), an operator replay and a wider tolerance
+    /// ([`OneHeader::check_replay_and_tolerance`]; `wide` is the verifier at
+    /// twice the tolerance).
+    #[track_caller]
+    pub(crate) fn check(&self, malformed: &str, wide: impl Verifier, own: impl FnOnce(&str) -> Vec<OwnCase>) {
+        use VerifyErrorKind::{
+            MalformedHeader, MissingHeader, NoMatchingSignature, TimestampInFuture, TimestampTooOld,
+        };
+        let (secret, other) = (SigningSecret::from("key-value-secret"), SigningSecret::from("another-secret"));
+        let body: &[u8] = br#"{"id":"evt_1","type":"t"}"#;
+        let ([t, v, unknown], sep, tol) = (self.keys, self.separator, self.tolerance);
+        let good = (self.sign)(&secret, NOW, body);
+        let good_sig = &good[good.find(&format!("{v}=")).expect("a signature entry")..];
+        let rotated = format!("{}{sep}{good_sig}", (self.sign)(&other, NOW, body));
+        let with_unknown = format!("{good}{sep}{unknown}={}", "a".repeat(64));
+        let zeros = format!("{t}={NOW}{sep}{v}={}", "0".repeat(64));
+        let (no_timestamp, no_signature) = (format!("{v}=00"), format!("{t}=1"));
+        let two_timestamps = format!("{t}={}{sep}{good}", NOW + 1);
+        let tampered = [body, b" "].concat();
+        let g = &good;
+        let mut cases: Vec<TimedCase<'_>> = vec![
+            ("valid", vec![g], body, NOW, Ok(())),
+            ("two signatures during rotation", vec![&rotated], body, NOW, Ok(())),
+            ("unknown key ignored", vec![&with_unknown], body, NOW, Ok(())),
+            ("same header twice", vec![g, g], body, NOW, Ok(())),
+            ("edge past", vec![g], body, NOW + tol, Ok(())),
+            ("edge future", vec![g], body, NOW - tol, Ok(())),
+            ("stale", vec![g], body, NOW + tol + 1, Err(TimestampTooOld)),
+            ("future", vec![g], body, NOW - tol - 1, Err(TimestampInFuture)),
+            ("tampered body", vec![g], &tampered, NOW, Err(NoMatchingSignature)),
+            ("wrong signature", vec![&zeros], body, NOW, Err(NoMatchingSignature)),
+            ("missing", vec![], body, NOW, Err(MissingHeader)),
+            ("no timestamp", vec![&no_timestamp], body, NOW, Err(MalformedHeader)),
+            ("no signature", vec![&no_signature], body, NOW, Err(NoMatchingSignature)),
+            ("two timestamps", vec![&two_timestamps], body, NOW, Err(MalformedHeader)),
+        ];
+        let own = own(&good);
+        cases.extend(
+            own.iter().map(|(name, lines, want)| (*name, lines.iter().map(String::as_str).collect(), body, NOW, *want)),
+        );
+        self.one.check_timed(&secret, &cases);
+        self.one.check_rotation_and_precheck([&other, &secret], &good, body, NOW, malformed);
+        self.one.check_replay_and_tolerance(wide, (&good, body, &secret), [NOW, NOW + 2 * tol]);
     }
 }
 
@@ -430,6 +591,23 @@ impl BodyOnly {
     /// The preset `preset`, whose module's `sign` is `sign`.
     pub(crate) fn of(preset: &super::PresetInfo, sign: fn(&SigningSecret, &[u8]) -> String) -> Self {
         Self { one: OneHeader::preset(preset), sign }
+    }
+
+    /// The own cases of a scheme that sends the standard padded base64 of
+    /// its tag alone, one line per signature (Heroku, WooCommerce, Xero,
+    /// QuickBooks): for `good`, the header for `body`, the tag in hex, behind
+    /// a `sha256=` prefix or unpadded is malformed, and so is a bad second
+    /// line.
+    pub(crate) fn base64_alone(good: &str) -> Vec<OwnCase> {
+        use crate::verify::Encoding;
+        use VerifyErrorKind::MalformedHeader;
+        let tag = Encoding::Base64.decode(good).expect("the good header is base64");
+        vec![
+            ("hex instead of base64", vec![hex::encode(tag)], Err(MalformedHeader)),
+            ("sha256= prefix", vec![format!("sha256={good}")], Err(MalformedHeader)),
+            ("unpadded base64", vec![good.trim_end_matches('=').to_owned()], Err(MalformedHeader)),
+            ("one bad line", vec![good.to_owned(), "abc".to_owned()], Err(MalformedHeader)),
+        ]
     }
 
     /// [`OneHeader::body_only_common`] for `body` (changed: `tampered`)

@@ -723,271 +723,85 @@ mod tests {
         let current = std::slice::from_ref(&token);
         let s = SIGNATURE_HEADER;
         let settings = SIGNATURE_SETTINGS_HEADER;
-        let cases: Vec<UrlCase<'_>> = vec![
-            ("valid", "POST", "/status?t=1", vec![("content-type", FORM), (s, &good)], body, current, Ok(())),
-            (
-                "charset in content type",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", "Application/X-WWW-Form-Urlencoded; charset=utf-8"), (s, &good)],
-                body,
-                current,
-                Ok(()),
-            ),
-            (
-                "params reordered",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &good)],
-                b"MessageStatus=delivered&MessageSid=SM1",
-                current,
-                Ok(()),
-            ),
-            (
-                "tampered param",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &good)],
-                b"MessageSid=SM1&MessageStatus=failed",
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "a repeated identical pair counts once",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &good)],
-                b"MessageSid=SM1&MessageStatus=delivered&MessageSid=SM1",
-                current,
-                Ok(()),
-            ),
-            (
-                "extra param",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &good)],
-                b"MessageSid=SM1&MessageStatus=delivered&X=1",
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "tampered query",
-                "POST",
-                "/status?t=2",
-                vec![("content-type", FORM), (s, &good)],
-                body,
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "query encoding is signed",
-                "POST",
-                "/status?t=%31",
-                vec![("content-type", FORM), (s, &good)],
-                body,
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "wrong token",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &by_old)],
-                body,
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "rotation: both tokens",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &by_old)],
-                body,
-                both,
-                Ok(()),
-            ),
-            (
-                "two lines, one good",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &by_old), (s, &good)],
-                body,
-                current,
-                Ok(()),
-            ),
-            (
-                "duplicate lines",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &good), (s, &good)],
-                body,
-                current,
-                Ok(()),
-            ),
-            ("GET signs the URL", "GET", "/voice?CallSid=CA1&Digits=1", vec![(s, &get_sig)], b"", current, Ok(())),
-            (
-                "json with bodySHA256",
-                "POST",
-                &json_uri,
-                vec![("content-type", "application/json"), (s, &json_sig)],
-                json_body,
-                current,
-                Ok(()),
-            ),
-            (
-                "bodySHA256 in upper case",
-                "POST",
-                &upper_json_uri,
-                vec![("content-type", "application/json"), (s, &upper_json_sig)],
-                json_body,
-                current,
-                Ok(()),
-            ),
-            (
-                "json body changed",
-                "POST",
-                &json_uri,
-                vec![("content-type", "application/json"), (s, &json_sig)],
-                br#"{"a":2}"#,
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "json without bodySHA256",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", "application/json"), (s, &url_only)],
-                json_body,
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "form body on a PUT",
-                "PUT",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &good)],
-                body,
-                current,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "bad bodySHA256",
-                "POST",
-                "/status?bodySHA256=xyz",
-                vec![(s, &good)],
-                json_body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "two bodySHA256",
-                "POST",
-                &two_hashes,
-                vec![(s, &good)],
-                json_body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "shared key sha256",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &sha256), (settings, "key=k1,algorithm=HMAC_SHA256")],
-                body,
-                current,
-                Ok(()),
-            ),
-            (
-                "settings without algorithm is sha1",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &good), (settings, "key=k1")],
-                body,
-                current,
-                Ok(()),
-            ),
-            (
-                "sha1 signature, sha256 announced",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &good), (settings, "algorithm=HMAC_SHA256")],
-                body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "unknown algorithm",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &good), (settings, "algorithm=HMAC_SHA512")],
-                body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "two settings",
-                "POST",
-                "/status?t=1",
-                vec![
-                    ("content-type", FORM),
+        use VerifyErrorKind::{MalformedHeader, MissingHeader, NoMatchingSignature, NoSecret};
+        let ct = "content-type";
+        let valid = UrlCase::valid("POST", "/status?t=1", vec![(ct, FORM), (s, &good)], body, current);
+        let json = valid
+            .case("json with bodySHA256")
+            .uri(&json_uri)
+            .headers(vec![(ct, "application/json"), (s, &json_sig)])
+            .body(json_body);
+        let charset = "Application/X-WWW-Form-Urlencoded; charset=utf-8";
+        let cases = [
+            valid.clone(),
+            valid.case("charset in content type").headers(vec![(ct, charset), (s, &good)]),
+            valid.case("params reordered").body(b"MessageStatus=delivered&MessageSid=SM1"),
+            valid.case("tampered param").body(b"MessageSid=SM1&MessageStatus=failed").fails(NoMatchingSignature),
+            valid
+                .case("a repeated identical pair counts once")
+                .body(b"MessageSid=SM1&MessageStatus=delivered&MessageSid=SM1"),
+            valid.case("extra param").body(b"MessageSid=SM1&MessageStatus=delivered&X=1").fails(NoMatchingSignature),
+            valid.case("tampered query").uri("/status?t=2").fails(NoMatchingSignature),
+            valid.case("query encoding is signed").uri("/status?t=%31").fails(NoMatchingSignature),
+            valid.case("wrong token").headers(vec![(ct, FORM), (s, &by_old)]).fails(NoMatchingSignature),
+            valid.case("rotation: both tokens").headers(vec![(ct, FORM), (s, &by_old)]).secrets(both),
+            valid.case("two lines, one good").headers(vec![(ct, FORM), (s, &by_old), (s, &good)]),
+            valid.case("duplicate lines").headers(vec![(ct, FORM), (s, &good), (s, &good)]),
+            valid
+                .case("GET signs the URL")
+                .method("GET")
+                .uri("/voice?CallSid=CA1&Digits=1")
+                .headers(vec![(s, &get_sig)])
+                .body(b""),
+            json.clone(),
+            json.case("bodySHA256 in upper case")
+                .uri(&upper_json_uri)
+                .headers(vec![(ct, "application/json"), (s, &upper_json_sig)]),
+            json.case("json body changed").body(br#"{"a":2}"#).fails(NoMatchingSignature),
+            json.case("json without bodySHA256")
+                .uri("/status?t=1")
+                .headers(vec![(ct, "application/json"), (s, &url_only)])
+                .fails(NoMatchingSignature),
+            valid.case("form body on a PUT").method("PUT").fails(NoMatchingSignature),
+            json.case("bad bodySHA256").uri("/status?bodySHA256=xyz").headers(vec![(s, &good)]).fails(MalformedHeader),
+            json.case("two bodySHA256").uri(&two_hashes).headers(vec![(s, &good)]).fails(MalformedHeader),
+            valid.case("shared key sha256").headers(vec![
+                (ct, FORM),
+                (s, &sha256),
+                (settings, "key=k1,algorithm=HMAC_SHA256"),
+            ]),
+            valid.case("settings without algorithm is sha1").headers(vec![
+                (ct, FORM),
+                (s, &good),
+                (settings, "key=k1"),
+            ]),
+            valid
+                .case("sha1 signature, sha256 announced")
+                .headers(vec![(ct, FORM), (s, &good), (settings, "algorithm=HMAC_SHA256")])
+                .fails(MalformedHeader),
+            valid
+                .case("unknown algorithm")
+                .headers(vec![(ct, FORM), (s, &good), (settings, "algorithm=HMAC_SHA512")])
+                .fails(MalformedHeader),
+            valid
+                .case("two settings")
+                .headers(vec![
+                    (ct, FORM),
                     (s, &good),
                     (settings, "algorithm=HMAC_SHA1"),
                     (settings, "algorithm=HMAC_SHA256"),
-                ],
-                body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "missing",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM)],
-                body,
-                current,
-                Err(VerifyErrorKind::MissingHeader),
-            ),
-            (
-                "malformed",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, "!!!!!!!!!!!!!!!!!!!!!!!!!!!!")],
-                body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "wrong length",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &sha256)],
-                body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "long header",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &long)],
-                body,
-                current,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "no secret",
-                "POST",
-                "/status?t=1",
-                vec![("content-type", FORM), (s, &good)],
-                body,
-                &[],
-                Err(VerifyErrorKind::NoSecret),
-            ),
+                ])
+                .fails(MalformedHeader),
+            valid.case("missing").headers(vec![(ct, FORM)]).fails(MissingHeader),
+            valid
+                .case("malformed")
+                .headers(vec![(ct, FORM), (s, "!!!!!!!!!!!!!!!!!!!!!!!!!!!!")])
+                .fails(MalformedHeader),
+            valid.case("wrong length").headers(vec![(ct, FORM), (s, &sha256)]).fails(MalformedHeader),
+            valid.case("long header").headers(vec![(ct, FORM), (s, &long)]).fails(MalformedHeader),
+            valid.case("no secret").secrets(&[]).fails(NoSecret),
         ];
-        for (name, method, uri, headers, body, secrets, want) in cases {
-            let p = request_to(method, uri, &headers);
-            assert_eq!(check(base, &p, body, secrets), want, "{name}");
-        }
+        UrlCase::check_all(&cases, |p, body, secrets| check(base, p, body, secrets));
     }
 
     /// A form POST to `https://example.com/sms` signed with `token` over

@@ -56,10 +56,9 @@ hmac_preset! {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{fixture_files, OneHeader};
-    use crate::test_support::NOW;
-    use crate::verify::VerifyErrorKind;
-    use crate::verify::{hmac_sha256, SigningSecret};
+    use crate::providers::testing::{fixture_files, BodyOnly, OneHeader};
+    use crate::verify::hmac_sha256;
+    use crate::verify::VerifyErrorKind::MalformedHeader;
 
     /// Hand-computed with Python's `hmac` and `base64` (Typeform's SDK,
     /// `@typeform/api-client`, has no signature helper); see
@@ -73,45 +72,30 @@ mod tests {
         OneHeader::preset(&PRESET).check_cases(&secret, &[("empty body", vec![empty], b"", Ok(()))]);
     }
 
+    /// The common cases, rotation and precheck, and Typeform's own:
+    /// `sha256=` and standard padded base64 of HMAC-SHA256.
     #[test]
     fn verifies_and_rejects() {
-        let secret = SigningSecret::from("tf_secret");
         let body = br#"{"event_id":"01H","event_type":"form_response"}"#;
-        let good = sign(&secret, body);
-        let from_other = sign(&SigningSecret::from("tf_other"), body);
-        let hexed = format!("sha256={}", hex::encode(hmac_sha256(&secret, &[body])));
-        let unpadded = good.trim_end_matches('=').to_owned();
-        let url_safe = format!("sha256={}", good[7..].replace('+', "-").replace('/', "_"));
-        let spaced = format!(" {good} ");
-        let sha1 = format!("sha1={}", &good[7..]);
-        let not_b64 = format!("sha256={}", "!".repeat(44));
-        let mut cases = OneHeader::body_only_common(&good, &from_other, body, b"{\"event_id\":\"02H\"}");
-        cases.extend([
-            ("surrounding spaces", vec![spaced.as_str()], &body[..], Ok(())),
-            ("no prefix", vec![&good[7..]], body, Err(VerifyErrorKind::MalformedHeader)),
-            ("sha1 prefix", vec![&sha1], body, Err(VerifyErrorKind::MalformedHeader)),
-            ("hex instead of base64", vec![&hexed], body, Err(VerifyErrorKind::MalformedHeader)),
-            ("padding missing", vec![&unpadded], body, Err(VerifyErrorKind::MalformedHeader)),
-            ("not base64", vec![&not_b64], body, Err(VerifyErrorKind::MalformedHeader)),
-            ("one bad line", vec![&good, "sha256=abc"], body, Err(VerifyErrorKind::MalformedHeader)),
-        ]);
-        // URL-safe alphabet: only matters when the digest has '+' or '/'.
-        if url_safe != good {
-            cases.push(("url-safe alphabet", vec![&url_safe], body, Err(VerifyErrorKind::MalformedHeader)));
-        }
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
-    }
-
-    #[test]
-    fn rotation_precheck_and_secrets() {
-        let (old, new) = (SigningSecret::from("old"), SigningSecret::from("new"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck(
-            [&old, &new],
-            &sign(&new, b"{}"),
-            b"{}",
-            NOW,
-            "sha256=short",
-        );
+        let tampered = b"{\"event_id\":\"02H\"}";
+        BodyOnly::of(&PRESET, sign).check_cases("tf_secret", body, tampered, "sha256=short", |secret, good| {
+            let hexed = format!("sha256={}", hex::encode(hmac_sha256(secret, &[body])));
+            let url_safe = format!("sha256={}", good[7..].replace('+', "-").replace('/', "_"));
+            let mut cases = vec![
+                ("surrounding spaces", vec![format!(" {good} ")], Ok(())),
+                ("no prefix", vec![good[7..].to_owned()], Err(MalformedHeader)),
+                ("sha1 prefix", vec![format!("sha1={}", &good[7..])], Err(MalformedHeader)),
+                ("hex instead of base64", vec![hexed], Err(MalformedHeader)),
+                ("padding missing", vec![good.trim_end_matches('=').to_owned()], Err(MalformedHeader)),
+                ("not base64", vec![format!("sha256={}", "!".repeat(44))], Err(MalformedHeader)),
+                ("one bad line", vec![good.to_owned(), "sha256=abc".to_owned()], Err(MalformedHeader)),
+            ];
+            // URL-safe alphabet: only matters when the digest has '+' or '/'.
+            if url_safe != good {
+                cases.push(("url-safe alphabet", vec![url_safe], Err(MalformedHeader)));
+            }
+            cases
+        });
         assert_eq!(Provider::typeform().name(), "typeform");
     }
 }

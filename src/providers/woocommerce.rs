@@ -109,8 +109,8 @@ mod tests {
     use crate::provider::Provider;
     use crate::providers::testing::{BodyOnly, OneHeader};
     use crate::test_support::{headers, identity, NOW};
-    use crate::verify::VerifyErrorKind::{MalformedHeader, MissingHeader};
-    use crate::verify::{hmac_sha256, SigningSecret};
+    use crate::verify::SigningSecret;
+    use crate::verify::VerifyErrorKind::MissingHeader;
 
     /// The common cases, rotation and precheck, and WooCommerce's own:
     /// standard padded base64 alone, one line per signature. WooCommerce
@@ -120,14 +120,8 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"id":727,"status":"processing","date_modified_gmt":"2024-06-10T06:13:20"}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("wc_secret", body, b"{\"id\":728}", "!!", |secret, good| {
-            vec![
-                ("hex instead of base64", vec![hex::encode(hmac_sha256(secret, &[body]))], Err(MalformedHeader)),
-                ("sha256= prefix", vec![format!("sha256={good}")], Err(MalformedHeader)),
-                ("unpadded base64", vec![good.trim_end_matches('=').to_owned()], Err(MalformedHeader)),
-                ("one bad line", vec![good.to_owned(), "abc".to_owned()], Err(MalformedHeader)),
-            ]
-        });
+        BodyOnly::of(&PRESET, sign)
+            .check_cases("wc_secret", body, b"{\"id\":728}", "!!", |_, good| BodyOnly::base64_alone(good));
     }
 
     /// The ping WooCommerce sends when a webhook is first activated carries
