@@ -180,7 +180,7 @@ pub mod paystack;
 mod public_key;
 #[cfg(feature = "quickbooks")]
 pub mod quickbooks;
-#[cfg(any(feature = "box", feature = "zendesk"))]
+#[cfg(any(feature = "box", feature = "twitch", feature = "zendesk"))]
 mod rfc3339;
 #[cfg(feature = "sentry")]
 pub mod sentry;
