@@ -6,6 +6,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// The tests' "now": 2023-11-14T22:13:20Z, in Unix seconds.
 pub(crate) const NOW: u64 = 1_700_000_000;
 
+/// A recorded fixture under `tests/fixtures/providers/`, `path` (for
+/// example `twilio/sdk.json`), read as JSON into `T`.
+#[track_caller]
+pub(crate) fn fixture_json<T: serde::de::DeserializeOwned>(path: &str) -> T {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/providers").join(path);
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
 /// The time `secs` Unix seconds.
 pub(crate) fn at(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(secs)

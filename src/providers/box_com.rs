@@ -210,6 +210,7 @@ mod tests {
     use super::*;
     use crate::provider::Provider;
     use crate::providers::testing::TwoHeaders;
+    use crate::test_support::fixture_json;
     use crate::test_support::{assert_body_identity, at, headers, NOW};
 
     fn check(list: &[(&str, &str)], body: &[u8], secrets: &[SigningSecret], now: u64) -> Result<(), VerifyErrorKind> {
@@ -223,8 +224,7 @@ mod tests {
     /// `webhooks.generated.test.js`); see `scripts/fixtures/box.js`.
     #[test]
     fn box_node_sdk_fixture_and_vector() {
-        let expected: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/box/expected.json")).unwrap();
+        let expected: serde_json::Value = fixture_json("box/expected.json");
         assert_eq!(expected["sdk_verified"], serde_json::json!(true));
         let cases: [(&serde_json::Value, &[u8], &str); 2] = [
             (&expected, include_bytes!("../../tests/fixtures/providers/box/body.json"), "fixture"),

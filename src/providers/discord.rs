@@ -260,6 +260,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
 mod tests {
     use super::*;
     use crate::providers::testing::TwoHeaders;
+    use crate::test_support::fixture_json;
     use crate::test_support::{at, headers as parts, NOW};
     use crate::verify::Verifier as _;
     use crate::verify::VerifyErrorKind::{MalformedHeader, NoMatchingSignature, TimestampTooOld};
@@ -272,8 +273,7 @@ mod tests {
     /// `scripts/fixtures/discord.js`.
     #[test]
     fn discord_interactions_fixture() {
-        let fixture: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/discord/interactions.json")).unwrap();
+        let fixture: serde_json::Value = fixture_json("discord/interactions.json");
         let key_hex = fixture["public_key"].as_str().unwrap();
         let timestamp = fixture["timestamp"].as_str().unwrap();
         let secrets = [public_key(key_hex).unwrap()];

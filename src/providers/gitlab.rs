@@ -120,11 +120,12 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::hmac(
 mod tests {
     use super::*;
     use crate::providers::testing::OneHeader;
+    use crate::test_support::fixture_json;
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::VerifyErrorKind;
 
     fn expected() -> serde_json::Value {
-        serde_json::from_str(include_str!("../../tests/fixtures/providers/gitlab/expected.json")).unwrap()
+        fixture_json("gitlab/expected.json")
     }
 
     /// The headers GitLab's `build_headers` sends, from

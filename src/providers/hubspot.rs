@@ -440,6 +440,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::fixture_json;
     use crate::test_support::{request_to, UrlCase};
     use std::time::SystemTime;
 
@@ -553,7 +554,7 @@ mod tests {
     /// (`scripts/fixtures/hubspot.js`): a batch and its retry.
     #[test]
     fn hubspot_sdk_fixture() {
-        let f: Fixture = serde_json::from_str(include_str!("../../tests/fixtures/providers/hubspot/sdk.json")).unwrap();
+        let f: Fixture = fixture_json("hubspot/sdk.json");
         let secrets = [SigningSecret::from(f.client_secret.as_str())];
         assert_eq!(decode_reserved(&format!("{}{}", f.public_base_url, f.path_and_query)), f.signed_uri);
         let v = HubSpotVerifier::new(format!("{}/", f.public_base_url));

@@ -306,6 +306,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::fixture_json;
     use crate::test_support::{at, NOW};
 
     fn head() -> http::request::Parts {
@@ -322,8 +323,7 @@ mod tests {
     /// `mailgun==1.10.0` Python SDK.
     #[test]
     fn sdk_fixture() {
-        let doc: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/mailgun/sdk.json")).unwrap();
+        let doc: serde_json::Value = fixture_json("mailgun/sdk.json");
         let secret = SigningSecret::from(doc["signing_key"].as_str().unwrap());
         let parent = SigningSecret::from(doc["parent_signing_key"].as_str().unwrap());
         for name in ["delivered", "subaccount"] {

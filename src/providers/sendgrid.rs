@@ -239,6 +239,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
 mod tests {
     use super::*;
     use crate::providers::testing::TwoHeaders;
+    use crate::test_support::fixture_json;
     use crate::test_support::{at, NOW};
     use crate::verify::VerifyErrorKind::{MalformedHeader, NoMatchingSignature};
     use crate::verify::{Delivery, SigningSecret, Verifier as _};
@@ -386,8 +387,7 @@ mod tests {
     /// and by `sendgrid==6.12.5` (Python).
     #[test]
     fn sdk_fixture() {
-        let doc: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/sendgrid/sdk.json")).unwrap();
+        let doc: serde_json::Value = fixture_json("sendgrid/sdk.json");
         assert_eq!(doc["npm"], "valid");
         assert_eq!(doc["pypi"], "valid");
         let s = |k: &str| doc[k].as_str().unwrap();

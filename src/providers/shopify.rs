@@ -173,6 +173,7 @@ impl KeyExtractor for ShopifyKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::fixture_json;
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
     use crate::verify::{Delivery, Verifier as _};
@@ -220,7 +221,7 @@ mod tests {
     /// families.
     #[test]
     fn shopify_sdk_fixture() {
-        let f: Fixture = serde_json::from_str(include_str!("../../tests/fixtures/providers/shopify/sdk.json")).unwrap();
+        let f: Fixture = fixture_json("shopify/sdk.json");
         let secret = SigningSecret::from(f.secret.as_str());
         for (family, headers) in [("webhooks", &f.headers), ("events", &f.events_headers)] {
             let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();

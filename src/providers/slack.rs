@@ -187,6 +187,7 @@ fn url_verification(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
 mod tests {
     use super::*;
     use crate::providers::testing::TwoHeaders;
+    use crate::test_support::fixture_json;
     use crate::test_support::{at, headers as parts, NOW};
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
@@ -220,8 +221,7 @@ mod tests {
     /// `scripts/fixtures/slack.py`.
     #[test]
     fn slack_sdk_fixture() {
-        let fixture: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/slack/event_callback.json")).unwrap();
+        let fixture: serde_json::Value = fixture_json("slack/event_callback.json");
         let field = |name: &str| fixture[name].as_str().unwrap().to_owned();
         let (secret, timestamp, body, signature) =
             (field("secret"), field("timestamp"), field("body"), field("signature"));

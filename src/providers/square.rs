@@ -137,6 +137,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::hmac(
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
+    use crate::test_support::fixture_json;
     use crate::verify::VerifyErrorKind;
     use std::time::SystemTime;
 
@@ -225,7 +226,7 @@ mod tests {
     /// `isValidWebhookEventSignature` (`scripts/fixtures/square.js`).
     #[test]
     fn square_sdk_fixture() {
-        let f: Fixture = serde_json::from_str(include_str!("../../tests/fixtures/providers/square/sdk.json")).unwrap();
+        let f: Fixture = fixture_json("square/sdk.json");
         let key = SigningSecret::from(f.signature_key.as_str());
         assert_eq!(sign(&key, &f.notification_url, f.body.as_bytes()), f.signature);
         let secrets = [key];

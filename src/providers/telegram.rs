@@ -159,6 +159,7 @@ mod tests {
     use crate::key::KeyErrorKind;
     use crate::providers::testing::OneHeader;
     use crate::test_support::assert_body_identity;
+    use crate::test_support::fixture_json;
     use crate::verify::VerifyErrorKind;
 
     /// The header `setWebhook(secret_token=...)` makes Telegram send, from
@@ -167,8 +168,7 @@ mod tests {
     /// The rest of the fixture is checked in `providers::fixtures`.
     #[test]
     fn formula_fixture() {
-        let expected: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/telegram/expected.json")).unwrap();
+        let expected: serde_json::Value = fixture_json("telegram/expected.json");
         let secret = SigningSecret::from(expected["secret_token"].as_str().unwrap());
         assert_eq!(TelegramVerifier::new().check_secrets(std::slice::from_ref(&secret)), Ok(()));
         let key = format!("#int:{}", expected["event_id"].as_u64().unwrap());

@@ -550,6 +550,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
+    use crate::test_support::fixture_json;
     use crate::test_support::{request_to, UrlCase};
     use std::time::SystemTime;
 
@@ -663,7 +664,7 @@ mod tests {
     /// `validateRequestWithBody` (`scripts/fixtures/twilio.js`).
     #[test]
     fn twilio_sdk_fixture() {
-        let f: Fixture = serde_json::from_str(include_str!("../../tests/fixtures/providers/twilio/sdk.json")).unwrap();
+        let f: Fixture = fixture_json("twilio/sdk.json");
         let secrets = [SigningSecret::from(f.auth_token.as_str()), SigningSecret::from(f.shared_key_secret.as_str())];
         let cases =
             [("form", &f.form, FORM), ("json", &f.json, "application/json"), ("shared key", &f.shared_key, FORM)];

@@ -198,6 +198,7 @@ pub fn message_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Eve
 mod tests {
     use super::*;
     use crate::provider::Challenge as _;
+    use crate::test_support::fixture_json;
     use crate::test_support::{at, headers as parts, NOW};
     use crate::verify::VerifyErrorKind;
     use crate::verify::{Delivery, Verifier as _};
@@ -207,8 +208,7 @@ mod tests {
     /// `@twurple/eventsub-http@8.1.4`.
     #[test]
     fn twurple_fixture() {
-        let doc: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/twitch/twurple.json")).unwrap();
+        let doc: serde_json::Value = fixture_json("twitch/twurple.json");
         let secrets = [SigningSecret::from(doc["secret"].as_str().unwrap())];
         for name in ["notification", "verification", "revocation"] {
             let m = &doc[name];
@@ -250,8 +250,7 @@ mod tests {
     /// the signed body's and a handshake stays a handshake.
     #[test]
     fn unsigned_type_headers_are_not_trusted() {
-        let doc: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/twitch/twurple.json")).unwrap();
+        let doc: serde_json::Value = fixture_json("twitch/twurple.json");
         let secrets = [SigningSecret::from(doc["secret"].as_str().unwrap())];
         let message = |name: &str, overrides: &[(&str, &str)]| {
             let m = &doc[name];

@@ -194,6 +194,7 @@ mod tests {
     use super::*;
     use crate::provider::Challenge as _;
     use crate::providers::testing::TwoHeaders;
+    use crate::test_support::fixture_json;
     use crate::test_support::{at, NOW};
     use crate::verify::Delivery;
     use crate::verify::SigningSecret;
@@ -221,8 +222,7 @@ mod tests {
 
     #[test]
     fn rivet_fixture() {
-        let doc: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/providers/zoom/rivet.json")).unwrap();
+        let doc: serde_json::Value = fixture_json("zoom/rivet.json");
         assert_eq!(doc["rivet"]["event"], "valid");
         assert_eq!(doc["rivet"]["url_validation"], "valid");
         let event = fixture(&doc["event"]);

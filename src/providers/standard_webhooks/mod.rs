@@ -455,6 +455,7 @@ fn whpk_text(text: &str) -> Result<SigningSecret, super::KeyTextError> {
 
 #[cfg(test)]
 mod tests {
+    use crate::test_support::fixture_json;
     use std::sync::Arc;
 
     use super::key::Classified;
@@ -528,9 +529,7 @@ mod tests {
     /// see `scripts/fixtures/standard-webhooks.js`.
     #[test]
     fn standardwebhooks_library_fixture() {
-        let f: serde_json::Value =
-            serde_json::from_str(include_str!("../../../tests/fixtures/providers/standard-webhooks/delivery.json"))
-                .unwrap();
+        let f: serde_json::Value = fixture_json("standard-webhooks/delivery.json");
         let s = |name: &str| f[name].as_str().unwrap().to_owned();
         let (id, ts, body) = (s("id"), s("timestamp"), s("body"));
         let now: u64 = ts.parse().unwrap();
@@ -592,8 +591,7 @@ mod tests {
     /// `scripts/fixtures/svix.js`.
     #[test]
     fn svix_library_fixture() {
-        let f: serde_json::Value =
-            serde_json::from_str(include_str!("../../../tests/fixtures/providers/svix/delivery.json")).unwrap();
+        let f: serde_json::Value = fixture_json("svix/delivery.json");
         let s = |name: &str| f[name].as_str().unwrap().to_owned();
         let (id, ts, body, sig) = (s("id"), s("timestamp"), s("body"), s("signature"));
         let now: u64 = ts.parse().unwrap();

@@ -237,6 +237,7 @@ impl Verifier for BasicAuthVerifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::fixture_json;
     use crate::test_support::{at, NOW};
 
     fn parts(name: &str, values: &[&[u8]]) -> http::request::Parts {
@@ -262,7 +263,7 @@ mod tests {
     }
 
     fn fixture() -> serde_json::Value {
-        serde_json::from_str(include_str!("../../../tests/fixtures/providers/generic/expected.json")).unwrap()
+        fixture_json("generic/expected.json")
     }
 
     /// The token cases of `scripts/fixtures/generic.py` (an exact token, a
