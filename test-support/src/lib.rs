@@ -28,6 +28,7 @@ use std::io;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A running throwaway server. See the module docs.
 pub struct TempPostgres {
@@ -63,8 +64,37 @@ pub(crate) fn find_bin() -> io::Result<PathBuf> {
     })
 }
 
+/// A loopback TCP port nothing listens on now, for a server a test starts.
+///
+/// Taken below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`,
+/// 32768-60999 by default), where outgoing connections get their local
+/// ports: a port found free by binding port 0 is an ephemeral one, which a
+/// client socket of a concurrent test could take before the server binds it
+/// (seen: Patroni's REST API failing with `Address already in use`). Ports
+/// are handed out in turn from a process-wide counter, starting at an offset
+/// from the process id, so one process never hands out a port twice and two
+/// test processes start far apart. (A random pick, as `portpicker` makes,
+/// can hand one process the same port twice.)
 pub(crate) fn free_port() -> io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    const LOW: u16 = 10_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let high = ephemeral_low().unwrap_or(32_768).max(LOW + 1_000);
+    let span = u32::from(high - LOW);
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = LOW + u16::try_from((start + n) % span).expect("below the span");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(io::Error::new(io::ErrorKind::AddrInUse, "no free loopback port below the ephemeral range"))
+}
+
+/// The first port of the kernel's ephemeral range, where Linux reports it.
+fn ephemeral_low() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
 }
 
 pub(crate) fn check(status: io::Result<std::process::Output>, what: &str) -> io::Result<()> {
