@@ -561,7 +561,7 @@ async fn demo(addr: SocketAddr, args: &Args, pool: &Pool, hooks: &DemoHooks) -> 
     println!("{:<8} {:<30} {:>6}  answer", "provider", "delivery", "status");
     for d in &log {
         let answer = match (d.status, d.replayed) {
-            (0, _) => "attempts recorded in webhook_events",
+            (0, _) => "attempts recorded in webhook_idempotency.webhook_events",
             (200, false) => "processed",
             (200, true) => "duplicate, replayed",
             (409, _) => "in flight, retry later",

@@ -45,6 +45,16 @@
 //! Discord does not redeliver interactions; the claim still stops a replayed
 //! or duplicated request from running the handler twice.
 //!
+//! **Answering.** Discord expects an interaction response within 3 seconds
+//! (for example `{"type":4,"data":{...}}` to reply, `{"type":5}` to defer),
+//! so the handler returns one, not a bare `200`. A duplicate is answered with
+//! the layer's replay answer (plain text by default), which Discord would not
+//! take as a response; as it never resends, only a replayed request gets it.
+//!
+//! **Testing.** [`sign`] signs with a 32-byte private seed; the layer is
+//! configured with that seed's public key,
+//! `public_key(&public_key_of(&seed))` ([`public_key_of`]).
+//!
 //! **PING.** When the endpoint URL is saved, and from time to time after,
 //! Discord sends a `PING` interaction (`"type": 1`). The preset's
 //! [`Challenge`](crate::provider::Challenge) answers it after the signature check and
