@@ -48,7 +48,7 @@ impl HmacVerifier {
                 separator: None,
                 strict: false,
                 extra_headers: Vec::new(),
-                quirks: Quirks::default(),
+                quirks: Quirks::NONE,
             },
             timestamp_header: None,
             id_header: None,

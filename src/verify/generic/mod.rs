@@ -114,7 +114,7 @@ pub enum TimestampFormat {
 /// their answers stay as they were (see `providers::conformance`). Set only
 /// by the crate's presets, one preset's set each, through the `pub(crate)`
 /// builder method `quirks`.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Quirks {
     /// The signature header must appear once (identical repeated lines
     /// allowed), else malformed: Slack.
@@ -134,7 +134,7 @@ pub(crate) struct Quirks {
     empty_url: bool,
 }
 
-#[allow(dead_code)] // each preset uses its own
+#[allow(dead_code)] // each preset uses its own set
 impl Quirks {
     /// Slack's: the signature header must appear once (identical repeated
     /// lines pass), else it is malformed; the timestamp header is trimmed
@@ -150,7 +150,8 @@ impl Quirks {
     /// Square's: an empty [`SignedContent::UrlBody`] URL is accepted (its
     /// verifier's constructor is infallible).
     pub(crate) const SQUARE: Self = Self { empty_url: true, ..Self::NONE };
-    const NONE: Self = Self {
+    /// None: the builder's uniform behaviour, every other preset's.
+    pub(crate) const NONE: Self = Self {
         single_line: false,
         trim_timestamp: false,
         precheck_without_signature: false,
