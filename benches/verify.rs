@@ -41,7 +41,7 @@ fn cases(b: &[u8]) -> Vec<Case> {
     let mut v: Vec<Case> = providers::all()
         .iter()
         .map(|preset| {
-            let ex = preset.example("delivery-1", NOW, b);
+            let ex = preset.example("delivery-1", UNIX_EPOCH + Duration::from_secs(NOW), b);
             let verifier: Box<dyn Verifier> = Box::new(ProviderVerifier(ex.provider));
             Case { name: preset.name.to_owned(), verifier, parts: ex.parts, secrets: ex.secrets, body: ex.body }
         })

@@ -320,23 +320,16 @@ impl StoreError {
         Self { kind, step: step.into(), sqlstate: None, detail: detail.into(), endpoint: None, source: None }
     }
 
-    /// The same error caused by `cause` (its chain follows the message).
-    pub(crate) fn with_cause(mut self, cause: Option<Arc<Cause>>) -> Self {
-        self.source = cause;
-        self
-    }
+    setters! {
+        /// The same error caused by `cause` (its chain follows the message).
+        pub(crate) fn with_cause(cause: Option<Arc<Cause>>) => source = cause;
 
-    /// The same error with the server's SQLSTATE.
-    pub(crate) fn with_sqlstate(mut self, code: impl Into<String>) -> Self {
-        self.sqlstate = Some(code.into());
-        self
-    }
+        /// The same error with the server's SQLSTATE.
+        pub(crate) fn with_sqlstate(code: impl Into<String>) => sqlstate = Some(code.into());
 
-    /// The same error naming the configured server, `host:port` (for
-    /// connection errors, raised before a session existed).
-    pub(crate) fn with_endpoint(mut self, endpoint: Option<String>) -> Self {
-        self.endpoint = endpoint;
-        self
+        /// The same error naming the configured server, `host:port` (for
+        /// connection errors, raised before a session existed).
+        pub(crate) fn with_endpoint(endpoint: Option<String>) => endpoint = endpoint;
     }
 
     /// What went wrong.

@@ -23,11 +23,10 @@ impl ScopedEvent {
         Self { provider: provider.into(), scope: scope.into(), key: key.into(), event_type: None }
     }
 
-    /// With its event type (`payment_intent.succeeded`, `push`).
-    #[must_use]
-    pub fn event_type(mut self, event_type: impl Into<String>) -> Self {
-        self.event_type = Some(event_type.into());
-        self
+    setters! {
+        /// With its event type (`payment_intent.succeeded`, `push`).
+        #[must_use]
+        pub fn event_type(event_type: impl Into<String>) => event_type = Some(event_type.into());
     }
 
     /// The provider name.
@@ -50,9 +49,8 @@ impl ScopedEvent {
         self.event_type.as_deref()
     }
 
-    pub(crate) fn with_type(mut self, event_type: Option<String>) -> Self {
-        self.event_type = event_type;
-        self
+    setters! {
+        pub(crate) fn with_type(event_type: Option<String>) => event_type = event_type;
     }
 }
 

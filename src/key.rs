@@ -133,10 +133,9 @@ impl HeaderKey {
         Self { key, event_type: None }
     }
 
-    /// Also read the event type from header `name`.
-    pub fn event_type(mut self, name: http::HeaderName) -> Self {
-        self.event_type = Some(name);
-        self
+    setters! {
+        /// Also read the event type from header `name`.
+        pub fn event_type(name: http::HeaderName) => event_type = Some(name);
     }
 }
 
@@ -209,10 +208,9 @@ impl JsonPointerKey {
         Self { key: key.into(), event_type: None }
     }
 
-    /// Also read the event type at pointer `pointer`.
-    pub fn event_type(mut self, pointer: impl Into<String>) -> Self {
-        self.event_type = Some(pointer.into());
-        self
+    setters! {
+        /// Also read the event type at pointer `pointer`.
+        pub fn event_type(pointer: impl Into<String>) => event_type = Some(pointer.into());
     }
 }
 
@@ -281,6 +279,14 @@ impl KeyExtractor for JsonPointerKey {
 /// otherwise share a key); both are 400. Reading and encoding take time
 /// linear in the body (and sorting each object's members).
 ///
+/// **The key's bytes** (stable: a stored claim must match the next
+/// version's key): `sha256:` and the lower-case hex SHA-256 over each field
+/// in the order configured, each as its kind (one byte: `h` a header, `j` a
+/// JSON value, `b` the body digest), its length (8 bytes, big-endian) and
+/// its bytes: the header's value, the value's canonical JSON, or the
+/// SHA-256 of the body's canonical JSON. `scripts/fixtures/formula.py`
+/// computes it on its own for the presets' fixtures.
+///
 /// Provider and scope are not hashed: the claim's identity is
 /// `(provider, scope, key)` already.
 ///
@@ -338,16 +344,12 @@ impl DerivedKey {
         self
     }
 
-    /// Reads the event type at JSON pointer `pointer`.
-    pub fn event_type_json(mut self, pointer: impl Into<String>) -> Self {
-        self.event_type = Some(Field::Json(pointer.into()));
-        self
-    }
+    setters! {
+        /// Reads the event type at JSON pointer `pointer`.
+        pub fn event_type_json(pointer: impl Into<String>) => event_type = Some(Field::Json(pointer.into()));
 
-    /// Reads the event type from header `name`.
-    pub fn event_type_header(mut self, name: http::HeaderName) -> Self {
-        self.event_type = Some(Field::Header(name));
-        self
+        /// Reads the event type from header `name`.
+        pub fn event_type_header(name: http::HeaderName) => event_type = Some(Field::Header(name));
     }
 }
 

@@ -77,3 +77,40 @@ macro_rules! kind_names {
         }
     };
 }
+
+/// Builder setters, one line of code each, written as
+/// `pub fn name(mut self, args..) -> Self { ..; self }` with the docs and
+/// attributes given:
+/// - `$(#[doc])* pub fn name(arg: Type, ..) => field.path = value;` stores
+///   `value` in `self.field.path`;
+/// - `$(#[doc])* pub fn name(arg: Type, ..) => field.setter(args..);` hands
+///   the arguments to the by-value setter of the builder in `self.field`.
+macro_rules! setters {
+    () => {};
+    (
+        $(#[$attr:meta])*
+        $vis:vis fn $name:ident($($arg:ident: $ty:ty),+) => $($field:ident).+ = $value:expr;
+        $($rest:tt)*
+    ) => {
+        $(#[$attr])*
+        $vis fn $name(mut self, $($arg: $ty),+) -> Self {
+            self.$($field).+ = $value;
+            self
+        }
+
+        setters! { $($rest)* }
+    };
+    (
+        $(#[$attr:meta])*
+        $vis:vis fn $name:ident($($arg:ident: $ty:ty),+) => $field:ident.$setter:ident($($pass:expr),*);
+        $($rest:tt)*
+    ) => {
+        $(#[$attr])*
+        $vis fn $name(mut self, $($arg: $ty),+) -> Self {
+            self.$field = self.$field.$setter($($pass),*);
+            self
+        }
+
+        setters! { $($rest)* }
+    };
+}

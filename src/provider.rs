@@ -159,15 +159,14 @@ impl Provider {
         }
     }
 
-    /// The HTTP methods the provider sends deliveries with (default `POST`
-    /// only; the Twilio preset also allows `GET`, which Twilio uses when a
-    /// webhook is configured for it). The layer answers any other method 405
-    /// with `Allow` before reading the body or verifying anything, which also
-    /// makes a layer applied to a whole router instead of the webhook route
-    /// obvious (`GET /health` answers 405, not 401).
-    pub fn methods(mut self, methods: impl Into<Vec<http::Method>>) -> Self {
-        self.methods = Cow::Owned(methods.into());
-        self
+    setters! {
+        /// The HTTP methods the provider sends deliveries with (default `POST`
+        /// only; the Twilio preset also allows `GET`, which Twilio uses when a
+        /// webhook is configured for it). The layer answers any other method 405
+        /// with `Allow` before reading the body or verifying anything, which also
+        /// makes a layer applied to a whole router instead of the webhook route
+        /// obvious (`GET /health` answers 405, not 401).
+        pub fn methods(methods: impl Into<Vec<http::Method>>) => methods = Cow::Owned(methods.into());
     }
 
     /// The methods set by [`Provider::methods`].
@@ -175,32 +174,22 @@ impl Provider {
         &self.methods
     }
 
-    /// Replaces the verifier, for example a preset with another tolerance:
-    /// `Provider::stripe().verifier(StripeVerifier::new().tolerance(d))`.
-    pub fn verifier(mut self, verifier: impl Verifier) -> Self {
-        self.verifier = Arc::new(verifier);
-        self
-    }
+    setters! {
+        /// Replaces the verifier, for example a preset with another tolerance:
+        /// `Provider::stripe().verifier(StripeVerifier::new().tolerance(d))`.
+        pub fn verifier(verifier: impl Verifier) => verifier = Arc::new(verifier);
 
-    /// Replaces the key extractor.
-    pub fn key_extractor(mut self, extractor: impl KeyExtractor) -> Self {
-        self.extractor = Arc::new(extractor);
-        self
-    }
+        /// Replaces the key extractor.
+        pub fn key_extractor(extractor: impl KeyExtractor) => extractor = Arc::new(extractor);
 
-    /// Answers the provider's endpoint-verification handshake in the layer.
-    pub fn challenge(mut self, challenge: impl Challenge) -> Self {
-        self.challenge = Some(Arc::new(challenge));
-        self
-    }
+        /// Answers the provider's endpoint-verification handshake in the layer.
+        pub fn challenge(challenge: impl Challenge) => challenge = Some(Arc::new(challenge));
 
-    /// Sets the body limit, in bytes, this provider's deliveries need at most:
-    /// the layer uses it when the application sets no `body_limit` of its
-    /// own. Presets whose verifier must parse the body set one (Twilio:
-    /// [`crate::providers::twilio::DEFAULT_BODY_LIMIT`], 64 KiB).
-    pub fn with_body_limit(mut self, bytes: usize) -> Self {
-        self.default_body_limit = Some(bytes);
-        self
+        /// Sets the body limit, in bytes, this provider's deliveries need at most:
+        /// the layer uses it when the application sets no `body_limit` of its
+        /// own. Presets whose verifier must parse the body set one (Twilio:
+        /// [`crate::providers::twilio::DEFAULT_BODY_LIMIT`], 64 KiB).
+        pub fn with_body_limit(bytes: usize) => default_body_limit = Some(bytes);
     }
 
     /// The body limit, in bytes, set by [`Provider::with_body_limit`];
@@ -209,18 +198,18 @@ impl Provider {
         self.default_body_limit
     }
 
-    /// Declares the request headers the provider's deliveries carry that a
-    /// handler may read (event id, type, timestamp, delivery attempt): inbox
-    /// mode stores these with the row (besides `Content-Type` and
-    /// `User-Agent`), and no other header unless the layer is told to
-    /// ([`WebhookLayerBuilder::keep_headers`](crate::layer::WebhookLayerBuilder::keep_headers)).
-    /// Presets need not call it: their headers are those of their
-    /// [`PresetInfo::headers`](crate::providers::PresetInfo::headers). A
-    /// name containing `signature` or `hmac`, and credentials
-    /// (`Authorization`, `Cookie`, ...), are never stored whatever is declared.
-    pub fn reads_headers(mut self, names: impl IntoIterator<Item = http::HeaderName>) -> Self {
-        self.headers = Some(names.into_iter().collect());
-        self
+    setters! {
+        /// Declares the request headers the provider's deliveries carry that a
+        /// handler may read (event id, type, timestamp, delivery attempt): inbox
+        /// mode stores these with the row (besides `Content-Type` and
+        /// `User-Agent`), and no other header unless the layer is told to
+        /// ([`WebhookLayerBuilder::keep_headers`](crate::layer::WebhookLayerBuilder::keep_headers)).
+        /// Presets need not call it: their headers are those of their
+        /// [`PresetInfo::headers`](crate::providers::PresetInfo::headers). A
+        /// name containing `signature` or `hmac`, and credentials
+        /// (`Authorization`, `Cookie`, ...), are never stored whatever is declared.
+        pub fn reads_headers(names: impl IntoIterator<Item = http::HeaderName>) =>
+            headers = Some(names.into_iter().collect());
     }
 
     /// The headers declared with [`Provider::reads_headers`], if any. The

@@ -236,7 +236,7 @@ impl Service<Request<FuzzBody>> for Handler {
 /// or body than the request's (Twilio's URL, Mailgun's body): the preset is
 /// then fuzzed unsigned.
 fn sign(index: usize, ts: u64, body: &[u8], id: &str) -> Option<Vec<(HeaderName, HeaderValue)>> {
-    let ex = providers::all()[index].example(id, ts, body);
+    let ex = providers::all()[index].example(id, UNIX_EPOCH + Duration::from_secs(ts), body);
     if ex.parts.uri != "/" || ex.body != body {
         return None;
     }
@@ -264,7 +264,7 @@ fn harness() -> &'static Harness {
             .map(|preset| {
                 let name = preset.name;
                 let base = || {
-                    let ex = preset.example("evt_fuzz", NOW, b"{}");
+                    let ex = preset.example("evt_fuzz", clock(), b"{}");
                     let secret = ex.secrets.into_iter().next().expect("an example key");
                     let store = StoreConfig::new(pool.clone()).pool_timeout(Duration::from_millis(50));
                     WebhookLayer::builder(store, ex.provider).scope("fuzz").secret(secret).clock(clock)

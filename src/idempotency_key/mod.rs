@@ -266,57 +266,39 @@ impl IdempotencyKeyLayerBuilder {
         self
     }
 
-    /// The methods the layer covers (default POST and PATCH); requests with
-    /// others pass through untouched.
-    pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
-        self.methods = methods.into_iter().collect();
-        self
-    }
+    setters! {
+        /// The methods the layer covers (default POST and PATCH); requests with
+        /// others pass through untouched.
+        pub fn methods(methods: impl IntoIterator<Item = Method>) => methods = methods.into_iter().collect();
 
-    /// Whether a covered request without `Idempotency-Key` is refused with
-    /// 400 (default `true`, the draft's "required" case) or passes through
-    /// untouched (no claim, no transaction).
-    pub fn required(mut self, required: bool) -> Self {
-        self.required = required;
-        self
-    }
+        /// Whether a covered request without `Idempotency-Key` is refused with
+        /// 400 (default `true`, the draft's "required" case) or passes through
+        /// untouched (no claim, no transaction).
+        pub fn required(required: bool) => required = required;
 
-    /// The response headers stored and replayed (default `content-type`,
-    /// `content-language`, `location`, `etag`). Others (a date, a request
-    /// id, cookies) are not kept.
-    pub fn replay_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
-        self.replay_headers = names.into_iter().collect();
-        self
-    }
+        /// The response headers stored and replayed (default `content-type`,
+        /// `content-language`, `location`, `etag`). Others (a date, a request
+        /// id, cookies) are not kept.
+        pub fn replay_headers(names: impl IntoIterator<Item = HeaderName>) =>
+            replay_headers = names.into_iter().collect();
 
-    /// The largest response body stored, in bytes (default 1 MiB). A larger
-    /// one is refused: rolled back and answered 500, since it could not be
-    /// replayed; raise the limit or answer less.
-    pub fn max_response_bytes(mut self, bytes: usize) -> Self {
-        self.max_response_bytes = bytes;
-        self
-    }
+        /// The largest response body stored, in bytes (default 1 MiB). A larger
+        /// one is refused: rolled back and answered 500, since it could not be
+        /// replayed; raise the limit or answer less.
+        pub fn max_response_bytes(bytes: usize) => max_response_bytes = bytes;
 
-    /// The largest request body, in bytes (default 1 MiB; 413 past it). The
-    /// body is buffered once, fingerprinted and handed on unchanged.
-    pub fn body_limit(mut self, bytes: usize) -> Self {
-        self.body_limit = bytes;
-        self
-    }
+        /// The largest request body, in bytes (default 1 MiB; 413 past it). The
+        /// body is buffered once, fingerprinted and handed on unchanged.
+        pub fn body_limit(bytes: usize) => body_limit = bytes;
 
-    /// How long a request whose key another request holds waits for it
-    /// (default 2 s) before 409: replayed (or 422) if that one completes in
-    /// time, run if it failed.
-    pub fn in_flight_wait(mut self, wait: Duration) -> Self {
-        self.claim = self.claim.in_flight_wait(wait);
-        self
-    }
+        /// How long a request whose key another request holds waits for it
+        /// (default 2 s) before 409: replayed (or 422) if that one completes in
+        /// time, run if it failed.
+        pub fn in_flight_wait(wait: Duration) => claim.in_flight_wait(wait);
 
-    /// Which error answers are stored (default
-    /// [`ErrorResponses::AfterExecution`], Stripe's rule).
-    pub fn error_responses(mut self, errors: ErrorResponses) -> Self {
-        self.errors = errors;
-        self
+        /// Which error answers are stored (default
+        /// [`ErrorResponses::AfterExecution`], Stripe's rule).
+        pub fn error_responses(errors: ErrorResponses) => errors = errors;
     }
 
     /// Builds the layer.

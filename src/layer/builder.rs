@@ -109,10 +109,9 @@ impl fmt::Debug for WebhookLayerBuilder {
 }
 
 impl WebhookLayerBuilder {
-    /// The fixed scope (tenant) of this route: 1 to 512 bytes, no NUL.
-    pub fn scope(mut self, scope: impl Into<String>) -> Self {
-        self.scope = Some(scope.into());
-        self
+    setters! {
+        /// The fixed scope (tenant) of this route: 1 to 512 bytes, no NUL.
+        pub fn scope(scope: impl Into<String>) => scope = Some(scope.into());
     }
 
     /// Adds a signing secret. Call it again for rotation: a delivery passes
@@ -122,70 +121,51 @@ impl WebhookLayerBuilder {
         self
     }
 
-    /// Resolves scope and secrets per request instead of fixing them, for
-    /// multi-tenant routes. Excludes [`scope`](Self::scope) and
-    /// [`secret`](Self::secret).
-    pub fn resolver(mut self, resolver: impl ScopeResolver) -> Self {
-        self.resolver = Some(Arc::new(resolver));
-        self
-    }
+    setters! {
+        /// Resolves scope and secrets per request instead of fixing them, for
+        /// multi-tenant routes. Excludes [`scope`](Self::scope) and
+        /// [`secret`](Self::secret).
+        pub fn resolver(resolver: impl ScopeResolver) => resolver = Some(Arc::new(resolver));
 
-    /// Largest body accepted, in bytes. Larger: 413. Default: the preset's own
-    /// limit where it has one ([`Provider::default_body_limit`]; Twilio: 64 KiB),
-    /// else 25 MiB (GitHub sends up to 25 MB).
-    pub fn body_limit(mut self, bytes: usize) -> Self {
-        self.body_limit = Some(bytes);
-        self
-    }
+        /// Largest body accepted, in bytes. Larger: 413. Default: the preset's own
+        /// limit where it has one ([`Provider::default_body_limit`]; Twilio: 64 KiB),
+        /// else 25 MiB (GitHub sends up to 25 MB).
+        pub fn body_limit(bytes: usize) => body_limit = Some(bytes);
 
-    /// The isolation level of the claim's transaction, which the handler's
-    /// writes share (default READ COMMITTED; see [`IsolationLevel`]).
-    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
-        self.claim = self.claim.isolation_level(level);
-        self
-    }
+        /// The isolation level of the claim's transaction, which the handler's
+        /// writes share (default READ COMMITTED; see [`IsolationLevel`]).
+        pub fn isolation_level(level: IsolationLevel) => claim.isolation_level(level);
 
-    /// The longest a client may take to send the whole body (default 30 s);
-    /// a slower one (a client trickling bytes) is answered 408 and nothing is
-    /// stored. Bounds how long a connection and its buffer are held before
-    /// the signature can even be checked.
-    pub fn body_timeout(mut self, timeout: Duration) -> Self {
-        self.body_timeout = timeout;
-        self
-    }
+        /// The longest a client may take to send the whole body (default 30 s);
+        /// a slower one (a client trickling bytes) is answered 408 and nothing is
+        /// stored. Bounds how long a connection and its buffer are held before
+        /// the signature can even be checked.
+        pub fn body_timeout(timeout: Duration) => body_timeout = timeout;
 
-    /// Accepts `Content-Encoding: gzip` bodies: they are decoded (at most
-    /// `inflated_limit` bytes, else 413; corrupt: 400) and the signature is
-    /// verified over the decoded bytes, which the handler receives with the
-    /// `Content-Encoding` header removed. Off by default: a body with any
-    /// `Content-Encoding` other than `identity` is answered 415. Enable it
-    /// only for senders that sign the uncompressed payload (none of the
-    /// presets sends compressed deliveries).
-    pub fn gzip(mut self, inflated_limit: usize) -> Self {
-        self.gzip_limit = Some(inflated_limit);
-        self
-    }
+        /// Accepts `Content-Encoding: gzip` bodies: they are decoded (at most
+        /// `inflated_limit` bytes, else 413; corrupt: 400) and the signature is
+        /// verified over the decoded bytes, which the handler receives with the
+        /// `Content-Encoding` header removed. Off by default: a body with any
+        /// `Content-Encoding` other than `identity` is answered 415. Enable it
+        /// only for senders that sign the uncompressed payload (none of the
+        /// presets sends compressed deliveries).
+        pub fn gzip(inflated_limit: usize) => gzip_limit = Some(inflated_limit);
 
-    /// How long a delivery waits for another delivery of the same event that
-    /// is in flight (default 5 s) before answering 409 + `Retry-After`.
-    ///
-    /// The wait holds no pooled connection: each check is one claim attempt
-    /// that gives up at once when the other delivery holds the event's
-    /// advisory lock (`pg_try_advisory_xact_lock`, PostgreSQL docs "Advisory
-    /// Locks"), after which the connection goes back to the pool; checks repeat
-    /// with backoff (10 ms doubling to 200 ms) until this bound. So copies of
-    /// an event whose handler is slow cannot exhaust the pool. Millisecond
-    /// resolution; 1 ms to 2^31-1 ms.
-    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
-        self.claim = self.claim.in_flight_wait(timeout);
-        self
-    }
+        /// How long a delivery waits for another delivery of the same event that
+        /// is in flight (default 5 s) before answering 409 + `Retry-After`.
+        ///
+        /// The wait holds no pooled connection: each check is one claim attempt
+        /// that gives up at once when the other delivery holds the event's
+        /// advisory lock (`pg_try_advisory_xact_lock`, PostgreSQL docs "Advisory
+        /// Locks"), after which the connection goes back to the pool; checks repeat
+        /// with backoff (10 ms doubling to 200 ms) until this bound. So copies of
+        /// an event whose handler is slow cannot exhaust the pool. Millisecond
+        /// resolution; 1 ms to 2^31-1 ms.
+        pub fn lock_timeout(timeout: Duration) => claim.in_flight_wait(timeout);
 
-    /// The `Retry-After` sent with 409 and 503 (default 5 s); the header
-    /// carries whole seconds, rounded down, at least 1.
-    pub fn retry_after(mut self, after: Duration) -> Self {
-        self.retry_after = after;
-        self
+        /// The `Retry-After` sent with 409 and 503 (default 5 s); the header
+        /// carries whole seconds, rounded down, at least 1.
+        pub fn retry_after(after: Duration) => retry_after = after;
     }
 
     /// Which handler statuses commit (default: 2xx only; redirects roll back).
@@ -198,64 +178,48 @@ impl WebhookLayerBuilder {
         self
     }
 
-    /// How duplicates of a done event are answered (default 200).
-    pub fn replay_status(mut self, replay: ReplayStatus) -> Self {
-        self.replay_status = replay;
-        self
-    }
+    setters! {
+        /// How duplicates of a done event are answered (default 200).
+        pub fn replay_status(replay: ReplayStatus) => replay_status = replay;
 
-    /// The clock timestamp tolerances are checked against (default: the
-    /// system clock).
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Arc::new(clock);
-        self
-    }
+        /// The clock timestamp tolerances are checked against (default: the
+        /// system clock).
+        pub fn clock(clock: impl Clock) => clock = Arc::new(clock);
 
-    /// Whether a delivery looks up a `done` row before the claim's
-    /// transaction or claims first (default [`ClaimOrder::Adaptive`]: claim
-    /// first while fewer than one recent delivery in three is a duplicate,
-    /// lookup first above). See [`ClaimOrder`] for the cost of each and
-    /// BENCHMARKS.md for the figures.
-    pub fn claim_order(mut self, order: ClaimOrder) -> Self {
-        self.claim = self.claim.order(order);
-        self
-    }
+        /// Whether a delivery looks up a `done` row before the claim's
+        /// transaction or claims first (default [`ClaimOrder::Adaptive`]: claim
+        /// first while fewer than one recent delivery in three is a duplicate,
+        /// lookup first above). See [`ClaimOrder`] for the cost of each and
+        /// BENCHMARKS.md for the figures.
+        pub fn claim_order(order: ClaimOrder) => claim.order(order);
 
-    /// Pins the order: `true` looks up first (a duplicate is one autocommit
-    /// `SELECT`), `false` claims first (a new event one round trip fewer).
-    /// Same as [`claim_order`](Self::claim_order) with
-    /// [`ClaimOrder::LookupFirst`] or [`ClaimOrder::ClaimFirst`].
-    pub fn lookup_first(mut self, lookup_first: bool) -> Self {
-        self.claim = self.claim.lookup_first(lookup_first);
-        self
-    }
+        /// Pins the order: `true` looks up first (a duplicate is one autocommit
+        /// `SELECT`), `false` claims first (a new event one round trip fewer).
+        /// Same as [`claim_order`](Self::claim_order) with
+        /// [`ClaimOrder::LookupFirst`] or [`ClaimOrder::ClaimFirst`].
+        pub fn lookup_first(lookup_first: bool) => claim.lookup_first(lookup_first);
 
-    /// Synchronous (the default) or inbox mode; see [`Mode`].
-    ///
-    /// In inbox mode the body is stored (up to the body limit) with the
-    /// request's method, URI and a **keep-list** of its headers:
-    /// `Content-Type`, `User-Agent`, the headers the provider declares
-    /// ([`providers::read_headers`](crate::providers::read_headers): a preset's event id, type, timestamp and
-    /// delivery headers) and those given to
-    /// [`keep_headers`](Self::keep_headers). Every other header is left out
-    /// (`X-Api-Key`, `X-Auth-Token`, `Cf-Access-Jwt-Assertion`, a proxy's
-    /// `X-Forwarded-Client-Cert`, ...), and a header naming a signature, HMAC
-    /// or credential (`*signature*`, `*hmac*`, `Authorization`, `Cookie`) or
-    /// the operator-replay header is never stored, even when listed: the
-    /// signature was verified before the row was written. Rows stay until
-    /// retention removes them (never `pending`, `running` or `dead` ones).
-    pub fn mode(mut self, mode: Mode) -> Self {
-        self.mode = mode;
-        self
-    }
+        /// Synchronous (the default) or inbox mode; see [`Mode`].
+        ///
+        /// In inbox mode the body is stored (up to the body limit) with the
+        /// request's method, URI and a **keep-list** of its headers:
+        /// `Content-Type`, `User-Agent`, the headers the provider declares
+        /// ([`providers::read_headers`](crate::providers::read_headers): a preset's event id, type, timestamp and
+        /// delivery headers) and those given to
+        /// [`keep_headers`](Self::keep_headers). Every other header is left out
+        /// (`X-Api-Key`, `X-Auth-Token`, `Cf-Access-Jwt-Assertion`, a proxy's
+        /// `X-Forwarded-Client-Cert`, ...), and a header naming a signature, HMAC
+        /// or credential (`*signature*`, `*hmac*`, `Authorization`, `Cookie`) or
+        /// the operator-replay header is never stored, even when listed: the
+        /// signature was verified before the row was written. Rows stay until
+        /// retention removes them (never `pending`, `running` or `dead` ones).
+        pub fn mode(mode: Mode) => mode = mode;
 
-    /// Inbox mode's answer to an accepted delivery and to a duplicate of one
-    /// (the duplicate also gets `Idempotent-Replayed: true`): default `200`
-    /// with an empty body. Handshakes (Slack's `url_verification`, Discord's
-    /// PING, ...) are still answered by the layer inline.
-    pub fn inbox_ack(mut self, status: StatusCode, body: impl Into<bytes::Bytes>) -> Self {
-        self.inbox_ack = (status, body.into());
-        self
+        /// Inbox mode's answer to an accepted delivery and to a duplicate of one
+        /// (the duplicate also gets `Idempotent-Replayed: true`): default `200`
+        /// with an empty body. Handshakes (Slack's `url_verification`, Discord's
+        /// PING, ...) are still answered by the layer inline.
+        pub fn inbox_ack(status: StatusCode, body: impl Into<bytes::Bytes>) => inbox_ack = (status, body.into());
     }
 
     /// Headers inbox mode stores besides the default keep-list (see
@@ -270,45 +234,41 @@ impl WebhookLayerBuilder {
         self
     }
 
-    /// Inbox mode tags every stored row with `key` (HMAC-SHA256 over the
-    /// row's identity, type, head and payload; see [`IntegrityKey`]), for
-    /// workers given the same key
-    /// ([`InboxWorkerBuilder::integrity_key`](crate::inbox::InboxWorkerBuilder::integrity_key)),
-    /// which then refuse rows written without it: database write access alone
-    /// no longer makes a row run as if it had been signed. Default: no tag.
-    pub fn inbox_integrity_key(mut self, key: IntegrityKey) -> Self {
-        self.inbox_integrity = Some(key);
-        self
-    }
+    setters! {
+        /// Inbox mode tags every stored row with `key` (HMAC-SHA256 over the
+        /// row's identity, type, head and payload; see [`IntegrityKey`]), for
+        /// workers given the same key
+        /// ([`InboxWorkerBuilder::integrity_key`](crate::inbox::InboxWorkerBuilder::integrity_key)),
+        /// which then refuse rows written without it: database write access alone
+        /// no longer makes a row run as if it had been signed. Default: no tag.
+        pub fn inbox_integrity_key(key: IntegrityKey) => inbox_integrity = Some(key);
 
-    /// Refuses a second event whose signed body is byte-identical to one
-    /// already processed (synchronous mode) or stored (inbox mode) under
-    /// another event key, within the provider's retention window: it is
-    /// answered as a duplicate (200 with `Idempotent-Replayed: true`) and
-    /// not run. Default: off.
-    ///
-    /// For presets whose event key comes from a header the signature does not
-    /// cover (GitHub's `X-GitHub-Delivery`, Shopify's `X-Shopify-Event-Id`,
-    /// Linear's `Linear-Delivery`, Twilio's `I-Twilio-Idempotency-Token`;
-    /// SECURITY.md), someone who captured one delivery can replay it under
-    /// fresh key headers, and each is a new event to the claim. With the
-    /// guard the layer also claims the body's SHA-256 per (scope, provider)
-    /// in the claim's transaction (one more statement per new event) or in
-    /// the inbox's insert (the same statement): a replay runs nothing and, in
-    /// inbox mode, stores nothing.
-    ///
-    /// The trade-off: two genuinely different events whose bodies are
-    /// byte-identical are one event to the guard, and the second is
-    /// dropped. Webhook bodies normally carry their own ids and times, so
-    /// that is rare, but a sender that sends the same notification body for
-    /// distinct occurrences must not use it. The alternative that changes
-    /// the key itself is [`DerivedKey::canonical_body`](crate::key::DerivedKey::canonical_body)
-    /// as the provider's key extractor (the event key is then the body's
-    /// digest). Digests are purged with the provider's events by
-    /// [`Retention`](crate::store::retention::Retention) (migration 8).
-    pub fn body_digest_guard(mut self, on: bool) -> Self {
-        self.body_digest_guard = on;
-        self
+        /// Refuses a second event whose signed body is byte-identical to one
+        /// already processed (synchronous mode) or stored (inbox mode) under
+        /// another event key, within the provider's retention window: it is
+        /// answered as a duplicate (200 with `Idempotent-Replayed: true`) and
+        /// not run. Default: off.
+        ///
+        /// For presets whose event key comes from a header the signature does not
+        /// cover (GitHub's `X-GitHub-Delivery`, Shopify's `X-Shopify-Event-Id`,
+        /// Linear's `Linear-Delivery`, Twilio's `I-Twilio-Idempotency-Token`;
+        /// SECURITY.md), someone who captured one delivery can replay it under
+        /// fresh key headers, and each is a new event to the claim. With the
+        /// guard the layer also claims the body's SHA-256 per (scope, provider)
+        /// in the claim's transaction (one more statement per new event) or in
+        /// the inbox's insert (the same statement): a replay runs nothing and, in
+        /// inbox mode, stores nothing.
+        ///
+        /// The trade-off: two genuinely different events whose bodies are
+        /// byte-identical are one event to the guard, and the second is
+        /// dropped. Webhook bodies normally carry their own ids and times, so
+        /// that is rare, but a sender that sends the same notification body for
+        /// distinct occurrences must not use it. The alternative that changes
+        /// the key itself is [`DerivedKey::canonical_body`](crate::key::DerivedKey::canonical_body)
+        /// as the provider's key extractor (the event key is then the body's
+        /// digest). Digests are purged with the provider's events by
+        /// [`Retention`](crate::store::retention::Retention) (migration 8).
+        pub fn body_digest_guard(on: bool) => body_digest_guard = on;
     }
 
     /// A header inbox mode must not store, besides those it never stores
@@ -336,14 +296,14 @@ impl WebhookLayerBuilder {
         self
     }
 
-    /// Lets an operator replay an old delivery: a request whose header
-    /// `header` equals `token` skips the timestamp tolerance check (the
-    /// signature is still verified, and the claim still deduplicates).
-    /// For re-sending deliveries captured before an outage, after their
-    /// signed timestamp went stale. Keep the token out of senders' reach.
-    pub fn operator_replay(mut self, header: http::HeaderName, token: impl Into<SigningSecret>) -> Self {
-        self.operator_replay = Some((header, token.into()));
-        self
+    setters! {
+        /// Lets an operator replay an old delivery: a request whose header
+        /// `header` equals `token` skips the timestamp tolerance check (the
+        /// signature is still verified, and the claim still deduplicates).
+        /// For re-sending deliveries captured before an outage, after their
+        /// signed timestamp went stale. Keep the token out of senders' reach.
+        pub fn operator_replay(header: http::HeaderName, token: impl Into<SigningSecret>) =>
+            operator_replay = Some((header, token.into()));
     }
 
     /// Checks the configuration and builds the layer.

@@ -75,26 +75,8 @@ pub const EVENT_HEADER: &str = "x-event-key";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
-    use crate::providers::testing::{fixture_files, BodyOnly};
-    use crate::test_support::{headers, identity};
+    use crate::providers::testing::BodyOnly;
     use crate::verify::VerifyErrorKind::MalformedHeader;
-
-    /// The fixture (hand-computed with Python's `hmac` from the documented
-    /// formula, as Atlassian ships no receiver SDK; see
-    /// `scripts/fixtures/bitbucket.py`; checked in `providers::fixtures`)
-    /// sent again.
-    #[test]
-    fn fixture_retry_keeps_the_key() {
-        let (body, expected, _) = fixture_files("bitbucket");
-        let all: Vec<(&str, &str)> =
-            expected["headers"].as_object().unwrap().iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap())).collect();
-        let id = identity(&Provider::bitbucket(), &headers(&all), body);
-        // A second attempt: X-Attempt-Number grows, the key does not.
-        let again: Vec<(&str, &str)> =
-            all.iter().map(|&(k, v)| if k == "X-Attempt-Number" { (k, "2") } else { (k, v) }).collect();
-        assert_eq!(identity(&Provider::bitbucket(), &headers(&again), body), id);
-    }
 
     /// The common cases, rotation and precheck, and Bitbucket's own:
     /// `sha256=` and hex, not GitHub's `sha1=`.
@@ -108,6 +90,5 @@ mod tests {
                 ("short hex", vec!["sha256=abcd".to_owned()], Err(MalformedHeader)),
             ]
         });
-        assert_eq!(Provider::bitbucket().name(), "bitbucket");
     }
 }

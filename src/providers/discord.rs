@@ -252,17 +252,19 @@ fn pong(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     "discord",
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
     |_| Provider::discord(),
-    |_, ts, body| {
+    super::ExampleOf::Whole(|_, at, body| {
         const SEED: [u8; 32] = [7; 32];
-        let headers = vec![(SIGNATURE_HEADER, sign(&SEED, ts, body)), (TIMESTAMP_HEADER, ts.to_string())];
+        let headers = super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, super::unix_seconds(at), |ts| {
+            sign(&SEED, ts, body)
+        });
         super::asymmetric_example(Provider::discord(), public_key_of(&SEED), headers, body)
-    },
+    }),
 )
 .keys(super::KeyKind::PublicKey, super::raw_secret, Some(|text| public_key(text).map_err(super::key_error)));
 

@@ -106,13 +106,13 @@ impl Provider {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::hmac(
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     NAME,
     REPLAY_WINDOW,
     &[TOKEN_HEADER, IDEMPOTENCY_HEADER, EVENT_HEADER],
     |_| Provider::gitlab(),
-    |s, id, _, _| vec![(TOKEN_HEADER, sign(s)), (IDEMPOTENCY_HEADER, id.to_owned())],
+    super::ExampleOf::Signed(|s, id, _, _| vec![(TOKEN_HEADER, sign(s)), (IDEMPOTENCY_HEADER, id.to_owned())]),
 )
 .shared_token();
 
@@ -184,7 +184,6 @@ mod tests {
         let no_key = headers(&[(TOKEN_HEADER, "new-token"), (EVENT_HEADER, "Push Hook")]);
         let err = Provider::gitlab().extractor_ref().extract(&no_key, b"{}").unwrap_err();
         assert_eq!(err.kind(), crate::key::KeyErrorKind::Missing);
-        assert_eq!(Provider::gitlab().name(), "gitlab");
         assert_eq!(crate::providers::find(NAME).map(|p| p.signs_body), Some(false));
     }
 }

@@ -135,18 +135,14 @@ impl HubSpotVerifier {
         Self { base, tolerance: DEFAULT_TOLERANCE, legacy: false }
     }
 
-    /// Also accepts the v1 and v2 signatures (`X-HubSpot-Signature` with
-    /// `X-HubSpot-Signature-Version`) on requests without a v3 one: see the
-    /// [module docs](self) (no timestamp is signed). Default: off.
-    pub fn accept_v1_v2(mut self, accept: bool) -> Self {
-        self.legacy = accept;
-        self
-    }
+    setters! {
+        /// Also accepts the v1 and v2 signatures (`X-HubSpot-Signature` with
+        /// `X-HubSpot-Signature-Version`) on requests without a v3 one: see the
+        /// [module docs](self) (no timestamp is signed). Default: off.
+        pub fn accept_v1_v2(accept: bool) => legacy = accept;
 
-    /// Sets how far (both directions) the timestamp may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
+        /// Sets how far (both directions) the timestamp may be from now.
+        pub fn tolerance(tolerance: Duration) => tolerance = tolerance;
     }
 
     /// The public base URL, as configured without its trailing `/`.
@@ -155,23 +151,16 @@ impl HubSpotVerifier {
     }
 }
 
-/// The characters HubSpot's table decodes, by their escape's hex digits.
+/// The characters HubSpot's table decodes: an escape of any other byte is
+/// left as it is.
+const RESERVED: &[u8] = b":/?@!$'()*,;";
+
+/// The character of the escape `%` `high` `low` (hex digits, either case)
+/// when HubSpot's table decodes it.
 fn reserved(high: u8, low: u8) -> Option<char> {
-    Some(match (high.to_ascii_uppercase(), low.to_ascii_uppercase()) {
-        (b'3', b'A') => ':',
-        (b'2', b'F') => '/',
-        (b'3', b'F') => '?',
-        (b'4', b'0') => '@',
-        (b'2', b'1') => '!',
-        (b'2', b'4') => '$',
-        (b'2', b'7') => '\'',
-        (b'2', b'8') => '(',
-        (b'2', b'9') => ')',
-        (b'2', b'A') => '*',
-        (b'2', b'C') => ',',
-        (b'3', b'B') => ';',
-        _ => return None,
-    })
+    let digit = |d: u8| char::from(d).to_digit(16);
+    let byte = u8::try_from(digit(high)? * 16 + digit(low)?).ok()?;
+    RESERVED.contains(&byte).then_some(char::from(byte))
 }
 
 /// `uri` with HubSpot's table of escapes decoded, in one left-to-right pass
@@ -416,24 +405,25 @@ impl crate::provider::Provider {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     "hubspot",
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
     |url| Provider::hubspot(url),
-    |_, ts, body| {
+    super::ExampleOf::Whole(|_, at, body| {
         // The signature covers the method, the URL and a millisecond timestamp.
-        let millis = ts.saturating_mul(1000);
-        let sig = sign(&super::example_secret(), "POST", &format!("{}/hook", super::EXAMPLE_BASE), body, millis);
-        let headers = vec![(SIGNATURE_HEADER, sig), (TIMESTAMP_HEADER, millis.to_string())];
+        let url = format!("{}/hook", super::EXAMPLE_BASE);
+        let headers = super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, super::unix_millis(at), |ms| {
+            sign(&super::example_secret(), "POST", &url, body, ms)
+        });
         super::Example {
             provider: Provider::hubspot(super::EXAMPLE_BASE),
             secrets: vec![super::example_secret()],
             parts: super::example_parts("/hook", headers),
             body: body.to_vec(),
         }
-    },
+    }),
 )
 .signing(super::UrlArg::PublicBaseUrl);
 
@@ -529,6 +519,18 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(decode_reserved(input), want, "{input}");
+        }
+        // Every byte's escape, in both cases: only the table's twelve decode.
+        let table = ":/?@!$'()*,;";
+        for byte in 0..=u8::MAX {
+            for escape in [format!("%{byte:02X}"), format!("%{byte:02x}")] {
+                let decoded = decode_reserved(&escape);
+                if table.contains(char::from(byte)) {
+                    assert_eq!(decoded, char::from(byte).to_string(), "{escape}");
+                } else {
+                    assert_eq!(decoded, escape);
+                }
+            }
         }
     }
 

@@ -164,13 +164,13 @@ macro_rules! preset {
         }
 
         /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-        pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::hmac(
+        pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
             NAME,
             NAME,
             REPLAY_WINDOW,
             &[$($header),*],
             |_| $crate::provider::Provider::$ctor(),
-            $signed,
+            super::ExampleOf::Signed($signed),
         );
     };
 }
@@ -270,7 +270,7 @@ macro_rules! hmac_preset {
         pub fn sign(secret: &$crate::verify::SigningSecret, timestamp: u64, body: &[u8]) -> String {
             $verifier::new().inner.sign(secret, "", timestamp, body)
         }
-        hmac_preset! { @preset |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b))]; $($rest)* }
+        hmac_preset! { @preset |s, _, at, b| vec![(SIGNATURE_HEADER, sign(s, super::unix_seconds(at), b))]; $($rest)* }
     };
     (@sign body $header:literal; $verifier:ident; $($rest:tt)*) => {
         #[doc = concat!(
@@ -301,8 +301,8 @@ macro_rules! hmac_preset {
     (@signed $default:expr; [] []) => { $default };
     (@signed $default:expr; [$signed:expr] []) => { $signed };
     (@signed $default:expr; [] [$id:expr]) => {
-        |s, id, ts, b| {
-            let mut headers = ($default)(s, id, ts, b);
+        |s, id, at, b| {
+            let mut headers = ($default)(s, id, at, b);
             headers.push(($id, id.to_owned()));
             headers
         }

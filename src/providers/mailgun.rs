@@ -97,35 +97,17 @@ struct Envelope {
     signature: Option<SignatureObject>,
 }
 
-/// A member name of either object.
+/// A member name of either object (serde's field identifier: any other
+/// name is `Other`, skipped).
+#[derive(serde::Deserialize)]
+#[serde(field_identifier, rename_all = "kebab-case")]
 enum Field {
     Signature,
     ParentSignature,
     Timestamp,
     Token,
+    #[serde(other)]
     Other,
-}
-
-impl<'de> Deserialize<'de> for Field {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct FieldVisitor;
-        impl Visitor<'_> for FieldVisitor {
-            type Value = Field;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_str<E: de::Error>(self, name: &str) -> Result<Field, E> {
-                Ok(match name {
-                    "signature" => Field::Signature,
-                    "parent-signature" => Field::ParentSignature,
-                    "timestamp" => Field::Timestamp,
-                    "token" => Field::Token,
-                    _ => Field::Other,
-                })
-            }
-        }
-        deserializer.deserialize_identifier(FieldVisitor)
-    }
 }
 
 /// `timestamp` as its decimal text, from a JSON string or a non-negative
@@ -159,6 +141,11 @@ fn set<T, E: de::Error>(slot: &mut Option<T>, value: T, name: &'static str) -> R
     Ok(())
 }
 
+// Both objects are read by hand, not by serde's derive: a derived struct is
+// also read from a JSON array by position (serde_json's `deserialize_struct`),
+// so `{"signature":["<ts>","<token>","<hex>",null]}` and a body of `[{...}]`
+// would verify, and a derived `Option` takes a `null` member as absent. Here
+// only objects are read, and a repeated member is refused.
 impl<'de> Deserialize<'de> for SignatureObject {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct ObjectVisitor;
@@ -288,19 +275,19 @@ impl crate::provider::Provider {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     "mailgun",
     REPLAY_WINDOW,
     &[],
     |_| Provider::mailgun(),
-    |id, ts, body| {
+    super::ExampleOf::Whole(|id, at, body| {
         // The signature is in the body: the example's body is the signed one.
         let event = serde_json::json!({ "id": id, "pad": String::from_utf8_lossy(body) });
-        let signed = signed_body(&super::example_secret(), ts, "token-0123456789", &event);
+        let signed = signed_body(&super::example_secret(), super::unix_seconds(at), "token-0123456789", &event);
         let headers = vec![("content-type", "application/json".to_owned())];
         super::hmac_example(Provider::mailgun(), signed.as_bytes(), headers)
-    },
+    }),
 );
 
 #[cfg(test)]
@@ -388,6 +375,10 @@ mod tests {
         let dup_sig_member =
             with(&format!(r#""timestamp":"{NOW}","token":"{token}","signature":"{sig}","signature":"{sig}""#));
         let dup_object = r#"{"signature":{},"signature":{},"event-data":{}}"#;
+        let by_position = format!(r#"{{"signature":["{NOW}","{token}","{sig}",null],"event-data":{{}}}}"#);
+        let body_array = format!(r#"[{{"timestamp":"{NOW}","token":"{token}","signature":"{sig}"}}]"#);
+        let null_signature_with_parent =
+            with(&format!(r#""timestamp":"{NOW}","token":"{token}","signature":null,"parent-signature":"{sig}""#));
         let wrong_secret = signed_body(&other, NOW, token, &data);
         let trailing = [good.as_bytes(), b"x"].concat();
         let cases: &[(&str, &[u8], u64, Result<(), VerifyErrorKind>)] = &[
@@ -413,6 +404,15 @@ mod tests {
             ("repeated member", dup_sig_member.as_bytes(), NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("repeated object", dup_object.as_bytes(), NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("signature not an object", br#"{"signature":"abc"}"#, NOW, Err(VerifyErrorKind::MalformedHeader)),
+            ("signature object as an array", by_position.as_bytes(), NOW, Err(VerifyErrorKind::MalformedHeader)),
+            ("body as an array", body_array.as_bytes(), NOW, Err(VerifyErrorKind::MalformedHeader)),
+            ("null signature object", br#"{"signature":null}"#, NOW, Err(VerifyErrorKind::MalformedHeader)),
+            (
+                "null signature member",
+                null_signature_with_parent.as_bytes(),
+                NOW,
+                Err(VerifyErrorKind::MalformedHeader),
+            ),
             ("array body", b"[]", NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("form body", b"timestamp=1&token=a&signature=b", NOW, Err(VerifyErrorKind::MalformedHeader)),
             ("trailing garbage", &trailing, NOW, Err(VerifyErrorKind::MalformedHeader)),

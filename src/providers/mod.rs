@@ -359,6 +359,71 @@ mod tests {
     use crate::test_support::{at, NOW};
     use crate::verify::{Delivery, VerifyErrorKind};
 
+    /// Every preset's name, as claims store it (their `provider` column) and
+    /// operators type it (`--provider`): renaming a preset would orphan its
+    /// stored claims and their replay window, so each name is pinned here.
+    const NAMES: &[&str] = &[
+        "bitbucket",
+        "box",
+        "buildkite",
+        "cal-com",
+        "calendly",
+        "checkout-com",
+        "circleci",
+        "coinbase-commerce",
+        "customer-io",
+        "discord",
+        "forgejo",
+        "front",
+        "gitea",
+        "github",
+        "gitlab",
+        "gocardless",
+        "help-scout",
+        "heroku",
+        "hubspot",
+        "intercom",
+        "lemon-squeezy",
+        "linear",
+        "mailgun",
+        "mux",
+        "paddle",
+        "pagerduty",
+        "paystack",
+        "quickbooks",
+        "razorpay",
+        "recurly",
+        "sendgrid",
+        "sentry",
+        "shopify",
+        "slack",
+        "square",
+        "standard-webhooks",
+        "stripe",
+        "svix",
+        "telegram",
+        "twilio",
+        "twitch",
+        "typeform",
+        "vercel",
+        "webflow",
+        "woocommerce",
+        "xero",
+        "zendesk",
+        "zoom",
+    ];
+
+    #[test]
+    fn every_preset_keeps_its_name() {
+        for preset in REGISTRY {
+            let name = preset.name;
+            assert!(NAMES.contains(&name), "{name}: a new or renamed preset (a rename orphans its stored claims)");
+        }
+        if cfg!(feature = "full") {
+            assert_eq!(REGISTRY.len(), NAMES.len(), "a preset of NAMES is gone");
+        }
+    }
+
     #[test]
     fn names_are_unique_and_match_the_providers() {
         let mut names: Vec<_> = REGISTRY.iter().map(|p| p.name).collect();
@@ -393,7 +458,7 @@ mod tests {
         let late = NOW + 400 * 86_400;
         for preset in REGISTRY {
             let name = preset.name;
-            let ex = preset.example("delivery-1", NOW, body.as_bytes());
+            let ex = preset.example("delivery-1", at(NOW), body.as_bytes());
             let verifier = ex.provider.verifier_ref();
             let verify = |body: &[u8], secrets: &[crate::verify::SigningSecret], now: u64, replay: bool| {
                 let d = Delivery::new(&ex.parts, body, secrets, at(now));
@@ -457,7 +522,7 @@ mod tests {
         let body = format!(r#"{{"id":"evt_1","type":"t","webhookTimestamp":{}}}"#, NOW * 1000);
         let body = body.as_bytes();
         for preset in REGISTRY {
-            let ex = preset.example("delivery-1", NOW, body);
+            let ex = preset.example("delivery-1", at(NOW), body);
             assert_eq!(ex.provider.name(), preset.name);
             let verifier = ex.provider.verifier_ref();
             let d = Delivery::new(&ex.parts, &ex.body, &ex.secrets, at(NOW));

@@ -3,7 +3,7 @@
 //! modules build their entries and examples with.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::provider::Provider;
 use crate::verify::SigningSecret;
@@ -66,7 +66,24 @@ impl fmt::Display for UrlRequired {
 impl std::error::Error for UrlRequired {}
 
 /// A delivery a preset accepts, signed with a fixed test key: for benches,
-/// fuzzing and smoke tests, never for production keys.
+/// fuzzing and smoke tests, never for production keys. Made by
+/// [`PresetInfo::example`].
+///
+/// ```
+/// use std::time::SystemTime;
+/// use webhook_idempotency::providers;
+///
+/// let stripe = providers::find("stripe").expect("the stripe feature");
+/// let ex = stripe.example("evt_1", SystemTime::now(), br#"{"id":"evt_1","type":"charge.succeeded"}"#);
+/// // The request: send it through your router (`tower::ServiceExt::oneshot`)
+/// // at the path you route, twice for the duplicate.
+/// let mut req = http::Request::from_parts(ex.parts, ex.body);
+/// *req.uri_mut() = "/webhooks/stripe".parse().unwrap();
+/// // The layer verifies it with the example's key material:
+/// // `WebhookLayer::builder(pool, ex.provider)` then `.secret(s)` for each of `ex.secrets`.
+/// assert!(req.headers().contains_key("stripe-signature"));
+/// assert_eq!(ex.secrets.len(), 1);
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Example {
@@ -74,7 +91,9 @@ pub struct Example {
     pub provider: Provider,
     /// The key material that verifies the example.
     pub secrets: Vec<SigningSecret>,
-    /// The request head: method, URI and the signature headers.
+    /// The request head: method (`POST`), URI and the signature headers.
+    /// The URI is `/` unless the scheme signs it (Twilio's `/hook?bodySHA256=..`,
+    /// HubSpot's `/hook`): set your route's path on a scheme that does not.
     pub parts: http::request::Parts,
     /// The body as sent (Mailgun carries its signature in the body, so it
     /// differs from the body asked for).
@@ -115,18 +134,48 @@ pub struct PresetInfo {
 /// How a preset makes its [`Example`].
 #[derive(Clone, Copy)]
 #[allow(dead_code)] // a variant is unused without some presets
-enum ExampleOf {
+pub(super) enum ExampleOf {
     /// The headers an HMAC preset sends with `body`, signed with the given
-    /// secret (event key, Unix timestamp, body): the example is `POST /` with
+    /// secret (event key, signing time, body): the example is `POST /` with
     /// them and the test secret, to the provider built with the example URL.
-    Signed(fn(&SigningSecret, &str, u64, &[u8]) -> Vec<(&'static str, String)>),
-    /// The whole example (another key kind, URI or body).
-    Whole(fn(&str, u64, &[u8]) -> Example),
+    Signed(SignedHeaders),
+    /// The whole example (another key kind, URI or body), signed at the time given.
+    Whole(fn(&str, SystemTime, &[u8]) -> Example),
 }
 
-/// The signed-example headers of an HMAC preset.
+/// The signed-example headers of an HMAC preset: secret, event key, the
+/// signing time (the scheme writes it in its own unit: whole seconds,
+/// milliseconds, RFC 3339) and body.
 #[allow(dead_code)] // unused without an HMAC preset
-pub(super) type SignedHeaders = fn(&SigningSecret, &str, u64, &[u8]) -> Vec<(&'static str, String)>;
+pub(super) type SignedHeaders = fn(&SigningSecret, &str, SystemTime, &[u8]) -> Vec<(&'static str, String)>;
+
+/// `at` in whole Unix seconds (rounded down; 0 before 1970), as the
+/// examples of schemes that sign seconds write it.
+#[allow(dead_code)] // unused without a preset that signs seconds
+pub(super) fn unix_seconds(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The example headers of a scheme that sends its signature and its signed
+/// time in two headers: `signature` with `sign(time)` and `timestamp` with
+/// `time` in decimal. `time` is in the scheme's unit: [`unix_seconds`] or
+/// [`unix_millis`] of the example's instant.
+#[allow(dead_code)] // unused without such a preset
+pub(super) fn signature_and_time(
+    signature: &'static str,
+    timestamp: &'static str,
+    time: u64,
+    sign: impl FnOnce(u64) -> String,
+) -> Vec<(&'static str, String)> {
+    vec![(signature, sign(time)), (timestamp, time.to_string())]
+}
+
+/// `at` in whole Unix milliseconds (rounded down; 0 before 1970), as the
+/// examples of schemes that sign milliseconds write it.
+#[allow(dead_code)] // unused without a preset that signs milliseconds
+pub(super) fn unix_millis(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
 /// A key-text parser of a preset.
 #[allow(dead_code)] // unused without a public-key preset
 pub(super) type KeyText = fn(&str) -> Result<SigningSecret, KeyTextError>;
@@ -134,14 +183,15 @@ pub(super) type KeyText = fn(&str) -> Result<SigningSecret, KeyTextError>;
 #[allow(dead_code)] // the registry entries use what their presets need
 impl PresetInfo {
     /// The entry of a preset verifying with a shared secret used byte for
-    /// byte, signing no URL; `signed` gives the headers of its example.
-    pub(super) const fn hmac(
+    /// byte, signing no URL (the modifiers below say otherwise); `example`
+    /// says how its example is made.
+    pub(super) const fn new(
         name: &'static str,
         feature: &'static str,
         replay_window: Duration,
         headers: &'static [&'static str],
         build: fn(&str) -> Provider,
-        signed: SignedHeaders,
+        example: ExampleOf,
     ) -> Self {
         Self {
             name,
@@ -154,7 +204,7 @@ impl PresetInfo {
             build,
             secret: raw_secret,
             public_key: None,
-            example: ExampleOf::Signed(signed),
+            example,
         }
     }
 
@@ -171,22 +221,6 @@ impl PresetInfo {
     /// The same entry with other key material.
     pub(super) const fn keys(self, key: KeyKind, secret: KeyText, public_key: Option<KeyText>) -> Self {
         Self { key, secret, public_key, ..self }
-    }
-
-    /// The entry of a preset whose example is not a plain HMAC delivery to
-    /// `POST /` (another key kind, URI or body): `example` makes it whole.
-    pub(super) const fn other(
-        name: &'static str,
-        feature: &'static str,
-        replay_window: Duration,
-        headers: &'static [&'static str],
-        build: fn(&str) -> Provider,
-        example: fn(&str, u64, &[u8]) -> Example,
-    ) -> Self {
-        Self {
-            example: ExampleOf::Whole(example),
-            ..Self::hmac(name, feature, replay_window, headers, build, no_headers)
-        }
     }
 }
 
@@ -254,13 +288,18 @@ impl PresetInfo {
     }
 
     /// A delivery the preset accepts: event key `id` where the scheme carries
-    /// one in a header, signed at `timestamp` (Unix seconds) over `body`,
-    /// with a fixed test key. Schemes that read the body check what it
-    /// carries: Linear wants `webhookTimestamp` (Unix milliseconds) in it.
-    /// An `id` that cannot be a header value leaves that header out.
-    pub fn example(&self, id: &str, timestamp: u64, body: &[u8]) -> Example {
+    /// one in a header, signed at `at` over `body`, with a fixed test key.
+    /// The scheme writes `at` in its own unit, truncating what it cannot
+    /// carry: whole seconds for most, milliseconds for Front, Webflow,
+    /// Recurly and HubSpot, RFC 3339 text to the second for Box, Twitch and
+    /// Zendesk. Schemes that read the
+    /// body check what it carries: Linear wants `webhookTimestamp` (Unix
+    /// milliseconds) in it. An `id` that cannot be a header value leaves
+    /// that header out; a scheme that reads its key from the body (Stripe,
+    /// Front, most presets) ignores `id`: put the event id in `body`.
+    pub fn example(&self, id: &str, at: SystemTime, body: &[u8]) -> Example {
         match self.example {
-            ExampleOf::Whole(example) => example(id, timestamp, body),
+            ExampleOf::Whole(example) => example(id, at, body),
             ExampleOf::Signed(signed) => {
                 let url = match self.url {
                     UrlArg::None => "",
@@ -268,7 +307,7 @@ impl PresetInfo {
                     UrlArg::PublicBaseUrl => EXAMPLE_BASE,
                 };
                 let secret = example_secret();
-                let headers = signed(&secret, id, timestamp, body);
+                let headers = signed(&secret, id, at, body);
                 Example {
                     provider: (self.build)(url),
                     secrets: vec![secret],
@@ -325,12 +364,6 @@ pub(super) fn example_parts(uri: &str, headers: Vec<(&'static str, String)>) -> 
         }
     }
     parts
-}
-
-/// The signed headers of a preset whose example is made whole.
-#[allow(dead_code)] // unused without such a preset
-pub(super) fn no_headers(_: &SigningSecret, _: &str, _: u64, _: &[u8]) -> Vec<(&'static str, String)> {
-    Vec::new()
 }
 
 /// A public-key preset's example: `POST /` with `headers`, verified by

@@ -221,17 +221,19 @@ impl crate::provider::Provider {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     "sendgrid",
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER, TIMESTAMP_HEADER],
     |_| Provider::sendgrid(),
-    |_, ts, body| {
+    super::ExampleOf::Whole(|_, at, body| {
         let key = p256::ecdsa::SigningKey::from_slice(&[9; 32]).expect("a valid P-256 scalar");
-        let headers = vec![(SIGNATURE_HEADER, sign(&key, ts, body)), (TIMESTAMP_HEADER, ts.to_string())];
+        let headers = super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, super::unix_seconds(at), |ts| {
+            sign(&key, ts, body)
+        });
         super::asymmetric_example(Provider::sendgrid(), public_key_base64(key.verifying_key()), headers, body)
-    },
+    }),
 )
 .keys(super::KeyKind::PublicKey, super::raw_secret, Some(super::raw_secret));
 

@@ -107,7 +107,7 @@ hmac_preset! {
     /// `slack`.
     fn slack() = Provider::new(NAME, SlackVerifier::new(), event_identity).challenge(url_verification);
     headers: [TIMESTAMP_HEADER, RETRY_NUM_HEADER, RETRY_REASON_HEADER];
-    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())];
+    signed: |s, _, at, b| super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, super::unix_seconds(at), |ts| sign(s, ts, b));
 }
 
 /// The retry count header on redeliveries (informational; not read here).

@@ -123,13 +123,13 @@ impl crate::provider::Provider {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::hmac(
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     "square",
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER],
     |url| Provider::square(url),
-    |s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, super::EXAMPLE_SQUARE_URL, b))],
+    super::ExampleOf::Signed(|s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, super::EXAMPLE_SQUARE_URL, b))]),
 )
 .signing(super::UrlArg::NotificationUrl);
 

@@ -143,13 +143,13 @@ impl Provider {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::hmac(
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     NAME,
     REPLAY_WINDOW,
     &[TOKEN_HEADER],
     |_| Provider::telegram(),
-    |s, _, _, _| vec![(TOKEN_HEADER, sign(s))],
+    super::ExampleOf::Signed(|s, _, _, _| vec![(TOKEN_HEADER, sign(s))]),
 )
 .shared_token();
 

@@ -521,13 +521,13 @@ impl crate::provider::Provider {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     "twilio",
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER, SIGNATURE_SETTINGS_HEADER, IDEMPOTENCY_HEADER, "content-type"],
     |url| Provider::twilio(url),
-    |id, _, body| {
+    super::ExampleOf::Whole(|id, _, body| {
         // A JSON body is signed through `bodySHA256` in the URL's query.
         let uri = format!("/hook?bodySHA256={}", body_sha256(body));
         let sig = sign(&super::example_secret(), &format!("{}{uri}", super::EXAMPLE_BASE), &[]);
@@ -542,7 +542,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
             parts: super::example_parts(&uri, headers),
             body: body.to_vec(),
         }
-    },
+    }),
 )
 .signing(super::UrlArg::PublicBaseUrl);
 

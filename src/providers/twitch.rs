@@ -125,7 +125,7 @@ hmac_preset! {
     /// The CLI name is `twitch`.
     fn twitch() = Provider::new(NAME, TwitchVerifier::new(), message_identity).challenge(CallbackVerification);
     headers: [MESSAGE_ID_HEADER, TIMESTAMP_HEADER, MESSAGE_TYPE_HEADER, SUBSCRIPTION_TYPE_HEADER];
-    signed: |s, id, ts, b| { let stamp = format_timestamp(ts); vec![ (SIGNATURE_HEADER, sign(s, id, &stamp, b)), (MESSAGE_ID_HEADER, id.to_owned()), (TIMESTAMP_HEADER, stamp), (MESSAGE_TYPE_HEADER, "notification".to_owned()), ] };
+    signed: |s, id, at, b| { let stamp = format_timestamp(super::unix_seconds(at)); vec![ (SIGNATURE_HEADER, sign(s, id, &stamp, b)), (MESSAGE_ID_HEADER, id.to_owned()), (TIMESTAMP_HEADER, stamp), (MESSAGE_TYPE_HEADER, "notification".to_owned()), ] };
 }
 
 fn expected(secret: &SigningSecret, id: &str, timestamp: &str, body: &[u8]) -> [u8; 32] {

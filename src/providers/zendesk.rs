@@ -81,7 +81,7 @@ hmac_preset! {
     /// extractor (see the module docs).
     fn zendesk() = super::json_keyed(NAME, ZendeskVerifier::new(), "/id", "/type");
     headers: [TIMESTAMP_HEADER];
-    signed: |s, _, ts, b| signed_headers(s, ts, b);
+    signed: |s, _, at, b| signed_headers(s, super::unix_seconds(at), b);
 }
 
 /// The `X-Zendesk-Webhook-Signature` value Zendesk would send for `body`
@@ -99,10 +99,9 @@ fn signed_headers(secret: &SigningSecret, unix_seconds: u64, body: &[u8]) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
-    use crate::providers::testing::{fixture_files, TwoHeaders};
-    use crate::test_support::{at, headers, NOW};
-    use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
+    use crate::providers::testing::TwoHeaders;
+    use crate::test_support::NOW;
+    use crate::verify::VerifyErrorKind;
 
     fn two_headers(body: &[u8]) -> TwoHeaders<'_> {
         let mut t = TwoHeaders::hmac(ZendeskVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, |s, ts, b| {
@@ -110,24 +109,6 @@ mod tests {
         });
         t.timestamp = super::super::rfc3339::format(NOW);
         t
-    }
-
-    /// Hand-computed from the documented formula with Python's `hmac`
-    /// (Zendesk publishes no verifying SDK and no vector); see
-    /// `scripts/fixtures/zendesk.py`: 301 s on it is too old.
-    /// The rest of the fixture is checked in `providers::fixtures`.
-    #[test]
-    fn hand_computed_fixture() {
-        let (body, expected, secret) = fixture_files("zendesk");
-        let h = |n: &str| expected["headers"][n].as_str().unwrap();
-        let (signature, ts) = (h("X-Zendesk-Webhook-Signature"), h("X-Zendesk-Webhook-Signature-Timestamp"));
-        let p = headers(&[(SIGNATURE_HEADER, signature), (TIMESTAMP_HEADER, ts)]);
-        let now = u64::try_from(super::super::rfc3339::parse(ts).unwrap()).unwrap();
-        let secrets = [secret];
-        let verify = |body: &[u8], now: u64| {
-            ZendeskVerifier::new().verify(&Delivery::new(&p, body, &secrets, at(now))).map_err(|e| e.kind())
-        };
-        assert_eq!(verify(body, now + 301), Err(VerifyErrorKind::TimestampTooOld));
     }
 
     #[test]
@@ -155,7 +136,5 @@ mod tests {
     fn rotation_tolerance_and_replay() {
         two_headers(br#"{"id":"1"}"#)
             .check_rotation_tolerance_and_replay(ZendeskVerifier::new().tolerance(Duration::from_secs(600)));
-        assert_eq!(DEFAULT_TOLERANCE, Duration::from_secs(300));
-        assert_eq!(Provider::zendesk().name(), "zendesk");
     }
 }

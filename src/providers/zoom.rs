@@ -103,7 +103,7 @@ hmac_preset! {
     /// type `event`, and the [`UrlValidation`] handshake. The CLI name is `zoom`.
     fn zoom() = Provider::new(NAME, ZoomVerifier::new(), event_identity).challenge(UrlValidation);
     headers: [TIMESTAMP_HEADER];
-    signed: |s, _, ts, b| vec![(SIGNATURE_HEADER, sign(s, ts, b)), (TIMESTAMP_HEADER, ts.to_string())];
+    signed: |s, _, at, b| super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, super::unix_seconds(at), |ts| sign(s, ts, b));
 }
 
 /// The `event` of Zoom's endpoint validation request.

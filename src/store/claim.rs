@@ -122,26 +122,19 @@ pub enum ClaimOrder {
 const LOOKUP_FIRST_ABOVE: u32 = 65_536 / 3;
 
 impl ClaimStoreBuilder {
-    /// The claim transaction's isolation level (default READ COMMITTED).
-    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
-        self.isolation = level;
-        self
-    }
+    setters! {
+        /// The claim transaction's isolation level (default READ COMMITTED).
+        pub fn isolation_level(level: IsolationLevel) => isolation = level;
 
-    /// How long a claim keeps checking an event another claim holds before
-    /// answering [`Claim::InFlight`] (default 5 s; zero: check once). No
-    /// connection is held between checks.
-    pub fn in_flight_wait(mut self, wait: Duration) -> Self {
-        self.in_flight_wait = wait;
-        self
-    }
+        /// How long a claim keeps checking an event another claim holds before
+        /// answering [`Claim::InFlight`] (default 5 s; zero: check once). No
+        /// connection is held between checks.
+        pub fn in_flight_wait(wait: Duration) => in_flight_wait = wait;
 
-    /// Whether a claim looks up a `done` row first or claims first (default
-    /// [`ClaimOrder::Adaptive`]: chosen from the recent share of duplicates);
-    /// see [`ClaimOrder`] for what each costs. BENCHMARKS.md compares them.
-    pub fn order(mut self, order: ClaimOrder) -> Self {
-        self.order = order;
-        self
+        /// Whether a claim looks up a `done` row first or claims first (default
+        /// [`ClaimOrder::Adaptive`]: chosen from the recent share of duplicates);
+        /// see [`ClaimOrder`] for what each costs. BENCHMARKS.md compares them.
+        pub fn order(order: ClaimOrder) => order = order;
     }
 
     /// Pins the order: `true` is [`ClaimOrder::LookupFirst`], `false`

@@ -85,85 +85,75 @@ impl StoreConfig {
         }
     }
 
-    /// The PostgreSQL schema holding the tables (default
-    /// `webhook_idempotency`): a plain identifier (lower-case ASCII letters,
-    /// digits and `_`, not starting with a digit, at most 63 bytes), checked
-    /// when a part is built; migrate it with
-    /// [`migrate_schema`](super::migrate_schema).
-    pub fn schema(mut self, schema: impl Into<String>) -> Self {
-        self.schema = schema.into();
-        self
-    }
+    setters! {
+        /// The PostgreSQL schema holding the tables (default
+        /// `webhook_idempotency`): a plain identifier (lower-case ASCII letters,
+        /// digits and `_`, not starting with a digit, at most 63 bytes), checked
+        /// when a part is built; migrate it with
+        /// [`migrate_schema`](super::migrate_schema).
+        pub fn schema(schema: impl Into<String>) => schema = schema.into();
 
-    /// How long to wait for a pooled connection (default 5 s); past it the
-    /// step fails with [`StoreErrorKind::PoolTimeout`](crate::error::StoreErrorKind::PoolTimeout)
-    /// (the layer answers 503 + `Retry-After`).
-    pub fn pool_timeout(mut self, timeout: Duration) -> Self {
-        self.pool_timeout = timeout;
-        self
-    }
+        /// How long to wait for a pooled connection (default 5 s); past it the
+        /// step fails with [`StoreErrorKind::PoolTimeout`](crate::error::StoreErrorKind::PoolTimeout)
+        /// (the layer answers 503 + `Retry-After`).
+        pub fn pool_timeout(timeout: Duration) => pool_timeout = timeout;
 
-    /// The client-side deadline of each database step on the request path
-    /// and in the workers (default 2 s): one claim attempt, the commit check
-    /// with its COMMIT, the failure record, an inbox accept, a lease. Well
-    /// under the senders' own timeouts (Slack 3 s, Shopify 5 s, GitHub 10 s).
-    /// A step past it has its connection discarded (detached from the pool,
-    /// its statement cancelled, closed), never pooled; the layer answers
-    /// 503 and `Retry-After`, and a COMMIT whose answer never came is an unknown
-    /// outcome (the retry finds the event done, or claims it again). It
-    /// covers what PostgreSQL's own timeouts cannot: a network that stops
-    /// answering without closing (a NAT or firewall dropping the
-    /// connection's mapping), where the server never sees the statement.
-    /// Operator actions, retention and migrations have no client-side
-    /// deadline.
-    pub fn database_timeout(mut self, timeout: Duration) -> Self {
-        self.database_timeout = timeout;
-        self
-    }
+        /// The client-side deadline of each database step on the request path
+        /// and in the workers (default 2 s): one claim attempt, the commit check
+        /// with its COMMIT, the failure record, an inbox accept, a lease. Well
+        /// under the senders' own timeouts (Slack 3 s, Shopify 5 s, GitHub 10 s).
+        /// A step past it has its connection discarded (detached from the pool,
+        /// its statement cancelled, closed), never pooled; the layer answers
+        /// 503 and `Retry-After`, and a COMMIT whose answer never came is an unknown
+        /// outcome (the retry finds the event done, or claims it again). It
+        /// covers what PostgreSQL's own timeouts cannot: a network that stops
+        /// answering without closing (a NAT or firewall dropping the
+        /// connection's mapping), where the server never sees the statement.
+        /// Operator actions, retention and migrations have no client-side
+        /// deadline.
+        pub fn database_timeout(timeout: Duration) => database_timeout = timeout;
 
-    /// Set when the pool's connections go through a transaction-mode pooler
-    /// (PgBouncer `pool_mode = transaction`, Supavisor, RDS Proxy), which may
-    /// run each transaction on another server session, where a cached
-    /// prepared statement does not exist (SQLSTATE 26000). Every part then
-    /// sends its statements unnamed, with their parameter types, in one
-    /// round trip each, and caches no prepared statement on the connection;
-    /// [`TxClient::prepare_cached`](crate::TxClient::prepare_cached) prepares
-    /// afresh too. The handler's own statements must do the same:
-    /// `TxClient::execute(sql_text, ..)` and `query(..)` with text are fine
-    /// (prepared and closed inside the transaction). Default off: statements
-    /// are prepared once per pooled connection.
-    ///
-    /// # Switched on by itself
-    /// Left off behind such a pooler, the pool switches itself at the first
-    /// named statement that fails there: SQLSTATE 26000 (`prepared statement
-    /// "s3" does not exist`: prepared on one server session, run on another)
-    /// or 42P05 (`prepared statement "s3" already exists`: another client's
-    /// statement of that name on this server session). From the next step
-    /// on, every part on the same pool (the layer, the workers, the operator
-    /// API, whichever `StoreConfig` built them) sends unnamed statements, as
-    /// if this were set, for the life of the pool; one WARN per pool names
-    /// this setting. No delivery is lost or doubled on the way:
-    /// - a failed autocommit step (the duplicate lookup, an inbox accept) or
-    ///   the claim transaction's first statement ran nothing (the failure is
-    ///   at Parse or Bind): it is re-run once, unnamed; for the claim, after
-    ///   a confirmed `ROLLBACK`, the whole transaction from `BEGIN`, since a
-    ///   26000 aborts the transaction it occurs in;
-    /// - a failure later in the claim's transaction (the fenced commit's
-    ///   check, an enqueue, a handler statement through
-    ///   [`TxClient`](crate::TxClient)'s wrappers) aborted the handler's
-    ///   work, which cannot be re-run here: it is rolled back, the attempt
-    ///   recorded, and the sender answered 503 + `Retry-After`; its retry
-    ///   runs unnamed.
-    ///
-    /// Set it anyway: the switch costs the first deliveries a retry and a
-    /// few of them a 503, and a named statement may meet another process's
-    /// statement of the same name with compatible parameters before any
-    /// error shows. PgBouncer docs, "Features" (prepared statements in
-    /// transaction pooling, <https://www.pgbouncer.org/features.html>);
-    /// PostgreSQL docs, "PostgreSQL Error Codes" (26000, 42P05).
-    pub fn transaction_pooler(mut self, behind_pooler: bool) -> Self {
-        self.transaction_pooler = behind_pooler;
-        self
+        /// Set when the pool's connections go through a transaction-mode pooler
+        /// (PgBouncer `pool_mode = transaction`, Supavisor, RDS Proxy), which may
+        /// run each transaction on another server session, where a cached
+        /// prepared statement does not exist (SQLSTATE 26000). Every part then
+        /// sends its statements unnamed, with their parameter types, in one
+        /// round trip each, and caches no prepared statement on the connection;
+        /// [`TxClient::prepare_cached`](crate::TxClient::prepare_cached) prepares
+        /// afresh too. The handler's own statements must do the same:
+        /// `TxClient::execute(sql_text, ..)` and `query(..)` with text are fine
+        /// (prepared and closed inside the transaction). Default off: statements
+        /// are prepared once per pooled connection.
+        ///
+        /// # Switched on by itself
+        /// Left off behind such a pooler, the pool switches itself at the first
+        /// named statement that fails there: SQLSTATE 26000 (`prepared statement
+        /// "s3" does not exist`: prepared on one server session, run on another)
+        /// or 42P05 (`prepared statement "s3" already exists`: another client's
+        /// statement of that name on this server session). From the next step
+        /// on, every part on the same pool (the layer, the workers, the operator
+        /// API, whichever `StoreConfig` built them) sends unnamed statements, as
+        /// if this were set, for the life of the pool; one WARN per pool names
+        /// this setting. No delivery is lost or doubled on the way:
+        /// - a failed autocommit step (the duplicate lookup, an inbox accept) or
+        ///   the claim transaction's first statement ran nothing (the failure is
+        ///   at Parse or Bind): it is re-run once, unnamed; for the claim, after
+        ///   a confirmed `ROLLBACK`, the whole transaction from `BEGIN`, since a
+        ///   26000 aborts the transaction it occurs in;
+        /// - a failure later in the claim's transaction (the fenced commit's
+        ///   check, an enqueue, a handler statement through
+        ///   [`TxClient`](crate::TxClient)'s wrappers) aborted the handler's
+        ///   work, which cannot be re-run here: it is rolled back, the attempt
+        ///   recorded, and the sender answered 503 + `Retry-After`; its retry
+        ///   runs unnamed.
+        ///
+        /// Set it anyway: the switch costs the first deliveries a retry and a
+        /// few of them a 503, and a named statement may meet another process's
+        /// statement of the same name with compatible parameters before any
+        /// error shows. PgBouncer docs, "Features" (prepared statements in
+        /// transaction pooling, <https://www.pgbouncer.org/features.html>);
+        /// PostgreSQL docs, "PostgreSQL Error Codes" (26000, 42P05).
+        pub fn transaction_pooler(behind_pooler: bool) => transaction_pooler = behind_pooler;
     }
 
     /// The TLS connector for cancel requests: give it the one the pool's

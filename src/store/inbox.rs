@@ -245,12 +245,11 @@ impl Inbox {
         }
     }
 
-    /// Tags every accepted row with `key` (see [`IntegrityKey`]), for
-    /// workers configured with the same key.
-    #[must_use]
-    pub fn with_integrity_key(mut self, key: IntegrityKey) -> Self {
-        self.integrity = Some(key);
-        self
+    setters! {
+        /// Tags every accepted row with `key` (see [`IntegrityKey`]), for
+        /// workers configured with the same key.
+        #[must_use]
+        pub fn with_integrity_key(key: IntegrityKey) => integrity = Some(key);
     }
 
     /// The notification channel of this inbox (`webhook_inbox_` and 16 hex

@@ -66,19 +66,15 @@ impl Effect {
         }
     }
 
-    /// Which of the event's effects named so this is (default 0, at most
-    /// `i32::MAX`): a handler that sends two receipts for one event enqueues
-    /// ordinals 0 and 1.
-    pub fn ordinal(mut self, ordinal: u32) -> Self {
-        self.ordinal = ordinal;
-        self
-    }
+    setters! {
+        /// Which of the event's effects named so this is (default 0, at most
+        /// `i32::MAX`): a handler that sends two receipts for one event enqueues
+        /// ordinals 0 and 1.
+        pub fn ordinal(ordinal: u32) => ordinal = ordinal;
 
-    /// Runs no earlier than `at` (default: as soon as the transaction
-    /// commits).
-    pub fn not_before(mut self, at: SystemTime) -> Self {
-        self.not_before = Some(at);
-        self
+        /// Runs no earlier than `at` (default: as soon as the transaction
+        /// commits).
+        pub fn not_before(at: SystemTime) => not_before = Some(at);
     }
 
     /// The effect's name.

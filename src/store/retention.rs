@@ -77,43 +77,30 @@ impl RetentionBuilder {
         self
     }
 
-    /// The window of providers not named with [`window`](Self::window)
-    /// (default [`DEFAULT_REPLAY_WINDOW`], 30 days).
-    pub fn default_window(mut self, window: Duration) -> Self {
-        self.default_window = window;
-        self
-    }
+    setters! {
+        /// The window of providers not named with [`window`](Self::window)
+        /// (default [`DEFAULT_REPLAY_WINDOW`], 30 days).
+        pub fn default_window(window: Duration) => default_window = window;
 
-    /// Rows deleted per statement (default 1,000): each batch is a short
-    /// transaction of its own.
-    pub fn batch_size(mut self, rows: u32) -> Self {
-        self.batch_size = rows;
-        self
-    }
+        /// Rows deleted per statement (default 1,000): each batch is a short
+        /// transaction of its own.
+        pub fn batch_size(rows: u32) => batch_size = rows;
 
-    /// The pause between batches (default 50 ms), leaving the database to
-    /// the deliveries.
-    pub fn pause(mut self, pause: Duration) -> Self {
-        self.pause = pause;
-        self
-    }
+        /// The pause between batches (default 50 ms), leaving the database to
+        /// the deliveries.
+        pub fn pause(pause: Duration) => pause = pause;
 
-    /// Accepts windows shorter than the provider's documented replay window.
-    /// A replay after the purge is then processed again.
-    pub fn allow_short_window(mut self, allow: bool) -> Self {
-        self.allow_short = allow;
-        self
-    }
+        /// Accepts windows shorter than the provider's documented replay window.
+        /// A replay after the purge is then processed again.
+        pub fn allow_short_window(allow: bool) => allow_short = allow;
 
-    /// Keep delivered (`done`) outbox rows for `window` after their delivery
-    /// (default [`DEFAULT_OUTBOX_WINDOW`], 30 days): the record of what was
-    /// sent, with its remote reference, for operators. `pending`, `running`,
-    /// `uncertain` and `dead` rows are never purged. A purged row's event is
-    /// still deduplicated by its own row in the events table, so an effect
-    /// cannot be enqueued again while that row is kept.
-    pub fn outbox_window(mut self, window: Duration) -> Self {
-        self.outbox_window = window;
-        self
+        /// Keep delivered (`done`) outbox rows for `window` after their delivery
+        /// (default [`DEFAULT_OUTBOX_WINDOW`], 30 days): the record of what was
+        /// sent, with its remote reference, for operators. `pending`, `running`,
+        /// `uncertain` and `dead` rows are never purged. A purged row's event is
+        /// still deduplicated by its own row in the events table, so an effect
+        /// cannot be enqueued again while that row is kept.
+        pub fn outbox_window(window: Duration) => outbox_window = window;
     }
 
     /// Checks the windows and builds.

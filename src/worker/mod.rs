@@ -235,10 +235,9 @@ impl<W> WorkerBuilder<W> {
         &mut self.work
     }
 
-    /// Leases only rows whose kind's filter column is one of `names`.
-    pub(crate) fn only(mut self, names: Vec<String>) -> Self {
-        self.settings.only = Some(names);
-        self
+    setters! {
+        /// Leases only rows whose kind's filter column is one of `names`.
+        pub(crate) fn only(names: Vec<String>) => settings.only = Some(names);
     }
 
     /// Only rows of this provider (default: all): the layer's [`Provider`](crate::Provider)
@@ -262,74 +261,49 @@ impl<W> WorkerBuilder<W> {
         self
     }
 
-    /// Only rows of this scope (default: all).
-    pub fn scope(mut self, scope: impl Into<String>) -> Self {
-        self.settings.scope = Some(scope.into());
-        self
-    }
+    setters! {
+        /// Only rows of this scope (default: all).
+        pub fn scope(scope: impl Into<String>) => settings.scope = Some(scope.into());
 
-    /// Items processed at once (default 4). Each holds a pooled connection
-    /// for its run's duration; size the pool above it.
-    pub fn concurrency(mut self, n: usize) -> Self {
-        self.settings.concurrency = n;
-        self
-    }
+        /// Items processed at once (default 4). Each holds a pooled connection
+        /// for its run's duration; size the pool above it.
+        pub fn concurrency(n: usize) => settings.concurrency = n;
 
-    /// Rows leased per statement (default: the free slots, up to the
-    /// concurrency). Each row is still processed in its own transaction.
-    pub fn batch_size(mut self, n: usize) -> Self {
-        self.settings.batch_size = Some(n);
-        self
-    }
+        /// Rows leased per statement (default: the free slots, up to the
+        /// concurrency). Each row is still processed in its own transaction.
+        pub fn batch_size(n: usize) => settings.batch_size = Some(n);
 
-    /// The least time between two lease statements while some slots are busy
-    /// (default [`DEFAULT_FETCH_COOLDOWN`], 5 ms; `Duration::ZERO` leases as
-    /// soon as a slot frees). Slots that free meanwhile are filled by one
-    /// statement, so one durable lease commit serves several rows; every
-    /// leased row still starts at once (nothing waits leased, so nothing
-    /// can go stale, be lost with the process or run on a lease another
-    /// worker took). River's producer has the same setting (`FetchCooldown`,
-    /// 100 ms by default there). A notification or a retry coming due waits
-    /// for it; all slots free does not. It is never longer than the poll
-    /// interval (a longer one counts as the poll interval). Measured in
-    /// BENCHMARKS.md ("fetch cooldown"): at concurrency 16, 16 rows per lease
-    /// instead of 6.
-    pub fn fetch_cooldown(mut self, cooldown: Duration) -> Self {
-        self.settings.fetch_cooldown = cooldown;
-        self
-    }
+        /// The least time between two lease statements while some slots are busy
+        /// (default [`DEFAULT_FETCH_COOLDOWN`], 5 ms; `Duration::ZERO` leases as
+        /// soon as a slot frees). Slots that free meanwhile are filled by one
+        /// statement, so one durable lease commit serves several rows; every
+        /// leased row still starts at once (nothing waits leased, so nothing
+        /// can go stale, be lost with the process or run on a lease another
+        /// worker took). River's producer has the same setting (`FetchCooldown`,
+        /// 100 ms by default there). A notification or a retry coming due waits
+        /// for it; all slots free does not. It is never longer than the poll
+        /// interval (a longer one counts as the poll interval). Measured in
+        /// BENCHMARKS.md ("fetch cooldown"): at concurrency 16, 16 rows per lease
+        /// instead of 6.
+        pub fn fetch_cooldown(cooldown: Duration) => settings.fetch_cooldown = cooldown;
 
-    /// How long a lease lasts without renewal (default 30 s; at least 1 s).
-    /// Renewed every third of it while the item runs.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.settings.lease = lease;
-        self
-    }
+        /// How long a lease lasts without renewal (default 30 s; at least 1 s).
+        /// Renewed every third of it while the item runs.
+        pub fn lease(lease: Duration) => settings.lease = lease;
 
-    /// How often to look for due rows without a notification (default 1 s).
-    pub fn poll_interval(mut self, interval: Duration) -> Self {
-        self.settings.poll_interval = interval;
-        self
-    }
+        /// How often to look for due rows without a notification (default 1 s).
+        pub fn poll_interval(interval: Duration) => settings.poll_interval = interval;
 
-    /// The longest one run of the user's code may take (default 300 s); past
-    /// it the run fails and is retried.
-    pub fn handler_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.handler_timeout = timeout;
-        self
-    }
+        /// The longest one run of the user's code may take (default 300 s); past
+        /// it the run fails and is retried.
+        pub fn handler_timeout(timeout: Duration) => settings.handler_timeout = timeout;
 
-    /// How long work in hand may finish after shutdown is asked (default 10 s).
-    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.shutdown_timeout = timeout;
-        self
-    }
+        /// How long work in hand may finish after shutdown is asked (default 10 s).
+        pub fn shutdown_timeout(timeout: Duration) => settings.shutdown_timeout = timeout;
 
-    /// The retry policy for failed runs (default: retry for up to 3 days,
-    /// backoff capped at 1 h; see [`RetryPolicy`]).
-    pub fn retry(mut self, policy: RetryPolicy) -> Self {
-        self.settings.retry = policy;
-        self
+        /// The retry policy for failed runs (default: retry for up to 3 days,
+        /// backoff capped at 1 h; see [`RetryPolicy`]).
+        pub fn retry(policy: RetryPolicy) => settings.retry = policy;
     }
 
     /// Wakes the worker by `LISTEN` on a dedicated connection built from

@@ -10,6 +10,7 @@ use axum::routing::post;
 use axum::Router;
 use http::{Request, StatusCode};
 use serde_json::json;
+use std::time::{Duration, UNIX_EPOCH};
 use tower::ServiceExt;
 use webhook_idempotency::providers::*;
 use webhook_idempotency::{Provider, SigningSecret, WebhookLayer};
@@ -479,8 +480,15 @@ async fn every_registry_preset_example_goes_through_the_layer() {
     let (mut ran, mut skipped) = (Vec::new(), Vec::new());
     for preset in all() {
         let readable = (0..2).map(|shape| {
-            let examples: Vec<Example> =
-                (1..=2).map(|n| preset.example(&format!("delivery-{n}"), now, &registry_body(n, now, shape))).collect();
+            let examples: Vec<Example> = (1..=2)
+                .map(|n| {
+                    preset.example(
+                        &format!("delivery-{n}"),
+                        UNIX_EPOCH + Duration::from_secs(now),
+                        &registry_body(n, now, shape),
+                    )
+                })
+                .collect();
             examples.iter().all(|ex| ex.provider.identify(&ex.parts, &ex.body).is_ok()).then_some(examples)
         });
         let Some(examples) = readable.flatten().next() else {

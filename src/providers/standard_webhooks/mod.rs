@@ -227,10 +227,9 @@ impl StandardWebhooksVerifier {
         Self { names: Names::Svix, tolerance: DEFAULT_TOLERANCE }
     }
 
-    /// Sets how far (both directions) the timestamp header may be from now.
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = tolerance;
-        self
+    setters! {
+        /// Sets how far (both directions) the timestamp header may be from now.
+        pub fn tolerance(tolerance: Duration) => tolerance = tolerance;
     }
 }
 
@@ -422,24 +421,26 @@ pub(crate) fn example(
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::other(
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     "standard-webhooks",
     REPLAY_WINDOW,
     &[ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER],
     |_| Provider::standard_webhooks(),
-    |id, ts, body| example(Provider::standard_webhooks(), false, id, ts, body),
+    super::ExampleOf::Whole(|id, at, body| {
+        example(Provider::standard_webhooks(), false, id, super::unix_seconds(at), body)
+    }),
 )
 .keys(super::KeyKind::Whsec, whsec_text, Some(whpk_text));
 
 /// The registry entry of the Svix preset (see [`REGISTRY`](super::REGISTRY)).
-pub(crate) const SVIX_PRESET: super::PresetInfo = super::PresetInfo::other(
+pub(crate) const SVIX_PRESET: super::PresetInfo = super::PresetInfo::new(
     SVIX_NAME,
     "standard-webhooks",
     REPLAY_WINDOW,
     &[SVIX_ID_HEADER, SVIX_TIMESTAMP_HEADER, SVIX_SIGNATURE_HEADER, ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER],
     |_| Provider::svix(),
-    |id, ts, body| example(Provider::svix(), true, id, ts, body),
+    super::ExampleOf::Whole(|id, at, body| example(Provider::svix(), true, id, super::unix_seconds(at), body)),
 )
 .keys(super::KeyKind::Whsec, whsec_text, Some(whpk_text));
 

@@ -186,15 +186,14 @@ impl Admin {
         Ok(Self { db: db.without_deadline(), retention, t, audit, outbox, unserved_after: DEFAULT_UNSERVED_AFTER })
     }
 
-    /// How long inbox rows may be due with none of their provider and scope
-    /// running before [`Stats::due`] calls them unserved (and the
-    /// `webhook_inbox_unserved_events` gauge counts them): default
-    /// [`DEFAULT_UNSERVED_AFTER`], 5 minutes. Keep it well above the workers'
-    /// poll interval and lease.
-    #[must_use]
-    pub fn unserved_after(mut self, after: Duration) -> Self {
-        self.unserved_after = after;
-        self
+    setters! {
+        /// How long inbox rows may be due with none of their provider and scope
+        /// running before [`Stats::due`] calls them unserved (and the
+        /// `webhook_inbox_unserved_events` gauge counts them): default
+        /// [`DEFAULT_UNSERVED_AFTER`], 5 minutes. Keep it well above the workers'
+        /// poll interval and lease.
+        #[must_use]
+        pub fn unserved_after(after: Duration) => unserved_after = after;
     }
 
     async fn query(&self, step: &str, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, StoreError> {

@@ -58,94 +58,61 @@ impl HmacVerifier {
 }
 
 impl HmacVerifierBuilder {
-    /// The HMAC hash (default SHA-256).
-    pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
-        self.inner.algorithm = algorithm;
-        self
-    }
+    setters! {
+        /// The HMAC hash (default SHA-256).
+        pub fn algorithm(algorithm: Algorithm) => inner.algorithm = algorithm;
 
-    /// How signatures are written (default hex).
-    pub fn encoding(mut self, encoding: Encoding) -> Self {
-        self.inner.encoding = encoding;
-        self
-    }
+        /// How signatures are written (default hex).
+        pub fn encoding(encoding: Encoding) => inner.encoding = encoding;
 
-    /// Text before each signature (`sha256=`, `v1=`, `v1,`); entries without
-    /// it are ignored as other schemes. Not with [`key_value`](Self::key_value).
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.inner.prefix = prefix.into();
-        self
-    }
+        /// Text before each signature (`sha256=`, `v1=`, `v1,`); entries without
+        /// it are ignored as other schemes. Not with [`key_value`](Self::key_value).
+        pub fn prefix(prefix: impl Into<String>) => inner.prefix = prefix.into();
 
-    /// The signature header is a list of `key=value` entries (Stripe's
-    /// `t=...,v1=...`, Paddle's `ts=...;h1=...`, PagerDuty's `v1=...,v1=...`,
-    /// Zoom's `v0=...`), separated by
-    /// [`signature_separator`](Self::signature_separator) if set: values
-    /// under `signature_key` are signatures, each exactly one tag (a value
-    /// that is not is skipped, or malformed when [`strict`](Self::strict));
-    /// other keys are ignored; an entry without `=` is
-    /// [`VerifyErrorKind::MalformedHeader`](crate::verify::VerifyErrorKind::MalformedHeader). A header with no signature
-    /// under the key is [`VerifyErrorKind::NoMatchingSignature`](crate::verify::VerifyErrorKind::NoMatchingSignature).
-    pub fn key_value(mut self, signature_key: impl Into<String>) -> Self {
-        self.inner.signature_key = Some(signature_key.into());
-        self
-    }
+        /// The signature header is a list of `key=value` entries (Stripe's
+        /// `t=...,v1=...`, Paddle's `ts=...;h1=...`, PagerDuty's `v1=...,v1=...`,
+        /// Zoom's `v0=...`), separated by
+        /// [`signature_separator`](Self::signature_separator) if set: values
+        /// under `signature_key` are signatures, each exactly one tag (a value
+        /// that is not is skipped, or malformed when [`strict`](Self::strict));
+        /// other keys are ignored; an entry without `=` is
+        /// [`VerifyErrorKind::MalformedHeader`](crate::verify::VerifyErrorKind::MalformedHeader).
+        /// A header with no signature under the key is
+        /// [`VerifyErrorKind::NoMatchingSignature`](crate::verify::VerifyErrorKind::NoMatchingSignature).
+        pub fn key_value(signature_key: impl Into<String>) => inner.signature_key = Some(signature_key.into());
 
-    /// The signed timestamp is the `key=value` header's entry under
-    /// `timestamp_key` (Stripe's `t`, Paddle's `ts`) instead of a header of
-    /// its own; missing, or given twice with different values, it is
-    /// [`VerifyErrorKind::MalformedHeader`](crate::verify::VerifyErrorKind::MalformedHeader). Needs
-    /// [`key_value`](Self::key_value) and
-    /// [`signature_separator`](Self::signature_separator).
-    pub fn timestamp_key(mut self, timestamp_key: impl Into<String>) -> Self {
-        self.inner.timestamp_key = Some(timestamp_key.into());
-        self
-    }
+        /// The signed timestamp is the `key=value` header's entry under
+        /// `timestamp_key` (Stripe's `t`, Paddle's `ts`) instead of a header of
+        /// its own; missing, or given twice with different values, it is
+        /// [`VerifyErrorKind::MalformedHeader`](crate::verify::VerifyErrorKind::MalformedHeader). Needs
+        /// [`key_value`](Self::key_value) and
+        /// [`signature_separator`](Self::signature_separator).
+        pub fn timestamp_key(timestamp_key: impl Into<String>) => inner.timestamp_key = Some(timestamp_key.into());
 
-    /// What is signed (default: the body alone).
-    pub fn signed_content(mut self, content: SignedContent) -> Self {
-        self.inner.content = content;
-        self
-    }
+        /// What is signed (default: the body alone).
+        pub fn signed_content(content: SignedContent) => inner.content = content;
 
-    /// Literal text signed before the [`SignedContent`] (Slack's and Zoom's
-    /// `v0:` in `v0:{timestamp}:{body}`).
-    pub fn content_prefix(mut self, literal: impl Into<String>) -> Self {
-        self.inner.content_prefix = literal.into();
-        self
-    }
+        /// Literal text signed before the [`SignedContent`] (Slack's and Zoom's
+        /// `v0:` in `v0:{timestamp}:{body}`).
+        pub fn content_prefix(literal: impl Into<String>) => inner.content_prefix = literal.into();
 
-    /// The header carrying the signed timestamp (in the
-    /// [`timestamp_format`](Self::timestamp_format), Unix seconds by default).
-    pub fn timestamp_header(mut self, name: &str) -> Self {
-        self.timestamp_header = Some(header_name(name));
-        self
-    }
+        /// The header carrying the signed timestamp (in the
+        /// [`timestamp_format`](Self::timestamp_format), Unix seconds by default).
+        pub fn timestamp_header(name: &str) => timestamp_header = Some(header_name(name));
 
-    /// How the signed timestamp is written (default Unix seconds).
-    pub fn timestamp_format(mut self, format: TimestampFormat) -> Self {
-        self.inner.timestamp_format = format;
-        self
-    }
+        /// How the signed timestamp is written (default Unix seconds).
+        pub fn timestamp_format(format: TimestampFormat) => inner.timestamp_format = format;
 
-    /// The header carrying the message id that is signed.
-    pub fn id_header(mut self, name: &str) -> Self {
-        self.id_header = Some(header_name(name));
-        self
-    }
+        /// The header carrying the message id that is signed.
+        pub fn id_header(name: &str) => id_header = Some(header_name(name));
 
-    /// How far the timestamp may be from now, both directions (default 300 s).
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.inner.tolerance = tolerance;
-        self
-    }
+        /// How far the timestamp may be from now, both directions (default 300 s).
+        pub fn tolerance(tolerance: Duration) => inner.tolerance = tolerance;
 
-    /// Several signatures in one header value, separated by `separator`
-    /// (`' '` for Standard Webhooks, `','` for PagerDuty). Any one matching
-    /// passes.
-    pub fn signature_separator(mut self, separator: char) -> Self {
-        self.inner.separator = Some(separator);
-        self
+        /// Several signatures in one header value, separated by `separator`
+        /// (`' '` for Standard Webhooks, `','` for PagerDuty). Any one matching
+        /// passes.
+        pub fn signature_separator(separator: char) => inner.separator = Some(separator);
     }
 
     /// Every signature must decode to exactly one tag of the algorithm's
@@ -168,12 +135,11 @@ impl HmacVerifierBuilder {
         self
     }
 
-    /// A preset's departures from the uniform behaviour
-    /// ([`Quirks::SLACK`], [`Quirks::STRIPE`], [`Quirks::SQUARE`]).
-    #[cfg_attr(not(any(feature = "slack", feature = "stripe", feature = "square")), allow(dead_code))]
-    pub(crate) fn quirks(mut self, quirks: Quirks) -> Self {
-        self.inner.quirks = quirks;
-        self
+    setters! {
+        /// A preset's departures from the uniform behaviour
+        /// ([`Quirks::SLACK`], [`Quirks::STRIPE`], [`Quirks::SQUARE`]).
+        #[cfg_attr(not(any(feature = "slack", feature = "stripe", feature = "square")), allow(dead_code))]
+        pub(crate) fn quirks(quirks: Quirks) => inner.quirks = quirks;
     }
 
     /// Checks the configuration.

@@ -578,70 +578,48 @@ mod tests {
             format!("v0={}", hex::encode(crate::verify::hmac_sha256(&secret, &[day_text.as_bytes(), b":", body])));
         let old_sig = format!("v0={}", hex::encode(crate::verify::hmac_sha256(&secret, &[b"day -1", b":", body])));
         let short = format!("v0={}", "ab".repeat(31));
-        let cases: Vec<(&str, &HmacVerifier, Vec<(&str, &str)>, u64, Result<(), VerifyErrorKind>)> = vec![
-            ("inside: valid", &inside, vec![("x-sig", &good)], NOW, Ok(())),
-            ("inside: no t", &inside, vec![("x-sig", "v1=00")], NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("inside: no v1", &inside, vec![("x-sig", "t=1")], NOW, Err(VerifyErrorKind::NoMatchingSignature)),
-            (
-                "inside: entry without =",
-                &inside,
-                vec![("x-sig", "t=1,junk")],
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            ("inside: two timestamps", &inside, vec![("x-sig", "t=1,t=2")], NOW, Err(VerifyErrorKind::MalformedHeader)),
-            ("inside: stale", &inside, vec![("x-sig", &good)], NOW + 301, Err(VerifyErrorKind::TimestampTooOld)),
-            ("millis: valid", &millis, vec![("x-sig", &ms_sig), ("x-ts", &ms)], NOW, Ok(())),
-            (
+        use VerifyErrorKind::{MalformedHeader, NoMatchingSignature, TimestampTooOld};
+        type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, u64, Result<(), VerifyErrorKind>);
+        let check = |label: &str, v: &HmacVerifier, cases: Vec<Case<'_>>| {
+            for (name, headers, now, want) in cases {
+                let p = parts(&headers);
+                let d = Delivery::new(&p, body, std::slice::from_ref(&secret), at(now));
+                assert_eq!(v.verify(&d).map_err(|e| e.kind()), want, "{label}: {name}");
+            }
+        };
+        check(
+            "inside",
+            &inside,
+            vec![
+                ("valid", vec![("x-sig", &good)], NOW, Ok(())),
+                ("no t", vec![("x-sig", "v1=00")], NOW, Err(MalformedHeader)),
+                ("no v1", vec![("x-sig", "t=1")], NOW, Err(NoMatchingSignature)),
+                ("entry without =", vec![("x-sig", "t=1,junk")], NOW, Err(MalformedHeader)),
+                ("two timestamps", vec![("x-sig", "t=1,t=2")], NOW, Err(MalformedHeader)),
+                ("stale", vec![("x-sig", &good)], NOW + 301, Err(TimestampTooOld)),
+            ],
+        );
+        check(
+            "millis",
+            &millis,
+            vec![
+                ("valid", vec![("x-sig", &ms_sig), ("x-ts", &ms)], NOW, Ok(())),
                 // Read as milliseconds: January 1970, refused by the age check before any HMAC.
-                "millis: seconds sent",
-                &millis,
-                vec![("x-sig", &ms_sig), ("x-ts", "1700000000")],
-                NOW,
-                Err(VerifyErrorKind::TimestampTooOld),
-            ),
-            (
-                "millis: short tag, strict",
-                &millis,
-                vec![("x-sig", &short), ("x-ts", &ms)],
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "millis: another version",
-                &millis,
-                vec![("x-sig", "v9=00"), ("x-ts", &ms)],
-                NOW,
-                Err(VerifyErrorKind::NoMatchingSignature),
-            ),
-            (
-                "millis: a fraction",
-                &millis,
-                vec![("x-sig", &ms_sig), ("x-ts", "1.7e12")],
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            ("custom: valid", &custom, vec![("x-sig", &day_sig), ("x-ts", &day_text)], day * 86_400, Ok(())),
-            (
-                "custom: unparsable",
-                &custom,
-                vec![("x-sig", &day_sig), ("x-ts", "yesterday")],
-                NOW,
-                Err(VerifyErrorKind::MalformedHeader),
-            ),
-            (
-                "custom: before 1970 is old",
-                &custom,
-                vec![("x-sig", &old_sig), ("x-ts", "day -1")],
-                NOW,
-                Err(VerifyErrorKind::TimestampTooOld),
-            ),
-        ];
-        for (name, v, headers, now, want) in cases {
-            let p = parts(&headers);
-            let d = Delivery::new(&p, body, std::slice::from_ref(&secret), at(now));
-            assert_eq!(v.verify(&d).map_err(|e| e.kind()), want, "{name}");
-        }
+                ("seconds sent", vec![("x-sig", &ms_sig), ("x-ts", "1700000000")], NOW, Err(TimestampTooOld)),
+                ("short tag, strict", vec![("x-sig", &short), ("x-ts", &ms)], NOW, Err(MalformedHeader)),
+                ("another version", vec![("x-sig", "v9=00"), ("x-ts", &ms)], NOW, Err(NoMatchingSignature)),
+                ("a fraction", vec![("x-sig", &ms_sig), ("x-ts", "1.7e12")], NOW, Err(MalformedHeader)),
+            ],
+        );
+        check(
+            "custom",
+            &custom,
+            vec![
+                ("valid", vec![("x-sig", &day_sig), ("x-ts", &day_text)], day * 86_400, Ok(())),
+                ("unparsable", vec![("x-sig", &day_sig), ("x-ts", "yesterday")], NOW, Err(MalformedHeader)),
+                ("before 1970 is old", vec![("x-sig", &old_sig), ("x-ts", "day -1")], NOW, Err(TimestampTooOld)),
+            ],
+        );
         // To the millisecond: 300.000 s passes, 300.001 s is too old.
         let p = parts(&[("x-sig", &ms_sig), ("x-ts", &ms)]);
         let secrets = std::slice::from_ref(&secret);

@@ -96,12 +96,11 @@ impl TokenHeaderVerifier {
         Self { header, scheme: None }
     }
 
-    /// The token follows the authentication scheme `scheme` and a space
-    /// (`Bearer`); the scheme is compared case-insensitively and is not part
-    /// of the token.
-    pub fn scheme(mut self, scheme: impl Into<String>) -> Self {
-        self.scheme = Some(scheme.into());
-        self
+    setters! {
+        /// The token follows the authentication scheme `scheme` and a space
+        /// (`Bearer`); the scheme is compared case-insensitively and is not part
+        /// of the token.
+        pub fn scheme(scheme: impl Into<String>) => scheme = Some(scheme.into());
     }
 
     /// The header the token is read from.

@@ -223,9 +223,13 @@ async fn outbox_round_trips_per_effect_stay_within_budget() {
     );
     let enqueue = |id: String| app.clone().oneshot(stripe_request(stripe_body(&id)));
     let done = "SELECT count(*) FROM webhook_idempotency.webhook_outbox WHERE state = 'done'";
-    // Runs a worker on the proxied pool until `n` effects are done.
-    let drain = |n: i64| {
-        let (via_proxy, db) = (via_proxy.clone(), &db);
+    // Runs a worker on the proxied pool until `n` effects are done and the
+    // proxy has seen at least `trips` round trips. The worker's lease after
+    // the last effect runs after that effect's mark commits: a stop sent as
+    // soon as the count of done rows is `n` could win the worker's `select!`
+    // before that lease, so the stop waits for the round trip it expects.
+    let drain = |n: i64, trips: u64| {
+        let (via_proxy, db, turns) = (via_proxy.clone(), &db, Arc::clone(&turns));
         async move {
             let effects =
                 Effects::new().effect("send_receipt", |_ctx: EffectContext| async { EffectResult::delivered() });
@@ -236,25 +240,32 @@ async fn outbox_round_trips_per_effect_stay_within_budget() {
                 let _ = stopped.await;
             }));
             assert!(eventually(Duration::from_secs(20), || async { db.scalar(done).await == n }).await);
+            let seen = || turns.round_trips.load(Ordering::SeqCst);
+            assert!(
+                eventually(Duration::from_secs(20), || async { seen() >= trips }).await,
+                "the worker's lease after the last effect never came: {} round trips, {trips} expected",
+                seen()
+            );
             let _ = stop.send(());
             task.await.unwrap();
         }
     };
     // Warm the one pooled connection: the worker's statements get prepared once.
     assert_eq!(enqueue("evt_warm".into()).await.unwrap().status(), StatusCode::OK);
-    drain(1).await;
+    drain(1, 0).await;
     const EFFECTS: u64 = 10;
     for i in 0..EFFECTS {
         assert_eq!(enqueue(format!("evt_{i}")).await.unwrap().status(), StatusCode::OK);
     }
     let before = (turns.round_trips.load(Ordering::SeqCst), turns.statements.load(Ordering::SeqCst));
-    drain(1 + EFFECTS as i64).await;
+    // Per effect: lease (with its small payload) and delivered mark; and the
+    // last lease, which finds nothing due.
+    let expected = 2 * EFFECTS + 1;
+    drain(1 + EFFECTS as i64, before.0 + expected).await;
     let trips = turns.round_trips.load(Ordering::SeqCst) - before.0;
     let statements = turns.statements.load(Ordering::SeqCst) - before.1;
     println!("outbox: {EFFECTS} effects one at a time: {trips} round trips, {statements} statements");
-    // Per effect: lease (with its small payload) and delivered mark; and the
-    // last lease, which finds nothing due.
-    assert_eq!((trips, statements), (2 * EFFECTS + 1, 2 * EFFECTS + 1), "(round trips, statements)");
+    assert_eq!((trips, statements), (expected, expected), "(round trips, statements)");
 }
 
 /// The `Idempotency-Key` layer on the wire: a replay is the key's lookup
