@@ -114,3 +114,44 @@ macro_rules! setters {
         setters! { $($rest)* }
     };
 }
+
+/// The `tower::Service` impl of a layer's service, a newtype over
+/// [`Wrapped`](crate::layer::service::Wrapped): the bounds on the inner
+/// service and the bodies (one contract for every layer of the crate),
+/// always ready, the response future [`ResponseFuture`](crate::layer::ResponseFuture).
+/// `call` is the block given, with the `Wrapped` bound to the first name and
+/// the request to the second. Both layers' services take the same bounds, so
+/// an inner service that fits one fits the other.
+macro_rules! wrapped_service {
+    ($service:ident, |$wrapped:ident, $req:ident| $call:block) => {
+        impl<S, ReqBody, ResBody> tower_service::Service<http::Request<ReqBody>> for $service<S>
+        where
+            S: tower_service::Service<http::Request<ReqBody>, Response = http::Response<ResBody>>
+                + Clone
+                + Send
+                + 'static,
+            S::Future: Send + 'static,
+            S::Error: Send + 'static,
+            ReqBody: http_body::Body + From<bytes::Bytes> + Send + 'static,
+            ReqBody::Data: Send,
+            ReqBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+            ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+            ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        {
+            type Response = http::Response<$crate::layer::ResponseBody<ResBody>>;
+            type Error = S::Error;
+            type Future = $crate::layer::ResponseFuture<ResBody, S::Error>;
+
+            /// Always ready: the inner service's readiness is awaited inside
+            /// the response future, and only for requests that reach it.
+            fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+                std::task::Poll::Ready(Ok(()))
+            }
+
+            fn call(&mut self, $req: http::Request<ReqBody>) -> Self::Future {
+                let $wrapped = &mut self.0;
+                $call
+            }
+        }
+    };
+}

@@ -3,7 +3,6 @@
 //! step and store the answer with the handler's writes.
 
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -19,7 +18,7 @@ use super::{ErrorResponses, FingerprintFn, ScopeFn};
 use crate::event::ScopedEvent;
 use crate::layer::claimed::{self, Claimed};
 use crate::layer::service::{with_body, Wrapped};
-use crate::layer::{ResponseBody, ResponseFuture, IDEMPOTENT_REPLAYED};
+use crate::layer::{ResponseBody, IDEMPOTENT_REPLAYED};
 use crate::store::request_keys::{RequestKeys, StoredKey, StoredResponse, PROVIDER};
 use crate::store::{ClaimStore, ClaimedEvent};
 
@@ -62,43 +61,21 @@ impl<S> IdempotencyKeyService<S> {
     }
 }
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for IdempotencyKeyService<S>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-    ReqBody: http_body::Body + From<Bytes> + Send + 'static,
-    ReqBody::Data: Send,
-    ReqBody::Error: Into<BoxError>,
-    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
-{
-    type Response = Response<ResponseBody<ResBody>>;
-    type Error = S::Error;
-    type Future = ResponseFuture<ResBody, S::Error>;
-
-    /// Always ready: the inner service's readiness is awaited inside the
-    /// response future.
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        let span = tracing::error_span!(
-            "idempotency_key",
-            method = %req.method(),
-            path = %req.uri().path(),
-            scope = tracing::field::Empty,
-            key = tracing::field::Empty,
-        );
-        self.0.call(span, |inner, config| async move {
-            let started = Instant::now();
-            let (outcome, response) = handle(&config, inner, req).await?;
-            crate::metrics::delivery(PROVIDER, outcome, started);
-            Ok(response)
-        })
-    }
-}
+wrapped_service!(IdempotencyKeyService, |wrapped, req| {
+    let span = tracing::error_span!(
+        "idempotency_key",
+        method = %req.method(),
+        path = %req.uri().path(),
+        scope = tracing::field::Empty,
+        key = tracing::field::Empty,
+    );
+    wrapped.call(span, |inner, config| async move {
+        let started = Instant::now();
+        let (outcome, response) = handle(&config, inner, req).await?;
+        crate::metrics::delivery(PROVIDER, outcome, started);
+        Ok(response)
+    })
+});
 
 type Answer<B> = (&'static str, Response<ResponseBody<B>>);
 

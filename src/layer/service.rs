@@ -1,6 +1,5 @@
 use std::future::Future;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -44,52 +43,31 @@ impl<S> WebhookService<S> {
     }
 }
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for WebhookService<S>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-    ReqBody: http_body::Body + From<Bytes> + Send + 'static,
-    ReqBody::Data: Send,
-    ReqBody::Error: Into<BoxError>,
-    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
-{
-    type Response = Response<ResponseBody<ResBody>>;
-    type Error = S::Error;
-    type Future = ResponseFuture<ResBody, S::Error>;
-
-    /// Always ready: the inner service's readiness is awaited inside the
-    /// response future, and only for claimed deliveries.
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        // An ERROR-level span: its fields reach every event inside it, WARN and
-        // ERROR lines included, under any filter that shows those.
-        let span = tracing::error_span!(
-            "webhook",
-            method = %req.method(),
-            path = %req.uri().path(),
-            provider = self.0.config.provider.name(),
-            scope = field::Empty,
-            key = field::Empty,
-            event_type = field::Empty,
-        );
-        self.0.call(span, |inner, config| {
-            let started = std::time::Instant::now();
-            async move {
-                // Counts the delivery if this future is dropped before an answer.
-                let mut watch = Watch::new(&config, started);
-                let answer = handle(&config, inner, req, &mut watch).await;
-                watch.finish();
-                let answer = answer?;
-                record(&config, answer.outcome, started);
-                Ok(answer.response)
-            }
-        })
-    }
-}
+wrapped_service!(WebhookService, |wrapped, req| {
+    // An ERROR-level span: its fields reach every event inside it, WARN and
+    // ERROR lines included, under any filter that shows those.
+    let span = tracing::error_span!(
+        "webhook",
+        method = %req.method(),
+        path = %req.uri().path(),
+        provider = wrapped.config.provider.name(),
+        scope = field::Empty,
+        key = field::Empty,
+        event_type = field::Empty,
+    );
+    wrapped.call(span, |inner, config| {
+        let started = std::time::Instant::now();
+        async move {
+            // Counts the delivery if this future is dropped before an answer.
+            let mut watch = Watch::new(&config, started);
+            let answer = handle(&config, inner, req, &mut watch).await;
+            watch.finish();
+            let answer = answer?;
+            record(&config, answer.outcome, started);
+            Ok(answer.response)
+        }
+    })
+});
 
 /// Counts the delivery by outcome (see [`crate::metrics`]).
 fn record(config: &Config, outcome: Outcome, started: std::time::Instant) {
