@@ -120,10 +120,11 @@ macro_rules! setters {
 /// service and the bodies (one contract for every layer of the crate),
 /// always ready, the response future [`ResponseFuture`](crate::layer::ResponseFuture).
 /// `call` is the block given, with the `Wrapped` bound to the first name and
-/// the request to the second. Both layers' services take the same bounds, so
-/// an inner service that fits one fits the other.
+/// the request to the second; `bounds: { ... },` adds the service's own
+/// bounds (the Idempotency-Key service reads the response body, so it needs
+/// its error as a `BoxError`).
 macro_rules! wrapped_service {
-    ($service:ident, |$wrapped:ident, $req:ident| $call:block) => {
+    ($service:ident, $(bounds: { $($bounds:tt)* },)? |$wrapped:ident, $req:ident| $call:block) => {
         impl<S, ReqBody, ResBody> tower_service::Service<http::Request<ReqBody>> for $service<S>
         where
             S: tower_service::Service<http::Request<ReqBody>, Response = http::Response<ResBody>>
@@ -136,7 +137,7 @@ macro_rules! wrapped_service {
             ReqBody::Data: Send,
             ReqBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
             ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-            ResBody::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+            $($($bounds)*)?
         {
             type Response = http::Response<$crate::layer::ResponseBody<ResBody>>;
             type Error = S::Error;

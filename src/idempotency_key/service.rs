@@ -61,7 +61,7 @@ impl<S> IdempotencyKeyService<S> {
     }
 }
 
-wrapped_service!(IdempotencyKeyService, |wrapped, req| {
+wrapped_service!(IdempotencyKeyService, bounds: { ResBody::Error: Into<BoxError>, }, |wrapped, req| {
     let span = tracing::error_span!(
         "idempotency_key",
         method = %req.method(),

@@ -50,3 +50,37 @@ async fn service_fn_handler_reads_tx_and_event_from_extensions() {
     assert_eq!(dup.headers().get("idempotent-replayed").unwrap(), "true");
     assert_eq!(db.effects().await, 1);
 }
+
+/// A response body of the application's own whose error is not a
+/// `std::error::Error` (so not a `BoxError`).
+struct OwnBody;
+
+#[derive(Debug)]
+struct NotAnError;
+
+impl http_body::Body for OwnBody {
+    type Data = Bytes;
+    type Error = NotAnError;
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, NotAnError>>> {
+        std::task::Poll::Ready(None)
+    }
+}
+
+fn is_service<S: tower::Service<Request<Full<Bytes>>>>(_: &S) {}
+
+/// `WebhookService` passes the handler's response body through untouched, so
+/// it asks nothing of the body's error type (the Idempotency-Key service,
+/// which reads the body to store it, does). Checked by the compiler: a bound
+/// added there fails to build this test.
+#[tokio::test]
+async fn webhook_service_takes_a_response_body_whose_error_is_not_a_box_error() {
+    let db = TestDb::new().await;
+    let handler = tower::service_fn(|_: Request<Full<Bytes>>| async { Ok::<_, Infallible>(Response::new(OwnBody)) });
+    let service = github_layer(db.pool.clone()).build().unwrap().layer(handler);
+    is_service(&service);
+    let answer = service.oneshot(request("d-own-body", b"{}")).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+}
