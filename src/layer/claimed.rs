@@ -89,7 +89,7 @@ pub(crate) async fn claim<R, E>(
             return Err(answer);
         }
     }
-    tracing::info!(outcome = "claimed", attempt = claimed.attempt(), "event claimed");
+    tracing::info!(outcome = "claimed", attempt = claimed.attempt(), "key claimed");
     Ok(claimed)
 }
 
@@ -108,7 +108,7 @@ pub(crate) async fn claim_reading<R, E>(
     match claim {
         Ok((Claim::Claimed(claimed), rows)) => Ok((claimed, rows)),
         Ok((Claim::Done { status }, _)) => {
-            tracing::info!(outcome = "duplicate", "event already processed; replayed");
+            tracing::info!(outcome = "duplicate", "key already processed; replayed, not run");
             Err(Claimed::Duplicate { status })
         }
         Ok((Claim::InFlight, _)) => Err(Claimed::InFlight),
@@ -228,7 +228,11 @@ pub(crate) async fn end_with<R, E>(
     };
     match committed {
         Ok(()) => {
-            tracing::info!(outcome = "committed", status = status.as_u16(), "event processed");
+            tracing::info!(
+                outcome = "committed",
+                status = status.as_u16(),
+                "processed: the claim committed with the handler's writes"
+            );
             Claimed::Handled { response, committed: true }
         }
         Err(e) if e.kind() == CommitErrorKind::StillInUse => Claimed::StillInUse,
