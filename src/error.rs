@@ -391,6 +391,13 @@ pub enum KeyMaterialErrorKind {
     TooLong,
     /// A public key that does not decode to a valid key (Ed25519, P-256).
     InvalidPublicKey,
+    /// A shared token or an HTTP Basic password shorter than
+    /// [`MIN_CREDENTIAL_BYTES`](crate::verify::generic::MIN_CREDENTIAL_BYTES)
+    /// (16) bytes, or an empty Basic password: the credential alone
+    /// authenticates any delivery, so it must not be guessable
+    /// ([`TokenHeaderVerifier`](crate::verify::generic::TokenHeaderVerifier),
+    /// [`BasicAuthVerifier`](crate::verify::generic::BasicAuthVerifier)).
+    WeakCredential,
 }
 
 kind_names!(KeyMaterialErrorKind {
@@ -401,6 +408,7 @@ kind_names!(KeyMaterialErrorKind {
     TooShort => "secret_too_short",
     TooLong => "secret_too_long",
     InvalidPublicKey => "invalid_public_key",
+    WeakCredential => "weak_credential",
 });
 
 /// Unusable key material, from [`Verifier::check_secrets`](crate::verify::Verifier::check_secrets): which secret (its

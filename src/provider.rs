@@ -206,8 +206,10 @@ impl Provider {
         /// ([`WebhookLayerBuilder::keep_headers`](crate::layer::WebhookLayerBuilder::keep_headers)).
         /// Presets need not call it: their headers are those of their
         /// [`PresetInfo::headers`](crate::providers::PresetInfo::headers). A
-        /// name containing `signature` or `hmac`, and credentials
-        /// (`Authorization`, `Cookie`, ...), are never stored whatever is declared.
+        /// name containing `signature` or `hmac`, credentials (`Authorization`,
+        /// `Cookie`, ...) and the verifier's
+        /// [`credential_headers`](crate::verify::Verifier::credential_headers) are
+        /// never stored whatever is declared.
         pub fn reads_headers(names: impl IntoIterator<Item = http::HeaderName>) =>
             headers = Some(names.into_iter().collect());
     }

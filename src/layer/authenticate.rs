@@ -43,7 +43,7 @@ pub(crate) async fn authenticate<B>(
         // Signature checked as always; only the timestamp's age is not.
         tracing::info!(outcome = "operator_replay", "operator replay: timestamp tolerance not applied");
     }
-    let (parts, verified, identified) = verify(config, parts, body, &endpoint.secrets, replay).await?;
+    let (mut parts, verified, identified) = verify(config, parts, body, &endpoint.secrets, replay).await?;
     match verified {
         Err(e) => return Err(config.refuse(RejectionKind::InvalidSignature, e.kind().as_str()).into()),
         Ok(Some(answer)) => {
@@ -61,6 +61,12 @@ pub(crate) async fn authenticate<B>(
         span.record("event_type", t.as_str());
     }
     let event = ScopedEvent::new(config.provider.name(), endpoint.scope, identity.key).with_type(identity.event_type);
+    // A header whose value alone authenticates (a shared token, Basic
+    // credentials) is for the layer only: neither the handler nor the inbox
+    // row gets it.
+    for name in config.provider.verifier_ref().credential_headers() {
+        parts.headers.remove(name);
+    }
     Ok((parts, event))
 }
 

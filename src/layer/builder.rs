@@ -209,8 +209,11 @@ impl WebhookLayerBuilder {
         /// [`keep_headers`](Self::keep_headers). Every other header is left out
         /// (`X-Api-Key`, `X-Auth-Token`, `Cf-Access-Jwt-Assertion`, a proxy's
         /// `X-Forwarded-Client-Cert`, ...), and a header naming a signature, HMAC
-        /// or credential (`*signature*`, `*hmac*`, `Authorization`, `Cookie`) or
-        /// the operator-replay header is never stored, even when listed: the
+        /// or credential (`*signature*`, `*hmac*`, `Authorization`, `Cookie`), the
+        /// header the verifier reads a credential from
+        /// ([`Verifier::credential_headers`](crate::verify::Verifier::credential_headers):
+        /// GitLab's `X-Gitlab-Token`, Telegram's secret token) or the
+        /// operator-replay header is never stored, even when listed: the
         /// signature was verified before the row was written. Rows stay until
         /// retention removes them (never `pending`, `running` or `dead` ones).
         pub fn mode(mode: Mode) => mode = mode;
@@ -273,10 +276,11 @@ impl WebhookLayerBuilder {
 
     /// A header inbox mode must not store, besides those it never stores
     /// (names containing `signature` or `hmac`, `Authorization`,
-    /// `Proxy-Authorization`, `Cookie`): for example the header a custom
-    /// verifier reads a shared token from (`X-Gitlab-Token`). Repeat for
-    /// several. The URI is stored whole: do not put credentials in the
-    /// webhook URL's query.
+    /// `Proxy-Authorization`, `Cookie`, and the verifier's
+    /// [`credential_headers`](crate::verify::Verifier::credential_headers)):
+    /// for example the header a closure verifier reads a shared token from
+    /// (a closure declares no credential header). Repeat for several. The URI
+    /// is stored whole: do not put credentials in the webhook URL's query.
     pub fn inbox_drop_header(mut self, name: http::HeaderName) -> Self {
         self.inbox_drop.push(name);
         self
@@ -311,7 +315,8 @@ impl WebhookLayerBuilder {
     /// # Errors
     /// [`ConfigError`] when neither a scope nor a resolver is set, both are,
     /// the fixed endpoint's key material cannot authenticate anything (no
-    /// secret, an empty one, a bare `whsec_`, or what the provider's
+    /// secret, an empty one, a bare `whsec_`, a shared token or Basic password
+    /// under 16 bytes, or what else the provider's
     /// [`Verifier::check_secrets`](crate::verify::Verifier::check_secrets)
     /// refuses; the message names the provider), a name is invalid (the
     /// schema of the [`StoreConfig`] included), `lock_timeout` is out of

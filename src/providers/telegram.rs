@@ -7,7 +7,13 @@
 //! on every webhook request. It is a shared token, not a signature:
 //! [`TelegramVerifier`] compares it with the configured secrets in constant
 //! time ([`TokenHeaderVerifier`]) and refuses, when the layer is built, a
-//! configured secret Telegram would not accept. A webhook set without a
+//! configured secret Telegram would not accept, and one shorter than 16
+//! bytes ([`MIN_CREDENTIAL_BYTES`](crate::verify::generic::MIN_CREDENTIAL_BYTES)):
+//! Telegram allows 1 to 256 characters, so a bot whose token is shorter
+//! opts out explicitly with [`TelegramVerifier::allow_short_tokens`] (or,
+//! better, calls `setWebhook` again with a longer one). The token's header is
+//! removed from the request once verified: the handler never sees it and
+//! inbox mode never stores it. A webhook set without a
 //! `secret_token` sends no header and this preset refuses its requests
 //! (401). `setWebhook` with a new token switches at once; configure both
 //! tokens here before calling it.
@@ -81,6 +87,17 @@ impl TelegramVerifier {
     pub fn new() -> Self {
         Self { inner: TokenHeaderVerifier::new(http::HeaderName::from_static(TOKEN_HEADER)) }
     }
+
+    /// Accepts configured tokens shorter than 16 bytes
+    /// ([`MIN_CREDENTIAL_BYTES`](crate::verify::generic::MIN_CREDENTIAL_BYTES)),
+    /// down to the 1 character Telegram allows (`setWebhook`, `secret_token`:
+    /// "1-256 characters", <https://core.telegram.org/bots/api#setwebhook>):
+    /// `Provider::telegram().verifier(TelegramVerifier::new().allow_short_tokens())`.
+    /// A short token can be guessed by anyone who can reach the endpoint;
+    /// prefer calling `setWebhook` with a token of 16 characters or more.
+    pub fn allow_short_tokens(self) -> Self {
+        Self { inner: self.inner.allow_short_tokens() }
+    }
 }
 
 /// A `secret_token` `setWebhook` accepts: 1 to 256 of `A-Z a-z 0-9 _ -`.
@@ -100,14 +117,18 @@ impl Verifier for TelegramVerifier {
 
     fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
         check_key_material(secrets)?;
-        match secrets.iter().position(|s| !is_token(s)) {
-            Some(i) => Err(KeyMaterialError::new(
+        if let Some(i) = secrets.iter().position(|s| !is_token(s)) {
+            return Err(KeyMaterialError::new(
                 KeyMaterialErrorKind::Malformed,
                 Some(i),
                 "a Telegram secret_token is 1 to 256 characters A-Z, a-z, 0-9, _ and -",
-            )),
-            None => Ok(()),
+            ));
         }
+        self.inner.check_secrets(secrets)
+    }
+
+    fn credential_headers(&self) -> &[http::HeaderName] {
+        self.inner.credential_headers()
     }
 }
 
@@ -188,18 +209,31 @@ mod tests {
         );
     }
 
+    /// Telegram's charset and length (1 to 256), and the crate's 16-byte
+    /// minimum, which `allow_short_tokens` lifts down to Telegram's 1.
     #[test]
     fn secrets() {
-        let v = TelegramVerifier::new();
-        let long = "a".repeat(257);
-        for (secret, ok) in [("a", true), ("A-z_09", true), (&"a".repeat(256)[..], true), (&long[..], false)] {
-            assert_eq!(v.check_secrets(&[SigningSecret::from(secret)]).is_ok(), ok, "{secret}");
+        use KeyMaterialErrorKind::{Malformed, NoSecret, WeakCredential};
+        let (v, short_ok) = (TelegramVerifier::new(), TelegramVerifier::new().allow_short_tokens());
+        let (long, max, sixteen) = ("a".repeat(257), "a".repeat(256), "A-z_0123456789ab");
+        let cases: &[(&str, Result<(), KeyMaterialErrorKind>, Result<(), KeyMaterialErrorKind>)] = &[
+            ("a", Err(WeakCredential), Ok(())),
+            ("A-z_09", Err(WeakCredential), Ok(())),
+            (&sixteen[..15], Err(WeakCredential), Ok(())),
+            (sixteen, Ok(()), Ok(())),
+            (&max, Ok(()), Ok(())),
+            (&long, Err(Malformed), Err(Malformed)),
+        ];
+        for (secret, strict, allowed) in cases {
+            let check = |v: &TelegramVerifier| v.check_secrets(&[SigningSecret::from(*secret)]).map_err(|e| e.kind());
+            assert_eq!((check(&v), check(&short_ok)), (*strict, *allowed), "{secret}");
         }
         for bad in ["with space", "dot.ted", "zoë"] {
-            let err = v.check_secrets(&[SigningSecret::from("ok"), SigningSecret::from(bad)]).unwrap_err();
-            assert_eq!((err.kind(), err.index()), (KeyMaterialErrorKind::Malformed, Some(1)), "{bad}");
+            let err = short_ok.check_secrets(&[SigningSecret::from("ok"), SigningSecret::from(bad)]).unwrap_err();
+            assert_eq!((err.kind(), err.index()), (Malformed, Some(1)), "{bad}");
         }
-        assert_eq!(v.check_secrets(&[]).unwrap_err().kind(), KeyMaterialErrorKind::NoSecret);
+        assert_eq!(v.check_secrets(&[]).unwrap_err().kind(), NoSecret);
+        assert_eq!(v.credential_headers(), [http::HeaderName::from_static(TOKEN_HEADER)]);
     }
 
     #[test]

@@ -190,6 +190,29 @@ pub trait Verifier: Send + Sync + 'static {
     fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
         check_key_material(secrets)
     }
+
+    /// The request headers this verifier reads a credential from: a header
+    /// whose value alone authenticates any delivery (a shared token, HTTP
+    /// Basic credentials), unlike a signature, which authenticates one body.
+    ///
+    /// Once the delivery is verified and its event key read, the layer
+    /// removes these headers from the request: the handler never sees them
+    /// (synchronous mode) and inbox mode never stores them, so the request a
+    /// worker rebuilds has none either. Whoever reads the table, a backup or
+    /// a replica, or the handler's logs, would otherwise hold the credential
+    /// and could forge deliveries.
+    ///
+    /// The default is none: a closure verifier declares nothing, so give its
+    /// token header to
+    /// [`inbox_drop_header`](crate::layer::WebhookLayerBuilder::inbox_drop_header)
+    /// (inbox mode), or implement this trait. A verifier that wraps another
+    /// returns the inner one's. Implemented by
+    /// [`TokenHeaderVerifier`](generic::TokenHeaderVerifier) (its header),
+    /// [`BasicAuthVerifier`](generic::BasicAuthVerifier) (`Authorization`)
+    /// and the presets built on them (GitLab, Telegram).
+    fn credential_headers(&self) -> &[http::HeaderName] {
+        &[]
+    }
 }
 
 impl<F> Verifier for F

@@ -10,10 +10,16 @@ use axum::routing::post;
 use axum::Router;
 use http::{Request, StatusCode};
 use serde_json::json;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 use tower::ServiceExt;
+use webhook_idempotency::key::HeaderKey;
 use webhook_idempotency::providers::*;
-use webhook_idempotency::{Provider, SigningSecret, WebhookLayer};
+use webhook_idempotency::verify::generic::{BasicAuthVerifier, TokenHeaderVerifier};
+use webhook_idempotency::verify::Delivery;
+use webhook_idempotency::{Mode, Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
 
 const SECRET: &str = "provider-test-secret-0123456789";
 const SEED: [u8; 32] = [7; 32];
@@ -461,6 +467,15 @@ fn registry_body(n: u32, now: u64, shape: usize) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The request of a preset's example, with `body`.
+fn example_request(ex: &Example, body: Vec<u8>) -> Request<Body> {
+    let mut req = Request::builder().method(ex.parts.method.clone()).uri(ex.parts.uri.clone());
+    for (name, value) in &ex.parts.headers {
+        req = req.header(name, value);
+    }
+    req.body(Body::from(body)).unwrap()
+}
+
 /// Every preset of the registry, through the layer with the deliveries its
 /// registry entry signs (`PresetInfo::example`): each of two events is
 /// processed once and its duplicate replayed, and a copy with a byte flipped
@@ -470,13 +485,7 @@ fn registry_body(n: u32, now: u64, shape: usize) -> Vec<u8> {
 async fn every_registry_preset_example_goes_through_the_layer() {
     let db = TestDb::new().await;
     let now = unix_now();
-    let request = |ex: &Example, body: Vec<u8>| {
-        let mut req = Request::builder().method(ex.parts.method.clone()).uri(ex.parts.uri.clone());
-        for (name, value) in &ex.parts.headers {
-            req = req.header(name, value);
-        }
-        req.body(Body::from(body)).unwrap()
-    };
+    let request = example_request;
     let (mut ran, mut skipped) = (Vec::new(), Vec::new());
     for preset in all() {
         let readable = (0..2).map(|shape| {
@@ -529,4 +538,198 @@ async fn every_registry_preset_example_goes_through_the_layer() {
     // hand-written cases are above) cannot read the shared body.
     assert_eq!(skipped, ["hubspot", "sendgrid"], "ran {ran:?}");
     assert_eq!(db.effects().await, 2 * ran.len() as i64, "ran {ran:?}");
+}
+
+/// One delivery whose credentials must go no further than the verifier: its
+/// provider (a name unique among the cases), key material and signed request,
+/// and the strings that alone authenticate (each secret's text, and the forms
+/// a header carries it in: Basic's base64, the password).
+struct Credentialed {
+    provider: Provider,
+    secrets: Vec<SigningSecret>,
+    parts: http::request::Parts,
+    body: Vec<u8>,
+    credentials: Vec<String>,
+}
+
+impl Credentialed {
+    fn new(provider: Provider, secrets: Vec<SigningSecret>, parts: http::request::Parts, body: Vec<u8>) -> Self {
+        let credentials = secrets.iter().map(|s| String::from_utf8_lossy(s.expose()).into_owned()).collect();
+        Self { provider, secrets, parts, body, credentials }
+    }
+
+    fn request(&self) -> Request<Body> {
+        let mut req = Request::builder().method(self.parts.method.clone()).uri(self.parts.uri.clone());
+        for (name, value) in &self.parts.headers {
+            req = req.header(name, value);
+        }
+        req.body(Body::from(self.body.clone())).unwrap()
+    }
+
+    /// The layer for this case, its clock at `now` (the examples' signing
+    /// time: Paddle's tolerance is 5 s).
+    fn layer(&self, db: &TestDb, mode: Mode, now: u64) -> WebhookLayer {
+        let at = UNIX_EPOCH + Duration::from_secs(now);
+        let builder = WebhookLayer::builder(db.pool.clone(), self.provider.clone())
+            .scope("credentials")
+            .mode(mode)
+            .clock(move || at);
+        self.secrets.iter().fold(builder, |b, s| b.secret(s.clone())).build().unwrap()
+    }
+
+    /// The names of the headers among `headers` whose value holds a credential.
+    fn leaked(&self, headers: &[(String, String)]) -> Vec<String> {
+        let holds = |value: &String| self.credentials.iter().any(|c| value.contains(c.as_str()));
+        headers.iter().filter(|(_, value)| holds(value)).map(|(name, _)| name.clone()).collect()
+    }
+}
+
+/// Every registry preset's example (each with a body its key extractor
+/// reads: the registry body, or a one-event batch for HubSpot and SendGrid),
+/// and the generic shared-token, Bearer and Basic verifiers. The token
+/// provider declares its token header among those it reads, the mistake a
+/// keep-list would store.
+fn credentialed(now: u64) -> Vec<Credentialed> {
+    let batch = json!([{
+        "sg_event_id": "sg_1", "event": "delivered", "eventId": 1, "portalId": 2, "subscriptionId": 3,
+        "occurredAt": 4, "subscriptionType": "contact.creation", "objectId": 5,
+    }])
+    .to_string()
+    .into_bytes();
+    let at = UNIX_EPOCH + Duration::from_secs(now);
+    let mut cases: Vec<Credentialed> = all()
+        .iter()
+        .map(|preset| {
+            let bodies = [registry_body(1, now, 0), registry_body(1, now, 1), batch.clone()];
+            let ex = bodies
+                .iter()
+                .map(|body| preset.example("delivery-1", at, body))
+                .find(|ex| ex.provider.identify(&ex.parts, &ex.body).is_ok())
+                .unwrap_or_else(|| panic!("{}: no body its key extractor reads", preset.name));
+            Credentialed::new(ex.provider, ex.secrets, ex.parts, ex.body)
+        })
+        .collect();
+    let (token, password) = ("tok-0123456789abcdef-0123456789", "pass-0123456789abcdef");
+    let id = http::HeaderName::from_static("x-event-id");
+    let generic = |name: &'static str, verifier: &dyn Fn(Provider) -> Provider, header: (&str, &str), secret| {
+        let provider = verifier(Provider::new(name, |_: &Delivery<'_>| Ok(()), HeaderKey::new(id.clone())));
+        let parts = Request::post("/hooks/generic")
+            .header(header.0, header.1)
+            .header(&id, format!("{name}-1"))
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        Credentialed::new(provider, vec![secret], parts, br#"{"ok":true}"#.to_vec())
+    };
+    let token_header = http::HeaderName::from_static("x-webhook-token");
+    let declared = |p: Provider| {
+        p.verifier(TokenHeaderVerifier::new(token_header.clone())).reads_headers([token_header.clone(), id.clone()])
+    };
+    cases.push(generic("token", &declared, ("x-webhook-token", token), SigningSecret::from(token)));
+    let bearer = |p: Provider| p.verifier(TokenHeaderVerifier::new(http::header::AUTHORIZATION).scheme("Bearer"));
+    let value = format!("Bearer {token}");
+    cases.push(generic("bearer", &bearer, ("authorization", &value), SigningSecret::from(token)));
+    let value = BasicAuthVerifier::header_value("hook", password);
+    let secret = BasicAuthVerifier::credentials("hook", password);
+    let mut basic =
+        generic("basic", &|p: Provider| p.verifier(BasicAuthVerifier::new()), ("authorization", &value), secret);
+    basic.credentials.extend([value.trim_start_matches("Basic ").to_owned(), password.to_owned()]);
+    cases.push(basic);
+    cases
+}
+
+/// A handler that records the headers it is handed, by provider, and
+/// applies the effect.
+fn recording_handler(
+    seen: Arc<Mutex<HashMap<String, Vec<(String, String)>>>>,
+) -> impl Fn(http::HeaderMap, WebhookTx, WebhookEvent) -> std::pin::Pin<Box<dyn Future<Output = StatusCode> + Send>>
+       + Clone
+       + Send
+       + Sync
+       + 'static {
+    move |headers: http::HeaderMap, tx: WebhookTx, event: WebhookEvent| {
+        let pairs = headers.iter().map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()));
+        seen.lock().unwrap().insert(event.provider().to_owned(), pairs.collect());
+        Box::pin(apply_effect(tx, event))
+    }
+}
+
+/// A credential (a shared token, Basic credentials: a header whose value
+/// alone authenticates any delivery) reaches neither the handler nor the
+/// database, for every registry preset and the generic token and Basic
+/// verifiers: in synchronous mode the handler's request has no header
+/// holding it; in inbox mode no stored `request_head` holds it, nor the
+/// request the worker rebuilds for the handler. GitLab, Telegram and the
+/// three generic cases are the deliveries that carry one (pinned, so the
+/// test cannot pass by carrying none).
+#[tokio::test]
+async fn no_credential_reaches_the_handler_or_the_inbox_for_any_preset() {
+    let now = unix_now();
+    let cases = credentialed(now);
+    let carrying: Vec<&str> = cases
+        .iter()
+        .filter(|c| {
+            let sent: Vec<(String, String)> = c
+                .parts
+                .headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                .collect();
+            !c.leaked(&sent).is_empty()
+        })
+        .map(|c| c.provider.name())
+        .collect();
+    assert_eq!(carrying, ["gitlab", "telegram", "token", "bearer", "basic"], "the deliveries that carry one");
+
+    // Synchronous mode: the handler's request.
+    let db = TestDb::new().await;
+    let seen = Arc::new(Mutex::new(HashMap::new()));
+    for case in &cases {
+        let name = case.provider.name();
+        let app = Router::new().fallback(recording_handler(Arc::clone(&seen))).layer(case.layer(&db, Mode::Sync, now));
+        let res = app.oneshot(case.request()).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{name}: synchronous delivery");
+        let handed = seen.lock().unwrap().remove(name).unwrap_or_else(|| panic!("{name}: the handler ran"));
+        assert_eq!(case.leaked(&handed), Vec::<String>::new(), "{name}: a credential handed to the handler");
+    }
+    assert_eq!(db.effects().await, cases.len() as i64);
+
+    // Inbox mode: the stored head, then the request the worker rebuilds.
+    let db = TestDb::new().await;
+    for case in &cases {
+        let app = Router::new().fallback(|| async { StatusCode::IM_A_TEAPOT }).layer(case.layer(&db, Mode::Inbox, now));
+        let res = app.oneshot(case.request()).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{}: accepted", case.provider.name());
+    }
+    let c = db.pool.get().await.unwrap();
+    let heads =
+        c.query("SELECT provider, request_head::text FROM webhook_idempotency.webhook_events", &[]).await.unwrap();
+    assert_eq!(heads.len(), cases.len(), "one row per case");
+    for row in heads {
+        let (provider, head): (String, String) = (row.get(0), row.get(1));
+        let case = cases.iter().find(|c| c.provider.name() == provider).unwrap();
+        let head: serde_json::Value = serde_json::from_str(&head).unwrap();
+        let stored: Vec<(String, String)> = serde_json::from_value(head["headers"].clone()).unwrap();
+        assert_eq!(case.leaked(&stored), Vec::<String>::new(), "{provider}: a credential stored in request_head");
+    }
+    let handlers = Router::new().fallback(recording_handler(Arc::clone(&seen)));
+    let worker = webhook_idempotency::inbox::InboxWorker::builder(db.pool(8), handlers)
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(worker.run(async move {
+        let _ = stopped.await;
+    }));
+    let all_done = eventually(Duration::from_secs(30), || async { db.effects().await == cases.len() as i64 }).await;
+    let _ = stop.send(());
+    task.await.unwrap();
+    assert!(all_done, "every row processed: {} of {}", db.effects().await, cases.len());
+    let seen = seen.lock().unwrap();
+    for case in &cases {
+        let name = case.provider.name();
+        let handed = seen.get(name).unwrap_or_else(|| panic!("{name}: the worker ran it"));
+        assert_eq!(case.leaked(handed), Vec::<String>::new(), "{name}: a credential in the rebuilt request");
+    }
 }

@@ -54,7 +54,7 @@ mod builder;
 mod token;
 
 pub use builder::HmacVerifierBuilder;
-pub use token::{BasicAuthVerifier, TokenHeaderVerifier};
+pub use token::{BasicAuthVerifier, TokenHeaderVerifier, MIN_CREDENTIAL_BYTES};
 
 use super::{
     check_signature_header_size, count_entry, hmac, match_any_secret, parse_unix_millis, parse_unix_seconds,

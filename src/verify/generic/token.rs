@@ -12,6 +12,19 @@
 //! from an unsigned body or header. Serve such endpoints over TLS only, and
 //! prefer the provider's HMAC scheme where it offers one.
 //!
+//! **Strength.** The credential alone authenticates any delivery, so the
+//! layer refuses, when it is built, a configured token or Basic password
+//! shorter than [`MIN_CREDENTIAL_BYTES`] (16 bytes, the crate's minimum for
+//! the operator-replay token too: 128 bits when random), and an empty Basic
+//! password ([`KeyMaterialErrorKind::WeakCredential`]). Where a provider
+//! hands out shorter tokens the receiver cannot lengthen,
+//! [`TokenHeaderVerifier::allow_short_tokens`] is the explicit opt-out.
+//!
+//! **Never stored, never handed on.** Both name the header they read
+//! ([`Verifier::credential_headers`]): the layer removes it from the request
+//! once the delivery is verified, so the handler never sees it and inbox
+//! mode never stores it.
+//!
 //! **Comparison.** The received credential and each configured secret are
 //! hashed with SHA-256 and the digests compared with `subtle`'s constant-time
 //! equality, every configured secret each time, so neither the length of the
@@ -28,6 +41,34 @@ use super::super::{
 
 /// The longest credential header read, in bytes: 4096, as for signature headers.
 const MAX_CREDENTIAL_BYTES: usize = super::super::MAX_SIGNATURE_HEADER_BYTES;
+
+/// The shortest shared token or HTTP Basic password the verifiers accept in
+/// the configuration, in bytes: 16, as the layer's operator-replay token (128
+/// bits when random). Shorter: [`KeyMaterialErrorKind::WeakCredential`],
+/// unless [`TokenHeaderVerifier::allow_short_tokens`].
+pub const MIN_CREDENTIAL_BYTES: usize = 16;
+
+/// The password of a configured `user-id:password` pair: all after the first
+/// colon (RFC 7617 §2: the user-id holds none); empty without one.
+fn basic_password(pair: &[u8]) -> &[u8] {
+    pair.iter().position(|b| *b == b':').map_or(&[], |colon| &pair[colon + 1..])
+}
+
+/// The header [`BasicAuthVerifier`] reads its credentials from.
+const BASIC_HEADERS: &[HeaderName] = &[http::header::AUTHORIZATION];
+
+/// Refuses the first secret whose credential part (`credential(secret)`) is
+/// shorter than [`MIN_CREDENTIAL_BYTES`], with `hint`.
+fn check_strength(
+    secrets: &[SigningSecret],
+    credential: fn(&[u8]) -> &[u8],
+    hint: &'static str,
+) -> Result<(), KeyMaterialError> {
+    match secrets.iter().position(|s| credential(s.expose()).len() < MIN_CREDENTIAL_BYTES) {
+        Some(i) => Err(KeyMaterialError::new(KeyMaterialErrorKind::WeakCredential, Some(i), hint)),
+        None => Ok(()),
+    }
+}
 
 fn digest(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
@@ -67,7 +108,11 @@ fn strip_scheme<'a>(value: &'a [u8], scheme: &str) -> Option<&'a [u8]> {
 ///
 /// The header must appear once (identical repeated lines pass); its value's
 /// bytes (UTF-8 or others, as sent) are compared with each configured
-/// secret's (no trimming beyond what the HTTP parser does). A missing header
+/// secret's (no trimming beyond what the HTTP parser does). A configured
+/// token shorter than [`MIN_CREDENTIAL_BYTES`] (16 bytes) is refused when the
+/// layer is built ([`KeyMaterialErrorKind::WeakCredential`]) unless
+/// [`allow_short_tokens`](Self::allow_short_tokens); the header is removed
+/// from the request once verified ([`Verifier::credential_headers`]). A missing header
 /// is [`VerifyErrorKind::MissingHeader`]; an empty token, a value of more
 /// than 4 KiB, two different values or a missing scheme are
 /// [`VerifyErrorKind::MalformedHeader`]; a token no secret equals is
@@ -86,14 +131,26 @@ fn strip_scheme<'a>(value: &'a [u8], scheme: &str) -> Option<&'a [u8]> {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct TokenHeaderVerifier {
-    header: HeaderName,
+    /// One header: [`Verifier::credential_headers`] lends it as a slice.
+    header: [HeaderName; 1],
     scheme: Option<String>,
+    short_tokens: bool,
 }
 
 impl TokenHeaderVerifier {
     /// A verifier reading the token from header `header`.
     pub fn new(header: HeaderName) -> Self {
-        Self { header, scheme: None }
+        Self { header: [header], scheme: None, short_tokens: false }
+    }
+
+    /// Accepts configured tokens shorter than [`MIN_CREDENTIAL_BYTES`] (still
+    /// not empty): for a provider that issues or allows shorter tokens where
+    /// a longer one cannot be set (Telegram's `secret_token` is 1 to 256
+    /// characters). A short token can be guessed by whoever can send
+    /// requests; set a long one wherever the provider allows it.
+    pub fn allow_short_tokens(mut self) -> Self {
+        self.short_tokens = true;
+        self
     }
 
     setters! {
@@ -105,12 +162,12 @@ impl TokenHeaderVerifier {
 
     /// The header the token is read from.
     pub fn header(&self) -> &HeaderName {
-        &self.header
+        &self.header[0]
     }
 
     /// The token of the delivery's head, checked for form.
     fn token<'a>(&self, parts: &'a http::request::Parts) -> Result<&'a [u8], VerifyError> {
-        let value = credential_header(parts, &self.header)?;
+        let value = credential_header(parts, self.header())?;
         let token = match &self.scheme {
             Some(scheme) => strip_scheme(value, scheme).ok_or(VerifyErrorKind::MalformedHeader)?,
             None => value,
@@ -131,6 +188,25 @@ impl Verifier for TokenHeaderVerifier {
         let token = self.token(delivery.parts)?;
         match_credential(delivery, token)
     }
+
+    /// [`check_key_material`], and every token at least
+    /// [`MIN_CREDENTIAL_BYTES`] unless [`allow_short_tokens`](Self::allow_short_tokens).
+    ///
+    /// # Errors
+    /// [`KeyMaterialErrorKind::WeakCredential`] for a short token, and
+    /// [`check_key_material`]'s.
+    fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
+        check_key_material(secrets)?;
+        if self.short_tokens {
+            return Ok(());
+        }
+        check_strength(secrets, |token| token, "a shared token must be at least 16 bytes: set a longer random one")
+    }
+
+    /// The token's header.
+    fn credential_headers(&self) -> &[HeaderName] {
+        &self.header
+    }
 }
 
 /// HTTP Basic credentials (RFC 7617): `Authorization: Basic
@@ -148,8 +224,11 @@ impl Verifier for TokenHeaderVerifier {
 /// [`VerifyErrorKind::MissingHeader`]; another scheme, base64 that does not
 /// decode, credentials without a colon or an empty user-id and password are
 /// [`VerifyErrorKind::MalformedHeader`]; wrong credentials are
-/// [`VerifyErrorKind::NoMatchingSignature`]. A secret without a colon is
-/// refused when the layer is built ([`Verifier::check_secrets`]).
+/// [`VerifyErrorKind::NoMatchingSignature`]. A secret without a colon, or
+/// whose password is empty or shorter than [`MIN_CREDENTIAL_BYTES`] (16
+/// bytes, [`KeyMaterialErrorKind::WeakCredential`]), is refused when the
+/// layer is built ([`Verifier::check_secrets`]). The `Authorization` header
+/// is removed from the request once verified ([`Verifier::credential_headers`]).
 ///
 /// The layer answers every failure with a bare 401 (no `WWW-Authenticate`
 /// challenge): webhook senders send their credentials preemptively (from
@@ -220,16 +299,35 @@ impl Verifier for BasicAuthVerifier {
         match_credential(delivery, &presented)
     }
 
+    /// [`check_key_material`], every secret a `user-id:password` pair, and
+    /// every password at least [`MIN_CREDENTIAL_BYTES`] long.
+    ///
+    /// # Errors
+    /// [`KeyMaterialErrorKind::Malformed`] for a secret without a colon,
+    /// [`KeyMaterialErrorKind::WeakCredential`] for an empty or short
+    /// password, and [`check_key_material`]'s.
     fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
         check_key_material(secrets)?;
-        match secrets.iter().position(|s| !s.expose().contains(&b':')) {
-            Some(i) => Err(KeyMaterialError::new(
+        if let Some(i) = secrets.iter().position(|s| !s.expose().contains(&b':')) {
+            return Err(KeyMaterialError::new(
                 KeyMaterialErrorKind::Malformed,
                 Some(i),
                 "configure Basic credentials as user-id:password",
-            )),
-            None => Ok(()),
+            ));
         }
+        if let Some(i) = secrets.iter().position(|s| basic_password(s.expose()).is_empty()) {
+            return Err(KeyMaterialError::new(
+                KeyMaterialErrorKind::WeakCredential,
+                Some(i),
+                "the Basic password is empty",
+            ));
+        }
+        check_strength(secrets, basic_password, "a Basic password must be at least 16 bytes: set a longer random one")
+    }
+
+    /// `Authorization`.
+    fn credential_headers(&self) -> &[HeaderName] {
+        BASIC_HEADERS
     }
 }
 
@@ -368,10 +466,63 @@ mod tests {
             assert_eq!(check(&v, "authorization", &[value], &secrets), *want, "{name}");
         }
         assert_eq!(check(&v, "authorization", &[], &secrets), Err(MissingHeader));
-        assert_eq!(v.check_secrets(&secrets), Ok(()));
-        let err = v.check_secrets(&[SigningSecret::from("a:b"), SigningSecret::from("nocolon")]).unwrap_err();
-        assert_eq!((err.kind(), err.index()), (KeyMaterialErrorKind::Malformed, Some(1)));
-        assert_eq!(v.check_secrets(&[]).unwrap_err().kind(), KeyMaterialErrorKind::NoSecret);
-        assert_eq!(v.check_secrets(&[SigningSecret::from("")]).unwrap_err().kind(), KeyMaterialErrorKind::Empty);
+    }
+
+    /// What the layer refuses to build with: a token or Basic password under
+    /// 16 bytes, an empty password, a pair without a colon; the opt-out
+    /// for providers that issue short tokens. Each error names the secret's
+    /// position.
+    #[test]
+    fn weak_credentials_are_refused_unless_allowed() {
+        use KeyMaterialErrorKind::{Empty, Malformed, NoSecret, WeakCredential};
+        let sixteen = "0123456789abcdef";
+        let fifteen = &sixteen[..15];
+        let token = TokenHeaderVerifier::new(HeaderName::from_static("x-token"));
+        let short_ok = token.clone().allow_short_tokens();
+        let basic = BasicAuthVerifier::new();
+        let pair = |p: &str| BasicAuthVerifier::credentials("hook", p);
+        let s = SigningSecret::from;
+        let cases: Vec<(&str, &dyn Verifier, Vec<SigningSecret>, Result<(), (KeyMaterialErrorKind, Option<usize>)>)> = vec![
+            ("token of 16 bytes", &token, vec![s(sixteen)], Ok(())),
+            ("token of 15 bytes", &token, vec![s(fifteen)], Err((WeakCredential, Some(0)))),
+            ("short token second", &token, vec![s(sixteen), s("x")], Err((WeakCredential, Some(1)))),
+            ("16 bytes in 8 characters", &token, vec![s("éééééééé")], Ok(())),
+            ("short token, allowed", &short_ok, vec![s("x")], Ok(())),
+            ("empty token, allowed", &short_ok, vec![s("")], Err((Empty, Some(0)))),
+            ("no token, allowed", &short_ok, vec![], Err((NoSecret, None))),
+            ("password of 16 bytes", &basic, vec![pair(sixteen)], Ok(())),
+            ("password of 15 bytes", &basic, vec![pair(fifteen)], Err((WeakCredential, Some(0)))),
+            (
+                "a long user does not count",
+                &basic,
+                vec![s("a-very-long-user-id:short")],
+                Err((WeakCredential, Some(0))),
+            ),
+            ("colon in the password", &basic, vec![pair("0123456789:abcdef")], Ok(())),
+            ("empty password", &basic, vec![pair(sixteen), pair("")], Err((WeakCredential, Some(1)))),
+            ("no colon", &basic, vec![s("a-pair-without-a-colon")], Err((Malformed, Some(0)))),
+            ("nothing", &basic, vec![s("")], Err((Empty, Some(0)))),
+            ("no pair", &basic, vec![], Err((NoSecret, None))),
+        ];
+        for (name, verifier, secrets, want) in cases {
+            let got = verifier.check_secrets(&secrets).map_err(|e| (e.kind(), e.index()));
+            assert_eq!(got, want, "{name}");
+        }
+        let empty = basic.check_secrets(&[pair("")]).unwrap_err().to_string();
+        assert!(empty.contains("empty"), "{empty}");
+        let short = token.check_secrets(&[s(fifteen)]).unwrap_err().to_string();
+        assert!(short.contains("16 bytes") && !short.contains(fifteen), "{short}");
+    }
+
+    /// The headers the layer removes once a delivery is verified.
+    #[test]
+    fn credential_headers_name_the_header_read() {
+        let token = TokenHeaderVerifier::new(HeaderName::from_static("x-token"));
+        assert_eq!(token.credential_headers(), [HeaderName::from_static("x-token")]);
+        let bearer = TokenHeaderVerifier::new(http::header::AUTHORIZATION).scheme("Bearer");
+        assert_eq!(bearer.credential_headers(), [http::header::AUTHORIZATION]);
+        assert_eq!(BasicAuthVerifier::new().credential_headers(), [http::header::AUTHORIZATION]);
+        let closure = |_: &Delivery<'_>| -> Result<(), VerifyError> { Ok(()) };
+        assert!(closure.credential_headers().is_empty(), "a closure declares none");
     }
 }

@@ -459,3 +459,89 @@ fn a_public_key_flood_on_one_route_does_not_hold_another() {
         assert_eq!(db.effects_for("gh-during-flood").await, 1);
     });
 }
+
+/// A GitLab delivery carrying `token`, for the event `id`.
+fn gitlab_request(token: &str, id: &str) -> Request<Body> {
+    Request::post("/webhooks/gitlab")
+        .header("x-gitlab-token", token)
+        .header("idempotency-key", id)
+        .header("x-gitlab-event", "Push Hook")
+        .body(Body::from(r#"{"object_kind":"push"}"#))
+        .unwrap()
+}
+
+/// A shared token or a Basic password alone authenticates any delivery: one
+/// under 16 bytes, or an empty password, is refused when the layer is built
+/// (`KeyMaterialErrorKind::WeakCredential`, naming the provider, never the
+/// token) and answered 500 with nothing stored when a resolver returns it.
+/// Telegram, whose `secret_token` may be 1 character, opts out explicitly
+/// (`TelegramVerifier::allow_short_tokens`) and then runs its deliveries.
+#[tokio::test]
+async fn a_short_shared_token_or_basic_password_is_refused_unless_the_provider_opts_out() {
+    use webhook_idempotency::providers::telegram::TelegramVerifier;
+    use webhook_idempotency::verify::generic::{BasicAuthVerifier, TokenHeaderVerifier};
+    let db = TestDb::new().await;
+    let basic =
+        || Provider::new("acme-basic", BasicAuthVerifier::new(), webhook_idempotency::key::JsonPointerKey::new("/id"));
+    let token = || {
+        let header = http::HeaderName::from_static("x-acme-token");
+        Provider::new(
+            "acme-token",
+            TokenHeaderVerifier::new(header),
+            webhook_idempotency::key::JsonPointerKey::new("/id"),
+        )
+    };
+    let (sixteen, fifteen) = ("0123456789abcdef", "0123456789abcde");
+    let pair = |p: &str| BasicAuthVerifier::credentials("hook", p);
+    let short_ok = Provider::telegram().verifier(TelegramVerifier::new().allow_short_tokens());
+    let cases: Vec<(&str, Provider, SigningSecret, Option<KeyMaterialErrorKind>)> = vec![
+        ("gitlab, 15 bytes", Provider::gitlab(), fifteen.into(), Some(KeyMaterialErrorKind::WeakCredential)),
+        ("gitlab, 16 bytes", Provider::gitlab(), sixteen.into(), None),
+        ("telegram, 15 bytes", Provider::telegram(), fifteen.into(), Some(KeyMaterialErrorKind::WeakCredential)),
+        ("telegram opted out, 1 character", short_ok.clone(), "t".into(), None),
+        ("token, 15 bytes", token(), fifteen.into(), Some(KeyMaterialErrorKind::WeakCredential)),
+        ("basic, 15-byte password", basic(), pair(fifteen), Some(KeyMaterialErrorKind::WeakCredential)),
+        ("basic, empty password", basic(), pair(""), Some(KeyMaterialErrorKind::WeakCredential)),
+        ("basic, 16-byte password", basic(), pair(sixteen), None),
+    ];
+    for (name, provider, secret, want) in cases {
+        let provider_name = provider.name().to_owned();
+        let built = WebhookLayer::builder(db.pool.clone(), provider).scope("acct").secret(secret).build();
+        match want {
+            None => assert!(built.is_ok(), "{name}: {:?}", built.err()),
+            Some(kind) => {
+                let err = built.expect_err(name);
+                assert_eq!(err.kind(), webhook_idempotency::ConfigErrorKind::KeyMaterial, "{name}");
+                assert_eq!(err.key_material().map(|e| e.kind()), Some(kind), "{name}");
+                let text = err.to_string();
+                assert!(text.contains(&provider_name) && !text.contains(fifteen), "{name}: {text}");
+            }
+        }
+    }
+
+    // The opt-out runs deliveries with the short token; the strict preset
+    // refuses the same token from a resolver: 500, nothing stored.
+    let opted = Router::new().route(
+        "/webhooks/telegram",
+        post(apply_effect)
+            .layer(WebhookLayer::builder(db.pool.clone(), short_ok).scope("bot").secret("t").build().unwrap()),
+    );
+    let update = Request::post("/webhooks/telegram")
+        .header("x-telegram-bot-api-secret-token", "t")
+        .body(Body::from(r#"{"update_id":7,"message":{"text":"hi"}}"#))
+        .unwrap();
+    assert_eq!(send(&opted, update).await.0, StatusCode::OK);
+    assert_eq!(db.effects_for("#int:7").await, 1, "the opted-out bot's update ran");
+    let resolver =
+        |_: &http::request::Parts| async { Ok(Endpoint::new("tenant_short", [SigningSecret::from("short")])) };
+    let strict = Router::new().route(
+        "/webhooks/gitlab",
+        post(apply_effect)
+            .layer(WebhookLayer::builder(db.pool.clone(), Provider::gitlab()).resolver(resolver).build().unwrap()),
+    );
+    let (logs, _guard) = Logs::capture();
+    assert_eq!(send(&strict, gitlab_request("short", "gl-1")).await.0, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_events WHERE provider = 'gitlab'").await, 0);
+    let errors = logs.lines_with(&["ERROR", "tenant_short", "weak_credential"]);
+    assert_eq!(errors.len(), 1, "one ERROR line naming the scope and why: {}", logs.text());
+}
