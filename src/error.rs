@@ -175,7 +175,10 @@ pub enum ConfigErrorKind {
     Endpoint,
     /// Secrets set beside a resolver (the resolver supplies them).
     SecretsWithResolver,
-    /// A scope or provider name that is not 1 to 512 bytes without NUL.
+    /// A scope or provider name that is not 1 to 512 bytes without NUL, a
+    /// provider named `idempotency-key` (reserved for the Idempotency-Key
+    /// layer's rows, [`idempotency_key::PROVIDER`](crate::idempotency_key::PROVIDER)),
+    /// or a worker's provider filter no compiled preset has.
     InvalidName,
     /// Key material that authenticates nothing (see [`ConfigError::key_material`]).
     KeyMaterial,

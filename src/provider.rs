@@ -145,8 +145,10 @@ impl fmt::Debug for Provider {
 }
 
 impl Provider {
-    /// A provider named `name` (stored in the claim; 1 to 512 bytes) with its
-    /// verifier and key extractor.
+    /// A provider named `name` (stored in the claim; 1 to 512 bytes, not
+    /// `idempotency-key`, which the Idempotency-Key layer's rows use: a
+    /// [`WebhookLayer`](crate::WebhookLayer) refuses to build with it) with
+    /// its verifier and key extractor.
     pub fn new(name: impl Into<Cow<'static, str>>, verifier: impl Verifier, extractor: impl KeyExtractor) -> Self {
         Self {
             name: name.into(),

@@ -319,13 +319,22 @@ impl WebhookLayerBuilder {
     /// under 16 bytes, or what else the provider's
     /// [`Verifier::check_secrets`](crate::verify::Verifier::check_secrets)
     /// refuses; the message names the provider), a name is invalid (the
-    /// schema of the [`StoreConfig`] included), `lock_timeout` is out of
+    /// schema of the [`StoreConfig`] included; the provider name
+    /// `idempotency-key`, the Idempotency-Key layer's, is reserved), `lock_timeout` is out of
     /// range, the body limit is 0 or the operator-replay token is short.
     pub fn build(self) -> Result<WebhookLayer, ConfigError> {
         let resolver = resolver(&self.provider, self.resolver, self.scope, self.secrets)?;
         crate::key::validate(self.provider.name()).map_err(|_| {
             ConfigError::of(ConfigErrorKind::InvalidName, "the provider name must be 1 to 512 bytes without NUL")
         })?;
+        if self.provider.name().eq_ignore_ascii_case(crate::store::request_keys::PROVIDER) {
+            // Its claims would share rows with the Idempotency-Key layer's keys of the same scope.
+            return Err(ConfigError::of(
+                ConfigErrorKind::InvalidName,
+                "the provider name idempotency-key is reserved for the Idempotency-Key layer's rows: name the \
+                 provider otherwise",
+            ));
+        }
         // PostgreSQL's lock_timeout is an int of milliseconds; 0 would mean no limit.
         let lock_timeout = self.claim.current_in_flight_wait();
         if lock_timeout.as_millis() == 0 || lock_timeout.as_millis() > i32::MAX as u128 {

@@ -545,3 +545,27 @@ async fn a_short_shared_token_or_basic_password_is_refused_unless_the_provider_o
     let errors = logs.lines_with(&["ERROR", "tenant_short", "weak_credential"]);
     assert_eq!(errors.len(), 1, "one ERROR line naming the scope and why: {}", logs.text());
 }
+
+/// The Idempotency-Key layer stores its keys as claims of the provider
+/// `idempotency-key`: a webhook provider of that name would share their rows
+/// (a delivery keyed like a client's key would be its duplicate, and the
+/// other way round), so a layer with it is refused at build, in any case.
+#[tokio::test]
+async fn the_idempotency_key_layer_s_provider_name_is_refused_for_a_webhook_layer() {
+    let db = TestDb::new().await;
+    assert_eq!(webhook_idempotency::idempotency_key::PROVIDER, "idempotency-key");
+    for name in ["idempotency-key", "Idempotency-Key"] {
+        let provider =
+            Provider::new(name, github::GitHubVerifier::new(), webhook_idempotency::key::JsonPointerKey::new("/id"));
+        let err = WebhookLayer::builder(db.pool.clone(), provider).scope("acct").secret(GITHUB_SECRET).build();
+        let err = err.expect_err(name);
+        assert_eq!(err.kind(), webhook_idempotency::ConfigErrorKind::InvalidName, "{name}");
+        assert!(err.to_string().contains("reserved"), "{err}");
+    }
+    let renamed = Provider::new(
+        "idempotency-keys",
+        github::GitHubVerifier::new(),
+        webhook_idempotency::key::JsonPointerKey::new("/id"),
+    );
+    assert!(WebhookLayer::builder(db.pool.clone(), renamed).scope("acct").secret(GITHUB_SECRET).build().is_ok());
+}
