@@ -219,7 +219,7 @@ async fn operator_actions_are_dry_runnable_and_audited() {
     assert_eq!(admin.replay(&Filter { key: Some("x1".into()), ..Filter::default() }, false, "bob").await.unwrap(), 1);
     assert_eq!(db.event_row("x1").await.map(|r| r.0), Some("pending".into()));
     let audit = admin.audit(10).await.unwrap();
-    let actions: Vec<(&str, &str, i64)> = audit.iter().map(|a| (a.1.as_str(), a.2.as_str(), a.4)).collect();
+    let actions: Vec<(&str, &str, i64)> = audit.iter().map(|a| (a.actor.as_str(), a.action.as_str(), a.rows)).collect();
     assert_eq!(actions, [("bob", "replay", 1), ("alice", "requeue", 1)]);
     let shown = admin.show("acme", "s", "d2", true).await.unwrap().unwrap();
     assert_eq!((shown.row.state.as_str(), shown.payload.as_deref()), ("dead", Some(&b"{}"[..])));
@@ -227,6 +227,63 @@ async fn operator_actions_are_dry_runnable_and_audited() {
     assert!(stats.by_state.iter().any(|(p, _, s, n)| p == "acme" && s == "pending" && *n == 2), "{stats:?}");
     assert!(stats.oldest_pending.is_some());
     assert_eq!(admin.purge(Duration::from_secs(3600), true, "carol").await.unwrap(), 0);
+}
+
+/// Each audit row records the database role the action's session logged in
+/// as (`session_user`), whatever `--actor` says and whatever role the session
+/// then switched to (`SET ROLE`: `current_user` changes, `session_user` does
+/// not); a row written by hand gets it too (the column's default), and a row
+/// from before migration 11 reads `None`.
+#[tokio::test]
+async fn an_audit_row_records_the_session_s_database_role_beside_the_actor() {
+    let db = TestDb::new().await;
+    let (login, group) = (format!("{}_ops_login", db.name), format!("{}_ops_group", db.name));
+    db.execute(&format!(
+        "CREATE ROLE {group} NOLOGIN;
+         GRANT USAGE ON SCHEMA webhook_idempotency TO {group};
+         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA webhook_idempotency TO {group};
+         CREATE ROLE {login} LOGIN IN ROLE {group};
+         INSERT INTO webhook_idempotency.webhook_audit (actor, action, filter, rows, db_role)
+             VALUES ('before-11', 'purge', '{{}}', 0, NULL);"
+    ))
+    .await;
+    let inbox = Inbox::new(db.pool.clone()).unwrap();
+    let head = RequestHead { method: "POST".into(), uri: "/".into(), headers: vec![] };
+    inbox.accept(&ScopedEvent::new("acme", "s", "r1"), b"{}", &head).await.unwrap();
+    set_state(&db, "r1", "dead").await;
+    // The operator's session: logged in as `login`, then `SET ROLE group`.
+    let mut config = db.config.clone();
+    config.user(&login).options(&format!("-c role={group}"));
+    let operator = pool(config, 1);
+    let seen: (String, String) = {
+        let c = operator.get().await.unwrap();
+        let r = c.query_one("SELECT session_user::text, current_user::text", &[]).await.unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(seen, (login.clone(), group.clone()), "the session switched roles");
+    let admin = Admin::new(operator).unwrap();
+    let one = Filter { key: Some("r1".into()), ..Filter::default() };
+    assert_eq!(admin.requeue(&one, false, "root").await.unwrap(), 1, "the actor says root");
+    assert_eq!(admin.purge(Duration::from_secs(3600), false, "root").await.unwrap(), 0);
+    let audit = admin.audit(10).await.unwrap();
+    let got: Vec<(&str, &str, Option<&str>)> =
+        audit.iter().map(|a| (a.action.as_str(), a.actor.as_str(), a.db_role.as_deref())).collect();
+    assert_eq!(
+        got,
+        [
+            ("purge", "root", Some(login.as_str())),
+            ("requeue", "root", Some(login.as_str())),
+            ("purge", "before-11", None)
+        ],
+        "the login role, not the actor's text nor the role set after login"
+    );
+    // A row written by hand, without naming the column, gets the role too.
+    db.execute(
+        "INSERT INTO webhook_idempotency.webhook_audit (actor, action, filter, rows) VALUES ('psql', 'purge', '{}', 0)",
+    )
+    .await;
+    let by_hand = db.scalar_text("SELECT db_role FROM webhook_idempotency.webhook_audit WHERE actor = 'psql'").await;
+    assert_eq!(by_hand, db.scalar_text("SELECT session_user::text").await);
 }
 
 /// The scale measurement behind OPERATIONS.md (not run by `cargo test`):

@@ -394,8 +394,7 @@ async fn an_uncertain_effect_without_reconciliation_waits_for_an_operator() {
     let row = outbox_row(&db, "evt_unsure").await.unwrap();
     assert_eq!((row.0.as_str(), row.2), ("done", remote.performed(&unsure)));
     let audit = admin.audit(10).await.unwrap();
-    let actions: Vec<(&str, &str, i64)> =
-        audit.iter().map(|(_, actor, action, _, rows)| (actor.as_str(), action.as_str(), *rows)).collect();
+    let actions: Vec<(&str, &str, i64)> = audit.iter().map(|a| (a.actor.as_str(), a.action.as_str(), a.rows)).collect();
     assert_eq!(
         actions,
         [("alice", "outbox_resolve", 1), ("alice", "outbox_resolve", 0), ("alice", "outbox_resolve", 1)]
@@ -862,7 +861,7 @@ async fn delivered_effects_past_the_window_are_purged_and_the_rest_kept() {
         1,
         "evt_new; never the dead"
     );
-    assert_eq!(admin.audit(1).await.unwrap()[0].2, "outbox_purge");
+    assert_eq!(admin.audit(1).await.unwrap()[0].action, "outbox_purge");
 }
 
 const CHAOS_ENV: &str = "WEBHOOK_OUTBOX_CHAOS_WORKER";

@@ -481,9 +481,12 @@ async fn audit(admin: &Admin, limit: u32, as_json: bool) -> Result<Report, Fail>
     if as_json {
         let v: Vec<Value> = rows
             .iter()
-            .map(|(at, actor, action, filter, n)| {
-                let filter: Value = serde_json::from_str(filter).unwrap_or_else(|_| filter.clone().into());
-                json!({"at": time_json(Some(*at)), "actor": actor, "action": action, "filter": filter, "rows": n})
+            .map(|r| {
+                let filter: Value = serde_json::from_str(&r.filter).unwrap_or_else(|_| r.filter.clone().into());
+                json!({
+                    "at": time_json(Some(r.at)), "actor": r.actor, "db_role": r.db_role, "action": r.action,
+                    "filter": filter, "rows": r.rows,
+                })
             })
             .collect();
         return Ok(Report::new(json_text(&Value::Array(v)), true));
@@ -491,9 +494,17 @@ async fn audit(admin: &Admin, limit: u32, as_json: bool) -> Result<Report, Fail>
     if rows.is_empty() {
         return Ok(Report::new("no audit rows\n".into(), true));
     }
-    let mut t = table(&["at", "actor", "action", "rows", "filter"]);
-    for (at, actor, action, filter, n) in &rows {
-        t.add_row(vec![time(*at), printable(actor), action.clone(), n.to_string(), printable(filter)]);
+    let mut t = table(&["at", "actor", "db role", "action", "rows", "filter"]);
+    for r in &rows {
+        let role = r.db_role.as_deref().map_or_else(|| "-".to_owned(), printable);
+        t.add_row(vec![
+            time(r.at),
+            printable(&r.actor),
+            role,
+            r.action.clone(),
+            r.rows.to_string(),
+            printable(&r.filter),
+        ]);
     }
     Ok(Report::new(format!("{t}\n"), true))
 }

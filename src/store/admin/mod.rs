@@ -3,7 +3,8 @@
 //! full, and the manual actions `requeue`, `replay` and `purge`.
 //!
 //! `requeue` and `replay` run in one transaction with their audit row
-//! (`webhook_audit`: time, actor, action, filter, rows changed); a dry run
+//! (`webhook_audit`: time, actor, the session's database role, action, filter,
+//! rows changed); a dry run
 //! runs the very same statements and rolls back, so the count it reports is
 //! exactly what the action would change. `purge` deletes in short batches,
 //! each its own transaction (as [`Retention`]
@@ -67,6 +68,27 @@ pub struct EventRow {
     pub received_at: SystemTime,
     /// When the last failure was recorded.
     pub last_failed_at: Option<SystemTime>,
+}
+
+/// One audit row: an operator's action, see [`Admin::audit`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AuditRow {
+    /// When the action committed (the database's clock).
+    pub at: SystemTime,
+    /// Who the operator said they are (`--actor`, default `$USER`): free text.
+    pub actor: String,
+    /// The database role the action's session logged in as (`session_user`,
+    /// recorded by the column's default since migration 11); `None` for rows
+    /// written before it.
+    pub db_role: Option<String>,
+    /// `requeue`, `replay`, `purge`, `outbox_resolve`, `outbox_requeue` or
+    /// `outbox_purge`.
+    pub action: String,
+    /// The filter the action was given, as JSON text.
+    pub filter: String,
+    /// How many rows it changed.
+    pub rows: i64,
 }
 
 /// One event in full: see [`Admin::show`].
@@ -418,19 +440,33 @@ impl Admin {
     }
 
     /// The `INSERT` of an audit row: `$1 actor, $2 action, $3 filter JSON,
-    /// $4 rows`.
+    /// $4 rows`; the time and the session's role (`db_role`) are the
+    /// columns' defaults, `now()` and `session_user`.
     fn audit_insert(&self) -> String {
         format!("INSERT INTO {} (actor, action, filter, rows) VALUES ($1, $2, $3::text::jsonb, $4)", self.audit)
     }
 
-    /// The audit rows, newest first: `(time, actor, action, filter JSON, rows)`.
+    /// The audit rows, newest first.
     ///
     /// # Errors
     /// [`StoreError`].
-    pub async fn audit(&self, limit: usize) -> Result<Vec<(SystemTime, String, String, String, i64)>, StoreError> {
-        let sql = format!("SELECT at, actor, action, filter::text, rows FROM {} ORDER BY at DESC LIMIT $1", self.audit);
+    pub async fn audit(&self, limit: usize) -> Result<Vec<AuditRow>, StoreError> {
+        let sql = format!(
+            "SELECT at, actor, db_role, action, filter::text, rows FROM {} ORDER BY at DESC LIMIT $1",
+            self.audit
+        );
         let rows = self.query("audit", &sql, &[limit_param(limit)]).await?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))).collect())
+        Ok(rows
+            .iter()
+            .map(|r| AuditRow {
+                at: r.get(0),
+                actor: r.get(1),
+                db_role: r.get(2),
+                action: r.get(3),
+                filter: r.get(4),
+                rows: r.get(5),
+            })
+            .collect())
     }
 
     /// Sets the state gauges once (see [`crate::metrics`]): rows by provider
