@@ -378,8 +378,14 @@ async fn actions_change_rows_and_are_audited() {
         ],
     );
     assert_eq!(rows[2].3["key"], "d1", "the audit row keeps the filter");
+    // Whatever --actor says, each row names the role the command logged in as.
+    let role = db.config.get_user().unwrap().to_owned();
+    let json = audit.json();
+    let roles: Vec<&str> = json.as_array().unwrap().iter().map(|r| r["db_role"].as_str().unwrap()).collect();
+    assert_eq!(roles, [role.as_str(); 5], "the session's role on every row");
     let table = admin(&db, &["audit"]).await;
     assert!(table.stdout.contains("alice") && table.stdout.contains("requeue"), "{}", table.stdout);
+    assert!(table.stdout.contains("db role") && table.stdout.contains(&role), "{}", table.stdout);
 }
 
 #[tokio::test]
