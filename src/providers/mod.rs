@@ -496,6 +496,112 @@ mod tests {
         }
     }
 
+    /// The longest a signed time is checked against: 400 days.
+    const NO_LIMIT: u64 = 400 * 86_400;
+
+    /// How far from its signing time a preset's example still verifies, in
+    /// whole seconds: `Some((into the past, into the future))`, each found by
+    /// bisection up to [`NO_LIMIT`]; `None` when it verifies that far both
+    /// ways (the scheme signs no time).
+    fn tolerance(preset: &PresetInfo) -> Option<(u64, u64)> {
+        let body = format!(r#"{{"id":"evt_1","type":"t","webhookTimestamp":{}}}"#, NOW * 1000);
+        let ex = preset.example("delivery-1", at(NOW), body.as_bytes());
+        let verifies = |now: u64| {
+            ex.provider.verifier_ref().verify(&Delivery::new(&ex.parts, &ex.body, &ex.secrets, at(now))).is_ok()
+        };
+        assert!(verifies(NOW), "{}: its example verifies when signed", preset.name);
+        let widest = |toward: &dyn Fn(u64) -> u64| {
+            if verifies(toward(NO_LIMIT)) {
+                return NO_LIMIT;
+            }
+            let (mut ok, mut late) = (0, NO_LIMIT);
+            while late - ok > 1 {
+                let mid = ok + (late - ok) / 2;
+                *(if verifies(toward(mid)) { &mut ok } else { &mut late }) = mid;
+            }
+            ok
+        };
+        let past = widest(&|d| NOW + d);
+        let ahead = widest(&|d| NOW - d);
+        (past != NO_LIMIT || ahead != NO_LIMIT).then_some((past, ahead))
+    }
+
+    /// A tolerance as the docs write it: `300 s`, `2 h`, `600 s past, 60 s
+    /// ahead`, anything after in parentheses ignored; `none signed` is
+    /// `None`.
+    fn parse_tolerance(text: &str) -> Option<(u64, u64)> {
+        let text = text.split('(').next().unwrap_or_default().trim();
+        if text == "none signed" {
+            return None;
+        }
+        let seconds = |t: &str| -> u64 {
+            let (n, unit) = t.trim().split_once(' ').unwrap_or_else(|| panic!("no unit in {t:?}"));
+            let n: u64 = n.parse().unwrap_or_else(|_| panic!("not a number: {t:?}"));
+            match unit.split_whitespace().next() {
+                Some("s") => n,
+                Some("h") => n * 3600,
+                other => panic!("unit {other:?} in {t:?}"),
+            }
+        };
+        Some(match text.split_once("past,") {
+            Some((past, ahead)) => (seconds(past), seconds(ahead.trim_end_matches("ahead"))),
+            None => (seconds(text), seconds(text)),
+        })
+    }
+
+    /// The text of `file`, from the crate's root.
+    fn doc(file: &str) -> String {
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap()
+    }
+
+    /// The cells of each row of the table in `text` whose header line
+    /// starts with `header`.
+    fn table_rows(text: &str, header: &str) -> Vec<Vec<String>> {
+        let lines = text.lines().skip_while(|l| !l.starts_with(header));
+        let rows = lines.skip(2).take_while(|l| l.starts_with('|'));
+        rows.map(|row| row.trim_matches('|').split('|').map(|c| c.trim().to_owned()).collect()).collect()
+    }
+
+    /// The preset names written in backticks in `text`.
+    fn backticked(text: &str) -> Vec<String> {
+        text.split('`').skip(1).step_by(2).filter(|name| find(name).is_some()).map(str::to_owned).collect()
+    }
+
+    /// SECURITY.md's tolerance table and its list of presets that sign no
+    /// timestamp, and the tolerance column of docs/providers.md, say what
+    /// each preset's verifier does: its example verifies that far into the
+    /// past and the future, and no further ([`tolerance`]), or at any age.
+    #[test]
+    fn the_docs_state_each_preset_s_tolerance_as_its_verifier_checks_it() {
+        let truth: Vec<(&str, Option<(u64, u64)>)> = REGISTRY.iter().map(|p| (p.name, tolerance(p))).collect();
+        let security = doc("SECURITY.md");
+        let mut stated: Vec<(String, Option<(u64, u64)>)> = Vec::new();
+        for cells in table_rows(&security, "| presets | into the past | into the future |") {
+            let tolerance = parse_tolerance(&format!("{} past, {} ahead", cells[1], cells[2]));
+            stated.extend(backticked(&cells[0]).into_iter().map(|name| (name, tolerance)));
+        }
+        let unsigned = security.lines().find(|l| l.starts_with("Presets that sign no timestamp:"));
+        let unsigned = unsigned.expect("SECURITY.md: no line \"Presets that sign no timestamp: ...\"");
+        stated.extend(backticked(unsigned).into_iter().map(|name| (name, None)));
+        let mut column: Vec<(String, Option<(u64, u64)>)> = Vec::new();
+        for cells in table_rows(&doc("docs/providers.md"), "| preset (`--provider`) | signature | tolerance |") {
+            column.extend(backticked(&cells[0]).into_iter().map(|name| (name, parse_tolerance(&cells[2]))));
+        }
+        for (doc, stated) in [("SECURITY.md", &stated), ("docs/providers.md", &column)] {
+            for (name, truth) in &truth {
+                let said: Vec<_> = stated.iter().filter(|(n, _)| n == name).map(|(_, t)| *t).collect();
+                assert_eq!(
+                    said,
+                    [*truth],
+                    "{doc}: {name}'s tolerance, stated once (seconds into the past, the future)"
+                );
+            }
+            if cfg!(feature = "full") {
+                assert_eq!(stated.len(), REGISTRY.len(), "{doc}: a preset stated twice or not in the registry");
+            }
+        }
+    }
+
     /// Each preset's module docs say which field orders its objects' changes
     /// (the `version` of `WebhookTx::apply_if_newer`).
     #[test]

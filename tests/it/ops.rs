@@ -253,7 +253,7 @@ async fn an_audit_row_records_the_session_s_database_role_beside_the_actor() {
     set_state(&db, "r1", "dead").await;
     // The operator's session: logged in as `login`, then `SET ROLE group`.
     let mut config = db.config.clone();
-    config.user(&login).options(&format!("-c role={group}"));
+    config.user(&login).options(format!("-c role={group}"));
     let operator = pool(config, 1);
     let seen: (String, String) = {
         let c = operator.get().await.unwrap();

@@ -733,3 +733,72 @@ async fn no_credential_reaches_the_handler_or_the_inbox_for_any_preset() {
         assert_eq!(case.leaked(handed), Vec::<String>::new(), "{name}: a credential in the rebuilt request");
     }
 }
+
+/// The scrub CHANGELOG.md gives for rows stored before credential headers
+/// were dropped, run as written: the GitLab and Telegram tokens leave every
+/// stored head, the other headers stay in order, other rows are untouched.
+#[tokio::test]
+async fn the_changelog_s_scrub_removes_stored_tokens_and_keeps_the_other_headers() {
+    let changelog = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/CHANGELOG.md")).unwrap();
+    let from = changelog.find("### Security (fourth round)").expect("the section");
+    let block = &changelog[from..];
+    let start = block.find("```sql\n").expect("the scrub's SQL block") + "```sql\n".len();
+    let scrub = &block[start..start + block[start..].find("```").unwrap()];
+    let db = TestDb::new().await;
+    let inbox = webhook_idempotency::store::inbox::Inbox::new(db.pool.clone()).unwrap();
+    let head = |headers: &[(&str, &str)]| webhook_idempotency::store::inbox::RequestHead {
+        method: "POST".into(),
+        uri: "/hook".into(),
+        headers: headers.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect(),
+    };
+    let rows = [
+        (
+            "gitlab",
+            head(&[
+                ("content-type", "application/json"),
+                ("x-gitlab-token", "glpat-secret-token-1"),
+                ("idempotency-key", "k1"),
+                ("x-gitlab-event", "Push Hook"),
+            ]),
+        ),
+        ("telegram", head(&[("x-telegram-bot-api-secret-token", "tg-secret-token-1")])),
+        ("stripe", head(&[("content-type", "application/json"), ("user-agent", "Stripe/1.0")])),
+    ];
+    for (provider, head) in &rows {
+        let event = webhook_idempotency::store::ScopedEvent::new(*provider, "s", format!("{provider}-1"));
+        assert!(inbox.accept(&event, b"{}", head).await.unwrap());
+    }
+    let changed = db.pool.get().await.unwrap().execute(scrub, &[]).await.unwrap();
+    assert_eq!(changed, 2, "the two rows holding a token");
+    let c = db.pool.get().await.unwrap();
+    let stored = c
+        .query("SELECT provider, request_head::text FROM webhook_idempotency.webhook_events ORDER BY provider", &[])
+        .await
+        .unwrap();
+    let heads: Vec<(String, Vec<(String, String)>)> = stored
+        .iter()
+        .map(|r| {
+            let head: serde_json::Value = serde_json::from_str(r.get(1)).unwrap();
+            (r.get(0), serde_json::from_value(head["headers"].clone()).unwrap())
+        })
+        .collect();
+    let pairs = |h: &[(&str, &str)]| h.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect::<Vec<_>>();
+    assert_eq!(
+        heads,
+        [
+            (
+                "gitlab".to_owned(),
+                pairs(&[
+                    ("content-type", "application/json"),
+                    ("idempotency-key", "k1"),
+                    ("x-gitlab-event", "Push Hook")
+                ])
+            ),
+            ("stripe".to_owned(), pairs(&[("content-type", "application/json"), ("user-agent", "Stripe/1.0")])),
+            ("telegram".to_owned(), vec![]),
+        ]
+    );
+    let all =
+        db.scalar_text("SELECT string_agg(request_head::text, ' ') FROM webhook_idempotency.webhook_events").await;
+    assert!(!all.contains("secret-token"), "{all}");
+}
