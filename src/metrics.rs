@@ -16,6 +16,7 @@
 //! | `webhook_pool_wait_seconds` | histogram | | waiting for a pooled connection |
 //! | `webhook_worker_runs_total` | counter | `kind`, `provider`, `outcome` | every run of a worker's item (`kind` `inbox` or `outbox`): `done`, `retried` (failed, due again), `dead`, `lease_lost`, `released` (at shutdown), and the outbox's `uncertain`, `resent`, `unrecorded` |
 //! | `webhook_worker_run_duration_seconds` | histogram | `kind`, `provider`, `outcome` | one run, from its lease to its end |
+//! | `webhook_worker_listen_checks_total` | counter | `channel`, `outcome` | a worker's `LISTEN` connection checks, at start and after each reconnect, that a notification sent from another session reaches it: `received`, `missed` (it did not within 5 s: a transaction-mode pooler between `listen` and PostgreSQL; the worker only polls; a WARN names the fix), `unchecked` (the check could not be sent) |
 //! | `webhook_outbox_effects_total` | counter | `provider`, `effect`, `outcome` | every run of an outbox effect: `delivered`, `retried`, `uncertain`, `resent` (reconciled as not delivered), `dead`, `lease_lost`, `released`, `unrecorded` (its end could not be written: the lease expires) |
 //! | `webhook_inbox_integrity_failures_total` | counter | `provider`, `reason` | inbox rows a worker with an integrity key refused to run (`missing`, `mismatch`): each is `dead` |
 //! | `webhook_events` | gauge | `provider`, `state` | rows by state (the gauge sampler) |
@@ -70,6 +71,13 @@ pub(crate) fn worker_run(kind: &'static str, provider: &str, outcome: &'static s
         )
         .record(took.as_secs_f64());
     }
+}
+
+/// Counts how a worker listener's check that notifications reach it ended
+/// (`received`, `missed`, `unchecked`).
+pub(crate) fn listen_check(channel: &str, outcome: &'static str) {
+    metrics::counter!("webhook_worker_listen_checks_total", "channel" => channel.to_owned(), "outcome" => outcome)
+        .increment(1);
 }
 
 /// Counts an inbox row refused for its integrity tag (`missing`, `mismatch`).

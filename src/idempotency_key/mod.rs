@@ -140,8 +140,8 @@
 //! ### response-not-stored
 //! 500: the response was over `max_response_bytes` or unreadable; rolled back.
 //! ### handler-error
-//! 500: the handler answered while still holding the transaction, or the
-//! inner service failed; rolled back.
+//! 500: the handler panicked, answered while still holding the
+//! transaction, or the inner service failed; rolled back.
 //! ### misconfigured
 //! 500: the scope resolver returned an invalid scope.
 

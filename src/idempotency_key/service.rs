@@ -16,7 +16,7 @@ use super::header::KeyProblem;
 use super::request::IdempotentRequest;
 use super::{ErrorResponses, FingerprintFn, ScopeFn};
 use crate::event::ScopedEvent;
-use crate::layer::claimed::{self, Claimed};
+use crate::layer::claimed::{self, Claimed, Failure};
 use crate::layer::service::{with_body, Wrapped};
 use crate::layer::{ResponseBody, IDEMPOTENT_REPLAYED};
 use crate::store::request_keys::{RequestKeys, StoredKey, StoredResponse, PROVIDER};
@@ -134,9 +134,12 @@ where
     let req = with_body::<ReqBody>(parts, body, config.body_limit);
     let response = match claimed::call(inner, req, PROVIDER).await {
         Ok(response) => response,
-        Err(e) => {
-            let _ = claimed.fail("inner service returned an error", None).await;
-            return Err(e);
+        // Rolled back and recorded; a panic is answered 500.
+        Err(failure) => {
+            return match claimed::end::<ResBody, _>(claimed, Err(failure), &|_| false).await {
+                Claimed::ServiceError(e) => Err(e),
+                other => Ok(ended_answer(other)),
+            }
         }
     };
     Ok(finish(config, claimed, &request, response, &fingerprint).await)
@@ -223,7 +226,7 @@ where
     }
     if !store || claimed.retryable_conflict().is_some() {
         // Rolled back and recorded: the next request with the key runs.
-        let ended = claimed::end(claimed, Ok::<_, ()>(response), &|_| false).await;
+        let ended = claimed::end(claimed, Ok::<_, Failure<()>>(response), &|_| false).await;
         return match ended {
             Claimed::Handled { response, .. } => ("failed", response.map(ResponseBody::inner)),
             other => ended_answer(other),
@@ -249,7 +252,7 @@ where
     let more = stored.params(fingerprint, &flat);
     let response = Response::from_parts(head, ResponseBody::<B>::bytes(stored.body.clone()));
     let commit = Some((config.keys.commit_sql(), &more[..]));
-    match claimed::end_with(claimed, Ok::<_, ()>(response), &|_| true, commit).await {
+    match claimed::end_with(claimed, Ok::<_, Failure<()>>(response), &|_| true, commit).await {
         Claimed::Handled { response, committed: true } => ("committed", response),
         // An error answer that could not be stored (typically a statement of
         // the handler failed and aborted the transaction): nothing committed,
@@ -265,8 +268,12 @@ async fn pass<S, ReqBody, ResBody>(inner: S, req: Request<ReqBody>) -> Result<An
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
 {
-    let response = claimed::call(inner, req, PROVIDER).await?;
-    Ok(("passed", response.map(ResponseBody::inner)))
+    match claimed::call(inner, req, PROVIDER).await {
+        Ok(response) => Ok(("passed", response.map(ResponseBody::inner))),
+        Err(Failure::Error(e)) => Err(e),
+        // No claim, nothing to roll back: the panic goes on, as without the layer.
+        Err(Failure::Panicked(panic)) => std::panic::resume_unwind(panic),
+    }
 }
 
 /// The request body, bounded: 413 past `limit`, 400 when unreadable.

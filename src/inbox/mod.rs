@@ -105,6 +105,8 @@
 //! once; it reconnects after a loss. Polling every
 //! [`poll_interval`](crate::worker::WorkerBuilder::poll_interval) (1 s) is the
 //! fallback: a lost notification delays an event by at most one interval.
+//! The listener checks that notifications reach it (a WARN when `listen`
+//! goes through a transaction-mode pooler, which drops them).
 //!
 //! **Metrics and logs.** Every run is counted by outcome
 //! (`webhook_worker_runs_total{kind="inbox"}`: `done`, `retried`, `dead`,

@@ -10,11 +10,17 @@
 //! transaction, `INSERT ... ON CONFLICT`; see [`ClaimStore`]); the inner
 //! service; then, on a success status and no retryable conflict in the
 //! handler's statements, the fenced commit (only a confirmed `COMMIT` is a
-//! success), otherwise a rollback and the failed attempt recorded.
+//! success), otherwise a rollback and the failed attempt recorded. A
+//! panic of the inner service is caught here, for both layers: rolled back,
+//! recorded as [`PANICKED_ERROR`], answered 500 by the layer (no
+//! `CatchPanicLayer` needed).
 
+use std::any::Any;
 use std::future::poll_fn;
+use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
+use futures_util::FutureExt as _;
 use http::{Request, Response, StatusCode};
 use tower_service::Service;
 
@@ -45,11 +51,27 @@ pub(crate) enum Claimed<R, E> {
     StillInUse,
     /// The inner service failed: rolled back and recorded.
     ServiceError(E),
+    /// The inner service panicked: rolled back and recorded as
+    /// [`PANICKED_ERROR`]; the layer answers 500.
+    Panicked,
     /// The handler answered a 2xx that the success predicate refuses:
     /// rolled back and recorded. Passing the 2xx on would tell the sender
     /// the event was processed and lose it; the layer answers 500.
     RefusedSuccess,
 }
+
+/// How the inner service ended without a response.
+pub(crate) enum Failure<E> {
+    /// It returned an error.
+    Error(E),
+    /// It panicked: the panic's payload (its message was printed by the
+    /// panic hook). Its future is dropped by then, the `WebhookTx` clones it
+    /// held with it.
+    Panicked(Box<dyn Any + Send>),
+}
+
+/// What `failed` rows carry as `last_error` when the handler panicked.
+pub(crate) const PANICKED_ERROR: &str = "panicked: the handler panicked (its transaction was rolled back)";
 
 /// Claims `event` in `store` and, when claimed, calls `inner` with the
 /// request `request` builds from the claim; commits when `success` accepts
@@ -152,28 +174,38 @@ async fn guard_body<R, E>(claimed: &ClaimedEvent, digest: &[u8; 32]) -> Result<(
     Err(answer)
 }
 
-/// Calls `inner` once it is ready, timing the handler.
+/// Calls `inner` once it is ready, timing the handler; a panic in its
+/// `poll_ready`, `call` or response future is caught (each poll runs under
+/// `catch_unwind`) and returned as [`Failure::Panicked`].
 pub(crate) async fn call<S, ReqBody, ResBody>(
     mut inner: S,
     req: Request<ReqBody>,
     provider: &str,
-) -> Result<Response<ResBody>, S::Error>
+) -> Result<Response<ResBody>, Failure<S::Error>>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
 {
     let handler_started = Instant::now();
-    let result = match poll_fn(|cx| inner.poll_ready(cx)).await {
-        Ok(()) => inner.call(req).await,
-        Err(e) => Err(e),
+    let run = async move {
+        match poll_fn(|cx| inner.poll_ready(cx)).await {
+            Ok(()) => inner.call(req).await,
+            Err(e) => Err(e),
+        }
     };
+    // Unwind safety: nothing the handler touched is used after its panic but
+    // the claim's transaction, which is rolled back (or its connection closed).
+    let result = AssertUnwindSafe(run).catch_unwind().await;
     crate::metrics::handler(provider, handler_started.elapsed());
-    result
+    match result {
+        Ok(result) => result.map_err(Failure::Error),
+        Err(panic) => Err(Failure::Panicked(panic)),
+    }
 }
 
 /// Commits or rolls back from the handler's result.
 pub(crate) async fn end<R, E>(
     claimed: ClaimedEvent,
-    result: Result<Response<R>, E>,
+    result: Result<Response<R>, Failure<E>>,
     success: &SuccessFn,
 ) -> Claimed<Response<R>, E> {
     end_with(claimed, result, success, None).await
@@ -184,17 +216,27 @@ pub(crate) async fn end<R, E>(
 /// `Idempotency-Key` layer stores the response in the same statement.
 pub(crate) async fn end_with<R, E>(
     claimed: ClaimedEvent,
-    result: Result<Response<R>, E>,
+    result: Result<Response<R>, Failure<E>>,
     success: &SuccessFn,
     commit_with: Option<(&str, &[Param<'_>])>,
 ) -> Claimed<Response<R>, E> {
     let response = match result {
         Ok(response) => response,
-        Err(e) => {
+        Err(Failure::Error(e)) => {
             return match claimed.fail("inner service returned an error", None).await {
                 Ok(()) => Claimed::ServiceError(e),
                 Err(_) => Claimed::StillInUse,
             }
+        }
+        Err(Failure::Panicked(_)) => {
+            tracing::error!(
+                outcome = "failed",
+                "the handler panicked (the panic hook printed where): rolled back, the attempt recorded, answered 500"
+            );
+            return match claimed.fail(PANICKED_ERROR, None).await {
+                Ok(()) => Claimed::Panicked,
+                Err(_) => Claimed::StillInUse,
+            };
         }
     };
     let status = response.status();

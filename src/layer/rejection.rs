@@ -27,7 +27,7 @@ use super::ResponseBody;
 /// | `StoreUnavailable` | 503 + `Retry-After` | whatever PostgreSQL committed; never done |
 /// | `RetryableConflict` | 503 + `Retry-After` | rolled back; failed attempt recorded |
 /// | `Misconfigured` | 500 | nothing |
-/// | `HandlerError` | 500 | rolled back |
+/// | `HandlerError` | 500 | rolled back; failed attempt recorded |
 ///
 /// The response carries a [`Rejection`] in its extensions, so an outer
 /// layer (metrics, logging) can count refusals by kind.
@@ -60,8 +60,10 @@ pub enum RejectionKind {
     /// The endpoint's configuration is unusable (a resolver's scope or key
     /// material), or verification itself failed.
     Misconfigured,
-    /// The handler failed in a way the layer must answer for (it still held
-    /// the transaction when it answered).
+    /// The handler failed in a way the layer must answer for: it panicked
+    /// (the layer catches the panic, rolls back and records the attempt), it
+    /// still held the transaction when it answered, or it answered a 2xx the
+    /// success predicate refuses.
     HandlerError,
 }
 

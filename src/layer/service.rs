@@ -224,6 +224,7 @@ fn answer<ResBody, E>(config: &Config, claimed: Claimed<Response<ResBody>, E>) -
             config.refuse(RejectionKind::HandlerError, "tx_still_in_use")
         }
         Claimed::RefusedSuccess => config.refuse(RejectionKind::HandlerError, "refused_success"),
+        Claimed::Panicked => config.refuse(RejectionKind::HandlerError, "handler_panicked"),
         Claimed::ServiceError(e) => return Err(e),
     })
 }

@@ -310,6 +310,14 @@ impl<W> WorkerBuilder<W> {
     /// `config` and `tls` (re-established after a loss, 1 s between tries),
     /// instead of waiting for the next poll: the same `pg_notify` producers
     /// send when they add rows.
+    ///
+    /// `config` must reach PostgreSQL itself, not a transaction-mode pooler
+    /// (PgBouncer, Supavisor, RDS Proxy), which takes `LISTEN` and drops the
+    /// notifications. At start and after each reconnect the listener sends
+    /// one to itself from a second session of `config`; when it has not
+    /// arrived within 5 s, a WARN names the fix and
+    /// `webhook_worker_listen_checks_total{outcome="missed"}` counts it (the
+    /// worker goes on polling).
     pub fn listen<T>(mut self, config: tokio_postgres::Config, tls: T) -> Self
     where
         T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone + Send + Sync + 'static,

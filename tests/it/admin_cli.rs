@@ -59,7 +59,12 @@ impl Run {
 /// Runs the built `webhook-admin` with `DATABASE_URL` = `url` (none when
 /// `None`) and `$USER` = `user`.
 async fn admin_with(url: Option<&str>, user: &str, args: &[&str]) -> Run {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_webhook-admin"));
+    admin_in(tokio::process::Command::new(env!("CARGO_BIN_EXE_webhook-admin")), url, user, args).await
+}
+
+/// [`admin_with`] for the command `cmd` that runs `webhook-admin` (itself,
+/// or under `faketime`).
+async fn admin_in(mut cmd: tokio::process::Command, url: Option<&str>, user: &str, args: &[&str]) -> Run {
     cmd.args(args).env_remove("DATABASE_URL").env_remove("LOGNAME").env("USER", user);
     if let Some(url) = url {
         cmd.env("DATABASE_URL", url);
@@ -521,6 +526,86 @@ async fn purge_keeps_providers_without_a_preset_for_the_default_window() {
     let run = admin(&db, &["purge", "--older-than", "31days", "--actor", "carol"]).await;
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert_eq!(count().await, 2);
+}
+
+/// The `faketime` binary (Debian's package `faketime`, libfaketime), if one
+/// is installed.
+fn faketime() -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join("faketime"))
+        .find(|p| p.is_file())
+}
+
+/// Input from the fourth reliability review: `purge` printed its cut-off
+/// from the application's clock while its statements compare with the
+/// database's. `webhook-admin` runs under `faketime` 15 days ahead of the
+/// database (its own clock, the one `ago` shows, is shown to be skewed):
+/// the printed cut-off is the database's `now() - 31 days` (before: 16
+/// days ago, which would have named the 20-day-old row as deleted), and the
+/// purge takes the 40-day-old row and keeps the 20-day-old one, as the
+/// database's clock says.
+#[tokio::test]
+async fn purge_cutoff_and_what_it_deletes_follow_the_database_clock_under_a_skewed_application_clock() {
+    let Some(faketime) = faketime() else {
+        println!("skipped: faketime is not installed (Debian: apt-get install faketime)");
+        return;
+    };
+    let db = TestDb::new().await;
+    db.execute(&format!(
+        "INSERT INTO {EVENTS} (scope, provider, event_key, state, received_at)
+         VALUES ('s', 'stripe', 'evt_40d', 'done', now() - interval '40 days'),
+                ('s', 'stripe', 'evt_20d', 'done', now() - interval '20 days')"
+    ))
+    .await;
+    let url = conninfo(&db.config);
+    let skewed = |args: &[&str]| {
+        let mut cmd = tokio::process::Command::new(&faketime);
+        cmd.args(["-f", "+15d", env!("CARGO_BIN_EXE_webhook-admin")]);
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let url = url.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            admin_in(cmd, Some(&url), "ops-test", &args).await
+        }
+    };
+    // The application's clock is 15 days ahead: the 40-day-old row looks 55 days old.
+    let shown = skewed(&["show", "stripe", "s", "evt_40d"]).await;
+    assert!(shown.stdout.contains("(55 days ago)"), "the skew applies: {}{}", shown.stdout, shown.stderr);
+
+    // The text report names the database's cut-off (its date: the run takes a moment).
+    let c = db.pool.get().await.unwrap();
+    let day: String = c
+        .query_one("SELECT to_char((now() - interval '31 days') AT TIME ZONE 'UTC', 'YYYY-MM-DD')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let dry = skewed(&["purge", "--older-than", "31days", "--dry-run"]).await;
+    assert!(
+        dry.stdout.contains("would delete 1 done or failed rows received before ") && dry.stdout.contains(&day),
+        "the database's cut-off, {day}: {}{}",
+        dry.stdout,
+        dry.stderr
+    );
+
+    let run = skewed(&["purge", "--older-than", "31days", "--actor", "carol", "--json"]).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let report = run.json();
+    assert_eq!(report["rows"], 1, "{report}");
+    let cutoff = report["cutoff"].as_str().unwrap_or_else(|| panic!("no cutoff: {report}")).to_owned();
+    let off: f64 = c
+        .query_one(
+            "SELECT abs(extract(epoch FROM $1::text::timestamptz - (now() - interval '31 days')))::float8",
+            &[&cutoff],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(off < 60.0, "the cut-off {cutoff} is the database's now() - 31 days, not the application's: {off} s off");
+    drop(c);
+    let left = db.scalar_text(&format!("SELECT string_agg(event_key, ',' ORDER BY event_key) FROM {EVENTS}")).await;
+    assert_eq!(left, "evt_20d", "purged by the database's clock");
 }
 
 const OUTBOX: &str = "webhook_idempotency.webhook_outbox";

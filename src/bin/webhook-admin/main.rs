@@ -20,7 +20,9 @@
 //! ```
 //!
 //! Durations (`--since`, `--older-than`) are humantime's: `90s`, `15m`,
-//! `2h 30m`, `45days`.
+//! `2h 30m`, `45days`. They count back from the database's clock, which
+//! the statements compare with (`purge` prints its cut-off from it); the
+//! ages shown beside times (`3 h ago`) are this machine's.
 //!
 //! Before any command the schema is checked ([`check_schema`]): a schema
 //! that is missing or older than this build needs is reported with the
@@ -55,7 +57,7 @@
 //! [`check_schema`]: webhook_idempotency::store::check_schema
 
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::Parser;
@@ -457,12 +459,16 @@ async fn purge(
     actor: String,
     as_json: bool,
 ) -> Result<Report, Fail> {
+    // The cut-off as a time (humantime's duration text reads "30days"), on
+    // the database's clock, which the purge compares with: this machine's
+    // may be skewed from it.
+    let cutoff = admin.cutoff(older_than).await?;
     let n = admin.purge(older_than, dry_run, &actor).await?;
-    // The cut-off as a time: humantime's duration text reads "30days".
-    let age = SystemTime::now().checked_sub(older_than).map_or_else(|| "the epoch".to_owned(), time);
+    let age = time(cutoff);
     let out = if as_json {
         json_text(&json!({
-            "action": "purge", "dry_run": dry_run, "rows": n, "actor": actor, "older_than_secs": older_than.as_secs()
+            "action": "purge", "dry_run": dry_run, "rows": n, "actor": actor, "older_than_secs": older_than.as_secs(),
+            "cutoff": time_json(Some(cutoff)),
         }))
     } else if dry_run {
         format!("dry run: purge would delete {n} done or failed rows received before {age}; nothing changed\n")

@@ -415,6 +415,21 @@ impl Admin {
             .collect())
     }
 
+    /// The database's `now() - older_than`: the time before which
+    /// [`purge`](Self::purge) and [`purge_effects`](Self::purge_effects) take
+    /// rows, on the clock they compare with (PostgreSQL's, not this
+    /// process's, which may be skewed from it: OPERATIONS.md, "Clocks"). Each
+    /// purge batch takes its own `now()`, as late as the batch runs, so every
+    /// row older than the time returned here is taken.
+    ///
+    /// # Errors
+    /// [`StoreError`], also for an `older_than` that reaches before
+    /// PostgreSQL's earliest timestamp (4713 BC).
+    pub async fn cutoff(&self, older_than: Duration) -> Result<SystemTime, StoreError> {
+        let sql = "SELECT now() - make_interval(secs => $1)";
+        Ok(self.query("purge cutoff", sql, &[Param::F64(older_than.as_secs_f64())]).await?[0].get(0))
+    }
+
     /// Deletes `done` and `failed` rows received more than `older_than` ago
     /// (never `pending`, `running` or `dead`), with the same batched
     /// statement as [`Retention`], and records

@@ -49,38 +49,143 @@ async fn dropped_request_future_leaves_no_idle_in_transaction_backend() {
     assert_eq!(db.effects().await, 1);
 }
 
+/// `req` sent over TCP to the app served at `addr` (no `oneshot`: a panic
+/// that escaped the layer would close the connection, not fail the test
+/// task): the status and the body, or the client's error.
+async fn over_http(addr: std::net::SocketAddr, req: Request<Body>) -> Result<(StatusCode, String), reqwest::Error> {
+    use http_body_util::BodyExt;
+    let (mut parts, body) = req.into_parts();
+    parts.uri = format!("http://{addr}{}", parts.uri).parse().unwrap();
+    let body = body.collect().await.unwrap().to_bytes();
+    let req = reqwest::Request::try_from(Request::from_parts(parts, body)).unwrap();
+    let res = reqwest::Client::new().execute(req).await?;
+    Ok((res.status(), res.text().await?))
+}
+
+/// That every connection `pool` holds is outside a transaction: checks out
+/// all `n` and sends each a `SAVEPOINT`, which PostgreSQL refuses outside a
+/// transaction block (25P01) and takes inside one.
+async fn pooled_outside_transactions(pool: &deadpool_postgres::Pool, n: usize) -> bool {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        held.push(pool.get().await.unwrap());
+    }
+    let mut outside = true;
+    for c in &held {
+        let refused = c.batch_execute("SAVEPOINT probe").await.err().and_then(|e| e.code().cloned());
+        outside &= refused == Some(tokio_postgres::error::SqlState::NO_ACTIVE_SQL_TRANSACTION);
+    }
+    outside
+}
+
+/// After a first run of `provider`'s `key` whose handler panicked: its row
+/// `failed` (attempt 1) saying so, no effect committed, and no connection of
+/// `pool` (its size) left inside a transaction.
+async fn assert_panic_rolled_back_and_recorded(db: &TestDb, pool: &deadpool_postgres::Pool, provider: &str, key: &str) {
+    let c = db.pool.get().await.unwrap();
+    let row: Option<(String, i32, Option<String>)> = c
+        .query_opt(
+            "SELECT state, attempts, last_error FROM webhook_idempotency.webhook_events
+              WHERE provider = $1 AND event_key = $2",
+            &[&provider, &key],
+        )
+        .await
+        .unwrap()
+        .map(|r| (r.get(0), r.get(1), r.get(2)));
+    drop(c);
+    assert!(
+        matches!(&row, Some((state, 1, Some(why))) if state == "failed" && why.contains("the handler panicked")),
+        "{row:?}"
+    );
+    assert_eq!(db.effects().await, 0, "nothing committed");
+    assert_eq!(db.idle_in_transaction().await, 0);
+    let size = pool.status().max_size;
+    assert!(pooled_outside_transactions(pool, size).await, "a pooled connection is inside a transaction");
+}
+
+/// Input from the fourth reliability review: without `CatchPanicLayer` a
+/// panicking handler got no HTTP answer (the connection closed) and its row
+/// said the client went away. The layer catches the panic: 500, the row
+/// says the handler panicked, nothing committed, no pooled connection in a
+/// transaction, and the retry runs.
 #[tokio::test]
-async fn handler_panic_rolls_back_and_the_connection_is_not_reused_in_a_transaction() {
+async fn handler_panic_is_answered_500_recorded_and_rolled_back_without_catch_panic_layer() {
     let db = TestDb::new().await;
     let pool = db.pool(2);
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = runs.clone();
-    let app = Router::new()
-        .route(
-            "/webhooks/stripe",
-            post(move |tx: WebhookTx, event: WebhookEvent| {
-                let run = counter.fetch_add(1, Ordering::SeqCst);
-                async move {
-                    insert_effect(&tx, &event).await.unwrap();
-                    assert!(run > 0, "handler bug on the first run");
-                    StatusCode::OK
-                }
-            })
-            .layer(stripe_layer(pool.clone()).build().unwrap()),
-        )
-        .layer(tower_http::catch_panic::CatchPanicLayer::new());
+    let app = Router::new().route(
+        "/webhooks/stripe",
+        post(move |tx: WebhookTx, event: WebhookEvent| {
+            let run = counter.fetch_add(1, Ordering::SeqCst);
+            async move {
+                insert_effect(&tx, &event).await.unwrap();
+                assert!(run > 0, "handler bug on the first run");
+                StatusCode::OK
+            }
+        })
+        .layer(stripe_layer(pool.clone()).build().unwrap()),
+    );
+    let addr = serve(app).await;
     let body = stripe_body("evt_panic");
-    assert_eq!(status(&app, stripe_request(body.clone())).await.0, StatusCode::INTERNAL_SERVER_ERROR);
-    assert!(eventually(Duration::from_secs(10), || async { db.idle_in_transaction().await == 0 }).await);
-    // Every connection the pool hands out now is outside a transaction.
-    let a = pool.get().await.unwrap();
-    let b = pool.get().await.unwrap();
-    for c in [&a, &b] {
-        c.query_one("SELECT 1", &[]).await.unwrap();
-    }
-    assert_eq!(db.idle_in_transaction().await, 0);
-    drop((a, b));
-    assert_eq!(status(&app, stripe_request(body)).await.0, StatusCode::OK);
+    let first = over_http(addr, stripe_request(body.clone())).await;
+    assert!(matches!(first, Ok((StatusCode::INTERNAL_SERVER_ERROR, _))), "an answer, 500: {first:?}");
+    assert_panic_rolled_back_and_recorded(&db, &pool, "stripe", "evt_panic").await;
+
+    let retry = over_http(addr, stripe_request(body)).await;
+    assert!(matches!(retry, Ok((StatusCode::OK, _))), "the retry runs: {retry:?}");
+    assert_eq!(db.event_row("evt_panic").await, Some(("done".into(), 2, Some(200))));
+    assert_eq!(db.effects().await, 1);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// The same for the `Idempotency-Key` layer (the claimed-request step both
+/// layers share): its 500 problem, the row says the handler panicked, no
+/// response stored, and the retry with the key runs.
+#[tokio::test]
+async fn idempotency_key_handler_panic_is_answered_500_recorded_and_rolled_back() {
+    use webhook_idempotency::idempotency_key::{IdempotencyKeyLayer, IdempotentRequest, PROVIDER};
+    let db = TestDb::new().await;
+    let pool = db.pool(2);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let handler = move |tx: WebhookTx, req: IdempotentRequest| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async move {
+            tx.client()
+                .await
+                .unwrap()
+                .execute(
+                    "INSERT INTO effects (provider, scope, event_key) VALUES ('api', $1, $2)",
+                    &[&req.scope(), &req.key()],
+                )
+                .await
+                .unwrap();
+            assert!(req.attempt() > 1, "handler bug on the first run");
+            StatusCode::CREATED
+        }
+    };
+    let layer = IdempotencyKeyLayer::builder(pool.clone())
+        .scope(|parts| parts.headers.get("x-caller")?.to_str().ok().map(str::to_owned))
+        .build()
+        .unwrap();
+    let addr = serve(Router::new().route("/payments", post(handler)).layer(layer)).await;
+    let request = || {
+        Request::post("/payments")
+            .header("x-caller", "alice")
+            .header("idempotency-key", "\"k-panic\"")
+            .body(Body::from("{}"))
+            .unwrap()
+    };
+    let first = over_http(addr, request()).await;
+    assert!(
+        matches!(&first, Ok((StatusCode::INTERNAL_SERVER_ERROR, problem)) if problem.contains("handler-error")),
+        "an answer, the 500 problem: {first:?}"
+    );
+    assert_panic_rolled_back_and_recorded(&db, &pool, PROVIDER, "k-panic").await;
+
+    let retry = over_http(addr, request()).await;
+    assert!(matches!(retry, Ok((StatusCode::CREATED, _))), "the retry runs: {retry:?}");
     assert_eq!(db.effects().await, 1);
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
