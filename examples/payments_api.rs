@@ -51,7 +51,7 @@ use deadpool_postgres::Pool;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use webhook_idempotency::idempotency_key::{IdempotencyKeyLayer, IdempotentRequest};
-use webhook_idempotency::outbox::{Effect, EffectContext, EffectResult, Effects, OutboxWorker};
+use webhook_idempotency::outbox::{Effect, EffectContext, EffectResult, Effects, Enqueued, OutboxWorker};
 use webhook_idempotency::WebhookTx;
 
 const TEST_API_KEY: &str = "sk_test_payments_api_example";
@@ -129,7 +129,12 @@ async fn create_payment(tx: WebhookTx, idem: IdempotentRequest, body: Bytes) -> 
             )
             .await?;
         drop(db);
-        tx.enqueue(Effect::json("send_receipt", json!({ "payment_id": id }))).await?;
+        // Each claim of a key has effects of its own (a key used again after
+        // it expired too), so a duplicate here is this handler enqueuing the
+        // same effect twice: say so rather than drop it silently.
+        if tx.enqueue(Effect::json("send_receipt", json!({ "payment_id": id }))).await? == Enqueued::Duplicate {
+            tracing::warn!(payment = %id, "send_receipt was already enqueued for this request; not added again");
+        }
         Ok::<String, Box<dyn std::error::Error + Send + Sync>>(row.get(0))
     };
     match inserted.await {

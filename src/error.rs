@@ -186,6 +186,10 @@ pub enum ConfigErrorKind {
     SecretWhitespace,
     /// A schema name that is not a plain lower-case identifier.
     InvalidSchema,
+    /// A credential header (`set-cookie`, `authorization`, ...) among the
+    /// `Idempotency-Key` layer's replay headers without its explicit opt-in
+    /// ([`IdempotencyKeyLayerBuilder::allow_credential_replay_headers`](crate::idempotency_key::IdempotencyKeyLayerBuilder::allow_credential_replay_headers)).
+    CredentialReplayHeader,
     /// A limit or timeout out of its range (body limit 0, `lock_timeout`, a
     /// worker's concurrency or lease).
     InvalidLimit,

@@ -15,12 +15,16 @@ pub struct ScopedEvent {
     scope: String,
     key: String,
     event_type: Option<String>,
+    /// The event key of the outbox effects this claim enqueues, when it is
+    /// not [`key`](Self::key): the `Idempotency-Key` layer's key with the
+    /// claim's id (see [`with_effects_key`](Self::with_effects_key)).
+    effects_key: Option<String>,
 }
 
 impl ScopedEvent {
     /// The event `key` from `provider` in `scope`.
     pub fn new(provider: impl Into<String>, scope: impl Into<String>, key: impl Into<String>) -> Self {
-        Self { provider: provider.into(), scope: scope.into(), key: key.into(), event_type: None }
+        Self { provider: provider.into(), scope: scope.into(), key: key.into(), event_type: None, effects_key: None }
     }
 
     setters! {
@@ -51,6 +55,18 @@ impl ScopedEvent {
 
     setters! {
         pub(crate) fn with_type(event_type: Option<String>) => event_type = event_type;
+
+        /// With another event key for the outbox effects its claim enqueues
+        /// (their identity and downstream key): a key that is claimed anew
+        /// after it expired (the `Idempotency-Key` layer's) gives each claim
+        /// effects of its own, where an event's redeliveries share them.
+        pub(crate) fn with_effects_key(key: String) => effects_key = Some(key);
+    }
+
+    /// The event key of the outbox effects its claim enqueues: [`key`](Self::key)
+    /// unless [`with_effects_key`](Self::with_effects_key) set another.
+    pub(crate) fn effects_key(&self) -> &str {
+        self.effects_key.as_deref().unwrap_or(&self.key)
     }
 }
 

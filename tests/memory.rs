@@ -1,7 +1,8 @@
 //! Peak memory of deliveries through the layer, from the process's own
 //! statistics (`VmHWM` in `/proc/self/status`, reset through
-//! `/proc/self/clear_refs`): one unauthenticated request, and 64 concurrent
-//! signed 1 MiB deliveries claimed in a real PostgreSQL. Its own binary, so
+//! `/proc/self/clear_refs`): one unauthenticated request, 64 concurrent
+//! signed 1 MiB deliveries claimed in a real PostgreSQL, and 8 concurrent
+//! trickled bodies through the `Idempotency-Key` layer. Its own binary, so
 //! nothing else runs in the process meanwhile: keep it out of the shared test
 //! binary (`tests/it/`), whose other tests would count in this process's
 //! memory. The peak is the process's, so the tests here take [`MEASURING`]
@@ -19,25 +20,43 @@ use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use http::{Request, StatusCode};
 use http_body::Frame;
 use tower::{Layer as _, ServiceExt as _};
+use webhook_idempotency::idempotency_key::IdempotencyKeyLayer;
 use webhook_idempotency::providers::stripe;
 use webhook_idempotency::{Provider, Rejection, SigningSecret, StoreConfig, WebhookEvent, WebhookLayer, WebhookTx};
 
 const BODY: usize = 24 << 20;
 
-/// `len` bytes of `a` in frames of `frame` bytes.
+/// `left` bytes of `frame`'s byte in frames of `frame`'s length, as a client
+/// trickling its body: it yields to the runtime every [`Chunked::YIELD_EVERY`]
+/// frames, so that concurrent requests on one thread are read interleaved.
 struct Chunked {
     left: usize,
     frame: Bytes,
+    since_yield: usize,
+}
+
+impl Chunked {
+    const YIELD_EVERY: usize = 4096;
+
+    fn new(left: usize, frame: Bytes) -> Self {
+        Self { left, frame, since_yield: 0 }
+    }
 }
 
 impl http_body::Body for Chunked {
     type Data = Bytes;
     type Error = std::convert::Infallible;
 
-    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         if self.left == 0 {
             return Poll::Ready(None);
         }
+        if self.since_yield == Self::YIELD_EVERY {
+            self.since_yield = 0;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        self.since_yield += 1;
         let n = self.frame.len().min(self.left);
         self.left -= n;
         Poll::Ready(Some(Ok(Frame::data(self.frame.slice(..n)))))
@@ -46,7 +65,7 @@ impl http_body::Body for Chunked {
 
 impl From<Bytes> for Chunked {
     fn from(b: Bytes) -> Self {
-        Self { left: b.len(), frame: b }
+        Self::new(b.len(), b)
     }
 }
 
@@ -97,7 +116,7 @@ async fn an_unsigned_body_costs_about_its_size_whatever_its_framing() {
         if declared {
             req = req.header("content-length", BODY);
         }
-        let req = req.body(Chunked { left: BODY, frame: Bytes::from(vec![b'a'; frame]) }).unwrap();
+        let req = req.body(Chunked::new(BODY, Bytes::from(vec![b'a'; frame]))).unwrap();
         let (status, peak) = peak_above_baseline(async { svc.clone().oneshot(req).await.unwrap().status() }).await;
         println!(
             "{name}: {BODY} bytes received, peak memory {peak} bytes above the baseline ({:.2}x)",
@@ -108,6 +127,50 @@ async fn an_unsigned_body_costs_about_its_size_whatever_its_framing() {
         // received (the old frame-by-frame buffering cost 39x in one-byte frames).
         assert!(peak <= 2 * BODY + (4 << 20), "{name}: {peak} bytes for a {BODY}-byte body");
     }
+}
+
+/// Issue 33 item 3: the `Idempotency-Key` layer buffers a body in the
+/// webhook layer's one growing buffer. 8 concurrent bodies of 1 MiB trickled
+/// in one-byte frames cost about their size (collecting the frames cost
+/// about 36x: +289 MiB). The bodies are read before any database work; the
+/// store here is unreachable, so each request ends 503 once its body is in.
+#[tokio::test(flavor = "current_thread")]
+async fn idempotency_key_bodies_in_one_byte_frames_cost_about_their_size() {
+    const REQUESTS: usize = 8;
+    const SIZE: usize = 1 << 20;
+    let _measuring = MEASURING.lock().await;
+    let pool =
+        Pool::builder(Manager::new("postgres://nobody@127.0.0.1:1/none".parse().unwrap(), tokio_postgres::NoTls))
+            .build()
+            .unwrap();
+    let layer = IdempotencyKeyLayer::builder(pool).scope(|_| Some("caller".to_owned())).build().unwrap();
+    let handler = tower::service_fn(|_: Request<Chunked>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    });
+    let svc = layer.layer(handler);
+    let requests: Vec<_> = (0..REQUESTS)
+        .map(|i| {
+            Request::post("/payments")
+                .header("idempotency-key", format!("k-{i}"))
+                .header("content-type", "application/json")
+                .body(Chunked::new(SIZE, Bytes::from_static(b"{")))
+                .unwrap()
+        })
+        .collect();
+    let all = futures_util::future::join_all(requests.into_iter().map(|req| svc.clone().oneshot(req)));
+    let (answers, peak) = peak_above_baseline(all).await;
+    let bodies = REQUESTS * SIZE;
+    println!(
+        "Idempotency-Key layer, {REQUESTS} concurrent bodies of {SIZE} bytes in one-byte frames: peak memory {peak} \
+         bytes above the baseline ({:.2}x the {bodies} bytes of bodies)",
+        peak as f64 / bodies as f64
+    );
+    for answer in answers {
+        // Read whole, then the unreachable store: 503 (a 413, 400 or 408 would mean the body was not read).
+        assert_eq!(answer.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+    // One growing buffer per body: at most its doubling slack over the bytes received.
+    assert!(peak <= 2 * bodies + (4 << 20), "{peak} bytes for {REQUESTS} bodies of {SIZE} bytes");
 }
 
 const DELIVERIES: usize = 64;

@@ -12,7 +12,7 @@ use crate::store::request_keys::RequestKeys;
 /// extractor too, feature `axum`), beside [`WebhookTx`](crate::WebhookTx).
 ///
 /// Cloning is cheap; clones share the recovery point and the
-/// [`began`](Self::began) mark.
+/// [`began`](Self::began) and [`mark_final`](Self::mark_final) marks.
 #[derive(Clone)]
 pub struct IdempotentRequest {
     inner: Arc<State>,
@@ -24,6 +24,7 @@ struct State {
     attempt: u32,
     recovery_point: Mutex<Option<String>>,
     began: AtomicBool,
+    marked_final: AtomicBool,
     keys: RequestKeys,
 }
 
@@ -53,6 +54,7 @@ impl IdempotentRequest {
                 attempt,
                 recovery_point: Mutex::new(recovery_point),
                 began: AtomicBool::new(false),
+                marked_final: AtomicBool::new(false),
                 keys,
             }),
         }
@@ -127,14 +129,40 @@ impl IdempotentRequest {
     /// to store and replay under
     /// [`ErrorResponses::AfterExecution`](super::ErrorResponses::AfterExecution)
     /// (the default), as Stripe replays the errors of requests that started
-    /// executing. Answers before this mark (validation 4xx) are not stored:
-    /// a corrected retry with the same key runs.
+    /// executing (a 402 `card_declined`, a 409 on the business state), except
+    /// a 5xx or a 429: a transient failure is not the key's result, it rolls
+    /// back and the retry runs again, unless [`mark_final`](Self::mark_final)
+    /// says otherwise. Answers before this mark (validation 4xx) are not
+    /// stored: a corrected retry with the same key runs.
     pub fn began(&self) {
         self.inner.began.store(true, Ordering::Relaxed);
     }
 
+    /// Marks the answer the handler is about to give as the key's final
+    /// result, whatever its status: under
+    /// [`ErrorResponses::AfterExecution`](super::ErrorResponses::AfterExecution)
+    /// (the default) a 5xx or a 429 is then stored, committed with the
+    /// handler's writes and replayed to every retry with the key until it
+    /// expires, instead of rolled back and run again. Use it when running the
+    /// request again cannot succeed or must not happen: an external call went
+    /// out and its outcome is unknown, and no
+    /// [`recovery point`](Self::record_recovery_point) lets a retry resume
+    /// (the client then learns the outcome elsewhere, never by a second
+    /// call). Implies [`began`](Self::began). `Retry-After` is replayed only
+    /// when it is among the replay headers: a final answer should not ask for
+    /// a retry. Under [`ErrorResponses::Never`](super::ErrorResponses::Never)
+    /// no error answer is stored, marked or not.
+    pub fn mark_final(&self) {
+        self.inner.began.store(true, Ordering::Relaxed);
+        self.inner.marked_final.store(true, Ordering::Relaxed);
+    }
+
     pub(crate) fn has_begun(&self) -> bool {
         self.inner.began.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn is_marked_final(&self) -> bool {
+        self.inner.marked_final.load(Ordering::Relaxed)
     }
 }
 

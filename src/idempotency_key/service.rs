@@ -3,7 +3,7 @@
 //! step and store the answer with the handler's writes.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -16,6 +16,7 @@ use super::header::KeyProblem;
 use super::request::IdempotentRequest;
 use super::{ErrorResponses, FingerprintFn, ScopeFn};
 use crate::event::ScopedEvent;
+use crate::layer::buffer::{declared_length, read_limited, ReadError};
 use crate::layer::claimed::{self, Claimed, Failure};
 use crate::layer::service::{with_body, Wrapped};
 use crate::layer::{ResponseBody, IDEMPOTENT_REPLAYED};
@@ -35,6 +36,7 @@ pub(crate) struct Config {
     pub(crate) replay_headers: Vec<HeaderName>,
     pub(crate) max_response_bytes: usize,
     pub(crate) body_limit: usize,
+    pub(crate) body_timeout: Duration,
     pub(crate) errors: ErrorResponses,
 }
 
@@ -65,7 +67,7 @@ wrapped_service!(IdempotencyKeyService, bounds: { ResBody::Error: Into<BoxError>
     let span = tracing::error_span!(
         "idempotency_key",
         method = %req.method(),
-        path = %req.uri().path(),
+        path = %super::original_uri(req.uri(), req.extensions()).path(),
         scope = tracing::field::Empty,
         key = tracing::field::Empty,
     );
@@ -116,12 +118,13 @@ where
     let span = tracing::Span::current();
     span.record("scope", scope.as_str());
     span.record("key", key.as_str());
-    let body = match buffer(&parts, body, config.body_limit).await {
+    let body = match buffer(config, &parts, body).await {
         Ok(body) => body,
         Err(answer) => return Ok(answer),
     };
     let fingerprint: [u8; 32] = Sha256::digest((config.fingerprint)(&parts, &body)).into();
-    let event = ScopedEvent::new(PROVIDER, scope, key);
+    let effects_key = effects_key(&key);
+    let event = ScopedEvent::new(PROVIDER, scope, key).with_effects_key(effects_key);
     let (claimed, recovery_point) = match claim(config, &event, &fingerprint).await {
         Ok(claimed) => claimed,
         Err(answer) => return Ok(answer),
@@ -211,12 +214,7 @@ where
     let status = response.status();
     // 2xx and 3xx are results (a 303 after a write is POST/redirect/GET).
     let result = status.is_success() || status.is_redirection();
-    let store = result
-        || match config.errors {
-            ErrorResponses::Always => true,
-            ErrorResponses::Never => false,
-            ErrorResponses::AfterExecution => request.has_begun(),
-        };
+    let store = config.errors.stores(status, request.has_begun(), request.is_marked_final());
     if !store && status.is_client_error() && !request.has_begun() && claimed.retryable_conflict().is_none() {
         // Refused before execution (validation): rolled back, nothing
         // recorded, not a failure; a corrected request with the key runs.
@@ -276,21 +274,40 @@ where
     }
 }
 
-/// The request body, bounded: 413 past `limit`, 400 when unreadable.
-async fn buffer<B, ReqBody>(parts: &Parts, body: ReqBody, limit: usize) -> Result<Bytes, Answer<B>>
+/// The request body in one buffer (the webhook layer's: about its size
+/// whatever its framing): 413 past the body limit, 408 past the body
+/// timeout, 400 when unreadable.
+async fn buffer<B, ReqBody>(config: &Config, parts: &Parts, body: ReqBody) -> Result<Bytes, Answer<B>>
 where
     ReqBody: http_body::Body,
-    ReqBody::Error: Into<BoxError>,
 {
-    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
+    let declared = declared_length(&parts.headers);
+    if declared.is_some_and(|n| n > config.body_limit as u64) {
         return Err(problem(Problem::BodyTooLarge, None));
     }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(problem(Problem::BodyTooLarge, None)),
-        Err(_) => Err(problem(Problem::BodyUnreadable, None)),
+    let read = read_limited(body, config.body_limit, declared);
+    match tokio::time::timeout(config.body_timeout, read).await {
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(ReadError::TooLarge)) => Err(problem(Problem::BodyTooLarge, None)),
+        Ok(Err(ReadError::Unavailable)) => Err(problem(Problem::BodyUnreadable, None)),
+        Err(_) => {
+            tracing::info!(
+                body_timeout = ?config.body_timeout,
+                "the request body did not arrive within body_timeout; 408, nothing claimed"
+            );
+            Err(problem(Problem::BodyTimeout, None))
+        }
     }
+}
+
+/// The event key of the outbox effects one claim of `key` enqueues: the key,
+/// `#` and a claim id of 32 lowercase hex digits (128 random bits), so that a
+/// key claimed anew after it expired (24 hours) never meets the effects, or
+/// the downstream keys, of an earlier claim of the same key (kept 30 days).
+/// Within one claim the effects are its own and stay the same on every
+/// delivery attempt (they are rows, written once with the claim's commit).
+fn effects_key(key: &str) -> String {
+    format!("{key}#{:032x}", fastrand::u128(..))
 }
 
 /// A stored key's answer: the replay, or 422 for another fingerprint; `Err`
@@ -393,6 +410,7 @@ enum Problem {
     InFlight,
     NoStoredResponse,
     BodyTooLarge,
+    BodyTimeout,
     BodyUnreadable,
     Unavailable,
     ResponseNotStored,
@@ -453,6 +471,13 @@ fn problem<B>(problem: Problem, detail: Option<&str>) -> Answer<B> {
             "body-too-large",
             "Request body too large",
             "The request body is over the limit.",
+        ),
+        Problem::BodyTimeout => (
+            "rejected",
+            StatusCode::REQUEST_TIMEOUT,
+            "body-timeout",
+            "Request body timeout",
+            "The request body did not arrive in time; nothing was processed.",
         ),
         Problem::BodyUnreadable => (
             "rejected",

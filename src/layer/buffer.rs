@@ -4,6 +4,13 @@ use bytes::{Buf, Bytes, BytesMut};
 use http_body::Body;
 use http_body_util::BodyExt;
 
+/// The body length the request declares (`Content-Length`), when it is a
+/// number: checked against the limit before reading, and the buffer's first
+/// capacity hint (see [`read_limited`]).
+pub(crate) fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
+    headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+}
+
 /// Why the body could not be buffered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReadError {

@@ -59,7 +59,7 @@ mod accept;
 mod answer;
 mod authenticate;
 mod body;
-mod buffer;
+pub(crate) mod buffer;
 mod builder;
 pub(crate) mod claimed;
 mod config;

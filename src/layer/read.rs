@@ -7,7 +7,7 @@ use http::request::Parts;
 use http::{header, HeaderValue};
 
 use super::answer::Answer;
-use super::buffer::{read_limited, ReadError};
+use super::buffer::{declared_length, read_limited, ReadError};
 use super::config::Config;
 use super::rejection::RejectionKind;
 
@@ -26,7 +26,7 @@ where
 {
     allowed_method(config, &parts)?;
     // 1. Size limit, from Content-Length before reading.
-    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let declared = declared_length(&parts.headers);
     if declared.is_some_and(|len| len > config.body_limit as u64) {
         return Err(config.refuse(RejectionKind::BodyTooLarge, "declared_too_large").into());
     }

@@ -7,7 +7,10 @@
 //! A row's identity is `(scope, provider, event_key, effect, ordinal)`: the
 //! event that decided it, and which of its effects. Enqueuing the same
 //! identity twice, from a retried handler or a second call, keeps the first
-//! row ([`Enqueued::Duplicate`]). A row past ~2 kB has its payload
+//! row ([`Enqueued::Duplicate`]). The `Idempotency-Key` layer's claims put
+//! a claim id after the client's key in `event_key` (`<key>#<32 hex digits>`):
+//! a key used again once it expired is a new request whose effects are its
+//! own, never the first request's duplicates. A row past ~2 kB has its payload
 //! compressed and stored out of line (TOAST, with migration 10's target of
 //! 512 bytes) and written once; a smaller one rides in the row (BENCHMARKS.md
 //! measures the WAL that costs per delivered effect).
@@ -125,11 +128,11 @@ impl WebhookTx {
         let scope = self.scope();
         let sql = enqueue_sql(&scope.tables.schema);
         let ordinal = i32::try_from(effect.ordinal).map_err(|_| TxError::invalid())?;
-        let [s, p, k, _] = Param::event(&scope.event);
+        let [s, p, _, _] = Param::event(&scope.event);
         let params = [
             s,
             p,
-            k,
+            Param::Text(scope.event.effects_key()),
             Param::Text(&effect.name),
             Param::I32(ordinal),
             Param::OptTime(effect.not_before),
