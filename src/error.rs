@@ -319,6 +319,13 @@ pub enum StoreErrorKind {
     /// are older than [`SCHEMA_VERSION`](crate::store::SCHEMA_VERSION); run
     /// the migrations again.
     Outdated,
+    /// Synchronous replication is configured and the standby did not
+    /// confirm, within the database timeout, the commit of the stored outcome
+    /// a duplicate would be answered from (or the confirming commit failed):
+    /// the layers answer 503 + `Retry-After`, never the stored outcome; a
+    /// later delivery checks again. See
+    /// [`StoreConfig::synchronous_replication`](crate::store::StoreConfig::synchronous_replication).
+    Unconfirmed,
 }
 
 impl StoreError {

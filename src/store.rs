@@ -53,6 +53,7 @@ pub use crate::error::{StoreError, StoreErrorKind};
 pub use crate::event::ScopedEvent;
 pub use claim::{Claim, ClaimOrder, ClaimStore, ClaimStoreBuilder, ClaimedEvent, CommitError, CommitErrorKind};
 pub use config::{StoreConfig, DEFAULT_DATABASE_TIMEOUT, DEFAULT_POOL_TIMEOUT};
+pub use driver::SynchronousReplication;
 pub(crate) use migrate::report_unmigrated;
 pub use migrate::{check_schema, migrate, migrate_schema, MIGRATIONS, SCHEMA_VERSION};
 pub(crate) use statements::Statements;

@@ -185,6 +185,11 @@ async fn claim<B>(
             Err(_) => return Err(problem(Problem::Unavailable, None)),
         };
     let recovery_point = match config.keys.parse(&rows, event) {
+        // Stored meanwhile: answered as after a wait, from a confirmed lookup.
+        Some(fresh) if fresh.response.is_some() => {
+            claimed.discard().await;
+            return Err(after_completion(config, event, fingerprint).await);
+        }
         Some(fresh) => match answer_stored(fresh, fingerprint) {
             Ok(answer) => {
                 claimed.discard().await;

@@ -104,12 +104,9 @@ pub(crate) async fn claim<R, E>(
     event: &ScopedEvent,
     body_digest: Option<[u8; 32]>,
 ) -> Result<ClaimedEvent, Claimed<R, E>> {
-    let (claimed, _) = claim_reading(store, event, None, None).await?;
+    let (mut claimed, _) = claim_reading(store, event, None, None).await?;
     if let Some(digest) = body_digest {
-        if let Err(answer) = guard_body(&claimed, &digest).await {
-            claimed.discard().await;
-            return Err(answer);
-        }
+        claimed = guard_body(claimed, &digest).await?;
     }
     tracing::info!(outcome = "claimed", attempt = claimed.attempt(), "key claimed");
     Ok(claimed)
@@ -141,11 +138,13 @@ pub(crate) async fn claim_reading<R, E>(
     }
 }
 
-/// The body-digest guard's claim in the claim's transaction: `Err` (the
-/// claim to discard) when the body is another key's, in flight or done.
-async fn guard_body<R, E>(claimed: &ClaimedEvent, digest: &[u8; 32]) -> Result<(), Claimed<R, E>> {
+/// The body-digest guard's claim in the claim's transaction: the claim back,
+/// or, when the body is another key's, in flight or done, the claim
+/// discarded and the answer (a replay once the synchronous standby confirmed
+/// the other key's commit).
+async fn guard_body<R, E>(claimed: ClaimedEvent, digest: &[u8; 32]) -> Result<ClaimedEvent, Claimed<R, E>> {
     let answer = match claimed.tx().claim_body(digest).await {
-        Ok(BodyClaim::Claimed) => return Ok(()),
+        Ok(BodyClaim::Claimed) => return Ok(claimed),
         Ok(BodyClaim::InFlight) => {
             tracing::info!(
                 outcome = "in_flight",
@@ -154,13 +153,16 @@ async fn guard_body<R, E>(claimed: &ClaimedEvent, digest: &[u8; 32]) -> Result<(
             );
             Claimed::InFlight
         }
-        Ok(BodyClaim::Replayed) => {
+        Ok(BodyClaim::Replayed { synchronous }) => {
             tracing::info!(
                 outcome = "duplicate",
                 reason = "body_replayed",
                 "the same signed body was processed under another event key; replayed, not run"
             );
-            Claimed::Duplicate { status: None }
+            return Err(match claimed.discard_replayed(synchronous).await {
+                Ok(()) => Claimed::Duplicate { status: None },
+                Err(_) => Claimed::Unavailable("body_digest"),
+            });
         }
         Err(e) => {
             // Another delivery with this body holds it past the lock timeout, or the database failed.
@@ -171,6 +173,7 @@ async fn guard_body<R, E>(claimed: &ClaimedEvent, digest: &[u8; 32]) -> Result<(
             }
         }
     };
+    claimed.discard().await;
     Err(answer)
 }
 

@@ -232,7 +232,9 @@ pub enum Claim {
     /// commit or fail.
     Claimed(ClaimedEvent),
     /// Processed before; `status` is the HTTP status the handler answered
-    /// then (absent for rows written without one).
+    /// then (absent for rows written without one). Under synchronous
+    /// replication, only once the standby confirmed that commit
+    /// ([`StoreConfig::synchronous_replication`]).
     Done {
         /// The stored response status.
         status: Option<u16>,
@@ -264,8 +266,10 @@ impl ClaimStore {
     /// # Errors
     /// [`StoreError`]: no connection ([`StoreErrorKind::Unavailable`],
     /// [`StoreErrorKind::PoolTimeout`]), no answer in time
-    /// ([`StoreErrorKind::Timeout`]), or a claim statement failed (the
-    /// schema missing, the database read-only, ...). Nothing was claimed.
+    /// ([`StoreErrorKind::Timeout`]), a claim statement failed (the
+    /// schema missing, the database read-only, ...), or the event is done
+    /// but the synchronous standby did not confirm it in time
+    /// ([`StoreErrorKind::Unconfirmed`]). Nothing was claimed.
     pub async fn claim(&self, event: &ScopedEvent) -> Result<Claim, StoreError> {
         self.claim_reading(event, None, None).await.map(|(claim, _)| claim)
     }
@@ -304,8 +308,10 @@ impl ClaimStore {
                     };
                     return Ok((Claim::Claimed(claimed), rows));
                 }
-                Ok(Attempt::Done(status)) => {
+                Ok(Attempt::Done(status, synchronous)) => {
                     self.inner.observe(true);
+                    // Under synchronous replication, done once the standby has it.
+                    self.inner.db.confirm_replicated(synchronous, "claim: duplicate").await?;
                     return Ok((Claim::Done { status: status.and_then(|s| u16::try_from(s).ok()) }, Vec::new()));
                 }
                 Ok(Attempt::InFlight) => None,
@@ -371,9 +377,9 @@ impl ClaimStore {
                     return Err(e);
                 }
             };
-            if let Some(status) = self.done_status(&found, event) {
+            if let Some((status, synchronous)) = self.done_status(&found, event) {
                 conn.release();
-                return Ok(Attempt::Done(status));
+                return Ok(Attempt::Done(status, synchronous));
             }
         }
         // Flight 1: BEGIN and the claim (which inserts only if it takes the
@@ -389,17 +395,18 @@ impl ClaimStore {
         // transaction and look, in one flight.
         let found = tx.end(&sql.lookup, &keys, "ROLLBACK").await;
         Ok(match found.ok().and_then(|rows| self.done_status(&rows, event)) {
-            Some(status) => Attempt::Done(status),
+            Some((status, synchronous)) => Attempt::Done(status, synchronous),
             None => Attempt::InFlight,
         })
     }
 
-    /// The stored status when the lookup's rows show `event` done. Rows that
+    /// The stored status when the lookup's rows show `event` done, and
+    /// whether the session waits for synchronous standbys. Rows that
     /// are not the event's (a named statement that ran another client's SQL
     /// of the same name, behind a transaction-mode pooler with several
     /// clients: no error code shows it) never count as done: the pool
     /// switches to unnamed statements and the delivery goes on to its claim.
-    fn done_status(&self, rows: &[Row], event: &ScopedEvent) -> Option<Option<i16>> {
+    fn done_status(&self, rows: &[Row], event: &ScopedEvent) -> Option<(Option<i16>, bool)> {
         let row = rows.first()?;
         let read = (row.try_get::<&str>(0), row.try_get::<Option<i16>>(1), row.try_get::<&str>(2));
         let (state, status, key) = match read {
@@ -415,13 +422,14 @@ impl ClaimStore {
             self.inner.db.switch_on("26000");
             return None;
         }
-        (state == "done").then_some(status)
+        (state == "done").then(|| (status, row.try_get::<bool>(3).unwrap_or(true)))
     }
 }
 
 enum Attempt {
     Claimed(Box<super::driver::TxConn>, i32, SystemTime, Vec<Row>),
-    Done(Option<i16>),
+    /// The stored status, and whether commits wait for synchronous standbys.
+    Done(Option<i16>, bool),
     InFlight,
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use deadpool_postgres::Pool;
 
-use super::driver::{cancel_with, CancelFn, Db};
+use super::driver::{cancel_with, CancelFn, Db, SynchronousReplication};
 use crate::error::{ConfigError, ConfigErrorKind, StoreError};
 
 /// The default wait for a pooled connection: 5 seconds.
@@ -50,6 +50,7 @@ pub struct StoreConfig {
     pool_timeout: Duration,
     database_timeout: Duration,
     transaction_pooler: bool,
+    synchronous_replication: SynchronousReplication,
     cancel: Option<CancelFn>,
 }
 
@@ -60,6 +61,7 @@ impl fmt::Debug for StoreConfig {
             .field("pool_timeout", &self.pool_timeout)
             .field("database_timeout", &self.database_timeout)
             .field("transaction_pooler", &self.transaction_pooler)
+            .field("synchronous_replication", &self.synchronous_replication)
             .field("cancel_tls", &self.cancel.is_some())
             .finish_non_exhaustive()
     }
@@ -81,6 +83,7 @@ impl StoreConfig {
             pool_timeout: DEFAULT_POOL_TIMEOUT,
             database_timeout: DEFAULT_DATABASE_TIMEOUT,
             transaction_pooler: false,
+            synchronous_replication: SynchronousReplication::Detect,
             cancel: None,
         }
     }
@@ -154,6 +157,29 @@ impl StoreConfig {
         /// transaction pooling, <https://www.pgbouncer.org/features.html>);
         /// PostgreSQL docs, "PostgreSQL Error Codes" (26000, 42P05).
         pub fn transaction_pooler(behind_pooler: bool) => transaction_pooler = behind_pooler;
+
+        /// Whether a duplicate waits for the synchronous standby before it is
+        /// answered 2xx from a stored outcome (default
+        /// [`SynchronousReplication::Detect`]: when the server has synchronous
+        /// standbys, read with the stored row at no extra statement).
+        ///
+        /// A `COMMIT` that waits for a synchronous standby and is cancelled,
+        /// terminated or interrupted by a fast restart of the primary stays
+        /// committed there alone and visible (PostgreSQL docs, "Synchronous
+        /// Replication"); a redelivery answered 2xx from that row would be an
+        /// acknowledgement a failover loses. So a duplicate of the webhook
+        /// layer, a replay of the body-digest guard and a stored response of
+        /// the `Idempotency-Key` layer are answered only after a commit of
+        /// their own, sent after the row was read, was confirmed by the
+        /// standby (WAL is sequential: the row's commit is then confirmed
+        /// too); concurrent duplicates share one such commit. Without the
+        /// confirmation within [`database_timeout`](Self::database_timeout)
+        /// the answer is 503 + `Retry-After`
+        /// ([`StoreErrorKind::Unconfirmed`](crate::error::StoreErrorKind::Unconfirmed)
+        /// from [`ClaimStore::claim`](super::ClaimStore::claim)).
+        /// BENCHMARKS.md ("Synchronous replication") measures what it costs a
+        /// duplicate; without synchronous standbys it costs nothing.
+        pub fn synchronous_replication(mode: SynchronousReplication) => synchronous_replication = mode;
     }
 
     /// The TLS connector for cancel requests: give it the one the pool's
@@ -220,7 +246,8 @@ impl StoreConfig {
             self.database_timeout,
             self.transaction_pooler,
             self.cancel.clone(),
-        );
+        )
+        .with_replication(self.synchronous_replication);
         Ok((db, &self.schema))
     }
 }

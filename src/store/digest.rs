@@ -5,7 +5,7 @@
 
 use sha2::{Digest as _, Sha256};
 
-use super::driver::{Param, TxError, WebhookTx};
+use super::driver::{Param, TxError, WebhookTx, DETECT_SQL};
 
 /// The SHA-256 of a raw body, 32 bytes.
 pub(crate) fn digest(body: &[u8]) -> [u8; 32] {
@@ -38,7 +38,9 @@ pub(crate) fn claim_sql(schema: &str) -> String {
 /// under another key still running holds the lock: this one is answered as
 /// in flight (409) at once instead of waiting on that delivery's uncommitted
 /// row (which would hold a pooled connection up to the database timeout and
-/// end as a 503). Returns `(locked, claimed)`.
+/// end as a 503). Returns `(locked, claimed, synchronous)`, the last whether
+/// commits wait for synchronous standbys (a replay is answered once the
+/// standby confirmed the other key's commit: `Db::confirm_replicated`).
 fn locked_claim_sql(schema: &str) -> String {
     let insert = claim_sql(schema).replace(
         "VALUES ($1::text, $2::text, $4::bytea, $3::text)",
@@ -50,7 +52,7 @@ fn locked_claim_sql(schema: &str) -> String {
                  length($1::text) || ':' || $1::text || '/' || length($2::text) || ':' || $2::text || '/'
                  || encode($4::bytea, 'hex'))) AS taken),
          claimed AS ({insert})
-         SELECT (SELECT taken FROM lock), EXISTS (SELECT 1 FROM claimed)"
+         SELECT (SELECT taken FROM lock), EXISTS (SELECT 1 FROM claimed), {DETECT_SQL}"
     )
 }
 
@@ -60,7 +62,10 @@ pub(crate) enum BodyClaim {
     /// New, or this event's own: go on.
     Claimed,
     /// Another event key processed a byte-identical body: a replay.
-    Replayed,
+    Replayed {
+        /// Whether commits wait for synchronous standbys on this session.
+        synchronous: bool,
+    },
     /// A delivery of the same body is running now: retry later.
     InFlight,
 }
@@ -79,11 +84,12 @@ impl WebhookTx {
             Param::Bytes(&digest[..]),
         ];
         let rows = self.run(&sql, &params).await?;
-        let (taken, claimed) = rows.first().map_or((false, false), |r| (r.get(0), r.get(1)));
+        let (taken, claimed, synchronous) =
+            rows.first().map_or((false, false, true), |r| (r.get(0), r.get(1), r.try_get(2).unwrap_or(true)));
         Ok(match (taken, claimed) {
             (false, _) => BodyClaim::InFlight,
             (true, true) => BodyClaim::Claimed,
-            (true, false) => BodyClaim::Replayed,
+            (true, false) => BodyClaim::Replayed { synchronous },
         })
     }
 }

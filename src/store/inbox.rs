@@ -5,7 +5,15 @@
 //!
 //! One autocommit statement inserts the row as `pending` (`INSERT ... ON
 //! CONFLICT`); only its confirmed commit lets the layer answer 2xx; a
-//! conflict is a duplicate, in whatever state. The workers are woken by a
+//! conflict is a duplicate, in whatever state. Past the database timeout its
+//! connection is closed without a cancel request: its implicit `COMMIT` may
+//! be waiting for a synchronous standby, and PostgreSQL commits a cancelled
+//! wait on the primary alone. Under synchronous replication a duplicate is
+//! answered only once the standby confirmed the stored row: the statement's
+//! `ON CONFLICT DO UPDATE` locks the stored row even when its `WHERE` leaves
+//! it unchanged (PostgreSQL docs, "INSERT": "all rows will be locked when the
+//! ON CONFLICT DO UPDATE action is taken"), which takes a transaction id, so
+//! its own commit waits for the standby, after the row's. The workers are woken by a
 //! `pg_notify` that follows, coalesced per process: at most one notification
 //! in flight, and one more after it when accepts committed meanwhile.
 
@@ -267,7 +275,11 @@ impl Inbox {
     ///
     /// # Errors
     /// [`StoreError`] when the database is unavailable or the statement
-    /// failed: nothing is stored, and the sender must get a 5xx.
+    /// failed: nothing is stored, and the sender must get a 5xx. Past the
+    /// database timeout ([`StoreErrorKind::Timeout`](crate::error::StoreErrorKind::Timeout))
+    /// the outcome is unknown: the statement is not cancelled (its commit
+    /// may be waiting for a synchronous standby) and may still commit; the
+    /// sender's retry then finds the row.
     pub async fn accept(&self, event: &ScopedEvent, payload: &[u8], head: &RequestHead) -> Result<bool, StoreError> {
         self.accept_digest(event, payload, head, None).await
     }
@@ -297,7 +309,8 @@ impl Inbox {
             None => &self.accept,
         };
         let conn = self.db.connect(step).await?;
-        let result = conn.query(sql, &params).await;
+        // Never cancelled: its commit may be waiting for a synchronous standby.
+        let result = conn.query_commit(sql, &params).await;
         conn.release();
         let inserted = result.map_err(|e| {
             super::report_unmigrated(&self.schema, &e);

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::driver::{Conn, Db, Param, Row};
+use super::driver::{Conn, Db, Param, Row, DETECT_SQL};
 use super::StoreConfig;
 use crate::error::{ConfigError, StoreError};
 use crate::event::ScopedEvent;
@@ -61,6 +61,9 @@ pub(crate) struct StoredKey {
     pub(crate) phase: Option<String>,
     /// Set once the first request's claim committed.
     pub(crate) response: Option<StoredResponse>,
+    /// Whether commits wait for synchronous standbys on the session that
+    /// read the row.
+    pub(crate) synchronous: bool,
 }
 
 /// The statements on `webhook_request_keys`, schema spliced in.
@@ -82,7 +85,8 @@ impl RequestKeys {
             db,
             schema: schema.to_owned(),
             lookup: format!(
-                "SELECT fingerprint, phase, response_status, response_headers, response_body, idempotency_key
+                "SELECT fingerprint, phase, response_status, response_headers, response_body, idempotency_key,
+                        {DETECT_SQL}
                    FROM {t} WHERE {pk}"
             ),
             // The fenced commit's statement (`ClaimedEvent::commit_with`):
@@ -118,16 +122,32 @@ impl RequestKeys {
 
     /// The key's row, if any: one autocommit `SELECT`, on a pooled
     /// connection returned with it for the claim that may follow (one
-    /// checkout per request).
+    /// checkout per request). A stored response comes back only once the
+    /// synchronous standby confirmed its commit, when the store confirms
+    /// duplicates ([`StoreConfig::synchronous_replication`]); the connection
+    /// is back in the pool while that waits, and a fresh one is returned.
     ///
     /// # Errors
     /// [`StoreError`]: no connection or the statement failed (a schema
-    /// without migration 9 is reported once, with what to run).
+    /// without migration 9 is reported once, with what to run), or the
+    /// standby did not confirm the stored response in time
+    /// ([`Unconfirmed`](crate::error::StoreErrorKind::Unconfirmed)).
     pub(crate) async fn lookup(&self, event: &ScopedEvent) -> Result<(Option<StoredKey>, Conn), StoreError> {
         let step = "idempotency key lookup";
         let conn = self.db.connect(step).await?;
         match conn.query(&self.lookup, &Self::key(event)).await {
-            Ok(rows) => Ok((self.parse(&rows, event), conn)),
+            Ok(rows) => {
+                let stored = self.parse(&rows, event);
+                let Some(synchronous) = stored.as_ref().filter(|k| k.response.is_some()).map(|k| k.synchronous) else {
+                    return Ok((stored, conn));
+                };
+                if !self.db.confirms(synchronous) {
+                    return Ok((stored, conn));
+                }
+                conn.release();
+                self.db.confirm_replicated(synchronous, step).await?;
+                Ok((stored, self.db.connect(step).await?))
+            }
             Err(e) => {
                 conn.release(); // or discarded, after an error that left the session unusable
                 super::report_unmigrated(&self.schema, &e);
@@ -173,7 +193,8 @@ impl RequestKeys {
                 body: Bytes::copy_from_slice(body.unwrap_or_default()),
             }
         });
-        Some(StoredKey { fingerprint: print, phase: row.get::<Option<String>>(1), response })
+        let synchronous = row.try_get::<bool>(6).unwrap_or(true);
+        Some(StoredKey { fingerprint: print, phase: row.get::<Option<String>>(1), response, synchronous })
     }
 
     /// The fence statement that commits the claim with `response` stored
@@ -203,6 +224,6 @@ impl RequestKeys {
             Param::Bytes(fingerprint),
             Param::Text(phase),
         ];
-        Ok(!self.db.query("idempotency key recovery point", &self.phase, &params).await?.is_empty())
+        Ok(!self.db.query_commit("idempotency key recovery point", &self.phase, &params).await?.is_empty())
     }
 }

@@ -4,6 +4,7 @@
 //! [`conn`](super::conn)) sends it with parameters `$1 scope, $2 provider,
 //! $3 event_key` and reads the columns each statement documents.
 
+use super::driver::DETECT_SQL;
 use super::IsolationLevel;
 
 /// The first key of the transaction-level advisory lock a claim takes on
@@ -68,7 +69,9 @@ pub(crate) struct Statements {
     /// (claim first: a duplicate then writes nothing and the lookup after it
     /// answers it).
     pub(crate) claim_guarded: String,
-    /// → `state, response_status`.
+    /// → `state, response_status, event_key, synchronous` (whether commits
+    /// wait for synchronous standbys on this session, read with the row: see
+    /// `Db::confirm_replicated`).
     pub(crate) lookup: String,
     /// `$1 the claim's now()`: fails (division by zero, 22012) unless the
     /// transaction is still the claim's, and (25P02) when a swallowed error
@@ -121,7 +124,7 @@ impl Statements {
             claim_guarded: claim(&guard),
             // The key comes back too: rows that are not this event's (another
             // client's statement of the same name behind a pooler) are seen.
-            lookup: format!("SELECT state, response_status, event_key FROM {t} WHERE {pk}"),
+            lookup: format!("SELECT state, response_status, event_key, {DETECT_SQL} FROM {t} WHERE {pk}"),
             check: "SELECT 1 / (now() = $1)::int".to_owned(),
             set_status: format!(
                 "WITH done AS (

@@ -9,11 +9,14 @@
 //! (test binaries never drop their statics; a crash drops nothing), by
 //! waiting for EOF on a pipe only this process holds.
 //!
-//! Binaries: `$PG_BIN`, else `initdb` on `PATH`, else the newest
+//! Binaries: `$PG_BIN`, else `initdb` on `PATH` (the directory it links
+//! to, when it is a link), else the newest
 //! `/usr/lib/postgresql/*/bin` (Debian's layout).
 //!
-//! [`PgBouncer`] puts a throwaway PgBouncer in transaction mode in front of
-//! such a server. [`Patroni`] runs a throwaway two-node cluster managed by
+//! [`TempPostgres::standby_of`] adds a streaming standby of such a server
+//! (`pg_basebackup`), [`TempPostgres::synchronous_standby`] makes the server
+//! wait for it at every commit. [`PgBouncer`] puts a throwaway PgBouncer in
+//! transaction mode in front of such a server. [`Patroni`] runs a throwaway two-node cluster managed by
 //! Patroni and etcd, for failover tests.
 #![forbid(unsafe_code)]
 
@@ -45,7 +48,10 @@ pub(crate) fn find_bin() -> io::Result<PathBuf> {
     }
     if let Some(paths) = std::env::var_os("PATH") {
         if let Some(dir) = std::env::split_paths(&paths).find(|d| d.join("initdb").is_file()) {
-            return Ok(dir);
+            // The directory of the real binaries when `initdb` on PATH is a
+            // link to them: the other programs (`pg_basebackup`) are there.
+            let real = std::fs::canonicalize(dir.join("initdb")).ok();
+            return Ok(real.as_deref().and_then(Path::parent).map_or(dir, Path::to_path_buf));
         }
     }
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
@@ -133,6 +139,76 @@ impl TempPostgres {
     /// other error of `initdb`, `pg_ctl start` (with their output in the
     /// message), the temporary directory, or, as root, a missing `postgres` user.
     pub fn start() -> io::Result<Self> {
+        let pg = Self::prepare()?;
+        check(
+            pg.command("initdb")
+                .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "-D"])
+                .arg(pg.data_dir())
+                .output(),
+            "initdb",
+        )?;
+        pg.start_on_a_free_port()
+    }
+
+    /// A streaming standby of `primary`: `pg_basebackup` of it (as user
+    /// `postgres`, over TCP, with WAL streamed and a physical replication
+    /// slot of its own, `-R` writing `primary_conninfo`, `primary_slot_name`
+    /// and `standby.signal`), started on its own free port. The slot keeps
+    /// the WAL the standby has not received on the primary, so it catches up
+    /// after being stopped for a while (its primary restarted meanwhile
+    /// too). Its `application_name` is `walreceiver`, which
+    /// `synchronous_standby_names = '*'` on the primary matches
+    /// ([`synchronous_standby`](Self::synchronous_standby)). PostgreSQL
+    /// docs, "pg_basebackup" and "Log-Shipping Standby Servers".
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start), and `pg_basebackup`'s failure (its output
+    /// in the message).
+    pub fn standby_of(primary: &TempPostgres) -> io::Result<Self> {
+        static SLOTS: AtomicU32 = AtomicU32::new(0);
+        let pg = Self::prepare()?;
+        let slot = format!("standby_{}_{}", std::process::id(), SLOTS.fetch_add(1, Ordering::Relaxed));
+        let port = primary.port.to_string();
+        check(
+            pg.command("pg_basebackup")
+                .args(["-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-X", "stream", "-c", "fast"])
+                .args(["-C", "-S", &slot, "-R", "--no-sync", "-D"])
+                .arg(pg.data_dir())
+                .output(),
+            "pg_basebackup",
+        )?;
+        pg.start_on_a_free_port()
+    }
+
+    /// Makes every commit on this server wait for a standby's confirmation
+    /// (`synchronous_standby_names = '*'` in its `postgresql.conf`, then
+    /// `pg_ctl reload`): any connected standby is the synchronous one.
+    /// PostgreSQL docs, "Synchronous Replication".
+    ///
+    /// # Errors
+    ///
+    /// Writing the file, or `pg_ctl reload`.
+    pub fn synchronous_standby(&self) -> io::Result<()> {
+        use std::io::Write as _;
+        let mut conf = std::fs::OpenOptions::new().append(true).open(self.data_dir().join("postgresql.conf"))?;
+        writeln!(conf, "synchronous_standby_names = '*'")?;
+        check(self.command("pg_ctl").arg("-D").arg(self.data_dir()).arg("reload").output(), "pg_ctl reload")
+    }
+
+    /// The server's log so far (`pg_ctl -l`): its WARNINGs, errors and
+    /// startup messages.
+    ///
+    /// # Errors
+    ///
+    /// Reading the file.
+    pub fn log(&self) -> io::Result<String> {
+        std::fs::read_to_string(self.root.join("server.log"))
+    }
+
+    /// A fresh temporary directory (owned by `postgres` when this process
+    /// is root) and its guardian, no data directory yet.
+    fn prepare() -> io::Result<Self> {
         let bin = find_bin()?;
         let as_postgres = nix::unistd::geteuid().is_root();
         let root = tempfile::Builder::new().prefix("webhook-idempotency-pg-").tempdir()?.keep();
@@ -153,19 +229,16 @@ impl TempPostgres {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        let mut pg = Self { root, bin, port: 0, as_postgres, guardian };
-        check(
-            pg.command("initdb")
-                .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "-D"])
-                .arg(pg.data_dir())
-                .output(),
-            "initdb",
-        )?;
+        Ok(Self { root, bin, port: 0, as_postgres, guardian })
+    }
+
+    /// Starts the server on a free port, up to five ports tried.
+    fn start_on_a_free_port(mut self) -> io::Result<Self> {
         let mut last = None;
         for _ in 0..5 {
-            pg.port = free_port()?;
-            match pg.start_server() {
-                Ok(()) => return Ok(pg),
+            self.port = free_port()?;
+            match self.start_server() {
+                Ok(()) => return Ok(self),
                 Err(e) => last = Some(e),
             }
         }
@@ -203,8 +276,20 @@ impl TempPostgres {
     /// `pg_ctl start` failed (its output is in the message), for example
     /// because the port was taken meanwhile.
     pub fn start_server(&self) -> io::Result<()> {
+        self.start_server_with("-c fsync=off")
+    }
+
+    /// [`start_server`](Self::start_server) with `settings` (`-c name=value`
+    /// options for the server's command line) in place of its `-c
+    /// fsync=off`: `""` starts it durable (`fsync` at its default, on), as a
+    /// benchmark wants it.
+    ///
+    /// # Errors
+    ///
+    /// As [`start_server`](Self::start_server).
+    pub fn start_server_with(&self, settings: &str) -> io::Result<()> {
         let options = format!(
-            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} -c fsync=off \
+            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} {settings} \
              -c max_connections=400 -c shared_buffers=64MB",
             self.port,
             self.root.display()

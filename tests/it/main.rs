@@ -25,6 +25,7 @@ mod ops;
 mod outbox;
 mod properties;
 mod providers;
+mod replication;
 mod review;
 mod setup;
 mod tower;

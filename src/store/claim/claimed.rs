@@ -245,4 +245,17 @@ impl ClaimedEvent {
             }
         }
     }
+
+    /// [`discard`](Self::discard) for a replay of another event's stored
+    /// outcome (the body-digest guard's), then, under synchronous
+    /// replication (`synchronous`: read with that outcome), the standby's
+    /// confirmation of its commit, with no connection held meanwhile.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::Unconfirmed`]: answer 503, not the replay.
+    pub(crate) async fn discard_replayed(self, synchronous: bool) -> Result<(), StoreError> {
+        let db = self.store.inner.db.clone();
+        self.discard().await;
+        db.confirm_replicated(synchronous, "body digest: replay").await
+    }
 }

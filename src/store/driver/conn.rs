@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use deadpool_postgres::Object;
 
 use super::tx_conn::Finish;
-use super::wire::{discard, prepare_on, query_on};
+use super::wire::{close_uncancelled, discard, prepare_on, query_on};
 use super::{bounded, checked_out, Db, DbError, Param, Row, TxConn};
 
 /// A pooled connection outside any transaction.
@@ -27,11 +27,15 @@ pub(crate) struct Conn {
     /// A step failed so that the session may not be reused: released means
     /// discarded.
     poisoned: AtomicBool,
+    /// An autocommit statement that writes is in flight, or went unanswered
+    /// ([`query_commit`](Self::query_commit)): discarded without a cancel
+    /// request.
+    committing: AtomicBool,
 }
 
 impl Conn {
     pub(super) fn new(obj: Object, db: Db) -> Self {
-        Self { obj: Some(obj), db, poisoned: AtomicBool::new(false) }
+        Self { obj: Some(obj), db, poisoned: AtomicBool::new(false), committing: AtomicBool::new(false) }
     }
 
     fn client(&self) -> &Object {
@@ -67,6 +71,22 @@ impl Conn {
             Err(e) if self.db.named_statement_failed(&e, named) => self.query_once(sql, params, false).await,
             result => result,
         }
+    }
+
+    /// [`query`](Self::query) for an autocommit statement that writes: its
+    /// implicit `COMMIT` may be waiting for a synchronous standby when the
+    /// deadline passes, and PostgreSQL turns a cancelled wait into a commit
+    /// on the primary alone (see [`discard`]). So a statement that did not
+    /// answer in time (or whose future was dropped) has its connection
+    /// closed without a cancel request, as an unanswered `COMMIT`'s is: it
+    /// ends on its own, committed or not.
+    pub(crate) async fn query_commit(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, DbError> {
+        self.committing.store(true, Ordering::Relaxed);
+        let result = self.query(sql, params).await;
+        if !result.as_ref().is_err_and(DbError::timed_out) {
+            self.committing.store(false, Ordering::Relaxed); // answered: ended either way
+        }
+        result
     }
 
     async fn query_once(&self, sql: &str, params: &[Param<'_>], cache: bool) -> Result<Vec<Row>, DbError> {
@@ -215,7 +235,11 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         if let Some(obj) = self.obj.take() {
-            discard(obj, &self.db, "closing a connection whose step did not finish");
+            if self.committing.load(Ordering::Relaxed) {
+                close_uncancelled(obj);
+            } else {
+                discard(obj, &self.db, "closing a connection whose step did not finish");
+            }
         }
     }
 }

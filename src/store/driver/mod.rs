@@ -21,6 +21,10 @@
 //!   (25P02) or when its fence does not hold (it divides by zero: 22012), so
 //!   a `COMMIT` that PostgreSQL would silently turn into `ROLLBACK`
 //!   (rust-postgres#1334) is an error before anything answers 2xx;
+//! - under synchronous replication, the confirmation a duplicate waits for
+//!   before it is answered 2xx ([`Db::confirm_replicated`]): a commit that
+//!   waits for the standby, sent after the stored row was read, one in
+//!   flight per pool;
 //! - [`Param`] and [`Row`], the driver-neutral parameter and column values
 //!   the protocol modules use, and [`DbError`] with the SQLSTATE as text;
 //! - [`TxClient`], the handler's borrowed connection (tokio-postgres's API,
@@ -45,6 +49,7 @@ mod endpoint;
 mod error;
 mod listen;
 mod param;
+mod replication;
 mod tx;
 mod tx_conn;
 mod wire;
@@ -63,6 +68,8 @@ pub(crate) use conn::Conn;
 pub(crate) use error::{unusable_code, DbError};
 pub(crate) use listen::listen_loop;
 pub(crate) use param::{Param, Row};
+pub use replication::SynchronousReplication;
+pub(crate) use replication::DETECT_SQL;
 pub(crate) use tx::TxTables;
 pub use tx::{TxError, TxErrorKind, WebhookTx};
 pub(crate) use tx_conn::{Fenced, TxConn};
@@ -133,6 +140,8 @@ struct Inner {
     deadline: Option<Duration>,
     /// `StoreConfig::transaction_pooler` as configured.
     transaction_pooler: bool,
+    /// `StoreConfig::synchronous_replication` as configured.
+    replication: SynchronousReplication,
     /// What every `Db` over this pool shares.
     state: Arc<PoolState>,
     /// `host:port` of the pool's configuration, for connection errors.
@@ -151,6 +160,9 @@ struct PoolState {
     /// from then on every step on this pool sends unnamed statements, as
     /// with `StoreConfig::transaction_pooler(true)`. Never unset.
     unnamed: AtomicBool,
+    /// The commits that confirm duplicates under synchronous replication
+    /// ([`Db::confirm_replicated`]): one in flight per pool.
+    rounds: Arc<replication::Rounds>,
 }
 
 impl PoolState {
@@ -206,6 +218,7 @@ impl fmt::Debug for Db {
             .field("endpoint", &self.inner.endpoint)
             .field("deadline", &self.inner.deadline)
             .field("transaction_pooler", &self.inner.transaction_pooler)
+            .field("synchronous_replication", &self.inner.replication)
             .field("switched_to_unnamed", &self.inner.state.unnamed.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
@@ -222,7 +235,15 @@ impl Db {
         let endpoint = endpoint::of_pool(&pool);
         let deadline = Some(deadline);
         let state = PoolState::of(&pool);
-        Self { inner: Arc::new(Inner { pool, pool_timeout, deadline, transaction_pooler, state, endpoint, cancel }) }
+        let replication = SynchronousReplication::default();
+        let inner = Inner { pool, pool_timeout, deadline, transaction_pooler, replication, state, endpoint, cancel };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// The same database with duplicates confirmed by the synchronous
+    /// standby as `replication` says ([`Db::confirm_replicated`]).
+    pub(crate) fn with_replication(&self, replication: SynchronousReplication) -> Self {
+        self.rebuilt(self.inner.deadline, replication)
     }
 
     /// Cancels the statement `token`'s session is running, with the
@@ -247,6 +268,10 @@ impl Db {
     }
 
     fn with_deadline(&self, deadline: Option<Duration>) -> Self {
+        self.rebuilt(deadline, self.inner.replication)
+    }
+
+    fn rebuilt(&self, deadline: Option<Duration>, replication: SynchronousReplication) -> Self {
         let i = &self.inner;
         Self {
             inner: Arc::new(Inner {
@@ -254,6 +279,7 @@ impl Db {
                 pool_timeout: i.pool_timeout,
                 deadline,
                 transaction_pooler: i.transaction_pooler,
+                replication,
                 state: Arc::clone(&i.state),
                 endpoint: i.endpoint.clone(),
                 cancel: i.cancel.clone(),
@@ -382,6 +408,26 @@ impl Db {
         let conn = self.connect(step).await?;
         let rows = conn.query(sql, params).await;
         conn.release(); // or discarded, after a step that left the session unusable
+        rows.map_err(|e| self.error(&e, step))
+    }
+
+    /// [`query`](Self::query) for an autocommit statement that writes, whose
+    /// outcome the caller answers from (an inbox accept): past the deadline
+    /// its connection is closed without a cancel request
+    /// ([`Conn::query_commit`]).
+    ///
+    /// # Errors
+    /// As [`query`](Self::query); after a timeout the statement may still
+    /// commit.
+    pub(crate) async fn query_commit(
+        &self,
+        step: &str,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Row>, StoreError> {
+        let conn = self.connect(step).await?;
+        let rows = conn.query_commit(sql, params).await;
+        conn.release();
         rows.map_err(|e| self.error(&e, step))
     }
 

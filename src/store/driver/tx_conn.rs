@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use deadpool_postgres::Object;
 use tokio_postgres::Statement;
 
-use super::wire::{discard, prepare_on, query_on};
+use super::wire::{close_uncancelled, discard, prepare_on, query_on};
 use super::{bounded, checked_out, code, Db, DbError, Param, Row};
 use crate::error::Chain;
 
@@ -323,13 +323,7 @@ impl Drop for TxConn {
     fn drop(&mut self) {
         let Some(obj) = self.obj.take() else { return }; // released after COMMIT/ROLLBACK
         if self.committing {
-            let client = Object::take(obj);
-            tracing::warn!(
-                "closing a connection whose COMMIT went unanswered, without cancelling it: the COMMIT ends on its \
-                 own (a cancelled COMMIT waiting for a synchronous standby would stay committed on the primary \
-                 alone)"
-            );
-            drop(client);
+            close_uncancelled(obj);
             return;
         }
         discard(obj, &self.db, "closing a connection abandoned inside a webhook transaction");

@@ -13,15 +13,17 @@ use crate::error::Chain;
 /// it. A dropped query future does not stop the statement on the server;
 /// the cancel request does. Then the close rolls back any transaction.
 ///
-/// Never for a `COMMIT` in flight ([`TxConn`]'s drop closes those
-/// without a cancel request): PostgreSQL answers a cancel of a `COMMIT`
-/// that waits for synchronous standbys with a warning, "The transaction has
-/// already committed locally, but might not have been replicated to the
-/// standby", and makes it visible on the primary. A redelivery would then be
-/// acknowledged as a duplicate of an event no standby holds, and lost at a
-/// failover. Closed without a cancel, the backend keeps waiting for the
-/// standby's confirmation (PostgreSQL does not notice the closed client
-/// there) and holds the claim's lock: redeliveries meanwhile get 409.
+/// Never for a `COMMIT` in flight, nor for an autocommit statement that
+/// writes (their drops close those with [`close_uncancelled`]): PostgreSQL
+/// answers a cancel of a `COMMIT` that waits for synchronous standbys with a
+/// warning, "The transaction has already committed locally, but might not
+/// have been replicated to the standby", and makes it visible on the
+/// primary, where an event no standby holds would be lost at a failover
+/// (redeliveries wait for the standby's confirmation before they are
+/// answered as duplicates: [`Db::confirm_replicated`]). Closed without a
+/// cancel, the backend keeps waiting for the standby's confirmation
+/// (PostgreSQL does not notice the closed client there) and holds the
+/// claim's lock: redeliveries meanwhile get 409.
 pub(super) fn discard(obj: Object, db: &Db, why: &'static str) {
     let client = Object::take(obj);
     tracing::warn!("{why}");
@@ -42,6 +44,18 @@ pub(super) fn discard(obj: Object, db: &Db, why: &'static str) {
         }
         Err(_) => drop(client),
     }
+}
+
+/// Detaches `obj` from the pool and closes it without a cancel request: a
+/// `COMMIT` (or an autocommit statement that writes) went unanswered, and
+/// must end on its own (see [`discard`]).
+pub(super) fn close_uncancelled(obj: Object) {
+    let client = Object::take(obj);
+    tracing::warn!(
+        "closing a connection whose COMMIT went unanswered, without cancelling it: the COMMIT ends on its own (a \
+         cancelled COMMIT waiting for a synchronous standby would stay committed on the primary alone)"
+    );
+    drop(client);
 }
 
 /// The cached prepared statement for `sql` (a round trip the first time on
