@@ -21,6 +21,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (8, include_str!("../../sql/008_body_digests.sql")),
     (9, include_str!("../../sql/009_idempotency_keys.sql")),
     (10, include_str!("../../sql/010_toast_target.sql")),
+    (11, include_str!("../../sql/011_isolation_and_ordering.sql")),
 ];
 
 /// The newest migration version this crate's statements need.

@@ -31,6 +31,7 @@
 
 mod completer;
 mod executor;
+mod isolation;
 mod producer;
 mod retry;
 
