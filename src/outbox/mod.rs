@@ -118,10 +118,10 @@ mod registry;
 mod work;
 
 pub use crate::worker::RetryPolicy;
-pub use registry::{EffectContext, EffectResult, Effects, Reconciled};
+pub use registry::{EffectContext, EffectResult, Effects, Reconciled, MAX_RETRY_AFTER};
 pub use work::OutboxWork;
 
-pub use crate::store::outbox::{downstream_key, Effect, Enqueued, MAX_EFFECT_BYTES};
+pub use crate::store::outbox::{downstream_key, Effect, Enqueued, MAX_EFFECT_BYTES, MAX_ORDERING_KEY_BYTES};
 use crate::store::StoreConfig;
 use crate::worker::{Worker, WorkerBuilder};
 #[cfg(doc)]

@@ -58,8 +58,8 @@ pub(crate) async fn finish<K: QueueKind>(
                 "retried"
             }
         },
-        Outcome::Failed { error, status } => {
-            let delay = settings.retry.delay(item.attempt());
+        Outcome::Failed { error, status, after } => {
+            let delay = after.unwrap_or_else(|| settings.retry.delay(item.attempt()));
             let retry = &settings.retry;
             match queue.retry_later(item, retry.budget(), delay, &error, status).await {
                 Ok(AfterFailure::Dead) => {

@@ -60,8 +60,10 @@ pub(crate) enum Outcome {
     /// row is left to the lease's new holder.
     LeaseLost,
     /// The run failed (rolled back): retry later or bury. `error` is a
-    /// description without payload or secrets; `status` the handler's.
-    Failed { error: String, status: Option<u16> },
+    /// description without payload or secrets; `status` the handler's;
+    /// `after` the delay the work asked for instead of the backoff (the
+    /// outbox's `RetryAfter`, already bounded).
+    Failed { error: String, status: Option<u16>, after: Option<std::time::Duration> },
     /// The run failed permanently: bury the row now, whatever its attempts.
     Dead { error: String, status: Option<u16> },
     /// The work ended the row itself in a state of its kind (the outbox's
@@ -77,7 +79,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     pub(crate) fn failed(error: impl Into<String>, status: Option<u16>) -> Self {
-        Self::Failed { error: error.into(), status }
+        Self::Failed { error: error.into(), status, after: None }
     }
 }
 
