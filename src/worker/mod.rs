@@ -10,7 +10,10 @@
 //! panic is a failed run) bounded by the handler timeout; a **completer**
 //! ends every item fenced by its token (done inside the work's own
 //! transaction, retried at a backoff with full jitter, dead once the retry
-//! budget of [`RetryPolicy`] is spent, or left to whoever took the lease over); a **notifier** wakes
+//! budget of [`RetryPolicy`] is spent, or left to whoever took the lease over); a row whose lease
+//! expired (its process died, say in a handler that aborts it) goes back at a backoff and next
+//! **runs alone** in its process, so a crash costs a retry only to the row that causes it (see
+//! below); a **notifier** wakes
 //! the producer by `LISTEN` (with reconnect), polling being the fallback so
 //! a lost notification costs at most one poll interval; and **graceful
 //! shutdown** stops leasing, lets work in hand finish for a bound, then
@@ -21,6 +24,28 @@
 //! loop. The inbox worker ([`InboxWorker`](crate::inbox::InboxWorker)) is
 //! the first kind; every kind shares [`WorkerBuilder`]'s settings and
 //! [`RetryPolicy`].
+//!
+//! **Crashes.** A handler that kills its process (`std::process::abort`, a
+//! panic in a `panic = "abort"` build, a segfault in a C library, the OOM
+//! killer) takes every row that process was running down with it: their
+//! leases expire together and nothing tells which one did it. So the lease
+//! statement that finds an expired lease puts the row back due at the
+//! policy's backoff (full jitter), marked to run alone (`run_alone`, with
+//! `last_error` saying so); that run counts as a run, but a lease expiry
+//! buries only a row that ran alone. A worker leases a marked row only once its process has nothing
+//! else in hand on that database (every worker of the process on it, inbox
+//! and outbox alike, stops leasing until then), and nothing else starts
+//! while it runs: if the process dies again, that row killed it; its lease
+//! expiring while it ran alone counts, and on its last allowed run it is
+//! `dead` with that reason ("the lease expired while it ran alone ...").
+//! Any other end clears the mark. The cost: nothing while no lease expires
+//! (one probe of an empty partial index in the lease statement); after a
+//! crash, each row of the dead process's batch runs alone once, one at a
+//! time, while the process's other workers on that database wait (the runs
+//! in hand finish first; a run whose lease could not be renewed for a whole
+//! lease no longer holds them). A process serving two databases isolates
+//! each on its own: run their workers in separate processes if a crash in
+//! one must not cost the other's rows a run.
 //!
 //! Every run is counted (`webhook_worker_runs_total` by `kind`, `provider`
 //! and `outcome`: `done`, `retried`, `dead`, `lease_lost`, `released`) and

@@ -733,8 +733,8 @@ mod tests {
         let normal = lease(false).await.unwrap();
         assert!(normal.leased.is_empty() && normal.alone_due, "only a lease alone takes them");
         let alone = lease(true).await.unwrap();
-        let keys: Vec<&str> = alone.leased.iter().map(|r| r.event_key()).collect();
-        assert_eq!(keys, ["evt_crashes"], "one row, the earliest due");
+        let keys: Vec<(&str, u32)> = alone.leased.iter().map(|r| (r.event_key(), r.attempt())).collect();
+        assert_eq!(keys, [("evt_crashes", 2)], "one row, the earliest due");
         // It killed the process again, running alone: on its last allowed run, it is buried.
         set_now(&pool, "locked_until", &["evt_crashes"]).await;
         set_now(&pool, "run_at", &["evt_fine"]).await;

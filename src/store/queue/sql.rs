@@ -99,10 +99,10 @@ impl QueueSql {
             // process's batch killed it is unknown, so it goes back due after a
             // backoff with full jitter, marked `run_alone`; a worker leases it only
             // when its process has nothing else in hand (`$10`, see
-            // `worker::isolation`). One that expired while it ran alone is what
-            // killed its process: it alone spends its budget on it, `dead` once
-            // that is spent (keeping `run_alone`, so an operator's requeue runs it
-            // alone too). Every other row is leased only when no row must run alone
+            // `worker::isolation`). Its run counts as a run (`attempts`), but a
+            // lease expiry buries only a row that ran alone: that one killed its
+            // process, `dead` once its budget is spent (keeping `run_alone`, so an
+            // operator's requeue runs it alone too). Every other row is leased only when no row must run alone
             // is asked for (`NOT $10`), the kind's ordering guard permitting.
             //
             // One locking subquery per partial index (`locked_until`, `run_at`,
