@@ -97,10 +97,7 @@ impl Effect {
         /// from the application's clock when it runs (`at - SystemTime::now()`,
         /// zero for a time past), which the database adds to its own clock, as
         /// [`delay`](Self::delay). So the effect waits the time the application
-        /// meant, whatever the two clocks disagree by (before, `at` was stored
-        /// as is and compared with the database's clock: an application clock an
-        /// hour behind ran it at once, one an hour ahead an hour late). Between
-        /// 1970 and 9999.
+        /// meant, whatever the two clocks disagree by. Between 1970 and 9999.
         pub fn not_before(at: SystemTime) => due = Some(Due::At(at));
 
         /// Orders this effect after every effect of the same scope enqueued

@@ -753,7 +753,7 @@ mod tests {
             queue.retry_later(&fine, budget(5), Duration::ZERO, "boom", None).await.unwrap(),
             AfterFailure::Retry
         );
-        assert_eq!(row_of(&pool, "evt_fine").await.1, false, "ended otherwise than by its lease expiring");
+        assert!(!row_of(&pool, "evt_fine").await.1, "ended otherwise than by its lease expiring");
         let nothing = lease(false).await.unwrap();
         assert!(nothing.buried.is_empty() && !nothing.alone_due, "buried once");
     }
