@@ -520,10 +520,11 @@ mod ordering_tests {
             .map(|r| r.get(0))
             .collect();
         let plan = plan.join("\n");
-        // Each probe (one per subquery that leases: the rows that run alone, the
-        // others) goes through the ordering index; nothing reads the table whole.
+        // Each probe (one per subquery over due rows: those that run alone, the
+        // others, and whether any that runs alone is due) goes through the
+        // ordering index; nothing reads the table whole.
         let probes = plan.lines().filter(|l| l.contains("Index") && l.contains("webhook_outbox_ordering")).count();
-        assert_eq!(probes, 2, "{plan}");
+        assert_eq!(probes, 3, "{plan}");
         assert!(plan.contains("Index Scan using webhook_outbox_due_alone"), "{plan}");
         assert!(!plan.contains("Seq Scan"), "{plan}");
     }

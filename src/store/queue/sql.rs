@@ -161,7 +161,8 @@ impl QueueSql {
                                    FROM requeued) r
                      CROSS JOIN (SELECT EXISTS (
                                      SELECT 1 FROM {t} c
-                                     WHERE run_alone AND state IN ({due_states}) AND run_at <= now() AND {filter})
+                                     WHERE run_alone AND state IN ({due_states}) AND run_at <= now() AND {filter}
+                                           {guard})
                                    AS alone_due) a
                      LEFT JOIN leased ON true",
                 payload = K::PAYLOAD_COLUMNS.replace("{schema}", schema),
