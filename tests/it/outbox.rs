@@ -1613,7 +1613,7 @@ async fn a_remote_s_retry_after_is_honoured_before_the_next_call() {
 /// From the fourth review: effects for one entity ran in any order
 /// (`refunded` before `paid` when `paid` failed once). With an ordering key,
 /// an effect waits for the unfinished effects of its scope and key enqueued
-/// before it: `paid` fails once and waits 500 ms for its retry; `refunded`
+/// before it: `paid` fails once and waits 1 s for its retry; `refunded`
 /// (same key) waits for it; `shipped` (another key, enqueued last) does not.
 #[tokio::test]
 async fn effects_of_one_ordering_key_are_delivered_in_enqueue_order_even_when_the_first_is_retried() {
@@ -1641,7 +1641,7 @@ async fn effects_of_one_ordering_key_are_delivered_in_enqueue_order_even_when_th
             async move {
                 let event = ctx.event().2.to_owned();
                 if event == "evt_paid" && ctx.attempt() == 1 {
-                    return EffectResult::retry_after("503 Service Unavailable", Duration::from_millis(500));
+                    return EffectResult::retry_after("503 Service Unavailable", Duration::from_secs(1));
                 }
                 delivered.lock().unwrap().push(event);
                 EffectResult::delivered()
