@@ -186,7 +186,15 @@ async fn send_receipt(client: &reqwest::Client, url: &str, ctx: &EffectContext) 
             // The answer was cut off after the status: it was accepted.
             Err(_) => EffectResult::delivered(),
         },
-        Ok(res) if res.status().is_server_error() => EffectResult::retry(format!("mail service: {}", res.status())),
+        // Rate limited: call again when it says (`Retry-After` in seconds), else at the backoff.
+        Ok(res) if res.status() == StatusCode::TOO_MANY_REQUESTS || res.status().is_server_error() => {
+            let error = format!("mail service: {}", res.status());
+            let after = res.headers().get("retry-after").and_then(|v| v.to_str().ok()?.trim().parse().ok());
+            match after {
+                Some(secs) => EffectResult::retry_after(error, Duration::from_secs(secs)),
+                None => EffectResult::retry(error),
+            }
+        }
         Ok(res) => EffectResult::failed(format!("mail service refused it: {}", res.status())),
         // Refused before anything was sent: safe to retry.
         Err(e) if e.is_connect() => EffectResult::retry(format!("mail service unreachable: {e}")),

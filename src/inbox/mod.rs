@@ -76,7 +76,11 @@
 //! never credentials. The worker runs a row as if it had been signed: with an
 //! [`IntegrityKey`] on the layer and on the worker
 //! ([`InboxWorkerBuilder::integrity_key`]) a row written without the key is
-//! refused (`dead`, ERROR, counted).
+//! refused (`dead`, ERROR, counted). A stored head that does not parse (JSON
+//! of another shape, a method, URI or header no request can have: a row
+//! written or altered in the database) is not run either: `dead` at once,
+//! with the reason in `last_error` and an ERROR line (without the head's
+//! content); a row without a head runs as `POST /`.
 //!
 //! **Large payloads.** The lease returns identities only; each row's payload
 //! and head are read in its own transaction's BEGIN flight (no extra round
@@ -84,11 +88,27 @@
 //! own run (an attempt, `dead` after the last) and never stalls the rows
 //! behind it.
 //!
+//! **Processing order.** Events are processed in any order, even those of
+//! one object that arrived in order: rows due together are leased together
+//! and run concurrently (up to the worker's concurrency, across workers and
+//! processes), a failed row is retried after a backoff while later ones run,
+//! and a crash sends rows back at a backoff of their own. A handler
+//! that must not let an older event overwrite a newer one guards the write
+//! with [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)
+//! (last writer wins by the event's version: each preset's module docs say
+//! which field that is), and a transition that must happen once whatever
+//! event carries it with [`WebhookTx::claim_action`](crate::WebhookTx::claim_action).
+//! In synchronous mode events run as they arrive, in the order the sender's
+//! concurrent deliveries and retries give them; most providers promise no
+//! order either.
+//!
 //! **Leases.** A lease lasts [`lease`](crate::worker::WorkerBuilder::lease) (30 s by
 //! default) and is renewed every third of it while the handler runs
 //! (heartbeat). A worker that crashes stops renewing: the next poll after
-//! the lease expires hands the row to another worker. A worker whose
-//! heartbeat finds the lease gone stops the handler and rolls its work back.
+//! the lease expires puts the row back, due after a backoff, to run alone (a
+//! handler that kills its process takes no other row down more than once;
+//! see [`crate::worker`], "Crashes"). A worker whose heartbeat finds the
+//! lease gone stops the handler and rolls its work back.
 //!
 //! **Failures.** A non-2xx answer, an error, a panic, a handler past
 //! [`handler_timeout`](crate::worker::WorkerBuilder::handler_timeout) or a retryable

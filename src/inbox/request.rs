@@ -64,21 +64,25 @@ fn storable(name: &str) -> bool {
 }
 
 /// The request for `row`'s handler: the stored head (`POST /` for a row
-/// without one) and body, with [`FromInbox`], `tx` and the
+/// written without one) and body, with [`FromInbox`], `tx` and the
 /// [`WebhookEvent`] in the extensions.
 ///
 /// # Errors
-/// When the stored head no longer parses.
+/// Why the stored head is no request head (not a head's JSON, or a method,
+/// URI or header that does not parse: a row written or altered in the
+/// database), without the head's content: the row must not run.
 pub(crate) fn rebuild(
     row: &Leased<InboxRow>,
     stored: StoredDelivery,
     tx: WebhookTx,
-) -> Result<Request<InboxBody>, http::Error> {
+) -> Result<Request<InboxBody>, String> {
     let body: Bytes = stored.body;
-    let mut request = match &stored.head {
+    let unreadable = |why: &dyn std::fmt::Display| format!("the stored request head does not parse ({why}): not run");
+    let mut request = match stored.head.map_err(|why| unreadable(&why))? {
         Some(head) => head.to_request(InboxBody::new(body.clone())),
         None => Request::builder().method(http::Method::POST).uri("/").body(InboxBody::new(body.clone())),
-    }?;
+    }
+    .map_err(|e| unreadable(&e))?;
     // axum's body extractors read the stored body whatever its size (it was
     // accepted under the layer's limit), as they do in the layer.
     #[cfg(feature = "axum")]

@@ -46,7 +46,8 @@ impl<S> InboxWork<S> {
         }
         let Some(tag) = &stored.tag else { return Some("missing") };
         let event = row.event();
-        let verifies = self.integrity.iter().any(|k| k.verifies(tag, &event, stored.head.as_ref(), &stored.body));
+        let head = stored.head.as_ref().ok().and_then(Option::as_ref);
+        let verifies = self.integrity.iter().any(|k| k.verifies(tag, &event, head, &stored.body));
         (!verifies).then_some("mismatch")
     }
 }
@@ -93,8 +94,15 @@ where
             );
             return Outcome::Dead { error, status: None };
         }
-        let Ok(request) = request::rebuild(row, stored, tx.tx()) else {
-            return Outcome::failed("the stored request head does not parse", None);
+        // A head that does not parse would run as another request (or fail
+        // every run alike): dead now, with the reason (the completer logs it
+        // at ERROR, without the head's content).
+        let request = match request::rebuild(row, stored, tx.tx()) {
+            Ok(request) => request,
+            Err(error) => {
+                tx.rollback().await;
+                return Outcome::Dead { error, status: None };
+            }
         };
         let mut service = self.service;
         let answered = guard

@@ -56,18 +56,29 @@
 //! limits at 61 characters): a repeated call then returns the first result
 //! instead of acting twice.
 //!
-//! **The at-least-once window.** A worker that crashes after the remote
-//! acted and before the row is marked `done` leaves the row `running`; once
-//! its lease expires another worker calls again, with the same key. Nothing
-//! in this crate can close that window (the remote call and the local mark
-//! cannot be one transaction); the key makes the repeat harmless where the
-//! remote honours it.
+//! **The at-least-once window.** A worker that crashes (or loses its lease)
+//! after the remote acted and before the row is marked `done` leaves the row
+//! `running`; once its lease expires the row goes back due at a backoff, and
+//! its next run (alone: see [`crate::worker`], "Crashes") knows the last call
+//! was started and never recorded. With a reconciliation registered for the
+//! effect ([`Effects::reconcile`]), that run asks it first: delivered is
+//! `done` with the remote's reference, not delivered is called then (same
+//! key, same run), failed is `dead`, unknown leaves the row `uncertain`
+//! (asked again later, never called blindly). Without one it calls again,
+//! with the same key. Nothing in this crate can close that window (the
+//! remote call and the local mark cannot be one transaction); the key makes
+//! the repeat harmless where the remote honours it, and the reconciliation
+//! avoids it where the remote can be asked.
 //!
 //! **Outcomes.** The function reports [`EffectResult`]:
 //! - `Delivered` (with an optional remote reference): `done`, with the time;
 //! - `Retry`: back to `pending` after a backoff with full jitter
 //!   ([`RetryPolicy`]), `dead` once its retry budget is spent (by default 3
 //!   days after it was enqueued, or 200 runs);
+//! - `RetryAfter` ([`EffectResult::retry_after`]): the same, but due after
+//!   the delay the remote asked for (a 429 or 503 with `Retry-After`) instead
+//!   of the backoff: at least the policy's base, at most [`MAX_RETRY_AFTER`]
+//!   (1 hour), never past the budget's end;
 //! - `Failed`: `dead` now;
 //! - `Uncertain`, when the remote may have acted and the answer was lost (a
 //!   timeout after the request was sent, a reset before the answer). The row
@@ -96,12 +107,33 @@
 //! stalls the lease of the effects behind it. That read costs one round trip,
 //! for large payloads only.
 //!
+//! **When an effect runs.** As soon as the transaction commits, or no
+//! earlier than [`Effect::delay`] after the enqueue, or [`Effect::not_before`]
+//! a time on the application's clock (turned into a delay at the enqueue):
+//! either way the database adds the delay to its own clock, and the workers
+//! compare with that clock, so a skew between the application's clock and
+//! the database's does not move an effect.
+//!
+//! **Order.** Effects run in any order: rows due together run concurrently,
+//! and a failed one waits for its retry while later ones run (a `refunded`
+//! notice can reach the remote before the `paid` one that failed once). An
+//! effect enqueued with an [ordering key](Effect::ordering_key) (the entity:
+//! a payment, an order) is not leased while an effect of the same scope and
+//! key enqueued before it is unfinished (`pending`, `running`, `uncertain`;
+//! `done` and `dead` ones no longer hold it): effects of one key run one at a
+//! time in enqueue order. It costs no lock and no statement: the lease
+//! statement checks for an earlier unfinished effect through a partial index
+//! (`webhook_outbox_ordering`, migration 12) in the same one statement. The
+//! enqueue order is the order the handlers ran in, which inbox mode does not
+//! keep for events (see [`crate::inbox`], "Processing order").
+//!
 //! **Business keys and ordering** are on [`WebhookTx`] too:
 //! [`claim_action`](WebhookTx::claim_action) claims a business transition
 //! once per scope whatever event carries it, and
 //! [`apply_if_newer`](WebhookTx::apply_if_newer) guards a last-writer-wins
 //! update against events arriving out of order (see
-//! [`store::actions`](crate::store::actions)).
+//! [`store::actions`](crate::store::actions)): order the state the handlers
+//! write with it, and the effects they decide with ordering keys.
 //!
 //! **Workers.** A worker leases only rows of the effects it has functions
 //! for, so processes may serve different effects from one database. Every
@@ -118,10 +150,10 @@ mod registry;
 mod work;
 
 pub use crate::worker::RetryPolicy;
-pub use registry::{EffectContext, EffectResult, Effects, Reconciled};
+pub use registry::{EffectContext, EffectResult, Effects, Reconciled, MAX_RETRY_AFTER};
 pub use work::OutboxWork;
 
-pub use crate::store::outbox::{downstream_key, Effect, Enqueued, MAX_EFFECT_BYTES};
+pub use crate::store::outbox::{downstream_key, Effect, Enqueued, MAX_EFFECT_BYTES, MAX_ORDERING_KEY_BYTES};
 use crate::store::StoreConfig;
 use crate::worker::{Worker, WorkerBuilder};
 #[cfg(doc)]

@@ -6,8 +6,13 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
+
+/// The longest delay an effect may ask for with
+/// [`EffectResult::RetryAfter`]: 1 hour.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 /// What an effect function (or a reconciliation) is handed: the effect's
 /// payload, which attempt this is, and its downstream idempotency key.
@@ -96,6 +101,20 @@ pub enum EffectResult {
         /// What went wrong.
         error: String,
     },
+    /// It failed in a way a later call can fix, and the remote said when to
+    /// call again (a 429 or 503 with `Retry-After`, RFC 9110 section 10.2.3):
+    /// retried no earlier than `after`, instead of at the backoff. The delay
+    /// is at least the retry policy's base (1 s by default) and at most
+    /// [`MAX_RETRY_AFTER`] (1 hour: a longer one is cut, and the remote asked
+    /// again then), never past the retry budget's end, and measured on the
+    /// database's clock; the run counts as an attempt, and the row is `dead`
+    /// once the budget is spent, as with [`Retry`](Self::Retry).
+    RetryAfter {
+        /// What went wrong.
+        error: String,
+        /// How long the remote asked to wait.
+        after: Duration,
+    },
     /// It failed for good (a 4xx the remote will never accept): `dead` now,
     /// kept for an operator.
     Failed {
@@ -127,6 +146,29 @@ impl EffectResult {
     /// [`EffectResult::Retry`].
     pub fn retry(error: impl fmt::Display) -> Self {
         Self::Retry { error: error.to_string() }
+    }
+
+    /// [`EffectResult::RetryAfter`]: retry no earlier than `after` (a
+    /// `Retry-After: 30` answer: `Duration::from_secs(30)`; an HTTP date:
+    /// that time minus now).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use webhook_idempotency::outbox::EffectResult;
+    ///
+    /// // A remote answering `429 Too Many Requests` with `Retry-After: 30`:
+    /// let retry_after = "30";
+    /// let result = match retry_after.trim().parse::<u64>() {
+    ///     Ok(secs) => EffectResult::retry_after("429 Too Many Requests", Duration::from_secs(secs)),
+    ///     Err(_) => EffectResult::retry("429 Too Many Requests"),
+    /// };
+    /// assert_eq!(
+    ///     result,
+    ///     EffectResult::RetryAfter { error: "429 Too Many Requests".into(), after: Duration::from_secs(30) }
+    /// );
+    /// ```
+    pub fn retry_after(error: impl fmt::Display, after: Duration) -> Self {
+        Self::RetryAfter { error: error.to_string(), after }
     }
 
     /// [`EffectResult::Failed`].
@@ -170,7 +212,7 @@ pub enum Reconciled {
 
 type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 type EffectFn = Arc<dyn Fn(EffectContext) -> Boxed<EffectResult> + Send + Sync>;
-type ReconcileFn = Arc<dyn Fn(EffectContext) -> Boxed<Reconciled> + Send + Sync>;
+pub(crate) type ReconcileFn = Arc<dyn Fn(EffectContext) -> Boxed<Reconciled> + Send + Sync>;
 
 /// One effect's functions.
 #[derive(Clone)]

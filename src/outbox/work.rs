@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::marker::{mark_one, Marker};
-use super::registry::{EffectContext, EffectResult, Effects, Reconciled, Registered};
+use super::registry::{EffectContext, EffectResult, Effects, ReconcileFn, Reconciled, Registered, MAX_RETRY_AFTER};
 use crate::store::driver::Param;
 use crate::store::outbox::{uncertain_params, OutboxRow, OutboxRows, OutboxSql, StoredEffect};
 use crate::store::queue::{Leased, TableQueue};
@@ -71,6 +71,11 @@ impl Work for OutboxWork {
         let ctx = context(row, stored);
         let ended = if row.payload().reconcile {
             reconcile(&registered, ctx, guard).await
+        } else if let (true, Some(reconcile)) = (row.payload().interrupted, &registered.reconcile) {
+            // The last run's lease expired (its process died, or it lost the
+            // lease): its call may have gone out and never been recorded.
+            tracing::info!("outbox: the last run was interrupted; asking the reconciliation before calling again");
+            ask_first(&registered, reconcile, ctx, guard).await
         } else {
             call(&registered, ctx, guard).await
         };
@@ -190,9 +195,34 @@ async fn call(registered: &Registered, ctx: EffectContext, guard: &Guard) -> Res
     match guard.call((registered.call)(ctx)).await {
         Ok(EffectResult::Delivered { remote_ref }) => Ok(End::Delivered(remote_ref)),
         Ok(EffectResult::Retry { error }) => Err(Outcome::failed(error, None)),
+        Ok(EffectResult::RetryAfter { error, after }) => {
+            // At least the policy's base, at most an hour.
+            let after = after.max(guard.budget().base).min(MAX_RETRY_AFTER);
+            Err(Outcome::Failed { error, status: None, after: Some(after) })
+        }
         Ok(EffectResult::Failed { error }) => Err(Outcome::Dead { error, status: None }),
         Ok(EffectResult::Uncertain { error }) => Ok(End::Uncertain(error)),
         Err(stopped) => Ok(End::Uncertain(format!("the effect function {stopped}; the call may have gone out"))),
+    }
+}
+
+/// Asks the reconciliation whether the interrupted call of the last run went
+/// out, then calls only if it did not: delivered is `done`, not delivered is
+/// called now (same key, this run), failed is `dead`; unknown (or a
+/// reconciliation that failed) leaves the row `uncertain`, asked again later,
+/// never called blindly.
+async fn ask_first(
+    registered: &Registered,
+    reconcile: &ReconcileFn,
+    ctx: EffectContext,
+    guard: &Guard,
+) -> Result<End, Outcome> {
+    match guard.call(reconcile(ctx.clone())).await {
+        Ok(Reconciled::Delivered { remote_ref }) => Ok(End::Delivered(remote_ref)),
+        Ok(Reconciled::NotDelivered) => call(registered, ctx, guard).await,
+        Ok(Reconciled::Failed { error }) => Err(Outcome::Dead { error, status: None }),
+        Ok(Reconciled::Unknown { error }) => Ok(End::Uncertain(error)),
+        Err(stopped) => Ok(End::Uncertain(format!("the reconciliation of an interrupted call {stopped}"))),
     }
 }
 

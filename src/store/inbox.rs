@@ -338,9 +338,11 @@ pub(crate) struct InboxRow {
 pub(crate) struct StoredDelivery {
     /// The raw body as received and verified.
     pub(crate) body: Bytes,
-    /// The stored request head (absent for rows written without one, or
-    /// with one that no longer parses).
-    pub(crate) head: Option<RequestHead>,
+    /// The stored request head: `Ok(None)` for a row written without one;
+    /// `Err` with why (serde's error class and position, never the content)
+    /// when the stored JSON is not a request head (written or altered in the
+    /// database): such a row is not run.
+    pub(crate) head: Result<Option<RequestHead>, String>,
     /// The integrity tag, when the row was written with a key.
     pub(crate) tag: Option<Vec<u8>>,
 }
@@ -351,7 +353,9 @@ impl StoredDelivery {
         let head: Option<String> = row.get(first + 1);
         Self {
             body: row.get::<Option<Vec<u8>>>(first).map(Bytes::from).unwrap_or_default(),
-            head: head.and_then(|h| serde_json::from_str(&h).ok()),
+            head: head.map(|h| serde_json::from_str(&h)).transpose().map_err(|e| {
+                format!("{:?} error at line {} column {}", e.classify(), e.line(), e.column()).to_lowercase()
+            }),
             tag: row.get(first + 2),
         }
     }

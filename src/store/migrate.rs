@@ -22,6 +22,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (9, include_str!("../../sql/009_idempotency_keys.sql")),
     (10, include_str!("../../sql/010_toast_target.sql")),
     (11, include_str!("../../sql/011_audit_role.sql")),
+    (12, include_str!("../../sql/012_isolation_and_ordering.sql")),
 ];
 
 /// The newest migration version this crate's statements need.

@@ -28,7 +28,8 @@ pub const MAX_EFFECT_BYTES: usize = 128;
 
 /// An external effect a handler decides: its name (the registered function
 /// that delivers it), its payload, which of the event's effects of that
-/// name it is (`ordinal`, default 0) and when it may run first.
+/// name it is (`ordinal`, default 0), when it may run first, and
+/// optionally an ordering key.
 ///
 /// ```
 /// use webhook_idempotency::outbox::Effect;
@@ -44,7 +45,17 @@ pub struct Effect {
     ordinal: u32,
     payload: Bytes,
     content_type: Cow<'static, str>,
-    not_before: Option<SystemTime>,
+    due: Option<Due>,
+    ordering_key: Option<String>,
+}
+
+/// When an effect may run first, as the handler said it.
+#[derive(Debug, Clone, Copy)]
+enum Due {
+    /// A time on the application's clock (`Effect::not_before`).
+    At(SystemTime),
+    /// A delay from the enqueue (`Effect::delay`).
+    In(Duration),
 }
 
 impl Effect {
@@ -65,7 +76,8 @@ impl Effect {
             ordinal: 0,
             payload: payload.into(),
             content_type: content_type.into(),
-            not_before: None,
+            due: None,
+            ordering_key: None,
         }
     }
 
@@ -75,9 +87,36 @@ impl Effect {
         /// ordinals 0 and 1.
         pub fn ordinal(ordinal: u32) => ordinal = ordinal;
 
-        /// Runs no earlier than `at` (default: as soon as the transaction
-        /// commits).
-        pub fn not_before(at: SystemTime) => not_before = Some(at);
+        /// Runs no earlier than `delay` after the enqueue (default: as soon as
+        /// the transaction commits), measured on the database's clock: the
+        /// enqueue stores `statement_timestamp() + delay`, and the workers
+        /// compare it with the database's `now()`, so a skew between the
+        /// application's clock and the database's does not move it. At most
+        /// 253,402,300,799 s (about 8,000 years).
+        pub fn delay(delay: Duration) => due = Some(Due::In(delay));
+
+        /// Runs no earlier than `at`, a time on the application's clock (the
+        /// clock that computed it): [`WebhookTx::enqueue`] turns it into a delay
+        /// from the application's clock when it runs (`at - SystemTime::now()`,
+        /// zero for a time past), which the database adds to its own clock, as
+        /// [`delay`](Self::delay). So the effect waits the time the application
+        /// meant, whatever the two clocks disagree by. Between 1970 and 9999.
+        pub fn not_before(at: SystemTime) => due = Some(Due::At(at));
+
+        /// Orders this effect after every effect of the same scope enqueued
+        /// before it with the same `key` (an entity: `"pi_3MtwBw"`, an order id):
+        /// it is not leased while one of them is unfinished (`pending`,
+        /// `running` or `uncertain`, an `uncertain` one waiting for an operator
+        /// included); a `done` or `dead` one no longer holds it. So a `refunded`
+        /// notice enqueued after a `paid` one is never delivered before it, even
+        /// when `paid` failed and waits for its retry. "Before" is the enqueue's
+        /// time (`clock_timestamp()` on the database, ties broken by the
+        /// effects' identity) among committed effects: an effect enqueued by a
+        /// transaction still open is not seen yet, and events processed in any
+        /// order (inbox mode) enqueue in that order; order the writes
+        /// themselves with [`WebhookTx::apply_if_newer`]. At most 512 bytes, not
+        /// empty, no NUL. No key (the default): effects run in any order.
+        pub fn ordering_key(key: impl Into<String>) => ordering_key = Some(key.into());
     }
 
     /// The effect's name.
@@ -112,8 +151,9 @@ impl WebhookTx {
     /// # Errors
     /// [`TxErrorKind::Invalid`](super::driver::TxErrorKind::Invalid) for an
     /// empty name, one over [`MAX_EFFECT_BYTES`] or with NUL, an ordinal over
-    /// `i32::MAX` (2,147,483,647), or a `not_before` before 1970 or after the
-    /// year 9999;
+    /// `i32::MAX` (2,147,483,647), a `not_before` before 1970 or after the
+    /// year 9999, a `delay` over 253,402,300,799 s, or an ordering key that
+    /// is empty, over [`MAX_ORDERING_KEY_BYTES`] or with NUL;
     /// [`TxErrorKind::Database`](super::driver::TxErrorKind::Database) when
     /// the statement failed (the outbox table missing: run the migrations),
     /// and [`TxErrorKind::Finished`](super::driver::TxErrorKind::Finished)
@@ -122,7 +162,19 @@ impl WebhookTx {
         if effect.name.is_empty() || effect.name.len() > MAX_EFFECT_BYTES || effect.name.contains('\0') {
             return Err(TxError::invalid());
         }
-        if effect.not_before.is_some_and(|at| !(SystemTime::UNIX_EPOCH..=latest_not_before()).contains(&at)) {
+        let delay = match effect.due {
+            None => Duration::ZERO,
+            Some(Due::At(at)) if (SystemTime::UNIX_EPOCH..=latest_not_before()).contains(&at) => {
+                at.duration_since(SystemTime::now()).unwrap_or_default()
+            }
+            Some(Due::In(delay)) if delay <= MAX_DELAY => delay,
+            Some(_) => return Err(TxError::invalid()),
+        };
+        if effect
+            .ordering_key
+            .as_ref()
+            .is_some_and(|k| k.is_empty() || k.len() > MAX_ORDERING_KEY_BYTES || k.contains('\0'))
+        {
             return Err(TxError::invalid());
         }
         let scope = self.scope();
@@ -135,9 +187,10 @@ impl WebhookTx {
             Param::Text(scope.event.effects_key()),
             Param::Text(&effect.name),
             Param::I32(ordinal),
-            Param::OptTime(effect.not_before),
+            Param::F64(delay.as_secs_f64()),
             Param::Bytes(&effect.payload),
             Param::Text(&effect.content_type),
+            Param::OptText(effect.ordering_key.as_deref()),
         ];
         let added: i64 = self.run(&sql, &params).await?[0].get(0);
         if added == 0 {
@@ -148,20 +201,29 @@ impl WebhookTx {
     }
 }
 
-/// The latest `not_before` accepted: 9999-12-31T23:59:59Z. Later times wrap
-/// in the driver's conversion to `timestamptz`.
+/// Longest ordering key, in bytes.
+pub const MAX_ORDERING_KEY_BYTES: usize = 512;
+
+/// The latest `not_before` accepted: 9999-12-31T23:59:59Z.
 fn latest_not_before() -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(253_402_300_799)
+    SystemTime::UNIX_EPOCH + MAX_DELAY
 }
 
+/// The longest `delay` accepted: as long as from 1970 to the end of 9999,
+/// well within `timestamptz` from any date of this millennium.
+const MAX_DELAY: Duration = Duration::from_secs(253_402_300_799);
+
 /// The enqueue: the row with its payload, unless the event already has this
-/// effect.
+/// effect. `$6` is the delay in seconds, added to the database's clock;
+/// `$9` the ordering key, ordered by the enqueue's `clock_timestamp()`.
 pub(crate) fn enqueue_sql(schema: &str) -> String {
     format!(
         "WITH row AS (
              INSERT INTO {schema}.webhook_outbox
-                 (scope, provider, event_key, effect, ordinal, state, run_at, payload, content_type)
-             VALUES ($1, $2, $3, $4, $5, 'pending', coalesce($6, now()), $7, $8)
+                 (scope, provider, event_key, effect, ordinal, state, run_at, payload, content_type,
+                  ordering_key, ordered_at)
+             VALUES ($1, $2, $3, $4, $5, 'pending', statement_timestamp() + make_interval(secs => $6), $7, $8,
+                     $9, clock_timestamp())
              ON CONFLICT (scope, provider, event_key, effect, ordinal) DO NOTHING
              RETURNING 1)
          SELECT count(*) FROM row"
@@ -198,6 +260,9 @@ pub fn downstream_key(scope: &str, provider: &str, event_key: &str, effect: &str
 pub(crate) struct OutboxRow {
     /// The row was uncertain: this run reconciles instead of calling again.
     pub(crate) reconcile: bool,
+    /// The row's last run ended by its lease expiring: its call may have gone
+    /// out unrecorded (this run asks the reconciliation first, if any).
+    pub(crate) interrupted: bool,
     /// The payload and content type when the payload is small enough
     /// ([`INLINE_PAYLOAD_BYTES`]) to come with the lease; a larger one is read
     /// per item.
@@ -236,8 +301,19 @@ impl QueueKind for OutboxRows {
     const BORN: &'static str = "created_at";
     const KEY: &'static [&'static str] = &["scope", "provider", "event_key", "effect", "ordinal:integer"];
     const DUE_STATES: &'static str = "'pending', 'uncertain'";
+    // A reconciliation whose lease expired is asked again; a call, made again
+    // (after its reconciliation, when there is one).
+    const EXPIRED_STATE: &'static str = "CASE WHEN e.uncertain_since IS NOT NULL THEN 'uncertain' ELSE 'pending' END";
+    // An effect with an ordering key waits for every unfinished one of its
+    // scope and key enqueued before it (index `webhook_outbox_ordering`).
+    const ORDER_GUARD: &'static str = "AND (c.ordering_key IS NULL OR NOT EXISTS (
+             SELECT 1 FROM {t} p
+             WHERE p.scope = c.scope AND p.ordering_key = c.ordering_key
+               AND p.state IN ('pending', 'running', 'uncertain') AND p.ordered_at <= c.ordered_at
+               AND (p.ordered_at, p.provider, p.event_key, p.effect, p.ordinal)
+                 < (c.ordered_at, c.provider, c.event_key, c.effect, c.ordinal)))";
     const FILTER_COLUMN: Option<&'static str> = Some("effect");
-    const PAYLOAD_COLUMNS: &'static str = "e.uncertain_since IS NOT NULL, \
+    const PAYLOAD_COLUMNS: &'static str = "e.uncertain_since IS NOT NULL, e.run_alone, \
          CASE WHEN pg_column_size(e.payload) <= 65536 THEN e.payload END, \
          CASE WHEN pg_column_size(e.payload) <= 65536 THEN e.content_type END";
     const BODY_COLUMNS: &'static str = "e.payload, e.content_type";
@@ -245,9 +321,10 @@ impl QueueKind for OutboxRows {
     type Payload = OutboxRow;
 
     fn payload(row: &Row, first: usize) -> OutboxRow {
-        let inline = row.get::<Option<Vec<u8>>>(first + 1).zip(row.get::<Option<String>>(first + 2));
+        let inline = row.get::<Option<Vec<u8>>>(first + 2).zip(row.get::<Option<String>>(first + 3));
         OutboxRow {
             reconcile: row.get(first),
+            interrupted: row.get(first + 1),
             inline: inline.map(|(payload, content_type)| StoredEffect { payload: Bytes::from(payload), content_type }),
         }
     }
@@ -309,7 +386,8 @@ impl OutboxSql {
         let t = format!("{schema}.webhook_outbox");
         let fence = "scope = $1 AND provider = $2 AND event_key = $3 AND effect = $4 AND ordinal = $5::text::integer
                      AND state = 'running' AND lease_token = $6::text::uuid";
-        let released = "locked_until = NULL, lease_token = NULL";
+        // Every end clears `run_alone`: the run ended otherwise than by its lease expiring.
+        let released = "locked_until = NULL, lease_token = NULL, run_alone = false";
         // The end of the row's retry budget is past (as the queue's retry_later).
         let expired = "coalesce(retry_from, created_at) + make_interval(secs => $8) <= now()";
         Self {
@@ -397,5 +475,60 @@ mod inline_tests {
     fn the_inline_bound_in_the_lease_is_the_constant() {
         let cols = <super::OutboxRows as super::QueueKind>::PAYLOAD_COLUMNS;
         assert_eq!(cols.matches(&super::INLINE_PAYLOAD_BYTES.to_string()).count(), 2);
+    }
+}
+
+#[cfg(test)]
+mod ordering_tests {
+    use super::OutboxRows;
+    use crate::store::queue::statement_texts;
+
+    /// The ordering guard costs the lease no statement (it is one more
+    /// condition of its one statement) and no scan: on 20,000 effects over
+    /// 200 ordering keys in 10 scopes, half of them finished, the generic plan
+    /// the workers run probes for an earlier unfinished effect through the
+    /// partial index `webhook_outbox_ordering`.
+    #[tokio::test]
+    async fn the_lease_with_its_ordering_guard_is_one_statement_probing_an_index() {
+        let pool = crate::store::testing::fresh(1).await;
+        let c = pool.get().await.unwrap();
+        c.batch_execute(
+            "INSERT INTO webhook_idempotency.webhook_outbox
+                 (scope, provider, event_key, effect, ordinal, state, run_at, payload, content_type,
+                  ordering_key, ordered_at)
+             SELECT 'acct_' || (i % 10), 'stripe', 'evt_' || i, 'notify', 0,
+                    CASE WHEN i % 2 = 0 THEN 'done' ELSE 'pending' END,
+                    CASE WHEN i % 2 = 0 THEN NULL ELSE now() END,
+                    '\\x7b7d', 'application/json', 'pi_' || (i % 200), clock_timestamp()
+               FROM generate_series(1, 20000) i;
+             ANALYZE webhook_idempotency.webhook_outbox;
+             SET plan_cache_mode = force_generic_plan;",
+        )
+        .await
+        .unwrap();
+        let lease = statement_texts::<OutboxRows>("webhook_idempotency")
+            .into_iter()
+            .find_map(|(name, sql)| (name == "lease").then_some(sql))
+            .unwrap();
+        c.batch_execute(&format!(
+            "PREPARE lease(float8, int8, text, text, int4, text[], float8, float8, float8, bool) AS {lease}"
+        ))
+        .await
+        .unwrap();
+        let plan: Vec<String> = c
+            .query("EXPLAIN EXECUTE lease(30, 16, NULL, NULL, 200, ARRAY['notify'], 86400, 1, 3600, false)", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let plan = plan.join("\n");
+        // Each probe (one per subquery over due rows: those that run alone, the
+        // others, and whether any that runs alone is due) goes through the
+        // ordering index; nothing reads the table whole.
+        let probes = plan.lines().filter(|l| l.contains("Index") && l.contains("webhook_outbox_ordering")).count();
+        assert_eq!(probes, 3, "{plan}");
+        assert!(plan.contains("Index Scan using webhook_outbox_due_alone"), "{plan}");
+        assert!(!plan.contains("Seq Scan"), "{plan}");
     }
 }

@@ -58,8 +58,8 @@ pub(crate) async fn finish<K: QueueKind>(
                 "retried"
             }
         },
-        Outcome::Failed { error, status } => {
-            let delay = settings.retry.delay(item.attempt());
+        Outcome::Failed { error, status, after } => {
+            let delay = after.unwrap_or_else(|| settings.retry.delay(item.attempt()));
             let retry = &settings.retry;
             match queue.retry_later(item, retry.budget(), delay, &error, status).await {
                 Ok(AfterFailure::Dead) => {
@@ -106,8 +106,9 @@ fn filter<K: QueueKind>(item: &Leased<K::Payload>) -> Option<&str> {
     K::FILTER_COLUMN.and_then(|c| item.column(K::KEY, c))
 }
 
-/// Logs and counts the rows a lease buried as `dead`: each lost its lease
-/// on its last allowed run (its worker crashed or was killed every time).
+/// Logs and counts the rows a lease buried as `dead`: each one's lease
+/// expired while it ran alone, on its last allowed run (it killed its
+/// worker's process, or the worker could not renew the lease).
 pub(crate) fn buried<K: QueueKind>(rows: &[Buried]) {
     for row in rows {
         tracing::error!(
@@ -115,7 +116,8 @@ pub(crate) fn buried<K: QueueKind>(rows: &[Buried]) {
             provider = row.provider,
             key = row.key,
             outcome = "dead",
-            "{} item dead: its lease expired on the last allowed attempt (the worker crashed or was killed each time)",
+            "{} item dead: its lease expired while it ran alone, on its last allowed run (it killed its worker's \
+             process, or the worker could not renew the lease)",
             K::NAME
         );
         crate::metrics::worker_run(K::NAME, &row.provider, "dead", None);

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
+use super::isolation::Run;
 use super::{completer, Outcome, Settings, Work};
 use crate::store::queue::{Leased, QueueKind, TableQueue};
 
@@ -93,6 +94,7 @@ pub(crate) async fn process<W: Work>(
     work: W,
     settings: Arc<Settings>,
     item: Leased<<W::Kind as QueueKind>::Payload>,
+    run: &Run,
 ) -> Option<std::time::Duration> {
     // An ERROR-level span: its fields reach every event inside it, the
     // handler's own lines included (the guard runs it in this span).
@@ -116,7 +118,7 @@ pub(crate) async fn process<W: Work>(
         let guard = Guard { timeout: settings.handler_timeout, retry: settings.retry, phase: Arc::clone(&phase) };
         let outcome = tokio::select! {
             outcome = work.run(&queue, &item, &guard) => outcome,
-            () = heartbeat(&queue, &item, settings.lease, &phase) => Outcome::LeaseLost,
+            () = heartbeat(&queue, &item, settings.lease, &phase, run) => Outcome::LeaseLost,
         };
         completer::finish(&queue, &settings, &item, outcome, started).await
     }
@@ -131,15 +133,16 @@ const ENDING: u8 = 1;
 /// The work retries its end: renewals resume.
 const RETRYING_END: u8 = 2;
 
-/// Renews the lease every third of it; returns when the lease is no longer
-/// this worker's while the user's code runs. Once the work is ending the row
-/// it renews only while that end is retried, and a lease found gone then is
-/// the end's to report (it never returns).
+/// Renews the lease every third of it (and tells `run`'s gate); returns when
+/// the lease is no longer this worker's while the user's code runs. Once the
+/// work is ending the row it renews only while that end is retried, and a
+/// lease found gone then is the end's to report (it never returns).
 async fn heartbeat<K: QueueKind>(
     queue: &TableQueue<K>,
     item: &Leased<K::Payload>,
     lease: Duration,
     phase: &std::sync::atomic::AtomicU8,
+    run: &Run,
 ) {
     use std::sync::atomic::Ordering::SeqCst;
     let mut every = tokio::time::interval(lease / 3);
@@ -149,8 +152,9 @@ async fn heartbeat<K: QueueKind>(
         if phase.load(SeqCst) == ENDING {
             continue;
         }
+        let renewing = tokio::time::Instant::now();
         match queue.heartbeat(item, lease).await {
-            Ok(true) => {}
+            Ok(true) => run.renewed(renewing, lease),
             Ok(false) if phase.load(SeqCst) != RUNNING => return std::future::pending().await,
             Ok(false) => return,
             Err(e) => tracing::warn!(error = %e, "worker: heartbeat failed; retrying"),

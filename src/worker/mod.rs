@@ -10,7 +10,10 @@
 //! panic is a failed run) bounded by the handler timeout; a **completer**
 //! ends every item fenced by its token (done inside the work's own
 //! transaction, retried at a backoff with full jitter, dead once the retry
-//! budget of [`RetryPolicy`] is spent, or left to whoever took the lease over); a **notifier** wakes
+//! budget of [`RetryPolicy`] is spent, or left to whoever took the lease over); a row whose lease
+//! expired (its process died, say in a handler that aborts it) goes back at a backoff and next
+//! **runs alone** in its process, so a crash costs a retry only to the row that causes it (see
+//! below); a **notifier** wakes
 //! the producer by `LISTEN` (with reconnect), polling being the fallback so
 //! a lost notification costs at most one poll interval; and **graceful
 //! shutdown** stops leasing, lets work in hand finish for a bound, then
@@ -22,6 +25,28 @@
 //! the first kind; every kind shares [`WorkerBuilder`]'s settings and
 //! [`RetryPolicy`].
 //!
+//! **Crashes.** A handler that kills its process (`std::process::abort`, a
+//! panic in a `panic = "abort"` build, a segfault in a C library, the OOM
+//! killer) takes every row that process was running down with it: their
+//! leases expire together and nothing tells which one did it. So the lease
+//! statement that finds an expired lease puts the row back due at the
+//! policy's backoff (full jitter), marked to run alone (`run_alone`, with
+//! `last_error` saying so); that run counts as a run, but a lease expiry
+//! buries only a row that ran alone. A worker leases a marked row only once its process has nothing
+//! else in hand on that database (every worker of the process on it, inbox
+//! and outbox alike, stops leasing until then), and nothing else starts
+//! while it runs: if the process dies again, that row killed it; its lease
+//! expiring while it ran alone counts, and on its last allowed run it is
+//! `dead` with that reason ("the lease expired while it ran alone ...").
+//! Any other end clears the mark. The cost: nothing while no lease expires
+//! (one probe of an empty partial index in the lease statement); after a
+//! crash, each row of the dead process's batch runs alone once, one at a
+//! time, while the process's other workers on that database wait (the runs
+//! in hand finish first; a run whose lease could not be renewed for a whole
+//! lease no longer holds them). A process serving two databases isolates
+//! each on its own: run their workers in separate processes if a crash in
+//! one must not cost the other's rows a run.
+//!
 //! Every run is counted (`webhook_worker_runs_total` by `kind`, `provider`
 //! and `outcome`: `done`, `retried`, `dead`, `lease_lost`, `released`) and
 //! timed (`webhook_worker_run_duration_seconds`); see [`crate::metrics`].
@@ -31,6 +56,7 @@
 
 mod completer;
 mod executor;
+mod isolation;
 mod producer;
 mod retry;
 
@@ -59,8 +85,10 @@ pub(crate) enum Outcome {
     /// row is left to the lease's new holder.
     LeaseLost,
     /// The run failed (rolled back): retry later or bury. `error` is a
-    /// description without payload or secrets; `status` the handler's.
-    Failed { error: String, status: Option<u16> },
+    /// description without payload or secrets; `status` the handler's;
+    /// `after` the delay the work asked for instead of the backoff (the
+    /// outbox's `RetryAfter`, already bounded).
+    Failed { error: String, status: Option<u16>, after: Option<std::time::Duration> },
     /// The run failed permanently: bury the row now, whatever its attempts.
     Dead { error: String, status: Option<u16> },
     /// The work ended the row itself in a state of its kind (the outbox's
@@ -76,7 +104,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     pub(crate) fn failed(error: impl Into<String>, status: Option<u16>) -> Self {
-        Self::Failed { error: error.into(), status }
+        Self::Failed { error: error.into(), status, after: None }
     }
 }
 

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
+use super::isolation::{Gate, Waiting};
 use super::{completer, executor, Settings, Work};
-use crate::store::queue::{Leased, QueueKind, TableQueue};
+use crate::store::queue::{LeaseFilter, Leased, QueueKind, TableQueue};
 
 /// Items in hand, by a local id: what shutdown releases if they do not
 /// finish.
@@ -51,6 +52,16 @@ pub(crate) async fn run<W: Work>(
     let mut shutdown = pin!(shutdown);
     // When the last lease statement ran, for the fetch cooldown.
     let mut last_lease: Option<tokio::time::Instant> = None;
+    // The process's runs on this database, for the rows that must run alone
+    // (`isolation`), and this worker's turn to lease one, when it asked.
+    let gate = Gate::of(queue.database());
+    let mut gate_changes = gate.subscribe();
+    let mut waiting: Option<Waiting> = None;
+    let filter = LeaseFilter {
+        provider: settings.provider.as_deref(),
+        scope: settings.scope.as_deref(),
+        only: settings.only.as_deref(),
+    };
     loop {
         while let Some(ended) = jobs.try_join_next() {
             due.extend(ended.ok().flatten().map(|d| tokio::time::Instant::now() + d));
@@ -59,46 +70,67 @@ pub(crate) async fn run<W: Work>(
         due.retain(|at| *at > now);
         let free = slots.available_permits().min(settings.batch());
         let mut leased_all = false;
+        // Whether the gate kept this worker from leasing: it looks again when
+        // the gate changes.
+        let mut held_back = false;
         // Some slots busy and the last lease recent: wait for more to free.
         let cooling = last_lease
             .map(|at| later(at, settings.fetch_cooldown.min(settings.poll_interval)))
             .filter(|until| free < settings.batch().min(settings.concurrency) && *until > now);
         if free > 0 && cooling.is_none() {
-            last_lease = Some(now);
-            let (provider, scope) = (settings.provider.as_deref(), settings.scope.as_deref());
-            let only = settings.only.as_deref();
-            match queue.lease(free, settings.lease, provider, scope, only, settings.retry.budget()).await {
-                Ok(leases) => {
-                    completer::buried::<W::Kind>(&leases.buried);
-                    let rows = leases.leased;
-                    leased_all = rows.len() == free;
-                    for row in rows {
-                        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else { break };
-                        let id = next_id;
-                        next_id += 1;
-                        lock(&in_hand).insert(id, row.clone());
-                        let (queue, work, settings, in_hand) =
-                            (queue.clone(), work.clone(), Arc::clone(&settings), Arc::clone(&in_hand));
-                        jobs.spawn(async move {
-                            let due_in = executor::process(queue, work, settings, row).await;
-                            lock(&in_hand).remove(&id);
-                            drop(permit);
-                            due_in
-                        });
+            gate_changes.borrow_and_update();
+            let leasing = if waiting.is_some() { gate.alone() } else { gate.lease() };
+            if let Some(leasing) = leasing {
+                last_lease = Some(now);
+                let alone = leasing.alone();
+                match queue.lease(free, settings.lease, filter, settings.retry.budget(), alone).await {
+                    Ok(leases) => {
+                        completer::buried::<W::Kind>(&leases.buried);
+                        due.extend(leases.requeued_due_in.map(|d| later(tokio::time::Instant::now(), d)));
+                        if alone {
+                            waiting = None;
+                        } else if leases.alone_due && waiting.is_none() {
+                            tracing::info!(
+                                kind,
+                                "{kind} worker: rows whose lease expired are due; once this process has nothing \
+                                 else in hand, each runs alone"
+                            );
+                            waiting = Some(gate.wait());
+                        }
+                        let rows = leases.leased;
+                        leased_all = !alone && rows.len() == free;
+                        for row in rows {
+                            let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else { break };
+                            let id = next_id;
+                            next_id += 1;
+                            lock(&in_hand).insert(id, row.clone());
+                            let run = leasing.run(settings.lease);
+                            let (queue, work, settings, in_hand) =
+                                (queue.clone(), work.clone(), Arc::clone(&settings), Arc::clone(&in_hand));
+                            jobs.spawn(async move {
+                                let due_in = executor::process(queue, work, settings, row, &run).await;
+                                lock(&in_hand).remove(&id);
+                                drop((permit, run));
+                                due_in
+                            });
+                        }
                     }
+                    Err(e) => tracing::warn!(
+                        kind = <W::Kind as QueueKind>::NAME,
+                        error = %e,
+                        "worker: leasing due rows failed; retrying after the poll interval"
+                    ),
                 }
-                Err(e) => tracing::warn!(
-                    kind = <W::Kind as QueueKind>::NAME,
-                    error = %e,
-                    "worker: leasing due rows failed; retrying after the poll interval"
-                ),
+            } else {
+                held_back = true;
             }
         }
         if leased_all && slots.available_permits() > 0 {
             continue; // more may be due
         }
         let next_poll = cooling.unwrap_or_else(|| later(tokio::time::Instant::now(), settings.poll_interval));
-        let wake = due.iter().copied().min().map_or(next_poll, |at| at.min(next_poll));
+        let lapse = held_back.then(|| gate.next_lapse()).flatten();
+        let wake = due.iter().copied().chain(lapse).min().map_or(next_poll, |at| at.min(next_poll));
         tokio::select! {
             () = &mut shutdown => break,
             () = notify.notified() => {}
@@ -106,8 +138,10 @@ pub(crate) async fn run<W: Work>(
             Some(ended) = jobs.join_next(), if !jobs.is_empty() => {
                 due.extend(ended.ok().flatten().map(|d| tokio::time::Instant::now() + d));
             }
+            Ok(()) = gate_changes.changed(), if held_back => {}
         }
     }
+    drop(waiting);
     // Graceful shutdown: no more leases; work in hand may finish.
     if let Some(listener) = listener {
         listener.abort();

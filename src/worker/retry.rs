@@ -106,6 +106,11 @@ impl RetryPolicy {
 
     /// The budget as the statements take it (`retry_for` at most 100 years).
     pub(crate) fn budget(&self) -> crate::store::queue::Budget {
-        crate::store::queue::Budget { max_attempts: self.max_attempts, retry_for: self.retry_for.min(LONGEST) }
+        crate::store::queue::Budget {
+            max_attempts: self.max_attempts,
+            retry_for: self.retry_for.min(LONGEST),
+            base: self.base.min(LONGEST),
+            cap: self.cap.min(LONGEST),
+        }
     }
 }

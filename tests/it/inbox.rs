@@ -1130,3 +1130,161 @@ async fn a_worker_with_a_poll_interval_and_cooldown_of_duration_max_runs_and_sto
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(10), task).await.expect("the worker stops").expect("no panic");
 }
+
+const ABORT_ENV: &str = "WEBHOOK_INBOX_ABORTING_WORKER";
+
+/// The worker process of the aborting-handler trial: this test binary again,
+/// running only this entry, with one worker (concurrency 4, lease 1 s, three
+/// runs at most) on the database in [`ABORT_ENV`], until its standard input
+/// closes. Its handler aborts the process for `evt_abort` (as a handler built
+/// with `panic = "abort"` that panics does) and takes 1.5 s for any other
+/// event before writing its effect. Without the variable, returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a worker process started by a_handler_that_aborts_the_process_takes_no_healthy_row_down_with_it"]
+async fn aborting_worker_process() {
+    let Ok(url) = std::env::var(ABORT_ENV) else { return };
+    let handlers = Router::new().route(
+        "/webhooks/stripe",
+        post(|tx: WebhookTx, event: WebhookEvent| async move {
+            if event.key() == "evt_abort" {
+                std::process::abort();
+            }
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            apply_effect(tx, event).await
+        }),
+    );
+    let worker = InboxWorker::builder(pool(url.parse().unwrap(), 8), handlers)
+        .concurrency(4)
+        .lease(Duration::from_secs(1))
+        .poll_interval(Duration::from_millis(50))
+        .retry(RetryPolicy::attempts(Duration::from_millis(50), Duration::from_millis(200), 3))
+        .build()
+        .unwrap();
+    let (stop, task) = spawn_worker(worker);
+    until_stdin_closes().await;
+    let _ = stop.send(());
+    task.await.unwrap();
+}
+
+/// From the fourth review: a handler that aborts the process killed the
+/// healthy rows leased in the same batch; their leases expired with the
+/// crasher's, they were leased together again and killed by every crash
+/// until all were `dead` with the crasher's reason (3 of 3). One aborting
+/// row and three slow healthy rows, a worker process restarted each time it
+/// dies: the three are `done` with one effect each, the crasher `dead` with
+/// a reason that says it ran alone when the process died.
+#[tokio::test]
+async fn a_handler_that_aborts_the_process_takes_no_healthy_row_down_with_it() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    let healthy = ["evt_fine1", "evt_fine2", "evt_fine3"];
+    for key in std::iter::once("evt_abort").chain(healthy) {
+        assert_eq!(accept(&app, key).await.0, StatusCode::OK);
+    }
+    let open = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state NOT IN ('done', 'dead')";
+    let started = Instant::now();
+    let mut crashes = 0;
+    let mut child = child_test_process("inbox::aborting_worker_process", ABORT_ENV, &db.url());
+    // Polls the rows (only the server knows them) and restarts the worker
+    // process whenever it died, as a supervisor does.
+    while db.scalar(open).await > 0 {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(!status.success(), "the worker process ends only by an abort: {status}");
+            crashes += 1;
+            assert!(crashes <= 6, "still not settled after {crashes} crashes");
+            child = child_test_process("inbox::aborting_worker_process", ABORT_ENV, &db.url());
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "not settled in 90 s ({crashes} crashes)");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(child.stdin.take()); // the worker stops
+    child.wait().unwrap();
+    let c = db.pool.get().await.unwrap();
+    let rows: Vec<(String, String, i32, Option<String>)> = c
+        .query(
+            "SELECT event_key, state, attempts, last_error FROM webhook_idempotency.webhook_events ORDER BY event_key",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    println!("aborting handler: {crashes} crashes in {:?}: {rows:?}", started.elapsed());
+    for key in healthy {
+        let row = rows.iter().find(|r| r.0 == key).unwrap();
+        assert_eq!(row.1, "done", "{key}: a healthy row is never dead for another row's crash: {rows:?}");
+        assert_eq!(row.2, 2, "{key}: killed beside the crasher once, then done running alone");
+        assert_eq!(db.effects_for(key).await, 1, "{key}");
+    }
+    let crasher = rows.iter().find(|r| r.0 == "evt_abort").unwrap();
+    assert_eq!((crasher.1.as_str(), crasher.2), ("dead", 3), "{rows:?}");
+    assert_eq!(crashes, 3, "the batch, then the crasher alone twice: buried after its last allowed run");
+    let reason = crasher.3.as_deref().unwrap_or_default();
+    assert!(reason.contains("alone") && reason.contains("lease expired"), "the reason says so: {reason}");
+    assert_eq!(db.effects_for("evt_abort").await, 0);
+}
+
+/// From the fourth review: a stored request head that does not parse ran as
+/// `POST /` with no headers (serde's error taken for "no head"), and was then
+/// retried for the whole budget or marked `done` by a fallback route. It is
+/// `dead` at once with the reason, logged without the head's content; only a
+/// missing head runs as `POST /`.
+#[tokio::test]
+async fn a_stored_head_that_does_not_parse_is_dead_at_once_and_only_a_missing_head_runs_as_post_slash() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    for key in ["evt_not_a_head", "evt_bad_method", "evt_headless"] {
+        assert_eq!(accept(&app, key).await.0, StatusCode::OK);
+    }
+    // Corrupted in the database: JSON of another shape, a method no request
+    // can have, and no head at all (a row written by hand without one).
+    db.execute(
+        r#"UPDATE webhook_idempotency.webhook_events SET request_head = '{"method": 5, "uri": "/webhooks/stripe"}'
+            WHERE event_key = 'evt_not_a_head';
+           UPDATE webhook_idempotency.webhook_events
+              SET request_head = '{"method": "PO ST secret-value", "uri": "/webhooks/stripe", "headers": []}'
+            WHERE event_key = 'evt_bad_method';
+           UPDATE webhook_idempotency.webhook_events SET request_head = NULL WHERE event_key = 'evt_headless';"#,
+    )
+    .await;
+    let (logs, _guard) = Logs::capture();
+    // A fallback that answers 200: a request rebuilt as `POST /` reaches it.
+    let reached = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handlers = {
+        let reached = Arc::clone(&reached);
+        Router::new().route("/webhooks/stripe", post(apply_effect)).fallback(
+            move |method: http::Method, uri: http::Uri, tx: WebhookTx, event: WebhookEvent| {
+                let reached = Arc::clone(&reached);
+                async move {
+                    reached.lock().unwrap().push((event.key().to_owned(), format!("{method} {uri}")));
+                    apply_effect(tx, event).await
+                }
+            },
+        )
+    };
+    let worker = fast(db.pool(4), handlers)
+        .retry(RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(50), 5))
+        .build()
+        .unwrap();
+    let (stop, task) = spawn_worker(worker);
+    let ended = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state IN ('done', 'dead')";
+    assert!(eventually(Duration::from_secs(15), || async { db.scalar(ended).await == 3 }).await);
+    let _ = stop.send(());
+    task.await.unwrap();
+    for key in ["evt_not_a_head", "evt_bad_method"] {
+        assert_eq!(db.event_row(key).await.map(|r| (r.0, r.1)), Some(("dead".into(), 1)), "{key}: dead at once");
+        let error = db
+            .scalar_text(&format!(
+                "SELECT last_error FROM webhook_idempotency.webhook_events WHERE event_key = '{key}'"
+            ))
+            .await;
+        assert!(error.contains("request head") && error.contains("does not parse"), "{key}: {error}");
+        assert_eq!(db.effects_for(key).await, 0, "{key}: never handled");
+        let logged = logs.lines_with(&["ERROR", key, "request head"]);
+        assert_eq!(logged.len(), 1, "{key}: one ERROR line: {}", logs.text());
+    }
+    assert!(!logs.text().contains("secret-value"), "the head's content is not logged");
+    assert_eq!(db.event_row("evt_headless").await.map(|r| r.0), Some("done".into()));
+    assert_eq!(*reached.lock().unwrap(), [("evt_headless".to_owned(), "POST /".to_owned())]);
+}

@@ -504,9 +504,14 @@ impl Killer {
 /// test `test` with `env` set to `value`, until its standard input closes
 /// (drop the child).
 pub fn child_test_process(test: &str, env: &str, value: &str) -> std::process::Child {
+    child_test_process_with(test, &[(env, value)])
+}
+
+/// [`child_test_process`] with several variables of its environment set.
+pub fn child_test_process_with(test: &str, env: &[(&str, &str)]) -> std::process::Child {
     std::process::Command::new(std::env::current_exe().unwrap())
         .args([test, "--exact", "--ignored", "--nocapture"])
-        .env(env, value)
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

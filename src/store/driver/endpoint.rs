@@ -13,6 +13,20 @@ pub(super) fn of_pool(pool: &Pool) -> Option<String> {
     from_debug(&format!("{:?}", pool.manager()))
 }
 
+/// The database a pool's configuration names, as a key: `host:port` and the
+/// database name (the user's when none is set) as its `Debug` shows them;
+/// `None` when it cannot be read.
+pub(super) fn database_of(pool: &Pool) -> Option<String> {
+    let debug = format!("{:?}", pool.manager());
+    let field = |name: &str| {
+        let start = debug.find(&format!(" {name}: "))? + name.len() + 3;
+        let rest = &debug[start..];
+        Some(&rest[..rest.find(", ")?])
+    };
+    let name = field("dbname").filter(|d| *d != "None").or_else(|| field("user"))?;
+    Some(format!("{}/{name}", from_debug(&debug)?))
+}
+
 fn from_debug(debug: &str) -> Option<String> {
     fn list<'a>(debug: &'a str, field: &str) -> Option<Vec<&'a str>> {
         let start = debug.find(&format!(" {field}: ["))? + field.len() + 4;
@@ -53,5 +67,20 @@ mod tests {
             assert_eq!(from_debug(&debug).as_deref(), Some(*want), "{name}: {debug}");
             assert!(!debug.contains("hunter2"), "{name}: the pool's Debug shows the password");
         }
+    }
+
+    #[test]
+    fn database_from_the_pools_config() {
+        let of = |url: &str| {
+            let config: tokio_postgres::Config = url.parse().unwrap();
+            let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+            database_of(&Pool::builder(manager).build().unwrap())
+        };
+        let a = of("postgresql://app:hunter2@db.internal:6543/app");
+        assert_eq!(a.as_deref(), Some("db.internal:6543/Some(\"app\")"));
+        assert_eq!(of("host=db.internal port=6543 dbname=app user=other"), a, "the same database");
+        assert_ne!(of("postgresql://app@db.internal:6543/other"), a, "another database");
+        assert_ne!(of("postgresql://app@db.internal:6544/app"), a, "another server");
+        assert_eq!(of("host=db.internal port=6543 user=app").as_deref(), Some("db.internal:6543/Some(\"app\")"));
     }
 }

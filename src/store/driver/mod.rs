@@ -287,6 +287,12 @@ impl Db {
         }
     }
 
+    /// The database the pool connects to (host, port and name), as a key
+    /// (the workers' isolation of crashes is per process and database).
+    pub(crate) fn database(&self) -> String {
+        endpoint::database_of(&self.inner.pool).unwrap_or_default()
+    }
+
     /// The client-side deadline of each step.
     pub(crate) fn deadline(&self) -> Option<Duration> {
         self.inner.deadline

@@ -8,13 +8,17 @@
 //! `UPDATE ... WHERE key IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)
 //! RETURNING`; completion only while the lease is still this worker's,
 //! River's "set state if running"):
-//! - [`TableQueue::lease`]: due `pending` rows, and `running` rows whose
-//!   lease expired (a crashed worker's), become `running` with
+//! - [`TableQueue::lease`]: due `pending` rows become `running` with
 //!   `attempts + 1`, `locked_until = now() + lease` and a fresh
 //!   `lease_token`, in one statement; rows another worker is leasing at that
-//!   moment are skipped. A row whose lease expired after its last allowed
-//!   run (its worker died every time: a payload that crashes workers) is
-//!   buried as `dead` instead.
+//!   moment are skipped. A `running` row whose lease expired (its worker's
+//!   process died, was killed or could not renew the lease) goes back due at
+//!   a backoff with full jitter, marked `run_alone`: which row of that
+//!   process's batch killed it is unknown, so it next runs alone, leased by
+//!   a worker whose process has nothing else in hand (the runtime's
+//!   isolation, `worker::isolation`). A row whose lease expired while it ran
+//!   alone killed its process itself: on its last allowed run it is buried
+//!   as `dead` instead, with that reason.
 //! - [`TableQueue::begin`] opens the work's transaction; [`WorkTx::complete`]
 //!   marks the row `done` in it, only if `lease_token` still matches (a
 //!   worker whose lease was taken over cannot complete the row: its writes
@@ -29,8 +33,10 @@
 //! A queue table has the columns `scope`, `provider`, `event_key` (the first
 //! identity columns, text), `state` (`pending`, `running`, `done`, `dead`,
 //! ...), `attempts`, `run_at`, `locked_until`, `lease_token` (uuid),
-//! `last_error`, `last_failed_at` and `response_status` (smallint), with
-//! partial indexes on `run_at` and `locked_until` (migration 4).
+//! `last_error`, `last_failed_at`, `response_status` (smallint) and
+//! `run_alone` (boolean), with partial indexes on `run_at` and
+//! `locked_until` (migration 4) and on `run_at` of the rows that run alone
+//! (migration 12).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -62,6 +68,13 @@ pub(crate) trait QueueKind: Send + Sync + 'static {
     const BORN: &'static str;
     /// The states a row is due in at its `run_at` (SQL list).
     const DUE_STATES: &'static str = "'pending'";
+    /// The state a row whose lease expired goes back to (SQL over the table
+    /// alias `e`).
+    const EXPIRED_STATE: &'static str = "'pending'";
+    /// A condition a due row (table alias `c`) must also meet to be leased,
+    /// starting with `AND`; `{t}` stands for the table (the outbox's ordering
+    /// key: no earlier row of the same key unfinished). Empty: none.
+    const ORDER_GUARD: &'static str = "";
     /// The column a worker's `only` list filters on (the outbox's `effect`),
     /// if the kind has one.
     const FILTER_COLUMN: Option<&'static str> = None;
@@ -177,12 +190,29 @@ impl<P> Leased<P> {
     }
 }
 
-/// What one lease statement did: the rows leased to this worker, and the
-/// rows it buried as `dead` instead (their lease expired after the last
-/// allowed run: a worker died on each).
+/// What one lease statement did: the rows leased to this worker, the rows
+/// it buried as `dead` instead (their lease expired while they ran alone,
+/// on their last allowed run: each killed its worker's process), when the
+/// earliest row whose lease expired is due again, and whether rows that
+/// must run alone are due for this worker.
 pub(crate) struct Leases<P> {
     pub(crate) leased: Vec<Leased<P>>,
     pub(crate) buried: Vec<Buried>,
+    /// In how long the earliest row this statement found with an expired
+    /// lease is due again (it went back at a backoff, to run alone).
+    pub(crate) requeued_due_in: Option<Duration>,
+    /// Rows that must run alone are due: lease them with `alone` once this
+    /// process has nothing else in hand.
+    pub(crate) alone_due: bool,
+}
+
+/// Which rows a worker leases: of one provider, one scope, and (the
+/// outbox) the effects it has functions for; `None`: all.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LeaseFilter<'a> {
+    pub(crate) provider: Option<&'a str>,
+    pub(crate) scope: Option<&'a str>,
+    pub(crate) only: Option<&'a [String]>,
 }
 
 /// A row the lease buried.
@@ -195,11 +225,15 @@ pub(crate) struct Buried {
 }
 
 /// How long a row keeps being retried: at most `max_attempts` runs, and not
-/// past `retry_for` after it arrived (or was requeued).
+/// past `retry_for` after it arrived (or was requeued); and the backoff
+/// (`base`, `cap`) of a row whose lease expired, which the lease statement
+/// schedules itself.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Budget {
     pub(crate) max_attempts: u32,
     pub(crate) retry_for: Duration,
+    pub(crate) base: Duration,
+    pub(crate) cap: Duration,
 }
 
 /// Where a failed row went: see [`TableQueue::retry_later`].
@@ -243,6 +277,8 @@ pub(crate) struct TableQueue<K> {
 
 struct QueueInner {
     db: Db,
+    /// The database's key ([`Db::database`]).
+    database: String,
     sql: QueueSql,
     channel: String,
     tables: Arc<TxTables>,
@@ -261,9 +297,15 @@ impl<K: QueueKind> TableQueue<K> {
             sql: QueueSql::new::<K>(schema),
             channel: channel(K::NAME, schema),
             tables: tables(schema),
+            database: db.database(),
             db,
         };
         Self { inner: Arc::new(inner), kind: PhantomData }
+    }
+
+    /// The database the queue is on (host, port and name), as a key.
+    pub(crate) fn database(&self) -> &str {
+        &self.inner.database
     }
 
     /// The channel producers `pg_notify` when they add rows.
@@ -271,11 +313,14 @@ impl<K: QueueKind> TableQueue<K> {
         &self.inner.channel
     }
 
-    /// Leases up to `limit` due rows for `lease` (optionally of one provider
-    /// and scope): each becomes `running` with `attempts + 1` and a fresh
-    /// lease token. A row whose lease expired after run `max_attempts`, or
-    /// after its retry budget (`retry_for` since it arrived) was spent, is
-    /// buried as `dead`. Rows other workers are leasing are skipped.
+    /// Leases up to `limit` due rows for `lease` (those `filter` names): each
+    /// becomes `running` with `attempts + 1` and a fresh lease token. With
+    /// `alone`, leases at most one row that must run alone (its last run ended
+    /// by its lease expiring) and nothing else; without, only rows that need
+    /// not. A row whose lease expired goes back due at a backoff, to run alone;
+    /// one whose lease expired while it ran alone, on run `max_attempts` or
+    /// past its retry budget (`retry_for` since it arrived), is buried as
+    /// `dead`. Rows other workers are leasing are skipped.
     ///
     /// # Errors
     /// [`StoreError`] when the database is unavailable.
@@ -283,28 +328,35 @@ impl<K: QueueKind> TableQueue<K> {
         &self,
         limit: usize,
         lease: Duration,
-        provider: Option<&str>,
-        scope: Option<&str>,
-        only: Option<&[String]>,
+        filter: LeaseFilter<'_>,
         budget: Budget,
+        alone: bool,
     ) -> Result<Leases<K::Payload>, StoreError> {
         let params = [
             Param::F64(lease.as_secs_f64()),
-            Param::I64(i64::try_from(limit).unwrap_or(i64::MAX)),
-            Param::OptText(provider),
-            Param::OptText(scope),
+            Param::I64(i64::try_from(if alone { 1 } else { limit }).unwrap_or(i64::MAX)),
+            Param::OptText(filter.provider),
+            Param::OptText(filter.scope),
             Param::I32(i32::try_from(budget.max_attempts).unwrap_or(i32::MAX)),
-            Param::OptTexts(only),
+            Param::OptTexts(filter.only),
             Param::F64(budget.retry_for.as_secs_f64()),
+            Param::F64(budget.base.as_secs_f64()),
+            Param::F64(budget.cap.as_secs_f64()),
+            Param::Bool(alone),
         ];
         let rows = self.inner.db.query("lease", &self.inner.sql.lease, &params).await?;
         let k = K::KEY.len();
-        let mut leases = Leases { leased: Vec::with_capacity(rows.len()), buried: Vec::new() };
+        let mut leases = Leases {
+            leased: Vec::with_capacity(rows.len()),
+            buried: Vec::new(),
+            requeued_due_in: None,
+            alone_due: false,
+        };
         if let Some(first) = rows.first() {
             let n = first.len();
-            let providers: Option<Vec<String>> = first.get(n - 3);
-            let keys: Option<Vec<String>> = first.get(n - 2);
-            let filters: Option<Vec<Option<String>>> = first.get(n - 1);
+            let providers: Option<Vec<String>> = first.get(n - 5);
+            let keys: Option<Vec<String>> = first.get(n - 4);
+            let filters: Option<Vec<Option<String>>> = first.get(n - 3);
             leases.buried = providers
                 .unwrap_or_default()
                 .into_iter()
@@ -312,6 +364,9 @@ impl<K: QueueKind> TableQueue<K> {
                 .zip(filters.unwrap_or_default())
                 .map(|((provider, key), filter)| Buried { provider, key, filter })
                 .collect();
+            let next_due: Option<f64> = first.get(n - 2);
+            leases.requeued_due_in = next_due.map(|s| Duration::try_from_secs_f64(s.max(0.0)).unwrap_or_default());
+            leases.alone_due = first.get(n - 1);
         }
         leases.leased = rows
             .iter()
@@ -578,7 +633,12 @@ mod tests {
 
     /// `max_attempts` runs within a day.
     fn budget(max_attempts: u32) -> Budget {
-        Budget { max_attempts, retry_for: Duration::from_secs(86_400) }
+        Budget {
+            max_attempts,
+            retry_for: Duration::from_secs(86_400),
+            base: Duration::from_millis(10),
+            cap: Duration::from_millis(10),
+        }
     }
 
     /// The inbox queue on a fresh database with `keys` accepted as pending.
@@ -608,7 +668,7 @@ mod tests {
                     let mut mine = Vec::new();
                     loop {
                         let rows = queue
-                            .lease(3, Duration::from_secs(60), None, None, None, budget(u32::MAX))
+                            .lease(3, Duration::from_secs(60), LeaseFilter::default(), budget(u32::MAX), false)
                             .await
                             .unwrap()
                             .leased;
@@ -630,41 +690,83 @@ mod tests {
         assert_eq!((before, all.len()), (40, 40), "every row leased exactly once");
     }
 
+    /// `(state, run_alone, attempts, last_error)` of `key`'s row.
+    async fn row_of(pool: &deadpool_postgres::Pool, key: &str) -> (String, bool, i32, Option<String>) {
+        let c = pool.get().await.unwrap();
+        let sql = "SELECT state, run_alone, attempts, last_error FROM webhook_idempotency.webhook_events
+                    WHERE event_key = $1";
+        let row = c.query_one(sql, &[&key]).await.unwrap();
+        (row.get(0), row.get(1), row.get(2), row.get(3))
+    }
+
+    /// Ends the leases of `keys` now (their process died), or makes them due
+    /// now (their backoff passed), as the test needs: the clock the statements
+    /// read is the database's.
+    async fn set_now(pool: &deadpool_postgres::Pool, column: &str, keys: &[&str]) {
+        let c = pool.get().await.unwrap();
+        let sql = format!(
+            "UPDATE webhook_idempotency.webhook_events SET {column} = now() - interval '1 second'
+              WHERE event_key = ANY($1)"
+        );
+        c.execute(&sql, &[&keys]).await.unwrap();
+    }
+
     #[tokio::test]
-    async fn a_row_whose_last_allowed_lease_expired_is_buried_and_reported() {
+    async fn a_row_whose_lease_expired_runs_alone_and_is_buried_only_when_it_expired_alone() {
         let (queue, pool) = inbox_with(&["evt_crashes".to_owned(), "evt_fine".to_owned()], 4).await;
-        let first = queue.lease(2, Duration::from_secs(60), None, None, None, budget(1)).await.unwrap();
+        let lease = |alone| queue.lease(2, Duration::from_secs(60), LeaseFilter::default(), budget(1), alone);
+        let first = lease(false).await.unwrap();
         assert_eq!((first.leased.len(), first.buried.len()), (2, 0));
-        // The worker holding evt_crashes died: its lease is past.
-        pool.get()
-            .await
-            .unwrap()
-            .batch_execute(
-                "UPDATE webhook_idempotency.webhook_events SET locked_until = now() - interval '1 second'
-                  WHERE event_key = 'evt_crashes'",
-            )
-            .await
-            .unwrap();
-        let next = queue.lease(2, Duration::from_secs(60), None, None, None, budget(1)).await.unwrap();
-        assert!(next.leased.is_empty(), "its one allowed run is spent");
+        // The process running both died: both leases are past. Which row killed
+        // it is unknown: neither is buried, though each had its one allowed run.
+        set_now(&pool, "locked_until", &["evt_crashes", "evt_fine"]).await;
+        let next = lease(false).await.unwrap();
+        assert!(next.leased.is_empty() && next.buried.is_empty(), "nothing leased with them, nothing buried");
+        let due_in = next.requeued_due_in.expect("back at a backoff");
+        assert!(due_in <= Duration::from_millis(10), "within the backoff's ceiling: {due_in:?}");
+        for key in ["evt_crashes", "evt_fine"] {
+            let (state, alone, attempts, error) = row_of(&pool, key).await;
+            assert_eq!((state.as_str(), alone, attempts), ("pending", true, 1), "{key}");
+            assert_eq!(error.as_deref(), Some(sql::EXPIRED_IN_BATCH), "{key}");
+        }
+        set_now(&pool, "run_at", &["evt_crashes"]).await;
+        let normal = lease(false).await.unwrap();
+        assert!(normal.leased.is_empty() && normal.alone_due, "only a lease alone takes them");
+        let alone = lease(true).await.unwrap();
+        let keys: Vec<(&str, u32)> = alone.leased.iter().map(|r| (r.event_key(), r.attempt())).collect();
+        assert_eq!(keys, [("evt_crashes", 2)], "one row, the earliest due");
+        // It killed the process again, running alone: on its last allowed run, it is buried.
+        set_now(&pool, "locked_until", &["evt_crashes"]).await;
+        set_now(&pool, "run_at", &["evt_fine"]).await;
+        let after = lease(false).await.unwrap();
         let buried: Vec<_> =
-            next.buried.iter().map(|b| (b.provider.as_str(), b.key.as_str(), b.filter.clone())).collect();
+            after.buried.iter().map(|b| (b.provider.as_str(), b.key.as_str(), b.filter.clone())).collect();
         assert_eq!(buried, [("stripe", "evt_crashes", None)]);
-        let state = db::scalar_f64(
-            &pool,
-            "SELECT count(*)::float8 FROM webhook_idempotency.webhook_events WHERE state = 'dead' AND event_key = 'evt_crashes'",
-        )
-        .await;
-        assert_eq!(state, 1.0);
-        let nothing = queue.lease(2, Duration::from_secs(60), None, None, None, budget(1)).await.unwrap();
-        assert!(nothing.leased.is_empty() && nothing.buried.is_empty(), "buried once");
+        let (state, alone, attempts, error) = row_of(&pool, "evt_crashes").await;
+        assert_eq!((state.as_str(), alone, attempts), ("dead", true, 2));
+        assert_eq!(error.as_deref(), Some(sql::EXPIRED_ALONE_SPENT));
+        // The other row runs alone, and its end clears the mark.
+        assert!(after.leased.is_empty() && after.alone_due);
+        let fine = lease(true).await.unwrap().leased.remove(0);
+        assert_eq!((fine.event_key(), fine.attempt()), ("evt_fine", 2));
+        assert_eq!(
+            queue.retry_later(&fine, budget(5), Duration::ZERO, "boom", None).await.unwrap(),
+            AfterFailure::Retry
+        );
+        assert!(!row_of(&pool, "evt_fine").await.1, "ended otherwise than by its lease expiring");
+        let nothing = lease(false).await.unwrap();
+        assert!(nothing.buried.is_empty() && !nothing.alone_due, "buried once");
     }
 
     #[tokio::test]
     async fn a_failed_run_is_due_again_within_the_backoff_ceiling() {
         let (queue, pool) = inbox_with(&["evt_backoff".to_owned()], 4).await;
-        let leased =
-            queue.lease(1, Duration::from_secs(60), None, None, None, budget(u32::MAX)).await.unwrap().leased.remove(0);
+        let leased = queue
+            .lease(1, Duration::from_secs(60), LeaseFilter::default(), budget(u32::MAX), false)
+            .await
+            .unwrap()
+            .leased
+            .remove(0);
         let policy = RetryPolicy::attempts(Duration::from_secs(10), Duration::from_secs(60), 5);
         let delay = policy.delay(leased.attempt());
         assert!(delay <= policy.ceiling(1) && policy.ceiling(1) == Duration::from_secs(10));
@@ -682,7 +784,7 @@ mod tests {
         // Not due yet (unless the jitter drew ~0): nothing to lease before run_at.
         if delay > Duration::from_millis(500) {
             assert!(queue
-                .lease(1, Duration::from_secs(60), None, None, None, budget(u32::MAX))
+                .lease(1, Duration::from_secs(60), LeaseFilter::default(), budget(u32::MAX), false)
                 .await
                 .unwrap()
                 .leased

@@ -11,6 +11,8 @@ struct KeySql {
     cols: String,
     e_cols: String,
     due_cols: String,
+    /// Qualified by `x` (the expired rows).
+    x_cols: String,
     returned: String,
     pk: String,
 }
@@ -38,9 +40,20 @@ impl KeySql {
             )
             .collect::<Vec<_>>()
             .join(" AND ");
-        Self { cols: names(""), e_cols: names("e."), due_cols: names("due."), returned, pk }
+        Self { cols: names(""), e_cols: names("e."), due_cols: names("due."), x_cols: names("x."), returned, pk }
     }
 }
+
+/// `last_error` of a row whose lease expired while it ran beside others.
+pub(crate) const EXPIRED_IN_BATCH: &str = "the lease expired while other rows ran beside it (the process died or was \
+     killed, or the worker could not renew the lease): its next run is alone";
+/// `last_error` of a row whose lease expired while it ran alone.
+pub(crate) const EXPIRED_ALONE: &str = "the lease expired while it ran alone: the process died or was killed, or the \
+     worker could not renew the lease, while running this row";
+/// `last_error` of a row buried for it.
+pub(crate) const EXPIRED_ALONE_SPENT: &str = "the lease expired while it ran alone, on its last allowed run (or past \
+     its retry budget): the process died or was killed, or the worker could not renew the lease, while running \
+     this row";
 
 /// The statements of one kind's queue, with the schema spliced in once.
 pub(super) struct QueueSql {
@@ -62,62 +75,104 @@ impl QueueSql {
     pub(super) fn new<K: QueueKind>(schema: &str) -> Self {
         let t = format!("{schema}.{}", K::TABLE);
         let k = K::KEY.len();
-        let KeySql { cols, e_cols, due_cols, returned, pk } = KeySql::new(K::KEY);
+        let KeySql { cols, e_cols, due_cols, x_cols, returned, pk } = KeySql::new(K::KEY);
         let due_states = K::DUE_STATES;
         let fence = format!("state = 'running' AND lease_token = ${}::text::uuid", k + 1);
         let only = K::FILTER_COLUMN
             .map_or("$6::text[] IS NULL".to_owned(), |c| format!("($6::text[] IS NULL OR {c} = ANY($6))"));
         let filter = format!("($3::text IS NULL OR provider = $3) AND ($4::text IS NULL OR scope = $4) AND {only}");
+        // Every fenced end but the release clears `run_alone`: the run ended
+        // some other way than by its lease expiring.
         let n = |i: usize| format!("${}", k + 1 + i);
         let born = K::BORN;
         // The end of a row's retry budget, `secs` seconds after it arrived (or
         // was requeued).
         let deadline = |secs: &str| format!("coalesce(retry_from, {born}) + make_interval(secs => {secs})");
         Self {
-            // One locking subquery per partial index (`run_at`, `locked_until`), so
-            // neither scans the table; at most 2 x $2 rows are locked for the
-            // statement and $2 leased. $1 lease seconds, $2 limit, $3 provider,
-            // $4 scope, $5 max attempts, $6 the `only` list (text[]), $7 the retry
-            // budget in seconds. Only identities, attempts, tokens and the kind's
-            // narrow columns come back: a kind reads its large columns per item
-            // (the inbox: in the item's BEGIN flight; the outbox: one fenced
-            // statement of its own before the call), so one slow payload never
-            // stalls the lease of every row behind it.
+            // $1 lease seconds, $2 limit, $3 provider, $4 scope, $5 max attempts,
+            // $6 the `only` list (text[]), $7 the retry budget in seconds, $8 and
+            // $9 the backoff's base and cap in seconds, $10 whether to lease a row
+            // that must run alone (then at most one, and nothing else).
+            //
+            // A row whose lease expired (its worker's process died, was killed, or
+            // could not renew it) is not leased again here: which row of that
+            // process's batch killed it is unknown, so it goes back due after a
+            // backoff with full jitter, marked `run_alone`; a worker leases it only
+            // when its process has nothing else in hand (`$10`, see
+            // `worker::isolation`). Its run counts as a run (`attempts`), but a
+            // lease expiry buries only a row that ran alone: that one killed its
+            // process, `dead` once its budget is spent (keeping `run_alone`, so an
+            // operator's requeue runs it alone too). Every other row is leased only when no row must run alone
+            // is asked for (`NOT $10`), the kind's ordering guard permitting.
+            //
+            // One locking subquery per partial index (`locked_until`, `run_at`,
+            // `run_at` of the rows that run alone), so none scans the table; at
+            // most 2 x $2 rows are locked and $2 leased. Only identities, attempts,
+            // tokens and the kind's narrow columns come back: a kind reads its large
+            // columns per item (the inbox: in the item's BEGIN flight; the outbox:
+            // one fenced statement of its own before the call), so one slow payload
+            // never stalls the lease of every row behind it. The one row returned
+            // whatever was leased carries the buried rows (to count and log), when
+            // the earliest requeued row is due (seconds from now) and whether rows
+            // that must run alone are due for this worker.
             lease: format!(
-                "WITH pending AS (
-                     SELECT {cols}, state, attempts, run_at AS at, false AS spent FROM {t}
-                     WHERE state IN ({due_states}) AND run_at <= now() AND {filter}
-                     ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED),
-                 expired AS (
-                     SELECT {cols}, state, attempts, locked_until AS at,
-                            (attempts >= $5 OR {expired_deadline} <= now()) AS spent FROM {t}
+                "WITH expired AS (
+                     SELECT {cols}, run_alone AS alone,
+                            (run_alone AND (attempts >= $5 OR {expired_deadline} <= now())) AS spent FROM {t}
                      WHERE state = 'running' AND locked_until < now() AND {filter}
                      ORDER BY locked_until LIMIT $2 FOR UPDATE SKIP LOCKED),
-                 due AS (
-                     SELECT * FROM (SELECT * FROM expired UNION ALL SELECT * FROM pending) c ORDER BY at LIMIT $2),
                  buried AS (
                      UPDATE {t} e SET state = 'dead', run_at = NULL, locked_until = NULL, lease_token = NULL,
-                            last_failed_at = now(),
-                            last_error = 'the worker lost its lease on the last allowed attempt (crashed or killed)'
-                     FROM due
-                     WHERE ({e_cols}) = ({due_cols}) AND due.spent
+                            last_failed_at = now(), last_error = '{buried_error}'
+                     FROM expired x
+                     WHERE ({e_cols}) = ({x_cols}) AND x.spent
                      RETURNING e.provider, e.event_key, {filter_value} AS filter),
+                 requeued AS (
+                     UPDATE {t} e SET state = {expired_state}, run_alone = true, locked_until = NULL,
+                            lease_token = NULL, last_failed_at = now(),
+                            run_at = least(now() + make_interval(secs =>
+                                             random() * least($9, $8 * 2 ^ greatest(e.attempts - 1, 0))),
+                                           {expired_deadline}),
+                            last_error = CASE WHEN x.alone THEN '{alone_error}' ELSE '{batch_error}' END
+                     FROM expired x
+                     WHERE ({e_cols}) = ({x_cols}) AND NOT x.spent
+                     RETURNING e.run_at),
+                 alone AS (
+                     SELECT {cols}, run_at FROM {t} c
+                     WHERE $10 AND run_alone AND state IN ({due_states}) AND run_at <= now() AND {filter} {guard}
+                     ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED),
+                 pending AS (
+                     SELECT {cols}, run_at FROM {t} c
+                     WHERE NOT $10 AND NOT run_alone AND state IN ({due_states}) AND run_at <= now() AND {filter}
+                           {guard}
+                     ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+                 due AS (SELECT * FROM alone UNION ALL SELECT * FROM pending),
                  leased AS (
                      UPDATE {t} e SET state = 'running', attempts = e.attempts + 1, run_at = NULL,
                             locked_until = now() + make_interval(secs => $1), lease_token = gen_random_uuid()
                      FROM due
-                     WHERE ({e_cols}) = ({due_cols}) AND NOT due.spent
+                     WHERE ({e_cols}) = ({due_cols})
                      RETURNING {returned}, e.attempts, e.lease_token::text, {payload})
-                 -- At least one row: the buried rows' providers, keys and filter values ride
-                 -- along, so the runtime can count and log them; without a leased row the
-                 -- leased columns are NULL.
-                 SELECT leased.*, b.providers, b.keys, b.filters FROM
+                 -- Without a leased row the leased columns are NULL.
+                 SELECT leased.*, b.providers, b.keys, b.filters, r.next_due, a.alone_due FROM
                      (SELECT array_agg(provider) AS providers, array_agg(event_key) AS keys,
                              array_agg(filter) AS filters FROM buried) b
+                     CROSS JOIN (SELECT extract(epoch FROM min(run_at) - now())::float8 AS next_due
+                                   FROM requeued) r
+                     CROSS JOIN (SELECT EXISTS (
+                                     SELECT 1 FROM {t} c
+                                     WHERE run_alone AND state IN ({due_states}) AND run_at <= now() AND {filter}
+                                           {guard})
+                                   AS alone_due) a
                      LEFT JOIN leased ON true",
                 payload = K::PAYLOAD_COLUMNS.replace("{schema}", schema),
                 filter_value = K::FILTER_COLUMN.map_or("NULL::text".to_owned(), |c| format!("e.{c}")),
                 expired_deadline = deadline("$7"),
+                expired_state = K::EXPIRED_STATE,
+                guard = K::ORDER_GUARD.replace("{t}", &t),
+                buried_error = EXPIRED_ALONE_SPENT,
+                alone_error = EXPIRED_ALONE,
+                batch_error = EXPIRED_IN_BATCH,
             ),
             // `mine` is false (and the columns NULL) when the lease is no longer
             // this worker's.
@@ -143,7 +198,7 @@ impl QueueSql {
             // COMMIT sent in the same flight ends an aborted transaction.
             complete: format!(
                 "WITH done AS (
-                     UPDATE {t} SET state = 'done', {}, locked_until = NULL, lease_token = NULL
+                     UPDATE {t} SET state = 'done', {}, locked_until = NULL, lease_token = NULL, run_alone = false
                      WHERE {pk} AND {fence} AND now() = {} RETURNING 1)
                  SELECT 1 / count(*)::int FROM done",
                 K::DONE_SET.replace("{status}", &n(1)),
@@ -156,7 +211,7 @@ impl QueueSql {
                         run_at = CASE WHEN {spent} THEN NULL
                                       ELSE least(now() + make_interval(secs => {delay}), {end}) END,
                         last_error = {error}, response_status = {status},
-                        last_failed_at = now(), locked_until = NULL, lease_token = NULL
+                        last_failed_at = now(), locked_until = NULL, lease_token = NULL, run_alone = false
                  WHERE {pk} AND {fence} RETURNING state, attempts >= {max}",
                 spent = format!("(attempts >= {max} OR {} <= now())", deadline(&n(6)), max = n(1)),
                 end = deadline(&n(6)),
@@ -168,7 +223,7 @@ impl QueueSql {
             ),
             bury: format!(
                 "UPDATE {t} SET state = 'dead', run_at = NULL, last_error = {}, response_status = {},
-                        last_failed_at = now(), locked_until = NULL, lease_token = NULL
+                        last_failed_at = now(), locked_until = NULL, lease_token = NULL, run_alone = false
                  WHERE {pk} AND {fence} RETURNING 1",
                 n(1),
                 n(2)
