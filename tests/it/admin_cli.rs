@@ -38,10 +38,10 @@ fn conninfo(config: &tokio_postgres::Config) -> String {
     parts.join(" ")
 }
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Run {
@@ -77,7 +77,7 @@ async fn admin_in(mut cmd: tokio::process::Command, url: Option<&str>, user: &st
     }
 }
 
-async fn admin(db: &TestDb, args: &[&str]) -> Run {
+pub(crate) async fn admin(db: &TestDb, args: &[&str]) -> Run {
     admin_with(Some(&conninfo(&db.config)), "ops-test", args).await
 }
 

@@ -13,6 +13,7 @@
 mod support;
 
 mod admin_cli;
+mod breaker33;
 mod claim;
 mod cli;
 mod faults;

@@ -52,7 +52,10 @@ async fn dropped_request_future_leaves_no_idle_in_transaction_backend() {
 /// `req` sent over TCP to the app served at `addr` (no `oneshot`: a panic
 /// that escaped the layer would close the connection, not fail the test
 /// task): the status and the body, or the client's error.
-async fn over_http(addr: std::net::SocketAddr, req: Request<Body>) -> Result<(StatusCode, String), reqwest::Error> {
+pub(crate) async fn over_http(
+    addr: std::net::SocketAddr,
+    req: Request<Body>,
+) -> Result<(StatusCode, String), reqwest::Error> {
     use http_body_util::BodyExt;
     let (mut parts, body) = req.into_parts();
     parts.uri = format!("http://{addr}{}", parts.uri).parse().unwrap();
@@ -81,7 +84,12 @@ async fn pooled_outside_transactions(pool: &deadpool_postgres::Pool, n: usize) -
 /// After a first run of `provider`'s `key` whose handler panicked: its row
 /// `failed` (attempt 1) saying so, no effect committed, and no connection of
 /// `pool` (its size) left inside a transaction.
-async fn assert_panic_rolled_back_and_recorded(db: &TestDb, pool: &deadpool_postgres::Pool, provider: &str, key: &str) {
+pub(crate) async fn assert_panic_rolled_back_and_recorded(
+    db: &TestDb,
+    pool: &deadpool_postgres::Pool,
+    provider: &str,
+    key: &str,
+) {
     let c = db.pool.get().await.unwrap();
     let row: Option<(String, i32, Option<String>)> = c
         .query_opt(

@@ -3,7 +3,7 @@
 
 mod causes;
 mod database;
-mod handler;
+pub(crate) mod handler;
 mod network;
 mod pooler;
 mod soak;
