@@ -136,6 +136,7 @@ pub struct Provider {
     methods: Cow<'static, [http::Method]>,
     default_body_limit: Option<usize>,
     headers: Option<Arc<[http::HeaderName]>>,
+    credentials: Arc<[http::HeaderName]>,
 }
 
 impl fmt::Debug for Provider {
@@ -158,6 +159,7 @@ impl Provider {
             methods: Cow::Borrowed(&[http::Method::POST]),
             default_body_limit: None,
             headers: None,
+            credentials: Arc::from([]),
         }
     }
 
@@ -209,9 +211,10 @@ impl Provider {
         /// Presets need not call it: their headers are those of their
         /// [`PresetInfo::headers`](crate::providers::PresetInfo::headers). A
         /// name containing `signature` or `hmac`, credentials (`Authorization`,
-        /// `Cookie`, ...) and the verifier's
-        /// [`credential_headers`](crate::verify::Verifier::credential_headers) are
-        /// never stored whatever is declared.
+        /// `Cookie`, ...) and the provider's
+        /// [`credential_headers`](crate::providers::credential_headers) (declared
+        /// with [`Provider::credentials_in`] or by its verifier) are never stored
+        /// whatever is declared.
         pub fn reads_headers(names: impl IntoIterator<Item = http::HeaderName>) =>
             headers = Some(names.into_iter().collect());
     }
@@ -221,6 +224,39 @@ impl Provider {
     /// ([`providers::read_headers`](crate::providers::read_headers)).
     pub fn declared_headers(&self) -> Option<&[http::HeaderName]> {
         self.headers.as_deref()
+    }
+
+    /// Declares the request headers whose value alone authenticates any
+    /// delivery (a shared token, HTTP Basic credentials), unlike a signature,
+    /// which authenticates one body. Once a delivery is verified and its
+    /// event key read, the layer removes them from the request: the handler
+    /// never sees them (synchronous mode) and inbox mode never stores them.
+    ///
+    /// This is a fact of the provider, not of its verifier: it holds
+    /// whatever verifier [`Provider::verifier`] sets, a closure or a wrapper
+    /// around the preset's (which declare no
+    /// [`credential_headers`](crate::verify::Verifier::credential_headers)).
+    /// The presets whose scheme is a shared token declare theirs (GitLab's
+    /// `X-Gitlab-Token`, Telegram's `X-Telegram-Bot-Api-Secret-Token`; their
+    /// [`PresetInfo::credential_headers`](crate::providers::PresetInfo::credential_headers)).
+    /// Declare yours on a provider whose verifier reads a token or a password
+    /// from a header. Adds to the names declared before; the layer strips
+    /// [`providers::credential_headers`](crate::providers::credential_headers).
+    pub fn credentials_in(mut self, names: impl IntoIterator<Item = http::HeaderName>) -> Self {
+        let mut all = self.credentials.to_vec();
+        for name in names {
+            if !all.contains(&name) {
+                all.push(name);
+            }
+        }
+        self.credentials = all.into();
+        self
+    }
+
+    /// The headers declared with [`Provider::credentials_in`] (a preset's
+    /// included), without the verifier's.
+    pub fn declared_credentials(&self) -> &[http::HeaderName] {
+        &self.credentials
     }
 
     /// The provider's name as stored in claims.

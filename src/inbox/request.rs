@@ -22,11 +22,12 @@ impl RequestHead {
     /// [`keep_headers`](crate::layer::WebhookLayerBuilder::keep_headers)),
     /// never one that must not be stored (a name containing `signature` or
     /// `hmac`, `Authorization`, `Proxy-Authorization`, `Cookie`), nor those
-    /// in `drop` (a header a closure verifier reads a shared token from:
+    /// in `drop` (the layer's: the provider's
+    /// [`credential_headers`](crate::providers::credential_headers) and
     /// [`WebhookLayerBuilder::inbox_drop_header`](crate::layer::WebhookLayerBuilder::inbox_drop_header)).
-    /// The layer hands it `parts` without the verifier's
-    /// [`credential_headers`](crate::verify::Verifier::credential_headers),
-    /// removed once the delivery was verified.
+    /// The layer hands it `parts` without the provider's credential headers
+    /// already (removed once the delivery was verified): `drop` holds them
+    /// again so that no keep-list can bring one back.
     /// Every other header (`X-Api-Key`, `X-Amz-Security-Token`, a proxy's
     /// `X-Forwarded-Client-Cert`, ...) is left out.
     pub fn of(parts: &http::request::Parts, keep: &[http::HeaderName], drop: &[http::HeaderName]) -> Self {

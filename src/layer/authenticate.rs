@@ -63,8 +63,9 @@ pub(crate) async fn authenticate<B>(
     let event = ScopedEvent::new(config.provider.name(), endpoint.scope, identity.key).with_type(identity.event_type);
     // A header whose value alone authenticates (a shared token, Basic
     // credentials) is for the layer only: neither the handler nor the inbox
-    // row gets it.
-    for name in config.provider.verifier_ref().credential_headers() {
+    // row gets it. The provider's, not only its verifier's: a preset whose
+    // verifier is wrapped keeps them.
+    for name in &config.credential_headers {
         parts.headers.remove(name);
     }
     Ok((parts, event))

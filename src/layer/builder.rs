@@ -210,9 +210,11 @@ impl WebhookLayerBuilder {
         /// (`X-Api-Key`, `X-Auth-Token`, `Cf-Access-Jwt-Assertion`, a proxy's
         /// `X-Forwarded-Client-Cert`, ...), and a header naming a signature, HMAC
         /// or credential (`*signature*`, `*hmac*`, `Authorization`, `Cookie`), the
-        /// header the verifier reads a credential from
-        /// ([`Verifier::credential_headers`](crate::verify::Verifier::credential_headers):
-        /// GitLab's `X-Gitlab-Token`, Telegram's secret token) or the
+        /// headers the provider reads a credential from
+        /// ([`providers::credential_headers`](crate::providers::credential_headers):
+        /// GitLab's `X-Gitlab-Token`, Telegram's secret token, whatever verifier
+        /// the preset was given, and those of [`Provider::credentials_in`](crate::Provider::credentials_in)
+        /// or the verifier's own declaration) or the
         /// operator-replay header is never stored, even when listed: the
         /// signature was verified before the row was written. Rows stay until
         /// retention removes them (never `pending`, `running` or `dead` ones).
@@ -276,11 +278,12 @@ impl WebhookLayerBuilder {
 
     /// A header inbox mode must not store, besides those it never stores
     /// (names containing `signature` or `hmac`, `Authorization`,
-    /// `Proxy-Authorization`, `Cookie`, and the verifier's
-    /// [`credential_headers`](crate::verify::Verifier::credential_headers)):
-    /// for example the header a closure verifier reads a shared token from
-    /// (a closure declares no credential header). Repeat for several. The URI
-    /// is stored whole: do not put credentials in the webhook URL's query.
+    /// `Proxy-Authorization`, `Cookie`, and the provider's
+    /// [`credential_headers`](crate::providers::credential_headers)). For
+    /// the header a closure verifier reads a shared token from, prefer
+    /// [`Provider::credentials_in`](crate::Provider::credentials_in), which
+    /// also keeps it from the handler. Repeat for several. The URI is stored
+    /// whole: do not put credentials in the webhook URL's query.
     pub fn inbox_drop_header(mut self, name: http::HeaderName) -> Self {
         self.inbox_drop.push(name);
         self
@@ -353,6 +356,7 @@ impl WebhookLayerBuilder {
                 "the operator replay token must be at least 16 bytes",
             ));
         }
+        let credential_headers = crate::providers::credential_headers(&self.provider);
         let inbox = match self.mode {
             Mode::Inbox => Some(InboxMode {
                 inbox: match self.inbox_integrity {
@@ -361,7 +365,7 @@ impl WebhookLayerBuilder {
                 },
                 status: self.inbox_ack.0,
                 body: self.inbox_ack.1,
-                drop_headers: self.inbox_drop,
+                drop_headers: self.inbox_drop.into_iter().chain(credential_headers.iter().cloned()).collect(),
                 keep_headers: crate::providers::read_headers(&self.provider)
                     .into_iter()
                     .chain(self.inbox_keep)
@@ -375,6 +379,7 @@ impl WebhookLayerBuilder {
                 store,
                 inbox,
                 provider: self.provider,
+                credential_headers,
                 resolver,
                 body_limit,
                 gzip_limit: self.gzip_limit,

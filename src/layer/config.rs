@@ -33,6 +33,9 @@ pub(crate) struct Config {
     pub(crate) store: ClaimStore,
     pub(crate) inbox: Option<InboxMode>,
     pub(crate) provider: Provider,
+    /// The headers a credential is read from, removed once verified
+    /// ([`crate::providers::credential_headers`] of `provider`).
+    pub(crate) credential_headers: Vec<http::HeaderName>,
     pub(crate) resolver: Arc<dyn ScopeResolver>,
     pub(crate) body_limit: usize,
     pub(crate) gzip_limit: Option<usize>,

@@ -102,6 +102,7 @@ impl Provider {
             crate::key::HeaderKey::new(http::HeaderName::from_static(IDEMPOTENCY_HEADER))
                 .event_type(http::HeaderName::from_static(EVENT_HEADER)),
         )
+        .credentials_in(PRESET.credentials())
     }
 }
 
@@ -114,7 +115,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     |_| Provider::gitlab(),
     super::ExampleOf::Signed(|s, id, _, _| vec![(TOKEN_HEADER, sign(s)), (IDEMPOTENCY_HEADER, id.to_owned())]),
 )
-.shared_token();
+.shared_token(&[TOKEN_HEADER]);
 
 #[cfg(test)]
 mod tests {

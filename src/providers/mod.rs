@@ -235,16 +235,41 @@ pub fn all() -> &'static [PresetInfo] {
 /// The request headers `provider` reads, which inbox mode keeps with a stored
 /// delivery: those declared with [`Provider::reads_headers`], else those of
 /// the compiled preset of its name ([`REGISTRY`], [`PresetInfo::headers`]),
-/// else none.
+/// else none; never one of its [`credential_headers`].
 pub fn read_headers(provider: &Provider) -> Vec<http::HeaderName> {
-    if let Some(declared) = provider.declared_headers() {
-        return declared.to_vec();
+    let read = match provider.declared_headers() {
+        Some(declared) => declared.to_vec(),
+        None => REGISTRY.iter().filter(|p| p.name == provider.name()).flat_map(|p| header_names(p.headers)).collect(),
+    };
+    let credentials = credential_headers(provider);
+    read.into_iter().filter(|name| !credentials.contains(name)).collect()
+}
+
+/// The request headers `provider` reads a credential from (a header whose
+/// value alone authenticates any delivery: a shared token, HTTP Basic
+/// credentials), which the layer removes from the request once the delivery
+/// is verified (the handler never sees them, inbox mode never stores them):
+/// those declared with [`Provider::credentials_in`] (a preset's constructor
+/// declares its own), those of the compiled preset of its name
+/// ([`PresetInfo::credential_headers`]), and its verifier's
+/// [`credential_headers`](crate::verify::Verifier::credential_headers). The
+/// first two do not depend on the verifier: a preset whose verifier was
+/// replaced or wrapped ([`Provider::verifier`] with a closure) keeps them.
+pub fn credential_headers(provider: &Provider) -> Vec<http::HeaderName> {
+    let preset = REGISTRY.iter().filter(|p| p.name == provider.name()).flat_map(|p| header_names(p.credential_headers));
+    let verifier = provider.verifier_ref().credential_headers().iter().cloned();
+    let mut names: Vec<http::HeaderName> = Vec::new();
+    for name in provider.declared_credentials().iter().cloned().chain(preset).chain(verifier) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
     }
-    REGISTRY
-        .iter()
-        .filter(|p| p.name == provider.name())
-        .flat_map(|p| p.headers.iter().filter_map(|h| http::HeaderName::from_bytes(h.as_bytes()).ok()))
-        .collect()
+    names
+}
+
+/// Header names written in lower case (a preset's lists), as `HeaderName`s.
+fn header_names(names: &'static [&'static str]) -> impl Iterator<Item = http::HeaderName> {
+    names.iter().filter_map(|h| http::HeaderName::from_bytes(h.as_bytes()).ok())
 }
 
 /// The preset named `name`, if compiled in.
@@ -422,6 +447,41 @@ mod tests {
         if cfg!(feature = "full") {
             assert_eq!(REGISTRY.len(), NAMES.len(), "a preset of NAMES is gone");
         }
+    }
+
+    /// A preset's credential headers are a fact of its entry and of its
+    /// provider, not of its verifier object: they are among the headers it
+    /// reads, never among those inbox mode keeps, they include every header
+    /// its verifier declares, and a provider whose verifier was replaced by a
+    /// closure still names them. GitLab and Telegram are the presets that
+    /// have one (pinned, so the test cannot pass on none).
+    #[test]
+    fn a_preset_s_credential_headers_survive_a_wrapped_verifier_and_are_never_kept() {
+        let mut with_credentials = Vec::new();
+        for preset in REGISTRY {
+            let provider = preset.provider(Some("https://example.com/hook")).unwrap();
+            let declared: Vec<http::HeaderName> = header_names(preset.credential_headers).collect();
+            for name in preset.credential_headers {
+                assert!(preset.headers.contains(name), "{}: {name} not among its headers", preset.name);
+            }
+            for name in provider.verifier_ref().credential_headers() {
+                assert!(declared.contains(name), "{}: its verifier's {name} not in its entry", preset.name);
+            }
+            assert_eq!(provider.declared_credentials(), &declared[..], "{}: the provider declares them", preset.name);
+            let inner = provider.clone();
+            let wrapped = provider.verifier(move |d: &Delivery<'_>| inner.verify(d));
+            assert!(wrapped.verifier_ref().credential_headers().is_empty(), "a closure declares none");
+            for p in [&wrapped, &Provider::new(preset.name, |_: &Delivery<'_>| Ok(()), crate::key::DerivedKey::new())] {
+                let stripped = credential_headers(p);
+                assert!(declared.iter().all(|n| stripped.contains(n)), "{}: {stripped:?}", preset.name);
+                let kept = read_headers(p);
+                assert!(!kept.iter().any(|n| declared.contains(n)), "{}: a credential kept: {kept:?}", preset.name);
+            }
+            if !declared.is_empty() {
+                with_credentials.push(preset.name);
+            }
+        }
+        assert_eq!(with_credentials, ["gitlab", "telegram"]);
     }
 
     #[test]

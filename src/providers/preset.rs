@@ -114,8 +114,17 @@ pub struct PresetInfo {
     /// The key material it verifies with.
     pub key: KeyKind,
     /// Every request header it reads (signature, timestamp, key, type), in
-    /// lower case.
+    /// lower case. Inbox mode keeps these with a stored delivery
+    /// ([`read_headers`](super::read_headers)), except the
+    /// [`credential_headers`](Self::credential_headers).
     pub headers: &'static [&'static str],
+    /// Of [`headers`](Self::headers), those whose value alone authenticates
+    /// any delivery (a shared token: GitLab's `x-gitlab-token`, Telegram's
+    /// `x-telegram-bot-api-secret-token`), in lower case: the layer removes
+    /// them from the request once the delivery is verified, whatever
+    /// verifier the provider was given ([`credential_headers`](super::credential_headers)).
+    /// Empty for a signature scheme.
+    pub credential_headers: &'static [&'static str],
     /// How long the provider can send one event again, automatic retries and
     /// manual redelivery both: the module's `REPLAY_WINDOW`, which cites the
     /// provider's page. [`Retention`](crate::store::retention::Retention)
@@ -199,6 +208,7 @@ impl PresetInfo {
             url: UrlArg::None,
             key: KeyKind::Secret,
             headers,
+            credential_headers: &[],
             replay_window,
             signs_body: true,
             build,
@@ -213,9 +223,17 @@ impl PresetInfo {
         Self { url, ..self }
     }
 
-    /// The same entry for a shared-token scheme, which signs no body.
-    pub(super) const fn shared_token(self) -> Self {
-        Self { signs_body: false, ..self }
+    /// The same entry for a shared-token scheme, which signs no body and
+    /// whose token is in the headers `credential_headers`.
+    pub(super) const fn shared_token(self, credential_headers: &'static [&'static str]) -> Self {
+        Self { signs_body: false, credential_headers, ..self }
+    }
+
+    /// The [`credential_headers`](Self::credential_headers), for the preset's
+    /// constructor to declare ([`Provider::credentials_in`]).
+    #[allow(dead_code)] // unused without a shared-token preset
+    pub(super) fn credentials(&self) -> impl Iterator<Item = http::HeaderName> {
+        super::header_names(self.credential_headers)
     }
 
     /// The same entry with other key material.
@@ -246,6 +264,7 @@ impl fmt::Debug for PresetInfo {
             .field("key", &self.key)
             .field("replay_window", &self.replay_window)
             .field("signs_body", &self.signs_body)
+            .field("credential_headers", &self.credential_headers)
             .finish_non_exhaustive()
     }
 }

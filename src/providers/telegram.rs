@@ -159,7 +159,7 @@ impl Provider {
     /// The Telegram Bot API preset: [`TelegramVerifier`] (a shared token, no
     /// signature) and [`event_identity`].
     pub fn telegram() -> Self {
-        Provider::new(NAME, TelegramVerifier::new(), event_identity)
+        Provider::new(NAME, TelegramVerifier::new(), event_identity).credentials_in(PRESET.credentials())
     }
 }
 
@@ -172,7 +172,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     |_| Provider::telegram(),
     super::ExampleOf::Signed(|s, _, _, _| vec![(TOKEN_HEADER, sign(s))]),
 )
-.shared_token();
+.shared_token(&[TOKEN_HEADER]);
 
 #[cfg(test)]
 mod tests {

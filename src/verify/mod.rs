@@ -202,11 +202,14 @@ pub trait Verifier: Send + Sync + 'static {
     /// a replica, or the handler's logs, would otherwise hold the credential
     /// and could forge deliveries.
     ///
-    /// The default is none: a closure verifier declares nothing, so give its
-    /// token header to
-    /// [`inbox_drop_header`](crate::layer::WebhookLayerBuilder::inbox_drop_header)
-    /// (inbox mode), or implement this trait. A verifier that wraps another
-    /// returns the inner one's. Implemented by
+    /// The default is none: a closure verifier declares nothing, so declare
+    /// its token header on the provider
+    /// ([`Provider::credentials_in`](crate::Provider::credentials_in)), or
+    /// implement this trait. The layer strips the union of both
+    /// ([`providers::credential_headers`](crate::providers::credential_headers)),
+    /// so a preset whose verifier is wrapped in a closure (or in a wrapper
+    /// that does not forward this method) still has its token removed: the
+    /// shared-token presets declare it on the provider too. Implemented by
     /// [`TokenHeaderVerifier`](generic::TokenHeaderVerifier) (its header),
     /// [`BasicAuthVerifier`](generic::BasicAuthVerifier) (`Authorization`)
     /// and the presets built on them (GitLab, Telegram).

@@ -681,11 +681,100 @@ async fn no_credential_reaches_the_handler_or_the_inbox_for_any_preset() {
         .map(|c| c.provider.name())
         .collect();
     assert_eq!(carrying, ["gitlab", "telegram", "token", "bearer", "basic"], "the deliveries that carry one");
+    assert_no_credential_goes_further(&cases, now).await;
+}
 
+/// Breaker of the issue 33 fixes: the GitLab preset with its verifier
+/// wrapped in a closure (`Provider::gitlab().verifier(move |d|
+/// inner.verify(d))`, the documented way to add a check or a log line) is
+/// still named `gitlab`, so its registry entry put `X-Gitlab-Token` on the
+/// inbox keep-list, while the strip went by what the verifier declared, and
+/// a closure declares nothing: the token was stored in `request_head` and
+/// handed to the handler again (Telegram alike). A preset's credential
+/// headers are now a fact of the provider: every registry preset with its
+/// verifier wrapped in a closure keeps no credential from the handler and
+/// the inbox, nor do the generic token, Bearer and Basic verifiers wrapped
+/// in closures on providers that declare their header
+/// (`Provider::credentials_in`).
+#[tokio::test]
+async fn no_credential_reaches_the_handler_or_the_inbox_when_a_verifier_is_wrapped_in_a_closure() {
+    let now = unix_now();
+    let mut cases = credentialed(now);
+    for case in &mut cases {
+        let inner = case.provider.clone();
+        let wrapped = inner.clone().verifier(move |d: &Delivery<'_>| inner.verify(d));
+        case.provider = match case.provider.name() {
+            "token" => wrapped.credentials_in([http::HeaderName::from_static("x-webhook-token")]),
+            "bearer" | "basic" => wrapped.credentials_in([http::header::AUTHORIZATION]),
+            _ => wrapped,
+        };
+    }
+    assert_no_credential_goes_further(&cases, now).await;
+}
+
+/// Breaker of the issue 33 fixes (held): the GitLab preset as shipped, its
+/// endpoint from a `ScopeResolver`, a delivery re-sent by an operator (the
+/// operator-replay header beside the token) with the token header on two
+/// identical lines: inbox mode stores neither token, and the request the
+/// worker rebuilds carries neither, but keeps the headers the handler reads.
+#[tokio::test]
+async fn a_resolved_operator_replay_with_repeated_token_lines_stores_and_hands_on_no_credential() {
+    use webhook_idempotency::Endpoint;
+    const GITLAB_TOKEN: &str = "glwh-breaker-0123456789abcdef-tok";
+    const REPLAY_TOKEN: &str = "operator-replay-token-0123456789";
+    let db = TestDb::new().await;
+    let resolver =
+        |_: &http::request::Parts| async { Ok(Endpoint::new("group_1", [SigningSecret::from(GITLAB_TOKEN)])) };
+    let replay_header = http::HeaderName::from_static("x-operator-replay");
+    let layer = WebhookLayer::builder(db.pool.clone(), Provider::gitlab())
+        .resolver(resolver)
+        .mode(Mode::Inbox)
+        .operator_replay(replay_header.clone(), REPLAY_TOKEN)
+        .keep_headers([replay_header])
+        .build()
+        .unwrap();
+    let app = Router::new().route("/hooks/gitlab", post(|| async { StatusCode::OK })).layer(layer);
+    let req = Request::post("/hooks/gitlab")
+        .header("content-type", "application/json")
+        .header("x-gitlab-token", GITLAB_TOKEN)
+        .header("x-gitlab-token", GITLAB_TOKEN)
+        .header("x-gitlab-event", "Push Hook")
+        .header("idempotency-key", "hook-replayed")
+        .header("x-operator-replay", REPLAY_TOKEN)
+        .body(Body::from(r#"{"object_kind":"push"}"#))
+        .unwrap();
+    assert_eq!(app.oneshot(req).await.unwrap().status(), StatusCode::OK);
+    let head = db.scalar_text("SELECT request_head::text FROM webhook_idempotency.webhook_events").await;
+    assert!(!head.contains(GITLAB_TOKEN) && !head.contains(REPLAY_TOKEN), "{head}");
+
+    let seen = Arc::new(Mutex::new(HashMap::new()));
+    let handlers = Router::new().route("/hooks/gitlab", post(recording_handler(Arc::clone(&seen))));
+    let worker = webhook_idempotency::inbox::InboxWorker::builder(db.pool(2), handlers)
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let (stop, task) = crate::inbox::spawn_worker(worker);
+    let ran = eventually(Duration::from_secs(20), || async { db.effects().await == 1 }).await;
+    let _ = stop.send(());
+    task.await.unwrap();
+    assert!(ran, "the worker ran the row");
+    let handed = seen.lock().unwrap().remove("gitlab").expect("the handler's headers");
+    let leaked: Vec<_> = handed.iter().filter(|(_, v)| [GITLAB_TOKEN, REPLAY_TOKEN].contains(&v.as_str())).collect();
+    assert!(leaked.is_empty(), "{leaked:?}");
+    assert!(
+        handed.contains(&("x-gitlab-event".to_owned(), "Push Hook".to_owned())),
+        "the kept headers reach the handler"
+    );
+}
+
+/// Each of `cases` delivered in synchronous mode, then in inbox mode and run
+/// by a worker: no header of the handler's request, nor of a stored
+/// `request_head`, holds one of its credentials.
+async fn assert_no_credential_goes_further(cases: &[Credentialed], now: u64) {
     // Synchronous mode: the handler's request.
     let db = TestDb::new().await;
     let seen = Arc::new(Mutex::new(HashMap::new()));
-    for case in &cases {
+    for case in cases {
         let name = case.provider.name();
         let app = Router::new().fallback(recording_handler(Arc::clone(&seen))).layer(case.layer(&db, Mode::Sync, now));
         let res = app.oneshot(case.request()).await.unwrap();
@@ -697,7 +786,7 @@ async fn no_credential_reaches_the_handler_or_the_inbox_for_any_preset() {
 
     // Inbox mode: the stored head, then the request the worker rebuilds.
     let db = TestDb::new().await;
-    for case in &cases {
+    for case in cases {
         let app = Router::new().fallback(|| async { StatusCode::IM_A_TEAPOT }).layer(case.layer(&db, Mode::Inbox, now));
         let res = app.oneshot(case.request()).await.unwrap();
         assert_eq!(res.status(), StatusCode::OK, "{}: accepted", case.provider.name());
@@ -727,7 +816,7 @@ async fn no_credential_reaches_the_handler_or_the_inbox_for_any_preset() {
     task.await.unwrap();
     assert!(all_done, "every row processed: {} of {}", db.effects().await, cases.len());
     let seen = seen.lock().unwrap();
-    for case in &cases {
+    for case in cases {
         let name = case.provider.name();
         let handed = seen.get(name).unwrap_or_else(|| panic!("{name}: the worker ran it"));
         assert_eq!(case.leaked(handed), Vec::<String>::new(), "{name}: a credential in the rebuilt request");
