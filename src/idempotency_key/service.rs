@@ -236,9 +236,14 @@ where
         };
     }
     let (head, body) = response.into_parts();
-    let body = match Limited::new(body, config.max_response_bytes).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) => {
+    // The body is the handler's work too (a stream, a serialiser): a panic
+    // while reading it ends the claim as a panic of the handler does.
+    let body = match claimed::catching(Limited::new(body, config.max_response_bytes).collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Err(panic) => {
+            return ended_answer(claimed::end::<B, ()>(claimed, Err(Failure::Panicked(panic)), &|_| false).await)
+        }
+        Ok(Err(e)) => {
             let too_large = e.downcast_ref::<LengthLimitError>().is_some();
             let why = if too_large { "response body over max_response_bytes" } else { "response body unreadable" };
             tracing::error!(

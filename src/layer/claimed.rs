@@ -13,7 +13,8 @@
 //! success), otherwise a rollback and the failed attempt recorded. A
 //! panic of the inner service is caught here, for both layers: rolled back,
 //! recorded as [`PANICKED_ERROR`], answered 500 by the layer (no
-//! `CatchPanicLayer` needed).
+//! `CatchPanicLayer` needed); so is one in the response body a layer reads
+//! before committing (the `Idempotency-Key` layer, to store it).
 
 use std::any::Any;
 use std::future::poll_fn;
@@ -178,8 +179,8 @@ async fn guard_body<R, E>(claimed: ClaimedEvent, digest: &[u8; 32]) -> Result<Cl
 }
 
 /// Calls `inner` once it is ready, timing the handler; a panic in its
-/// `poll_ready`, `call` or response future is caught (each poll runs under
-/// `catch_unwind`) and returned as [`Failure::Panicked`].
+/// `poll_ready`, `call` or response future is caught ([`catching`]) and
+/// returned as [`Failure::Panicked`].
 pub(crate) async fn call<S, ReqBody, ResBody>(
     mut inner: S,
     req: Request<ReqBody>,
@@ -195,14 +196,22 @@ where
             Err(e) => Err(e),
         }
     };
-    // Unwind safety: nothing the handler touched is used after its panic but
-    // the claim's transaction, which is rolled back (or its connection closed).
-    let result = AssertUnwindSafe(run).catch_unwind().await;
+    let result = catching(run).await;
     crate::metrics::handler(provider, handler_started.elapsed());
     match result {
         Ok(result) => result.map_err(Failure::Error),
         Err(panic) => Err(Failure::Panicked(panic)),
     }
+}
+
+/// Runs `work` of the handler's (its future, or its response body read by a
+/// layer), each poll under `catch_unwind`: its output, or the panic's
+/// payload, which [`end`] turns into a rollback recorded as
+/// [`PANICKED_ERROR`].
+pub(crate) async fn catching<F: std::future::Future>(work: F) -> Result<F::Output, Box<dyn Any + Send>> {
+    // Unwind safety: nothing the handler touched is used after its panic but
+    // the claim's transaction, which is rolled back (or its connection closed).
+    AssertUnwindSafe(work).catch_unwind().await
 }
 
 /// Commits or rolls back from the handler's result.

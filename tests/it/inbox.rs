@@ -1288,3 +1288,41 @@ async fn a_stored_head_that_does_not_parse_is_dead_at_once_and_only_a_missing_he
     assert_eq!(db.event_row("evt_headless").await.map(|r| r.0), Some("done".into()));
     assert_eq!(*reached.lock().unwrap(), [("evt_headless".to_owned(), "POST /".to_owned())]);
 }
+
+/// Breaker of the issue 33 fixes (held): an inbox worker's handler that
+/// panics (a string payload, and a non-string one, `panic_any(7)`) after its
+/// write: the run is a failed attempt, its write rolled back, the worker
+/// keeps running and the retry completes each row once.
+#[tokio::test]
+async fn an_inbox_handler_panicking_with_any_payload_is_retried_and_the_worker_keeps_running() {
+    let db = TestDb::new().await;
+    let app = accepting_app(db.pool.clone());
+    let panicked = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::<String>::new()));
+    let p = Arc::clone(&panicked);
+    let handlers = Router::new().route(
+        "/webhooks/stripe",
+        post(move |tx: WebhookTx, event: WebhookEvent| {
+            let first = p.lock().unwrap().insert(event.key().to_owned());
+            async move {
+                insert_effect(&tx, &event).await.unwrap();
+                match (first, event.key()) {
+                    (true, "evt_str") => panic!("handler bug"),
+                    (true, _) => std::panic::panic_any(7_u8),
+                    _ => StatusCode::OK,
+                }
+            }
+        }),
+    );
+    let retry = RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(50), 3);
+    let worker = fast(db.pool(4), handlers).retry(retry).build().unwrap();
+    let (stop, task) = spawn_worker(worker);
+    for key in ["evt_str", "evt_any"] {
+        assert_eq!(accept(&app, key).await, (StatusCode::OK, false));
+    }
+    let done = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = 'done' AND attempts = 2";
+    let finished = eventually(Duration::from_secs(20), || async { db.scalar(done).await == 2 }).await;
+    let _ = stop.send(());
+    task.await.expect("the worker survived the panics");
+    assert!(finished, "both rows done on their second run");
+    assert_eq!((db.effects_for("evt_str").await, db.effects_for("evt_any").await), (1, 1));
+}

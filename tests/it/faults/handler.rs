@@ -147,55 +147,230 @@ async fn handler_panic_is_answered_500_recorded_and_rolled_back_without_catch_pa
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
-/// The same for the `Idempotency-Key` layer (the claimed-request step both
-/// layers share): its 500 problem, the row says the handler panicked, no
-/// response stored, and the retry with the key runs.
-#[tokio::test]
-async fn idempotency_key_handler_panic_is_answered_500_recorded_and_rolled_back() {
-    use webhook_idempotency::idempotency_key::{IdempotencyKeyLayer, IdempotentRequest, PROVIDER};
+/// The `Idempotency-Key` layer of these tests on `pool`: the caller is the
+/// `x-caller` header.
+fn key_layer(pool: &deadpool_postgres::Pool) -> webhook_idempotency::idempotency_key::IdempotencyKeyLayer {
+    webhook_idempotency::idempotency_key::IdempotencyKeyLayer::builder(pool.clone())
+        .scope(|parts| parts.headers.get("x-caller")?.to_str().ok().map(str::to_owned))
+        .build()
+        .unwrap()
+}
+
+/// `POST /payments` by `alice` with the key `key`.
+fn keyed_payment(key: &str) -> Request<Body> {
+    Request::post("/payments")
+        .header("x-caller", "alice")
+        .header("idempotency-key", format!("\"{key}\""))
+        .body(Body::from("{}"))
+        .unwrap()
+}
+
+/// One write in the claim's transaction: an `effects` row for the request's
+/// key.
+async fn write_payment(tx: &WebhookTx, req: &webhook_idempotency::idempotency_key::IdempotentRequest) {
+    let sql = "INSERT INTO effects (provider, scope, event_key) VALUES ('api', $1, $2)";
+    tx.client().await.unwrap().execute(sql, &[&req.scope(), &req.key()]).await.unwrap();
+}
+
+/// Where the first run of a payment handler panics.
+#[derive(Clone, Copy)]
+enum PanicIn {
+    /// Its future.
+    Handler,
+    /// The response body it returns, which the `Idempotency-Key` layer
+    /// reads to store it.
+    ResponseBody,
+}
+
+/// A response body whose first poll panics (a serialiser or a stream the
+/// handler returns).
+struct PanickingBody;
+
+impl http_body::Body for PanickingBody {
+    type Data = bytes::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        panic!("the handler's response body panicked")
+    }
+}
+
+/// A payment through the `Idempotency-Key` layer, with `key`, whose first
+/// run panics after its write (`at`): the 500 problem over HTTP, the row
+/// says the handler panicked, nothing committed, no response stored, and
+/// the retry with the key runs.
+async fn assert_key_layer_panic_is_answered_500_recorded_and_rolled_back(key: &str, at: PanicIn) {
+    use webhook_idempotency::idempotency_key::{IdempotentRequest, PROVIDER};
     let db = TestDb::new().await;
     let pool = db.pool(2);
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = runs.clone();
     let handler = move |tx: WebhookTx, req: IdempotentRequest| {
-        counter.fetch_add(1, Ordering::SeqCst);
+        let run = counter.fetch_add(1, Ordering::SeqCst);
         async move {
-            tx.client()
-                .await
-                .unwrap()
-                .execute(
-                    "INSERT INTO effects (provider, scope, event_key) VALUES ('api', $1, $2)",
-                    &[&req.scope(), &req.key()],
-                )
-                .await
-                .unwrap();
-            assert!(req.attempt() > 1, "handler bug on the first run");
-            StatusCode::CREATED
+            write_payment(&tx, &req).await;
+            let body = match (run, at) {
+                (0, PanicIn::Handler) => panic!("handler bug on the first run"),
+                (0, PanicIn::ResponseBody) => Body::new(PanickingBody),
+                _ => Body::from("{\"id\":\"pay_1\"}"),
+            };
+            (StatusCode::CREATED, body)
         }
     };
-    let layer = IdempotencyKeyLayer::builder(pool.clone())
-        .scope(|parts| parts.headers.get("x-caller")?.to_str().ok().map(str::to_owned))
-        .build()
-        .unwrap();
-    let addr = serve(Router::new().route("/payments", post(handler)).layer(layer)).await;
-    let request = || {
-        Request::post("/payments")
-            .header("x-caller", "alice")
-            .header("idempotency-key", "\"k-panic\"")
-            .body(Body::from("{}"))
-            .unwrap()
-    };
-    let first = over_http(addr, request()).await;
+    let addr = serve(Router::new().route("/payments", post(handler)).layer(key_layer(&pool))).await;
+    let first = over_http(addr, keyed_payment(key)).await;
     assert!(
         matches!(&first, Ok((StatusCode::INTERNAL_SERVER_ERROR, problem)) if problem.contains("handler-error")),
         "an answer, the 500 problem: {first:?}"
     );
-    assert_panic_rolled_back_and_recorded(&db, &pool, PROVIDER, "k-panic").await;
+    assert_panic_rolled_back_and_recorded(&db, &pool, PROVIDER, key).await;
+    let stored = "SELECT count(*) FROM webhook_idempotency.webhook_request_keys";
+    assert_eq!(db.scalar(stored).await, 0, "no response stored");
 
-    let retry = over_http(addr, request()).await;
+    let retry = over_http(addr, keyed_payment(key)).await;
     assert!(matches!(retry, Ok((StatusCode::CREATED, _))), "the retry runs: {retry:?}");
+    assert_eq!((runs.load(Ordering::SeqCst), db.effects().await), (2, 1));
+}
+
+/// The same for the `Idempotency-Key` layer (the claimed-request step both
+/// layers share): its 500 problem, the row says the handler panicked, no
+/// response stored, and the retry with the key runs.
+#[tokio::test]
+async fn idempotency_key_handler_panic_is_answered_500_recorded_and_rolled_back() {
+    assert_key_layer_panic_is_answered_500_recorded_and_rolled_back("k-panic", PanicIn::Handler).await;
+}
+
+/// Breaker of the issue 33 fixes: the `Idempotency-Key` layer reads the
+/// handler's response body inside the claim (to store it), and that read
+/// was outside the `catch_unwind` that covers the handler's future. A body
+/// that panics (a streamed serialiser, a `Body::from_stream` whose stream
+/// panics) unwound through the layer: no HTTP answer (the connection
+/// closed), and nothing recorded the attempt. The read is caught as the
+/// handler's future is: the 500 problem, the row says the handler panicked,
+/// nothing committed or stored, and the retry runs.
+#[tokio::test]
+async fn idempotency_key_panic_in_the_response_body_it_stores_is_answered_500_recorded_and_rolled_back() {
+    assert_key_layer_panic_is_answered_500_recorded_and_rolled_back("k-body-panic", PanicIn::ResponseBody).await;
+}
+
+/// Breaker of the issue 33 fixes (held): many handlers panicking at once,
+/// with string and non-string payloads (`panic_any(42)`), on a pool of 4:
+/// each answered 500 and recorded as panicked, nothing committed, no
+/// connection left in a transaction (pooled or on the server), and the pool
+/// then serves a delivery that succeeds.
+#[tokio::test]
+async fn many_concurrent_panics_with_any_payload_leave_the_pool_healthy() {
+    const PANICS: usize = 24;
+    let db = TestDb::new().await;
+    let pool = db.pool(4);
+    let handler = post(|tx: WebhookTx, event: WebhookEvent| async move {
+        insert_effect(&tx, &event).await.unwrap();
+        if event.key().starts_with("evt_ok") {
+            return StatusCode::OK;
+        }
+        if event.key().ends_with('0') {
+            std::panic::panic_any(42_u32);
+        }
+        panic!("handler bug on {}", event.key())
+    });
+    let app = Router::new().route("/webhooks/stripe", handler).layer(stripe_layer(pool.clone()).build().unwrap());
+    let addr = serve(app).await;
+    let sends = (0..PANICS).map(|i| over_http(addr, stripe_request(stripe_body(&format!("evt_panic_{i}")))));
+    let answers = futures_util::future::join_all(sends).await;
+    let statuses: Vec<_> = answers.iter().map(|a| a.as_ref().map(|(s, _)| *s).map_err(|e| e.to_string())).collect();
+    assert!(statuses.iter().all(|s| *s == Ok(StatusCode::INTERNAL_SERVER_ERROR)), "{statuses:?}");
+    let recorded = db
+        .scalar(
+            "SELECT count(*) FROM webhook_idempotency.webhook_events
+              WHERE state = 'failed' AND last_error LIKE '%the handler panicked%'",
+        )
+        .await;
+    assert_eq!(recorded, PANICS as i64);
+    assert_eq!(db.effects().await, 0);
+    assert_eq!(db.idle_in_transaction().await, 0);
+    let ok = over_http(addr, stripe_request(stripe_body("evt_ok_after"))).await;
+    assert!(matches!(ok, Ok((StatusCode::OK, _))), "{ok:?}");
     assert_eq!(db.effects().await, 1);
-    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// Breaker of the issue 33 fixes (held): a handler that panics while a task
+/// it spawned still holds a `WebhookTx` clone is answered 500, recorded as
+/// panicked and rolled back at once (the clone does not keep the
+/// transaction open); the task's later use of its clone gets no connection,
+/// and the retry runs.
+#[tokio::test]
+async fn a_panic_while_a_spawned_task_holds_the_transaction_is_answered_500_and_rolled_back() {
+    let db = TestDb::new().await;
+    let pool = db.pool(2);
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (used, late_use) = oneshot::channel::<bool>();
+    let used = Arc::new(Mutex::new(Some(used)));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (r, rel) = (Arc::clone(&runs), Arc::clone(&release));
+    let handler = post(move |tx: WebhookTx, event: WebhookEvent| {
+        let (run, release, used) = (r.fetch_add(1, Ordering::SeqCst), Arc::clone(&rel), used.lock().unwrap().take());
+        async move {
+            insert_effect(&tx, &event).await.unwrap();
+            if let (0, Some(used)) = (run, used) {
+                let held = tx.clone();
+                tokio::spawn(async move {
+                    release.notified().await;
+                    let _ = used.send(held.client().await.is_ok());
+                });
+                panic!("handler bug while its task holds the transaction");
+            }
+            StatusCode::OK
+        }
+    });
+    let app = Router::new().route("/webhooks/stripe", handler).layer(stripe_layer(pool.clone()).build().unwrap());
+    let addr = serve(app).await;
+    let body = stripe_body("evt_spawned");
+    let first = over_http(addr, stripe_request(body.clone())).await;
+    assert!(matches!(first, Ok((StatusCode::INTERNAL_SERVER_ERROR, _))), "{first:?}");
+    assert_panic_rolled_back_and_recorded(&db, &pool, "stripe", "evt_spawned").await;
+    release.notify_one();
+    assert!(!late_use.await.unwrap(), "the task's clone still reached the rolled-back transaction");
+    let retry = over_http(addr, stripe_request(body)).await;
+    assert!(matches!(retry, Ok((StatusCode::OK, _))), "the retry runs: {retry:?}");
+    assert_eq!((db.effects().await, runs.load(Ordering::SeqCst)), (1, 2));
+}
+
+/// An inner service whose `poll_ready` panics (a readiness bug, a
+/// load-shedding layer that asserts).
+#[derive(Clone)]
+struct PanicsWhenPolledReady;
+
+impl ::tower::Service<Request<Body>> for PanicsWhenPolledReady {
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        panic!("the inner service's poll_ready panicked")
+    }
+
+    fn call(&mut self, _: Request<Body>) -> Self::Future {
+        std::future::ready(Ok(axum::response::IntoResponse::into_response(StatusCode::OK)))
+    }
+}
+
+/// Breaker of the issue 33 fixes (held): a panic in the inner service's
+/// `poll_ready` (run inside the layer's response future, after the claim)
+/// is answered 500, recorded as panicked and rolled back, like a panic in
+/// the handler.
+#[tokio::test]
+async fn a_panic_in_the_inner_service_s_poll_ready_is_answered_500_and_recorded() {
+    use ::tower::Layer as _;
+    let db = TestDb::new().await;
+    let pool = db.pool(2);
+    let service = stripe_layer(pool.clone()).build().unwrap().layer(PanicsWhenPolledReady);
+    let addr = serve(Router::new().route_service("/webhooks/stripe", service)).await;
+    let answer = over_http(addr, stripe_request(stripe_body("evt_ready_panic"))).await;
+    assert!(matches!(answer, Ok((StatusCode::INTERNAL_SERVER_ERROR, _))), "{answer:?}");
+    assert_panic_rolled_back_and_recorded(&db, &pool, "stripe", "evt_ready_panic").await;
 }
 
 #[tokio::test]
