@@ -81,10 +81,15 @@
 //! the authenticated caller (an API key id, a user, a tenant), never from
 //! the request alone: two callers' equal keys are independent and no caller
 //! can read another's stored response. **The fingerprint** is SHA-256 of
-//! [`default_fingerprint`] (method, the path and query of the
-//! [`request_target`] the client sent, `Content-Type`, and the body's
-//! SHA-256) unless [`fingerprint`](IdempotencyKeyLayerBuilder::fingerprint)
-//! chooses what counts. Inside axum's `Router::nest` the layer's own URI has
+//! [`default_fingerprint`] (method, the host the request is for (the URI's
+//! authority, else `Host`), the path and query of the [`request_target`] the
+//! client sent, `Content-Type`, and the body's SHA-256) unless
+//! [`fingerprint`](IdempotencyKeyLayerBuilder::fingerprint) chooses what
+//! counts: one key sent to `acct-1.api.example` and then to
+//! `acct-2.api.example` is two requests (422), never the first host's
+//! replay. No other header is in it: a header that selects the account
+//! (`X-Account-Id`) must go into the scope or a custom fingerprint. Inside
+//! axum's `Router::nest` the layer's own URI has
 //! lost the prefix (`/accounts/{acct}`): with the `axum` feature the
 //! fingerprint reads axum's `OriginalUri` instead, so one key sent for two
 //! accounts is two requests (422), never the first account's replay.
@@ -112,7 +117,9 @@
 //!   claim id (32 hex digits; [`EffectContext::event`](crate::outbox::EffectContext::event)
 //!   shows it), so a key used again after it expired (24 hours; outbox rows
 //!   are kept 30 days) enqueues new effects with new downstream keys, never
-//!   the first request's duplicates.
+//!   the first request's duplicates. The client's key finds them:
+//!   [`EffectFilter::key`](crate::store::admin::EffectFilter::key) and
+//!   `webhook-admin outbox list --provider idempotency-key --key <key>`.
 //! - recovery points ([`IdempotentRequest::record_recovery_point`]): when the
 //!   response needs the external result, make the call, record the phase
 //!   (committed on its own), and on a retry after a crash read
@@ -171,7 +178,8 @@
 //! ### response-not-stored
 //! 500: the response was over `max_response_bytes` or unreadable; rolled back.
 //! ### handler-error
-//! 500: the handler panicked, answered while still holding the
+//! 500: the handler panicked (in its future, or in the response body the
+//! layer reads to store it), answered while still holding the
 //! transaction, or the inner service failed; rolled back.
 //! ### misconfigured
 //! 500: the scope resolver returned an invalid scope.
@@ -284,19 +292,37 @@ impl ErrorResponses {
 }
 
 /// The fingerprint input [`IdempotencyKeyLayerBuilder::fingerprint`] starts
-/// from: the method, the path and the query of the [`request_target`], each
-/// `Content-Type` value (each part followed by a NUL byte) and the SHA-256
-/// of the body (32 bytes). The layer hashes whatever the fingerprint
-/// function returns with SHA-256.
+/// from: the method, the authority (the host and port the request is for:
+/// the [`request_target`]'s, which an HTTP/2 request's `:authority` or an
+/// absolute URI gives, else the `Host` header, in lower case: RFC 9110
+/// section 4.2.3 makes the host case-insensitive; empty when neither), the
+/// path and the query of the [`request_target`], each `Content-Type` value
+/// (each part followed by a NUL byte) and the SHA-256 of the body (32
+/// bytes). The layer hashes whatever the fingerprint function returns with
+/// SHA-256.
 ///
-/// The path is the one the client sent: inside axum's `Router::nest`, the
-/// path this layer sees has lost the prefix (`/accounts/{acct}`), and with
-/// it which account the request is for. The `Content-Type` says how the body
-/// is read: the same bytes as a form and as JSON are two requests.
+/// The host and the path are the ones the client sent: an API that tells
+/// accounts apart by host (`acct-1.api.example`, `acct-2.api.example`) or
+/// by a path prefix gets a 422 for one key sent for two accounts, never the
+/// first account's replay; inside axum's `Router::nest`, the path this layer
+/// sees has lost the prefix (`/accounts/{acct}`), and with it which account
+/// the request is for. The `Content-Type` says how the body is read: the
+/// same bytes as a form and as JSON are two requests. Any other header is
+/// left out: a header that selects the account (`X-Account-Id`,
+/// `Stripe-Account`) must be part of the
+/// [`scope`](IdempotencyKeyLayerBuilder::scope) or of a custom
+/// [`fingerprint`](IdempotencyKeyLayerBuilder::fingerprint), or one key sent
+/// for a second account is answered with the first one's response.
 pub fn default_fingerprint(parts: &Parts, body: &Bytes) -> Vec<u8> {
     let target = request_target(parts);
     let mut input = Vec::with_capacity(128 + target.path().len());
-    for part in [parts.method.as_str(), target.path(), target.query().unwrap_or("")] {
+    input.extend_from_slice(parts.method.as_str().as_bytes());
+    input.push(0);
+    let host = parts.headers.get(h::HOST).map(http::HeaderValue::as_bytes);
+    let authority = target.authority().or(parts.uri.authority()).map(|a| a.as_str().as_bytes()).or(host);
+    input.extend(authority.unwrap_or_default().iter().map(u8::to_ascii_lowercase));
+    input.push(0);
+    for part in [target.path(), target.query().unwrap_or("")] {
         input.extend_from_slice(part.as_bytes());
         input.push(0);
     }
@@ -573,8 +599,10 @@ mod tests {
     }
 
     #[cfg(feature = "axum")]
+    /// A `POST` to `uri` for host `a.example`, with axum's `OriginalUri`
+    /// `original` and the `Content-Type` given.
     fn parts(uri: &str, original: Option<&str>, content_type: Option<&str>) -> Parts {
-        let mut req = Request::post(uri);
+        let mut req = Request::post(uri).header("host", "a.example");
         if let Some(content_type) = content_type {
             req = req.header("content-type", content_type);
         }
@@ -587,10 +615,30 @@ mod tests {
 
     #[cfg(feature = "axum")]
     #[test]
-    fn the_default_fingerprint_reads_the_original_target_and_the_content_type() {
+    fn the_default_fingerprint_reads_the_host_the_original_target_and_the_content_type() {
         let body = Bytes::from_static(b"{}");
         let print = |p: &Parts| default_fingerprint(p, &body);
-        let base = print(&parts("/payments", Some("/accounts/a1/payments"), Some("application/json")));
+        let json = Some("application/json");
+        let with_host = |mut p: Parts, host: &'static str| {
+            p.headers.insert(h::HOST, http::HeaderValue::from_static(host));
+            p
+        };
+        let without_host = |mut p: Parts| {
+            p.headers.remove(h::HOST);
+            p
+        };
+        let base = print(&parts("/payments", Some("/accounts/a1/payments"), json));
+        // The host is case-insensitive, and a target's authority is the host
+        // it names, whatever `Host` says.
+        let same_host = [
+            with_host(parts("/payments", Some("/accounts/a1/payments"), json), "A.Example"),
+            parts("/payments", Some("http://a.example/accounts/a1/payments"), json),
+            with_host(parts("/payments", Some("http://a.example/accounts/a1/payments"), json), "b.example"),
+            without_host(parts("http://a.example/accounts/a1/payments", None, json)),
+        ];
+        for p in same_host {
+            assert_eq!(print(&p), base, "{:?} {:?}", p.headers, p.extensions.get::<axum::extract::OriginalUri>());
+        }
         let cases = [
             (
                 "another account under nest",
@@ -602,6 +650,13 @@ mod tests {
             ("another query", parts("/payments", Some("/accounts/a1/payments?x=1"), Some("application/json")), false),
             ("another content type", parts("/payments", Some("/accounts/a1/payments"), Some("text/plain")), false),
             ("no content type", parts("/payments", Some("/accounts/a1/payments"), None), false),
+            ("another host", with_host(parts("/payments", Some("/accounts/a1/payments"), json), "b.example"), false),
+            (
+                "another authority in the target",
+                parts("/payments", Some("http://b.example/accounts/a1/payments"), json),
+                false,
+            ),
+            ("no host at all", without_host(parts("/payments", Some("/accounts/a1/payments"), json)), false),
         ];
         for (name, p, same) in cases {
             assert_eq!(print(&p) == base, same, "{name}");

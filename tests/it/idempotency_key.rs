@@ -697,6 +697,114 @@ async fn under_router_nest_a_key_sent_for_another_account_is_refused_never_repla
     assert_eq!(db.effects().await, 2);
 }
 
+/// Breaker of the issue 33 fixes: the fingerprint took the path and the
+/// query of the request target but not its authority, so an API that tells
+/// accounts apart by host (`acct-1.api.example`, `acct-2.api.example`:
+/// per-tenant subdomains) answered one caller's key sent for a second
+/// account with the first account's stored payment (`Idempotent-Replayed:
+/// true`, the handler not run). The host is in the fingerprint now, from an
+/// absolute URI (HTTP/2's `:authority`) or the `Host` header (HTTP/1.1):
+/// the second host's request is refused 422, the first host's retry is
+/// still its replay, and a host differing only in case is the same host.
+#[tokio::test]
+async fn a_key_sent_again_for_another_host_is_refused_never_replayed() {
+    let db = TestDb::new().await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&runs);
+    let handler = post(move |headers: HeaderMap, tx: WebhookTx, req: IdempotentRequest| {
+        r.fetch_add(1, Ordering::SeqCst);
+        async move {
+            let account = headers["host"].to_str().unwrap().split('.').next().unwrap().to_lowercase();
+            write(&tx, &req).await;
+            (StatusCode::CREATED, format!("{{\"account\":\"{account}\"}}"))
+        }
+    });
+    let app = Router::new().route("/payments", handler).layer(layer(&db).build().unwrap());
+    // An absolute URI with its Host (what hyper makes of an HTTP/2
+    // request), or the Host header alone (HTTP/1.1's origin form).
+    for absolute in [true, false] {
+        let key = if absolute { "k-host" } else { "k-host-header" };
+        let keyed = |host: &str| {
+            let uri = if absolute { format!("http://{host}/payments") } else { "/payments".to_owned() };
+            let mut req = request(&uri, "alice", Some(key), BODY);
+            req.headers_mut().insert("host", host.parse().unwrap());
+            req
+        };
+        let first = send(&app, keyed("acct-1.api.example")).await;
+        assert_eq!((first.status, first.replayed()), (StatusCode::CREATED, false), "absolute {absolute}");
+        assert_eq!(first.body, Bytes::from_static(br#"{"account":"acct-1"}"#));
+        let other = send(&app, keyed("acct-2.api.example")).await;
+        assert!(!other.replayed(), "acct-2 was answered with acct-1's stored payment: {:?}", other.body);
+        assert_eq!(other.status, StatusCode::UNPROCESSABLE_ENTITY, "absolute {absolute}");
+        let retry = send(&app, keyed("ACCT-1.api.example")).await;
+        assert_eq!((retry.status, retry.replayed(), &retry.body), (StatusCode::CREATED, true, &first.body));
+    }
+    assert_eq!((runs.load(Ordering::SeqCst), db.effects().await), (2, 2));
+}
+
+/// Breaker of the issue 33 fixes (held): nested twice (`/orgs/{org}` around
+/// `/accounts/{acct}`) and through `Router::nest_service`, the fingerprint
+/// still has the whole original path: another account's request with the
+/// key is 422, the same one a replay.
+#[tokio::test]
+async fn nested_twice_or_through_nest_service_the_fingerprint_keeps_the_whole_path() {
+    let db = TestDb::new().await;
+    let handler = post(|tx: WebhookTx, req: IdempotentRequest| async move {
+        write(&tx, &req).await;
+        StatusCode::CREATED
+    });
+    let inner = Router::new().route("/payments", handler).layer(layer(&db).build().unwrap());
+    let twice = Router::new().nest("/orgs/{org}", Router::new().nest("/accounts/{acct}", inner.clone()));
+    let service = Router::new().nest_service("/svc/{acct}", inner);
+    let cases = [
+        (&twice, "/orgs/o1/accounts/a1/payments", "/orgs/o1/accounts/a2/payments", "k-twice"),
+        (&twice, "/orgs/o1/accounts/a1/payments", "/orgs/o2/accounts/a1/payments", "k-twice-org"),
+        (&service, "/svc/a1/payments", "/svc/a2/payments", "k-service"),
+    ];
+    for (app, first, other, key) in cases {
+        assert_eq!(send(app, request(first, "alice", Some(key), "{}")).await.status, StatusCode::CREATED, "{first}");
+        let answer = send(app, request(other, "alice", Some(key), "{}")).await;
+        assert_eq!((answer.status, answer.replayed()), (StatusCode::UNPROCESSABLE_ENTITY, false), "{other}");
+        let again = send(app, request(first, "alice", Some(key), "{}")).await;
+        assert_eq!((again.status, again.replayed()), (StatusCode::CREATED, true), "{first} again");
+    }
+    assert_eq!(db.effects().await, 3);
+}
+
+/// Breaker of the issue 33 fixes (held): a response body that fails mid-way
+/// (an error, not a panic) while the layer reads it for storing: 500
+/// `response-not-stored`, rolled back, the attempt recorded, and the retry
+/// runs.
+#[tokio::test]
+async fn a_response_body_that_fails_midway_is_not_stored_and_the_retry_runs() {
+    use futures_util::StreamExt as _;
+    let db = TestDb::new().await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&runs);
+    let handler = post(move |tx: WebhookTx, req: IdempotentRequest| {
+        let run = r.fetch_add(1, Ordering::SeqCst);
+        async move {
+            write(&tx, &req).await;
+            if run > 0 {
+                return (StatusCode::CREATED, Body::from("{\"id\":\"pay_1\"}"));
+            }
+            let chunks = futures_util::stream::iter([Ok(Bytes::from_static(b"{\"id\":"))])
+                .chain(futures_util::stream::once(async { Err(std::io::Error::other("upstream reset")) }));
+            (StatusCode::CREATED, Body::from_stream(chunks))
+        }
+    });
+    let app = Router::new().route("/payments", handler).layer(layer(&db).build().unwrap());
+    let first = send(&app, request("/payments", "alice", Some("k-midway"), "{}")).await;
+    assert_eq!(first.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(String::from_utf8_lossy(&first.body).contains("response-not-stored"), "{:?}", first.body);
+    assert_eq!(db.effects().await, 0);
+    let failed = "SELECT count(*) FROM webhook_idempotency.webhook_events WHERE state = 'failed'";
+    assert_eq!(db.scalar(failed).await, 1);
+    let retry = send(&app, request("/payments", "alice", Some("k-midway"), "{}")).await;
+    assert_eq!((retry.status, retry.replayed()), (StatusCode::CREATED, false));
+    assert_eq!((runs.load(Ordering::SeqCst), db.effects().await), (2, 1));
+}
+
 /// Issue 33 item 5: a 503 or a 429 answered after `began()` is a transient
 /// failure, not the key's result. It is not stored (its writes roll back, the
 /// handler's own answer goes out with its `Retry-After`), so the client's
@@ -807,6 +915,53 @@ async fn a_key_used_again_after_its_expiry_gets_its_own_outbox_effect_in_both_wi
     assert_ne!(keys[0], keys[1], "window 1: the new effect has its own downstream key");
     assert_ne!(keys[0], keys[2], "window 2: the first request's downstream key is not reused");
     assert_ne!(keys[1], keys[2]);
+}
+
+/// Breaker of the issue 33 fixes: each claim's effects are stored under
+/// `<client key>#<claim id>`, and the admin filters (`Admin::list_effects`,
+/// `requeue_effects`, `webhook-admin outbox list|requeue --key`) matched the
+/// event key exactly, so the key the operator has (from the client, the
+/// request log) found none of its request's effects. For provider
+/// `idempotency-key` the key now matches the key followed by `#` and a claim
+/// id, exactly: not another key that starts with it, and `%` or `_` in a key
+/// are characters, not patterns.
+#[tokio::test]
+async fn an_idempotency_key_request_s_effects_are_found_by_the_client_s_key() {
+    use webhook_idempotency::outbox::Effect;
+    use webhook_idempotency::store::admin::{Admin, EffectFilter};
+    let db = TestDb::new().await;
+    let handler = post(|tx: WebhookTx, req: IdempotentRequest| async move {
+        req.began();
+        tx.enqueue(Effect::json("send_receipt", serde_json::json!({ "key": req.key() }))).await.unwrap();
+        StatusCode::CREATED
+    });
+    let app = Router::new().route("/payments", handler).layer(layer(&db).build().unwrap());
+    let keys = ["k-ops", "k-ops-2", "k-ops#x", "k-%", "k_ops"];
+    for key in keys {
+        assert_eq!(send(&app, request("/payments", "alice", Some(key), BODY)).await.status, StatusCode::CREATED);
+    }
+    assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_outbox").await, keys.len() as i64);
+    let admin = Admin::new(db.pool.clone()).unwrap();
+    let by_key = |key: &str| EffectFilter {
+        provider: Some(PROVIDER.to_owned()),
+        scope: Some("alice".to_owned()),
+        key: Some(key.to_owned()),
+        effect: None,
+    };
+    for key in keys {
+        let found = admin.list_effects("pending", &by_key(key), 10).await.unwrap();
+        let found: Vec<&str> = found.iter().map(|e| e.id.key.as_str()).collect();
+        assert_eq!(found.len(), 1, "{key}: {found:?}");
+        assert!(found[0].starts_with(&format!("{key}#")) && found[0].len() == key.len() + 33, "{key}: {found:?}");
+    }
+    // The stored key still matches itself; another provider's key is exact.
+    let stored = admin.list_effects("pending", &by_key("k-ops"), 10).await.unwrap().remove(0).id.key;
+    assert_eq!(admin.list_effects("pending", &by_key(&stored), 10).await.unwrap().len(), 1);
+    let other = EffectFilter { provider: Some("stripe".to_owned()), ..by_key("k-ops") };
+    assert!(admin.list_effects("pending", &other, 10).await.unwrap().is_empty());
+    // Requeue finds them by the key too.
+    db.execute("UPDATE webhook_idempotency.webhook_outbox SET state = 'dead', run_at = NULL").await;
+    assert_eq!(admin.requeue_effects(&by_key("k-ops"), false, "ops").await.unwrap(), 1);
 }
 
 /// Issue 33 item 5: a transient status is stored when the handler marks its

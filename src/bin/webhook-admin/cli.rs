@@ -194,7 +194,8 @@ pub(crate) struct ProviderScope {
 pub(crate) struct EffectTarget {
     #[command(flatten)]
     pub(crate) of: ProviderScope,
-    /// Only this event key.
+    /// Only this event key (for provider idempotency-key, the client's
+    /// Idempotency-Key: its requests' effects are stored as KEY#CLAIM_ID).
     #[arg(long)]
     pub(crate) key: Option<String>,
     /// Only this effect name.

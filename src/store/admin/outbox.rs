@@ -19,7 +19,12 @@ pub struct EffectFilter {
     pub provider: Option<String>,
     /// Its scope.
     pub scope: Option<String>,
-    /// Its event key.
+    /// Its event key. For provider `idempotency-key` (the
+    /// [`Idempotency-Key` layer](crate::idempotency_key)'s requests, whose
+    /// effects are stored under the client's key, `#` and the claim's id, 32
+    /// hex digits) the client's key matches its requests' effects too: the
+    /// key as stored, or the key followed by `#` and a claim id. Never a
+    /// pattern: `%` and `_` are plain characters.
     pub key: Option<String>,
     /// The effect's name.
     pub effect: Option<String>,
@@ -126,9 +131,16 @@ pub enum Resolution {
 const COLUMNS: &str = "provider, scope, event_key, effect, ordinal, state, attempts, last_error, remote_ref,
                        created_at, delivered_at, last_failed_at, uncertain_since, run_at, locked_until";
 
-/// `$1..$4` of a filter.
+/// `$1..$4` of a filter. An `idempotency-key` row's event key is the
+/// client's key, `#` and a claim id of 32 hex digits
+/// (`idempotency_key::service::effects_key`): the key given matches it,
+/// compared as text (`starts_with` and the length, no `LIKE` pattern made of
+/// what the operator typed).
 const MATCH: &str = "($1::text IS NULL OR provider = $1) AND ($2::text IS NULL OR scope = $2)
-                     AND ($3::text IS NULL OR event_key = $3) AND ($4::text IS NULL OR effect = $4)";
+                     AND ($3::text IS NULL OR event_key = $3
+                          OR (provider = 'idempotency-key' AND length(event_key) = length($3) + 33
+                              AND starts_with(event_key, $3 || '#')))
+                     AND ($4::text IS NULL OR effect = $4)";
 
 /// `$1..$5` of an identity.
 const ONE: &str = "provider = $1 AND scope = $2 AND event_key = $3 AND effect = $4 AND ordinal = $5";
