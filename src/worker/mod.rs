@@ -123,7 +123,8 @@ pub(crate) trait Work: Clone + Send + 'static {
     ) -> impl Future<Output = Outcome> + Send;
 }
 
-type ListenFn = Arc<dyn Fn(Arc<Notify>, String) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+/// The listener task: the notify to wake, the channel, the re-check interval.
+type ListenFn = Arc<dyn Fn(Arc<Notify>, String, Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 /// What a worker's [`provider`](WorkerBuilder::provider) filter is given: a
 /// [`Provider`](crate::Provider) (its name, as the layer stores it), or a
@@ -186,6 +187,9 @@ fn check_provider(name: &str) -> Result<(), ConfigError> {
 /// The default of [`WorkerBuilder::fetch_cooldown`]: 5 ms.
 pub const DEFAULT_FETCH_COOLDOWN: Duration = Duration::from_millis(5);
 
+/// The default of [`WorkerBuilder::listen_check_interval`]: 60 s.
+pub const DEFAULT_LISTEN_CHECK_INTERVAL: Duration = Duration::from_secs(60);
+
 /// The runtime's settings, common to every kind of work.
 #[derive(Clone)]
 pub(crate) struct Settings {
@@ -202,6 +206,7 @@ pub(crate) struct Settings {
     pub(crate) shutdown_timeout: Duration,
     pub(crate) retry: RetryPolicy,
     pub(crate) listen: Option<ListenFn>,
+    pub(crate) listen_check_interval: Duration,
     /// Only rows whose kind's filter column is one of these (the outbox:
     /// the effects this worker has functions for).
     pub(crate) only: Option<Vec<String>>,
@@ -222,6 +227,7 @@ impl Default for Settings {
             shutdown_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
             listen: None,
+            listen_check_interval: DEFAULT_LISTEN_CHECK_INTERVAL,
             only: None,
         }
     }
@@ -345,7 +351,12 @@ impl<W> WorkerBuilder<W> {
     /// one to itself from a second session of `config`; when it has not
     /// arrived within 5 s, a WARN names the fix and
     /// `webhook_worker_listen_checks_total{outcome="missed"}` counts it (the
-    /// worker goes on polling).
+    /// worker goes on polling; that connection is not checked again). Once a
+    /// check passed, the connection is checked again every
+    /// [`listen_check_interval`](Self::listen_check_interval): one that went
+    /// silent without closing (a NAT gateway or load balancer that dropped
+    /// the idle flow) misses it, is counted `missed` and logged at WARN too,
+    /// and is replaced.
     pub fn listen<T>(mut self, config: tokio_postgres::Config, tls: T) -> Self
     where
         T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone + Send + Sync + 'static,
@@ -353,11 +364,27 @@ impl<W> WorkerBuilder<W> {
         T::TlsConnect: Send,
         <T::TlsConnect as tokio_postgres::tls::TlsConnect<tokio_postgres::Socket>>::Future: Send,
     {
-        let listen: ListenFn = Arc::new(move |notify, channel| {
-            Box::pin(crate::store::driver::listen_loop(config.clone(), tls.clone(), notify, channel))
+        let listen: ListenFn = Arc::new(move |notify, channel, recheck| {
+            Box::pin(crate::store::driver::listen_loop(config.clone(), tls.clone(), notify, channel, recheck))
         });
         self.settings.listen = Some(listen);
         self
+    }
+
+    setters! {
+        /// How long after a passed check the [`listen`](Self::listen)
+        /// connection is checked again (default
+        /// [`DEFAULT_LISTEN_CHECK_INTERVAL`], 60 s; at least 1 s): a
+        /// notification sent from a second session must arrive within 5 s,
+        /// else the connection went silent (a NAT gateway drops a flow idle
+        /// for 350 s on AWS, an Azure load balancer after 4 minutes, and
+        /// neither end is told) and the listener connects again. So a silent
+        /// listener leaves rows to polling for at most this plus 5 s, instead
+        /// of until TCP keepalive notices (2 hours by default). Each check's
+        /// notification is also traffic on the listening flow, so an interval
+        /// under the path's idle timeout keeps such a flow from being dropped.
+        /// Each check opens one short connection to `listen`'s server.
+        pub fn listen_check_interval(interval: Duration) => settings.listen_check_interval = interval;
     }
 
     /// Checks the settings and builds the worker.
@@ -366,7 +393,7 @@ impl<W> WorkerBuilder<W> {
     /// [`ConfigError`] for a provider name given as text that no compiled
     /// preset has ([`InvalidName`](ConfigErrorKind::InvalidName); the
     /// message says what to use instead), an invalid schema name, a concurrency or batch of
-    /// 0, a lease under 1 s, or a retry policy of 0 attempts or a zero
+    /// 0, a lease or a listen check interval under 1 s, or a retry policy of 0 attempts or a zero
     /// `retry_for`.
     pub fn build(self) -> Result<Worker<W>, ConfigError> {
         let s = &self.settings;
@@ -381,6 +408,12 @@ impl<W> WorkerBuilder<W> {
         }
         if s.lease < Duration::from_secs(1) {
             return Err(ConfigError::of(ConfigErrorKind::InvalidLimit, "the lease must be at least 1 s"));
+        }
+        if s.listen_check_interval < Duration::from_secs(1) {
+            return Err(ConfigError::of(
+                ConfigErrorKind::InvalidLimit,
+                "the listen check interval must be at least 1 s",
+            ));
         }
         if s.retry.max_attempts == 0 {
             return Err(ConfigError::of(ConfigErrorKind::InvalidLimit, "the retry policy needs at least 1 attempt"));

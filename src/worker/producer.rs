@@ -40,8 +40,9 @@ pub(crate) async fn run<W: Work>(
         "{kind} worker started"
     );
     let notify = Arc::new(Notify::new());
-    let listener =
-        settings.listen.as_ref().map(|listen| tokio::spawn(listen(Arc::clone(&notify), queue.channel().to_owned())));
+    let listener = settings.listen.as_ref().map(|listen| {
+        tokio::spawn(listen(Arc::clone(&notify), queue.channel().to_owned(), settings.listen_check_interval))
+    });
     let slots = Arc::new(Semaphore::new(settings.concurrency));
     let in_hand: InHand<<W::Kind as QueueKind>::Payload> = Arc::default();
     let mut next_id = 0u64;

@@ -14,7 +14,19 @@
 //! polling silently. When the check's notification has not arrived within
 //! [`CHECK_WAIT`], a WARN names the fix (point `listen` at PostgreSQL
 //! directly) and `webhook_worker_listen_checks_total{outcome="missed"}`
-//! counts it.
+//! counts it; that connection is not checked again (nor replaced: a pooler
+//! would miss every check).
+//!
+//! A connection whose check passed is checked again every `recheck` (the
+//! worker's [`listen_check_interval`](crate::worker::WorkerBuilder::listen_check_interval),
+//! 60 s by default) after the previous check ended. A connection can go
+//! silent without closing: a NAT gateway or a load balancer drops a flow
+//! idle for some minutes (AWS NAT gateway: 350 s; Azure Load Balancer: 4
+//! minutes by default) and tells neither end, and TCP keepalive notices only
+//! after 2 hours by default. A re-check whose notification does not arrive
+//! there is counted `missed` too, logged at WARN, and the listener
+//! reconnects: a silent listener leaves rows to polling for at most
+//! `recheck` plus [`CHECK_WAIT`].
 
 use std::future::poll_fn;
 use std::pin::pin;
@@ -45,75 +57,126 @@ enum Event {
     /// The check's wait ended without its notification (`Ok`), or the
     /// check could not be sent.
     CheckEnded(Result<(), tokio_postgres::Error>),
+    /// Time to check an established connection again.
+    Recheck,
 }
 
 /// `LISTEN`s on `channel` and wakes `notify` on every notification;
-/// reconnects after a loss. Runs until dropped.
-pub(crate) async fn listen_loop<T>(config: tokio_postgres::Config, tls: T, notify: Arc<Notify>, channel: String)
-where
+/// reconnects after a loss, and after a re-check (every `recheck`) found a
+/// connection that received notifications before deaf. Runs until dropped.
+pub(crate) async fn listen_loop<T>(
+    config: tokio_postgres::Config,
+    tls: T,
+    notify: Arc<Notify>,
+    channel: String,
+    recheck: Duration,
+) where
     T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone + Send + Sync + 'static,
     T::Stream: Send,
 {
     loop {
         match config.connect(tls.clone()).await {
-            Ok((client, mut connection)) => {
-                let statement = format!("LISTEN \"{channel}\"");
-                let mut listen = pin!(client.batch_execute(&statement));
-                let token = format!("{CHECK_PREFIX}{:016x}", fastrand::u64(..));
-                let mut check = pin!(send_check(&config, tls.clone(), &channel, &token));
-                // Polled until it answered only (a finished future must not
-                // be polled again); the check from then until it ends.
-                let mut listening = false;
-                let mut checking: Option<Instant> = None;
-                loop {
-                    let event = tokio::select! {
-                        biased;
-                        message = poll_fn(|cx| connection.poll_message(cx)) => Event::Message(message),
-                        listened = &mut listen, if !listening => Event::Listened(listened),
-                        ended = &mut check, if checking.is_some() => Event::CheckEnded(ended),
-                    };
-                    match event {
-                        Event::Message(Some(Ok(tokio_postgres::AsyncMessage::Notification(n)))) => {
-                            if n.payload() == token {
-                                let took = checking.take().map(|t| t.elapsed());
-                                crate::metrics::listen_check(&channel, "received");
-                                tracing::info!(
-                                    channel,
-                                    took_ms = took.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-                                    "worker listener: notifications from other sessions reach this connection"
-                                );
-                            } else if !n.payload().starts_with(CHECK_PREFIX) {
-                                notify.notify_one();
-                            }
-                        }
-                        Event::Message(Some(Ok(_))) => {}
-                        Event::Message(Some(Err(e))) => {
-                            tracing::warn!(error = %Chain(&e), "worker listener connection lost; reconnecting");
-                            break;
-                        }
-                        Event::Message(None) => break,
-                        Event::Listened(Ok(())) => {
-                            listening = true;
-                            checking = Some(Instant::now());
-                            // Rows accepted before LISTEN took effect.
-                            notify.notify_one();
-                        }
-                        Event::Listened(Err(e)) => {
-                            // A standby refuses LISTEN during recovery: try again
-                            // (a failover may make this node, or the next, primary).
-                            tracing::warn!(error = %Chain(&e), "worker listener: LISTEN refused; polling meanwhile, retrying");
-                            break;
-                        }
-                        Event::CheckEnded(ended) => {
-                            checking = None;
-                            missed(&config, &channel, ended);
-                        }
-                    }
-                }
-            }
+            Ok((client, connection)) => listening(&config, &tls, &client, connection, &notify, &channel, recheck).await,
             Err(e) => tracing::warn!(error = %Chain(&e), "worker listener could not connect; polling meanwhile"),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// One listening connection, from its `LISTEN` until it is lost, refused
+/// or found silent (then the caller connects again): wakes `notify`, and
+/// checks that notifications arrive once `LISTEN` answered and, while they
+/// do, every `recheck`.
+async fn listening<T>(
+    config: &tokio_postgres::Config,
+    tls: &T,
+    client: &tokio_postgres::Client,
+    mut connection: tokio_postgres::Connection<tokio_postgres::Socket, T::Stream>,
+    notify: &Notify,
+    channel: &str,
+    recheck: Duration,
+) where
+    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone,
+{
+    let statement = format!("LISTEN \"{channel}\"");
+    let mut listen = pin!(client.batch_execute(&statement));
+    let new_token = || format!("{CHECK_PREFIX}{:016x}", fastrand::u64(..));
+    let mut token = new_token();
+    let mut check = pin!(send_check(config, tls.clone(), channel, token.clone()));
+    // Polled until it answered only (a finished future must not be polled
+    // again); the check from then until it ends.
+    let mut listening = false;
+    let mut checking: Option<Instant> = None;
+    // A check on this connection found its notification: a later miss
+    // means the connection went silent, not a pooler.
+    let mut received_before = false;
+    let mut next_check: Option<tokio::time::Instant> = None;
+    loop {
+        let recheck_at = next_check.unwrap_or_else(tokio::time::Instant::now);
+        let event = tokio::select! {
+            biased;
+            message = poll_fn(|cx| connection.poll_message(cx)) => Event::Message(message),
+            listened = &mut listen, if !listening => Event::Listened(listened),
+            ended = &mut check, if checking.is_some() => Event::CheckEnded(ended),
+            () = tokio::time::sleep_until(recheck_at), if next_check.is_some() => Event::Recheck,
+        };
+        match event {
+            Event::Message(Some(Ok(tokio_postgres::AsyncMessage::Notification(n)))) => {
+                if n.payload() == token && checking.is_some() {
+                    let took = checking.take().map(|t| t.elapsed());
+                    let took_ms = took.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+                    crate::metrics::listen_check(channel, "received");
+                    if received_before {
+                        tracing::debug!(channel, took_ms, "worker listener: notifications still reach this connection");
+                    } else {
+                        tracing::info!(
+                            channel,
+                            took_ms,
+                            "worker listener: notifications from other sessions reach this connection"
+                        );
+                    }
+                    received_before = true;
+                    next_check = Some(tokio::time::Instant::now() + recheck);
+                } else if !n.payload().starts_with(CHECK_PREFIX) {
+                    notify.notify_one();
+                }
+            }
+            Event::Message(Some(Ok(_))) => {}
+            Event::Message(Some(Err(e))) => {
+                tracing::warn!(error = %Chain(&e), "worker listener connection lost; reconnecting");
+                return;
+            }
+            Event::Message(None) => return,
+            Event::Listened(Ok(())) => {
+                listening = true;
+                checking = Some(Instant::now());
+                // Rows accepted before LISTEN took effect.
+                notify.notify_one();
+            }
+            Event::Listened(Err(e)) => {
+                // A standby refuses LISTEN during recovery: try again
+                // (a failover may make this node, or the next, primary).
+                tracing::warn!(error = %Chain(&e), "worker listener: LISTEN refused; polling meanwhile, retrying");
+                return;
+            }
+            Event::CheckEnded(ended) => {
+                checking = None;
+                if ended.is_ok() && received_before {
+                    went_silent(config, channel, recheck);
+                    return;
+                }
+                // A pooler misses every check: this connection is not
+                // checked again. One that could not be sent is retried.
+                next_check = ended.is_err().then(|| tokio::time::Instant::now() + recheck);
+                missed(config, channel, ended);
+            }
+            Event::Recheck => {
+                next_check = None;
+                token = new_token();
+                check.set(send_check(config, tls.clone(), channel, token.clone()));
+                checking = Some(Instant::now());
+            }
+        }
     }
 }
 
@@ -125,7 +188,7 @@ async fn send_check<T>(
     config: &tokio_postgres::Config,
     tls: T,
     channel: &str,
-    token: &str,
+    token: String,
 ) -> Result<(), tokio_postgres::Error>
 where
     T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>,
@@ -143,7 +206,23 @@ where
     Ok(())
 }
 
-/// The check's notification did not arrive (`Ok`), or was not sent.
+/// A re-check's notification did not arrive on a connection where an
+/// earlier check's did: the connection went silent.
+fn went_silent(config: &tokio_postgres::Config, channel: &str, recheck: Duration) {
+    crate::metrics::listen_check(channel, "missed");
+    tracing::warn!(
+        channel,
+        hosts = ?config.get_hosts(),
+        wait_secs = CHECK_WAIT.as_secs(),
+        recheck_secs = recheck.as_secs(),
+        "worker listener: a notification sent from another session did not arrive on a connection that received \
+         them before: the connection went silent (a NAT gateway or load balancer dropping idle flows?); \
+         reconnecting, rows are found by polling meanwhile"
+    );
+}
+
+/// The first check's notification did not arrive (`Ok`), or a check was
+/// not sent.
 fn missed(config: &tokio_postgres::Config, channel: &str, ended: Result<(), tokio_postgres::Error>) {
     let hosts = config.get_hosts();
     match ended {

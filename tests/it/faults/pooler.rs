@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::support::*;
 use ::tower::ServiceExt;
@@ -261,46 +262,40 @@ async fn another_client_s_named_statements_behind_pgbouncer_never_make_an_event_
     assert!(lost.is_empty(), "answered 2xx without their effect: {lost:?}");
 }
 
-/// The lines of a worker's `LISTEN` checks, and the checks' outcomes
-/// counted (`webhook_worker_listen_checks_total` by `outcome`), for a worker
-/// that listens with `listen` (polling every 30 s): the check at start, then
-/// the check after each of `reconnects` terminations of the listening
-/// backend, each awaited until it has a verdict (at most 20 s; a check waits
-/// 5 s for its notification).
-async fn listen_checks(
+/// A worker on `db` whose handler applies the effect, polling every 60 s
+/// (so a row picked up sooner was woken by a notification), listening with
+/// `listen` and checking it again every `check_interval`.
+fn listening_worker(
     db: &TestDb,
     listen: tokio_postgres::Config,
-    reconnects: usize,
-) -> (Vec<String>, Vec<String>, BTreeMap<String, u64>) {
-    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-    use webhook_idempotency::inbox::InboxWorker;
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    // This thread's recorder and log capture: a `#[tokio::test]` runtime runs
-    // the worker's listener task on the test's thread.
-    let _metrics = ::metrics::set_default_local_recorder(&recorder);
-    let (logs, _guard) = Logs::capture();
-    let worker = InboxWorker::builder(db.pool(2), Router::new().route("/webhooks/stripe", post(apply_effect)))
-        .poll_interval(std::time::Duration::from_secs(30))
-        .listen(listen, tokio_postgres::NoTls)
-        .build()
-        .unwrap();
-    let (stop, task) = crate::inbox::spawn_worker(worker);
-    let warned = || logs.lines_with(&["WARN", "Point `listen` at PostgreSQL directly"]);
-    let reached = || logs.lines_with(&["INFO", "notifications from other sessions reach this connection"]);
-    for verdicts in 1..=reconnects + 1 {
-        if verdicts > 1 {
-            db.scalar(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-                  WHERE datname = current_database() AND query LIKE 'LISTEN%'",
-            )
-            .await;
-        }
-        let verdict = || async { warned().len() + reached().len() == verdicts };
-        assert!(eventually(std::time::Duration::from_secs(20), verdict).await, "check {verdicts}: {}", logs.text());
-    }
-    let _ = stop.send(());
-    task.await.unwrap();
+    check_interval: Duration,
+) -> webhook_idempotency::inbox::InboxWorker<Router> {
+    webhook_idempotency::inbox::InboxWorker::builder(
+        db.pool(2),
+        Router::new().route("/webhooks/stripe", post(apply_effect)),
+    )
+    .poll_interval(Duration::from_secs(60))
+    .listen(listen, tokio_postgres::NoTls)
+    .listen_check_interval(check_interval)
+    .build()
+    .unwrap()
+}
+
+/// The listener's log lines: checks that found their notification at a
+/// connection's first check, WARNs that a first check did not (a pooler),
+/// and WARNs that a later check did not (the connection went silent).
+fn check_lines(logs: &Logs) -> [Vec<String>; 3] {
+    [
+        logs.lines_with(&["INFO", "notifications from other sessions reach this connection"]),
+        logs.lines_with(&["WARN", "Point `listen` at PostgreSQL directly"]),
+        logs.lines_with(&["WARN", "the connection went silent"]),
+    ]
+}
+
+/// `webhook_worker_listen_checks_total` by `outcome`, counted since the
+/// last snapshot (taking one resets the counters).
+fn listen_check_counts(snapshotter: &metrics_util::debugging::Snapshotter) -> BTreeMap<String, u64> {
+    use metrics_util::debugging::DebugValue;
     let mut checks = BTreeMap::new();
     for (key, _, _, value) in snapshotter.snapshot().into_vec() {
         let key = key.key();
@@ -309,7 +304,51 @@ async fn listen_checks(
             *checks.entry(outcome).or_default() += n;
         }
     }
-    (warned(), reached(), checks)
+    checks
+}
+
+/// The lines of a worker's `LISTEN` checks, and the checks' outcomes
+/// counted (`webhook_worker_listen_checks_total` by `outcome`), for a worker
+/// that listens with `listen` and checks again every `check_interval`: the
+/// check at start, then the check after each of `reconnects` terminations
+/// of the listening backend, each awaited until it has a verdict (at most
+/// 20 s; a check waits 5 s for its notification); then `settle` more, to
+/// see what else the listener does.
+async fn listen_checks(
+    db: &TestDb,
+    listen: tokio_postgres::Config,
+    check_interval: Duration,
+    reconnects: usize,
+    settle: Duration,
+) -> (Vec<String>, Vec<String>, BTreeMap<String, u64>) {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // This thread's recorder and log capture: a `#[tokio::test]` runtime runs
+    // the worker's listener task on the test's thread.
+    let _metrics = ::metrics::set_default_local_recorder(&recorder);
+    let (logs, _guard) = Logs::capture();
+    let (stop, task) = crate::inbox::spawn_worker(listening_worker(db, listen, check_interval));
+    for verdicts in 1..=reconnects + 1 {
+        if verdicts > 1 {
+            db.scalar(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                  WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+            )
+            .await;
+        }
+        let verdict = || async {
+            let [reached, warned, _] = check_lines(&logs);
+            warned.len() + reached.len() == verdicts
+        };
+        assert!(eventually(Duration::from_secs(20), verdict).await, "check {verdicts}: {}", logs.text());
+    }
+    // Observing that nothing more happens: no event marks an absence.
+    tokio::time::sleep(settle).await;
+    let _ = stop.send(());
+    task.await.unwrap();
+    let [reached, warned, silent] = check_lines(&logs);
+    assert!(silent.is_empty(), "{silent:?}");
+    (warned, reached, listen_check_counts(&snapshotter))
 }
 
 /// Input from the fourth reliability review: a worker whose `listen` went
@@ -318,13 +357,16 @@ async fn listen_checks(
 /// it polled, 464 ms median instead of 11 ms, and with a 30 s poll interval
 /// rows waited 30 s. The listener now sends itself a notification from a
 /// second session once `LISTEN` answered: through the pooler it never
-/// arrives, and a WARN names the fix.
+/// arrives, and a WARN names the fix, once: with re-checks every second, in
+/// the 8 s after the WARN that connection is neither checked again nor
+/// replaced (which would warn again every 6 s).
 #[tokio::test]
 async fn a_worker_listening_through_a_transaction_pooler_warns_that_notifications_never_arrive() {
     let test = "a_worker_listening_through_a_transaction_pooler_warns_that_notifications_never_arrive";
     let Some(bouncer) = through_pgbouncer(test) else { return };
     let db = TestDb::new().await;
-    let (warned, reached, checks) = listen_checks(&db, bouncer.url(&db.name).parse().unwrap(), 0).await;
+    let listen = bouncer.url(&db.name).parse().unwrap();
+    let (warned, reached, checks) = listen_checks(&db, listen, Duration::from_secs(1), 0, Duration::from_secs(8)).await;
     println!("{test}: {}", warned.first().map_or("", String::as_str));
     assert_eq!(warned.len(), 1, "one WARN naming the fix");
     assert!(reached.is_empty(), "{reached:?}");
@@ -337,8 +379,101 @@ async fn a_worker_listening_through_a_transaction_pooler_warns_that_notification
 #[tokio::test]
 async fn a_worker_listening_on_postgresql_directly_finds_its_notification_and_does_not_warn() {
     let db = TestDb::new().await;
-    let (warned, reached, checks) = listen_checks(&db, db.config.clone(), 1).await;
+    let interval = webhook_idempotency::worker::DEFAULT_LISTEN_CHECK_INTERVAL;
+    let (warned, reached, checks) = listen_checks(&db, db.config.clone(), interval, 1, Duration::ZERO).await;
     assert_eq!(reached.len(), 2, "the check's notification arrived, at start and after the reconnect");
     assert!(warned.is_empty(), "{warned:?}");
     assert_eq!(checks, BTreeMap::from([("received".to_owned(), 2)]));
+}
+
+/// Breaker of the issue 33 fixes (held): three workers listening on one
+/// channel, each checking with its own notification (which the other two
+/// ignore), then three rounds of every listening backend terminated at once
+/// (each listener reconnects and checks again): every check finds its
+/// notification, none warns, and an accepted row still wakes a worker at
+/// once.
+#[tokio::test]
+async fn listeners_sharing_a_channel_through_reconnect_storms_raise_no_false_alarm() {
+    const WORKERS: usize = 3;
+    let (logs, _guard) = Logs::capture();
+    let db = TestDb::new().await;
+    let interval = webhook_idempotency::worker::DEFAULT_LISTEN_CHECK_INTERVAL;
+    let workers: Vec<_> =
+        (0..WORKERS).map(|_| crate::inbox::spawn_worker(listening_worker(&db, db.config.clone(), interval))).collect();
+    let limit = Duration::from_secs(30);
+    let verdicts = || {
+        let [reached, warned, silent] = check_lines(&logs);
+        (reached.len(), warned.len() + silent.len())
+    };
+    for round in 0..=3 {
+        if round > 0 {
+            let killed = db
+                .scalar(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                      WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+                )
+                .await;
+            assert_eq!(killed, WORKERS as i64, "round {round}");
+        }
+        let all = || async { verdicts().0 + verdicts().1 >= WORKERS * (round + 1) };
+        assert!(eventually(limit, all).await, "round {round}: {}", logs.text());
+    }
+    assert_eq!(verdicts(), (WORKERS * 4, 0), "{}", logs.text());
+    let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'";
+    assert!(eventually(limit, || async { db.scalar(listening).await == WORKERS as i64 }).await);
+    let app = crate::inbox::accepting_app(db.pool.clone());
+    assert_eq!(crate::inbox::accept(&app, "evt_after_storm").await, (StatusCode::OK, false));
+    let woken = eventually(Duration::from_secs(10), || async { db.effects().await == 1 }).await;
+    for (stop, task) in workers {
+        let _ = stop.send(());
+        task.await.unwrap();
+    }
+    assert!(woken, "a notification woke a worker (the poll interval is 60 s)");
+}
+
+/// Breaker of the issue 33 fixes: the check ran when the listener connected
+/// only. A listening connection that goes silent without closing (a NAT or
+/// load balancer idle timeout: AWS's NAT gateway drops a flow idle for
+/// 350 s, Azure's load balancer after 4 minutes, neither tells the client)
+/// was never checked again: no notification arrived, no WARN, no reconnect,
+/// and every row waited for the poll interval until TCP keepalive noticed
+/// (2 hours by default). Here the listener goes through a proxy that
+/// silences its flow once re-checks have passed (every second): the next
+/// re-check misses, a WARN says the connection went silent, the listener
+/// reconnects, and the row accepted after the fault runs long before the
+/// 60 s poll.
+#[tokio::test]
+async fn a_listener_whose_connection_goes_silent_is_warned_about_and_replaced_and_rows_are_not_left_to_polling() {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _metrics = ::metrics::set_default_local_recorder(&recorder);
+    let (logs, _guard) = Logs::capture();
+    let db = TestDb::new().await;
+    let proxy = Proxy::start(admin_config().get_ports()[0]).await;
+    let listen = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
+    let (stop, task) =
+        crate::inbox::spawn_worker(listening_worker(&db, listen.parse().unwrap(), Duration::from_secs(1)));
+    // The first check, then a re-check, passed (a re-check is logged at
+    // DEBUG, not INFO).
+    let rechecked = || async { !logs.lines_with(&["DEBUG", "notifications still reach this connection"]).is_empty() };
+    assert!(eventually(Duration::from_secs(20), rechecked).await, "{}", logs.text());
+    let app = crate::inbox::accepting_app(db.pool.clone());
+    assert_eq!(crate::inbox::accept(&app, "evt_before").await, (StatusCode::OK, false));
+    let woken = eventually(Duration::from_secs(10), || async { db.effects().await == 1 }).await;
+    assert!(woken, "the listener works before the fault");
+
+    assert_eq!(proxy.blackhole(), 1, "the listener's flow goes silent");
+    assert_eq!(crate::inbox::accept(&app, "evt_after").await, (StatusCode::OK, false));
+    let woken = eventually(Duration::from_secs(15), || async { db.effects().await == 2 }).await;
+    // The new connection's first check, which runs beside the wake-up.
+    let checked = eventually(Duration::from_secs(10), || async { check_lines(&logs)[0].len() == 2 }).await;
+    let _ = stop.send(());
+    task.await.unwrap();
+    assert!(woken, "the row waited for the 60 s poll: {}", logs.lines_with(&["listener"]).join("\n"));
+    assert!(checked, "the new connection was checked: {}", logs.text());
+    let [reached, pooler, silent] = check_lines(&logs);
+    assert_eq!((reached.len(), pooler.len(), silent.len()), (2, 0, 1), "{}", logs.text());
+    let counted = listen_check_counts(&snapshotter);
+    assert_eq!(counted.get("missed"), Some(&1), "the silent connection's check is counted: {counted:?}");
+    assert!(counted.get("received").is_some_and(|n| *n >= 3), "both first checks and a re-check: {counted:?}");
 }
