@@ -528,6 +528,41 @@ async fn purge_keeps_providers_without_a_preset_for_the_default_window() {
     assert_eq!(count().await, 2);
 }
 
+/// Breaker of the issue 33 fixes: `webhook-admin purge` formatted its
+/// cut-off with humantime, which panics on a time before 1970 ("all times
+/// should be after the epoch"): `--older-than 60years` ran the purge (and,
+/// without `--dry-run`, its audit row), then panicked printing the report
+/// (exit 101, no report). The cut-off is written by the `time` crate: before
+/// 1970 in the plain, `--dry-run` and `--json` forms, and before year 0 in
+/// ISO 8601's expanded form (`-00297x-...`), with the report's exit code.
+#[tokio::test]
+async fn purge_reports_a_cutoff_before_1970_or_before_year_0_instead_of_panicking() {
+    let db = TestDb::new().await;
+    let year = |older_than_years: i64| {
+        let db = &db;
+        async move {
+            let sql = format!(
+                "SELECT extract(year FROM (now() - make_interval(secs => {older_than_years} * 31557600.0)) AT TIME ZONE 'UTC')::int::text"
+            );
+            db.scalar_text(&sql).await
+        }
+    };
+    let sixty = year(60).await;
+    let cases = [
+        (vec!["purge", "--older-than", "60years", "--dry-run"], format!("received before {sixty}-")),
+        (vec!["--json", "purge", "--older-than", "60years", "--dry-run"], format!("\"cutoff\": \"{sixty}-")),
+        (vec!["purge", "--older-than", "60years", "--actor", "carol"], format!("received before {sixty}-")),
+        (vec!["purge", "--older-than", "5000years", "--dry-run"], "received before -00".to_owned()),
+    ];
+    for (args, cutoff) in cases {
+        let run = admin(&db, &args).await;
+        assert!(!run.stderr.contains("panicked"), "{args:?}: {}", run.stderr);
+        assert_eq!(run.code, 1, "{args:?}: nothing that old, exit 1: {}{}", run.stdout, run.stderr);
+        assert!(run.stdout.contains(&cutoff), "{args:?}: {cutoff:?} in {}", run.stdout);
+    }
+    assert_eq!(db.scalar("SELECT count(*) FROM webhook_idempotency.webhook_audit").await, 1, "the real purge audited");
+}
+
 /// The `faketime` binary (Debian's package `faketime`, libfaketime), if one
 /// is installed.
 fn faketime() -> Option<std::path::PathBuf> {

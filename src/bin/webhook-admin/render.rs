@@ -1,12 +1,16 @@
 //! `webhook-admin`'s rendering: text tables, JSON, times and sender-controlled
 //! text made safe for a terminal.
 
+use std::num::NonZeroU8;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 
 use comfy_table::{presets, Table};
 use serde_json::{json, Value};
+use time::format_description::well_known::iso8601::{self, EncodedConfig};
+use time::format_description::well_known::Iso8601;
+use time::OffsetDateTime;
 use webhook_idempotency::store::admin::EventRow;
 
 pub(crate) use crate::escape::{printable, unsafe_to_print};
@@ -22,12 +26,46 @@ pub(crate) fn payload_text(bytes: &[u8]) -> (&'static str, String) {
     }
 }
 
+/// `t` in UTC as RFC 3339 to the second (`2026-12-05T02:37:45Z`).
 pub(crate) fn time(t: SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t).to_string()
+    utc_text(t, None)
 }
 
+/// `t` in UTC as RFC 3339 to the millisecond (`2026-12-05T02:37:45.191Z`),
+/// or `null`.
 pub(crate) fn time_json(t: Option<SystemTime>) -> Value {
-    t.map_or(Value::Null, |t| humantime::format_rfc3339_millis(t).to_string().into())
+    t.map_or(Value::Null, |t| utc_text(t, NonZeroU8::new(3)).into())
+}
+
+/// `t` in UTC with `digits` decimals of the second, by the `time` crate,
+/// which handles every time it represents (±9999 years): before 1970 (a
+/// `purge --older-than 60years` cut-off) as after, in the RFC 3339 form for
+/// the years 0 to 9999 and in ISO 8601's expanded form (a sign and six
+/// digits: `-002974-06-01T00:00:00Z`) outside them. A time past ±9999 years
+/// (PostgreSQL holds 4713 BC to 294276 AD) is given in seconds from the
+/// Unix epoch.
+fn utc_text(t: SystemTime, digits: Option<NonZeroU8>) -> String {
+    const fn config(digits: Option<NonZeroU8>, expanded: bool) -> EncodedConfig {
+        iso8601::Config::DEFAULT
+            .set_year_is_six_digits(expanded)
+            .set_time_precision(iso8601::TimePrecision::Second { decimal_digits: digits })
+            .encode()
+    }
+    const SECONDS: [EncodedConfig; 2] = [config(None, false), config(None, true)];
+    const MILLIS: [EncodedConfig; 2] = [config(NonZeroU8::new(3), false), config(NonZeroU8::new(3), true)];
+    let since_epoch = match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(after) => time::Duration::try_from(after).ok(),
+        Err(before) => time::Duration::try_from(before.duration()).ok().map(|d| -d),
+    };
+    let Some(at) = since_epoch.and_then(|d| OffsetDateTime::UNIX_EPOCH.checked_add(d)) else {
+        let secs = since_epoch.map_or_else(|| format!("{t:?}"), |d| d.whole_seconds().to_string());
+        return format!("{secs} s from the Unix epoch");
+    };
+    let text = match digits {
+        None => at.format(&Iso8601::<{ SECONDS[0] }>).or_else(|_| at.format(&Iso8601::<{ SECONDS[1] }>)),
+        Some(_) => at.format(&Iso8601::<{ MILLIS[0] }>).or_else(|_| at.format(&Iso8601::<{ MILLIS[1] }>)),
+    };
+    text.unwrap_or_else(|e| format!("{at} ({e})"))
 }
 
 /// A duration for people, to the second: `30 days`, `1 day 2 h`, `3 h 5 min`,
@@ -164,6 +202,26 @@ pub(crate) fn json_text(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_before_1970_and_before_year_0_are_written_not_panicked_on() {
+        let epoch = SystemTime::UNIX_EPOCH;
+        let secs = Duration::from_secs;
+        // As humantime wrote them, where it could (after 1970).
+        for t in [epoch, epoch + secs(1_796_438_265) + Duration::from_millis(191), epoch + secs(253_402_300_799)] {
+            assert_eq!(time(t), humantime::format_rfc3339_seconds(t).to_string());
+            assert_eq!(time_json(Some(t)), json!(humantime::format_rfc3339_millis(t).to_string()));
+        }
+        let cases = [
+            (epoch - secs(97_017_733) - Duration::from_millis(664), "1966-12-05T02:37:46Z", "1966-12-05T02:37:46.336Z"),
+            (epoch - secs(62_167_219_200), "0000-01-01T00:00:00Z", "0000-01-01T00:00:00.000Z"),
+            (epoch - secs(62_167_219_201), "-000001-12-31T23:59:59Z", "-000001-12-31T23:59:59.000Z"),
+        ];
+        for (t, seconds, millis) in cases {
+            assert_eq!((time(t), time_json(Some(t))), (seconds.to_owned(), json!(millis)));
+        }
+        assert_eq!(time(epoch + secs(400_000 * 31_556_952)), "12622780800000 s from the Unix epoch");
+    }
 
     #[test]
     fn durations_read_as_words() {
