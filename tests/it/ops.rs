@@ -232,8 +232,8 @@ async fn operator_actions_are_dry_runnable_and_audited() {
 /// Each audit row records the database role the action's session logged in
 /// as (`session_user`), whatever `--actor` says and whatever role the session
 /// then switched to (`SET ROLE`: `current_user` changes, `session_user` does
-/// not); a row written by hand gets it too (the column's default), and a row
-/// from before migration 11 reads `None`.
+/// not); a row written by hand gets it too (migration 11's trigger), and a
+/// row from before migration 11 reads `None`.
 #[tokio::test]
 async fn an_audit_row_records_the_session_s_database_role_beside_the_actor() {
     let db = TestDb::new().await;
@@ -243,8 +243,11 @@ async fn an_audit_row_records_the_session_s_database_role_beside_the_actor() {
          GRANT USAGE ON SCHEMA webhook_idempotency TO {group};
          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA webhook_idempotency TO {group};
          CREATE ROLE {login} LOGIN IN ROLE {group};
+         -- A row written before migration 11: no trigger, no role.
+         ALTER TABLE webhook_idempotency.webhook_audit DISABLE TRIGGER webhook_audit_db_role;
          INSERT INTO webhook_idempotency.webhook_audit (actor, action, filter, rows, db_role)
-             VALUES ('before-11', 'purge', '{{}}', 0, NULL);"
+             VALUES ('before-11', 'purge', '{{}}', 0, NULL);
+         ALTER TABLE webhook_idempotency.webhook_audit ENABLE TRIGGER webhook_audit_db_role;"
     ))
     .await;
     let inbox = Inbox::new(db.pool.clone()).unwrap();
@@ -284,6 +287,36 @@ async fn an_audit_row_records_the_session_s_database_role_beside_the_actor() {
     .await;
     let by_hand = db.scalar_text("SELECT db_role FROM webhook_idempotency.webhook_audit WHERE actor = 'psql'").await;
     assert_eq!(by_hand, db.scalar_text("SELECT session_user::text").await);
+}
+
+/// Breaker of the issue 33 fixes: `db_role` was only the column's default,
+/// so whoever wrote an audit row could name any role in it (or NULL, which
+/// reads as "written before migration 11"): a role with INSERT on the table
+/// (every operator role, to write its audit rows) could make a row name
+/// another operator. A trigger sets it to the writing session's
+/// `session_user` whatever the INSERT says, and an UPDATE cannot change it.
+#[tokio::test]
+async fn an_audit_row_names_the_writing_session_s_role_whatever_its_insert_or_update_says() {
+    let db = TestDb::new().await;
+    db.execute(
+        "INSERT INTO webhook_idempotency.webhook_audit (actor, action, filter, rows, db_role)
+         VALUES ('alice', 'purge', '{}', 1000, 'alice_ops_login'),
+                ('bob', 'purge', '{}', 1000, NULL)",
+    )
+    .await;
+    let session = db.scalar_text("SELECT session_user::text").await;
+    let roles = || async {
+        let audit = Admin::new(db.pool.clone()).unwrap().audit(10).await.unwrap();
+        audit.iter().map(|a| a.db_role.clone()).collect::<Vec<Option<String>>>()
+    };
+    assert_eq!(
+        roles().await,
+        [Some(session.clone()), Some(session.clone())],
+        "the writer's role, not the one it named"
+    );
+    db.execute("UPDATE webhook_idempotency.webhook_audit SET db_role = 'mallory_login'").await;
+    db.execute("UPDATE webhook_idempotency.webhook_audit SET db_role = NULL").await;
+    assert_eq!(roles().await, [Some(session.clone()), Some(session)], "an UPDATE keeps the row's role");
 }
 
 /// The scale measurement behind OPERATIONS.md (not run by `cargo test`):
