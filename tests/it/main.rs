@@ -13,7 +13,6 @@
 mod support;
 
 mod admin_cli;
-mod breaker33;
 mod claim;
 mod cli;
 mod faults;
