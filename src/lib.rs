@@ -80,6 +80,7 @@ pub mod error;
 pub mod event;
 #[cfg(feature = "axum")]
 pub mod extract;
+mod handler;
 pub mod idempotency_key;
 pub mod inbox;
 pub mod key;
