@@ -91,6 +91,7 @@ pub mod provider;
 pub mod providers;
 pub mod scope;
 pub mod store;
+mod tx;
 pub mod verify;
 pub mod worker;
 
@@ -105,8 +106,9 @@ pub use layer::IDEMPOTENT_REPLAYED;
 pub use layer::{Mode, Rejection, RejectionKind, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService};
 pub use provider::Provider;
 pub use scope::Endpoint;
-pub use store::driver::{TxClient, TxError, TxErrorKind, WebhookTx};
+pub use store::driver::TxClient;
 pub use store::{migrate, migrate_schema, IsolationLevel, StoreConfig};
+pub use tx::{TxError, TxErrorKind, WebhookTx};
 pub use verify::SigningSecret;
 
 /// The deadpool-postgres this crate is built against: build the pool you
