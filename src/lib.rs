@@ -15,8 +15,9 @@
 //! for signature verification, [`providers`] for the presets, [`key`] for event keys, [`scope`] for tenants,
 //! [`inbox`] and [`worker`] for inbox mode and the worker runtime, [`outbox`] for external effects,
 //! [`idempotency_key`] for the `Idempotency-Key` request header on your own APIs (the same store and
-//! claim, the stored response replayed), and [`store`] for the store configuration, the SQL and
-//! migrations.
+//! claim, the stored response replayed), [`WebhookTx`] for what a handler can do in its transaction
+//! (its writes, outbox effects, business keys, version guards), and [`store`] for the store
+//! configuration, the SQL and migrations.
 //!
 //! # Example
 //! A Stripe endpoint on axum whose handler inserts one row per event, in the

@@ -39,7 +39,9 @@ pub(crate) enum Claimed<R, E> {
     /// Another delivery still held the event after the in-flight wait.
     InFlight,
     /// The store failed: the claim could not be made (`"claim"`) or the
-    /// commit did not happen or its outcome is unknown (`"commit"`).
+    /// commit did not happen or its outcome is unknown (`"commit"`); or the
+    /// handler was stopped past a timeout (`"handler_timeout"`: only the
+    /// inbox worker times handlers out, so no layer meets it today).
     Unavailable(&'static str),
     /// A statement of the handler met a retryable conflict (its SQLSTATE):
     /// rolled back and recorded; the sender's retry will succeed.

@@ -9,6 +9,10 @@
 //! event to commit it performs the transition, the other finds it taken.
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer) guards last-writer-wins updates against
 //! events arriving out of order.
+//!
+//! This module holds their statements and bounds; the methods are
+//! [`WebhookTx`](crate::WebhookTx)'s, which runs them in the handler's
+//! transaction.
 
 use super::driver::{Param, Row};
 use crate::event::ScopedEvent;

@@ -2,7 +2,10 @@
 //! ([`WebhookTx::enqueue`](crate::WebhookTx::enqueue)), kept until an
 //! [`OutboxWorker`](crate::outbox::OutboxWorker) delivered them, and their
 //! queue kind (the lease, heartbeat and fenced ends are the crate's queue
-//! module's; the worker is in [`outbox`](crate::outbox)).
+//! module's; the worker is in [`outbox`](crate::outbox)). The enqueue
+//! statement is built here and run by
+//! [`WebhookTx::enqueue`](crate::WebhookTx::enqueue) in the handler's
+//! transaction.
 //!
 //! A row's identity is `(scope, provider, event_key, effect, ordinal)`: the
 //! event that decided it, and which of its effects. Enqueuing the same
