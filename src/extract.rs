@@ -7,7 +7,7 @@ use http::request::Parts;
 use http::StatusCode;
 
 use crate::event::WebhookEvent;
-use crate::store::driver::WebhookTx;
+use crate::tx::WebhookTx;
 
 /// Rejection of the [`WebhookTx`] and [`WebhookEvent`] extractors: the route
 /// is not behind [`WebhookLayer`](crate::layer::WebhookLayer). Answered with a bare

@@ -15,8 +15,9 @@
 //! for signature verification, [`providers`] for the presets, [`key`] for event keys, [`scope`] for tenants,
 //! [`inbox`] and [`worker`] for inbox mode and the worker runtime, [`outbox`] for external effects,
 //! [`idempotency_key`] for the `Idempotency-Key` request header on your own APIs (the same store and
-//! claim, the stored response replayed), and [`store`] for the store configuration, the SQL and
-//! migrations.
+//! claim, the stored response replayed), [`WebhookTx`] for what a handler can do in its transaction
+//! (its writes, outbox effects, business keys, version guards), and [`store`] for the store
+//! configuration, the SQL and migrations.
 //!
 //! # Example
 //! A Stripe endpoint on axum whose handler inserts one row per event, in the
@@ -80,6 +81,7 @@ pub mod error;
 pub mod event;
 #[cfg(feature = "axum")]
 pub mod extract;
+mod handler;
 pub mod idempotency_key;
 pub mod inbox;
 pub mod key;
@@ -90,6 +92,7 @@ pub mod provider;
 pub mod providers;
 pub mod scope;
 pub mod store;
+mod tx;
 pub mod verify;
 pub mod worker;
 
@@ -104,8 +107,9 @@ pub use layer::IDEMPOTENT_REPLAYED;
 pub use layer::{Mode, Rejection, RejectionKind, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService};
 pub use provider::Provider;
 pub use scope::Endpoint;
-pub use store::driver::{TxClient, TxError, TxErrorKind, WebhookTx};
+pub use store::driver::TxClient;
 pub use store::{migrate, migrate_schema, IsolationLevel, StoreConfig};
+pub use tx::{TxError, TxErrorKind, WebhookTx};
 pub use verify::SigningSecret;
 
 /// The deadpool-postgres this crate is built against: build the pool you

@@ -11,7 +11,7 @@
 //! | `webhook_deliveries_total` | counter | `provider`, `outcome` | every delivery: `committed`, `accepted` (inbox), `duplicate`, `failed` (the handler's non-success), `rejected`, `handshake`, `abandoned` (the response future was dropped before an answer: the client went away or an outer timeout fired; if the handler had started, a `failed` row records it) |
 //! | `webhook_rejections_total` | counter | `provider`, `kind` | refusals by [`RejectionKind`](crate::layer::RejectionKind) (`invalid_signature`, `in_flight`, `store_unavailable`, ...) |
 //! | `webhook_delivery_duration_seconds` | histogram | `provider`, `outcome` | from the request to the answer |
-//! | `webhook_handler_duration_seconds` | histogram | `provider` | the inner service's run |
+//! | `webhook_handler_duration_seconds` | histogram | `provider` | the inner service's run (the layers' and the inbox worker's) |
 //! | `webhook_claim_duration_seconds` | histogram | `provider` | the claim, in-flight waits included |
 //! | `webhook_pool_wait_seconds` | histogram | | waiting for a pooled connection |
 //! | `webhook_worker_runs_total` | counter | `kind`, `provider`, `outcome` | every run of a worker's item (`kind` `inbox` or `outbox`): `done`, `retried` (failed, due again), `dead`, `lease_lost`, `released` (at shutdown), and the outbox's `uncertain`, `resent`, `unrecorded` |

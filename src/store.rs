@@ -30,6 +30,10 @@
 //! (operator actions and the gauge sampler); [`retention`]; the migrations
 //! ([`migrate`], [`check_schema`]). Only `driver` talks to the database
 //! driver (tokio-postgres with deadpool); the rest is protocol and SQL text.
+//! The handler's transaction ([`WebhookTx`](crate::WebhookTx) and what a
+//! handler calls on it) is above the store, in one module of its own: it
+//! runs the statements [`outbox`], [`actions`] and the body-digest guard
+//! build here.
 
 pub mod actions;
 pub mod admin;

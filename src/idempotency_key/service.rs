@@ -16,8 +16,9 @@ use super::header::KeyProblem;
 use super::request::IdempotentRequest;
 use super::{ErrorResponses, FingerprintFn, ScopeFn};
 use crate::event::ScopedEvent;
+use crate::handler::{self, End, Failed, Failure};
 use crate::layer::buffer::{declared_length, read_limited, ReadError};
-use crate::layer::claimed::{self, Claimed, Failure};
+use crate::layer::claimed::{self, Claimed};
 use crate::layer::service::{with_body, Wrapped};
 use crate::layer::{ResponseBody, IDEMPOTENT_REPLAYED};
 use crate::store::request_keys::{RequestKeys, StoredKey, StoredResponse, PROVIDER};
@@ -135,17 +136,28 @@ where
     parts.extensions.insert(claimed.tx());
     parts.extensions.insert(request.clone());
     let req = with_body::<ReqBody>(parts, body, config.body_limit);
-    let response = match claimed::call(inner, req, PROVIDER).await {
-        Ok(response) => response,
-        // Rolled back and recorded; a panic is answered 500.
-        Err(failure) => {
-            return match claimed::end::<ResBody, _>(claimed, Err(failure), &|_| false).await {
-                Claimed::ServiceError(e) => Err(e),
-                other => Ok(ended_answer(other)),
-            }
+    let answer = handler::call(inner, req, PROVIDER).await;
+    // The success rule here: the answer is stored (see `ErrorResponses`).
+    let (began, marked_final) = (request.has_begun(), request.is_marked_final());
+    let stores = |status| config.errors.stores(status, began, marked_final);
+    match handler::decide(answer, claimed.retryable_conflict(), stores) {
+        End::Commit(response) => Ok(store(config, claimed, response, &fingerprint).await),
+        End::RollBack(Failed::NotSuccess(response)) if response.status().is_client_error() && !began => {
+            // Refused before execution (validation): rolled back, nothing
+            // recorded, not a failure; a corrected request with the key runs.
+            let status = response.status().as_u16();
+            tracing::info!(outcome = "rejected", status, "answered before execution began; not stored");
+            claimed.discard().await;
+            Ok(("rejected", response.map(ResponseBody::inner)))
         }
-    };
-    Ok(finish(config, claimed, &request, response, &fingerprint).await)
+        // Rolled back and recorded: the next request with the key runs; a
+        // panic is answered 500.
+        failed @ End::RollBack(_) => match claimed::end(claimed, failed, None).await {
+            Claimed::Handled { response, .. } => Ok(("failed", response.map(ResponseBody::inner))),
+            Claimed::ServiceError(e) => Err(e),
+            other => Ok(ended_answer(other)),
+        },
+    }
 }
 
 /// The key claimed for this request, after the lookup (a completed key is
@@ -202,16 +214,9 @@ async fn claim<B>(
     Ok((claimed, recovery_point))
 }
 
-/// The handler's `response` stored and committed with its writes, or, for
-/// an answer the error policy does not store, rolled back (recorded as a
-/// failure unless refused before execution began).
-async fn finish<B>(
-    config: &Config,
-    claimed: ClaimedEvent,
-    request: &IdempotentRequest,
-    response: Response<B>,
-    fingerprint: &[u8; 32],
-) -> Answer<B>
+/// The handler's `response`, one the error policy stores, stored and
+/// committed with its writes.
+async fn store<B>(config: &Config, claimed: ClaimedEvent, response: Response<B>, fingerprint: &[u8; 32]) -> Answer<B>
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<BoxError>,
@@ -219,30 +224,12 @@ where
     let status = response.status();
     // 2xx and 3xx are results (a 303 after a write is POST/redirect/GET).
     let result = status.is_success() || status.is_redirection();
-    let store = config.errors.stores(status, request.has_begun(), request.is_marked_final());
-    if !store && status.is_client_error() && !request.has_begun() && claimed.retryable_conflict().is_none() {
-        // Refused before execution (validation): rolled back, nothing
-        // recorded, not a failure; a corrected request with the key runs.
-        tracing::info!(outcome = "rejected", status = status.as_u16(), "answered before execution began; not stored");
-        claimed.discard().await;
-        return ("rejected", response.map(ResponseBody::inner));
-    }
-    if !store || claimed.retryable_conflict().is_some() {
-        // Rolled back and recorded: the next request with the key runs.
-        let ended = claimed::end(claimed, Ok::<_, Failure<()>>(response), &|_| false).await;
-        return match ended {
-            Claimed::Handled { response, .. } => ("failed", response.map(ResponseBody::inner)),
-            other => ended_answer(other),
-        };
-    }
     let (head, body) = response.into_parts();
     // The body is the handler's work too (a stream, a serialiser): a panic
     // while reading it ends the claim as a panic of the handler does.
-    let body = match claimed::catching(Limited::new(body, config.max_response_bytes).collect()).await {
+    let body = match handler::catching(Limited::new(body, config.max_response_bytes).collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
-        Err(panic) => {
-            return ended_answer(claimed::end::<B, ()>(claimed, Err(Failure::Panicked(panic)), &|_| false).await)
-        }
+        Err(_panic) => return ended_answer(claimed::end::<B, ()>(claimed, End::RollBack(Failed::Panicked), None).await),
         Ok(Err(e)) => {
             let too_large = e.downcast_ref::<LengthLimitError>().is_some();
             let why = if too_large { "response body over max_response_bytes" } else { "response body unreadable" };
@@ -260,7 +247,7 @@ where
     let more = stored.params(fingerprint, &flat);
     let response = Response::from_parts(head, ResponseBody::<B>::bytes(stored.body.clone()));
     let commit = Some((config.keys.commit_sql(), &more[..]));
-    match claimed::end_with(claimed, Ok::<_, Failure<()>>(response), &|_| true, commit).await {
+    match claimed::end::<_, ()>(claimed, End::Commit(response), commit).await {
         Claimed::Handled { response, committed: true } => ("committed", response),
         // An error answer that could not be stored (typically a statement of
         // the handler failed and aborted the transaction): nothing committed,
@@ -276,7 +263,7 @@ async fn pass<S, ReqBody, ResBody>(inner: S, req: Request<ReqBody>) -> Result<An
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
 {
-    match claimed::call(inner, req, PROVIDER).await {
+    match handler::call(inner, req, PROVIDER).await {
         Ok(response) => Ok(("passed", response.map(ResponseBody::inner))),
         Err(Failure::Error(e)) => Err(e),
         // No claim, nothing to roll back: the panic goes on, as without the layer.

@@ -110,7 +110,9 @@
 //! see [`crate::worker`], "Crashes"). A worker whose heartbeat finds the
 //! lease gone stops the handler and rolls its work back.
 //!
-//! **Failures.** A non-2xx answer, an error, a panic, a handler past
+//! **Failures.** An answer the success rule refuses (anything but 2xx by
+//! default; [`InboxWorkerBuilder::success`], the same predicate as the
+//! layer's), an error, a panic, a handler past
 //! [`handler_timeout`](crate::worker::WorkerBuilder::handler_timeout) or a retryable
 //! conflict (40P01, 40001, 55P03) rolls the work back and puts the row back to
 //! `pending`, due after a delay from [`RetryPolicy`] (exponential backoff with
@@ -181,6 +183,19 @@ impl<S> WorkerBuilder<InboxWork<S>> {
     /// check; every row runs as if signed.
     pub fn integrity_key(mut self, key: IntegrityKey) -> Self {
         self.work_mut().integrity_key(key);
+        self
+    }
+
+    /// Which handler statuses commit (default: 2xx only, as the layer's):
+    /// give it the predicate the layer was given
+    /// ([`WebhookLayerBuilder::success`](crate::layer::WebhookLayerBuilder::success)),
+    /// so the same handler commits under the same rule in synchronous and
+    /// inbox mode. A status it refuses rolls the run back and the row is
+    /// retried (`last_error`: `the handler answered 500`; for a refused 2xx,
+    /// `the handler answered 200, a 2xx the success rule refuses`), `dead`
+    /// once its retry budget is spent.
+    pub fn success(mut self, predicate: impl Fn(http::StatusCode) -> bool + Send + Sync + 'static) -> Self {
+        self.work_mut().success(crate::handler::Success::new(predicate));
         self
     }
 }

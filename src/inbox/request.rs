@@ -7,9 +7,9 @@ use http::Request;
 
 use super::InboxBody;
 use crate::event::WebhookEvent;
-use crate::store::driver::WebhookTx;
 use crate::store::inbox::{FromInbox, InboxRow, RequestHead, StoredDelivery};
 use crate::store::queue::Leased;
+use crate::tx::WebhookTx;
 
 /// The headers a stored request head keeps whatever the provider: the body's
 /// type and the sender's agent.

@@ -1,15 +1,15 @@
 //! The inbox's kind of work: one leased row through the handler service, in
-//! the work's transaction, completed fenced by the lease.
-
-use std::future::poll_fn;
+//! the work's transaction, ended by the handler-end step
+//! ([`crate::handler`], the layer's) and completed fenced by the lease.
 
 use http::{Request, Response};
 use tower_service::Service;
 
 use super::{request, InboxBody};
+use crate::handler::{self, End, Failed, Success};
 use crate::store::inbox::{InboxRow, InboxRows, IntegrityKey, StoredDelivery};
 use crate::store::queue::{Incomplete, Leased, TableQueue, BODY_FIRST};
-use crate::worker::{Guard, Outcome, Work};
+use crate::worker::{Guard, Outcome, Stopped, Work};
 
 /// The inbox worker's work: the handler service, called with each leased
 /// row's rebuilt request. Built by
@@ -21,6 +21,8 @@ pub struct InboxWork<S> {
     /// The integrity keys a row's tag must verify with (any of them: a key
     /// rotation); empty: rows are not checked.
     integrity: Vec<IntegrityKey>,
+    /// Which statuses commit (the layer's rule, given to the builder).
+    success: Success,
 }
 
 impl<S> std::fmt::Debug for InboxWork<S> {
@@ -31,7 +33,11 @@ impl<S> std::fmt::Debug for InboxWork<S> {
 
 impl<S> InboxWork<S> {
     pub(crate) fn new(service: S) -> Self {
-        Self { service, integrity: Vec::new() }
+        Self { service, integrity: Vec::new(), success: Success::default() }
+    }
+
+    pub(crate) fn success(&mut self, success: Success) {
+        self.success = success;
     }
 
     pub(crate) fn integrity_key(&mut self, key: IntegrityKey) {
@@ -104,33 +110,24 @@ where
                 return Outcome::Dead { error, status: None };
             }
         };
-        let mut service = self.service;
-        let answered = guard
-            .call(async move {
-                poll_fn(|cx| service.poll_ready(cx)).await?;
-                service.call(request).await
-            })
-            .await;
-        let status = match answered {
-            Ok(Ok(response)) => response.status(),
-            Ok(Err(e)) => {
+        let provider = row.provider().to_owned();
+        let service = self.service;
+        // The layer's call (its panic catch) inside the worker's guard (its
+        // handler timeout, in a task of its own that a lost lease aborts).
+        let decided = match guard.call(async move { handler::call(service, request, &provider).await }).await {
+            Ok(answer) => handler::decide(answer, tx.retryable_conflict(), |s| self.success.accepts(s)),
+            Err(Stopped::TimedOut) => End::RollBack(Failed::TimedOut),
+            // A panic past the call's own catch (dropping the handler's future).
+            Err(Stopped::Panicked) => End::RollBack(Failed::Panicked),
+        };
+        let response = match decided {
+            End::Commit(response) => response,
+            End::RollBack(failed) => {
                 tx.rollback().await;
-                return Outcome::failed(format!("the service failed: {e}"), None);
-            }
-            Err(stopped) => {
-                tx.rollback().await;
-                return Outcome::failed(format!("the handler {stopped}"), None);
+                return Outcome::failed(failed.reason(|e| Some(e.to_string())), failed.status());
             }
         };
-        let code = Some(status.as_u16());
-        if let Some(conflict) = tx.retryable_conflict() {
-            tx.rollback().await;
-            return Outcome::failed(format!("retryable conflict in the handler's transaction ({conflict})"), code);
-        }
-        if !status.is_success() {
-            tx.rollback().await;
-            return Outcome::failed(format!("the handler answered {}", status.as_u16()), code);
-        }
+        let code = Some(response.status().as_u16());
         guard.completing();
         match tx.complete(code).await {
             Ok(()) => Outcome::Done,

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use super::config::{Config, InboxMode, SuccessFn};
+use super::config::{Config, InboxMode};
 use super::rejection::{self, Rejection};
 use super::DEFAULT_RETRY_AFTER;
 use super::{Mode, ReplayStatus, WebhookLayer, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT};
 use crate::error::{ConfigError, ConfigErrorKind};
+use crate::handler::Success;
 use crate::provider::Provider;
 use crate::scope::{Endpoint, ScopeResolver};
 use crate::store::inbox::{Inbox, IntegrityKey};
@@ -34,7 +35,7 @@ impl WebhookLayer {
             gzip_limit: None,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             retry_after: DEFAULT_RETRY_AFTER,
-            success: Arc::new(|s: StatusCode| s.is_success()),
+            success: Success::default(),
             replay_status: ReplayStatus::Ok,
             clock: Arc::new(SystemClock),
             operator_replay: None,
@@ -85,7 +86,7 @@ pub struct WebhookLayerBuilder {
     gzip_limit: Option<usize>,
     body_timeout: Duration,
     retry_after: Duration,
-    success: Arc<SuccessFn>,
+    success: Success,
     replay_status: ReplayStatus,
     clock: Arc<dyn Clock>,
     operator_replay: Option<(http::HeaderName, SigningSecret)>,
@@ -173,8 +174,39 @@ impl WebhookLayerBuilder {
     /// ([`RejectionKind::HandlerError`](super::RejectionKind::HandlerError)):
     /// passing it on would tell the sender the event was processed, and it
     /// would never be retried.
+    ///
+    /// The rule applies in synchronous mode. In inbox mode the handler runs
+    /// in the [`InboxWorker`](crate::inbox::InboxWorker), without the layer:
+    /// give the worker the same predicate
+    /// ([`InboxWorkerBuilder::success`](crate::inbox::InboxWorkerBuilder::success)),
+    /// and the same handler commits under the same rule in both modes.
+    /// Define it once, as a function or a closure you pass to both:
+    ///
+    /// ```rust,no_run
+    /// use http::StatusCode;
+    /// use webhook_idempotency::inbox::InboxWorker;
+    /// use webhook_idempotency::layer::Mode;
+    /// use webhook_idempotency::{Provider, WebhookLayer};
+    ///
+    /// /// 202 (accepted for later) and 409 (already applied) commit too.
+    /// fn committed(status: StatusCode) -> bool {
+    ///     status.is_success() || status == StatusCode::CONFLICT
+    /// }
+    ///
+    /// # fn run(pool: webhook_idempotency::deadpool_postgres::Pool, handlers: axum::Router) -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = WebhookLayer::builder(pool.clone(), Provider::stripe())
+    ///     .scope("acct_main")
+    ///     .secret("whsec_main")
+    ///     .mode(Mode::Inbox)
+    ///     .success(committed)
+    ///     .build()?;
+    /// let worker = InboxWorker::builder(pool, handlers).provider(Provider::stripe()).success(committed).build()?;
+    /// # drop((layer, worker));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn success(mut self, predicate: impl Fn(StatusCode) -> bool + Send + Sync + 'static) -> Self {
-        self.success = Arc::new(predicate);
+        self.success = Success::new(predicate);
         self
     }
 

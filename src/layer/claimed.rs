@@ -8,25 +8,24 @@
 //!
 //! Per claimed request, in this order: the claim (a pooled connection, a
 //! transaction, `INSERT ... ON CONFLICT`; see [`ClaimStore`]); the inner
-//! service; then, on a success status and no retryable conflict in the
-//! handler's statements, the fenced commit (only a confirmed `COMMIT` is a
-//! success), otherwise a rollback and the failed attempt recorded. A
-//! panic of the inner service is caught here, for both layers: rolled back,
-//! recorded as [`PANICKED_ERROR`], answered 500 by the layer (no
+//! service, called and its answer decided by the handler-end step
+//! ([`crate::handler`], which the inbox worker runs too); then, on a status
+//! the success rule accepts and no retryable conflict in the handler's
+//! statements, the fenced commit (only a confirmed `COMMIT` is a success),
+//! otherwise a rollback and the failed attempt recorded. A panic of the
+//! inner service is caught there, for both layers: rolled back, recorded as
+//! [`PANICKED_ERROR`](handler::PANICKED_ERROR), answered 500 by the layer (no
 //! `CatchPanicLayer` needed); so is one in the response body a layer reads
-//! before committing (the `Idempotency-Key` layer, to store it).
+//! before committing (the `Idempotency-Key` layer, to store it:
+//! [`handler::catching`]).
 
-use std::any::Any;
-use std::future::poll_fn;
-use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
-use futures_util::FutureExt as _;
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use tower_service::Service;
 
-use super::config::SuccessFn;
 use crate::event::ScopedEvent;
+use crate::handler::{self, End, Failed, Success};
 use crate::store::digest::BodyClaim;
 use crate::store::driver::{Conn, Param, Row};
 use crate::store::{Claim, ClaimStore, ClaimedEvent, CommitErrorKind};
@@ -42,7 +41,9 @@ pub(crate) enum Claimed<R, E> {
     /// Another delivery still held the event after the in-flight wait.
     InFlight,
     /// The store failed: the claim could not be made (`"claim"`) or the
-    /// commit did not happen or its outcome is unknown (`"commit"`).
+    /// commit did not happen or its outcome is unknown (`"commit"`); or the
+    /// handler was stopped past a timeout (`"handler_timeout"`: only the
+    /// inbox worker times handlers out, so no layer meets it today).
     Unavailable(&'static str),
     /// A statement of the handler met a retryable conflict (its SQLSTATE):
     /// rolled back and recorded; the sender's retry will succeed.
@@ -53,7 +54,7 @@ pub(crate) enum Claimed<R, E> {
     /// The inner service failed: rolled back and recorded.
     ServiceError(E),
     /// The inner service panicked: rolled back and recorded as
-    /// [`PANICKED_ERROR`]; the layer answers 500.
+    /// [`PANICKED_ERROR`](handler::PANICKED_ERROR); the layer answers 500.
     Panicked,
     /// The handler answered a 2xx that the success predicate refuses:
     /// rolled back and recorded. Passing the 2xx on would tell the sender
@@ -61,26 +62,13 @@ pub(crate) enum Claimed<R, E> {
     RefusedSuccess,
 }
 
-/// How the inner service ended without a response.
-pub(crate) enum Failure<E> {
-    /// It returned an error.
-    Error(E),
-    /// It panicked: the panic's payload (its message was printed by the
-    /// panic hook). Its future is dropped by then, the `WebhookTx` clones it
-    /// held with it.
-    Panicked(Box<dyn Any + Send>),
-}
-
-/// What `failed` rows carry as `last_error` when the handler panicked.
-pub(crate) const PANICKED_ERROR: &str = "panicked: the handler panicked (its transaction was rolled back)";
-
 /// Claims `event` in `store` and, when claimed, calls `inner` with the
 /// request `request` builds from the claim; commits when `success` accepts
-/// the response's status.
+/// the response's status (the handler-end step, [`crate::handler`]).
 pub(crate) async fn run<S, ReqBody, ResBody>(
     store: &ClaimStore,
     event: &ScopedEvent,
-    success: &SuccessFn,
+    success: &Success,
     inner: S,
     request: impl FnOnce(&ClaimedEvent) -> Request<ReqBody>,
     body_digest: Option<[u8; 32]>,
@@ -93,8 +81,9 @@ where
         Err(answered) => return answered,
     };
     let req = request(&claimed);
-    let result = call(inner, req, event.provider()).await;
-    end(claimed, result, success).await
+    let answer = handler::call(inner, req, event.provider()).await;
+    let decided = handler::decide(answer, claimed.retryable_conflict(), |s| success.accepts(s));
+    end(claimed, decided, None).await
 }
 
 /// The claim of `event` (and of its body digest, when given): the open
@@ -178,115 +167,36 @@ async fn guard_body<R, E>(claimed: ClaimedEvent, digest: &[u8; 32]) -> Result<Cl
     Err(answer)
 }
 
-/// Calls `inner` once it is ready, timing the handler; a panic in its
-/// `poll_ready`, `call` or response future is caught ([`catching`]) and
-/// returned as [`Failure::Panicked`].
-pub(crate) async fn call<S, ReqBody, ResBody>(
-    mut inner: S,
-    req: Request<ReqBody>,
-    provider: &str,
-) -> Result<Response<ResBody>, Failure<S::Error>>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-{
-    let handler_started = Instant::now();
-    let run = async move {
-        match poll_fn(|cx| inner.poll_ready(cx)).await {
-            Ok(()) => inner.call(req).await,
-            Err(e) => Err(e),
-        }
-    };
-    let result = catching(run).await;
-    crate::metrics::handler(provider, handler_started.elapsed());
-    match result {
-        Ok(result) => result.map_err(Failure::Error),
-        Err(panic) => Err(Failure::Panicked(panic)),
-    }
-}
-
-/// Runs `work` of the handler's (its future, or its response body read by a
-/// layer), each poll under `catch_unwind`: its output, or the panic's
-/// payload, which [`end`] turns into a rollback recorded as
-/// [`PANICKED_ERROR`].
-pub(crate) async fn catching<F: std::future::Future>(work: F) -> Result<F::Output, Box<dyn Any + Send>> {
-    // Unwind safety: nothing the handler touched is used after its panic but
-    // the claim's transaction, which is rolled back (or its connection closed).
-    AssertUnwindSafe(work).catch_unwind().await
-}
-
-/// Commits or rolls back from the handler's result.
+/// Ends the claim's transaction as `end` says: the fenced commit (with the
+/// caller's own fence statement and its extra parameters when given, see
+/// [`ClaimedEvent::commit_with`]: the `Idempotency-Key` layer stores the
+/// response in the same statement), or the rollback with the failed attempt
+/// recorded.
 pub(crate) async fn end<R, E>(
     claimed: ClaimedEvent,
-    result: Result<Response<R>, Failure<E>>,
-    success: &SuccessFn,
-) -> Claimed<Response<R>, E> {
-    end_with(claimed, result, success, None).await
-}
-
-/// [`end`], committing with the caller's own fence statement and its extra
-/// parameters when given (see [`ClaimedEvent::commit_with`]): the
-/// `Idempotency-Key` layer stores the response in the same statement.
-pub(crate) async fn end_with<R, E>(
-    claimed: ClaimedEvent,
-    result: Result<Response<R>, Failure<E>>,
-    success: &SuccessFn,
+    end: End<R, E>,
     commit_with: Option<(&str, &[Param<'_>])>,
 ) -> Claimed<Response<R>, E> {
-    let response = match result {
-        Ok(response) => response,
-        Err(Failure::Error(e)) => {
-            return match claimed.fail("inner service returned an error", None).await {
-                Ok(()) => Claimed::ServiceError(e),
-                Err(_) => Claimed::StillInUse,
-            }
-        }
-        Err(Failure::Panicked(_)) => {
-            tracing::error!(
-                outcome = "failed",
-                "the handler panicked (the panic hook printed where): rolled back, the attempt recorded, answered 500"
-            );
-            return match claimed.fail(PANICKED_ERROR, None).await {
-                Ok(()) => Claimed::Panicked,
-                Err(_) => Claimed::StillInUse,
-            };
-        }
-    };
-    let status = response.status();
-    if let Some(code) = claimed.retryable_conflict() {
-        // A deadlock, serialization failure or lock timeout in the handler:
-        // the sender's retry will succeed, so say so instead of passing on the
-        // handler's failure (or a success over an aborted transaction).
-        return match fail(claimed, "retryable conflict in the handler's transaction", status).await {
-            Ok(()) => Claimed::Conflict(code),
-            Err(still) => still,
-        };
+    match end {
+        End::Commit(response) => commit(claimed, response, commit_with).await,
+        End::RollBack(failed) => roll_back(claimed, failed).await,
     }
-    if !success(status) {
-        if let Err(still) = fail(claimed, "handler answered a non-success status", status).await {
-            return still;
-        }
-        if status.is_success() {
-            tracing::error!(
-                outcome = "failed",
-                status = status.as_u16(),
-                "handler answered a 2xx the success predicate refuses; rolled back, answered 500 so the sender retries"
-            );
-            return Claimed::RefusedSuccess;
-        }
-        tracing::warn!(outcome = "failed", status = status.as_u16(), "handler did not succeed; rolled back");
-        return Claimed::Handled { response, committed: false };
-    }
+}
+
+/// The fenced commit of the claim with the handler's writes.
+async fn commit<R, E>(
+    claimed: ClaimedEvent,
+    response: Response<R>,
+    commit_with: Option<(&str, &[Param<'_>])>,
+) -> Claimed<Response<R>, E> {
+    let status = response.status().as_u16();
     let committed = match commit_with {
-        Some((check, params)) => claimed.commit_with(status.as_u16(), check, params).await,
-        None => claimed.commit(status.as_u16()).await,
+        Some((check, params)) => claimed.commit_with(status, check, params).await,
+        None => claimed.commit(status).await,
     };
     match committed {
         Ok(()) => {
-            tracing::info!(
-                outcome = "committed",
-                status = status.as_u16(),
-                "processed: the claim committed with the handler's writes"
-            );
+            tracing::info!(outcome = "committed", status, "processed: the claim committed with the handler's writes");
             Claimed::Handled { response, committed: true }
         }
         Err(e) if e.kind() == CommitErrorKind::StillInUse => Claimed::StillInUse,
@@ -297,8 +207,40 @@ pub(crate) async fn end_with<R, E>(
     }
 }
 
-/// Rolls back and records the failed attempt; `StillInUse` when a clone of
-/// the transaction still holds it.
-async fn fail<R, E>(claimed: ClaimedEvent, error: &str, status: StatusCode) -> Result<(), Claimed<R, E>> {
-    claimed.fail(error, Some(status.as_u16())).await.map_err(|_| Claimed::StillInUse)
+/// Rolls back and records the failed attempt (`StillInUse` when a clone of
+/// the transaction still holds it), then says what the layer answers.
+async fn roll_back<R, E>(claimed: ClaimedEvent, failed: Failed<R, E>) -> Claimed<Response<R>, E> {
+    if claimed.fail(&failed.reason(|_| None), failed.status()).await.is_err() {
+        return Claimed::StillInUse;
+    }
+    match failed {
+        Failed::Error(e) => Claimed::ServiceError(e),
+        Failed::Panicked => {
+            tracing::error!(
+                outcome = "failed",
+                "the handler panicked (the panic hook printed where): rolled back, the attempt recorded, answered 500"
+            );
+            Claimed::Panicked
+        }
+        // No layer times its handler out (an outer timeout drops the whole
+        // future); were one to, the sender's retry is the answer.
+        Failed::TimedOut => Claimed::Unavailable("handler_timeout"),
+        Failed::Conflict(code, _) => Claimed::Conflict(code),
+        Failed::RefusedSuccess(response) => {
+            tracing::error!(
+                outcome = "failed",
+                status = response.status().as_u16(),
+                "handler answered a 2xx the success predicate refuses; rolled back, answered 500 so the sender retries"
+            );
+            Claimed::RefusedSuccess
+        }
+        Failed::NotSuccess(response) => {
+            tracing::warn!(
+                outcome = "failed",
+                status = response.status().as_u16(),
+                "handler did not succeed; rolled back"
+            );
+            Claimed::Handled { response, committed: false }
+        }
+    }
 }

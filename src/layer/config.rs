@@ -8,14 +8,12 @@ use http::StatusCode;
 use super::answer::{Answer, Outcome};
 use super::rejection::{self, Rejection, RejectionKind};
 use super::ReplayStatus;
+use crate::handler::Success;
 use crate::provider::Provider;
 use crate::scope::ScopeResolver;
 use crate::store::inbox::Inbox;
 use crate::store::ClaimStore;
 use crate::verify::{Clock, SigningSecret};
-
-/// Which statuses of the handler commit.
-pub(crate) type SuccessFn = dyn Fn(StatusCode) -> bool + Send + Sync;
 
 /// Inbox mode: where accepted deliveries go, and the answer.
 pub(crate) struct InboxMode {
@@ -41,7 +39,7 @@ pub(crate) struct Config {
     pub(crate) gzip_limit: Option<usize>,
     pub(crate) body_timeout: Duration,
     pub(crate) retry_after: http::HeaderValue,
-    pub(crate) success: Arc<SuccessFn>,
+    pub(crate) success: Success,
     pub(crate) replay_status: ReplayStatus,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) operator_replay: Option<(http::HeaderName, SigningSecret)>,

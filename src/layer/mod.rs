@@ -51,8 +51,10 @@
 //!
 //! The module's parts, in the order a delivery meets them: `read` (method,
 //! limits, buffering), `authenticate` (endpoint, signature, key), `accept`
-//! (inbox mode) or `claimed` (the claimed-request step: claim, handler,
-//! commit), then the answer ([`Rejection`] for the layer's own refusals).
+//! (inbox mode) or `claimed` (the claimed-request step: the claim, the
+//! handler-end step the inbox worker and the `Idempotency-Key` layer share,
+//! the claim's fenced commit), then the answer ([`Rejection`] for the
+//! layer's own refusals).
 
 mod abandoned;
 mod accept;

@@ -121,7 +121,7 @@ where
         watch.handler_started.store(true, std::sync::atomic::Ordering::Relaxed);
         handler_request::<ReqBody>(config, parts, &event, body, claimed)
     };
-    let claimed = claimed::run(&config.store, &event, config.success.as_ref(), inner, request, digest).await;
+    let claimed = claimed::run(&config.store, &event, &config.success, inner, request, digest).await;
     answer(config, claimed)
 }
 

@@ -58,7 +58,8 @@ use super::statements::ASSUMED_STATUS;
 use super::{IsolationLevel, Statements, StoreConfig};
 use crate::error::{Cause, ConfigError, StoreError, StoreErrorKind};
 use crate::event::ScopedEvent;
-use crate::store::driver::WebhookTx;
+use crate::store::driver::TxSlot;
+use crate::store::queue::TxTables;
 
 /// The first pause before checking again on an event another delivery holds.
 const IN_FLIGHT_FIRST_CHECK: Duration = Duration::from_millis(10);
@@ -188,7 +189,7 @@ pub struct ClaimStore {
 struct Inner {
     db: Db,
     sql: Statements,
-    tables: Arc<super::driver::TxTables>,
+    tables: Arc<TxTables>,
     in_flight_wait: Duration,
     order: ClaimOrder,
     /// The recent share of duplicates, in units of 1/65,536 (an
@@ -300,7 +301,7 @@ impl ClaimStore {
                     self.inner.observe(false);
                     let attempt = u32::try_from(attempt).unwrap_or(0);
                     let claimed = ClaimedEvent {
-                        tx: WebhookTx::new(*tx, event.clone(), Arc::clone(&self.inner.tables)),
+                        slot: TxSlot::new(*tx),
                         attempt,
                         started,
                         event: event.clone(),

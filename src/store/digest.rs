@@ -5,7 +5,8 @@
 
 use sha2::{Digest as _, Sha256};
 
-use super::driver::{Param, TxError, WebhookTx, DETECT_SQL};
+use super::driver::{Param, Row, DETECT_SQL};
+use crate::event::ScopedEvent;
 
 /// The SHA-256 of a raw body, 32 bytes.
 pub(crate) fn digest(body: &[u8]) -> [u8; 32] {
@@ -56,7 +57,7 @@ fn locked_claim_sql(schema: &str) -> String {
     )
 }
 
-/// What [`WebhookTx::claim_body`] found.
+/// What the body-digest claim found (`WebhookTx::claim_body`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BodyClaim {
     /// New, or this event's own: go on.
@@ -70,26 +71,31 @@ pub(crate) enum BodyClaim {
     InFlight,
 }
 
-impl WebhookTx {
-    /// Claims the body's digest in this transaction (it commits or rolls back
-    /// with the claim), without waiting on another delivery.
-    pub(crate) async fn claim_body(&self, digest: &[u8; 32]) -> Result<BodyClaim, TxError> {
-        let scope = self.scope();
-        let event = &scope.event;
-        let sql = locked_claim_sql(&scope.tables.schema);
-        let params = [
-            Param::Text(event.scope()),
-            Param::Text(event.provider()),
-            Param::Text(event.key()),
-            Param::Bytes(&digest[..]),
-        ];
-        let rows = self.run(&sql, &params).await?;
-        let (taken, claimed, synchronous) =
-            rows.first().map_or((false, false, true), |r| (r.get(0), r.get(1), r.try_get(2).unwrap_or(true)));
-        Ok(match (taken, claimed) {
-            (false, _) => BodyClaim::InFlight,
-            (true, true) => BodyClaim::Claimed,
-            (true, false) => BodyClaim::Replayed { synchronous },
-        })
+/// The body-digest claim's statement (the SQL under `schema` and its
+/// parameters) for `event` and the body's `digest`: run in the claim's
+/// transaction, it commits or rolls back with the claim, and never waits on
+/// another delivery.
+pub(crate) fn claim_statement<'a>(
+    schema: &str,
+    event: &'a ScopedEvent,
+    digest: &'a [u8; 32],
+) -> (String, [Param<'a>; 4]) {
+    let params = [
+        Param::Text(event.scope()),
+        Param::Text(event.provider()),
+        Param::Text(event.key()),
+        Param::Bytes(&digest[..]),
+    ];
+    (locked_claim_sql(schema), params)
+}
+
+/// What [`claim_statement`]'s rows say.
+pub(crate) fn body_claim(rows: &[Row]) -> BodyClaim {
+    let (taken, claimed, synchronous) =
+        rows.first().map_or((false, false, true), |r| (r.get(0), r.get(1), r.try_get(2).unwrap_or(true)));
+    match (taken, claimed) {
+        (false, _) => BodyClaim::InFlight,
+        (true, true) => BodyClaim::Claimed,
+        (true, false) => BodyClaim::Replayed { synchronous },
     }
 }

@@ -1,8 +1,11 @@
 //! The outbox's rows: effects a handler decided inside its transaction
-//! ([`WebhookTx::enqueue`]), kept until an
+//! ([`WebhookTx::enqueue`](crate::WebhookTx::enqueue)), kept until an
 //! [`OutboxWorker`](crate::outbox::OutboxWorker) delivered them, and their
 //! queue kind (the lease, heartbeat and fenced ends are the crate's queue
-//! module's; the worker is in [`outbox`](crate::outbox)).
+//! module's; the worker is in [`outbox`](crate::outbox)). The enqueue
+//! statement is built here and run by
+//! [`WebhookTx::enqueue`](crate::WebhookTx::enqueue) in the handler's
+//! transaction.
 //!
 //! A row's identity is `(scope, provider, event_key, effect, ordinal)`: the
 //! event that decided it, and which of its effects. Enqueuing the same
@@ -20,8 +23,9 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
-use super::driver::{Param, Row, TxError, WebhookTx};
+use super::driver::{Param, Row};
 use super::queue::{self, Leased, QueueKind};
+use crate::event::ScopedEvent;
 
 /// Longest effect name, in bytes.
 pub const MAX_EFFECT_BYTES: usize = 128;
@@ -96,7 +100,7 @@ impl Effect {
         pub fn delay(delay: Duration) => due = Some(Due::In(delay));
 
         /// Runs no earlier than `at`, a time on the application's clock (the
-        /// clock that computed it): [`WebhookTx::enqueue`] turns it into a delay
+        /// clock that computed it): [`WebhookTx::enqueue`](crate::WebhookTx::enqueue) turns it into a delay
         /// from the application's clock when it runs (`at - SystemTime::now()`,
         /// zero for a time past), which the database adds to its own clock, as
         /// [`delay`](Self::delay). So the effect waits the time the application
@@ -114,7 +118,7 @@ impl Effect {
         /// effects' identity) among committed effects: an effect enqueued by a
         /// transaction still open is not seen yet, and events processed in any
         /// order (inbox mode) enqueue in that order; order the writes
-        /// themselves with [`WebhookTx::apply_if_newer`]. At most 512 bytes, not
+        /// themselves with [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer). At most 512 bytes, not
         /// empty, no NUL. No key (the default): effects run in any order.
         pub fn ordering_key(key: impl Into<String>) => ordering_key = Some(key.into());
     }
@@ -125,7 +129,7 @@ impl Effect {
     }
 }
 
-/// What [`WebhookTx::enqueue`] did.
+/// What [`WebhookTx::enqueue`](crate::WebhookTx::enqueue) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enqueued {
     /// A new row, committed or rolled back with the transaction.
@@ -135,69 +139,54 @@ pub enum Enqueued {
     Duplicate,
 }
 
-impl WebhookTx {
-    /// Records `effect` for this transaction's event, in the transaction: it
-    /// commits with the claim and the handler's writes, or rolls back with
-    /// them (a rolled-back handler leaves no effect behind). The commit
-    /// wakes the outbox workers (`NOTIFY`, sent in the same flight as
-    /// `COMMIT`); an [`OutboxWorker`](crate::outbox::OutboxWorker) delivers
-    /// it at least once, with a downstream key that is the same on every
-    /// attempt ([`downstream_key`]). One statement, one round trip.
-    ///
-    /// It borrows the transaction's connection as
-    /// [`client`](WebhookTx::client) does: drop a [`TxClient`](super::driver::TxClient)
-    /// you hold before calling it, or it waits for that client for ever.
-    ///
-    /// # Errors
-    /// [`TxErrorKind::Invalid`](super::driver::TxErrorKind::Invalid) for an
-    /// empty name, one over [`MAX_EFFECT_BYTES`] or with NUL, an ordinal over
-    /// `i32::MAX` (2,147,483,647), a `not_before` before 1970 or after the
-    /// year 9999, a `delay` over 253,402,300,799 s, or an ordering key that
-    /// is empty, over [`MAX_ORDERING_KEY_BYTES`] or with NUL;
-    /// [`TxErrorKind::Database`](super::driver::TxErrorKind::Database) when
-    /// the statement failed (the outbox table missing: run the migrations),
-    /// and [`TxErrorKind::Finished`](super::driver::TxErrorKind::Finished)
-    /// after the handler answered.
-    pub async fn enqueue(&self, effect: Effect) -> Result<Enqueued, TxError> {
-        if effect.name.is_empty() || effect.name.len() > MAX_EFFECT_BYTES || effect.name.contains('\0') {
-            return Err(TxError::invalid());
+/// [`WebhookTx::enqueue`](crate::WebhookTx::enqueue)'s statement for `effect` of `event` (the SQL under
+/// `schema` and its parameters), or `None` when an argument is out of its
+/// range (see its errors). A `not_before` becomes a delay from the
+/// application's clock now.
+pub(crate) fn enqueue_statement<'a>(
+    schema: &str,
+    event: &'a ScopedEvent,
+    effect: &'a Effect,
+) -> Option<(String, Vec<Param<'a>>)> {
+    if effect.name.is_empty() || effect.name.len() > MAX_EFFECT_BYTES || effect.name.contains('\0') {
+        return None;
+    }
+    let delay = match effect.due {
+        None => Duration::ZERO,
+        Some(Due::At(at)) if (SystemTime::UNIX_EPOCH..=latest_not_before()).contains(&at) => {
+            at.duration_since(SystemTime::now()).unwrap_or_default()
         }
-        let delay = match effect.due {
-            None => Duration::ZERO,
-            Some(Due::At(at)) if (SystemTime::UNIX_EPOCH..=latest_not_before()).contains(&at) => {
-                at.duration_since(SystemTime::now()).unwrap_or_default()
-            }
-            Some(Due::In(delay)) if delay <= MAX_DELAY => delay,
-            Some(_) => return Err(TxError::invalid()),
-        };
-        if effect
-            .ordering_key
-            .as_ref()
-            .is_some_and(|k| k.is_empty() || k.len() > MAX_ORDERING_KEY_BYTES || k.contains('\0'))
-        {
-            return Err(TxError::invalid());
-        }
-        let scope = self.scope();
-        let sql = enqueue_sql(&scope.tables.schema);
-        let ordinal = i32::try_from(effect.ordinal).map_err(|_| TxError::invalid())?;
-        let [s, p, _, _] = Param::event(&scope.event);
-        let params = [
-            s,
-            p,
-            Param::Text(scope.event.effects_key()),
-            Param::Text(&effect.name),
-            Param::I32(ordinal),
-            Param::F64(delay.as_secs_f64()),
-            Param::Bytes(&effect.payload),
-            Param::Text(&effect.content_type),
-            Param::OptText(effect.ordering_key.as_deref()),
-        ];
-        let added: i64 = self.run(&sql, &params).await?[0].get(0);
-        if added == 0 {
-            return Ok(Enqueued::Duplicate);
-        }
-        scope.note_enqueued();
-        Ok(Enqueued::Added)
+        Some(Due::In(delay)) if delay <= MAX_DELAY => delay,
+        Some(_) => return None,
+    };
+    if effect
+        .ordering_key
+        .as_ref()
+        .is_some_and(|k| k.is_empty() || k.len() > MAX_ORDERING_KEY_BYTES || k.contains('\0'))
+    {
+        return None;
+    }
+    let ordinal = i32::try_from(effect.ordinal).ok()?;
+    let [s, p, _, _] = Param::event(event);
+    let params = vec![
+        s,
+        p,
+        Param::Text(event.effects_key()),
+        Param::Text(&effect.name),
+        Param::I32(ordinal),
+        Param::F64(delay.as_secs_f64()),
+        Param::Bytes(&effect.payload),
+        Param::Text(&effect.content_type),
+        Param::OptText(effect.ordering_key.as_deref()),
+    ];
+    Some((enqueue_sql(schema), params))
+}
+
+/// What [`enqueue_statement`]'s rows say.
+pub(crate) fn enqueued(rows: &[Row]) -> Enqueued {
+    match rows.first().map(|r| r.get::<i64>(0)) {
+        Some(added) if added > 0 => Enqueued::Added,
+        _ => Enqueued::Duplicate,
     }
 }
 

@@ -68,7 +68,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-pub(crate) use executor::Guard;
+pub(crate) use executor::{Guard, Stopped};
 pub use retry::RetryPolicy;
 
 use crate::error::{ConfigError, ConfigErrorKind};

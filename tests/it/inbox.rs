@@ -1326,3 +1326,87 @@ async fn an_inbox_handler_panicking_with_any_payload_is_retried_and_the_worker_k
     assert!(finished, "both rows done on their second run");
     assert_eq!((db.effects_for("evt_str").await, db.effects_for("evt_any").await), (1, 1));
 }
+
+/// The handler of the success-rule test: writes its effect, then answers the
+/// status its event key ends with (`evt_sync_409` answers 409).
+async fn answer_as_named(tx: WebhookTx, event: WebhookEvent) -> StatusCode {
+    if insert_effect(&tx, &event).await.is_err() {
+        return StatusCode::INTERNAL_SERVER_ERROR;
+    }
+    let code = event.key().rsplit('_').next().and_then(|c| c.parse().ok()).expect("a key ending in a status");
+    StatusCode::from_u16(code).unwrap()
+}
+
+/// Whether `key`'s handler writes committed (its row `done`, its effect
+/// there) or rolled back (`failed` or `dead`, no effect); anything else fails.
+async fn commit_decision(db: &TestDb, key: &str) -> bool {
+    let (state, attempts, _) = db.event_row(key).await.unwrap_or_else(|| panic!("{key}: no row"));
+    let effects = db.effects_for(key).await;
+    match (state.as_str(), attempts, effects) {
+        ("done", 1, 1) => true,
+        ("failed" | "dead", 1, 0) => false,
+        other => panic!("{key}: neither committed nor rolled back once: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn one_success_rule_decides_the_commit_alike_in_synchronous_and_inbox_mode() {
+    let db = TestDb::new().await;
+    // 202 and 409 count as success; 200 does not (a 2xx the rule refuses).
+    let rule = |s: StatusCode| s == StatusCode::ACCEPTED || s == StatusCode::CONFLICT;
+    let handlers = Router::new().route("/webhooks/stripe", post(answer_as_named));
+    let statuses = [200, 202, 409, 500];
+
+    // Synchronous mode: the layer runs the handler before answering.
+    let sync = handlers.clone().route_layer(stripe_layer(db.pool.clone()).success(rule).build().unwrap());
+    let mut answered = Vec::new();
+    for status in statuses {
+        let res = sync.clone().oneshot(stripe_request(stripe_body(&format!("evt_sync_{status}")))).await.unwrap();
+        answered.push(res.status().as_u16());
+    }
+    // The refused 200 is answered 500: passing it on would lose the event.
+    assert_eq!(answered, [500, 202, 409, 500], "synchronous answers");
+
+    // Inbox mode: the layer stores, the worker runs the same handler once
+    // (one attempt: a rolled-back run is dead at once, not retried), given
+    // the same rule.
+    let inbox = Router::new().route(
+        "/webhooks/stripe",
+        post(|| async { StatusCode::IM_A_TEAPOT })
+            .layer(stripe_layer(db.pool.clone()).mode(Mode::Inbox).success(rule).build().unwrap()),
+    );
+    for status in statuses {
+        assert_eq!(accept(&inbox, &format!("evt_inbox_{status}")).await, (StatusCode::OK, false));
+    }
+    let once = RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(10), 1);
+    let worker = fast(db.pool.clone(), handlers).retry(once).success(rule).build().unwrap();
+    let (stop, task) = spawn_worker(worker);
+    let settled = "SELECT count(*) FROM webhook_idempotency.webhook_events
+                    WHERE event_key LIKE 'evt_inbox_%' AND state IN ('done', 'dead')";
+    assert!(eventually(Duration::from_secs(15), || async { db.scalar(settled).await == 4 }).await);
+    let _ = stop.send(());
+    task.await.unwrap();
+
+    let mut decisions = Vec::new();
+    for status in statuses {
+        let sync = commit_decision(&db, &format!("evt_sync_{status}")).await;
+        let inbox = commit_decision(&db, &format!("evt_inbox_{status}")).await;
+        decisions.push((status, sync, inbox));
+    }
+    let expected: Vec<_> = statuses.iter().map(|&s| (s, s == 202 || s == 409, s == 202 || s == 409)).collect();
+    assert_eq!(decisions, expected, "(status, committed in synchronous mode, committed in inbox mode)");
+    // And a rolled-back run records the same reason in both modes.
+    let reason = |key: String| {
+        let db = &db;
+        async move {
+            let sql = format!("SELECT last_error FROM webhook_idempotency.webhook_events WHERE event_key = '{key}'");
+            db.scalar_text(&sql).await
+        }
+    };
+    for (status, why) in
+        [(200, "the handler answered 200, a 2xx the success rule refuses"), (500, "the handler answered 500")]
+    {
+        let recorded = (reason(format!("evt_sync_{status}")).await, reason(format!("evt_inbox_{status}")).await);
+        assert_eq!(recorded, (why.to_owned(), why.to_owned()), "{status}: (synchronous, inbox) last_error");
+    }
+}

@@ -13,7 +13,9 @@ use super::*;
 /// PostgreSQL rolls back (nothing recorded; the next delivery claims again).
 #[must_use = "a claimed event is rolled back when dropped: commit or fail it"]
 pub struct ClaimedEvent {
-    pub(super) tx: WebhookTx,
+    /// The claim transaction's connection, shared with the `WebhookTx`
+    /// handles [`tx`](Self::tx) gives (`crate::tx`).
+    pub(super) slot: TxSlot,
     pub(super) attempt: u32,
     /// The claim transaction's `now()`: the commit checks it is still in
     /// this very transaction.
@@ -41,7 +43,7 @@ pub struct CommitError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CommitErrorKind {
-    /// A clone of the [`WebhookTx`] still holds the connection (a task the
+    /// A clone of the [`WebhookTx`](crate::WebhookTx) still holds the connection (a task the
     /// handler spawned): rolled back when that clone drops.
     StillInUse,
     /// The transaction was already aborted (a statement failed and the error
@@ -98,10 +100,10 @@ impl std::error::Error for CommitError {
 }
 
 impl ClaimedEvent {
-    /// The transaction holding the claim: the event's writes go through it
-    /// and commit with it. Clones are the same transaction.
-    pub fn tx(&self) -> WebhookTx {
-        self.tx.clone()
+    /// The transaction's connection, the claimed event and the tables: what
+    /// the claim's `WebhookTx` is made of ([`tx`](Self::tx)).
+    pub(crate) fn parts(&self) -> (&TxSlot, &ScopedEvent, &Arc<TxTables>) {
+        (&self.slot, &self.event, &self.store.inner.tables)
     }
 
     /// Which run this is for the event: 1 the first time, higher after
@@ -119,7 +121,7 @@ impl ClaimedEvent {
     /// failure 40001, lock timeout 55P03) a statement through
     /// [`tx`](Self::tx) met: the work should fail and be retried.
     pub fn retryable_conflict(&self) -> Option<&'static str> {
-        self.tx.retryable_conflict()
+        self.slot.retryable()
     }
 
     /// Marks the event done with `status` (the HTTP status of the work's
@@ -176,13 +178,13 @@ impl ClaimedEvent {
 
     /// The fenced commit with `check` and its `params`; see [`commit`](Self::commit).
     async fn commit_fenced_by(&self, status: u16, check: &str, params: &[Param<'_>]) -> Result<(), CommitError> {
-        let tx = self.tx.take_conn().ok_or(CommitError::of(CommitErrorKind::StillInUse, None))?;
+        let tx = self.slot.take().ok_or(CommitError::of(CommitErrorKind::StillInUse, None))?;
         let first_error = tx.first_error().map(str::to_owned);
         // In a transaction a swallowed error aborted, the check fails (25P02)
         // and PostgreSQL answers the COMMIT with ROLLBACK (rust-postgres#1334);
         // when the transaction is no longer the claim's (the work ended it),
         // the check divides by zero (22012): either way nothing commits.
-        let result = match tx.commit_fenced(check, params, self.tx.scope().notify()).await {
+        let result = match tx.commit_fenced(check, params).await {
             Ok(()) => Ok(()),
             Err(Fenced::Lost) => {
                 tracing::error!("the claim's transaction was ended by the work; not committed here");
@@ -223,7 +225,7 @@ impl ClaimedEvent {
     /// holds the connection (it is rolled back when that clone drops;
     /// nothing is recorded).
     pub async fn fail(self, error: &str, status: Option<u16>) -> Result<(), CommitError> {
-        let tx = self.tx.take_conn().ok_or(CommitError::of(CommitErrorKind::StillInUse, None))?;
+        let tx = self.slot.take().ok_or(CommitError::of(CommitErrorKind::StillInUse, None))?;
         if let Err(e) = tx.rollback().await {
             tracing::warn!(sqlstate = e.sqlstate(), error = %e, "rollback failed; connection closed");
         }
@@ -239,7 +241,7 @@ impl ClaimedEvent {
     /// nothing (a replay the body-digest guard refused: nothing was
     /// attempted). A rollback that fails closes the connection.
     pub(crate) async fn discard(self) {
-        if let Some(tx) = self.tx.take_conn() {
+        if let Some(tx) = self.slot.take() {
             if let Err(e) = tx.rollback().await {
                 tracing::warn!(sqlstate = e.sqlstate(), "rollback failed; connection closed");
             }

@@ -1,10 +1,13 @@
-//! [`TxClient`]: the handler's borrowed connection inside the claim's
+//! [`TxSlot`], the connection of an open transaction shared by every handle
+//! on it, and [`TxClient`]: the handler's borrowed connection inside that
 //! transaction, with tokio-postgres's API.
 
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
 use deadpool_postgres::Object;
-use tokio::sync::OwnedMutexGuard;
+use tokio::sync::{Mutex, OwnedMutexGuard};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, ToStatement};
 
@@ -37,10 +40,78 @@ macro_rules! noted_queries {
     )*};
 }
 
+/// The connection of an open transaction, shared by every handle on it (the
+/// handler's `WebhookTx` clones, the claim or lease that ends it): borrowed
+/// one at a time ([`TxClient`]), taken out once by the end. Cheap to clone;
+/// every clone is the same slot.
+#[derive(Clone)]
+pub(crate) struct TxSlot {
+    slot: Arc<Mutex<Option<TxConn>>>,
+    /// The connection's step deadline.
+    deadline: Option<Duration>,
+}
+
+/// Why [`TxSlot::client_within`] lent no client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unlent {
+    /// Another borrower held the connection for the whole wait.
+    Busy,
+    /// The transaction ended: its connection was taken.
+    Ended,
+}
+
+impl TxSlot {
+    /// The slot holding `conn`.
+    pub(crate) fn new(conn: TxConn) -> Self {
+        let deadline = conn.step_deadline();
+        Self { slot: Arc::new(Mutex::new(Some(conn))), deadline }
+    }
+
+    /// The client-side deadline of each step on the connection.
+    pub(crate) fn step_deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    /// Borrows the connection, waiting while another borrower holds it;
+    /// `None` once the transaction ended.
+    pub(crate) async fn client(&self) -> Option<TxClient> {
+        let guard = Arc::clone(&self.slot).lock_owned().await;
+        guard.is_some().then_some(TxClient { guard })
+    }
+
+    /// [`client`](Self::client), waiting at most `wait`.
+    ///
+    /// # Errors
+    /// [`Unlent`]: busy for the whole wait, or ended.
+    pub(crate) async fn client_within(&self, wait: Duration) -> Result<TxClient, Unlent> {
+        let Ok(guard) = tokio::time::timeout(wait, Arc::clone(&self.slot).lock_owned()).await else {
+            return Err(Unlent::Busy);
+        };
+        if guard.is_some() {
+            Ok(TxClient { guard })
+        } else {
+            Err(Unlent::Ended)
+        }
+    }
+
+    /// Takes the connection out to end the transaction: `None` when a
+    /// borrower still holds it (a task the handler spawned, after the
+    /// handler answered), or it was taken before.
+    pub(crate) fn take(&self) -> Option<TxConn> {
+        self.slot.try_lock().ok().and_then(|mut g| g.take())
+    }
+
+    /// The retryable conflict (40P01, 40001, 55P03) a statement on the
+    /// connection met, when the connection is here and not borrowed.
+    pub(crate) fn retryable(&self) -> Option<&'static str> {
+        self.slot.try_lock().ok().and_then(|g| g.as_ref().and_then(TxConn::retryable))
+    }
+}
+
 impl TxClient {
-    /// The borrowed slot; it holds a connection (checked by the caller).
-    pub(crate) fn new(guard: OwnedMutexGuard<Option<TxConn>>) -> Self {
-        Self { guard }
+    /// The transaction's connection (the crate's own statements run on it).
+    pub(crate) fn tx_conn(&mut self) -> &mut TxConn {
+        self.guard.as_mut().expect("TxClient exists only while the slot is full")
     }
 }
 

@@ -317,7 +317,7 @@ mod tests {
             .begin("BEGIN", "INSERT INTO d VALUES ('x'), ('x')", &[])
             .await
             .unwrap();
-        match tx.commit_fenced("SELECT 1", &[], None).await {
+        match tx.commit_fenced("SELECT 1", &[]).await {
             Err(Fenced::Aborted(e)) => assert_eq!(e.code(), Some("23505")),
             Err(Fenced::Unknown(e)) => panic!("reported unknown: {e:?}"),
             other => panic!("{:?}", other.is_ok()),

@@ -20,15 +20,22 @@
 //!   `COMMIT` in one flight, where the check fails in an aborted transaction
 //!   (25P02) or when its fence does not hold (it divides by zero: 22012), so
 //!   a `COMMIT` that PostgreSQL would silently turn into `ROLLBACK`
-//!   (rust-postgres#1334) is an error before anything answers 2xx;
+//!   (rust-postgres#1334) is an error before anything answers 2xx, and a
+//!   `NOTIFY` queued on the transaction ([`TxConn::notify_after_commit`])
+//!   sent in that flight after it;
 //! - under synchronous replication, the confirmation a duplicate waits for
 //!   before it is answered 2xx ([`Db::confirm_replicated`]): a commit that
 //!   waits for the standby, sent after the stored row was read, one in
 //!   flight per pool;
 //! - [`Param`] and [`Row`], the driver-neutral parameter and column values
 //!   the protocol modules use, and [`DbError`] with the SQLSTATE as text;
-//! - [`TxClient`], the handler's borrowed connection (tokio-postgres's API,
-//!   with retryable conflicts noted for the layer).
+//! - [`TxSlot`], an open transaction's connection shared by every handle on
+//!   it, and [`TxClient`], the handler's borrowed connection
+//!   (tokio-postgres's API, with retryable conflicts noted for the layer).
+//!
+//! The handler's transaction itself (`WebhookTx`: which event it holds,
+//! where the crate's tables are, what a handler may do with it) is protocol,
+//! not driver: it is the [`tx`](crate::tx) module's, above the store.
 //!
 //! # A second driver (sqlx)
 //! An sqlx implementation provides the same items over `sqlx::PgPool` and
@@ -50,7 +57,6 @@ mod error;
 mod listen;
 mod param;
 mod replication;
-mod tx;
 mod tx_conn;
 mod wire;
 
@@ -64,14 +70,13 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::Pool;
 
 pub use client::TxClient;
+pub(crate) use client::{TxSlot, Unlent};
 pub(crate) use conn::Conn;
 pub(crate) use error::{unusable_code, DbError};
 pub(crate) use listen::listen_loop;
 pub(crate) use param::{Param, Row};
 pub use replication::SynchronousReplication;
 pub(crate) use replication::DETECT_SQL;
-pub(crate) use tx::TxTables;
-pub use tx::{TxError, TxErrorKind, WebhookTx};
 pub(crate) use tx_conn::{Fenced, TxConn};
 
 use crate::error::{Cause, Chain, StoreError, StoreErrorKind};

@@ -32,6 +32,9 @@ pub(crate) struct TxConn {
     /// `COMMIT` was sent: a drop before its answer closes the connection
     /// without a cancel request (see [`discard`]).
     committing: bool,
+    /// The channel to `NOTIFY` once the fenced commit is confirmed
+    /// ([`notify_after_commit`](Self::notify_after_commit)).
+    notify: Option<String>,
 }
 
 /// How [`TxConn::end`] failed.
@@ -79,7 +82,17 @@ impl TxConn {
             first_error: OnceLock::new(),
             poisoned: AtomicBool::new(false),
             committing: false,
+            notify: None,
         }
+    }
+
+    /// Sends `NOTIFY channel` with the fenced commit, in its flight, once
+    /// the transaction commits (nothing when it does not): PostgreSQL's
+    /// own `NOTIFY` inside a transaction is delivered at its commit too,
+    /// but takes the notification lock through the commit. `channel` is a
+    /// checked identifier.
+    pub(crate) fn notify_after_commit(&mut self, channel: &str) {
+        self.notify = Some(channel.to_owned());
     }
 
     /// The client-side deadline of each step on this connection.
@@ -139,18 +152,16 @@ impl TxConn {
     /// fails too (25P02), so nothing commits that a bare `COMMIT` would have
     /// silently rolled back (rust-postgres#1334).
     ///
-    /// With `notify`, a `NOTIFY` on that channel follows in the same flight,
-    /// in a transaction of its own (notifying inside the transaction would
-    /// take PostgreSQL's notification lock through its commit).
+    /// With a channel to notify ([`notify_after_commit`](Self::notify_after_commit)),
+    /// a `NOTIFY` on it follows in the same flight, in a transaction of its
+    /// own (notifying inside the transaction would take PostgreSQL's
+    /// notification lock through its commit).
     ///
     /// # Errors
     /// [`Fenced`]: what happened instead of a commit.
-    pub(crate) async fn commit_fenced(
-        self,
-        check: &str,
-        params: &[Param<'_>],
-        notify: Option<&str>,
-    ) -> Result<(), Fenced> {
+    pub(crate) async fn commit_fenced(mut self, check: &str, params: &[Param<'_>]) -> Result<(), Fenced> {
+        let notify = self.notify.take();
+        let notify = notify.as_deref();
         let cache = self.caches_statements();
         let db = self.db.clone();
         let prepared = match bounded(&db, self.checked_out(), prepare_on(self.client(), check, cache)).await {

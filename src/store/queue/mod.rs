@@ -45,9 +45,9 @@ use std::time::{Duration, SystemTime};
 
 mod sql;
 
-use super::driver::{Db, Fenced, Param, Row, TxTables};
+use super::driver::{Db, Fenced, Param, Row, TxSlot};
 use crate::error::{Cause, StoreError};
-use crate::store::driver::WebhookTx;
+use crate::event::ScopedEvent;
 #[cfg(test)]
 pub(crate) use sql::statement_texts;
 use sql::QueueSql;
@@ -263,6 +263,17 @@ pub(crate) fn channel(kind: &str, schema: &str) -> String {
 
 /// The outbox's kind name (its queue kind's `NAME`).
 pub(crate) const OUTBOX: &str = "outbox";
+
+/// Where the crate's tables are, for the statements a handler's transaction
+/// runs (`WebhookTx`'s enqueue, business keys, versions): built once per
+/// store, shared by its transactions.
+#[derive(Debug)]
+pub(crate) struct TxTables {
+    /// The checked schema name.
+    pub(crate) schema: String,
+    /// The channel a commit that enqueued effects notifies.
+    pub(crate) outbox_channel: String,
+}
 
 /// The tables of `schema` for the transactions a store opens.
 pub(crate) fn tables(schema: &str) -> Arc<TxTables> {
@@ -504,9 +515,8 @@ impl<K: QueueKind> TableQueue<K> {
             conn.begin(begin, &self.inner.sql.begin_read, &params).await.map_err(|e| self.inner.db.error(&e, step))?;
         let started: SystemTime = rows[0].get(0);
         let read = if K::BODY_COLUMNS.is_empty() { None } else { rows.pop().filter(|r| r.get::<bool>(1)) };
-        let event = crate::event::ScopedEvent::new(leased.provider(), leased.scope(), leased.event_key());
-        let tx = WebhookTx::new(tx, event, Arc::clone(&self.inner.tables));
-        Ok(WorkTx { tx, leased: leased.clone(), queue: self.clone(), started, read })
+        let event = ScopedEvent::new(leased.provider(), leased.scope(), leased.event_key());
+        Ok(WorkTx { slot: TxSlot::new(tx), event, leased: leased.clone(), queue: self.clone(), started, read })
     }
 }
 
@@ -515,7 +525,10 @@ impl<K: QueueKind> TableQueue<K> {
 /// still this worker's; dropping it rolls the work back.
 #[must_use = "dropping the transaction rolls the work back"]
 pub(crate) struct WorkTx<K: QueueKind> {
-    tx: WebhookTx,
+    /// The transaction's connection, shared with the handler's `WebhookTx`.
+    slot: TxSlot,
+    /// The leased row's event.
+    event: ScopedEvent,
     leased: Leased<K::Payload>,
     queue: TableQueue<K>,
     /// The work transaction's `now()`: the completion checks it runs there.
@@ -574,15 +587,16 @@ impl<K: QueueKind> WorkTx<K> {
         self.read.as_ref()
     }
 
-    /// The transaction handle for the work (the handler's `WebhookTx`).
-    pub(crate) fn tx(&self) -> WebhookTx {
-        self.tx.clone()
+    /// The transaction's connection, the leased row's event and the tables:
+    /// what the work's `WebhookTx` is made of (`crate::tx`).
+    pub(crate) fn parts(&self) -> (&TxSlot, &ScopedEvent, &Arc<TxTables>) {
+        (&self.slot, &self.event, &self.queue.inner.tables)
     }
 
     /// The SQLSTATE of a retryable conflict a statement through the handle
     /// met (40P01, 40001, 55P03).
     pub(crate) fn retryable_conflict(&self) -> Option<&'static str> {
-        self.tx.retryable_conflict()
+        self.slot.retryable()
     }
 
     /// Marks the row `done` with `status` inside the work's transaction,
@@ -591,11 +605,11 @@ impl<K: QueueKind> WorkTx<K> {
     /// # Errors
     /// [`Incomplete`]: what happened instead.
     pub(crate) async fn complete(self, status: Option<u16>) -> Result<(), Incomplete> {
-        let tx = self.tx.take_conn().ok_or(Incomplete::StillInUse)?;
+        let tx = self.slot.take().ok_or(Incomplete::StillInUse)?;
         let mut params = self.leased.fence();
         params.push(Param::OptI16(status.map(|s| i16::try_from(s).unwrap_or(i16::MAX))));
         params.push(Param::Time(self.started));
-        match tx.commit_fenced(&self.queue.inner.sql.complete, &params, self.tx.scope().notify()).await {
+        match tx.commit_fenced(&self.queue.inner.sql.complete, &params).await {
             Ok(()) => Ok(()),
             Err(Fenced::Lost) => Err(Incomplete::LeaseLost),
             Err(Fenced::Aborted(e)) => Err(Incomplete::Aborted(e.sqlstate().to_owned(), e.cause())),
@@ -614,7 +628,7 @@ impl<K: QueueKind> WorkTx<K> {
     /// Rolls the work back (the row stays leased; end it with
     /// [`TableQueue::retry_later`] or [`TableQueue::release`]).
     pub(crate) async fn rollback(self) {
-        if let Some(tx) = self.tx.take_conn() {
+        if let Some(tx) = self.slot.take() {
             let _ = tx.rollback().await;
         }
     }
