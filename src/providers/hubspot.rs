@@ -425,7 +425,9 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         }
     }),
 )
-.signing(super::UrlArg::PublicBaseUrl);
+.signing(super::UrlArg::PublicBaseUrl)
+.key_from("fields of the JSON body (a derived key)")
+.fixture(super::Fixture::own("the SDK's vectors (`sdk.json`): v1, v2 and v3, a batch and its retry"));
 
 #[cfg(test)]
 mod tests {

@@ -544,7 +544,9 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         }
     }),
 )
-.signing(super::UrlArg::PublicBaseUrl);
+.signing(super::UrlArg::PublicBaseUrl)
+.key_from("the I-Twilio-Idempotency-Token header")
+.fixture(super::Fixture::own("the SDK's vectors (`sdk.json`): signs the URL and the form fields"));
 
 #[cfg(test)]
 mod tests {
