@@ -210,6 +210,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     |_| crate::provider::Provider::box_com(),
     super::ExampleOf::Signed(|s, _, at, b| signed_headers(s, super::unix_seconds(at), b)),
 )
+.signs("`box-signature-primary` / `-secondary` base64 HMAC-SHA256 of `{body}{box-delivery-timestamp}` (RFC 3339), one key each")
 .key_from("the body's id (JSON)")
 .fixture(super::Fixture::own("a primary and a secondary key, and Box's own vector"));
 

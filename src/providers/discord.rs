@@ -267,6 +267,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     }),
 )
 .keys(super::KeyKind::PublicKey, super::raw_secret, Some(|text| public_key(text).map_err(super::key_error)))
+.signs("`X-Signature-Ed25519` over `{timestamp}{body}`, application public key")
 .key_from("the body's id (JSON)")
 .fixture(super::Fixture::own("Ed25519 public key, the interactions' vectors (`interactions.json`)"));
 

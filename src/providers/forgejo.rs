@@ -75,6 +75,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     |_| crate::provider::Provider::forgejo(),
     super::ExampleOf::Signed(|s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())]),
 )
+.signs("`X-Forgejo-Signature`, the same as Gitea's")
 .key_from("the X-Forgejo-Delivery header")
 .fixture(super::Fixture::formula(&[]).of("gitea"));
 

@@ -155,6 +155,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     |_| crate::provider::Provider::gitea(),
     super::ExampleOf::Signed(|s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())]),
 )
+.signs("`X-Gitea-Signature` hex HMAC-SHA256 of the JSON payload (the body, or a form's `payload` field)")
 .key_from("the X-Gitea-Delivery header")
 .fixture(super::Fixture::formula(&[]));
 

@@ -115,6 +115,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     super::ExampleOf::Signed(|s, id, _, _| vec![(TOKEN_HEADER, sign(s)), (IDEMPOTENCY_HEADER, id.to_owned())]),
 )
 .shared_token()
+.signs("`X-Gitlab-Token`: the secret token as it is (a shared token, no signature; body not signed)")
 .key_from("the Idempotency-Key header")
 .fixture(super::Fixture::own("a token, not a secret, and the signing-token preview (`classic`)"));
 

@@ -242,6 +242,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     |_| crate::provider::Provider::linear(),
     super::ExampleOf::Signed(|s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())]),
 )
+.signs("`Linear-Signature` hex HMAC-SHA256 of the body; body `webhookTimestamp`")
 .key_from("the Linear-Delivery header")
 .fixture(super::Fixture::sdk(&["sdk_time_cases"]));
 

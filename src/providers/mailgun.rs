@@ -289,6 +289,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         super::hmac_example(Provider::mailgun(), signed.as_bytes(), headers)
     }),
 )
+.signs("body `signature`: hex HMAC-SHA256 of timestamp + token")
 .key_from("the body's event-data.id (JSON)")
 .fixture(super::Fixture::own("the signature is in the body (`sdk.json`)"));
 

@@ -129,6 +129,7 @@ pub struct PresetInfo {
     secret: fn(&str) -> Result<SigningSecret, KeyTextError>,
     public_key: Option<fn(&str) -> Result<SigningSecret, KeyTextError>>,
     key_source: &'static str,
+    signature: &'static str,
     /// Where its recorded vectors come from (`providers::tests::fixtures`).
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fixture: Fixture,
@@ -257,6 +258,7 @@ impl PresetInfo {
             secret: raw_secret,
             public_key: None,
             key_source: "",
+            signature: "",
             fixture: facts.fixture,
         }
     }
@@ -285,6 +287,7 @@ impl PresetInfo {
             secret: raw_secret,
             public_key: None,
             key_source: "",
+            signature: "",
             fixture: Fixture::formula(&[]),
         }
     }
@@ -308,6 +311,11 @@ impl PresetInfo {
     /// (`the webhook-id header`).
     pub(super) const fn key_from(self, source: &'static str) -> Self {
         Self { key_source: source, ..self }
+    }
+
+    /// The same entry signing as `text` says, in one line (the docs' table).
+    pub(super) const fn signs(self, text: &'static str) -> Self {
+        Self { signature: text, ..self }
     }
 
     /// The same entry with its fixture made as `fixture` says.
@@ -384,6 +392,16 @@ impl PresetInfo {
         match self.source {
             Source::Hmac(facts) => facts.read_headers(),
             Source::Code { headers, .. } => headers.to_vec(),
+        }
+    }
+
+    /// How it signs, in one line: the header, how signatures are written and
+    /// the signed bytes (an HMAC preset's from its facts,
+    /// [`HmacScheme::describe`](crate::verify::generic::HmacScheme::describe)).
+    pub fn signature(&self) -> String {
+        match self.source {
+            Source::Hmac(facts) => facts.scheme.describe(),
+            Source::Code { .. } => self.signature.to_owned(),
         }
     }
 

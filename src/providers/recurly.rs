@@ -157,6 +157,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     |_| crate::provider::Provider::recurly(),
     super::ExampleOf::Signed(|s, _, at, b| vec![(SIGNATURE_HEADER, sign(s, super::unix_millis(at), b))]),
 )
+.signs("`recurly-signature: <ms>,<hex>[,<hex>]` HMAC-SHA256 of `{ms}.{body}` (JSON webhooks)")
 .key_from("the body's id (JSON)")
 .fixture(super::Fixture::sdk(&["sdk_time_cases", "sdk_differs", "timestamp_ms"]));
 

@@ -236,6 +236,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     }),
 )
 .keys(super::KeyKind::PublicKey, super::raw_secret, Some(super::raw_secret))
+.signs("`X-Twilio-Email-Event-Webhook-Signature` ECDSA P-256 over `{timestamp}{body}`")
 .key_from("fields of the JSON body (a derived key)")
 .fixture(super::Fixture::own("P-256 public key (`sdk.json`)"));
 

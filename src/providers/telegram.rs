@@ -173,6 +173,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     super::ExampleOf::Signed(|s, _, _, _| vec![(TOKEN_HEADER, sign(s))]),
 )
 .shared_token()
+.signs("`X-Telegram-Bot-Api-Secret-Token`: the `setWebhook` `secret_token` as it is (a shared token, no signature; body not signed)")
 .key_from("the body's update_id (JSON)")
 .fixture(super::Fixture::formula(&[]));
 

@@ -145,75 +145,72 @@ fn tolerance(preset: &PresetInfo) -> Option<(u64, u64)> {
     (past != NO_LIMIT || ahead != NO_LIMIT).then_some((past, ahead))
 }
 
-/// A tolerance as the docs write it: `300 s`, `2 h`, `600 s past, 60 s
-/// ahead`, anything after in parentheses ignored; `none signed` is
-/// `None`.
-fn parse_tolerance(text: &str) -> Option<(u64, u64)> {
-    let text = text.split('(').next().unwrap_or_default().trim();
-    if text == "none signed" {
-        return None;
-    }
-    let seconds = |t: &str| -> u64 {
-        let (n, unit) = t.trim().split_once(' ').unwrap_or_else(|| panic!("no unit in {t:?}"));
-        let n: u64 = n.parse().unwrap_or_else(|_| panic!("not a number: {t:?}"));
-        match unit.split_whitespace().next() {
-            Some("s") => n,
-            Some("h") => n * 3600,
-            other => panic!("unit {other:?} in {t:?}"),
-        }
-    };
-    Some(match text.split_once("past,") {
-        Some((past, ahead)) => (seconds(past), seconds(ahead.trim_end_matches("ahead"))),
-        None => (seconds(text), seconds(text)),
-    })
-}
-
 /// The text of `file`, from the crate's root.
-fn doc(file: &str) -> String {
-    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap()
+fn doc_path(file: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file)
 }
 
-/// The cells of each row of the table in `text` whose header line
-/// starts with `header`.
-fn table_rows(text: &str, header: &str) -> Vec<Vec<String>> {
-    let lines = text.lines().skip_while(|l| !l.starts_with(header));
-    let rows = lines.skip(2).take_while(|l| l.starts_with('|'));
-    rows.map(|row| row.trim_matches('|').split('|').map(|c| c.trim().to_owned()).collect()).collect()
+/// A tolerance as the table gives it: `none signed`, `300 s`, or `600 s
+/// past, 60 s ahead`.
+fn tolerance_text(tolerance: Option<(u64, u64)>) -> String {
+    match tolerance {
+        None => "none signed".to_owned(),
+        Some((past, ahead)) if past == ahead => format!("{past} s"),
+        Some((past, ahead)) => format!("{past} s past, {ahead} s ahead"),
+    }
 }
 
-/// The preset names written in backticks in `text`.
-fn backticked(text: &str) -> Vec<String> {
-    text.split('`').skip(1).step_by(2).filter(|name| find(name).is_some()).map(str::to_owned).collect()
+/// The table of every preset compiled in, one row each from the registry:
+/// the scheme ([`PresetInfo::signature`]), the tolerance its verifier
+/// applies ([`tolerance`]: found by verifying its example, not read from a
+/// constant), where the key is read, whether a handshake is answered, and
+/// the replay window.
+fn presets_table() -> String {
+    let mut table = String::from(
+        "| preset (`--provider`) | signature | tolerance | event key | handshake | replay window |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for preset in REGISTRY {
+        let provider = preset.provider(Some("https://example.com/webhooks/x")).expect("a URL is given");
+        let days = preset.replay_window.as_secs() / 86_400;
+        table.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} | {days} day{} |\n",
+            preset.name,
+            preset.signature(),
+            tolerance_text(tolerance(preset)),
+            preset.key_source(),
+            if provider.challenge_ref().is_some() { "answered" } else { "" },
+            if days == 1 { "" } else { "s" },
+        ));
+    }
+    table
 }
 
-/// SECURITY.md's tolerance table and its list of presets that sign no
-/// timestamp, and the tolerance column of docs/providers.md, say what
-/// each preset's verifier does: its example verifies that far into the
-/// past and the future, and no further ([`tolerance`]), or at any age.
+/// The marks around the generated table in docs/providers.md.
+const TABLE_START: &str = "<!-- generated: providers::tests::the_presets_table_is_the_registry_s -->\n";
+const TABLE_END: &str = "<!-- end of the generated table -->";
+
+/// docs/providers.md lists every preset as the registry and the verifiers
+/// say: its signature, the tolerance its example shows into the past and
+/// the future, its event key, its handshake and its replay window. The
+/// table is generated (`UPDATE_DOCS=1 cargo test --all-features --lib
+/// providers::tests::the_presets_table` rewrites it), so a new preset adds
+/// no row by hand, and a tolerance the docs state is the verifier's.
+#[cfg(feature = "full")]
 #[test]
-fn the_docs_state_each_preset_s_tolerance_as_its_verifier_checks_it() {
-    let truth: Vec<(&str, Option<(u64, u64)>)> = REGISTRY.iter().map(|p| (p.name, tolerance(p))).collect();
-    let security = doc("SECURITY.md");
-    let mut stated: Vec<(String, Option<(u64, u64)>)> = Vec::new();
-    for cells in table_rows(&security, "| presets | into the past | into the future |") {
-        let tolerance = parse_tolerance(&format!("{} past, {} ahead", cells[1], cells[2]));
-        stated.extend(backticked(&cells[0]).into_iter().map(|name| (name, tolerance)));
-    }
-    let unsigned = security.lines().find(|l| l.starts_with("Presets that sign no timestamp:"));
-    let unsigned = unsigned.expect("SECURITY.md: no line \"Presets that sign no timestamp: ...\"");
-    stated.extend(backticked(unsigned).into_iter().map(|name| (name, None)));
-    let mut column: Vec<(String, Option<(u64, u64)>)> = Vec::new();
-    for cells in table_rows(&doc("docs/providers.md"), "| preset (`--provider`) | signature | tolerance |") {
-        column.extend(backticked(&cells[0]).into_iter().map(|name| (name, parse_tolerance(&cells[2]))));
-    }
-    for (doc, stated) in [("SECURITY.md", &stated), ("docs/providers.md", &column)] {
-        for (name, truth) in &truth {
-            let said: Vec<_> = stated.iter().filter(|(n, _)| n == name).map(|(_, t)| *t).collect();
-            assert_eq!(said, [*truth], "{doc}: {name}'s tolerance, stated once (seconds into the past, the future)");
-        }
-        if cfg!(feature = "full") {
-            assert_eq!(stated.len(), REGISTRY.len(), "{doc}: a preset stated twice or not in the registry");
-        }
+fn the_presets_table_is_the_registry_s() {
+    let path = doc_path("docs/providers.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.find(TABLE_START).expect("docs/providers.md: the table's start mark") + TABLE_START.len();
+    let end = start + text[start..].find(TABLE_END).expect("docs/providers.md: the table's end mark");
+    let table = presets_table();
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, format!("{}{table}{}", &text[..start], &text[end..])).unwrap();
+    } else {
+        assert!(
+            text[start..end] == table,
+            "docs/providers.md: the table differs from the registry; run with UPDATE_DOCS=1:\n{table}"
+        );
     }
 }
 

@@ -137,6 +137,48 @@ impl HmacScheme {
         }
     }
 
+    /// The scheme in one line, as the docs' table of presets gives it: the
+    /// header, how signatures are written in it, and the signed bytes, for
+    /// example `` `stripe-signature`: `t=`, `v1=` entries (`,`), hex
+    /// HMAC-SHA256 of `{t}.{body}` ``.
+    pub fn describe(&self) -> String {
+        let mut out = format!("`{}`", self.header);
+        if let Some(also) = self.also_header {
+            out.push_str(&format!(" (or `{also}`)"));
+        }
+        let list = self.separator.map(|c| format!(" (`{c}`)")).unwrap_or_default();
+        match (self.key_value, self.timestamp_key) {
+            (Some(key), Some(ts)) => out.push_str(&format!(": `{ts}=`, `{key}=` entries{list},")),
+            (Some(key), None) => out.push_str(&format!(": `{key}=` entries{list},")),
+            (None, _) if self.prefix.is_empty() => out.push_str(&format!("{list}:")),
+            (None, _) => out.push_str(&format!(": `{}`{list}", self.prefix)),
+        }
+        let algorithm = match self.algorithm {
+            Algorithm::Sha1 => "HMAC-SHA1",
+            Algorithm::Sha256 => "HMAC-SHA256",
+            Algorithm::Sha512 => "HMAC-SHA512",
+        };
+        let encoding = match self.encoding {
+            Encoding::Hex => "hex",
+            Encoding::Base64 => "base64",
+        };
+        let ts = match (self.timestamp_key, self.timestamp_header) {
+            (Some(key), _) => format!("{{{key}}}"),
+            (None, Some(header)) => format!("{{{header}}}"),
+            (None, None) => String::new(),
+        };
+        let id = self.id_header.map(|h| format!("{{{h}}}")).unwrap_or_default();
+        let signed = match self.signed {
+            Signed::Body if self.content_prefix.is_empty() => {
+                return format!("{out} {encoding} {algorithm} of the body")
+            }
+            Signed::Body => "{body}".to_owned(),
+            Signed::TimestampBody { separator } => format!("{ts}{separator}{{body}}"),
+            Signed::IdTimestampBody { separator } => format!("{id}{separator}{ts}{separator}{{body}}"),
+        };
+        format!("{out} {encoding} {algorithm} of `{}{signed}`", self.content_prefix)
+    }
+
     /// The builder told every setting of this scheme.
     fn builder(&self) -> HmacVerifierBuilder {
         let mut b = HmacVerifier::builder(self.header)
