@@ -25,6 +25,12 @@
 //! # let _ = verifier;
 //! ```
 //!
+//! The same settings as a constant value: [`HmacScheme`] (one field per
+//! builder setting, with the tolerance's source), which
+//! `HmacVerifier::try_from(&scheme)` builds and checks. The HMAC presets are
+//! such schemes in their facts (`providers::stripe::FACTS.scheme`), read by
+//! this one verifier.
+//!
 //! Senders that send a static credential instead of a signature:
 //! [`TokenHeaderVerifier`] (a shared token in a header) and
 //! [`BasicAuthVerifier`] (HTTP Basic, RFC 7617).
@@ -37,7 +43,7 @@
 //! entry is decoded; the timestamp's age is checked before the HMAC.
 //!
 //! **Retention.** A preset states how long its provider can send one event
-//! again (`providers::<name>::REPLAY_WINDOW`, with its source); a generic
+//! again (`providers::<name>::FACTS.replay_window`, with its source); a generic
 //! provider has no such constant, since only you know the sender's retry
 //! schedule and manual redelivery. State it where the keys are purged, with
 //! [`RetentionBuilder::window`](crate::store::retention::RetentionBuilder::window)
