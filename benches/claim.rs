@@ -51,7 +51,7 @@ fn signed(body: Bytes) -> Request<Full<Bytes>> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
     Request::post("/webhooks/stripe")
         .header("content-type", "application/json")
-        .header("stripe-signature", stripe::sign(&SigningSecret::from(SECRET), now, &body))
+        .header("stripe-signature", stripe::FACTS.sign(&SigningSecret::from(SECRET), now, &body))
         .header("content-length", body.len())
         .body(Full::new(body))
         .unwrap()

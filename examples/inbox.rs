@@ -229,7 +229,7 @@ async fn main() -> Result<(), Error> {
         .build()?;
     let app = handlers.clone().route_layer(layer).route("/effects", get(effects).with_state(pool.clone()));
     let worker = InboxWorker::builder(pool.clone(), handlers)
-        .provider(slack::NAME)
+        .provider(slack::FACTS.name)
         .scope(SCOPE)
         .concurrency(args.workers)
         .lease(Duration::from_secs(args.lease))
@@ -328,16 +328,16 @@ async fn send(
     retry: Option<u32>,
 ) -> Result<Answer, Error> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
-    let signature = slack::sign(&SigningSecret::from(secret), now, signed_body.unwrap_or(&body));
+    let signature = slack::FACTS.sign(&SigningSecret::from(secret), now, signed_body.unwrap_or(&body));
     let mut req = client
         .post(url)
         .header("content-type", "application/json")
         .header("user-agent", "Slackbot 1.0 (+https://api.slack.com/robots)")
-        .header(slack::TIMESTAMP_HEADER, now.to_string())
-        .header(slack::SIGNATURE_HEADER, signature)
+        .header("x-slack-request-timestamp", now.to_string())
+        .header("x-slack-signature", signature)
         .body(body);
     if let Some(n) = retry {
-        req = req.header(slack::RETRY_NUM_HEADER, n.to_string()).header(slack::RETRY_REASON_HEADER, "http_timeout");
+        req = req.header("x-slack-retry-num", n.to_string()).header("x-slack-retry-reason", "http_timeout");
     }
     let started = Instant::now();
     let res = req.send().await?;
@@ -364,7 +364,7 @@ async fn state_of(pool: &Pool, key: &str) -> Result<String, Error> {
         .query_opt(
             "SELECT state FROM webhook_idempotency.webhook_events
              WHERE provider = $1 AND scope = $2 AND event_key = $3",
-            &[&slack::NAME, &SCOPE, &key],
+            &[&slack::FACTS.name, &SCOPE, &key],
         )
         .await?;
     Ok(row.map(|r| r.get(0)).unwrap_or_else(|| "-".into()))
@@ -460,7 +460,7 @@ async fn demo(addr: SocketAddr, args: &Args, pool: &Pool) -> Result<(), Error> {
                  WHERE provider = $1 AND scope = $2 AND event_key = ANY($3) ORDER BY received_at, event_key";
     let deadline = Instant::now() + Duration::from_secs(60);
     let done = loop {
-        let events = db.query(query, &[&slack::NAME, &SCOPE, &keys]).await?;
+        let events = db.query(query, &[&slack::FACTS.name, &SCOPE, &keys]).await?;
         let settled = events.len() == keys.len()
             && events.iter().all(|r| matches!(r.get::<_, String>(1).as_str(), "done" | "dead"));
         if settled || Instant::now() > deadline {
@@ -474,7 +474,7 @@ async fn demo(addr: SocketAddr, args: &Args, pool: &Pool) -> Result<(), Error> {
     let mut per_event: BTreeMap<String, (usize, String)> = BTreeMap::new();
     for e in &effects {
         let key = e["event_key"].as_str().unwrap_or("");
-        if e["provider"] == slack::NAME && e["scope"] == SCOPE && keys.iter().any(|k| k == key) {
+        if e["provider"] == slack::FACTS.name && e["scope"] == SCOPE && keys.iter().any(|k| k == key) {
             let entry = per_event.entry(key.to_owned()).or_insert((0, e["effect"].as_str().unwrap_or("").to_owned()));
             entry.0 += 1;
         }
@@ -512,7 +512,7 @@ async fn demo(addr: SocketAddr, args: &Args, pool: &Pool) -> Result<(), Error> {
         Some(age) => println!("oldest pending: {:.1} s", age.as_secs_f64()),
         None => println!("oldest pending: none"),
     }
-    let slack_only = Filter { provider: Some(slack::NAME.to_owned()), ..Filter::default() };
+    let slack_only = Filter { provider: Some(slack::FACTS.name.to_owned()), ..Filter::default() };
     let dead = admin.list("dead", &slack_only, 10).await?;
     for d in &dead {
         println!("dead: {} {} ({})", d.scope, d.key, d.last_error.as_deref().unwrap_or("-"));

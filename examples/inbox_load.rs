@@ -14,7 +14,7 @@
 //!
 //! 1. **Accept**: `axum::serve` on loopback with the layer in inbox mode
 //!    (Stripe preset); N sender tasks POST pre-generated, individually signed
-//!    deliveries (1,100-byte bodies, `providers::stripe::sign`) over HTTP/1.1
+//!    deliveries (1,100-byte bodies, `providers::stripe::FACTS.sign`) over HTTP/1.1
 //!    keep-alive (reqwest), one request in flight per sender. 1 s warm-up, then
 //!    `--accept-secs`; latency percentiles from an HDR histogram (µs).
 //! 2. **Drain**: `--backlog` pending rows inserted directly, then an
@@ -172,7 +172,7 @@ fn signed(tag: &str, n: usize) -> Vec<(Bytes, String)> {
     (0..n)
         .map(|i| {
             let b = body(&format!("evt_{tag}_{i}"));
-            let sig = stripe::sign(&secret, now, &b);
+            let sig = stripe::FACTS.sign(&secret, now, &b);
             (b, sig)
         })
         .collect()

@@ -200,7 +200,7 @@ fn deliveries(tag: &str, n: usize) -> Vec<Delivery> {
             let body = format!(
                 r#"{{"id":"evt_{tag}_{i:08}","object":"event","api_version":"2024-06-20","created":{now},"livemode":false,"pending_webhooks":1,"type":"payment_intent.succeeded","data":{{"object":{{"id":"pi_{tag}_{i:08}","object":"payment_intent","amount":2000,"currency":"usd","status":"succeeded","description":"{pad}"}}}}}}"#
             );
-            Delivery { signature: stripe::sign(&secret, now, body.as_bytes()), body: Bytes::from(body) }
+            Delivery { signature: stripe::FACTS.sign(&secret, now, body.as_bytes()), body: Bytes::from(body) }
         })
         .collect()
 }

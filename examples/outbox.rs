@@ -432,14 +432,14 @@ async fn demo(addr: SocketAddr, secret: &str, pool: &Pool, faults: &Faults) -> R
         }
     };
     let sends = bodies.iter().flat_map(|b| {
-        let signature = stripe::sign(&SigningSecret::from(secret), now, b);
+        let signature = stripe::FACTS.sign(&SigningSecret::from(secret), now, b);
         (0..3).map(move |_| send(b.clone(), signature.clone()))
     });
     let answers: Vec<(u16, bool)> =
         futures_util::future::join_all(sends).await.into_iter().collect::<Result<_, _>>()?;
     let tampered = send(
         event("evt_pi_1", "payment_intent.succeeded", Some("ord_9")),
-        stripe::sign(&SigningSecret::from(secret), now, b"x"),
+        stripe::FACTS.sign(&SigningSecret::from(secret), now, b"x"),
     )
     .await?;
     let (fresh, replayed) =

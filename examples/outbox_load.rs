@@ -262,7 +262,7 @@ async fn cost_run(db: &Db, enqueue: bool, senders: usize, secs: u64, round: usiz
         (0..4_000 * (secs as usize + 1))
             .map(|i| {
                 let b = body(&format!("evt_{tag}_{i}"));
-                let sig = stripe::sign(&secret, now, &b);
+                let sig = stripe::FACTS.sign(&secret, now, &b);
                 (b, sig)
             })
             .collect(),

@@ -75,7 +75,7 @@ async fn run(app: Router, prefix: &str, n: usize, senders: usize) -> Result<f64,
                     }
                     let body = format!("{{\"id\":\"evt_{prefix}_{i}\",\"type\":\"invoice.paid\"}}");
                     let req = Request::post("/webhooks/stripe")
-                        .header("stripe-signature", stripe::sign(&secret, ts, body.as_bytes()))
+                        .header("stripe-signature", stripe::FACTS.sign(&secret, ts, body.as_bytes()))
                         .body(axum::body::Body::from(body))
                         .map_err(|e| e.to_string())?;
                     let status = app.clone().oneshot(req).await.map_err(|e| e.to_string())?.status();

@@ -171,8 +171,8 @@ fn app(
     prometheus: metrics_exporter_prometheus::PrometheusHandle,
 ) -> Result<Router, webhook_idempotency::ConfigError> {
     let mut presets = vec![
-        (stripe::NAME, Provider::stripe(), args.stripe_secret.clone()),
-        (github::NAME, Provider::github(), args.github_secret.clone()),
+        (stripe::FACTS.name, Provider::stripe(), args.stripe_secret.clone()),
+        (github::FACTS.name, Provider::github(), args.github_secret.clone()),
     ];
     presets.extend(other_presets(addr));
     let mut router = Router::new();
@@ -218,7 +218,7 @@ fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
     // form (the specification wants 24 to 64 key bytes).
     let whsec = "whsec_cXVpY2tzdGFydC10ZXN0LXNlY3JldC0yNA==";
     for preset in providers::all() {
-        if [stripe::NAME, github::NAME].contains(&preset.name) {
+        if [stripe::FACTS.name, github::FACTS.name].contains(&preset.name) {
             continue; // served with their own flags
         }
         let url = match preset.url {
@@ -393,7 +393,7 @@ async fn deliver(
 fn try_it(addr: SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
     let body = format!(r#"{{"id":"evt_try_{now}","type":"payment_intent.succeeded"}}"#);
-    let signature = stripe::sign(&SigningSecret::from(DEFAULT_STRIPE_SECRET), now, body.as_bytes());
+    let signature = stripe::FACTS.sign(&SigningSecret::from(DEFAULT_STRIPE_SECRET), now, body.as_bytes());
     println!("try it (send it twice for the duplicate; change the body for a 401; valid for 5 minutes):");
     println!(
         "  curl -i http://{addr}/webhooks/stripe -H 'content-type: application/json' \\\n    -H 'stripe-signature: {signature}' -d '{body}'"
@@ -410,7 +410,7 @@ struct Signed {
 
 fn stripe_delivery(secret: &str, body: Bytes, now: u64) -> Signed {
     let mut headers = headers_of(STRIPE_HEADERS);
-    headers.push(("Stripe-Signature".into(), stripe::sign(&SigningSecret::from(secret), now, &body)));
+    headers.push(("Stripe-Signature".into(), stripe::FACTS.sign(&SigningSecret::from(secret), now, &body)));
     Signed { provider: "stripe", headers, body }
 }
 
@@ -418,7 +418,7 @@ fn github_delivery(secret: &str, body: Bytes, delivery_id: &str) -> Signed {
     let mut headers: Vec<_> =
         headers_of(GITHUB_HEADERS).into_iter().filter(|(k, _)| !k.eq_ignore_ascii_case("x-github-delivery")).collect();
     headers.push(("X-GitHub-Delivery".into(), delivery_id.into()));
-    headers.push(("X-Hub-Signature-256".into(), github::sign(&SigningSecret::from(secret), &body)));
+    headers.push(("X-Hub-Signature-256".into(), github::FACTS.sign(&SigningSecret::from(secret), 0, &body)));
     Signed { provider: "github", headers, body }
 }
 

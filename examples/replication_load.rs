@@ -70,7 +70,7 @@ fn request(i: usize) -> http::Request<Body> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
     http::Request::post("/webhooks/stripe")
         .header("content-type", "application/json")
-        .header("stripe-signature", stripe::sign(&SigningSecret::from(SECRET), now, &body))
+        .header("stripe-signature", stripe::FACTS.sign(&SigningSecret::from(SECRET), now, &body))
         .body(Body::from(body))
         .unwrap()
 }

@@ -64,7 +64,7 @@
 //! |---|---|---|
 //! | `axum` | yes | `FromRequestParts` for [`WebhookTx`] and [`WebhookEvent`] |
 //! | `stripe`, `github` | yes | [`Provider::stripe`], [`Provider::github`] |
-//! | `slack`, `standard-webhooks` (also `Provider::svix()`), `shopify`, `square`, `twilio`, `paddle`, `linear`, `hubspot`, `pagerduty`, `zoom`, `twitch`, `intercom`, `mailgun`, `calendly`, `typeform`, `discord`, `sendgrid`, `gitlab`, `telegram`, `mux`, `razorpay`, `coinbase-commerce`, `checkout-com`, `recurly`, `bitbucket`, `gitea`, `forgejo` (enables `gitea`), `lemon-squeezy`, `gocardless`, `customer-io`, `box` (`Provider::box_com()`, `providers::box_com`: `box` is a Rust keyword), `zendesk`, `heroku`, `vercel`, `circleci`, `sentry`, `cal-com`, `help-scout`, `buildkite`, `front`, `webflow`, `xero`, `quickbooks`, `paystack`, `woocommerce` | no | one preset each: `Provider::<name>()` and `providers::<name>` |
+//! | every other preset's name (`slack`, `standard-webhooks` with `Provider::svix()`, `forgejo` enabling `gitea`, `box` for `Provider::box_com()`, ...: the list is [`providers::REGISTRY`] and the table in docs/providers.md) | no | one preset each: `Provider::<name>()` and `providers::<name>` |
 //! | `cli` | no | the `webhook-verify` and `webhook-admin` commands (enables every preset) |
 //! | `full` | no | every preset and `axum` |
 //!

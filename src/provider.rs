@@ -180,7 +180,7 @@ impl Provider {
 
     setters! {
         /// Replaces the verifier, for example a preset with another tolerance:
-        /// `Provider::stripe().verifier(StripeVerifier::new().tolerance(d))`.
+        /// `Provider::stripe().verifier(stripe::FACTS.verifier().tolerance(d))`.
         pub fn verifier(verifier: impl Verifier) => verifier = Arc::new(verifier);
 
         /// Replaces the key extractor.

@@ -324,7 +324,7 @@ async fn concurrent_signed_deliveries_cost_about_their_bodies() {
             let body = Padded::event(&format!("evt_memory_{i:03}"), &pad);
             body.write_into(&mut signing);
             assert_eq!(signing.len(), DELIVERY);
-            let signature = stripe::sign(&SigningSecret::from(SECRET), now, &signing);
+            let signature = stripe::FACTS.sign(&SigningSecret::from(SECRET), now, &signing);
             Request::post("/webhooks/stripe")
                 .header("content-type", "application/json")
                 .header("content-length", DELIVERY)

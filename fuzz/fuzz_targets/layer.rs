@@ -70,11 +70,11 @@ fn header_names() -> &'static [HeaderName] {
     NAMES.get_or_init(|| {
         let mut names: Vec<&str> = LAYER_HEADERS.to_vec();
         for preset in providers::all() {
-            for h in preset.headers {
-            if !names.contains(h) {
-                names.push(h);
+            for h in preset.headers() {
+                if !names.contains(&h) {
+                    names.push(h);
+                }
             }
-        }
         }
         names.into_iter().map(HeaderName::from_static).collect()
     })

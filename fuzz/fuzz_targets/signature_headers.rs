@@ -17,8 +17,8 @@ use webhook_idempotency::Provider;
 fn headers() -> Vec<&'static str> {
     let mut names = vec!["content-type"];
     for preset in providers::all() {
-        for h in preset.headers {
-            if !names.contains(h) {
+        for h in preset.headers() {
+            if !names.contains(&h) {
                 names.push(h);
             }
         }

@@ -27,7 +27,7 @@
 //! an answer in the 500-599 range makes Bitbucket resend the request up to
 //! two more times, within seconds; a logged request (with the webhook's
 //! history enabled) can be resent from its details page, with no stated age
-//! limit, hence [`REPLAY_WINDOW`]. **Tolerance:** none; no timestamp is
+//! limit, hence [`FACTS`]' `replay_window`. **Tolerance:** none; no timestamp is
 //! sent. **Handshake:** none.
 //!
 //! **Limit of the scheme:** as GitHub's, only the body is signed: whoever
@@ -43,39 +43,55 @@
 //! commit dates only, and Bitbucket does not promise the order of
 //! deliveries.
 
-use crate::verify::generic::HmacVerifier;
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 
-hmac_preset! {
-    name: "bitbucket";
-    /// The header Bitbucket signs deliveries with.
-    header: "x-hub-signature";
-    /// How long a Bitbucket request can be sent again: 30 days.
-    ///
-    /// Bitbucket resends a request answered 5xx up to two more times, within
-    /// seconds, and a logged request can be resent by hand from the request log
-    /// (<https://support.atlassian.com/bitbucket-cloud/docs/troubleshoot-webhooks/>),
-    /// with no stated age limit, so the window is the crate's default for an
-    /// unknown span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies Bitbucket's `X-Hub-Signature` (`sha256=`).
-    pub struct BitbucketVerifier = HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict();
+/// The facts of the bitbucket preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Bitbucket request can be sent again: 30 days.
+///
+/// Bitbucket resends a request answered 5xx up to two more times, within
+/// seconds, and a logged request can be resent by hand from the request log
+/// (<https://support.atlassian.com/bitbucket-cloud/docs/troubleshoot-webhooks/>),
+/// with no stated age limit, so the window is the crate's default for an
+/// unknown span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "bitbucket",
+    scheme: HmacScheme {
+        prefix: "sha256=",
+        strict: true,
+        ..HmacScheme::new("x-hub-signature")
+    },
+    event_key: EventKey::Header { id: REQUEST_HEADER, event_type: EVENT_HEADER },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence:
+        "2 immediate retries; manual resend without a stated limit (https://support.atlassian.com/bitbucket-cloud/docs/troubleshoot-webhooks/)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&["same_event"]),
+};
+
+impl Provider {
     /// Bitbucket Cloud (`X-Hub-Signature` `sha256=`; key = `X-Request-UUID`). See [`crate::providers::bitbucket`].
     ///
-    /// The Bitbucket Cloud preset: [`BitbucketVerifier`], key =
+    /// The Bitbucket Cloud preset: [`bitbucket::FACTS`](FACTS), key =
     /// `X-Request-UUID`, type = `X-Event-Key`.
-    fn bitbucket() = super::header_keyed(NAME, BitbucketVerifier::new(), REQUEST_HEADER, EVENT_HEADER);
-    headers: [REQUEST_HEADER, EVENT_HEADER];
-    example_id_header: REQUEST_HEADER;
+    pub fn bitbucket() -> Self {
+        FACTS.provider()
+    }
 }
+
 /// The header carrying the request UUID (the event key).
-pub const REQUEST_HEADER: &str = "x-request-uuid";
+const REQUEST_HEADER: &str = "x-request-uuid";
 /// The header carrying the event key (the event type, `repo:push`).
-pub const EVENT_HEADER: &str = "x-event-key";
+const EVENT_HEADER: &str = "x-event-key";
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::BodyOnly;
     use crate::verify::VerifyErrorKind::MalformedHeader;
 
     /// The common cases, rotation and precheck, and Bitbucket's own:
@@ -83,7 +99,7 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"push":{"changes":[]}}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("bb_secret", body, b"{\"push\":{}}", "sha1=00", |_, good| {
+        BodyOnly::of(&FACTS).check_cases("bb_secret", body, b"{\"push\":{}}", "sha1=00", |_, good| {
             vec![
                 ("GitHub's sha1 form", vec![format!("sha1={}", "a".repeat(40))], Err(MalformedHeader)),
                 ("no prefix", vec![good[7..].to_owned()], Err(MalformedHeader)),

@@ -191,21 +191,34 @@ fn signed_headers(secret: &SigningSecret, unix_seconds: u64, body: &[u8]) -> Vec
     ]
 }
 
-preset! {
+impl crate::provider::Provider {
     /// Box (`box-signature-primary` / `-secondary` of `{body}{timestamp}`, 600 s past, 60 s ahead; key = body `id`). See [`crate::providers::box_com`].
     ///
     /// The Box webhooks V2 preset: [`BoxVerifier`]; key = the body's `id`
     /// (the webhook event), type = `trigger`.
-    fn box_com() = super::json_keyed(NAME, BoxVerifier::new(), "/id", "/trigger");
-    headers: [PRIMARY_HEADER, SECONDARY_HEADER, TIMESTAMP_HEADER, VERSION_HEADER, ALGORITHM_HEADER, DELIVERY_ID_HEADER],
-    signed: |s, _, at, b| signed_headers(s, super::unix_seconds(at), b),
+    pub fn box_com() -> Self {
+        super::json_keyed(NAME, BoxVerifier::new(), "/id", "/trigger")
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
+    NAME,
+    NAME,
+    REPLAY_WINDOW,
+    &[PRIMARY_HEADER, SECONDARY_HEADER, TIMESTAMP_HEADER, VERSION_HEADER, ALGORITHM_HEADER, DELIVERY_ID_HEADER],
+    |_| crate::provider::Provider::box_com(),
+    super::ExampleOf::Signed(|s, _, at, b| signed_headers(s, super::unix_seconds(at), b)),
+)
+.signs("`box-signature-primary` / `-secondary` base64 HMAC-SHA256 of `{body}{box-delivery-timestamp}` (RFC 3339), one key each")
+.key_from("the body's id (JSON)")
+.fixture(super::Fixture::own("a primary and a secondary key, and Box's own vector"));
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::TwoHeaders;
+    use crate::providers::tests::support::TwoHeaders;
     use crate::test_support::fixture_json;
     use crate::test_support::{assert_body_identity, at, headers, NOW};
 

@@ -10,7 +10,7 @@
 //!   ignored.
 //! - tolerance: the timestamp "is part of the signed payload" and the docs
 //!   suggest rejecting old ones, "for example, 5 minutes" ("Defending against
-//!   replay attacks"). [`DEFAULT_TOLERANCE`] is those 300 seconds, in both
+//!   replay attacks"). [`FACTS`]' tolerance is those 300 seconds, in both
 //!   directions.
 //!
 //! **Token mode is not covered.** A Buildkite notification service sends
@@ -20,7 +20,7 @@
 //! HMAC preset).
 //!
 //! **Event key.** Buildkite sends no event or delivery id. The key is a
-//! [`DerivedKey`] over the whole body in canonical
+//! [`DerivedKey`](crate::key::DerivedKey) over the whole body in canonical
 //! JSON: the body is the event (`event`, and the `build`, `job` or `agent`
 //! in the state it was in), so two events differ in it (another `event`, a
 //! build's `state` or `finished_at`), and Buildkite documents no retry that
@@ -40,47 +40,55 @@
 
 use std::time::Duration;
 
-use crate::key::DerivedKey;
 use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset, KeyField};
+use crate::verify::generic::{HmacScheme, Tolerance};
 
 /// The header carrying the event name (not signed).
-pub const EVENT_HEADER: &str = "x-buildkite-event";
+const EVENT_HEADER: &str = "x-buildkite-event";
 
-hmac_preset! {
-    name: "buildkite";
-    /// The header Buildkite signs deliveries with (signature mode).
-    header: "x-buildkite-signature";
-    /// How long a Buildkite event can be sent again: 30 days.
-    ///
-    /// Buildkite documents no retry schedule and no manual redelivery for
-    /// webhooks (<https://buildkite.com/docs/apis/webhooks>; the service's
-    /// request log keeps the last 20 requests). With the span not stated, the
-    /// window is the crate's default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `X-Buildkite-Signature` header.
-    pub struct BuildkiteVerifier = {
-        super::timestamped_entries(SIGNATURE_HEADER, ["timestamp", "signature"], ',', ".")
-    };
-    /// The preset's tolerance: 300 seconds (the docs' example window).
-    tolerance: Duration::from_secs(300);
+/// The facts of the buildkite preset, signature mode (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Buildkite event can be sent again: 30 days.
+///
+/// Buildkite documents no retry schedule and no manual redelivery for
+/// webhooks (<https://buildkite.com/docs/apis/webhooks>; the service's
+/// request log keeps the last 20 requests). With the span not stated, the
+/// window is the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "buildkite",
+    scheme: HmacScheme {
+        tolerance: Some(Tolerance {
+            duration: Duration::from_secs(300),
+            evidence: "the docs suggest refusing old timestamps, \"for example, 5 minutes\" (https://buildkite.com/docs/apis/webhooks)",
+        }),
+        ..super::timestamped_entries("x-buildkite-signature", ["timestamp", "signature"], ',', ".")
+    },
+    event_key: EventKey::Derived { fields: &[KeyField::CanonicalBody], event_type: Some(KeyField::Json("/event")) },
+    headers: &[EVENT_HEADER],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "no published span (https://buildkite.com/docs/apis/webhooks)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&[]),
+};
+
+impl Provider {
     /// Buildkite (`X-Buildkite-Signature: timestamp=,signature=`, 300 s; derived key). See [`crate::providers::buildkite`].
     ///
-    /// The Buildkite preset (signature mode): [`BuildkiteVerifier`] with the
+    /// The Buildkite preset (signature mode): [`buildkite::FACTS`](FACTS) with the
     /// 300 second tolerance; key derived from the canonical body, type =
     /// `event`.
-    fn buildkite() = Provider::new(
-        NAME,
-        BuildkiteVerifier::new(),
-        DerivedKey::new().canonical_body().event_type_json("/event"),
-    );
-    headers: [EVENT_HEADER];
+    pub fn buildkite() -> Self {
+        FACTS.provider()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::KeyValueHeader;
+    use crate::providers::tests::support::KeyValueHeader;
     use crate::test_support::{headers, identity};
     use crate::verify::VerifyErrorKind;
 
@@ -88,8 +96,8 @@ mod tests {
     /// and the token mode's bare token, are malformed.
     #[test]
     fn verifies_and_rejects() {
-        let wide = BuildkiteVerifier::new().tolerance(Duration::from_secs(600));
-        KeyValueHeader::of(&PRESET, ["timestamp", "signature", "v2"], ',', 300, sign).check("signature", wide, |_| {
+        let wide = FACTS.verifier().tolerance(Duration::from_secs(600));
+        KeyValueHeader::of(&FACTS, ["timestamp", "signature", "v2"]).check("signature", wide, |_| {
             vec![
                 ("stripe-style header", vec!["t=1,v1=00".into()], Err(VerifyErrorKind::MalformedHeader)),
                 ("a bare token", vec!["bk_token".into()], Err(VerifyErrorKind::MalformedHeader)),

@@ -39,33 +39,57 @@
 
 use crate::key::{json, DerivedKey, EventIdentity, KeyError, KeyErrorKind};
 use crate::provider::Provider;
-use crate::verify::generic::HmacVerifier;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 
-hmac_preset! {
-    name: "cal-com";
-    /// The header Cal.com signs deliveries with.
-    header: "x-cal-signature-256";
-    /// How long a Cal.com event can be sent again: 30 days.
-    ///
-    /// Cal.com documents no retry schedule and no manual redelivery
-    /// (<https://cal.com/docs/developing/guides/automation/webhooks>); the
-    /// sender's `sendPayload.ts` makes a single attempt, and newer deployments
-    /// may queue deliveries differently. With the span not stated, the window is
-    /// the crate's default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies `X-Cal-Signature-256`; `no-secret-provided` is malformed.
-    pub struct CalComVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
+/// The header the signature travels in.
+const SIGNATURE_HEADER: &str = "x-cal-signature-256";
+
+/// The facts of the cal-com preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Cal.com event can be sent again: 30 days.
+///
+/// Cal.com documents no retry schedule and no manual redelivery
+/// (<https://cal.com/docs/developing/guides/automation/webhooks>); the
+/// sender's `sendPayload.ts` makes a single attempt, and newer deployments
+/// may queue deliveries differently. With the span not stated, the window is
+/// the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "cal-com",
+    scheme: HmacScheme {
+        strict: true,
+        ..HmacScheme::new(SIGNATURE_HEADER)
+    },
+    event_key: EventKey::Own {
+        extractor: &event_identity,
+        reads: "fields of the JSON body (a derived key)",
+        id_header: None,
+    },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence:
+        "no retry found in the sender's code; no published span (https://cal.com/docs/developing/guides/automation/webhooks)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&[]),
+};
+
+impl Provider {
     /// Cal.com (`X-Cal-Signature-256`, hex HMAC-SHA256; derived key). See [`crate::providers::cal_com`].
     ///
-    /// The Cal.com preset: [`CalComVerifier`]; key derived from
-    /// `triggerEvent`, `createdAt` and `payload.uid` ([`event_identity`]),
+    /// The Cal.com preset: [`cal_com::FACTS`](FACTS); key derived from
+    /// `triggerEvent`, `createdAt` and `payload.uid` (`event_identity`),
     /// type = `triggerEvent`.
-    fn cal_com() = Provider::new(NAME, CalComVerifier::new(), event_identity);
+    pub fn cal_com() -> Self {
+        FACTS.provider()
+    }
 }
-/// What Cal.com sends in [`SIGNATURE_HEADER`] for a webhook without a
+
+/// What Cal.com sends in `SIGNATURE_HEADER` for a webhook without a
 /// secret (refused: the delivery is not signed).
-pub const NO_SECRET: &str = "no-secret-provided";
+#[cfg(test)]
+const NO_SECRET: &str = "no-secret-provided";
 
 /// Cal.com's event identity (see the [module docs](self)): a derived key
 /// over `triggerEvent`, `createdAt` and `payload.uid`, else over
@@ -75,7 +99,7 @@ pub const NO_SECRET: &str = "no-secret-provided";
 /// [`KeyErrorKind::BodyNotJson`] (and the other [`DerivedKey`] errors) for a
 /// body that is not strict JSON, [`KeyErrorKind::Missing`] without
 /// `triggerEvent`.
-pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
     let doc = json::parse(body)?;
     let booking = DerivedKey::new().json("/triggerEvent").json("/createdAt").json("/payload/uid");
     match booking.event_type_json("/triggerEvent").extract_parsed(parts, Some(&doc)) {
@@ -91,7 +115,7 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::BodyOnly;
     use crate::test_support::headers;
 
     use crate::verify::VerifyErrorKind;
@@ -103,7 +127,7 @@ mod tests {
         let body =
             br#"{"triggerEvent":"BOOKING_CREATED","createdAt":"2024-06-10T06:13:20.000Z","payload":{"uid":"b1"}}"#;
         let tampered = b"{\"triggerEvent\":\"PING\"}";
-        BodyOnly::of(&PRESET, sign).check_cases("cal_secret", body, tampered, NO_SECRET, |_, good| {
+        BodyOnly::of(&FACTS).check_cases("cal_secret", body, tampered, NO_SECRET, |_, good| {
             vec![
                 ("no secret configured at Cal.com", vec![NO_SECRET.to_owned()], Err(VerifyErrorKind::MalformedHeader)),
                 (

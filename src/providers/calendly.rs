@@ -14,10 +14,10 @@
 //! - tolerance: the verification example on Calendly's "Webhook Signatures"
 //!   page rejects a signature whose `t` is more than three minutes old, to
 //!   prevent replay attacks (the example checks the past only).
-//!   [`DEFAULT_TOLERANCE`] is 180 seconds, applied in both directions: the
+//!   [`FACTS`]' tolerance is 180 seconds, applied in both directions: the
 //!   provider's own number. Calendly retries for 24 hours and does not say
 //!   whether a retry is signed afresh; if retries are refused as
-//!   `timestamp_too_old`, raise it with [`CalendlyVerifier::tolerance`].
+//!   `timestamp_too_old`, raise it with `FACTS.verifier().tolerance(d)`.
 //!
 //! **Event key.** Calendly's payloads carry no event or delivery id. The
 //! envelope (`WebhookPayload` in Calendly's API reference) has `event` ("the
@@ -25,7 +25,7 @@
 //! ("the moment when the event was created", microsecond precision),
 //! `created_by` and `payload`, the resource the event is about, whose `uri`
 //! is its canonical reference (an invitee, a routing form submission, an
-//! event type). The preset's [`CalendlyKey`] derives the key from those:
+//! event type). The preset's `CalendlyKey` derives the key from those:
 //!
 //! ```text
 //! "sha256:" + lowercase hex SHA-256( netstring(event) netstring(created_at) netstring(payload.uri) )
@@ -61,52 +61,56 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::{HmacScheme, Tolerance};
 
-hmac_preset! {
-    name: "calendly";
-    /// The header Calendly signs deliveries with.
-    header: "calendly-webhook-signature";
-    /// How long a Calendly event can be sent again: 2 days.
-    ///
-    /// Calendly retries a failing delivery for 24 hours with an exponential
-    /// back-off, then disables the webhook (Calendly, "Webhook Errors",
-    /// <https://developer.calendly.com/api-docs/overview/webhooks/webhook-errors>);
-    /// it documents no manual redelivery. The 24 hours of retries plus a day of
-    /// margin.
-    replay_window: super::days(2);
-    /// Verifies the `Calendly-Webhook-Signature` header.
-    pub struct CalendlyVerifier = {
-        // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
-        // hex digits is skipped.
-        super::timestamped_entries(SIGNATURE_HEADER, ["t", "v1"], ',', ".")
-    };
-    /// Calendly's tolerance in its verification example: 180 seconds.
-    tolerance: Duration::from_secs(180);
+/// The header the signature travels in.
+const SIGNATURE_HEADER: &str = "calendly-webhook-signature";
+
+/// The facts of the calendly preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Calendly event can be sent again: 2 days.
+///
+/// Calendly retries a failing delivery for 24 hours with an exponential
+/// back-off, then disables the webhook (Calendly, "Webhook Errors",
+/// <https://developer.calendly.com/api-docs/overview/webhooks/webhook-errors>);
+/// it documents no manual redelivery. The 24 hours of retries plus a day of
+/// margin.
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "calendly",
+    scheme: HmacScheme {
+        tolerance: Some(Tolerance {
+            duration: Duration::from_secs(180),
+            evidence: "the verification example refuses a `t` over three minutes old (https://developer.calendly.com/api-docs/overview/webhooks/webhook-signatures)",
+        }),
+        ..super::timestamped_entries(SIGNATURE_HEADER, ["t", "v1"], ',', ".")
+    },
+    event_key: EventKey::Own { extractor: &CalendlyKey, reads: "fields of the JSON body (a derived key)", id_header: None },
+    headers: &[],
+    replay_window: super::days(2),
+    replay_evidence: "retries for 24 hours (https://developer.calendly.com/api-docs/overview/webhooks/webhook-errors)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&["same_event"]),
+};
+
+impl Provider {
     /// Calendly (`Calendly-Webhook-Signature` `t=,v1=`, 180 s; derived key). See [`crate::providers::calendly`].
     ///
-    /// The Calendly preset: [`CalendlyVerifier`] with the 180 second tolerance
-    /// and the derived [`CalendlyKey`].
-    fn calendly() = Provider::new(NAME, CalendlyVerifier::new(), CalendlyKey::new());
+    /// The Calendly preset: [`calendly::FACTS`](FACTS) with the 180 second tolerance
+    /// and the derived `CalendlyKey`.
+    pub fn calendly() -> Self {
+        FACTS.provider()
+    }
 }
 
 /// Calendly's derived event key (see the [module docs](self)):
 /// `sha256:` + hex SHA-256 of the netstrings of `event`, `created_at` and
 /// `payload.uri`; type = `event`.
-#[derive(Debug, Clone, Default)]
-#[must_use]
-pub struct CalendlyKey {
-    _priv: (),
-}
-
-impl CalendlyKey {
-    /// The extractor the preset uses.
-    pub fn new() -> Self {
-        Self::default()
-    }
-}
+struct CalendlyKey;
 
 /// The derived key for these field values (see the [module docs](self)).
-pub fn derived_key(event: &str, created_at: &str, payload_uri: &str) -> String {
+fn derived_key(event: &str, created_at: &str, payload_uri: &str) -> String {
     let mut hash = Sha256::new();
     for field in [event, created_at, payload_uri] {
         hash.update(field.len().to_string().as_bytes());
@@ -135,7 +139,7 @@ impl KeyExtractor for CalendlyKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::KeyValueHeader;
+    use crate::providers::tests::support::KeyValueHeader;
     use crate::test_support::header_lines;
     use crate::verify::VerifyErrorKind;
 
@@ -143,8 +147,8 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         // Also tampered, stale, future, missing and garbage in the conformance table.
-        let wide = CalendlyVerifier::new().tolerance(Duration::from_secs(360));
-        KeyValueHeader::t_v1(&PRESET, 180, sign).check("v1=00", wide, |_| {
+        let wide = FACTS.verifier().tolerance(Duration::from_secs(360));
+        KeyValueHeader::t_v1(&FACTS).check("v1=00", wide, |_| {
             vec![
                 ("non-numeric t", vec!["t=1e9,v1=00".into()], Err(VerifyErrorKind::MalformedHeader)),
                 ("paddle-style header", vec!["ts=1;h1=00".into()], Err(VerifyErrorKind::MalformedHeader)),
@@ -154,7 +158,7 @@ mod tests {
 
     #[test]
     fn key_cases() {
-        let x = CalendlyKey::new();
+        let x = CalendlyKey;
         let k = derived_key("invitee.created", "2024-01-01T00:00:00.000000Z", "https://api.calendly.com/x");
         let cases: &[(&str, &[u8], Result<(&str, Option<&str>), KeyErrorKind>)] = &[
             (

@@ -31,7 +31,7 @@
 //! resent up to 8 times, 5 minutes, 10 minutes, 15 minutes, 30 minutes,
 //! 1 hour, 4 hours, 12 hours and 12 hours later (about 30 hours in all), and
 //! can be resent by hand from the Dashboard or the API, with no stated age
-//! limit, hence [`REPLAY_WINDOW`]. **Tolerance:** none; no timestamp is
+//! limit, hence [`FACTS`]' `replay_window`. **Tolerance:** none; no timestamp is
 //! signed (the body's `created_on` is signed but no window is set on it).
 //! **Handshake:** none.
 //!
@@ -44,33 +44,46 @@
 //! event's `created_on` (RFC 3339, milliseconds); Checkout.com does not
 //! promise the order of deliveries.
 
-use crate::verify::generic::HmacVerifier;
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 
-hmac_preset! {
-    name: "checkout-com";
-    /// The header Checkout.com signs deliveries with.
-    header: "cko-signature";
-    /// How long a Checkout.com event can be sent again: 30 days.
-    ///
-    /// Checkout.com resends a failed event up to 8 times over about 30 hours and
-    /// lets it be resent by hand from the Dashboard or the API
-    /// (<https://www.checkout.com/docs/workflows>); the manual resend has no
-    /// stated age limit, so the window is the crate's default for an unknown
-    /// span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `Cko-Signature` header.
-    pub struct CheckoutComVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
+/// The facts of the checkout-com preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Checkout.com event can be sent again: 30 days.
+///
+/// Checkout.com resends a failed event up to 8 times over about 30 hours and
+/// lets it be resent by hand from the Dashboard or the API
+/// (<https://www.checkout.com/docs/workflows>); the manual resend has no
+/// stated age limit, so the window is the crate's default for an unknown
+/// span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "checkout-com",
+    scheme: HmacScheme { strict: true, ..HmacScheme::new("cko-signature") },
+    event_key: EventKey::Json { id: "/id", event_type: Some("/type") },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence:
+        "8 retries over about 30 hours; manual resend without a stated limit (https://www.checkout.com/docs/workflows)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&[]),
+};
+
+impl Provider {
     /// Checkout.com (`Cko-Signature`; key = `id`). See [`crate::providers::checkout_com`].
     ///
-    /// The Checkout.com preset: [`CheckoutComVerifier`]; key = the body's
+    /// The Checkout.com preset: [`checkout_com::FACTS`](FACTS); key = the body's
     /// `id`, type = `type`.
-    fn checkout_com() = super::json_keyed(NAME, CheckoutComVerifier::new(), "/id", "/type");
+    pub fn checkout_com() -> Self {
+        FACTS.provider()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::BodyOnly;
     use crate::verify::VerifyErrorKind;
 
     /// The common cases (a re-serialised body with escapes is another body),
@@ -79,7 +92,7 @@ mod tests {
     fn verifies_and_rejects() {
         let body = "{\"id\":\"evt_1\",\"type\":\"payment_captured\",\"reference\":\"©™\"}".as_bytes();
         let escaped = br#"{"id":"evt_1","type":"payment_captured","reference":"\u00a9\u2122"}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("cko_key", body, escaped, "zz", |_, _| {
+        BodyOnly::of(&FACTS).check_cases("cko_key", body, escaped, "zz", |_, _| {
             vec![("short hex", vec!["abcd".to_owned()], Err(VerifyErrorKind::MalformedHeader))]
         });
     }

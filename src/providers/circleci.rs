@@ -27,36 +27,49 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! body's `happened_at` (RFC 3339).
 
-use crate::verify::generic::HmacVerifier;
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 
-hmac_preset! {
-    name: "circleci";
-    /// The header CircleCI signs deliveries with.
-    header: "circleci-signature";
-    /// How long a CircleCI event can be sent again: 30 days.
-    ///
-    /// CircleCI retries a delivery that gets no 2xx within 5 seconds, but "the
-    /// exact details of the retry policy are not currently documented"
-    /// (<https://circleci.com/docs/outbound-webhooks/>); no manual redelivery is
-    /// documented. With the span not stated, the window is the crate's default
-    /// for an unknown span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `circleci-signature` header.
-    pub struct CircleCiVerifier = HmacVerifier::builder(SIGNATURE_HEADER).key_value("v1").signature_separator(',');
+/// The facts of the circleci preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a CircleCI event can be sent again: 30 days.
+///
+/// CircleCI retries a delivery that gets no 2xx within 5 seconds, but "the
+/// exact details of the retry policy are not currently documented"
+/// (<https://circleci.com/docs/outbound-webhooks/>); no manual redelivery is
+/// documented. With the span not stated, the window is the crate's default
+/// for an unknown span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "circleci",
+    scheme: HmacScheme { key_value: Some("v1"), separator: Some(','), ..HmacScheme::new("circleci-signature") },
+    event_key: EventKey::Json { id: "/id", event_type: Some("/type") },
+    headers: &[EVENT_TYPE_HEADER],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "no published span (https://circleci.com/docs/outbound-webhooks/)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&[]),
+};
+
+impl Provider {
     /// CircleCI (`circleci-signature: v1=`, hex HMAC-SHA256; key = body `id`). See [`crate::providers::circleci`].
     ///
-    /// The CircleCI outbound-webhooks preset: [`CircleCiVerifier`]; key = the
+    /// The CircleCI outbound-webhooks preset: [`circleci::FACTS`](FACTS); key = the
     /// body's `id`, type = `type`.
-    fn circleci() = super::json_keyed(NAME, CircleCiVerifier::new(), "/id", "/type");
-    headers: [EVENT_TYPE_HEADER];
+    pub fn circleci() -> Self {
+        FACTS.provider()
+    }
 }
+
 /// The header carrying the event type (not signed).
-pub const EVENT_TYPE_HEADER: &str = "circleci-event-type";
+const EVENT_TYPE_HEADER: &str = "circleci-event-type";
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::sign;
+    use crate::providers::tests::support::BodyOnly;
 
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
@@ -66,8 +79,8 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"id":"e1","type":"job-completed"}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("circleci_secret", body, b"{\"id\":\"e2\"}", "v1", |_, good| {
-            let other = sign(&SigningSecret::from("circleci_other"), body);
+        BodyOnly::of(&FACTS).check_cases("circleci_secret", body, b"{\"id\":\"e2\"}", "v1", |_, good| {
+            let other = sign(&FACTS, &SigningSecret::from("circleci_other"), body);
             vec![
                 ("two v1 in one line", vec![format!("{other},{good}")], Ok(())),
                 ("unknown version ignored", vec![format!("v2={},{good}", "a".repeat(64))], Ok(())),

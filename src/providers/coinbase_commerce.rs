@@ -19,7 +19,7 @@
 //! event type is `event.type` (`charge:confirmed`).
 //!
 //! **Retries:** not stated on the pages current when this preset was
-//! written, hence [`REPLAY_WINDOW`]. **Tolerance:** none; no timestamp is
+//! written, hence [`FACTS`]' `replay_window`. **Tolerance:** none; no timestamp is
 //! signed (`scheduled_for` and `event.created_at` are signed but Coinbase
 //! sets no window on them). **Handshake:** none.
 //!
@@ -35,33 +35,45 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! event's `created_at` (RFC 3339), or the charge's `timeline` entries.
 
-use crate::verify::generic::HmacVerifier;
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 
-hmac_preset! {
-    name: "coinbase-commerce";
-    /// The header Coinbase Commerce signs deliveries with.
-    header: "x-cc-webhook-signature";
-    /// How long a Coinbase Commerce event can be sent again: 30 days.
-    ///
-    /// The retry schedule is not stated on Coinbase's current pages
-    /// (<https://docs.cdp.coinbase.com/commerce/api-arcitecture/webhooks-security>;
-    /// an older version of the docs spoke of retries for up to three days, not
-    /// confirmed), so the window is the crate's default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `X-CC-Webhook-Signature` header.
-    pub struct CoinbaseCommerceVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
+/// The facts of the coinbase-commerce preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Coinbase Commerce event can be sent again: 30 days.
+///
+/// The retry schedule is not stated on Coinbase's current pages
+/// (<https://docs.cdp.coinbase.com/commerce/api-arcitecture/webhooks-security>;
+/// an older version of the docs spoke of retries for up to three days, not
+/// confirmed), so the window is the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "coinbase-commerce",
+    scheme: HmacScheme { strict: true, ..HmacScheme::new("x-cc-webhook-signature") },
+    event_key: EventKey::Json { id: "/event/id", event_type: Some("/event/type") },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "no published span (https://docs.cdp.coinbase.com/commerce/api-arcitecture/webhooks-security)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::sdk(&["sdk_time_cases", "same_event"]),
+};
+
+impl Provider {
     /// Coinbase Commerce (`X-CC-Webhook-Signature`; key = `event.id`). See [`crate::providers::coinbase_commerce`].
     ///
-    /// The Coinbase Commerce preset: [`CoinbaseCommerceVerifier`]; key = the
+    /// The Coinbase Commerce preset: [`coinbase_commerce::FACTS`](FACTS); key = the
     /// body's `event.id`, type = `event.type`.
-    fn coinbase_commerce() = super::json_keyed(NAME, CoinbaseCommerceVerifier::new(), "/event/id", "/event/type");
+    pub fn coinbase_commerce() -> Self {
+        FACTS.provider()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::BodyOnly;
 
     use crate::verify::VerifyErrorKind;
 
@@ -69,7 +81,7 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"event":{"id":"e1","type":"charge:created"}}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("cc_secret", body, b"{\"event\":{}}", "zz", |_, _| {
+        BodyOnly::of(&FACTS).check_cases("cc_secret", body, b"{\"event\":{}}", "zz", |_, _| {
             vec![
                 ("sha256= prefix", vec!["sha256=00".to_owned()], Err(VerifyErrorKind::MalformedHeader)),
                 ("short hex", vec!["abcd".to_owned()], Err(VerifyErrorKind::MalformedHeader)),

@@ -11,9 +11,9 @@
 //!   Upper-case hex is accepted here (the SDK compares hex text and refuses
 //!   it); anything that is not 64 hex digits is malformed.
 //! - tolerance: Customer.io's SDK checks no age at all, and its docs give
-//!   none. The timestamp is signed, so [`DEFAULT_TOLERANCE`] is the crate's
+//!   none. The timestamp is signed, so [`FACTS`]' tolerance is the crate's
 //!   usual 300 seconds in both directions, our choice; widen it with
-//!   [`CustomerIoVerifier::tolerance`] if deliveries queue longer.
+//!   `FACTS.verifier().tolerance(d)` if deliveries queue longer.
 //!
 //! The event key is the body's `event_id` (a ULID), the id of the reporting
 //! event: it is inside the signed body and names the event, not the attempt,
@@ -34,42 +34,56 @@ use std::time::Duration;
 
 use crate::key::{EventIdentity, JsonPointerKey, KeyError, KeyExtractor};
 use crate::provider::Provider;
-use crate::verify::generic::{HmacVerifier, SignedContent};
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::{HmacScheme, Signed, Tolerance};
 
-hmac_preset! {
-    name: "customer-io";
-    /// The header Customer.io signs deliveries with.
-    header: "x-cio-signature";
-    /// The header carrying the signed Unix timestamp.
-    timestamp_header: "x-cio-timestamp";
-    /// How long a Customer.io reporting event can be sent again: 30 days.
-    ///
-    /// Customer.io's "Reporting Webhooks" page
-    /// (<https://docs.customer.io/api/webhooks/>) says a delivery that does not
-    /// get a 2xx within its timeout is retried, without a schedule or span we
-    /// could confirm, and documents no manual redelivery. With the span not
-    /// stated, the window is the crate's default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `X-CIO-Signature` header.
-    pub struct CustomerIoVerifier = {
-        HmacVerifier::builder(SIGNATURE_HEADER)
-            .strict()
-            .content_prefix("v0:")
-            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
-            .timestamp_header(TIMESTAMP_HEADER)
-    };
-    /// The preset's tolerance: 300 seconds (Customer.io states none; see the
-    /// module docs).
-    tolerance: Duration::from_secs(300);
+/// The header the signature travels in.
+const SIGNATURE_HEADER: &str = "x-cio-signature";
+/// The header the signed timestamp travels in.
+const TIMESTAMP_HEADER: &str = "x-cio-timestamp";
+
+/// The facts of the customer-io preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Customer.io reporting event can be sent again: 30 days.
+///
+/// Customer.io's "Reporting Webhooks" page
+/// (<https://docs.customer.io/api/webhooks/>) says a delivery that does not
+/// get a 2xx within its timeout is retried, without a schedule or span we
+/// could confirm, and documents no manual redelivery. With the span not
+/// stated, the window is the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "customer-io",
+    scheme: HmacScheme {
+        strict: true,
+        content_prefix: "v0:",
+        signed: Signed::TimestampBody { separator: ":" },
+        timestamp_header: Some(TIMESTAMP_HEADER),
+        tolerance: Some(Tolerance {
+            duration: Duration::from_secs(300),
+            evidence:
+                "none stated and the SDK checks no age (https://docs.customer.io/api/webhooks/): the usual 300 seconds",
+        }),
+        ..HmacScheme::new(SIGNATURE_HEADER)
+    },
+    event_key: EventKey::Own { extractor: &event_identity, reads: "the body's event_id (JSON)", id_header: None },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "no published span (https://docs.customer.io/api/webhooks/)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::sdk(&[]),
+};
+
+impl Provider {
     /// Customer.io (`X-CIO-Signature` of `v0:{ts}:{body}`, 300 s; key = `event_id`). See [`crate::providers::customer_io`].
     ///
-    /// The Customer.io reporting-webhooks preset: [`CustomerIoVerifier`] with
+    /// The Customer.io reporting-webhooks preset: [`customer_io::FACTS`](FACTS) with
     /// the 300 second tolerance; key = the body's `event_id`, type =
-    /// `{object_type}.{metric}` ([`event_identity`]).
-    fn customer_io() = Provider::new(NAME, CustomerIoVerifier::new(), event_identity);
-    headers: [TIMESTAMP_HEADER];
-    signed: |s, _, at, b| super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, super::unix_seconds(at), |ts| sign(s, ts, b));
+    /// `{object_type}.{metric}` (`event_identity`).
+    pub fn customer_io() -> Self {
+        FACTS.provider()
+    }
 }
 
 /// Customer.io's event identity: key = the body's `event_id`; type =
@@ -78,7 +92,7 @@ hmac_preset! {
 /// # Errors
 /// As [`JsonPointerKey`] for `event_id`: missing, not a string or integer,
 /// or a body that is not JSON.
-pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
     let mut identity = JsonPointerKey::new("/event_id").extract(parts, body)?;
     let doc: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     let text = |name: &str| doc.get(name).and_then(serde_json::Value::as_str).filter(|s| !s.is_empty());
@@ -93,7 +107,7 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::TwoHeaders;
+    use crate::providers::tests::support::TwoHeaders;
     use crate::test_support::assert_body_identity;
     use crate::verify::hmac_sha256;
     use crate::verify::VerifyErrorKind;
@@ -101,7 +115,7 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"event_id":"01J0","object_type":"email","metric":"sent"}"#;
-        let t = TwoHeaders::hmac(CustomerIoVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign);
+        let t = TwoHeaders::facts(&FACTS, body);
         let upper = t.good.to_uppercase();
         let prefixed = format!("v0={}", t.good);
         let short = &t.good[..62];
@@ -121,8 +135,8 @@ mod tests {
     #[test]
     fn rotation_tolerance_and_replay() {
         let body = br#"{"event_id":"01J0"}"#;
-        let t = TwoHeaders::hmac(CustomerIoVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign);
-        t.check_rotation_tolerance_and_replay(CustomerIoVerifier::new().tolerance(Duration::from_secs(600)));
+        let t = TwoHeaders::facts(&FACTS, body);
+        t.check_rotation_tolerance_and_replay(FACTS.verifier().tolerance(Duration::from_secs(600)));
     }
 
     #[test]

@@ -266,12 +266,15 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         super::asymmetric_example(Provider::discord(), public_key_of(&SEED), headers, body)
     }),
 )
-.keys(super::KeyKind::PublicKey, super::raw_secret, Some(|text| public_key(text).map_err(super::key_error)));
+.keys(super::KeyKind::PublicKey, super::raw_secret, Some(|text| public_key(text).map_err(super::key_error)))
+.signs("`X-Signature-Ed25519` over `{timestamp}{body}`, application public key")
+.key_from("the body's id (JSON)")
+.fixture(super::Fixture::own("Ed25519 public key, the interactions' vectors (`interactions.json`)"));
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::TwoHeaders;
+    use crate::providers::tests::support::TwoHeaders;
     use crate::test_support::fixture_json;
     use crate::test_support::{at, headers as parts, NOW};
     use crate::verify::Verifier as _;

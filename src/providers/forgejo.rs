@@ -56,21 +56,34 @@ pub fn verifier() -> GiteaVerifier {
     GiteaVerifier::for_header(SIGNATURE_HEADER)
 }
 
-preset! {
+impl crate::provider::Provider {
     /// Forgejo (`X-Forgejo-Signature`; key = `X-Forgejo-Delivery`). See [`crate::providers::forgejo`].
     ///
     /// The Forgejo preset: [`verifier`], key = `X-Forgejo-Delivery`, type =
     /// `X-Forgejo-Event`.
-    fn forgejo() = super::header_keyed(NAME, verifier(), DELIVERY_HEADER, EVENT_HEADER);
-    headers: [SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())],
+    pub fn forgejo() -> Self {
+        super::header_keyed(NAME, verifier(), DELIVERY_HEADER, EVENT_HEADER)
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
+    NAME,
+    NAME,
+    REPLAY_WINDOW,
+    &[SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
+    |_| crate::provider::Provider::forgejo(),
+    super::ExampleOf::Signed(|s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())]),
+)
+.signs("`X-Forgejo-Signature`, the same as Gitea's")
+.key_from("the X-Forgejo-Delivery header")
+.fixture(super::Fixture::formula(&[]).of("gitea"));
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::BodyOnly;
     use crate::verify::{SigningSecret, Verifier as _, VerifyErrorKind};
 
     /// Gitea's fixture: Forgejo's headers carry the same signature and UUID.
@@ -84,7 +97,7 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"ref":"refs/heads/main"}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("forgejo_secret", body, b"{}", "zz", |_, _| {
+        BodyOnly::preset(&PRESET, sign).check_cases("forgejo_secret", body, b"{}", "zz", |_, _| {
             vec![("short hex", vec!["abcd".to_owned()], Err(VerifyErrorKind::MalformedHeader))]
         });
         // Gitea's header alone is not read.

@@ -10,13 +10,13 @@
 //!   configure the old and new keys together.
 //! - tolerance: the timestamp is signed; Front's security guide for
 //!   connectors (<https://dev.frontapp.com/docs/security-1>) recommends
-//!   refusing requests older than 5 minutes. [`DEFAULT_TOLERANCE`] is those
+//!   refusing requests older than 5 minutes. [`FACTS`]' tolerance is those
 //!   300 seconds, in both directions, compared to the millisecond.
 //!
 //! **Handshake.** When an application webhook is saved, Front sends a
 //! signed POST with an `x-front-challenge` header and the body `{"type":
 //! "sync", "authorization": {...}}`, and expects the challenge back. The
-//! preset's [`Challenge`], [`Validation`], answers a verified request that carries the header
+//! preset's [`Challenge`], `Validation`, answers a verified request that carries the header
 //! **and** a signed body of type `sync` with `200` and the challenge as the
 //! `text/plain` body; nothing is claimed. (Front's page shows the request
 //! but not the expected answer's form; echoing the challenge as a plain-text
@@ -26,7 +26,7 @@
 //! (<https://dev.frontapp.com/docs/rule-webhooks>) sign differently (base64
 //! HMAC-SHA1 of the body with the company API secret, no timestamp):
 //! configure them with
-//! [`HmacVerifier`] (`.algorithm(Algorithm::Sha1).encoding(Encoding::Base64)`) and key `/id`.
+//! [`HmacVerifier`](crate::verify::generic::HmacVerifier) (`.algorithm(Algorithm::Sha1).encoding(Encoding::Base64)`) and key `/id`.
 //!
 //! The event key is the body's `payload.id`, the event's id (`evt_...`);
 //! the event type is the body's `type` (`inbound_received`,
@@ -45,62 +45,68 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::provider::Challenge;
-use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
-use crate::verify::{hmac_sha256, single_header, Delivery, Encoding, SigningSecret};
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::{HmacScheme, Signed, TimestampFormat, Tolerance};
+use crate::verify::{single_header, Delivery, Encoding};
 
 /// The header carrying the handshake's challenge (not signed).
-pub const CHALLENGE_HEADER: &str = "x-front-challenge";
+const CHALLENGE_HEADER: &str = "x-front-challenge";
 
-hmac_preset! {
-    name: "front";
-    /// The header Front signs deliveries with.
-    header: "x-front-signature";
-    /// The header carrying the signed Unix timestamp in milliseconds.
-    timestamp_header: "x-front-request-timestamp";
-    /// How long a Front event can be sent again: 30 days.
-    ///
-    /// Front's application-webhooks page
-    /// (<https://dev.frontapp.com/docs/application-webhooks>) publishes no
-    /// retry schedule or span that the research for this preset could confirm,
-    /// and no manual redelivery. With the span not stated, the window is the
-    /// crate's default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `x-front-signature` header.
-    pub struct FrontVerifier = {
-        HmacVerifier::builder(SIGNATURE_HEADER)
-            .encoding(Encoding::Base64)
-            .strict()
-            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
-            .timestamp_header(TIMESTAMP_HEADER)
-            .timestamp_format(TimestampFormat::UnixMilliseconds)
-    };
-    /// The preset's tolerance: 300 seconds (Front's recommended 5 minutes).
-    tolerance: Duration::from_secs(300);
-    sign: by hand;
+/// The header the signature travels in.
+const SIGNATURE_HEADER: &str = "x-front-signature";
+/// The header the signed timestamp travels in.
+const TIMESTAMP_HEADER: &str = "x-front-request-timestamp";
+
+/// The facts of the front preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Front event can be sent again: 30 days.
+///
+/// Front's application-webhooks page
+/// (<https://dev.frontapp.com/docs/application-webhooks>) publishes no
+/// retry schedule or span that the research for this preset could confirm,
+/// and no manual redelivery. With the span not stated, the window is the
+/// crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "front",
+    scheme: HmacScheme {
+        encoding: Encoding::Base64,
+        strict: true,
+        signed: Signed::TimestampBody { separator: ":" },
+        timestamp_header: Some(TIMESTAMP_HEADER),
+        timestamp_format: TimestampFormat::UnixMilliseconds,
+        tolerance: Some(Tolerance {
+            duration: Duration::from_secs(300),
+            evidence: "Front's security guide: refuse requests older than 5 minutes (https://dev.frontapp.com/docs/security-1)",
+        }),
+        ..HmacScheme::new(SIGNATURE_HEADER)
+    },
+    event_key: EventKey::Json { id: "/payload/id", event_type: Some("/type") },
+    headers: &[CHALLENGE_HEADER],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "no published span (https://dev.frontapp.com/docs/application-webhooks)",
+    challenge: Some(&Validation),
+    example_headers: &[],
+    fixture: super::Fixture::formula(&["timestamp_ms"]),
+};
+
+impl Provider {
     /// Front (`x-front-signature` of `{ms}:{body}`, 300 s; key = `payload.id`; answers the challenge). See [`crate::providers::front`].
     ///
-    /// The Front application-webhooks preset: [`FrontVerifier`] with the 300
+    /// The Front application-webhooks preset: [`front::FACTS`](FACTS) with the 300
     /// second tolerance; key = the body's `payload.id`, type = `type`;
-    /// [`Validation`] answers the save-time handshake.
-    fn front() = super::json_keyed(NAME, FrontVerifier::new(), "/payload/id", "/type").challenge(Validation);
-    headers: [TIMESTAMP_HEADER, CHALLENGE_HEADER];
-    signed: |s, _, at, b| super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, super::unix_millis(at), |ms| sign(s, ms, b));
-}
-
-/// The `x-front-signature` value Front would send for `body` at
-/// `timestamp_ms` (Unix milliseconds) with `secret`: base64 HMAC-SHA256 of
-/// `{timestamp_ms}:{body}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, timestamp_ms: u64, body: &[u8]) -> String {
-    let ts = timestamp_ms.to_string();
-    Encoding::Base64.encode(&hmac_sha256(secret, &[ts.as_bytes(), b":", body]))
+    /// `Validation` answers the save-time handshake.
+    pub fn front() -> Self {
+        FACTS.provider()
+    }
 }
 
 /// Answers Front's webhook validation (after verification): `200`
 /// `text/plain` with the `x-front-challenge` value when the signed body's
 /// `type` is `sync`; `None` otherwise.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Validation;
+struct Validation;
 
 impl Challenge for Validation {
     fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
@@ -119,12 +125,19 @@ impl Challenge for Validation {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::TwoHeaders;
+    use crate::providers::tests::support::TwoHeaders;
     use crate::test_support::{at, headers, NOW};
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{hmac_sha256, SigningSecret};
+
+    /// The signature header for `body` at `timestamp_ms` (the text of the
+    /// timestamp header, Unix milliseconds), signed with `secret`.
+    fn sign(secret: &SigningSecret, timestamp_ms: u64, body: &[u8]) -> String {
+        FACTS.verifier().sign_text(secret, "", &timestamp_ms.to_string(), body)
+    }
 
     fn two_headers(body: &[u8]) -> TwoHeaders<'_> {
-        TwoHeaders::hmac_millis(FrontVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign)
+        TwoHeaders::facts(&FACTS, body)
     }
 
     #[test]
@@ -152,7 +165,7 @@ mod tests {
     fn rotation_tolerance_and_replay() {
         let mut t = two_headers(br#"{"payload":{"id":"evt_1"}}"#);
         t.tolerance = 300;
-        t.check_rotation_tolerance_and_replay(FrontVerifier::new().tolerance(Duration::from_secs(600)));
+        t.check_rotation_tolerance_and_replay(FACTS.verifier().tolerance(Duration::from_secs(600)));
     }
 
     #[test]

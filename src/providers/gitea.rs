@@ -136,21 +136,34 @@ pub fn sign(secret: &SigningSecret, payload: &[u8]) -> String {
     hex::encode(hmac_sha256(secret, &[payload]))
 }
 
-preset! {
+impl crate::provider::Provider {
     /// Gitea (`X-Gitea-Signature`; key = `X-Gitea-Delivery`). See [`crate::providers::gitea`].
     ///
     /// The Gitea preset: [`GiteaVerifier`], key = `X-Gitea-Delivery`, type =
     /// `X-Gitea-Event`.
-    fn gitea() = super::header_keyed(NAME, GiteaVerifier::new(), DELIVERY_HEADER, EVENT_HEADER);
-    headers: [SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())],
+    pub fn gitea() -> Self {
+        super::header_keyed(NAME, GiteaVerifier::new(), DELIVERY_HEADER, EVENT_HEADER)
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
+    NAME,
+    NAME,
+    REPLAY_WINDOW,
+    &[SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
+    |_| crate::provider::Provider::gitea(),
+    super::ExampleOf::Signed(|s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())]),
+)
+.signs("`X-Gitea-Signature` hex HMAC-SHA256 of the JSON payload (the body, or a form's `payload` field)")
+.key_from("the X-Gitea-Delivery header")
+.fixture(super::Fixture::formula(&[]));
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{fixture, BodyOnly};
+    use crate::providers::tests::support::{fixture, BodyOnly};
     use crate::test_support::{at, headers, request, NOW};
 
     /// The fixture's head (every header Gitea and Forgejo send) and the
@@ -188,7 +201,7 @@ pub(crate) mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"ref":"refs/heads/main"}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("gitea_secret", body, b"{\"ref\":\"x\"}", "zz", |_, good| {
+        BodyOnly::preset(&PRESET, sign).check_cases("gitea_secret", body, b"{\"ref\":\"x\"}", "zz", |_, good| {
             vec![
                 ("sha256= prefix", vec![format!("sha256={good}")], Err(VerifyErrorKind::MalformedHeader)),
                 ("short hex", vec!["abcd".to_owned()], Err(VerifyErrorKind::MalformedHeader)),

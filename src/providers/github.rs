@@ -35,38 +35,42 @@
 //! `pull_request.updated_at`) as Unix seconds; deliveries carry no event time
 //! of their own, and GitHub does not promise their order.
 
-use crate::verify::generic::HmacVerifier;
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 
-hmac_preset! {
-    name: "github";
-    /// The header GitHub signs deliveries with.
-    header: "x-hub-signature-256";
-    /// How long a GitHub delivery can be sent again: 3 days.
-    ///
-    /// GitHub does not retry a failed delivery; a delivery of the last 3 days
-    /// can be redelivered from the webhook's settings or through the REST API,
-    /// with its `X-GitHub-Delivery`
-    /// (<https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks>).
-    replay_window: super::days(3);
-    /// Verifies the `X-Hub-Signature-256` header.
-    pub struct GitHubVerifier = HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict();
-    /// GitHub (`X-Hub-Signature-256`; key = `X-GitHub-Delivery`). See [`crate::providers::github`].
-    ///
-    /// The GitHub preset: [`GitHubVerifier`], key = `X-GitHub-Delivery`, type =
-    /// `X-GitHub-Event`. The CLI name is `github`.
-    fn github() = super::header_keyed(NAME, GitHubVerifier::new(), DELIVERY_HEADER, EVENT_HEADER);
-    headers: [DELIVERY_HEADER, EVENT_HEADER];
-    example_id_header: DELIVERY_HEADER;
+/// The GitHub preset's facts: `X-Hub-Signature-256: sha256=<hex>` (strict)
+/// over the body; key = `X-GitHub-Delivery`, type = `X-GitHub-Event`.
+///
+/// **Replay window: 3 days.** GitHub does not retry a failed delivery; a
+/// delivery of the last 3 days can be redelivered from the webhook's
+/// settings or through the REST API, with its `X-GitHub-Delivery`
+/// (<https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks>).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "github",
+    scheme: HmacScheme { prefix: "sha256=", strict: true, ..HmacScheme::new("x-hub-signature-256") },
+    event_key: EventKey::Header { id: "x-github-delivery", event_type: "x-github-event" },
+    headers: &[],
+    replay_window: super::days(3),
+    replay_evidence: "no retries; manual redelivery of the last 3 days (https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::own("GitHub's documented example, in `github_docs_vector`"),
+};
+
+impl Provider {
+    /// GitHub (`X-Hub-Signature-256`; key = `X-GitHub-Delivery`, type =
+    /// `X-GitHub-Event`): [`github::FACTS`](FACTS). The
+    /// CLI name is `github`.
+    pub fn github() -> Self {
+        FACTS.provider()
+    }
 }
-
-/// The header carrying the delivery GUID (the event key).
-pub const DELIVERY_HEADER: &str = "x-github-delivery";
-/// The header carrying the event name (the event type).
-pub const EVENT_HEADER: &str = "x-github-event";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::tests::support::sign;
     use crate::test_support::header_lines;
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
@@ -79,9 +83,9 @@ mod tests {
     fn github_docs_vector() {
         let secret = SigningSecret::from("It's a Secret to Everybody");
         let expected = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
-        assert_eq!(sign(&secret, b"Hello, World!"), expected);
-        let v = GitHubVerifier::new();
-        let p = header_lines(SIGNATURE_HEADER, &[expected]);
+        assert_eq!(sign(&FACTS, &secret, b"Hello, World!"), expected);
+        let v = FACTS.verifier();
+        let p = header_lines(FACTS.scheme.header, &[expected]);
         let secrets = [secret];
         assert!(v.verify(&Delivery::new(&p, b"Hello, World!", &secrets, SystemTime::now())).is_ok());
         assert_eq!(
@@ -100,13 +104,9 @@ mod tests {
             ("not hex", vec!["sha256=zz"], VerifyErrorKind::MalformedHeader),
         ];
         for (name, headers, want) in cases {
-            let p = header_lines(SIGNATURE_HEADER, headers);
-            let got = GitHubVerifier::new().verify(&Delivery::new(
-                &p,
-                b"x",
-                std::slice::from_ref(&secret),
-                SystemTime::now(),
-            ));
+            let p = header_lines(FACTS.scheme.header, headers);
+            let got =
+                FACTS.verifier().verify(&Delivery::new(&p, b"x", std::slice::from_ref(&secret), SystemTime::now()));
             assert_eq!(got.unwrap_err().kind(), *want, "{name}");
         }
     }

@@ -115,12 +115,15 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     |_| Provider::gitlab(),
     super::ExampleOf::Signed(|s, id, _, _| vec![(TOKEN_HEADER, sign(s)), (IDEMPOTENCY_HEADER, id.to_owned())]),
 )
-.shared_token(&[TOKEN_HEADER]);
+.shared_token(&[TOKEN_HEADER])
+.signs("`X-Gitlab-Token`: the secret token as it is (a shared token, no signature; body not signed)")
+.key_from("the Idempotency-Key header")
+.fixture(super::Fixture::own("a token, not a secret, and the signing-token preview (`classic`)"));
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::OneHeader;
+    use crate::providers::tests::support::OneHeader;
     use crate::test_support::fixture_json;
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::VerifyErrorKind;

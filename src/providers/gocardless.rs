@@ -32,7 +32,7 @@
 //! a webhook not answered 2xx within 10 seconds is retried up to 8 times at
 //! increasing intervals (1 minute, 2 minutes, 10 minutes, ...), and can be
 //! retried through the API (`POST /webhooks/{id}/actions/retry`) with no
-//! stated age limit, hence [`REPLAY_WINDOW`]. GoCardless suggests answering
+//! stated age limit, hence [`FACTS`]' `replay_window`. GoCardless suggests answering
 //! an invalid signature with 498; the layer answers 401, which GoCardless
 //! treats as a failure just the same. **Tolerance:** none; no timestamp is
 //! signed (each event's `created_at` is signed but no window is set).
@@ -47,38 +47,52 @@
 //! event's `created_at` (RFC 3339, milliseconds); GoCardless does not
 //! promise the order of webhooks, nor of events across batches.
 
-use crate::key::JsonPointerKey;
 use crate::provider::Provider;
-use crate::verify::generic::HmacVerifier;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 
-hmac_preset! {
-    name: "gocardless";
-    /// The header GoCardless signs webhooks with.
-    header: "webhook-signature";
-    /// How long a GoCardless webhook can be sent again: 30 days.
-    ///
-    /// GoCardless retries a failed webhook up to 8 times at increasing
-    /// intervals
-    /// (<https://support.gocardless.com/hc/en-nz/articles/360000989989-Webhook-retries-failures>)
-    /// and lets it be retried through the API with no stated age limit
-    /// (<https://developer.gocardless.com/api-reference/#webhooks-retry-a-webhook>),
-    /// so the window is the crate's default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies GoCardless's `Webhook-Signature` header.
-    pub struct GoCardlessVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
+/// The facts of the gocardless preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a GoCardless webhook can be sent again: 30 days.
+///
+/// GoCardless retries a failed webhook up to 8 times at increasing
+/// intervals
+/// (<https://support.gocardless.com/hc/en-nz/articles/360000989989-Webhook-retries-failures>)
+/// and lets it be retried through the API with no stated age limit
+/// (<https://developer.gocardless.com/api-reference/#webhooks-retry-a-webhook>),
+/// so the window is the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "gocardless",
+    scheme: HmacScheme {
+        strict: true,
+        ..HmacScheme::new("webhook-signature")
+    },
+    event_key: EventKey::Json { id: "/meta/webhook_id", event_type: None },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence:
+        "8 retries; API retry without a stated limit (https://support.gocardless.com/hc/en-nz/articles/360000989989-Webhook-retries-failures)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::sdk(&["sdk_time_cases"]),
+};
+
+impl Provider {
     /// GoCardless (`Webhook-Signature`; key = `meta.webhook_id`, one claim per batch). See [`crate::providers::gocardless`].
     ///
-    /// The GoCardless preset: [`GoCardlessVerifier`]; key = the batch's
+    /// The GoCardless preset: [`gocardless::FACTS`](FACTS); key = the batch's
     /// `meta.webhook_id`, no event type.
-    fn gocardless() = Provider::new(NAME, GoCardlessVerifier::new(), JsonPointerKey::new("/meta/webhook_id"));
+    pub fn gocardless() -> Self {
+        FACTS.provider()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
-    use crate::providers::testing::{fixture_files, BodyOnly, OneHeader};
+    use crate::providers::tests::support::{fixture_files, BodyOnly, OneHeader};
     use crate::test_support::{headers, NOW};
 
     use crate::verify::VerifyErrorKind;
@@ -93,7 +107,7 @@ mod tests {
         let (body, expected, secret) = fixture_files("gocardless");
         assert_eq!(expected["sdk_accepts_uppercase_hex"], serde_json::json!(true));
         let upper = expected["headers"]["webhook-signature"].as_str().unwrap().to_uppercase();
-        assert_eq!(OneHeader::preset(&PRESET).check(&[&upper], body, &[secret], NOW), Ok(()));
+        assert_eq!(OneHeader::of(&FACTS).check(&[&upper], body, &[secret], NOW), Ok(()));
         // The batch's events, for a handler's own business keys.
         let doc: serde_json::Value = serde_json::from_slice(body).unwrap();
         let ids: Vec<&str> = doc["events"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
@@ -106,7 +120,7 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"events":[{"id":"EV1"}],"meta":{"webhook_id":"WB1"}}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("gc_secret", body, b"{\"events\":[]}", "zz", |_, _| {
+        BodyOnly::of(&FACTS).check_cases("gc_secret", body, b"{\"events\":[]}", "zz", |_, _| {
             vec![
                 (
                     "Standard Webhooks form",

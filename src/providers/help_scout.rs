@@ -36,41 +36,60 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! resource's `userUpdatedAt` (a conversation) or `updatedAt` (a customer).
 
-use crate::verify::generic::HmacVerifier;
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset, KeyField};
+use crate::verify::generic::HmacScheme;
 use crate::verify::{Algorithm, Encoding};
 
-hmac_preset! {
-    name: "help-scout";
-    /// The header Help Scout signs deliveries with.
-    header: "x-helpscout-signature";
-    /// How long a Help Scout event can be sent again: 30 days.
-    ///
-    /// Help Scout retries a delivery that gets no 2xx and deactivates a webhook
-    /// that keeps failing (<https://developer.helpscout.com/webhooks/>; the
-    /// research for this preset read up to 10 attempts over a few hours,
-    /// unconfirmed), with no manual redelivery. With the span not confirmed, the
-    /// window is the crate's default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `X-HelpScout-Signature` header.
-    pub struct HelpScoutVerifier = {
-        HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).encoding(Encoding::Base64).strict()
-    };
+/// The facts of the help-scout preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Help Scout event can be sent again: 30 days.
+///
+/// Help Scout retries a delivery that gets no 2xx and deactivates a webhook
+/// that keeps failing (<https://developer.helpscout.com/webhooks/>; the
+/// research for this preset read up to 10 attempts over a few hours,
+/// unconfirmed), with no manual redelivery. With the span not confirmed, the
+/// window is the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "help-scout",
+    scheme: HmacScheme {
+        algorithm: Algorithm::Sha1,
+        encoding: Encoding::Base64,
+        strict: true,
+        ..HmacScheme::new("x-helpscout-signature")
+    },
+    event_key: EventKey::Derived {
+        fields: &[KeyField::CanonicalBody],
+        event_type: Some(KeyField::Header(EVENT_HEADER)),
+    },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "no published span (https://developer.helpscout.com/webhooks/)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&[]),
+};
+
+impl Provider {
     /// Help Scout (`X-HelpScout-Signature`, base64 HMAC-SHA1; derived key). See [`crate::providers::help_scout`].
     ///
-    /// The Help Scout preset: [`HelpScoutVerifier`]; key derived from the
+    /// The Help Scout preset: [`help_scout::FACTS`](FACTS); key derived from the
     /// canonical body, type = the `X-HelpScout-Event` header (unsigned).
-    fn help_scout() = super::body_keyed(NAME, HelpScoutVerifier::new(), EVENT_HEADER);
-    headers: [EVENT_HEADER];
+    pub fn help_scout() -> Self {
+        FACTS.provider()
+    }
 }
+
 /// The header carrying the event name (the event type; not signed).
-pub const EVENT_HEADER: &str = "x-helpscout-event";
+const EVENT_HEADER: &str = "x-helpscout-event";
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{BodyOnly, OneHeader};
+    use crate::providers::tests::support::sign;
+    use crate::providers::tests::support::{BodyOnly, OneHeader};
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::VerifyErrorKind;
     use crate::verify::{hmac, Algorithm, Encoding, SigningSecret};
@@ -82,8 +101,8 @@ mod tests {
     fn help_scouts_sdk_example() {
         let secret = SigningSecret::from("asdfasdf");
         let (body, header) = (br#"{"id":123}"#, "7S2+kN8bZsrdAEADJ+yYfWWsf/4=");
-        assert_eq!(sign(&secret, body), header);
-        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &[secret], NOW), Ok(()));
+        assert_eq!(sign(&FACTS, &secret, body), header);
+        assert_eq!(OneHeader::of(&FACTS).check(&[header], body, &[secret], NOW), Ok(()));
     }
 
     /// The common cases, rotation and precheck, and Help Scout's own: base64
@@ -91,7 +110,7 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"id":1,"status":"active"}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("hs_secret", body, b"{\"id\":2}", "%%", |secret, good| {
+        BodyOnly::of(&FACTS).check_cases("hs_secret", body, b"{\"id\":2}", "%%", |secret, good| {
             let sha256 = Encoding::Base64.encode(&crate::verify::hmac_sha256(secret, &[body]));
             let hex = hex::encode(hmac(Algorithm::Sha1, secret, &[body]).as_ref());
             vec![

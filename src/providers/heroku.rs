@@ -28,42 +28,54 @@
 //! body's `created_at` (RFC 3339), or the resource's `version` where it has
 //! one (a release).
 
-use crate::verify::generic::HmacVerifier;
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 use crate::verify::Encoding;
 
-hmac_preset! {
-    name: "heroku";
-    /// The header Heroku signs deliveries with.
-    header: "heroku-webhook-hmac-sha256";
-    /// How long a Heroku webhook event can be sent again: 30 days.
-    ///
-    /// Heroku retries a delivery that gets no 2xx answer ("Webhook delivery" in
-    /// <https://devcenter.heroku.com/articles/app-webhooks>; the research for
-    /// this preset read up to 72 hours with a back-off, not confirmed), and the
-    /// deliveries can be listed (`heroku webhooks:deliveries`) but not resent.
-    /// With the span not confirmed, the window is the crate's default for an
-    /// unknown span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `Heroku-Webhook-Hmac-SHA256` header.
-    pub struct HerokuVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).strict();
+/// The facts of the heroku preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Heroku webhook event can be sent again: 30 days.
+///
+/// Heroku retries a delivery that gets no 2xx answer ("Webhook delivery" in
+/// <https://devcenter.heroku.com/articles/app-webhooks>; the research for
+/// this preset read up to 72 hours with a back-off, not confirmed), and the
+/// deliveries can be listed (`heroku webhooks:deliveries`) but not resent.
+/// With the span not confirmed, the window is the crate's default for an
+/// unknown span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "heroku",
+    scheme: HmacScheme { encoding: Encoding::Base64, strict: true, ..HmacScheme::new("heroku-webhook-hmac-sha256") },
+    event_key: EventKey::Json { id: "/id", event_type: Some("/resource") },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "no published span (https://devcenter.heroku.com/articles/app-webhooks)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&[]),
+};
+
+impl Provider {
     /// Heroku (`Heroku-Webhook-Hmac-SHA256`, base64; key = body `id`). See [`crate::providers::heroku`].
     ///
-    /// The Heroku app-webhooks preset: [`HerokuVerifier`]; key = the body's
+    /// The Heroku app-webhooks preset: [`heroku::FACTS`](FACTS); key = the body's
     /// `id`, type = `resource`.
-    fn heroku() = super::json_keyed(NAME, HerokuVerifier::new(), "/id", "/resource");
+    pub fn heroku() -> Self {
+        FACTS.provider()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::BodyOnly;
 
     /// The common cases, rotation and precheck, and Heroku's own: standard
     /// padded base64 alone, one line per signature.
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"id":"e1","resource":"dyno","action":"create"}"#;
-        BodyOnly::of(&PRESET, sign)
+        BodyOnly::of(&FACTS)
             .check_cases("heroku_secret", body, b"{\"id\":\"e2\"}", "!!", |_, good| BodyOnly::base64_alone(good));
     }
 }

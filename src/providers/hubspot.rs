@@ -425,7 +425,10 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         }
     }),
 )
-.signing(super::UrlArg::PublicBaseUrl);
+.signing(super::UrlArg::PublicBaseUrl)
+.signs("`X-HubSpot-Signature-v3` base64 HMAC-SHA256 of method + URI + body + ms timestamp; with `HubSpotVerifier::accept_v1_v2(true)` also `X-HubSpot-Signature` v1 / v2 (hex SHA-256 of secret + body / secret + method + URI + body; no timestamp)")
+.key_from("fields of the JSON body (a derived key)")
+.fixture(super::Fixture::own("the SDK's vectors (`sdk.json`): v1, v2 and v3, a batch and its retry"));
 
 #[cfg(test)]
 mod tests {

@@ -21,7 +21,7 @@
 //!
 //! **The `ping`.** The test notification Intercom sends when a webhook is
 //! saved carries `"topic": "ping"` and, in captured pings, `"id": null`, so it
-//! has no event key. [`Ping`] answers a *verified* ping 200 with an empty body
+//! has no event key. `Ping` answers a *verified* ping 200 with an empty body
 //! before any claim (nothing is stored, the handler is not called); an
 //! unsigned or forged one is refused 401 like any delivery.
 //!
@@ -44,40 +44,61 @@
 use bytes::Bytes;
 
 use crate::provider::Challenge;
-use crate::verify::generic::HmacVerifier;
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 use crate::verify::{Algorithm, Delivery};
 
-hmac_preset! {
-    name: "intercom";
-    /// The header Intercom signs deliveries with.
-    header: "x-hub-signature";
-    /// How long an Intercom notification can be sent again: 30 days.
-    ///
-    /// Intercom publishes no retry schedule. Its "Delivering Webhook
-    /// Notifications" page
-    /// (<https://developers.intercom.com/docs/webhooks/webhook-notifications>)
-    /// counts the attempts in the notification's `delivery_attempts`, throttles
-    /// after a 429 with delays from 1 minute to 2 hours, and suspends a private
-    /// app's subscription only after its endpoint has answered errors for more
-    /// than seven days (a public app's, never); no manual redelivery is
-    /// documented. Since attempts may go on for at least 7 days and the span is
-    /// not stated, the window is the crate's default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `X-Hub-Signature` header.
-    pub struct IntercomVerifier = HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).prefix("sha1=").strict();
+/// The header the signature travels in.
+const SIGNATURE_HEADER: &str = "x-hub-signature";
+
+/// The facts of the intercom preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long an Intercom notification can be sent again: 30 days.
+///
+/// Intercom publishes no retry schedule. Its "Delivering Webhook
+/// Notifications" page
+/// (<https://developers.intercom.com/docs/webhooks/webhook-notifications>)
+/// counts the attempts in the notification's `delivery_attempts`, throttles
+/// after a 429 with delays from 1 minute to 2 hours, and suspends a private
+/// app's subscription only after its endpoint has answered errors for more
+/// than seven days (a public app's, never); no manual redelivery is
+/// documented. Since attempts may go on for at least 7 days and the span is
+/// not stated, the window is the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "intercom",
+    scheme: HmacScheme {
+        algorithm: Algorithm::Sha1,
+        prefix: "sha1=",
+        strict: true,
+        ..HmacScheme::new(SIGNATURE_HEADER)
+    },
+    event_key: EventKey::Json { id: "/id", event_type: Some("/topic") },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence:
+        "no published span; suspension after 7 days of errors (https://developers.intercom.com/docs/webhooks/webhook-notifications)",
+    challenge: Some(&Ping),
+    example_headers: &[],
+    fixture: super::Fixture::formula(&["same_event", "extra_vectors"]),
+};
+
+impl Provider {
     /// Intercom (`X-Hub-Signature` `sha1=`; key = the notification `id`; answers `ping`). See [`crate::providers::intercom`].
     ///
-    /// The Intercom preset: [`IntercomVerifier`]; key = the notification `id`,
-    /// type = `topic`; [`Ping`] answers the test notification.
-    fn intercom() = super::json_keyed(NAME, IntercomVerifier::new(), "/id", "/topic").challenge(Ping);
+    /// The Intercom preset: [`intercom::FACTS`](FACTS); key = the notification `id`,
+    /// type = `topic`; `Ping` answers the test notification.
+    pub fn intercom() -> Self {
+        FACTS.provider()
+    }
 }
 
 /// Answers Intercom's verified test notification (`"topic": "ping"`) 200
 /// with an empty body, before any claim: it has no event key (`"id": null`).
 /// `None` for every other notification.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Ping;
+struct Ping;
 
 impl Challenge for Ping {
     fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
@@ -91,7 +112,8 @@ impl Challenge for Ping {
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::sign;
+    use crate::providers::tests::support::BodyOnly;
     use crate::test_support::NOW;
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind::MalformedHeader;
@@ -105,14 +127,14 @@ mod tests {
         let body = br#"{"type":"notification_event","app_id":"a","data":{"type":"notification_event_data","item":{"type":"ping","message":"hi"}},"links":{},"id":null,"topic":"ping","delivery_status":null,"delivery_attempts":1,"created_at":1718000000}"#;
         let secrets = [secret.clone()];
         let provider = Provider::intercom();
-        let good = headers(&[(SIGNATURE_HEADER, &sign(&secret, body))]);
+        let good = headers(&[(SIGNATURE_HEADER, &sign(&FACTS, &secret, body))]);
         let answer = provider.handshake(&Delivery::new(&good, body, &secrets, at(NOW))).unwrap();
         assert_eq!(answer.map(|r| r.status()), Some(http::StatusCode::OK));
-        let forged = headers(&[(SIGNATURE_HEADER, &sign(&SigningSecret::from("other"), body))]);
+        let forged = headers(&[(SIGNATURE_HEADER, &sign(&FACTS, &SigningSecret::from("other"), body))]);
         assert!(provider.handshake(&Delivery::new(&forged, body, &secrets, at(NOW))).is_err());
         // Any other notification goes on to its claim.
         let event = br#"{"id":"notif_1","topic":"conversation.user.created"}"#;
-        let signed = headers(&[(SIGNATURE_HEADER, &sign(&secret, event))]);
+        let signed = headers(&[(SIGNATURE_HEADER, &sign(&FACTS, &secret, event))]);
         assert_eq!(
             provider.handshake(&Delivery::new(&signed, event, &secrets, at(NOW))).unwrap().map(|r| r.status()),
             None
@@ -125,7 +147,7 @@ mod tests {
     fn verifies_and_rejects() {
         let body = br#"{"type":"notification_event","id":"notif_1","topic":"ping"}"#;
         let tampered = b"{\"id\":\"notif_2\"}";
-        BodyOnly::of(&PRESET, sign).check_cases("intercom_client_secret", body, tampered, "sha1=", |secret, good| {
+        BodyOnly::of(&FACTS).check_cases("intercom_client_secret", body, tampered, "sha1=", |secret, good| {
             let sha256 = format!("sha256={}", hex::encode(crate::verify::hmac_sha256(secret, &[body])));
             vec![
                 ("upper-case hex", vec![format!("sha1={}", good[5..].to_uppercase())], Ok(())),

@@ -223,21 +223,34 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
     Ok(identity)
 }
 
-preset! {
+impl crate::provider::Provider {
     /// Linear (`Linear-Signature`, `webhookTimestamp` within 60 s; key = `Linear-Delivery`). See [`crate::providers::linear`].
     ///
     /// The Linear preset: [`LinearVerifier`] with the 60 second tolerance and
     /// [`event_identity`].
-    fn linear() = Provider::new(NAME, LinearVerifier::new(), event_identity);
-    headers: [SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
-    signed: |s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())],
+    pub fn linear() -> Self {
+        Provider::new(NAME, LinearVerifier::new(), event_identity)
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
+    NAME,
+    NAME,
+    REPLAY_WINDOW,
+    &[SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
+    |_| crate::provider::Provider::linear(),
+    super::ExampleOf::Signed(|s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())]),
+)
+.signs("`Linear-Signature` hex HMAC-SHA256 of the body; body `webhookTimestamp`")
+.key_from("the Linear-Delivery header")
+.fixture(super::Fixture::sdk(&["sdk_time_cases"]));
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
-    use crate::providers::testing::OneHeader;
+    use crate::providers::tests::support::OneHeader;
 
     #[test]
     fn verifies_and_rejects() {

@@ -288,7 +288,10 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         let headers = vec![("content-type", "application/json".to_owned())];
         super::hmac_example(Provider::mailgun(), signed.as_bytes(), headers)
     }),
-);
+)
+.signs("body `signature`: hex HMAC-SHA256 of timestamp + token")
+.key_from("the body's event-data.id (JSON)")
+.fixture(super::Fixture::own("the signature is in the body (`sdk.json`)"));
 
 #[cfg(test)]
 mod tests {

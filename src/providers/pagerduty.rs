@@ -38,58 +38,62 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! event's `occurred_at` (ISO 8601).
 
-use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, SigningSecret};
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 
-hmac_preset! {
-    name: "pagerduty";
-    /// The header PagerDuty signs deliveries with.
-    header: "x-pagerduty-signature";
-    /// How long a PagerDuty event can be sent again: 1 day.
-    ///
-    /// PagerDuty retries a failed v3 webhook up to 4 times over about 20 minutes
-    /// (PagerDuty, "Webhook Behavior", `docs/webhooks/02-Behavior.md` in
-    /// <https://github.com/PagerDuty/developer-docs>) and documents no manual
-    /// redelivery. A day covers the retries with a margin.
-    replay_window: super::days(1);
-    /// Verifies the `X-PagerDuty-Signature` header.
-    pub struct PagerDutyVerifier = {
-        // A
-        // comma-separated `key=value` list whose `v1` entries are signatures
-        // (one that is not 64 hex digits is skipped), other versions ignored.
-        HmacVerifier::builder(SIGNATURE_HEADER).key_value("v1").signature_separator(',')
-    };
-    sign: by hand;
+/// The facts of the pagerduty preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a PagerDuty event can be sent again: 1 day.
+///
+/// PagerDuty retries a failed v3 webhook up to 4 times over about 20 minutes
+/// (PagerDuty, "Webhook Behavior", `docs/webhooks/02-Behavior.md` in
+/// <https://github.com/PagerDuty/developer-docs>) and documents no manual
+/// redelivery. A day covers the retries with a margin.
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "pagerduty",
+    scheme: HmacScheme { key_value: Some("v1"), separator: Some(','), ..HmacScheme::new("x-pagerduty-signature") },
+    event_key: EventKey::Json { id: "/event/id", event_type: Some("/event/event_type") },
+    headers: &[],
+    replay_window: super::days(1),
+    replay_evidence: "4 retries over about 20 minutes (https://github.com/PagerDuty/developer-docs)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&["old_secret"]),
+};
+
+impl Provider {
     /// PagerDuty v3 (`X-PagerDuty-Signature` `v1=`; key = `event.id`). See [`crate::providers::pagerduty`].
     ///
-    /// The PagerDuty v3 preset: [`PagerDutyVerifier`]; key = the body's
+    /// The PagerDuty v3 preset: [`pagerduty::FACTS`](FACTS); key = the body's
     /// `event.id`, type = `event.event_type`.
-    fn pagerduty() = super::json_keyed(NAME, PagerDutyVerifier::new(), "/event/id", "/event/event_type");
-    signed: |s, _, _, b| vec![(SIGNATURE_HEADER, sign(std::slice::from_ref(s), b))];
-}
-
-/// The `X-PagerDuty-Signature` value PagerDuty would send for `body` from a
-/// subscription with `secrets` (one during normal operation, two during a
-/// rotation): `v1={hex},v1={hex}`. For tests and fixtures.
-pub fn sign(secrets: &[SigningSecret], body: &[u8]) -> String {
-    let mut header = String::with_capacity(secrets.len() * 68);
-    for (i, secret) in secrets.iter().enumerate() {
-        if i > 0 {
-            header.push(',');
-        }
-        header.push_str("v1=");
-        header.push_str(&hex::encode(hmac_sha256(secret, &[body])));
+    pub fn pagerduty() -> Self {
+        FACTS.provider()
     }
-    header
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{fixture_files, OneHeader};
+    use crate::providers::tests::support::{fixture_files, OneHeader};
     use crate::test_support::{assert_body_identity, NOW};
-    use crate::verify::VerifyErrorKind;
+    use crate::verify::{hmac_sha256, SigningSecret, VerifyErrorKind};
+
+    /// The `X-PagerDuty-Signature` value PagerDuty would send for `body` from a
+    /// subscription with `secrets` (one during normal operation, two during a
+    /// rotation): `v1={hex},v1={hex}`.
+    fn sign(secrets: &[SigningSecret], body: &[u8]) -> String {
+        let mut header = String::with_capacity(secrets.len() * 68);
+        for (i, secret) in secrets.iter().enumerate() {
+            if i > 0 {
+                header.push(',');
+            }
+            header.push_str("v1=");
+            header.push_str(&hex::encode(hmac_sha256(secret, &[body])));
+        }
+        header
+    }
 
     /// The vector in PagerDuty's Go client (`PagerDuty/go-pagerduty`,
     /// `webhookv3/webhookv3_test.go`), the implementation PagerDuty's
@@ -102,12 +106,12 @@ mod tests {
         let mismatch = "v1=7020c8a7ec668a9b7012bc3dd82e483394b038f4230acc6785efbf2a7d8bcaf5";
         assert_eq!(sign(std::slice::from_ref(&secret), body), good);
         let secrets = [secret];
-        assert_eq!(OneHeader::preset(&PRESET).check(&[good], body, &secrets, NOW), Ok(()));
+        assert_eq!(OneHeader::of(&FACTS).check(&[good], body, &secrets, NOW), Ok(()));
         assert_eq!(
-            OneHeader::preset(&PRESET).check(&[mismatch], body, &secrets, NOW),
+            OneHeader::of(&FACTS).check(&[mismatch], body, &secrets, NOW),
             Err(VerifyErrorKind::NoMatchingSignature)
         );
-        assert_eq!(OneHeader::preset(&PRESET).check(&[], body, &secrets, NOW), Err(VerifyErrorKind::MissingHeader));
+        assert_eq!(OneHeader::of(&FACTS).check(&[], body, &secrets, NOW), Err(VerifyErrorKind::MissingHeader));
 
         assert_body_identity(
             &Provider::pagerduty(),
@@ -130,7 +134,7 @@ mod tests {
         let rotated = expected["rotated_header"].as_str().unwrap();
         let with_unknown = expected["header_with_unknown_version"].as_str().unwrap();
         assert_eq!(sign(&[old, secret.clone()], body), rotated);
-        assert_eq!(OneHeader::preset(&PRESET).check(&[with_unknown], body, &[secret], NOW), Ok(()));
+        assert_eq!(OneHeader::of(&FACTS).check(&[with_unknown], body, &[secret], NOW), Ok(()));
     }
 
     #[test]
@@ -158,13 +162,13 @@ mod tests {
             ("not hex", vec![&not_hex], body, Err(VerifyErrorKind::NoMatchingSignature)),
             ("trailing comma", vec![&trailing], body, Err(VerifyErrorKind::MalformedHeader)),
         ]);
-        OneHeader::preset(&PRESET).check_cases(&secret, &cases);
+        OneHeader::of(&FACTS).check_cases(&secret, &cases);
     }
 
     #[test]
     fn precheck_and_secrets() {
         let (old, new) = (SigningSecret::from("old"), SigningSecret::from("s"));
-        OneHeader::preset(&PRESET).check_rotation_and_precheck(
+        OneHeader::of(&FACTS).check_rotation_and_precheck(
             [&old, &new],
             &sign(std::slice::from_ref(&new), b"{}"),
             b"{}",

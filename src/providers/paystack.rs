@@ -16,7 +16,7 @@
 //!
 //! **Event key.** Paystack sends no event or delivery id, in the body or in
 //! a header: a delivery is `{"event": "charge.success", "data": {...}}`, the
-//! object the event concerns as it was. The key is a [`DerivedKey`] over the
+//! object the event concerns as it was. The key is a [`DerivedKey`](crate::key::DerivedKey) over the
 //! whole body in canonical JSON (RFC 8785), as for the other senders without
 //! an id whose body is the event (Buildkite, Webflow, Help Scout): a retry
 //! resends the event, so its key is equal even with its members reordered or
@@ -40,7 +40,7 @@
 //! live mode a failed event is sent again every 3 minutes for the first 4
 //! tries, then hourly for the next 72 hours; in test mode hourly for 10
 //! hours; each request times out after 30 seconds. No manual resend is
-//! documented. Window: [`REPLAY_WINDOW`]. **Tolerance:** none; no timestamp
+//! documented. Window: [`FACTS`]' `replay_window`. **Tolerance:** none; no timestamp
 //! is signed. **Handshake:** none.
 //!
 //! **Limit of the scheme:** no timestamp is signed: a captured delivery
@@ -53,42 +53,47 @@
 //! (a transaction's `paid_at`, a transfer's or dispute's `updatedAt`), else
 //! re-read the object (`GET /transaction/verify/:reference`).
 
-use crate::key::DerivedKey;
 use crate::provider::Provider;
-use crate::verify::generic::HmacVerifier;
+use crate::providers::{EventKey, HmacPreset, KeyField};
+use crate::verify::generic::HmacScheme;
 use crate::verify::Algorithm;
 
-hmac_preset! {
-    name: "paystack";
-    /// The header Paystack signs deliveries with.
-    header: "x-paystack-signature";
-    /// How long a Paystack event can be sent again: 4 days.
-    ///
-    /// Paystack retries a failed event every 3 minutes for the first 4 tries,
-    /// then hourly for the next 72 hours in live mode (hourly for 10 hours in
-    /// test mode) (<https://paystack.com/docs/payments/webhooks/>); no manual
-    /// resend is documented. 72 hours and the first tries, with a margin, as
-    /// Square's 72 hours of retries: 4 days.
-    replay_window: super::days(4);
-    /// Verifies the `x-paystack-signature` header.
-    pub struct PaystackVerifier = HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha512).strict();
+/// The facts of the paystack preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Paystack event can be sent again: 4 days.
+///
+/// Paystack retries a failed event every 3 minutes for the first 4 tries,
+/// then hourly for the next 72 hours in live mode (hourly for 10 hours in
+/// test mode) (<https://paystack.com/docs/payments/webhooks/>); no manual
+/// resend is documented. 72 hours and the first tries, with a margin, as
+/// Square's 72 hours of retries: 4 days.
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "paystack",
+    scheme: HmacScheme { algorithm: Algorithm::Sha512, strict: true, ..HmacScheme::new("x-paystack-signature") },
+    event_key: EventKey::Derived { fields: &[KeyField::CanonicalBody], event_type: Some(KeyField::Json("/event")) },
+    headers: &[],
+    replay_window: super::days(4),
+    replay_evidence:
+        "live: 4 tries 3 minutes apart, then hourly for 72 hours (https://paystack.com/docs/payments/webhooks/)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&["same_event"]),
+};
+
+impl Provider {
     /// Paystack (`x-paystack-signature`, hex HMAC-SHA512; derived key). See [`crate::providers::paystack`].
     ///
-    /// The Paystack preset: [`PaystackVerifier`] and the derived [`key`].
-    fn paystack() = Provider::new(NAME, PaystackVerifier::new(), key());
-}
-
-/// The preset's key extractor: [`DerivedKey`] over the whole body in
-/// canonical JSON; type = `event`.
-pub fn key() -> DerivedKey {
-    DerivedKey::new().canonical_body().event_type_json("/event")
+    /// The Paystack preset: [`paystack::FACTS`](FACTS) and the derived key of its facts.
+    pub fn paystack() -> Self {
+        FACTS.provider()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::{KeyErrorKind, KeyExtractor as _};
-    use crate::providers::testing::BodyOnly;
+    use crate::key::KeyErrorKind;
+    use crate::providers::tests::support::BodyOnly;
     use crate::test_support::headers;
     use crate::verify::hmac_sha256;
     use crate::verify::VerifyErrorKind::MalformedHeader;
@@ -99,7 +104,7 @@ mod tests {
     fn verifies_and_rejects() {
         let body = br#"{"event":"charge.success","data":{"id":302961,"reference":"qTPrJoy9Bx"}}"#;
         let tampered = br#"{"event":"charge.success","data":{"id":302962,"reference":"qTPrJoy9Bx"}}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("sk_test_paystack", body, tampered, "zz", |secret, good| {
+        BodyOnly::of(&FACTS).check_cases("sk_test_paystack", body, tampered, "zz", |secret, good| {
             assert_eq!(good.len(), 128, "a hex SHA-512 tag");
             vec![
                 ("upper-case hex", vec![good.to_uppercase()], Ok(())),
@@ -113,7 +118,7 @@ mod tests {
 
     #[test]
     fn derived_key_cases() {
-        let k = key();
+        let k = FACTS.provider();
         let p = headers(&[]);
         let event = |name: &str, status: &str, updated: &str| {
             serde_json::json!({
@@ -122,7 +127,7 @@ mod tests {
             })
             .to_string()
         };
-        let a = k.extract(&p, event("transfer.success", "success", "2024-06-10T06:13:20.000Z").as_bytes()).unwrap();
+        let a = k.identify(&p, event("transfer.success", "success", "2024-06-10T06:13:20.000Z").as_bytes()).unwrap();
         assert_eq!(a.event_type.as_deref(), Some("transfer.success"));
         for other in [
             // Another event about the same object.
@@ -130,13 +135,13 @@ mod tests {
             // The same name again after the object changed (a dispute reminder).
             event("transfer.success", "success", "2024-06-10T06:13:21.000Z"),
         ] {
-            assert_ne!(k.extract(&p, other.as_bytes()).unwrap().key, a.key, "{other}");
+            assert_ne!(k.identify(&p, other.as_bytes()).unwrap().key, a.key, "{other}");
         }
         // Integer ids are kept exact: 1234 and "1234" are two events.
         let text_id = br#"{"event":"transfer.success","data":{"id":"1234","reference":"ref_1","status":"success","updatedAt":"2024-06-10T06:13:20.000Z"}}"#;
-        assert_ne!(k.extract(&p, text_id).unwrap().key, a.key);
+        assert_ne!(k.identify(&p, text_id).unwrap().key, a.key);
         // No `event`: keyed, without a type.
-        assert_eq!(k.extract(&p, br#"{"data":{}}"#).unwrap().event_type, None);
-        assert_eq!(k.extract(&p, b"event=charge.success").unwrap_err().kind(), KeyErrorKind::BodyNotJson);
+        assert_eq!(k.identify(&p, br#"{"data":{}}"#).unwrap().event_type, None);
+        assert_eq!(k.identify(&p, b"event=charge.success").unwrap_err().kind(), KeyErrorKind::BodyNotJson);
     }
 }

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::HmacPreset;
 use crate::provider::Provider;
 use crate::verify::SigningSecret;
 
@@ -113,31 +114,91 @@ pub struct PresetInfo {
     pub url: UrlArg,
     /// The key material it verifies with.
     pub key: KeyKind,
-    /// Every request header it reads (signature, timestamp, key, type), in
-    /// lower case. Inbox mode keeps these with a stored delivery
-    /// ([`read_headers`](super::read_headers)), except the
-    /// [`credential_headers`](Self::credential_headers).
-    pub headers: &'static [&'static str],
-    /// Of [`headers`](Self::headers), those whose value alone authenticates
-    /// any delivery (a shared token: GitLab's `x-gitlab-token`, Telegram's
-    /// `x-telegram-bot-api-secret-token`), in lower case: the layer removes
-    /// them from the request once the delivery is verified, whatever
-    /// verifier the provider was given ([`credential_headers`](super::credential_headers)).
-    /// Empty for a signature scheme.
-    pub credential_headers: &'static [&'static str],
     /// How long the provider can send one event again, automatic retries and
-    /// manual redelivery both: the module's `REPLAY_WINDOW`, which cites the
-    /// provider's page. [`Retention`](crate::store::retention::Retention)
-    /// keeps the preset's keys at least this long.
+    /// manual redelivery both: an HMAC preset's
+    /// [`HmacPreset::replay_window`], another's module `REPLAY_WINDOW`,
+    /// which cites the provider's page.
+    /// [`Retention`](crate::store::retention::Retention) keeps the preset's
+    /// keys at least this long.
     pub replay_window: Duration,
+    /// Of the headers it reads ([`headers`](Self::headers)), those whose
+    /// value alone authenticates any delivery (a shared token: GitLab's
+    /// `x-gitlab-token`, Telegram's `x-telegram-bot-api-secret-token`), in
+    /// lower case: the layer removes them from the request once the delivery
+    /// is verified, whatever verifier the provider was given
+    /// ([`credential_headers`](super::credential_headers)), and inbox mode
+    /// never keeps them. Empty for a signature scheme.
+    pub credential_headers: &'static [&'static str],
     /// Whether the signature covers the body: false for a shared-token
     /// scheme (GitLab, Telegram), which authenticates the sender and signs
     /// nothing, so a changed body still verifies.
     pub signs_body: bool,
-    build: fn(&str) -> Provider,
+    source: Source,
     secret: fn(&str) -> Result<SigningSecret, KeyTextError>,
     public_key: Option<fn(&str) -> Result<SigningSecret, KeyTextError>>,
-    example: ExampleOf,
+    key_source: &'static str,
+    signature: &'static str,
+    /// Where its recorded vectors come from (`providers::tests::fixtures`).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fixture: Fixture,
+}
+
+/// What a preset is made of: an HMAC preset's facts, or the module's own code.
+#[derive(Clone, Copy)]
+enum Source {
+    Hmac(&'static HmacPreset),
+    Code { build: fn(&str) -> Provider, headers: &'static [&'static str], example: ExampleOf },
+}
+
+/// Where a preset's recorded vectors come from, pinned with the preset so
+/// that editing its fixture alone cannot drop a check
+/// (`providers::tests::fixtures` reads it).
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) struct Fixture {
+    pub(crate) kind: FixtureKind,
+    /// The optional facts its `expected.json` records (`sdk_time_cases`,
+    /// `sdk_differs`, `old_secret`, `same_event`, `extra_vectors`,
+    /// `timestamp_ms`).
+    pub(crate) records: &'static [&'static str],
+    /// Another preset whose fixture directory it reads (Forgejo: Gitea's).
+    pub(crate) dir: Option<&'static str>,
+}
+
+/// How a preset's fixture was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) enum FixtureKind {
+    /// The common form, verified by the provider's SDK (named in the
+    /// fixture, its script saying which package and version).
+    Sdk,
+    /// The common form, made from the documented formula.
+    Formula,
+    /// Another form, tested in the module: why.
+    Own(&'static str),
+}
+
+#[allow(dead_code)] // each preset uses what its fixture is
+impl Fixture {
+    /// A fixture verified by the provider's SDK, recording `records`.
+    pub(crate) const fn sdk(records: &'static [&'static str]) -> Self {
+        Self { kind: FixtureKind::Sdk, records, dir: None }
+    }
+
+    /// A fixture made from the documented formula, recording `records`.
+    pub(crate) const fn formula(records: &'static [&'static str]) -> Self {
+        Self { kind: FixtureKind::Formula, records, dir: None }
+    }
+
+    /// A fixture of another form, tested in the module, for the reason `why`.
+    pub(crate) const fn own(why: &'static str) -> Self {
+        Self { kind: FixtureKind::Own(why), records: &[], dir: None }
+    }
+
+    /// The same, read from the fixture directory of the preset `name`.
+    pub(crate) const fn of(self, name: &'static str) -> Self {
+        Self { dir: Some(name), ..self }
+    }
 }
 
 /// How a preset makes its [`Example`].
@@ -185,15 +246,37 @@ pub(super) fn signature_and_time(
 pub(super) fn unix_millis(at: SystemTime) -> u64 {
     at.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
+
 /// A key-text parser of a preset.
 #[allow(dead_code)] // unused without a public-key preset
 pub(super) type KeyText = fn(&str) -> Result<SigningSecret, KeyTextError>;
 
 #[allow(dead_code)] // the registry entries use what their presets need
 impl PresetInfo {
-    /// The entry of a preset verifying with a shared secret used byte for
-    /// byte, signing no URL (the modifiers below say otherwise); `example`
-    /// says how its example is made.
+    /// The entry of an HMAC-family preset, all of it read from its facts.
+    pub(super) const fn hmac(facts: &'static HmacPreset) -> Self {
+        Self {
+            name: facts.name,
+            feature: facts.name,
+            url: UrlArg::None,
+            key: KeyKind::Secret,
+            replay_window: facts.replay_window,
+            credential_headers: &[],
+            signs_body: true,
+            source: Source::Hmac(facts),
+            secret: raw_secret,
+            public_key: None,
+            key_source: "",
+            signature: "",
+            fixture: facts.fixture,
+        }
+    }
+
+    /// The entry of a preset written as code, verifying with a shared secret
+    /// used byte for byte, signing no URL (the modifiers below say
+    /// otherwise), reading `headers` (the signature header first); `example`
+    /// says how its example is made, [`PresetInfo::key_source`] where its
+    /// key is read.
     pub(super) const fn new(
         name: &'static str,
         feature: &'static str,
@@ -207,14 +290,15 @@ impl PresetInfo {
             feature,
             url: UrlArg::None,
             key: KeyKind::Secret,
-            headers,
-            credential_headers: &[],
             replay_window,
+            credential_headers: &[],
             signs_body: true,
-            build,
+            source: Source::Code { build, headers, example },
             secret: raw_secret,
             public_key: None,
-            example,
+            key_source: "",
+            signature: "",
+            fixture: Fixture::formula(&[]),
         }
     }
 
@@ -231,7 +315,6 @@ impl PresetInfo {
 
     /// The [`credential_headers`](Self::credential_headers), for the preset's
     /// constructor to declare ([`Provider::credentials_in`]).
-    #[allow(dead_code)] // unused without a shared-token preset
     pub(super) fn credentials(&self) -> impl Iterator<Item = http::HeaderName> {
         super::header_names(self.credential_headers)
     }
@@ -240,17 +323,40 @@ impl PresetInfo {
     pub(super) const fn keys(self, key: KeyKind, secret: KeyText, public_key: Option<KeyText>) -> Self {
         Self { key, secret, public_key, ..self }
     }
+
+    /// The same entry reading its event key where `source` says, in words
+    /// (`the webhook-id header`).
+    pub(super) const fn key_from(self, source: &'static str) -> Self {
+        Self { key_source: source, ..self }
+    }
+
+    /// The same entry signing as `text` says, in one line (the docs' table).
+    pub(super) const fn signs(self, text: &'static str) -> Self {
+        Self { signature: text, ..self }
+    }
+
+    /// The same entry with its fixture made as `fixture` says.
+    pub(super) const fn fixture(self, fixture: Fixture) -> Self {
+        Self { fixture, ..self }
+    }
 }
 
 #[cfg(test)]
 impl PresetInfo {
-    /// The headers its example signs with (secret, event key, Unix
-    /// timestamp, body), where the example is a plain HMAC delivery; `None`
-    /// for an example made whole.
-    pub(crate) fn signed_headers(&self) -> Option<SignedHeaders> {
-        match self.example {
-            ExampleOf::Signed(signed) => Some(signed),
-            ExampleOf::Whole(_) => None,
+    /// The headers its example sends for `body`, signed with `secret` at
+    /// `at` (event key `id`), where the example is a plain HMAC delivery;
+    /// `None` for an example made whole.
+    pub(crate) fn signed(
+        &self,
+        secret: &SigningSecret,
+        id: &str,
+        at: SystemTime,
+        body: &[u8],
+    ) -> Option<Vec<(&'static str, String)>> {
+        match self.source {
+            Source::Hmac(facts) => Some(facts.signed_headers(secret, id, at, body)),
+            Source::Code { example: ExampleOf::Signed(signed), .. } => Some(signed(secret, id, at, body)),
+            Source::Code { example: ExampleOf::Whole(_), .. } => None,
         }
     }
 }
@@ -259,6 +365,7 @@ impl fmt::Debug for PresetInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PresetInfo")
             .field("name", &self.name)
+            .field("hmac", &self.facts().is_some())
             .field("feature", &self.feature)
             .field("url", &self.url)
             .field("key", &self.key)
@@ -276,10 +383,53 @@ impl PresetInfo {
     /// # Errors
     /// [`UrlRequired`] when the preset signs a URL and `url` is `None`.
     pub fn provider(&self, url: Option<&str>) -> Result<Provider, UrlRequired> {
-        match (self.url, url) {
-            (UrlArg::None, _) => Ok((self.build)("")),
-            (_, Some(url)) => Ok((self.build)(url)),
-            (_, None) => Err(UrlRequired { preset: self.name }),
+        let url = match (self.url, url) {
+            (UrlArg::None, _) => "",
+            (_, Some(url)) => url,
+            (_, None) => return Err(UrlRequired { preset: self.name }),
+        };
+        Ok(match self.source {
+            Source::Hmac(facts) => facts.provider(),
+            Source::Code { build, .. } => build(url),
+        })
+    }
+
+    /// The facts of an HMAC-family preset; `None` for a scheme written as
+    /// code (Twilio, Standard Webhooks, the public-key ones, ...).
+    pub fn facts(&self) -> Option<&'static HmacPreset> {
+        match self.source {
+            Source::Hmac(facts) => Some(facts),
+            Source::Code { .. } => None,
+        }
+    }
+
+    /// Every request header it reads (signature, timestamp, key, type), in
+    /// lower case, the signature header first: for an HMAC preset, those of
+    /// its facts ([`HmacPreset::read_headers`]).
+    pub fn headers(&self) -> Vec<&'static str> {
+        match self.source {
+            Source::Hmac(facts) => facts.read_headers(),
+            Source::Code { headers, .. } => headers.to_vec(),
+        }
+    }
+
+    /// How it signs, in one line: the header, how signatures are written and
+    /// the signed bytes (an HMAC preset's from its facts,
+    /// [`HmacScheme::describe`](crate::verify::generic::HmacScheme::describe)).
+    pub fn signature(&self) -> String {
+        match self.source {
+            Source::Hmac(facts) => facts.scheme.describe(),
+            Source::Code { .. } => self.signature.to_owned(),
+        }
+    }
+
+    /// Where its provider reads the event key, in words (`the body's id
+    /// (JSON)`, `the x-github-delivery header`): `webhook-verify`'s hint
+    /// when the key is missing.
+    pub fn key_source(&self) -> String {
+        match self.source {
+            Source::Hmac(facts) => facts.key_source(),
+            Source::Code { .. } => self.key_source.to_owned(),
         }
     }
 
@@ -317,24 +467,20 @@ impl PresetInfo {
     /// that header out; a scheme that reads its key from the body (Stripe,
     /// Front, most presets) ignores `id`: put the event id in `body`.
     pub fn example(&self, id: &str, at: SystemTime, body: &[u8]) -> Example {
-        match self.example {
-            ExampleOf::Whole(example) => example(id, at, body),
-            ExampleOf::Signed(signed) => {
+        let secret = example_secret();
+        let (provider, headers) = match self.source {
+            Source::Code { example: ExampleOf::Whole(example), .. } => return example(id, at, body),
+            Source::Code { build, example: ExampleOf::Signed(signed), .. } => {
                 let url = match self.url {
                     UrlArg::None => "",
                     UrlArg::NotificationUrl => EXAMPLE_SQUARE_URL,
                     UrlArg::PublicBaseUrl => EXAMPLE_BASE,
                 };
-                let secret = example_secret();
-                let headers = signed(&secret, id, at, body);
-                Example {
-                    provider: (self.build)(url),
-                    secrets: vec![secret],
-                    parts: example_parts("/", headers),
-                    body: body.to_vec(),
-                }
+                (build(url), signed(&secret, id, at, body))
             }
-        }
+            Source::Hmac(facts) => (facts.provider(), facts.signed_headers(&secret, id, at, body)),
+        };
+        Example { provider, secrets: vec![secret], parts: example_parts("/", headers), body: body.to_vec() }
     }
 }
 

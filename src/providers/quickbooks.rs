@@ -13,7 +13,7 @@
 //! classic payload is `{"eventNotifications": [{"realmId", "dataChangeEvent":
 //! {"entities": [{"name", "id", "operation", "lastUpdated"}]}}]}`; Intuit's
 //! newer CloudEvents payload is an array of events that each carry an `id`.
-//! The key is a [`DerivedKey`] over the whole body in canonical JSON, which
+//! The key is a [`DerivedKey`](crate::key::DerivedKey) over the whole body in canonical JSON, which
 //! covers both: the body holds no send time or attempt counter, so a retry
 //! repeats it, and two notifications differ in their entities' `lastUpdated`
 //! (or their events' ids). There is no single event type. Apply each entity
@@ -33,38 +33,54 @@
 //! entity's `lastUpdated` (CloudEvents: `time`), per `realmId`, `name` and
 //! `id`.
 
-use crate::key::DerivedKey;
 use crate::provider::Provider;
-use crate::verify::generic::HmacVerifier;
+use crate::providers::{EventKey, HmacPreset, KeyField};
+use crate::verify::generic::HmacScheme;
 use crate::verify::Encoding;
 
-hmac_preset! {
-    name: "quickbooks";
-    /// The header Intuit signs notifications with.
-    header: "intuit-signature";
-    /// How long a QuickBooks notification can be sent again: 30 days.
-    ///
-    /// Intuit retries a notification that gets no 200 within its timeout on a
-    /// back-off, then marks it failed ("Managing webhooks notifications",
-    /// <https://developer.intuit.com/app/developer/qbo/docs/develop/webhooks/managing-webhooks-notifications>;
-    /// the research for this preset read retries after 20, 30 and 50 minutes,
-    /// unconfirmed); no manual redelivery is documented. With the span not
-    /// confirmed, the window is the crate's default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `intuit-signature` header.
-    pub struct QuickBooksVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).strict();
+/// The facts of the quickbooks preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a QuickBooks notification can be sent again: 30 days.
+///
+/// Intuit retries a notification that gets no 200 within its timeout on a
+/// back-off, then marks it failed ("Managing webhooks notifications",
+/// <https://developer.intuit.com/app/developer/qbo/docs/develop/webhooks/managing-webhooks-notifications>;
+/// the research for this preset read retries after 20, 30 and 50 minutes,
+/// unconfirmed); no manual redelivery is documented. With the span not
+/// confirmed, the window is the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "quickbooks",
+    scheme: HmacScheme {
+        encoding: Encoding::Base64,
+        strict: true,
+        ..HmacScheme::new("intuit-signature")
+    },
+    event_key: EventKey::Derived { fields: &[KeyField::CanonicalBody], event_type: None },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence:
+        "no published span (https://developer.intuit.com/app/developer/qbo/docs/develop/webhooks/managing-webhooks-notifications)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&[]),
+};
+
+impl Provider {
     /// Intuit QuickBooks Online (`intuit-signature`, base64 HMAC-SHA256; derived key). See [`crate::providers::quickbooks`].
     ///
-    /// The QuickBooks Online preset: [`QuickBooksVerifier`]; key derived from
+    /// The QuickBooks Online preset: [`quickbooks::FACTS`](FACTS); key derived from
     /// the canonical body.
-    fn quickbooks() = Provider::new(NAME, QuickBooksVerifier::new(), DerivedKey::new().canonical_body());
+    pub fn quickbooks() -> Self {
+        FACTS.provider()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::{BodyOnly, OneHeader};
+    use crate::providers::tests::support::sign;
+    use crate::providers::tests::support::{BodyOnly, OneHeader};
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::SigningSecret;
 
@@ -77,8 +93,8 @@ mod tests {
         let secret = SigningSecret::from("00faeec4-08d0-4996-bb37-698ae19f0149");
         let body = br#"{"eventNotifications":[{"realmId":"1269959970","dataChangeEvent":{"entities":[{"name":"Vendor","id":"40","operation":"Update","lastUpdated":"2016-10-05T03:09:04.000Z"},{"name":"Customer","id":"43","operation":"Create","lastUpdated":"2016-10-05T03:07:04.000Z"}]}}]}"#;
         let header = "6q+xGyMirJupwKTh2/WBl2NcdxzxqdIbk3sneKTxLWM=";
-        assert_eq!(sign(&secret, body), header);
-        assert_eq!(OneHeader::preset(&PRESET).check(&[header], body, &[secret], NOW), Ok(()));
+        assert_eq!(sign(&FACTS, &secret, body), header);
+        assert_eq!(OneHeader::of(&FACTS).check(&[header], body, &[secret], NOW), Ok(()));
     }
 
     /// The common cases, rotation and precheck, and Intuit's own: base64, one
@@ -87,8 +103,7 @@ mod tests {
     fn verifies_and_rejects() {
         let body = br#"{"eventNotifications":[{"realmId":"1"}]}"#;
         let tampered = b"{\"eventNotifications\":[]}";
-        BodyOnly::of(&PRESET, sign)
-            .check_cases("verifier_token", body, tampered, "%", |_, good| BodyOnly::base64_alone(good));
+        BodyOnly::of(&FACTS).check_cases("verifier_token", body, tampered, "%", |_, good| BodyOnly::base64_alone(good));
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //! **Retries** (Best Practices): a delivery not answered 2xx is retried with
 //! an exponential back-off for 24 hours after the event was created, then
 //! the webhook is disabled; an event up to 15 days old can be replayed on
-//! request (FAQs), hence [`REPLAY_WINDOW`]. **Tolerance:** none; no
+//! request (FAQs), hence [`FACTS`]' `replay_window`. **Tolerance:** none; no
 //! timestamp is signed (the body's `created_at` is signed but Razorpay sets
 //! no window on it). **Handshake:** none.
 //!
@@ -42,30 +42,45 @@
 
 use crate::key::{EventIdentity, HeaderKey, KeyError, KeyExtractor};
 use crate::provider::Provider;
-use crate::verify::generic::HmacVerifier;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 
-hmac_preset! {
-    name: "razorpay";
-    /// The header Razorpay signs deliveries with.
-    header: "x-razorpay-signature";
-    /// How long a Razorpay event can be sent again: 15 days.
-    ///
-    /// Razorpay retries a failed delivery for 24 hours after the event was
-    /// created (<https://razorpay.com/docs/webhooks/best-practices/>), and
-    /// replays an event on request if it is not older than 15 days
-    /// (<https://razorpay.com/docs/webhooks/faqs/>).
-    replay_window: super::days(15);
-    /// Verifies the `X-Razorpay-Signature` header.
-    pub struct RazorpayVerifier = HmacVerifier::builder(SIGNATURE_HEADER).strict();
+/// The facts of the razorpay preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Razorpay event can be sent again: 15 days.
+///
+/// Razorpay retries a failed delivery for 24 hours after the event was
+/// created (<https://razorpay.com/docs/webhooks/best-practices/>), and
+/// replays an event on request if it is not older than 15 days
+/// (<https://razorpay.com/docs/webhooks/faqs/>).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "razorpay",
+    scheme: HmacScheme { strict: true, ..HmacScheme::new("x-razorpay-signature") },
+    event_key: EventKey::Own {
+        extractor: &event_identity,
+        reads: "the x-razorpay-event-id header",
+        id_header: Some(EVENT_ID_HEADER),
+    },
+    headers: &[],
+    replay_window: super::days(15),
+    replay_evidence:
+        "24 hours of retries; replay of events up to 15 days old (https://razorpay.com/docs/webhooks/best-practices/)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::sdk(&["sdk_time_cases"]),
+};
+
+impl Provider {
     /// Razorpay (`X-Razorpay-Signature`; key = `x-razorpay-event-id`). See [`crate::providers::razorpay`].
     ///
-    /// The Razorpay preset: [`RazorpayVerifier`] and [`event_identity`].
-    fn razorpay() = Provider::new(NAME, RazorpayVerifier::new(), event_identity);
-    headers: [EVENT_ID_HEADER];
-    example_id_header: EVENT_ID_HEADER;
+    /// The Razorpay preset: [`razorpay::FACTS`](FACTS) and `event_identity`.
+    pub fn razorpay() -> Self {
+        FACTS.provider()
+    }
 }
+
 /// The header carrying the event id (the event key).
-pub const EVENT_ID_HEADER: &str = "x-razorpay-event-id";
+const EVENT_ID_HEADER: &str = "x-razorpay-event-id";
 
 /// Razorpay's event identity: key = `x-razorpay-event-id`; type = the
 /// body's `event`.
@@ -74,7 +89,7 @@ pub const EVENT_ID_HEADER: &str = "x-razorpay-event-id";
 /// [`KeyErrorKind::Missing`](crate::key::KeyErrorKind::Missing) without `x-razorpay-event-id`,
 /// [`KeyErrorKind::Invalid`](crate::key::KeyErrorKind::Invalid) for two different values of it or one
 /// that is not visible ASCII.
-pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
     let mut identity = HeaderKey::new(http::HeaderName::from_static(EVENT_ID_HEADER)).extract(parts, body)?;
     if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(body) {
         identity.event_type = doc.get("event").and_then(serde_json::Value::as_str).map(str::to_owned);
@@ -86,7 +101,7 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::BodyOnly;
     use crate::test_support::{headers, identity};
 
     use crate::verify::VerifyErrorKind;
@@ -96,7 +111,7 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"event":"payment.captured","payload":{}}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("rzp_secret", body, b"{\"event\":\"x\"}", "zz", |_, good| {
+        BodyOnly::of(&FACTS).check_cases("rzp_secret", body, b"{\"event\":\"x\"}", "zz", |_, good| {
             vec![
                 ("upper-case hex", vec![good.to_uppercase()], Ok(())),
                 ("sha256= prefix", vec![format!("sha256={good}")], Err(VerifyErrorKind::MalformedHeader)),

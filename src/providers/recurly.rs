@@ -138,20 +138,33 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
     Ok(identity)
 }
 
-preset! {
+impl crate::provider::Provider {
     /// Recurly (`recurly-signature` `ms,hex`, 300 s; key = `id`). See [`crate::providers::recurly`].
     ///
     /// The Recurly preset: [`RecurlyVerifier`] with the 5 minute tolerance
     /// and [`event_identity`].
-    fn recurly() = Provider::new(NAME, RecurlyVerifier::new(), event_identity);
-    headers: [SIGNATURE_HEADER],
-    signed: |s, _, at, b| vec![(SIGNATURE_HEADER, sign(s, super::unix_millis(at), b))],
+    pub fn recurly() -> Self {
+        Provider::new(NAME, RecurlyVerifier::new(), event_identity)
+    }
 }
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
+    NAME,
+    NAME,
+    REPLAY_WINDOW,
+    &[SIGNATURE_HEADER],
+    |_| crate::provider::Provider::recurly(),
+    super::ExampleOf::Signed(|s, _, at, b| vec![(SIGNATURE_HEADER, sign(s, super::unix_millis(at), b))]),
+)
+.signs("`recurly-signature: <ms>,<hex>[,<hex>]` HMAC-SHA256 of `{ms}.{body}` (JSON webhooks)")
+.key_from("the body's id (JSON)")
+.fixture(super::Fixture::sdk(&["sdk_time_cases", "sdk_differs", "timestamp_ms"]));
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::OneHeader;
+    use crate::providers::tests::support::OneHeader;
 
     #[test]
     fn verifies_and_rejects() {

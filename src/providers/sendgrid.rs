@@ -235,12 +235,15 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         super::asymmetric_example(Provider::sendgrid(), public_key_base64(key.verifying_key()), headers, body)
     }),
 )
-.keys(super::KeyKind::PublicKey, super::raw_secret, Some(super::raw_secret));
+.keys(super::KeyKind::PublicKey, super::raw_secret, Some(super::raw_secret))
+.signs("`X-Twilio-Email-Event-Webhook-Signature` ECDSA P-256 over `{timestamp}{body}`")
+.key_from("fields of the JSON body (a derived key)")
+.fixture(super::Fixture::own("P-256 public key (`sdk.json`)"));
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::TwoHeaders;
+    use crate::providers::tests::support::TwoHeaders;
     use crate::test_support::fixture_json;
     use crate::test_support::{at, NOW};
     use crate::verify::VerifyErrorKind::{MalformedHeader, NoMatchingSignature};

@@ -40,45 +40,64 @@
 //! `date_created`); the unsigned `Sentry-Hook-Timestamp` only orders
 //! deliveries, not events.
 
-use crate::verify::generic::HmacVerifier;
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 
-hmac_preset! {
-    name: "sentry";
-    /// The header Sentry signs deliveries with.
-    header: "sentry-hook-signature";
-    /// How long a Sentry webhook request can arrive again: 30 days.
-    ///
-    /// Sentry's webhooks page
-    /// (<https://docs.sentry.io/integrations/integration-platform/webhooks/>)
-    /// publishes no retry schedule and no manual redelivery (the research for
-    /// this preset read that most resources are not retried, unconfirmed). With
-    /// the span not stated, the window is the crate's default for an unknown
-    /// span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies `Sentry-Hook-Signature` (and `Sentry-App-Signature`).
-    pub struct SentryVerifier = HmacVerifier::builder(SIGNATURE_HEADER).also_header(LEGACY_SIGNATURE_HEADER).strict();
+/// The header the signature travels in.
+const SIGNATURE_HEADER: &str = "sentry-hook-signature";
+
+/// The facts of the sentry preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Sentry webhook request can arrive again: 30 days.
+///
+/// Sentry's webhooks page
+/// (<https://docs.sentry.io/integrations/integration-platform/webhooks/>)
+/// publishes no retry schedule and no manual redelivery (the research for
+/// this preset read that most resources are not retried, unconfirmed). With
+/// the span not stated, the window is the crate's default for an unknown
+/// span, [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "sentry",
+    scheme: HmacScheme {
+        also_header: Some(LEGACY_SIGNATURE_HEADER),
+        strict: true,
+        ..HmacScheme::new(SIGNATURE_HEADER)
+    },
+    event_key: EventKey::Header { id: REQUEST_ID_HEADER, event_type: RESOURCE_HEADER },
+    headers: &[TIMESTAMP_HEADER],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "no published span (https://docs.sentry.io/integrations/integration-platform/webhooks/)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&[]),
+};
+
+impl Provider {
     /// Sentry (`Sentry-Hook-Signature`, hex HMAC-SHA256; key = `Request-ID`). See [`crate::providers::sentry`].
     ///
-    /// The Sentry integration-platform preset: [`SentryVerifier`]; key = the
+    /// The Sentry integration-platform preset: [`sentry::FACTS`](FACTS); key = the
     /// `Request-ID` header, type = `Sentry-Hook-Resource` (both unsigned).
-    fn sentry() = super::header_keyed(NAME, SentryVerifier::new(), REQUEST_ID_HEADER, RESOURCE_HEADER);
-    headers: [LEGACY_SIGNATURE_HEADER, RESOURCE_HEADER, TIMESTAMP_HEADER, REQUEST_ID_HEADER];
-    example_id_header: REQUEST_ID_HEADER;
+    pub fn sentry() -> Self {
+        FACTS.provider()
+    }
 }
+
 /// The older name of the signature header, same value.
-pub const LEGACY_SIGNATURE_HEADER: &str = "sentry-app-signature";
+const LEGACY_SIGNATURE_HEADER: &str = "sentry-app-signature";
 /// The header carrying the resource type (the event type; not signed).
-pub const RESOURCE_HEADER: &str = "sentry-hook-resource";
+const RESOURCE_HEADER: &str = "sentry-hook-resource";
 /// The header carrying the send time in Unix seconds (not signed).
-pub const TIMESTAMP_HEADER: &str = "sentry-hook-timestamp";
+const TIMESTAMP_HEADER: &str = "sentry-hook-timestamp";
 /// The header carrying the request id (the event key; not signed).
-pub const REQUEST_ID_HEADER: &str = "request-id";
+const REQUEST_ID_HEADER: &str = "request-id";
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::sign;
+    use crate::providers::tests::support::BodyOnly;
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::SigningSecret;
     use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};
@@ -89,7 +108,7 @@ mod tests {
     fn verifies_and_rejects() {
         let body = br#"{"action":"created","data":{"issue":{"id":"1"}}}"#;
         let tampered = b"{\"action\":\"resolved\"}";
-        BodyOnly::of(&PRESET, sign).check_cases("sentry_client_secret", body, tampered, "xyz", |_, good| {
+        BodyOnly::of(&FACTS).check_cases("sentry_client_secret", body, tampered, "xyz", |_, good| {
             vec![
                 ("upper-case hex", vec![good.to_uppercase()], Ok(())),
                 ("sha256= prefix", vec![format!("sha256={good}")], Err(VerifyErrorKind::MalformedHeader)),
@@ -97,9 +116,10 @@ mod tests {
             ]
         });
         let secret = SigningSecret::from("sentry_client_secret");
-        let (good, from_other) = (sign(&secret, body), sign(&SigningSecret::from("sentry_other"), body));
+        let (good, from_other) =
+            (sign(&FACTS, &secret, body), sign(&FACTS, &SigningSecret::from("sentry_other"), body));
         let secrets = [secret];
-        let v = SentryVerifier::new();
+        let v = FACTS.verifier();
         let verify = |list: &[(&str, &str)]| {
             let p = headers(list);
             v.verify(&Delivery::new(&p, body, &secrets, crate::test_support::at(NOW))).map_err(|e| e.kind())

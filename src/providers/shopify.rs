@@ -56,67 +56,77 @@
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 use crate::provider::Provider;
-
-use crate::verify::generic::HmacVerifier;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 use crate::verify::Encoding;
 
-hmac_preset! {
-    name: "shopify";
-    /// The header Shopify signs webhook deliveries with.
-    header: "x-shopify-hmac-sha256";
-    /// How long a Shopify event can be sent again: 2 days.
-    ///
-    /// Shopify retries a failed delivery 8 times over 4 hours, with exponential
-    /// backoff, since 2024-09-10 (19 times over 48 hours before; Shopify
-    /// developer changelog, "Updates to webhook retry mechanism",
-    /// <https://shopify.dev/changelog/updates-to-webhook-retry-mechanism>;
-    /// <https://shopify.dev/docs/apps/build/webhooks/troubleshooting-webhooks>),
-    /// then drops the delivery (and, after repeated failures, an Admin API
-    /// subscription). It documents no manual redelivery: a dropped event comes
-    /// back only by reconciling through the Admin API, under no webhook id. The
-    /// 2 days are a wide margin over the 4 hours, and still cover the 48 hours
-    /// of the former schedule.
-    replay_window: super::days(2);
-    /// Verifies the `X-Shopify-Hmac-Sha256` (or `Shopify-Hmac-Sha256`) header.
-    pub struct ShopifyVerifier = HmacVerifier::builder(SIGNATURE_HEADER)
-        .encoding(Encoding::Base64)
-        .also_header(EVENTS_SIGNATURE_HEADER)
-        .strict();
+/// The header the signature travels in.
+const SIGNATURE_HEADER: &str = "x-shopify-hmac-sha256";
+
+/// The facts of the shopify preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Shopify event can be sent again: 2 days.
+///
+/// Shopify retries a failed delivery 8 times over 4 hours, with exponential
+/// backoff, since 2024-09-10 (19 times over 48 hours before; Shopify
+/// developer changelog, "Updates to webhook retry mechanism",
+/// <https://shopify.dev/changelog/updates-to-webhook-retry-mechanism>;
+/// <https://shopify.dev/docs/apps/build/webhooks/troubleshooting-webhooks>),
+/// then drops the delivery (and, after repeated failures, an Admin API
+/// subscription). It documents no manual redelivery: a dropped event comes
+/// back only by reconciling through the Admin API, under no webhook id. The
+/// 2 days are a wide margin over the 4 hours, and still cover the 48 hours
+/// of the former schedule.
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "shopify",
+    scheme: HmacScheme {
+        encoding: Encoding::Base64,
+        also_header: Some(EVENTS_SIGNATURE_HEADER),
+        strict: true,
+        ..HmacScheme::new(SIGNATURE_HEADER)
+    },
+    event_key: EventKey::Own {
+        extractor: &ShopifyKey::EventIdThenWebhookId,
+        reads: "the X-Shopify-Event-Id header (else X-Shopify-Webhook-Id)",
+        id_header: Some(EVENT_ID_HEADER),
+    },
+    headers: &[WEBHOOK_ID_HEADER, TOPIC_HEADER, EVENTS_EVENT_ID_HEADER, EVENTS_WEBHOOK_ID_HEADER, EVENTS_TOPIC_HEADER],
+    replay_window: super::days(2),
+    replay_evidence:
+        "8 retries over 4 hours (48 h before 2024-09-10); no manual redelivery (https://shopify.dev/changelog/updates-to-webhook-retry-mechanism)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::own("the SDK's vectors (`sdk.json`), in both header spellings"),
+};
+
+impl Provider {
     /// Shopify (`X-Shopify-Hmac-Sha256` base64; key = `X-Shopify-Event-Id`, else
     /// `X-Shopify-Webhook-Id`). See [`crate::providers::shopify`].
     ///
-    /// The Shopify preset: [`ShopifyVerifier`], key [`ShopifyKey::default`]
+    /// The Shopify preset: [`shopify::FACTS`](FACTS), key [`ShopifyKey::default`]
     /// (`X-Shopify-Event-Id`, falling back to `X-Shopify-Webhook-Id`), type
     /// `X-Shopify-Topic`. Another key policy:
     /// `Provider::shopify().key_extractor(ShopifyKey::WebhookId)`.
-    fn shopify() = Provider::new(NAME, ShopifyVerifier::new(), ShopifyKey::default());
-    headers: [
-        EVENT_ID_HEADER,
-        WEBHOOK_ID_HEADER,
-        TOPIC_HEADER,
-        EVENTS_SIGNATURE_HEADER,
-        EVENTS_EVENT_ID_HEADER,
-        EVENTS_WEBHOOK_ID_HEADER,
-        EVENTS_TOPIC_HEADER,
-    ];
-    example_id_header: EVENT_ID_HEADER;
+    pub fn shopify() -> Self {
+        FACTS.provider()
+    }
 }
 
 /// The header carrying the event id (the default event key).
-pub const EVENT_ID_HEADER: &str = "x-shopify-event-id";
+const EVENT_ID_HEADER: &str = "x-shopify-event-id";
 /// The header carrying the webhook (delivery) id, equal on retries.
-pub const WEBHOOK_ID_HEADER: &str = "x-shopify-webhook-id";
+const WEBHOOK_ID_HEADER: &str = "x-shopify-webhook-id";
 /// The header carrying the topic (the event type).
-pub const TOPIC_HEADER: &str = "x-shopify-topic";
+const TOPIC_HEADER: &str = "x-shopify-topic";
 
 /// Events deliveries' signature header (no `X-`).
-pub const EVENTS_SIGNATURE_HEADER: &str = "shopify-hmac-sha256";
+const EVENTS_SIGNATURE_HEADER: &str = "shopify-hmac-sha256";
 /// Events deliveries' event id header.
-pub const EVENTS_EVENT_ID_HEADER: &str = "shopify-event-id";
+const EVENTS_EVENT_ID_HEADER: &str = "shopify-event-id";
 /// Events deliveries' webhook id header.
-pub const EVENTS_WEBHOOK_ID_HEADER: &str = "shopify-webhook-id";
+const EVENTS_WEBHOOK_ID_HEADER: &str = "shopify-webhook-id";
 /// Events deliveries' topic header.
-pub const EVENTS_TOPIC_HEADER: &str = "shopify-topic";
+const EVENTS_TOPIC_HEADER: &str = "shopify-topic";
 
 /// Where a Shopify delivery's event key is read. Each header is looked up
 /// under its webhook name (`X-Shopify-...`) and then its Events name
@@ -173,6 +183,7 @@ impl KeyExtractor for ShopifyKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::tests::support::sign;
     use crate::test_support::fixture_json;
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
@@ -189,7 +200,7 @@ mod tests {
 
     fn verify(headers: &[(&str, &str)], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
         let p = parts(headers);
-        ShopifyVerifier::new().verify(&Delivery::new(&p, body, secrets, SystemTime::now())).map_err(|e| e.kind())
+        FACTS.verifier().verify(&Delivery::new(&p, body, secrets, SystemTime::now())).map_err(|e| e.kind())
     }
 
     /// The fixed vector in `@shopify/shopify-api`'s own webhook tests
@@ -200,7 +211,7 @@ mod tests {
         let secret = SigningSecret::from("test_secret_key");
         let body = br#"{"foo": "bar"}"#;
         let expected = "B23tXN681gZ0qIWNRrgtzBE9XSDo5yaUu6wfmhu3a7g=";
-        assert_eq!(sign(&secret, body), expected);
+        assert_eq!(sign(&FACTS, &secret, body), expected);
         assert_eq!(verify(&[(SIGNATURE_HEADER, expected)], body, std::slice::from_ref(&secret)), Ok(()));
         assert_eq!(
             verify(&[(SIGNATURE_HEADER, expected)], br#"{"foo": "baz"}"#, &[secret]),
@@ -228,12 +239,9 @@ mod tests {
             let p = parts(&headers);
             let secrets = [secret.clone()];
             let d = Delivery::new(&p, f.body.as_bytes(), &secrets, SystemTime::now());
-            assert_eq!(ShopifyVerifier::new().verify(&d), Ok(()), "{family}");
+            assert_eq!(FACTS.verifier().verify(&d), Ok(()), "{family}");
             assert_eq!(
-                ShopifyVerifier::new()
-                    .verify(&Delivery::new(&p, b"{}", &secrets, SystemTime::now()))
-                    .unwrap_err()
-                    .kind(),
+                FACTS.verifier().verify(&Delivery::new(&p, b"{}", &secrets, SystemTime::now())).unwrap_err().kind(),
                 VerifyErrorKind::NoMatchingSignature,
                 "{family} tampered"
             );
@@ -246,7 +254,7 @@ mod tests {
             assert_eq!(&id.key, want_key, "{family}");
             assert_eq!(id.event_type.as_deref(), Some("orders/create"), "{family}");
         }
-        assert_eq!(sign(&secret, f.body.as_bytes()), f.headers["X-Shopify-Hmac-Sha256"]);
+        assert_eq!(sign(&FACTS, &secret, f.body.as_bytes()), f.headers["X-Shopify-Hmac-Sha256"]);
     }
 
     #[test]
@@ -254,9 +262,9 @@ mod tests {
         let secret = SigningSecret::from("shpss_current");
         let old = SigningSecret::from("shpss_old");
         let body = br#"{"id":1}"#;
-        let good = sign(&secret, body);
-        let by_old = sign(&old, body);
-        let wrong = sign(&SigningSecret::from("other"), body);
+        let good = sign(&FACTS, &secret, body);
+        let by_old = sign(&FACTS, &old, body);
+        let wrong = sign(&FACTS, &SigningSecret::from("other"), body);
         let spaced = format!(" {good} ");
         let hex_sig = "ab".repeat(32);
         let stars = "*".repeat(44);
@@ -294,8 +302,8 @@ mod tests {
 
     #[test]
     fn precheck_needs_a_parsable_header() {
-        let v = ShopifyVerifier::new();
-        let good = sign(&SigningSecret::from("s"), b"");
+        let v = FACTS.verifier();
+        let good = sign(&FACTS, &SigningSecret::from("s"), b"");
         assert!(v.precheck(&parts(&[(SIGNATURE_HEADER, &good)])).is_ok());
         assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
         assert_eq!(

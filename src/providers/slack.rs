@@ -12,8 +12,8 @@
 //!   new secret together while Slack switches; either may match.
 //! - the timestamp must be within five minutes of now, as Slack's docs and
 //!   its SDKs check (`abs(now - timestamp) > 60 * 5` is refused); this crate
-//!   applies [`DEFAULT_TOLERANCE`] in both directions, configurable with
-//!   [`SlackVerifier::tolerance`].
+//!   applies [`FACTS`]' tolerance in both directions, configurable with
+//!   `FACTS.verifier().tolerance(d)`.
 //!
 //! The event key is the Events API callback's `event_id` (`/event_id`) and
 //! the event type the inner event's `type` (`/event/type`), or the outer
@@ -62,58 +62,68 @@
 //! envelope's `event_time` (Unix seconds) of the Events API
 //! (<https://api.slack.com/apis/events-api#callback-field>).
 
-use crate::provider::Provider;
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::verify::generic::{HmacVerifier, Quirks, SignedContent};
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::{HmacScheme, Quirks, Signed, Tolerance};
 use crate::verify::Delivery;
 
-hmac_preset! {
-    name: "slack";
-    /// The header Slack signs requests with.
-    header: "x-slack-signature";
-    /// The header carrying the signed Unix timestamp.
-    timestamp_header: "x-slack-request-timestamp";
-    /// How long a Slack event can be sent again: 1 day.
-    ///
-    /// Slack retries a delivery three times, the last about 5 minutes after the
-    /// first attempt (<https://api.slack.com/apis/events-api#retries>), and
-    /// documents no manual redelivery; a day covers the retries with a margin.
-    replay_window: super::days(1);
-    /// Verifies the `X-Slack-Signature` header.
-    pub struct SlackVerifier = {
-        // One `v0=` line; a `v0` value that is not 64 hex digits is malformed.
-        // Kept from the preset's own parser: the header must appear once
-        // (identical repeats pass), the timestamp header is trimmed, and the
-        // precheck passes a header of another version (`verify` fails it).
-        HmacVerifier::builder(SIGNATURE_HEADER)
-            .key_value("v0")
-            .strict()
-            .quirks(Quirks::SLACK)
-            .timestamp_header(TIMESTAMP_HEADER)
-            .content_prefix("v0:")
-            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
-    };
-    /// Slack's documented window: five minutes.
-    tolerance: Duration::from_secs(300);
+/// The header the signature travels in.
+const SIGNATURE_HEADER: &str = "x-slack-signature";
+/// The header the signed timestamp travels in.
+const TIMESTAMP_HEADER: &str = "x-slack-request-timestamp";
+
+/// The facts of the slack preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Slack event can be sent again: 1 day.
+///
+/// Slack retries a delivery three times, the last about 5 minutes after the
+/// first attempt (<https://api.slack.com/apis/events-api#retries>), and
+/// documents no manual redelivery; a day covers the retries with a margin.
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "slack",
+    scheme: HmacScheme {
+        key_value: Some("v0"),
+        strict: true,
+        quirks: Quirks::SLACK,
+        timestamp_header: Some(TIMESTAMP_HEADER),
+        content_prefix: "v0:",
+        signed: Signed::TimestampBody { separator: ":" },
+        tolerance: Some(Tolerance {
+            duration: Duration::from_secs(300),
+            evidence: "within five minutes, as Slack's docs say (https://api.slack.com/authentication/verifying-requests-from-slack)",
+        }),
+        ..HmacScheme::new(SIGNATURE_HEADER)
+    },
+    event_key: EventKey::Own { extractor: &event_identity, reads: "the body's event_id (JSON)", id_header: None },
+    headers: &[RETRY_NUM_HEADER, RETRY_REASON_HEADER],
+    replay_window: super::days(1),
+    replay_evidence: "three retries within minutes (https://api.slack.com/apis/events-api#retries)",
+    challenge: Some(&url_verification),
+    example_headers: &[],
+    fixture: super::Fixture::own("Slack's SDK vectors (`event_callback.json`), with the URL-verification answer"),
+};
+
+impl Provider {
     /// Slack (`X-Slack-Signature` `v0=`, 300 s; key = `event_id`; answers `url_verification`). See [`crate::providers::slack`].
     ///
-    /// Slack's Events API preset: [`SlackVerifier`] (five minutes), key =
+    /// Slack's Events API preset: [`slack::FACTS`](FACTS) (five minutes), key =
     /// `/event_id`, type = `/event/type` (or `/type`), and the
     /// `url_verification` handshake answered with its `challenge`. Name:
     /// `slack`.
-    fn slack() = Provider::new(NAME, SlackVerifier::new(), event_identity).challenge(url_verification);
-    headers: [TIMESTAMP_HEADER, RETRY_NUM_HEADER, RETRY_REASON_HEADER];
-    signed: |s, _, at, b| super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, super::unix_seconds(at), |ts| sign(s, ts, b));
+    pub fn slack() -> Self {
+        FACTS.provider()
+    }
 }
 
 /// The retry count header on redeliveries (informational; not read here).
-pub const RETRY_NUM_HEADER: &str = "x-slack-retry-num";
+const RETRY_NUM_HEADER: &str = "x-slack-retry-num";
 /// The retry reason header on redeliveries (informational; not read here).
-pub const RETRY_REASON_HEADER: &str = "x-slack-retry-reason";
+const RETRY_REASON_HEADER: &str = "x-slack-retry-reason";
 
 fn json_str(value: Option<&serde_json::Value>) -> Result<Option<String>, KeyError> {
     match value {
@@ -186,7 +196,8 @@ fn url_verification(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::TwoHeaders;
+    use crate::providers::tests::support::sign_at;
+    use crate::providers::tests::support::TwoHeaders;
     use crate::test_support::fixture_json;
     use crate::test_support::{at, headers as parts, NOW};
     use crate::verify::SigningSecret;
@@ -205,10 +216,10 @@ mod tests {
 &response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN\
 &trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
         let expected = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503";
-        assert_eq!(sign(&secret, 1_531_420_618, body), expected);
+        assert_eq!(sign_at(&FACTS, &secret, 1_531_420_618, body), expected);
         let p = parts(&[(SIGNATURE_HEADER, expected), (TIMESTAMP_HEADER, "1531420618")]);
         let secrets = [secret];
-        let v = SlackVerifier::new();
+        let v = FACTS.verifier();
         assert!(v.verify(&Delivery::new(&p, body, &secrets, at(1_531_420_618))).is_ok());
         assert_eq!(
             v.verify(&Delivery::new(&p, &body[1..], &secrets, at(1_531_420_618))).unwrap_err().kind(),
@@ -226,10 +237,10 @@ mod tests {
         let (secret, timestamp, body, signature) =
             (field("secret"), field("timestamp"), field("body"), field("signature"));
         let ts: u64 = timestamp.parse().unwrap();
-        assert_eq!(sign(&SigningSecret::from(secret.as_str()), ts, body.as_bytes()), signature);
+        assert_eq!(sign_at(&FACTS, &SigningSecret::from(secret.as_str()), ts, body.as_bytes()), signature);
         let p = parts(&[(SIGNATURE_HEADER, &signature), (TIMESTAMP_HEADER, &timestamp)]);
         let secrets = [SigningSecret::from(secret.as_str())];
-        assert!(SlackVerifier::new().verify(&Delivery::new(&p, body.as_bytes(), &secrets, at(ts))).is_ok());
+        assert!(FACTS.verifier().verify(&Delivery::new(&p, body.as_bytes(), &secrets, at(ts))).is_ok());
         let id = event_identity(&p, body.as_bytes()).unwrap();
         assert_eq!((id.key.as_str(), id.event_type.as_deref()), ("Ev123ABC456", Some("app_mention")));
     }
@@ -238,7 +249,7 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}"#;
-        let s = TwoHeaders::hmac(SlackVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign);
+        let s = TwoHeaders::facts(&FACTS, body);
         let hex = &s.good["v0=".len()..];
         s.check_with_common(&[
             s.case("upper-case hex").signature(&format!("v0={}", hex.to_uppercase())),
@@ -256,8 +267,8 @@ mod tests {
 
     #[test]
     fn rotation_tolerance_and_replay() {
-        let s = TwoHeaders::hmac(SlackVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], b"{}", sign);
-        s.check_rotation_tolerance_and_replay(SlackVerifier::new().tolerance(Duration::from_secs(600)));
+        let s = TwoHeaders::facts(&FACTS, b"{}");
+        s.check_rotation_tolerance_and_replay(FACTS.verifier().tolerance(Duration::from_secs(600)));
     }
 
     #[test]
@@ -340,8 +351,8 @@ mod tests {
         let body = br#"{"type":"event_callback","event_id":"Ev42","event":{"type":"message"}}"#;
         let first_ts = NOW.to_string();
         let retry_ts = (NOW + 60).to_string();
-        let first_sig = sign(&secrets[0], NOW, body);
-        let retry_sig = sign(&secrets[0], NOW + 60, body);
+        let first_sig = sign_at(&FACTS, &secrets[0], NOW, body);
+        let retry_sig = sign_at(&FACTS, &secrets[0], NOW + 60, body);
         let first = parts(&[(SIGNATURE_HEADER, &first_sig), (TIMESTAMP_HEADER, &first_ts)]);
         let retry = parts(&[
             (SIGNATURE_HEADER, &retry_sig),

@@ -131,7 +131,10 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     |url| Provider::square(url),
     super::ExampleOf::Signed(|s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, super::EXAMPLE_SQUARE_URL, b))]),
 )
-.signing(super::UrlArg::NotificationUrl);
+.signing(super::UrlArg::NotificationUrl)
+.signs("`x-square-hmacsha256-signature` base64 HMAC-SHA256 of `{notification URL}{body}`")
+.key_from("the body's event_id (JSON)")
+.fixture(super::Fixture::own("the SDK's vectors (`sdk.json`): signs the notification URL"));
 
 #[cfg(test)]
 mod tests {

@@ -32,40 +32,54 @@
 
 use std::time::Duration;
 
-hmac_preset! {
-    name: "stripe";
-    /// The header Stripe signs deliveries with.
-    header: "stripe-signature";
-    /// How long a Stripe event can be sent again: 30 days.
-    ///
-    /// Stripe retries a failed delivery for up to 3 days with an exponential
-    /// back-off; the Dashboard resends events of the last 15 days and the Stripe
-    /// CLI (`stripe events resend`) those of the last 30, under the same event
-    /// `id` (<https://docs.stripe.com/webhooks#retries>). The longest of these,
-    /// the CLI's 30 days, is the window.
-    replay_window: super::days(30);
-    /// Verifies the `Stripe-Signature` header.
-    pub struct StripeVerifier = {
-        // `t=` and `v1=` entries, comma-separated; a `v1` value that is not 64
-        // hex digits is skipped like an unknown scheme. Kept from the preset's own
-        // parser: `t` is read with Rust's `u64` parser (a leading `+` passes) and
-        // only by `verify`.
-        super::timestamped_entries(SIGNATURE_HEADER, ["t", "v1"], ',', ".")
-            .quirks(crate::verify::generic::Quirks::STRIPE)
-    };
-    /// Stripe's default tolerance: 300 seconds.
-    tolerance: Duration::from_secs(300);
-    /// Stripe (`Stripe-Signature`, 300 s tolerance; key = the Event `id`). See [`crate::providers::stripe`].
-    ///
-    /// The Stripe preset: [`StripeVerifier`] (300 s), key = the Event `id`
-    /// (`evt_...`), type = `type`. The CLI name is `stripe`.
-    fn stripe() = super::json_keyed(NAME, StripeVerifier::new(), "/id", "/type");
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::{HmacScheme, Quirks, Tolerance};
+
+/// The Stripe preset's facts: the `Stripe-Signature` header of `t=` and
+/// `v1=` entries, comma-separated (a `v1` value that is not 64 hex digits is
+/// skipped like an unknown scheme; kept from the preset's own parser: `t` is
+/// read with Rust's `u64` parser, a leading `+` passing, and only by
+/// `verify`), over `{t}.{body}`, within 300 seconds; key = the Event `id`,
+/// type = `type`.
+///
+/// **Replay window: 30 days.** Stripe retries a failed delivery for up to 3
+/// days with an exponential back-off; the Dashboard resends events of the
+/// last 15 days and the Stripe CLI (`stripe events resend`) those of the last
+/// 30, under the same event `id` (<https://docs.stripe.com/webhooks#retries>).
+/// The longest of these, the CLI's 30 days, is the window.
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "stripe",
+    scheme: HmacScheme {
+        tolerance: Some(Tolerance {
+            duration: Duration::from_secs(300),
+            evidence: "Stripe's libraries' default (https://docs.stripe.com/webhooks#verify-manually)",
+        }),
+        quirks: Quirks::STRIPE,
+        ..super::timestamped_entries("stripe-signature", ["t", "v1"], ',', ".")
+    },
+    event_key: EventKey::Json { id: "/id", event_type: Some("/type") },
+    headers: &[],
+    replay_window: super::days(30),
+    replay_evidence: "3 days of retries; CLI resend of the last 30 days (https://docs.stripe.com/webhooks#retries)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::own("no fixture directory; its module tests sign and verify each case"),
+};
+
+impl Provider {
+    /// Stripe (`Stripe-Signature`, 300 s tolerance; key = the Event `id`
+    /// (`evt_...`), type = `type`): [`stripe::FACTS`](FACTS).
+    /// The CLI name is `stripe`.
+    pub fn stripe() -> Self {
+        FACTS.provider()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::KeyValueHeader;
+    use crate::providers::tests::support::{sign_at, KeyValueHeader};
     use crate::test_support::{at, header_lines, NOW};
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
@@ -77,8 +91,8 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         // Also tampered, stale, future, missing and garbage in the conformance table.
-        let wide = StripeVerifier::new().tolerance(Duration::from_secs(600));
-        KeyValueHeader::t_v1(&PRESET, 300, sign).check("garbage", wide, |_| {
+        let wide = FACTS.verifier().tolerance(Duration::from_secs(600));
+        KeyValueHeader::t_v1(&FACTS).check("garbage", wide, |_| {
             vec![("non-numeric t", vec!["t=abc,v1=00".into()], Err(VerifyErrorKind::NoMatchingSignature))]
         });
     }
@@ -91,14 +105,14 @@ mod tests {
     fn signature_lists_past_the_caps_are_malformed_before_any_hmac() {
         let secret = SigningSecret::from("whsec_test_secret");
         let body = br#"{"id":"evt_1"}"#;
-        let good = sign(&secret, NOW, body);
+        let good = sign_at(&FACTS, &secret, NOW, body);
         let list = |n: usize| format!("{good}{}", format!(",v1={}", "0".repeat(64)).repeat(n - 2));
-        let v = StripeVerifier::new();
+        let v = FACTS.verifier();
         for (entries, want) in
             [(16, Ok(())), (17, Err(VerifyErrorKind::MalformedHeader)), (5_001, Err(VerifyErrorKind::MalformedHeader))]
         {
             let header = list(entries);
-            let p = header_lines(SIGNATURE_HEADER, &[&header]);
+            let p = header_lines(FACTS.scheme.header, &[&header]);
             let d = Delivery::new(&p, body, std::slice::from_ref(&secret), at(NOW));
             assert_eq!(v.verify(&d).map_err(|e| e.kind()), want, "{entries} entries");
             assert_eq!(v.precheck(&p).map_err(|e| e.kind()), want, "{entries} entries, precheck");
@@ -106,7 +120,7 @@ mod tests {
         // The size cap holds over repeated header lines too.
         let line = format!("v1={}", "0".repeat(64));
         let many: Vec<&str> = std::iter::once(good.as_str()).chain(std::iter::repeat_n(line.as_str(), 60)).collect();
-        let p = header_lines(SIGNATURE_HEADER, &many);
+        let p = header_lines(FACTS.scheme.header, &many);
         assert_eq!(v.precheck(&p).map_err(|e| e.kind()), Err(VerifyErrorKind::MalformedHeader));
     }
 }

@@ -172,13 +172,16 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     |_| Provider::telegram(),
     super::ExampleOf::Signed(|s, _, _, _| vec![(TOKEN_HEADER, sign(s))]),
 )
-.shared_token(&[TOKEN_HEADER]);
+.shared_token(&[TOKEN_HEADER])
+.signs("`X-Telegram-Bot-Api-Secret-Token`: the `setWebhook` `secret_token` as it is (a shared token, no signature; body not signed)")
+.key_from("the body's update_id (JSON)")
+.fixture(super::Fixture::formula(&[]));
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::key::KeyErrorKind;
-    use crate::providers::testing::OneHeader;
+    use crate::providers::tests::support::OneHeader;
     use crate::test_support::assert_body_identity;
     use crate::test_support::fixture_json;
     use crate::verify::VerifyErrorKind;

@@ -544,7 +544,10 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         }
     }),
 )
-.signing(super::UrlArg::PublicBaseUrl);
+.signing(super::UrlArg::PublicBaseUrl)
+.signs("`X-Twilio-Signature` base64 HMAC-SHA1 of URL + sorted form params (at most 1,000 params, 64 KiB; body limit 64 KiB), or URL with `bodySHA256`")
+.key_from("the I-Twilio-Idempotency-Token header")
+.fixture(super::Fixture::own("the SDK's vectors (`sdk.json`): signs the URL and the form fields"));
 
 #[cfg(test)]
 mod tests {

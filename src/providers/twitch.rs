@@ -14,7 +14,7 @@
 //!   `Twitch-Eventsub-Message-Timestamp` header isn't older than 10 minutes"
 //!   ("Guarding against replay attacks"); this crate's default tolerance is
 //!   those 600 seconds, applied in both directions, configurable with
-//!   [`TwitchVerifier::tolerance`]. It is parsed strictly by hand
+//!   `FACTS.verifier().tolerance(d)`. It is parsed strictly by hand
 //!   (`YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; seconds precision is
 //!   kept), since the crate has no date-time dependency.
 //! - Only `sha256=` signatures are known; other algorithms are ignored.
@@ -26,7 +26,7 @@
 //! **Challenge.** Right after a subscription is created Twitch sends a
 //! message of type `webhook_callback_verification` whose body holds
 //! `challenge`. It is signed like any message, so it passes
-//! [`TwitchVerifier`] first; then [`CallbackVerification`] answers `200`
+//! [`FACTS`] first; then `CallbackVerification` answers `200`
 //! with the raw challenge as `text/plain`, as Twitch requires. Nothing is
 //! claimed. The signed body decides, not the unsigned
 //! `Twitch-Eventsub-Message-Type` header: a body with a string `challenge`
@@ -61,97 +61,90 @@
 //! `Twitch-Eventsub-Message-Timestamp` header (RFC 3339, part of the signed
 //! message), or the event's own time fields.
 
-use crate::provider::Provider;
-
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
-use crate::verify::{hmac_sha256, single_header, Delivery, SigningSecret};
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::{HmacScheme, Signed, TimestampFormat, Tolerance};
+use crate::verify::{single_header, Delivery};
 
+/// The header Twitch signs messages with.
+const SIGNATURE_HEADER: &str = "twitch-eventsub-message-signature";
+/// The header carrying the signed RFC 3339 timestamp.
+const TIMESTAMP_HEADER: &str = "twitch-eventsub-message-timestamp";
 /// The header carrying the message id (signed; the event key).
-pub const MESSAGE_ID_HEADER: &str = "twitch-eventsub-message-id";
+const MESSAGE_ID_HEADER: &str = "twitch-eventsub-message-id";
 /// The header carrying the message type (`notification`,
 /// `webhook_callback_verification`, `revocation`). Not signed.
-pub const MESSAGE_TYPE_HEADER: &str = "twitch-eventsub-message-type";
+const MESSAGE_TYPE_HEADER: &str = "twitch-eventsub-message-type";
 /// The header carrying the subscription type. Not signed: the preset takes
 /// the event type from the body's `subscription.type` instead.
-pub const SUBSCRIPTION_TYPE_HEADER: &str = "twitch-eventsub-subscription-type";
+const SUBSCRIPTION_TYPE_HEADER: &str = "twitch-eventsub-subscription-type";
 /// The message type of the subscription handshake.
-pub const CALLBACK_VERIFICATION: &str = "webhook_callback_verification";
+const CALLBACK_VERIFICATION: &str = "webhook_callback_verification";
 
-hmac_preset! {
-    name: "twitch";
-    /// The header Twitch signs messages with.
-    header: "twitch-eventsub-message-signature";
-    /// The header carrying the RFC 3339 send time (signed).
-    timestamp_header: "twitch-eventsub-message-timestamp";
-    /// How long a Twitch EventSub message can be sent again: 30 days.
-    ///
-    /// Twitch sends each notification at least once and resends it, with the
-    /// same `Twitch-Eventsub-Message-Id`, when unsure it was received (EventSub,
-    /// "Handling duplicate events",
-    /// <https://dev.twitch.tv/docs/eventsub/#handling-duplicate-events>); it
-    /// publishes no schedule for those resends, only that too many slow or
-    /// failed answers revoke the subscription (`notification_failures_exceeded`,
-    /// <https://dev.twitch.tv/docs/eventsub/handling-webhook-events>). No manual
-    /// replay exists. With the span not stated, the window is the crate's
-    /// default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `Twitch-Eventsub-Message-Signature` header.
-    pub struct TwitchVerifier = {
-        // `sha256=` lines; a value that is not 64 hex digits is malformed, other
-        // algorithms are ignored. Signed: `{id}{timestamp}{body}`, the timestamp
-        // an RFC 3339 `date-time`.
-        HmacVerifier::builder(SIGNATURE_HEADER)
-            .key_value("sha256")
-            .strict()
-            .id_header(MESSAGE_ID_HEADER)
-            .timestamp_header(TIMESTAMP_HEADER)
-            .timestamp_format(TimestampFormat::Custom(super::rfc3339::parse))
-            .signed_content(SignedContent::IdTimestampBody { separator: String::new() })
-    };
-    /// Twitch's replay window: 10 minutes.
-    tolerance: Duration::from_secs(600);
-    sign: by hand;
+/// The facts of the twitch preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Twitch EventSub message can be sent again: 30 days.
+///
+/// Twitch sends each notification at least once and resends it, with the
+/// same `Twitch-Eventsub-Message-Id`, when unsure it was received (EventSub,
+/// "Handling duplicate events",
+/// <https://dev.twitch.tv/docs/eventsub/#handling-duplicate-events>); it
+/// publishes no schedule for those resends, only that too many slow or
+/// failed answers revoke the subscription (`notification_failures_exceeded`,
+/// <https://dev.twitch.tv/docs/eventsub/handling-webhook-events>). No manual
+/// replay exists. With the span not stated, the window is the crate's
+/// default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "twitch",
+    scheme: HmacScheme {
+        key_value: Some("sha256"),
+        strict: true,
+        id_header: Some(MESSAGE_ID_HEADER),
+        timestamp_header: Some(TIMESTAMP_HEADER),
+        timestamp_format: TimestampFormat::Text { parse: super::rfc3339::parse, write: super::rfc3339::format },
+        signed: Signed::IdTimestampBody { separator: "" },
+        tolerance: Some(Tolerance {
+            duration: Duration::from_secs(600),
+            evidence: "\"isn't older than 10 minutes\" (https://dev.twitch.tv/docs/eventsub/handling-webhook-events/#verifying-the-event-message)",
+        }),
+        ..HmacScheme::new(SIGNATURE_HEADER)
+    },
+    event_key: EventKey::Own {
+        extractor: &message_identity,
+        reads: "the Twitch-Eventsub-Message-Id header",
+        id_header: Some(MESSAGE_ID_HEADER),
+    },
+    headers: &[MESSAGE_TYPE_HEADER, SUBSCRIPTION_TYPE_HEADER],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "resends with no published span (https://dev.twitch.tv/docs/eventsub/#handling-duplicate-events)",
+    challenge: Some(&CallbackVerification),
+    example_headers: &[(MESSAGE_TYPE_HEADER, "notification")],
+    fixture: super::Fixture::own("twurple's vectors (`twurple.json`), with the challenge answer"),
+};
+
+impl Provider {
     /// Twitch EventSub (`Twitch-Eventsub-Message-Signature`, 600 s; key = the message id; answers the callback verification). See [`crate::providers::twitch`].
     ///
-    /// The Twitch EventSub preset: [`TwitchVerifier`] (600 s), identity from
-    /// [`message_identity`] (key = `Twitch-Eventsub-Message-Id`, type = the
-    /// body's `subscription.type`), and the [`CallbackVerification`] handshake.
+    /// The Twitch EventSub preset: [`twitch::FACTS`](FACTS) (600 s), identity from
+    /// `message_identity` (key = `Twitch-Eventsub-Message-Id`, type = the
+    /// body's `subscription.type`), and the `CallbackVerification` handshake.
     /// The CLI name is `twitch`.
-    fn twitch() = Provider::new(NAME, TwitchVerifier::new(), message_identity).challenge(CallbackVerification);
-    headers: [MESSAGE_ID_HEADER, TIMESTAMP_HEADER, MESSAGE_TYPE_HEADER, SUBSCRIPTION_TYPE_HEADER];
-    signed: |s, id, at, b| { let stamp = format_timestamp(super::unix_seconds(at)); vec![ (SIGNATURE_HEADER, sign(s, id, &stamp, b)), (MESSAGE_ID_HEADER, id.to_owned()), (TIMESTAMP_HEADER, stamp), (MESSAGE_TYPE_HEADER, "notification".to_owned()), ] };
-}
-
-fn expected(secret: &SigningSecret, id: &str, timestamp: &str, body: &[u8]) -> [u8; 32] {
-    hmac_sha256(secret, &[id.as_bytes(), timestamp.as_bytes(), body])
-}
-
-/// The `Twitch-Eventsub-Message-Signature` value Twitch would send for
-/// `body` with message id `message_id` and timestamp header `timestamp`
-/// (RFC 3339 text, used byte for byte; [`format_timestamp`] makes one):
-/// `sha256={hex}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, message_id: &str, timestamp: &str, body: &[u8]) -> String {
-    format!("sha256={}", hex::encode(expected(secret, message_id, timestamp, body)))
-}
-
-/// `unix_seconds` as an RFC 3339 UTC timestamp, `YYYY-MM-DDTHH:MM:SSZ`, for
-/// the `Twitch-Eventsub-Message-Timestamp` header of test deliveries; empty
-/// past year 9999.
-pub fn format_timestamp(unix_seconds: u64) -> String {
-    super::rfc3339::format(unix_seconds)
+    pub fn twitch() -> Self {
+        FACTS.provider()
+    }
 }
 
 /// Answers Twitch's `webhook_callback_verification` message (after
 /// verification): `200` `text/plain` with the raw `challenge`; `400` when the
 /// body has no string `challenge`; `None` for other message types.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CallbackVerification;
+struct CallbackVerification;
 
 fn plain_response(status: http::StatusCode, body: Bytes) -> http::Response<Bytes> {
     let mut res = http::Response::new(body);
@@ -189,7 +182,7 @@ impl crate::provider::Challenge for CallbackVerification {
 /// [`KeyErrorKind::Missing`] without a message id,
 /// [`KeyErrorKind::Invalid`] for two different ids or one that is not
 /// visible ASCII.
-pub fn message_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+fn message_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
     let key = crate::key::header_str(parts, MESSAGE_ID_HEADER)?.ok_or(KeyErrorKind::Missing)?;
     Ok(EventIdentity { key, event_type: crate::key::json_text(body, "/subscription/type") })
 }
@@ -197,6 +190,14 @@ pub fn message_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Eve
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::rfc3339::format as format_timestamp;
+    use crate::verify::SigningSecret;
+
+    /// The signature header Twitch sends for `body`, message id `id` and
+    /// timestamp text `ts` (byte for byte).
+    fn sign(secret: &SigningSecret, id: &str, ts: &str, body: &[u8]) -> String {
+        FACTS.verifier().sign_text(secret, id, ts, body)
+    }
     use crate::provider::Challenge as _;
     use crate::test_support::fixture_json;
     use crate::test_support::{at, headers as parts, NOW};
@@ -226,7 +227,7 @@ mod tests {
             let p = parts(&pairs);
             let now = u64::try_from(crate::providers::rfc3339::parse(&h(TIMESTAMP_HEADER)).unwrap()).unwrap();
             let d = Delivery::new(&p, body, &secrets, at(now + 30));
-            assert!(TwitchVerifier::new().verify(&d).is_ok(), "{name}");
+            assert!(FACTS.verifier().verify(&d).is_ok(), "{name}");
             let answer = CallbackVerification.respond(&d);
             if name == "verification" {
                 let answer = answer.unwrap();
@@ -241,7 +242,7 @@ mod tests {
             }
             let tampered = [body, b" "].concat();
             let d = Delivery::new(&p, &tampered, &secrets, at(now));
-            assert!(TwitchVerifier::new().verify(&d).is_err(), "{name}");
+            assert!(FACTS.verifier().verify(&d).is_err(), "{name}");
         }
     }
 
@@ -398,10 +399,10 @@ mod tests {
             ),
         ];
         for (name, p, body, now, want) in cases {
-            let got = TwitchVerifier::new().verify(&Delivery::new(&p, body, std::slice::from_ref(&secret), at(now)));
+            let got = FACTS.verifier().verify(&Delivery::new(&p, body, std::slice::from_ref(&secret), at(now)));
             assert_eq!(got.map_err(|e| e.kind()), want, "{name}");
             // The head alone already rejects what is missing or malformed.
-            let pre = TwitchVerifier::new().precheck(&p).map_err(|e| e.kind());
+            let pre = FACTS.verifier().precheck(&p).map_err(|e| e.kind());
             match want {
                 Err(k @ (VerifyErrorKind::MissingHeader | VerifyErrorKind::MalformedHeader)) => {
                     assert_eq!(pre, Err(k), "{name}");
@@ -414,7 +415,7 @@ mod tests {
         }
         let p = message(&[g], i, t, &[]);
         assert_eq!(
-            TwitchVerifier::new().verify(&Delivery::new(&p, body, &[], at(NOW))).unwrap_err().kind(),
+            FACTS.verifier().verify(&Delivery::new(&p, body, &[], at(NOW))).unwrap_err().kind(),
             VerifyErrorKind::NoSecret
         );
     }
@@ -427,14 +428,15 @@ mod tests {
         let ts = format_timestamp(NOW);
         let sig = sign(&new, "m1", &ts, body);
         let p = parts(&[(SIGNATURE_HEADER, &sig), (MESSAGE_ID_HEADER, "m1"), (TIMESTAMP_HEADER, &ts)]);
-        let v = TwitchVerifier::new();
+        let v = FACTS.verifier();
         assert!(v.verify(&Delivery::new(&p, body, &[old.clone(), new.clone()], at(NOW))).is_ok());
         assert!(v.verify(&Delivery::new(&p, body, std::slice::from_ref(&old), at(NOW))).is_err());
         let late = at(NOW + 86_400);
         let only_new = [new.clone()];
         assert!(v.verify(&Delivery::new(&p, body, &only_new, late)).is_err());
         assert!(v.verify(&Delivery::new(&p, body, &only_new, late).without_timestamp_check()).is_ok());
-        assert!(TwitchVerifier::new()
+        assert!(FACTS
+            .verifier()
             .tolerance(Duration::from_secs(86_400))
             .verify(&Delivery::new(&p, body, &only_new, late))
             .is_ok());

@@ -28,34 +28,51 @@
 //! needed: each form response is submitted once (`form_response.submitted_at`),
 //! an insert rather than an update.
 
-use crate::verify::generic::HmacVerifier;
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 use crate::verify::Encoding;
 
-hmac_preset! {
-    name: "typeform";
-    /// The header Typeform signs deliveries with.
-    header: "typeform-signature";
-    /// How long a Typeform event can be sent again: 30 days.
-    ///
-    /// Typeform's webhook pages (<https://www.typeform.com/developers/webhooks/>)
-    /// document the signature and the payload but no retry schedule and no
-    /// manual redelivery. With the span not stated, the window is the crate's
-    /// default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `Typeform-Signature` header.
-    pub struct TypeformVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).prefix("sha256=").strict();
+/// The facts of the typeform preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Typeform event can be sent again: 30 days.
+///
+/// Typeform's webhook pages (<https://www.typeform.com/developers/webhooks/>)
+/// document the signature and the payload but no retry schedule and no
+/// manual redelivery. With the span not stated, the window is the crate's
+/// default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "typeform",
+    scheme: HmacScheme {
+        encoding: Encoding::Base64,
+        prefix: "sha256=",
+        strict: true,
+        ..HmacScheme::new("typeform-signature")
+    },
+    event_key: EventKey::Json { id: "/event_id", event_type: Some("/event_type") },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "no published span (https://www.typeform.com/developers/webhooks/)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&["extra_vectors"]),
+};
+
+impl Provider {
     /// Typeform (`Typeform-Signature` `sha256=` base64; key = `event_id`). See [`crate::providers::typeform`].
     ///
-    /// The Typeform preset: [`TypeformVerifier`]; key = the body's `event_id`,
+    /// The Typeform preset: [`typeform::FACTS`](FACTS); key = the body's `event_id`,
     /// type = `event_type`.
-    fn typeform() = super::json_keyed(NAME, TypeformVerifier::new(), "/event_id", "/event_type");
+    pub fn typeform() -> Self {
+        FACTS.provider()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::BodyOnly;
     use crate::verify::hmac_sha256;
     use crate::verify::VerifyErrorKind::MalformedHeader;
 
@@ -65,7 +82,7 @@ mod tests {
     fn verifies_and_rejects() {
         let body = br#"{"event_id":"01H","event_type":"form_response"}"#;
         let tampered = b"{\"event_id\":\"02H\"}";
-        BodyOnly::of(&PRESET, sign).check_cases("tf_secret", body, tampered, "sha256=short", |secret, good| {
+        BodyOnly::of(&FACTS).check_cases("tf_secret", body, tampered, "sha256=short", |secret, good| {
             let hexed = format!("sha256={}", hex::encode(hmac_sha256(secret, &[body])));
             let url_safe = format!("sha256={}", good[7..].replace('+', "-").replace('/', "_"));
             let mut cases = vec![

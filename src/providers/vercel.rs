@@ -27,34 +27,46 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! body's `createdAt` (Unix milliseconds).
 
-use crate::verify::generic::HmacVerifier;
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::HmacScheme;
 use crate::verify::Algorithm;
 
-hmac_preset! {
-    name: "vercel";
-    /// The header Vercel signs deliveries with.
-    header: "x-vercel-signature";
-    /// How long a Vercel event can be sent again: 30 days.
-    ///
-    /// Vercel's webhook pages (<https://vercel.com/docs/webhooks>) publish no
-    /// retry schedule or span that the research for this preset could confirm,
-    /// and no manual redelivery. With the span not stated, the window is the
-    /// crate's default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `x-vercel-signature` header.
-    pub struct VercelVerifier = HmacVerifier::builder(SIGNATURE_HEADER).algorithm(Algorithm::Sha1).strict();
+/// The facts of the vercel preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Vercel event can be sent again: 30 days.
+///
+/// Vercel's webhook pages (<https://vercel.com/docs/webhooks>) publish no
+/// retry schedule or span that the research for this preset could confirm,
+/// and no manual redelivery. With the span not stated, the window is the
+/// crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "vercel",
+    scheme: HmacScheme { algorithm: Algorithm::Sha1, strict: true, ..HmacScheme::new("x-vercel-signature") },
+    event_key: EventKey::Json { id: "/id", event_type: Some("/type") },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "no published span (https://vercel.com/docs/webhooks)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&[]),
+};
+
+impl Provider {
     /// Vercel (`x-vercel-signature`, hex HMAC-SHA1; key = body `id`). See [`crate::providers::vercel`].
     ///
-    /// The Vercel preset: [`VercelVerifier`]; key = the body's `id`, type =
+    /// The Vercel preset: [`vercel::FACTS`](FACTS); key = the body's `id`, type =
     /// `type`.
-    fn vercel() = super::json_keyed(NAME, VercelVerifier::new(), "/id", "/type");
+    pub fn vercel() -> Self {
+        FACTS.provider()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::BodyOnly;
     use crate::verify::hmac_sha256;
     use crate::verify::VerifyErrorKind::MalformedHeader;
 
@@ -63,7 +75,7 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"id":"e1","type":"deployment.created"}"#;
-        BodyOnly::of(&PRESET, sign).check_cases("vercel_secret", body, b"{\"id\":\"e2\"}", "zz", |secret, good| {
+        BodyOnly::of(&FACTS).check_cases("vercel_secret", body, b"{\"id\":\"e2\"}", "zz", |secret, good| {
             vec![
                 ("upper-case hex", vec![good.to_uppercase()], Ok(())),
                 ("sha1= prefix", vec![format!("sha1={good}")], Err(MalformedHeader)),

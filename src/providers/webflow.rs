@@ -11,7 +11,7 @@
 //!   secret (webhooks created through the API with a site token) as given.
 //!   One signature; to rotate, configure the old and new secrets together.
 //! - tolerance: Webflow's page says to refuse a request whose timestamp is
-//!   more than 5 minutes old (the SDK checks no age). [`DEFAULT_TOLERANCE`]
+//!   more than 5 minutes old (the SDK checks no age). [`FACTS`]' tolerance
 //!   is those 300 seconds, in both directions, compared to the millisecond.
 //! - webhooks created in the site dashboard are **not signed** ("signatures
 //!   are only included" for app- and API-created webhooks): this preset
@@ -19,7 +19,7 @@
 //!
 //! **Event key.** Webflow sends no event or delivery id: the body is
 //! `{triggerType, payload}`, and `payload.id` names the resource (a form
-//! submission, a CMS item), not the event. The key is a [`DerivedKey`] over
+//! submission, a CMS item), not the event. The key is a [`DerivedKey`](crate::key::DerivedKey) over
 //! the whole body in canonical JSON: the send time is in the header, not in
 //! the body, so a retry repeats the body, and two events on one resource
 //! differ in it (`triggerType`, the item's `lastUpdated`, a submission's
@@ -38,68 +38,68 @@
 
 use std::time::Duration;
 
-use crate::key::DerivedKey;
 use crate::provider::Provider;
-use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
-use crate::verify::{hmac_sha256, SigningSecret};
+use crate::providers::{EventKey, HmacPreset, KeyField};
+use crate::verify::generic::{HmacScheme, Signed, TimestampFormat, Tolerance};
 
-hmac_preset! {
-    name: "webflow";
-    /// The header Webflow signs deliveries with.
-    header: "x-webflow-signature";
-    /// The header carrying the signed Unix timestamp in milliseconds.
-    timestamp_header: "x-webflow-timestamp";
-    /// How long a Webflow event can be sent again: 30 days.
-    ///
-    /// Webflow retries a delivery that gets no 200 and deactivates a webhook
-    /// after repeated failures ("Working with webhooks",
-    /// <https://developers.webflow.com/data/docs/working-with-webhooks>; the
-    /// research for this preset read up to 3 retries, unconfirmed), with no
-    /// manual redelivery. With the span not confirmed, the window is the crate's
-    /// default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `x-webflow-signature` header.
-    pub struct WebflowVerifier = {
-        HmacVerifier::builder(SIGNATURE_HEADER)
-            .strict()
-            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
-            .timestamp_header(TIMESTAMP_HEADER)
-            .timestamp_format(TimestampFormat::UnixMilliseconds)
-    };
-    /// Webflow's tolerance: 300 seconds (its docs' 5 minutes).
-    tolerance: Duration::from_secs(300);
-    sign: by hand;
+/// The header the signature travels in.
+const SIGNATURE_HEADER: &str = "x-webflow-signature";
+/// The header the signed timestamp travels in.
+const TIMESTAMP_HEADER: &str = "x-webflow-timestamp";
+
+/// The facts of the webflow preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Webflow event can be sent again: 30 days.
+///
+/// Webflow retries a delivery that gets no 200 and deactivates a webhook
+/// after repeated failures ("Working with webhooks",
+/// <https://developers.webflow.com/data/docs/working-with-webhooks>; the
+/// research for this preset read up to 3 retries, unconfirmed), with no
+/// manual redelivery. With the span not confirmed, the window is the crate's
+/// default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "webflow",
+    scheme: HmacScheme {
+        strict: true,
+        signed: Signed::TimestampBody { separator: ":" },
+        timestamp_header: Some(TIMESTAMP_HEADER),
+        timestamp_format: TimestampFormat::UnixMilliseconds,
+        tolerance: Some(Tolerance {
+            duration: Duration::from_secs(300),
+            evidence: "refuse a timestamp over 5 minutes old (https://developers.webflow.com/data/docs/working-with-webhooks#validating-request-signatures)",
+        }),
+        ..HmacScheme::new(SIGNATURE_HEADER)
+    },
+    event_key: EventKey::Derived { fields: &[KeyField::CanonicalBody], event_type: Some(KeyField::Json("/triggerType")) },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "no published span (https://developers.webflow.com/data/docs/working-with-webhooks)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::sdk(&["timestamp_ms"]),
+};
+
+impl Provider {
     /// Webflow (`x-webflow-signature` of `{ms}:{body}`, 300 s; derived key). See [`crate::providers::webflow`].
     ///
-    /// The Webflow preset: [`WebflowVerifier`] with the 300 second tolerance;
+    /// The Webflow preset: [`webflow::FACTS`](FACTS) with the 300 second tolerance;
     /// key derived from the canonical body, type = `triggerType`.
-    fn webflow() = Provider::new(
-        NAME,
-        WebflowVerifier::new(),
-        DerivedKey::new().canonical_body().event_type_json("/triggerType"),
-    );
-    headers: [TIMESTAMP_HEADER];
-    signed: |s, _, at, b| super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, super::unix_millis(at), |ms| sign(s, ms, b));
-}
-
-/// The `x-webflow-signature` value Webflow would send for `body` at
-/// `timestamp_ms` (Unix milliseconds) with `secret`: hex HMAC-SHA256 of
-/// `{timestamp_ms}:{body}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, timestamp_ms: u64, body: &[u8]) -> String {
-    let ts = timestamp_ms.to_string();
-    hex::encode(hmac_sha256(secret, &[ts.as_bytes(), b":", body]))
+    pub fn webflow() -> Self {
+        FACTS.provider()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::TwoHeaders;
+    use crate::providers::tests::support::TwoHeaders;
     use crate::test_support::{headers, identity, NOW};
+    use crate::verify::hmac_sha256;
     use crate::verify::VerifyErrorKind;
 
     fn two_headers(body: &[u8]) -> TwoHeaders<'_> {
-        TwoHeaders::hmac_millis(WebflowVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign)
+        TwoHeaders::facts(&FACTS, body)
     }
 
     #[test]
@@ -123,7 +123,7 @@ mod tests {
     #[test]
     fn rotation_tolerance_replay_and_key() {
         two_headers(br#"{"triggerType":"x"}"#)
-            .check_rotation_tolerance_and_replay(WebflowVerifier::new().tolerance(Duration::from_secs(600)));
+            .check_rotation_tolerance_and_replay(FACTS.verifier().tolerance(Duration::from_secs(600)));
         let p = Provider::webflow();
         let a = identity(
             &p,

@@ -46,7 +46,7 @@
 //! once. A response other than 2xx, 301 or 302 is not resent; it adds one to
 //! the webhook's failure count, and after more than 5 consecutive failures
 //! (`woocommerce_max_webhook_delivery_failures`) the webhook is disabled.
-//! There is no manual redelivery. See [`REPLAY_WINDOW`]. **Tolerance:** none;
+//! There is no manual redelivery. See [`FACTS`]' `replay_window`. **Tolerance:** none;
 //! no timestamp is signed.
 //!
 //! **Handshake:** none answered. When a webhook is first saved as active,
@@ -73,41 +73,58 @@
 //! seconds: two changes within one second share it); a `*.deleted` body
 //! carries only `id`.
 
-use crate::verify::generic::HmacVerifier;
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset, KeyField};
+use crate::verify::generic::HmacScheme;
 use crate::verify::Encoding;
 
-hmac_preset! {
-    name: "woocommerce";
-    /// The header WooCommerce signs deliveries with.
-    header: "x-wc-webhook-signature";
-    /// How long a WooCommerce delivery can be sent again: 1 day.
-    ///
-    /// WooCommerce does not resend a failed delivery and offers no manual
-    /// redelivery: it counts the failure and disables the webhook after more
-    /// than 5 in a row
-    /// (<https://developer.woocommerce.com/docs/best-practices/urls-and-routing/webhooks/>;
-    /// `WC_Webhook::log_delivery` and `failed_delivery` in
-    /// `plugins/woocommerce/includes/class-wc-webhook.php`). The claim only
-    /// meets concurrent or replayed copies of one request. One day, the
-    /// crate's shortest window (no span, plus a day of margin).
-    replay_window: super::days(1);
-    /// Verifies the `X-WC-Webhook-Signature` header.
-    pub struct WooCommerceVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).strict();
+/// The facts of the woocommerce preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a WooCommerce delivery can be sent again: 1 day.
+///
+/// WooCommerce does not resend a failed delivery and offers no manual
+/// redelivery: it counts the failure and disables the webhook after more
+/// than 5 in a row
+/// (<https://developer.woocommerce.com/docs/best-practices/urls-and-routing/webhooks/>;
+/// `WC_Webhook::log_delivery` and `failed_delivery` in
+/// `plugins/woocommerce/includes/class-wc-webhook.php`). The claim only
+/// meets concurrent or replayed copies of one request. One day, the
+/// crate's shortest window (no span, plus a day of margin).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "woocommerce",
+    scheme: HmacScheme {
+        encoding: Encoding::Base64,
+        strict: true,
+        ..HmacScheme::new("x-wc-webhook-signature")
+    },
+    event_key: EventKey::Derived { fields: &[KeyField::CanonicalBody], event_type: Some(KeyField::Header(TOPIC_HEADER)) },
+    headers: &[],
+    replay_window: super::days(1),
+    replay_evidence:
+        "no retry and no manual redelivery: a failure is counted, not resent (https://developer.woocommerce.com/docs/best-practices/urls-and-routing/webhooks/)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&[]),
+};
+
+impl Provider {
     /// WooCommerce (`X-WC-Webhook-Signature`, base64; derived key). See [`crate::providers::woocommerce`].
     ///
-    /// The WooCommerce preset: [`WooCommerceVerifier`]; key derived from the
+    /// The WooCommerce preset: [`woocommerce::FACTS`](FACTS); key derived from the
     /// canonical body, type = the `X-WC-Webhook-Topic` header (unsigned).
-    fn woocommerce() = super::body_keyed(NAME, WooCommerceVerifier::new(), TOPIC_HEADER);
-    headers: [TOPIC_HEADER];
+    pub fn woocommerce() -> Self {
+        FACTS.provider()
+    }
 }
+
 /// The header carrying the webhook's topic (the event type; not signed).
-pub const TOPIC_HEADER: &str = "x-wc-webhook-topic";
+const TOPIC_HEADER: &str = "x-wc-webhook-topic";
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::Provider;
-    use crate::providers::testing::{BodyOnly, OneHeader};
+    use crate::providers::tests::support::{BodyOnly, OneHeader};
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind::MissingHeader;
@@ -120,7 +137,7 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"id":727,"status":"processing","date_modified_gmt":"2024-06-10T06:13:20"}"#;
-        BodyOnly::of(&PRESET, sign)
+        BodyOnly::of(&FACTS)
             .check_cases("wc_secret", body, b"{\"id\":728}", "!!", |_, good| BodyOnly::base64_alone(good));
     }
 
@@ -129,7 +146,7 @@ mod tests {
     #[test]
     fn the_unsigned_ping_is_refused() {
         let secrets = [SigningSecret::from("wc_secret")];
-        let one = OneHeader::preset(&PRESET);
+        let one = OneHeader::of(&FACTS);
         assert_eq!(one.precheck(&[]), Err(MissingHeader));
         assert_eq!(one.check(&[], b"webhook_id=7", &secrets, NOW), Err(MissingHeader));
     }

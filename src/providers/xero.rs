@@ -22,7 +22,7 @@
 //!
 //! **Event key.** A delivery is a batch, `events[]` (each with `tenantId`,
 //! `resourceId`, `eventCategory`, `eventType`, `eventDateUtc`), with no id
-//! of its own. The key is a [`DerivedKey`] over the `events` array in
+//! of its own. The key is a [`DerivedKey`](crate::key::DerivedKey) over the `events` array in
 //! canonical JSON: a retry resends the same events, and the request's
 //! `entropy` (which need not repeat) is left out. If Xero re-batches events
 //! differently on a retry, the batch gets a new key: a handler that applies
@@ -45,38 +45,52 @@
 
 use bytes::Bytes;
 
-use crate::key::DerivedKey;
 use crate::provider::{Challenge, Provider};
-use crate::verify::generic::HmacVerifier;
+use crate::providers::{EventKey, HmacPreset, KeyField};
+use crate::verify::generic::HmacScheme;
 use crate::verify::{Delivery, Encoding};
 
-hmac_preset! {
-    name: "xero";
-    /// The header Xero signs deliveries with.
-    header: "x-xero-signature";
-    /// How long a Xero batch can be sent again: 2 days.
-    ///
-    /// Xero retries a delivery that gets no acceptable answer "with decreasing
-    /// frequency for up to 24 hours", then disables the webhook until it is
-    /// re-enabled ("Configuring your server",
-    /// <https://developer.xero.com/documentation/guides/webhooks/configuring-your-server/>);
-    /// no manual redelivery is documented. The 24 hours of retries plus a day of
-    /// margin.
-    replay_window: super::days(2);
-    /// Verifies the `x-xero-signature` header.
-    pub struct XeroVerifier = HmacVerifier::builder(SIGNATURE_HEADER).encoding(Encoding::Base64).strict();
+/// The header the signature travels in.
+const SIGNATURE_HEADER: &str = "x-xero-signature";
+
+/// The facts of the xero preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Xero batch can be sent again: 2 days.
+///
+/// Xero retries a delivery that gets no acceptable answer "with decreasing
+/// frequency for up to 24 hours", then disables the webhook until it is
+/// re-enabled ("Configuring your server",
+/// <https://developer.xero.com/documentation/guides/webhooks/configuring-your-server/>);
+/// no manual redelivery is documented. The 24 hours of retries plus a day of
+/// margin.
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "xero",
+    scheme: HmacScheme { encoding: Encoding::Base64, strict: true, ..HmacScheme::new(SIGNATURE_HEADER) },
+    event_key: EventKey::Derived { fields: &[KeyField::Json("/events")], event_type: None },
+    headers: &[],
+    replay_window: super::days(2),
+    replay_evidence:
+        "retries for up to 24 hours (https://developer.xero.com/documentation/guides/webhooks/configuring-your-server/)",
+    challenge: Some(&IntentToReceive),
+    example_headers: &[],
+    fixture: super::Fixture::formula(&[]),
+};
+
+impl Provider {
     /// Xero (`x-xero-signature`, base64 HMAC-SHA256; derived key; answers Intent to receive). See [`crate::providers::xero`].
     ///
-    /// The Xero preset: [`XeroVerifier`]; key derived from the `events`
-    /// array; [`IntentToReceive`] answers the validation requests.
-    fn xero() = Provider::new(NAME, XeroVerifier::new(), DerivedKey::new().json("/events")).challenge(IntentToReceive);
+    /// The Xero preset: [`xero::FACTS`](FACTS); key derived from the `events`
+    /// array; `IntentToReceive` answers the validation requests.
+    pub fn xero() -> Self {
+        FACTS.provider()
+    }
 }
 
 /// Answers Xero's "Intent to receive" requests (after verification): `200`
 /// with an empty body for a body whose `events` is an empty array; `None`
 /// for a batch with events.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct IntentToReceive;
+struct IntentToReceive;
 
 impl Challenge for IntentToReceive {
     fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
@@ -89,7 +103,8 @@ impl Challenge for IntentToReceive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::BodyOnly;
+    use crate::providers::tests::support::sign;
+    use crate::providers::tests::support::BodyOnly;
     use crate::test_support::{at, headers, identity, NOW};
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
@@ -99,7 +114,7 @@ mod tests {
     #[test]
     fn verifies_and_rejects() {
         let body = br#"{"events":[{"resourceId":"r1"}],"firstEventSequence":1,"lastEventSequence":1,"entropy":"x"}"#;
-        BodyOnly::of(&PRESET, sign)
+        BodyOnly::of(&FACTS)
             .check_cases("xero_webhooks_key", body, b"{\"events\":[]}", "%", |_, good| BodyOnly::base64_alone(good));
     }
 
@@ -129,12 +144,12 @@ mod tests {
             let p = headers(&[(SIGNATURE_HEADER, sig)]);
             provider.handshake(&Delivery::new(&p, body, &secrets, at(NOW))).map_err(|e| e.kind())
         };
-        let res = answer(&sign(&secret, itr), itr).unwrap().expect("answered");
+        let res = answer(&sign(&FACTS, &secret, itr), itr).unwrap().expect("answered");
         assert_eq!(res.status(), http::StatusCode::OK);
         assert!(res.body().is_empty());
-        let wrong = sign(&SigningSecret::from("not the key"), itr);
+        let wrong = sign(&FACTS, &SigningSecret::from("not the key"), itr);
         assert_eq!(answer(&wrong, itr).unwrap_err(), VerifyErrorKind::NoMatchingSignature);
         let batch = br#"{"events":[{"resourceId":"r1"}],"entropy":"e"}"#;
-        assert!(answer(&sign(&secret, batch), batch).unwrap().is_none());
+        assert!(answer(&sign(&FACTS, &secret, batch), batch).unwrap().is_none());
     }
 }

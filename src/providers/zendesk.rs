@@ -13,9 +13,9 @@
 //!   for the changeover. A request without a body (a trigger webhook's `GET`
 //!   or `DELETE`) signs the timestamp alone.
 //! - tolerance: Zendesk says the signed timestamp helps prevent replay
-//!   attacks but states no window. [`DEFAULT_TOLERANCE`] is the crate's usual
+//!   attacks but states no window. [`FACTS`]' tolerance is the crate's usual
 //!   300 seconds in both directions, our choice; widen it with
-//!   [`ZendeskVerifier::tolerance`].
+//!   `FACTS.verifier().tolerance(d)`.
 //!
 //! The event key is the body's `id`, the event id of a webhook **subscribed
 //! to Zendesk events** (`type` = `zen:event-type:...`): the id of the event,
@@ -40,75 +40,80 @@
 
 use std::time::Duration;
 
-use crate::verify::generic::{HmacVerifier, SignedContent, TimestampFormat};
-use crate::verify::{hmac_sha256, Encoding, SigningSecret};
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::{HmacScheme, Signed, TimestampFormat, Tolerance};
+use crate::verify::Encoding;
 
-hmac_preset! {
-    name: "zendesk";
-    /// The header Zendesk signs deliveries with.
-    header: "x-zendesk-webhook-signature";
-    /// The header carrying the signed RFC 3339 timestamp.
-    timestamp_header: "x-zendesk-webhook-signature-timestamp";
-    /// How long a Zendesk event can be sent again: 30 days.
-    ///
-    /// Zendesk retries a failed request for some response codes (a `409` up to
-    /// three times, a `429` or `503` with a `Retry-After` it honours) and trips a
-    /// circuit breaker on an endpoint that keeps failing ("Webhook retries" in
-    /// the Webhooks API introduction,
-    /// <https://developer.zendesk.com/api-reference/webhooks/introduction>); it
-    /// gives no overall span and no manual redelivery. With the span not stated,
-    /// the window is the crate's default for an unknown span,
-    /// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
-    replay_window: super::DEFAULT_REPLAY_WINDOW;
-    /// Verifies the `X-Zendesk-Webhook-Signature` header.
-    pub struct ZendeskVerifier = {
-        HmacVerifier::builder(SIGNATURE_HEADER)
-            .encoding(Encoding::Base64)
-            .strict()
-            .signed_content(SignedContent::TimestampBody { separator: String::new() })
-            .timestamp_header(TIMESTAMP_HEADER)
-            .timestamp_format(TimestampFormat::Custom(super::rfc3339::parse))
-    };
-    /// The preset's tolerance: 300 seconds (Zendesk states none; see the module
-    /// docs).
-    tolerance: Duration::from_secs(300);
-    sign: by hand;
+/// The header the signature travels in.
+const SIGNATURE_HEADER: &str = "x-zendesk-webhook-signature";
+/// The header the signed timestamp travels in.
+const TIMESTAMP_HEADER: &str = "x-zendesk-webhook-signature-timestamp";
+
+/// The facts of the zendesk preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Zendesk event can be sent again: 30 days.
+///
+/// Zendesk retries a failed request for some response codes (a `409` up to
+/// three times, a `429` or `503` with a `Retry-After` it honours) and trips a
+/// circuit breaker on an endpoint that keeps failing ("Webhook retries" in
+/// the Webhooks API introduction,
+/// <https://developer.zendesk.com/api-reference/webhooks/introduction>); it
+/// gives no overall span and no manual redelivery. With the span not stated,
+/// the window is the crate's default for an unknown span,
+/// [`DEFAULT_REPLAY_WINDOW`](super::DEFAULT_REPLAY_WINDOW).
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "zendesk",
+    scheme: HmacScheme {
+        encoding: Encoding::Base64,
+        strict: true,
+        signed: Signed::TimestampBody { separator: "" },
+        timestamp_header: Some(TIMESTAMP_HEADER),
+        timestamp_format: TimestampFormat::Text { parse: super::rfc3339::parse, write: super::rfc3339::format },
+        tolerance: Some(Tolerance {
+            duration: Duration::from_secs(300),
+            evidence:
+                "none stated (https://developer.zendesk.com/documentation/webhooks/verifying/): the usual 300 seconds",
+        }),
+        ..HmacScheme::new(SIGNATURE_HEADER)
+    },
+    event_key: EventKey::Json { id: "/id", event_type: Some("/type") },
+    headers: &[],
+    replay_window: super::DEFAULT_REPLAY_WINDOW,
+    replay_evidence: "no published span (https://developer.zendesk.com/api-reference/webhooks/introduction)",
+    challenge: None,
+    example_headers: &[],
+    fixture: super::Fixture::formula(&[]),
+};
+
+impl Provider {
     /// Zendesk (`X-Zendesk-Webhook-Signature` of `{timestamp}{body}`, 300 s; key = body `id`). See [`crate::providers::zendesk`].
     ///
     /// The Zendesk preset for webhooks subscribed to Zendesk events:
-    /// [`ZendeskVerifier`] with the 300 second tolerance; key = the body's
+    /// [`zendesk::FACTS`](FACTS) with the 300 second tolerance; key = the body's
     /// `id`, type = `type`. Trigger and automation webhooks need their own key
     /// extractor (see the module docs).
-    fn zendesk() = super::json_keyed(NAME, ZendeskVerifier::new(), "/id", "/type");
-    headers: [TIMESTAMP_HEADER];
-    signed: |s, _, at, b| signed_headers(s, super::unix_seconds(at), b);
-}
-
-/// The `X-Zendesk-Webhook-Signature` value Zendesk would send for `body`
-/// with the timestamp header `timestamp` (RFC 3339 text, used byte for
-/// byte): base64 HMAC-SHA256 of `{timestamp}{body}`. For tests and fixtures.
-pub fn sign(secret: &SigningSecret, timestamp: &str, body: &[u8]) -> String {
-    Encoding::Base64.encode(&hmac_sha256(secret, &[timestamp.as_bytes(), body]))
-}
-
-fn signed_headers(secret: &SigningSecret, unix_seconds: u64, body: &[u8]) -> Vec<(&'static str, String)> {
-    let timestamp = super::rfc3339::format(unix_seconds);
-    vec![(SIGNATURE_HEADER, sign(secret, &timestamp, body)), (TIMESTAMP_HEADER, timestamp)]
+    pub fn zendesk() -> Self {
+        FACTS.provider()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::testing::TwoHeaders;
+    use crate::providers::tests::support::TwoHeaders;
     use crate::test_support::NOW;
     use crate::verify::VerifyErrorKind;
+    use crate::verify::{hmac_sha256, SigningSecret};
+
+    /// The signature header for `body` with the timestamp header's text
+    /// `timestamp` (byte for byte), signed with `secret`.
+    fn sign(secret: &SigningSecret, timestamp: &str, body: &[u8]) -> String {
+        FACTS.verifier().sign_text(secret, "", timestamp, body)
+    }
 
     fn two_headers(body: &[u8]) -> TwoHeaders<'_> {
-        let mut t = TwoHeaders::hmac(ZendeskVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, |s, ts, b| {
-            sign(s, &super::super::rfc3339::format(ts), b)
-        });
-        t.timestamp = super::super::rfc3339::format(NOW);
-        t
+        TwoHeaders::facts(&FACTS, body)
     }
 
     #[test]
@@ -135,6 +140,6 @@ mod tests {
     #[test]
     fn rotation_tolerance_and_replay() {
         two_headers(br#"{"id":"1"}"#)
-            .check_rotation_tolerance_and_replay(ZendeskVerifier::new().tolerance(Duration::from_secs(600)));
+            .check_rotation_tolerance_and_replay(FACTS.verifier().tolerance(Duration::from_secs(600)));
     }
 }

@@ -16,11 +16,11 @@
 //!   checks none. Zoom retries a failed delivery 5, 25 and 85 minutes after
 //!   the first attempt and does not say whether a retry is signed afresh; if
 //!   it resends the first attempt's timestamp, a tolerance under 85 minutes
-//!   refuses the retries and the event is lost. [`DEFAULT_TOLERANCE`] is
+//!   refuses the retries and the event is lost. [`FACTS`]' tolerance is
 //!   therefore 2 hours, both directions (configurable with
-//!   [`ZoomVerifier::tolerance`]). That costs no replay protection: the event
+//!   `FACTS.verifier().tolerance(d)`). That costs no replay protection: the event
 //!   key is derived from the signed body, so a byte-for-byte replay inside
-//!   the window is a duplicate of a claim kept for [`REPLAY_WINDOW`] (1 day).
+//!   the window is a duplicate of a claim kept for [`FACTS`]' `replay_window` (1 day).
 //! - The header holds one signature. Other versions than `v0` are ignored,
 //!   several header lines are all considered.
 //! - Rotation: Zoom shows one secret token per app. After regenerating it,
@@ -31,7 +31,7 @@
 //! after, Zoom POSTs `{"event":"endpoint.url_validation","payload":
 //! {"plainToken":"..."},"event_ts":...}`. That request is signed like any
 //! other (Zoom's sample and `@zoom/rivet` verify it before answering), so it
-//! passes [`ZoomVerifier`] first; then [`UrlValidation`] answers `200` with
+//! passes [`FACTS`] first; then `UrlValidation` answers `200` with
 //! `{"plainToken":"...","encryptedToken":"<hex HMAC-SHA256 of plainToken>"}`,
 //! keyed with the secret token that verified the request. Nothing is claimed.
 //!
@@ -58,60 +58,74 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! payload's `event_ts` (Unix milliseconds).
 
-use crate::provider::Provider;
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::verify::generic::{HmacVerifier, SignedContent};
+use crate::provider::Provider;
+use crate::providers::{EventKey, HmacPreset};
+use crate::verify::generic::{HmacScheme, Signed, Tolerance};
 use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier as _};
 
-hmac_preset! {
-    name: "zoom";
-    /// The header Zoom signs deliveries with.
-    header: "x-zm-signature";
-    /// The header carrying the signed Unix timestamp (seconds).
-    timestamp_header: "x-zm-request-timestamp";
-    /// How long a Zoom event can be sent again: 1 day.
-    ///
-    /// Zoom retries a delivery not answered with 200 or 204 within 3 seconds
-    /// three times: 5 minutes after the first attempt, 20 minutes after that and
-    /// 60 minutes after that (85 minutes in all), then gives up on the event
-    /// (Zoom, "Resolving webhook delays",
-    /// <https://developers.zoom.us/blog/webhook-delays/>); no manual
-    /// redelivery is documented. A day covers the retries with a margin.
-    replay_window: super::days(1);
-    /// Verifies the `x-zm-signature` header.
-    pub struct ZoomVerifier = {
-        // `v0=` lines; a `v0` value that is not 64 hex digits is malformed, other
-        // versions are ignored.
-        HmacVerifier::builder(SIGNATURE_HEADER)
-            .key_value("v0")
-            .strict()
-            .timestamp_header(TIMESTAMP_HEADER)
-            .content_prefix("v0:")
-            .signed_content(SignedContent::TimestampBody { separator: ":".into() })
-    };
-    /// Default tolerance: 7,200 seconds (2 hours), both directions: Zoom's
-    /// retries span 85 minutes and Zoom does not say they are signed afresh (see
-    /// the module docs).
-    tolerance: Duration::from_secs(7_200);
+/// The header the signature travels in.
+const SIGNATURE_HEADER: &str = "x-zm-signature";
+/// The header the signed timestamp travels in.
+const TIMESTAMP_HEADER: &str = "x-zm-request-timestamp";
+
+/// The facts of the zoom preset (the scheme is in the module docs).
+///
+/// **Replay window.** How long a Zoom event can be sent again: 1 day.
+///
+/// Zoom retries a delivery not answered with 200 or 204 within 3 seconds
+/// three times: 5 minutes after the first attempt, 20 minutes after that and
+/// 60 minutes after that (85 minutes in all), then gives up on the event
+/// (Zoom, "Resolving webhook delays",
+/// <https://developers.zoom.us/blog/webhook-delays/>); no manual
+/// redelivery is documented. A day covers the retries with a margin.
+pub const FACTS: HmacPreset = HmacPreset {
+    name: "zoom",
+    scheme: HmacScheme {
+        key_value: Some("v0"),
+        strict: true,
+        timestamp_header: Some(TIMESTAMP_HEADER),
+        content_prefix: "v0:",
+        signed: Signed::TimestampBody { separator: ":" },
+        tolerance: Some(Tolerance {
+            duration: Duration::from_secs(7_200),
+            evidence: "none documented; retries span 85 minutes and are not said to be signed afresh (https://developers.zoom.us/blog/webhook-delays/)",
+        }),
+        ..HmacScheme::new(SIGNATURE_HEADER)
+    },
+    event_key: EventKey::Own {
+        extractor: &event_identity,
+        reads: "fields of the JSON body (a derived key)",
+        id_header: None,
+    },
+    headers: &[],
+    replay_window: super::days(1),
+    replay_evidence: "retries at 5, 25 and 85 minutes (https://developers.zoom.us/blog/webhook-delays/)",
+    challenge: Some(&UrlValidation),
+    example_headers: &[],
+    fixture: super::Fixture::own("Rivet's vectors (`rivet.json`): an event and the URL validation"),
+};
+
+impl Provider {
     /// Zoom (`x-zm-signature` `v0=`, 2 h; derived key; answers `endpoint.url_validation`). See [`crate::providers::zoom`].
     ///
-    /// The Zoom preset: [`ZoomVerifier`] (2 h), key from [`event_identity`],
-    /// type `event`, and the [`UrlValidation`] handshake. The CLI name is `zoom`.
-    fn zoom() = Provider::new(NAME, ZoomVerifier::new(), event_identity).challenge(UrlValidation);
-    headers: [TIMESTAMP_HEADER];
-    signed: |s, _, at, b| super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, super::unix_seconds(at), |ts| sign(s, ts, b));
+    /// The Zoom preset: [`zoom::FACTS`](FACTS) (2 h), key from `event_identity`,
+    /// type `event`, and the `UrlValidation` handshake. The CLI name is `zoom`.
+    pub fn zoom() -> Self {
+        FACTS.provider()
+    }
 }
 
 /// The `event` of Zoom's endpoint validation request.
-pub const URL_VALIDATION_EVENT: &str = "endpoint.url_validation";
+const URL_VALIDATION_EVENT: &str = "endpoint.url_validation";
 
 /// The `encryptedToken` Zoom expects for `plain_token`: the hex HMAC-SHA256
 /// of the token, keyed with the secret token.
-pub fn encrypted_token(secret: &SigningSecret, plain_token: &str) -> String {
+fn encrypted_token(secret: &SigningSecret, plain_token: &str) -> String {
     hex::encode(hmac_sha256(secret, &[plain_token.as_bytes()]))
 }
 
@@ -119,7 +133,7 @@ pub fn encrypted_token(secret: &SigningSecret, plain_token: &str) -> String {
 /// `200` JSON `{"plainToken","encryptedToken"}`; `400` when the request has no
 /// string `payload.plainToken`; `None` for every other delivery.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct UrlValidation;
+struct UrlValidation;
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
@@ -151,7 +165,7 @@ impl crate::provider::Challenge for UrlValidation {
         // verifier the provider was configured with.
         // The signature alone decides here (the delivery was verified,
         // timestamp included, before the challenge is asked).
-        let zoom = ZoomVerifier::new();
+        let zoom = FACTS.verifier();
         let secret = delivery.secrets.iter().find(|s| {
             let one = Delivery { secrets: std::slice::from_ref(*s), ..*delivery }.without_timestamp_check();
             zoom.verify(&one).is_ok()
@@ -175,7 +189,7 @@ impl crate::provider::Challenge for UrlValidation {
 /// object naming a member twice, [`KeyErrorKind::Invalid`] when it is not an
 /// object or `event` is not a string, [`KeyErrorKind::Missing`] when `event`
 /// is absent or empty.
-pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
+fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIdentity, KeyError> {
     use crate::key::json::{self, Node};
     let doc = json::parse(body)?;
     if !matches!(doc, Node::Object(_)) {
@@ -193,7 +207,8 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
 mod tests {
     use super::*;
     use crate::provider::Challenge as _;
-    use crate::providers::testing::TwoHeaders;
+    use crate::providers::tests::support::sign_at;
+    use crate::providers::tests::support::TwoHeaders;
     use crate::test_support::fixture_json;
     use crate::test_support::{at, NOW};
     use crate::verify::Delivery;
@@ -228,10 +243,10 @@ mod tests {
         let event = fixture(&doc["event"]);
         let secrets = [SigningSecret::from(event.secret.as_str())];
         let ts: u64 = event.timestamp.parse().unwrap();
-        assert_eq!(sign(&secrets[0], ts, event.body.as_bytes()), event.signature);
+        assert_eq!(sign_at(&FACTS, &secrets[0], ts, event.body.as_bytes()), event.signature);
         let p = parts(&[&event.signature], &[&event.timestamp]);
         let d = Delivery::new(&p, event.body.as_bytes(), &secrets, at(ts));
-        assert!(ZoomVerifier::new().verify(&d).is_ok());
+        assert!(FACTS.verifier().verify(&d).is_ok());
         assert!(UrlValidation.respond(&d).is_none());
 
         let validation = fixture(&doc["url_validation"]);
@@ -239,7 +254,7 @@ mod tests {
         let ts: u64 = validation.timestamp.parse().unwrap();
         let p = parts(&[&validation.signature], &[&validation.timestamp]);
         let d = Delivery::new(&p, validation.body.as_bytes(), &secrets, at(ts));
-        assert!(ZoomVerifier::new().verify(&d).is_ok());
+        assert!(FACTS.verifier().verify(&d).is_ok());
         let answer = UrlValidation.respond(&d).expect("handshake answered");
         assert_eq!(answer.status(), http::StatusCode::OK);
         assert_eq!(answer.headers()[http::header::CONTENT_TYPE], "application/json");
@@ -252,7 +267,7 @@ mod tests {
     fn verifies_and_rejects() {
         let body =
             br#"{"event":"meeting.started","payload":{"account_id":"a","object":{"id":"1"}},"event_ts":1700000000000}"#;
-        let mut s = TwoHeaders::hmac(ZoomVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], body, sign);
+        let mut s = TwoHeaders::facts(&FACTS, body);
         s.tolerance = 7_200; // the pinned default: Zoom's retries span 85 minutes
         s.check_with_common(&[
             s.case("upper-case hex").signature(&format!("v0={}", s.good[3..].to_uppercase())),
@@ -270,10 +285,9 @@ mod tests {
 
     #[test]
     fn rotation_and_replay() {
-        let mut s =
-            TwoHeaders::hmac(ZoomVerifier::new(), [SIGNATURE_HEADER, TIMESTAMP_HEADER], br#"{"event":"x"}"#, sign);
+        let mut s = TwoHeaders::facts(&FACTS, br#"{"event":"x"}"#);
         s.tolerance = 7_200;
-        s.check_rotation_tolerance_and_replay(ZoomVerifier::new().tolerance(4 * DEFAULT_TOLERANCE));
+        s.check_rotation_tolerance_and_replay(FACTS.verifier().tolerance(4 * FACTS.scheme.tolerance.unwrap().duration));
     }
 
     #[test]
@@ -282,12 +296,12 @@ mod tests {
         let new = SigningSecret::from("new_token");
         let body = br#"{"payload":{"plainToken":"qgg8vlvZRS6UYooatFL8Aw"},"event_ts":1654503849680,"event":"endpoint.url_validation"}"#;
         let ts = NOW.to_string();
-        let header = sign(&new, NOW, body);
+        let header = sign_at(&FACTS, &new, NOW, body);
         let p = parts(&[&header], &[&ts]);
         // Answered with the token that signed the request, not the first one.
         let secrets = [old.clone(), new.clone()];
         let d = Delivery::new(&p, body, &secrets, at(NOW));
-        assert!(ZoomVerifier::new().verify(&d).is_ok());
+        assert!(FACTS.verifier().verify(&d).is_ok());
         let res = UrlValidation.respond(&d).unwrap();
         let got: serde_json::Value = serde_json::from_slice(res.body()).unwrap();
         assert_eq!(
@@ -361,7 +375,7 @@ mod tests {
         assert_eq!(provider.name(), "zoom");
         let secret = [SigningSecret::from("tok")];
         let body = br#"{"event":"endpoint.url_validation","payload":{"plainToken":"abc"}}"#;
-        let header = sign(&secret[0], NOW, body);
+        let header = sign_at(&FACTS, &secret[0], NOW, body);
         let ts = NOW.to_string();
         let p = parts(&[&header], &[&ts]);
         let d = Delivery::new(&p, body, &secret, at(NOW));

@@ -811,7 +811,7 @@ async fn invisible_and_bidi_characters_are_escaped_in_tables_json_and_both_tools
         let body = serde_json::json!({ "id": key, "type": format!("t{key}") }).to_string();
         let header = format!(
             "stripe-signature: {}",
-            webhook_idempotency::providers::stripe::sign(&secret, 1_700_000_000, body.as_bytes())
+            webhook_idempotency::providers::stripe::FACTS.sign(&secret, 1_700_000_000, body.as_bytes())
         );
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_webhook-verify"))
             .args(["--provider", "stripe", "--secret", "whsec_escape", "--header", &header, "--body-file", "-"])

@@ -36,7 +36,7 @@ fn stripe_args<'a>(header: &'a str, secret: &'a str, now: &'a str) -> Vec<&'a st
 
 #[test]
 fn verify_command_cases() {
-    let sig = format!("Stripe-Signature: {}", stripe::sign(&SigningSecret::from("whsec_cli"), NOW, BODY));
+    let sig = format!("Stripe-Signature: {}", stripe::FACTS.sign(&SigningSecret::from("whsec_cli"), NOW, BODY));
     let now = NOW.to_string();
     let later = (NOW + 3600).to_string();
     let tampered = b"{\n  \"id\": \"evt_cli\",\n  \"type\": \"invoice.paid\"}\n";
@@ -132,7 +132,8 @@ fn verify_command_presets_keys_and_handshakes() {
     use webhook_idempotency::providers::{slack, square, standard_webhooks};
     let now = NOW.to_string();
     let challenge = br#"{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
-    let slack_sig = format!("X-Slack-Signature: {}", slack::sign(&SigningSecret::from("slack-secret"), NOW, challenge));
+    let slack_sig =
+        format!("X-Slack-Signature: {}", slack::FACTS.sign(&SigningSecret::from("slack-secret"), NOW, challenge));
     let slack_ts = format!("X-Slack-Request-Timestamp: {NOW}");
 
     let seed = [3u8; 32];
@@ -236,12 +237,13 @@ fn verify_command_presets_keys_and_handshakes() {
 fn verify_command_usage_errors_never_print_key_material() {
     use webhook_idempotency::providers::slack;
     const LEAK: &str = "whsec_LEAKED0secret";
-    let sig = format!("Stripe-Signature: {}", stripe::sign(&SigningSecret::from("-starts-with-hyphen"), NOW, BODY));
+    let sig =
+        format!("Stripe-Signature: {}", stripe::FACTS.sign(&SigningSecret::from("-starts-with-hyphen"), NOW, BODY));
     let now = NOW.to_string();
     let limit = BODY.len().to_string();
     let limit_short = (BODY.len() - 1).to_string();
     let challenge = br#"{"token":"x","challenge":"c","type":"url_verification"}"#;
-    let empty_key_sig = format!("X-Slack-Signature: {}", slack::sign(&SigningSecret::from(""), NOW, challenge));
+    let empty_key_sig = format!("X-Slack-Signature: {}", slack::FACTS.sign(&SigningSecret::from(""), NOW, challenge));
     let slack_ts = format!("X-Slack-Request-Timestamp: {NOW}");
     let base = |extra: &[&'static str]| -> Vec<String> {
         ["--provider", "stripe", "--secret", "s", "--body-file", "-"]
@@ -458,7 +460,7 @@ fn verify_command_reports_signature_time_and_key_separately() {
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "the signature verifies: {t}");
     assert!(t.starts_with("valid\nsignature: valid\n"), "{t}");
-    assert!(t.contains("event key: key_missing") && t.contains("X-GitHub-Delivery") && t.contains("400"), "{t}");
+    assert!(t.contains("event key: key_missing") && t.contains("x-github-delivery") && t.contains("400"), "{t}");
 
     let json = |args: &[&str], body: &[u8]| -> (i32, serde_json::Value) {
         let out = run(&[args, &["--json"]].concat(), Some(body));
@@ -471,10 +473,10 @@ fn verify_command_reports_signature_time_and_key_separately() {
         (Some("valid"), Some("key_missing"), Some(true))
     );
     assert!(v["key"].is_null());
-    assert_eq!(v["key_from"], "the X-GitHub-Delivery header");
+    assert_eq!(v["key_from"], "the x-github-delivery header");
 
     // Stale, with the right and with a wrong secret: both exit 1, and say whether the MAC matched.
-    let header = format!("Stripe-Signature: {}", stripe::sign(&SigningSecret::from("whsec_cli"), NOW, BODY));
+    let header = format!("Stripe-Signature: {}", stripe::FACTS.sign(&SigningSecret::from("whsec_cli"), NOW, BODY));
     for (secret, matched) in [("whsec_cli", true), ("whsec_wrong", false)] {
         let args = stripe_args(&header, secret, "1700003600");
         let out = run(&args, Some(BODY));

@@ -13,7 +13,7 @@ use http::{Request, StatusCode};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use std::time::Duration;
 use webhook_idempotency::key::JsonPointerKey;
-use webhook_idempotency::providers::stripe::StripeVerifier;
+use webhook_idempotency::providers::stripe;
 
 use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
 use webhook_idempotency::outbox::{Effect, EffectContext, EffectResult, Effects, OutboxWorker, Reconciled};
@@ -59,7 +59,7 @@ async fn counters_and_gauges_equal_a_fixed_scenario() {
     snapshotter();
     let db = TestDb::new().await;
     // A provider of its own, so other tests' deliveries do not count here.
-    let provider = Provider::new("metrics_probe", StripeVerifier::new(), JsonPointerKey::new("/id"));
+    let provider = Provider::new("metrics_probe", stripe::FACTS.verifier(), JsonPointerKey::new("/id"));
     let layer =
         WebhookLayer::builder(db.pool.clone(), provider).scope("acct_test").secret(STRIPE_SECRET).build().unwrap();
     let app = Router::new().route("/webhooks/stripe", post(apply_effect).layer(layer));
@@ -97,7 +97,7 @@ async fn counters_and_gauges_equal_a_fixed_scenario() {
 
     // Inbox mode: three accepted events; the worker completes one at once,
     // one on its second run, and buries the third after its two attempts.
-    let provider = || Provider::new("metrics_probe", StripeVerifier::new(), JsonPointerKey::new("/id"));
+    let provider = || Provider::new("metrics_probe", stripe::FACTS.verifier(), JsonPointerKey::new("/id"));
     let inbox_layer = WebhookLayer::builder(db.pool.clone(), provider())
         .scope("acct_inbox")
         .secret(STRIPE_SECRET)

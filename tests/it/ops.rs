@@ -8,7 +8,7 @@ use ::tower::ServiceExt;
 use axum::routing::post;
 use axum::Router;
 use http::StatusCode;
-use webhook_idempotency::providers::stripe::REPLAY_WINDOW as STRIPE_REPLAY_WINDOW;
+use webhook_idempotency::providers::stripe;
 use webhook_idempotency::store::admin::{Admin, Filter};
 use webhook_idempotency::store::inbox::{Inbox, RequestHead};
 use webhook_idempotency::store::retention::Retention;
@@ -170,7 +170,7 @@ async fn a_window_shorter_than_the_provider_s_replay_window_is_refused() {
         .allow_short_window(true)
         .build();
     assert!(allowed.is_ok());
-    assert!(Retention::builder(db.pool.clone()).window("stripe", STRIPE_REPLAY_WINDOW).build().is_ok());
+    assert!(Retention::builder(db.pool.clone()).window("stripe", stripe::FACTS.replay_window).build().is_ok());
 }
 
 #[tokio::test]

@@ -35,7 +35,7 @@ fn schemes() -> Vec<Scheme> {
     vec![
         Scheme {
             name: "stripe",
-            verifier: Box::new(webhook_idempotency::providers::stripe::StripeVerifier::new()),
+            verifier: Box::new(webhook_idempotency::providers::stripe::FACTS.verifier()),
             mac: |s, ts, body| hmac(Algorithm::Sha256, s, &[ts.to_string().as_bytes(), b".", body]).as_ref().to_vec(),
             headers: |ts, sig| vec![("stripe-signature", format!("t={ts},v1={}", hex::encode(sig)))],
             timestamped: true,
@@ -43,7 +43,7 @@ fn schemes() -> Vec<Scheme> {
         },
         Scheme {
             name: "github",
-            verifier: Box::new(webhook_idempotency::providers::github::GitHubVerifier::new()),
+            verifier: Box::new(webhook_idempotency::providers::github::FACTS.verifier()),
             mac: |s, _, body| hmac(Algorithm::Sha256, s, &[body]).as_ref().to_vec(),
             headers: |_, sig| vec![("x-hub-signature-256", format!("sha256={}", hex::encode(sig)))],
             timestamped: false,
@@ -84,7 +84,7 @@ fn schemes() -> Vec<Scheme> {
         },
         Scheme {
             name: "slack",
-            verifier: Box::new(webhook_idempotency::providers::slack::SlackVerifier::new()),
+            verifier: Box::new(webhook_idempotency::providers::slack::FACTS.verifier()),
             mac: |s, ts, body| {
                 hmac(Algorithm::Sha256, s, &[b"v0:", ts.to_string().as_bytes(), b":", body]).as_ref().to_vec()
             },
@@ -99,7 +99,7 @@ fn schemes() -> Vec<Scheme> {
         },
         Scheme {
             name: "zoom",
-            verifier: Box::new(webhook_idempotency::providers::zoom::ZoomVerifier::new()),
+            verifier: Box::new(webhook_idempotency::providers::zoom::FACTS.verifier()),
             mac: |s, ts, body| {
                 hmac(Algorithm::Sha256, s, &[b"v0:", ts.to_string().as_bytes(), b":", body]).as_ref().to_vec()
             },
@@ -111,7 +111,7 @@ fn schemes() -> Vec<Scheme> {
         },
         Scheme {
             name: "paddle",
-            verifier: Box::new(webhook_idempotency::providers::paddle::PaddleVerifier::new()),
+            verifier: Box::new(webhook_idempotency::providers::paddle::FACTS.verifier()),
             mac: |s, ts, body| hmac(Algorithm::Sha256, s, &[ts.to_string().as_bytes(), b":", body]).as_ref().to_vec(),
             headers: |ts, sig| vec![("paddle-signature", format!("ts={ts};h1={}", hex::encode(sig)))],
             timestamped: true,
@@ -119,7 +119,7 @@ fn schemes() -> Vec<Scheme> {
         },
         Scheme {
             name: "calendly",
-            verifier: Box::new(webhook_idempotency::providers::calendly::CalendlyVerifier::new()),
+            verifier: Box::new(webhook_idempotency::providers::calendly::FACTS.verifier()),
             mac: |s, ts, body| hmac(Algorithm::Sha256, s, &[ts.to_string().as_bytes(), b".", body]).as_ref().to_vec(),
             headers: |ts, sig| vec![("calendly-webhook-signature", format!("t={ts},v1={}", hex::encode(sig)))],
             timestamped: true,
@@ -127,7 +127,7 @@ fn schemes() -> Vec<Scheme> {
         },
         Scheme {
             name: "shopify",
-            verifier: Box::new(webhook_idempotency::providers::shopify::ShopifyVerifier::new()),
+            verifier: Box::new(webhook_idempotency::providers::shopify::FACTS.verifier()),
             mac: |s, _, body| hmac(Algorithm::Sha256, s, &[body]).as_ref().to_vec(),
             headers: |_, sig| vec![("x-shopify-hmac-sha256", Encoding::Base64.encode(sig))],
             timestamped: false,
@@ -135,7 +135,7 @@ fn schemes() -> Vec<Scheme> {
         },
         Scheme {
             name: "typeform",
-            verifier: Box::new(webhook_idempotency::providers::typeform::TypeformVerifier::new()),
+            verifier: Box::new(webhook_idempotency::providers::typeform::FACTS.verifier()),
             mac: |s, _, body| hmac(Algorithm::Sha256, s, &[body]).as_ref().to_vec(),
             headers: |_, sig| vec![("typeform-signature", format!("sha256={}", Encoding::Base64.encode(sig)))],
             timestamped: false,
@@ -143,7 +143,7 @@ fn schemes() -> Vec<Scheme> {
         },
         Scheme {
             name: "intercom",
-            verifier: Box::new(webhook_idempotency::providers::intercom::IntercomVerifier::new()),
+            verifier: Box::new(webhook_idempotency::providers::intercom::FACTS.verifier()),
             mac: |s, _, body| hmac(Algorithm::Sha1, s, &[body]).as_ref().to_vec(),
             headers: |_, sig| vec![("x-hub-signature", format!("sha1={}", hex::encode(sig)))],
             timestamped: false,
@@ -151,7 +151,7 @@ fn schemes() -> Vec<Scheme> {
         },
         Scheme {
             name: "pagerduty",
-            verifier: Box::new(webhook_idempotency::providers::pagerduty::PagerDutyVerifier::new()),
+            verifier: Box::new(webhook_idempotency::providers::pagerduty::FACTS.verifier()),
             mac: |s, _, body| hmac(Algorithm::Sha256, s, &[body]).as_ref().to_vec(),
             headers: |_, sig| vec![("x-pagerduty-signature", format!("v1={}", hex::encode(sig)))],
             timestamped: false,

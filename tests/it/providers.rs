@@ -79,7 +79,7 @@ fn cases() -> Vec<(&'static str, Case)> {
                 SECRET.into(),
                 move |b| {
                     vec![
-                        ("x-slack-signature", slack::sign(&secret(), now, b)),
+                        ("x-slack-signature", slack::FACTS.sign(&secret(), now, b)),
                         ("x-slack-request-timestamp", now.to_string()),
                     ]
                 },
@@ -152,7 +152,7 @@ fn cases() -> Vec<(&'static str, Case)> {
                         .to_string()
                         .into_bytes();
                     let headers = vec![
-                        ("x-shopify-hmac-sha256", shopify::sign(&secret(), &b)),
+                        ("x-shopify-hmac-sha256", shopify::FACTS.sign(&secret(), 0, &b)),
                         ("x-shopify-event-id", format!("98880550-7158-44d4-b7cd-{n:012}")),
                         ("x-shopify-topic", "orders/create".into()),
                     ];
@@ -200,7 +200,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             body_case(
                 Provider::paddle(),
                 SECRET.into(),
-                move |b| vec![("paddle-signature", paddle::sign(&secret(), now, b))],
+                move |b| vec![("paddle-signature", paddle::FACTS.sign(&secret(), now, b))],
                 |n| {
                     json!({"event_id": format!("evt_01h{n:020}"), "event_type": "transaction.completed", "data": {"total": "12345"}}).to_string().into_bytes()
                 },
@@ -247,7 +247,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             body_case(
                 Provider::pagerduty(),
                 SECRET.into(),
-                |b| vec![("x-pagerduty-signature", pagerduty::sign(&[secret()], b))],
+                |b| vec![("x-pagerduty-signature", pagerduty::FACTS.sign(&secret(), 0, b))],
                 |n| {
                     json!({"event": {"id": format!("5ac64822-4adc-4fda-ade0-{n:012}"), "event_type": "incident.triggered", "data": {"number": 12345}}}).to_string().into_bytes()
                 },
@@ -259,7 +259,10 @@ fn cases() -> Vec<(&'static str, Case)> {
                 Provider::zoom(),
                 SECRET.into(),
                 move |b| {
-                    vec![("x-zm-signature", zoom::sign(&secret(), now, b)), ("x-zm-request-timestamp", now.to_string())]
+                    vec![
+                        ("x-zm-signature", zoom::FACTS.sign(&secret(), now, b)),
+                        ("x-zm-request-timestamp", now.to_string()),
+                    ]
                 },
                 |n| {
                     json!({"event": "meeting.started", "event_ts": 1_700_000_000_000u64 + u64::from(n), "payload": {"account_id": "D8cJuqWVQ623CI4Q8yQK0Q", "object": {"id": "12345"}}}).to_string().into_bytes()
@@ -276,11 +279,12 @@ fn cases() -> Vec<(&'static str, Case)> {
                         .to_string()
                         .into_bytes();
                     let id = format!("befa7b53-d79d-478f-86b9-{n:012}");
-                    let ts = twitch::format_timestamp(now);
+                    let twitch = twitch::FACTS.verifier();
+                    let ts = twitch.timestamp_text(std::time::UNIX_EPOCH + std::time::Duration::from_secs(now));
                     let headers = vec![
                         ("twitch-eventsub-message-id", id.clone()),
                         ("twitch-eventsub-message-timestamp", ts.clone()),
-                        ("twitch-eventsub-message-signature", twitch::sign(&secret(), &id, &ts, &b)),
+                        ("twitch-eventsub-message-signature", twitch.sign(&secret(), &id, now, &b)),
                         ("twitch-eventsub-message-type", "notification".into()),
                         ("twitch-eventsub-subscription-type", "channel.follow".into()),
                     ];
@@ -293,7 +297,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             body_case(
                 Provider::intercom(),
                 SECRET.into(),
-                |b| vec![("x-hub-signature", intercom::sign(&secret(), b))],
+                |b| vec![("x-hub-signature", intercom::FACTS.sign(&secret(), 0, b))],
                 |n| {
                     json!({"type": "notification_event", "id": format!("notif_{n}"), "topic": "conversation.user.created", "data": {"n": 12345}}).to_string().into_bytes()
                 },
@@ -328,7 +332,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             body_case(
                 Provider::calendly(),
                 SECRET.into(),
-                move |b| vec![("calendly-webhook-signature", calendly::sign(&secret(), now, b))],
+                move |b| vec![("calendly-webhook-signature", calendly::FACTS.sign(&secret(), now, b))],
                 |n| {
                     json!({"event": "invitee.created", "created_at": format!("2026-11-30T06:00:{:02}.000000Z", n % 60), "payload": {"uri": format!("https://api.calendly.com/scheduled_events/GBGBDCAADAEDCRZ2/invitees/{n}")}}).to_string().into_bytes()
                 },
@@ -339,7 +343,7 @@ fn cases() -> Vec<(&'static str, Case)> {
             body_case(
                 Provider::typeform(),
                 SECRET.into(),
-                |b| vec![("typeform-signature", typeform::sign(&secret(), b))],
+                |b| vec![("typeform-signature", typeform::FACTS.sign(&secret(), 0, b))],
                 |n| {
                     json!({"event_id": format!("01HCG{n:021}"), "event_type": "form_response", "form_response": {"score": 12345}}).to_string().into_bytes()
                 },
@@ -429,7 +433,7 @@ async fn slack_slash_commands_and_interactions_are_claimed_by_their_trigger_id()
                 "/slack",
                 &[
                     ("content-type", "application/x-www-form-urlencoded".to_owned()),
-                    ("x-slack-signature", slack::sign(&secret(), now, body)),
+                    ("x-slack-signature", slack::FACTS.sign(&secret(), now, body)),
                     ("x-slack-request-timestamp", now.to_string()),
                 ],
                 body.to_vec(),

@@ -536,7 +536,7 @@ async fn gzip_multi_member_and_trailing_bytes() {
             .header("x-github-event", "push")
             .header("x-github-delivery", delivery)
             .header("content-encoding", "gzip")
-            .header("x-hub-signature-256", github::sign(&secret, signed_over))
+            .header("x-hub-signature-256", github::FACTS.sign(&secret, 0, signed_over))
             .body(Body::from(body))
             .unwrap()
     };

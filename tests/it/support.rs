@@ -215,7 +215,7 @@ pub fn stripe_request_at(body: impl Into<Bytes>, ts: u64, secret: &str) -> Reque
     let body = body.into();
     Request::post("/webhooks/stripe")
         .header("content-type", "application/json; charset=utf-8")
-        .header("stripe-signature", stripe::sign(&SigningSecret::from(secret), ts, &body))
+        .header("stripe-signature", stripe::FACTS.sign(&SigningSecret::from(secret), ts, &body))
         .body(Body::from(body))
         .unwrap()
 }
@@ -226,7 +226,7 @@ pub fn github_request(delivery: &str, body: impl Into<Bytes>) -> Request<Body> {
         .header("content-type", "application/json")
         .header("x-github-event", "push")
         .header("x-github-delivery", delivery)
-        .header("x-hub-signature-256", github::sign(&SigningSecret::from(GITHUB_SECRET), &body))
+        .header("x-hub-signature-256", github::FACTS.sign(&SigningSecret::from(GITHUB_SECRET), 0, &body))
         .body(Body::from(body))
         .unwrap()
 }

@@ -31,7 +31,7 @@ fn request(delivery: &str, body: &'static [u8]) -> Request<Full<Bytes>> {
     Request::post("/hook")
         .header("x-github-event", "push")
         .header("x-github-delivery", delivery)
-        .header("x-hub-signature-256", github::sign(&SigningSecret::from(GITHUB_SECRET), body))
+        .header("x-hub-signature-256", github::FACTS.sign(&SigningSecret::from(GITHUB_SECRET), 0, body))
         .body(Full::new(Bytes::from_static(body)))
         .unwrap()
 }

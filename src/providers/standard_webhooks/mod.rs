@@ -431,7 +431,10 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         example(Provider::standard_webhooks(), false, id, super::unix_seconds(at), body)
     }),
 )
-.keys(super::KeyKind::Whsec, whsec_text, Some(whpk_text));
+.keys(super::KeyKind::Whsec, whsec_text, Some(whpk_text))
+.signs("`webhook-signature: v1,<b64>` HMAC-SHA256 of `{id}.{ts}.{body}` (`whsec_` secrets of 24–64 key bytes; unprefixed base64 too, as the official libraries take it, except 32 bytes, a public key's size), `v1a` Ed25519 (`whpk_` keys)")
+.key_from("the webhook-id header")
+.fixture(super::Fixture::own("the library's deliveries (`delivery.json`): whsec_ and whpk_ keys"));
 
 /// The registry entry of the Svix preset (see [`REGISTRY`](super::REGISTRY)).
 pub(crate) const SVIX_PRESET: super::PresetInfo = super::PresetInfo::new(
@@ -442,7 +445,10 @@ pub(crate) const SVIX_PRESET: super::PresetInfo = super::PresetInfo::new(
     |_| Provider::svix(),
     super::ExampleOf::Whole(|id, at, body| example(Provider::svix(), true, id, super::unix_seconds(at), body)),
 )
-.keys(super::KeyKind::Whsec, whsec_text, Some(whpk_text));
+.keys(super::KeyKind::Whsec, whsec_text, Some(whpk_text))
+.signs("the same under `svix-*` headers")
+.key_from("the svix-id header (else webhook-id)")
+.fixture(super::Fixture::own("Svix's library deliveries (`svix/delivery.json`)"));
 
 /// [`secret`] for the registry's key-text parser.
 fn whsec_text(text: &str) -> Result<SigningSecret, super::KeyTextError> {

@@ -25,6 +25,12 @@
 //! # let _ = verifier;
 //! ```
 //!
+//! The same settings as a constant value: [`HmacScheme`] (one field per
+//! builder setting, with the tolerance's source), which
+//! `HmacVerifier::try_from(&scheme)` builds and checks. The HMAC presets are
+//! such schemes in their facts (`providers::stripe::FACTS.scheme`), read by
+//! this one verifier.
+//!
 //! Senders that send a static credential instead of a signature:
 //! [`TokenHeaderVerifier`] (a shared token in a header) and
 //! [`BasicAuthVerifier`] (HTTP Basic, RFC 7617).
@@ -37,7 +43,7 @@
 //! entry is decoded; the timestamp's age is checked before the HMAC.
 //!
 //! **Retention.** A preset states how long its provider can send one event
-//! again (`providers::<name>::REPLAY_WINDOW`, with its source); a generic
+//! again (`providers::<name>::FACTS.replay_window`, with its source); a generic
 //! provider has no such constant, since only you know the sender's retry
 //! schedule and manual redelivery. State it where the keys are purged, with
 //! [`RetentionBuilder::window`](crate::store::retention::RetentionBuilder::window)
@@ -46,14 +52,16 @@
 //! (30 days), or the builder's
 //! [`default_window`](crate::store::retention::RetentionBuilder::default_window).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::HeaderName;
 
 mod builder;
+mod scheme;
 mod token;
 
 pub use builder::HmacVerifierBuilder;
+pub use scheme::{HmacScheme, Signed, Tolerance};
 pub use token::{BasicAuthVerifier, TokenHeaderVerifier, MIN_CREDENTIAL_BYTES};
 
 use super::{
@@ -106,8 +114,18 @@ pub enum TimestampFormat {
     /// [`VerifyErrorKind::MalformedHeader`]. A time before 1970 is checked as
     /// 1970-01-01T00:00:00Z, as old as the check can tell. For RFC 3339,
     /// `time::OffsetDateTime::parse(text, &Rfc3339)` (crate `time`) is such
-    /// a parser.
+    /// a parser. [`HmacVerifier::sign`] writes such a timestamp as decimal
+    /// seconds; [`TimestampFormat::Text`] says how to write it.
     Custom(fn(&str) -> Option<i64>),
+    /// Other text read by `parse`, as [`TimestampFormat::Custom`], and
+    /// written by `write` from Unix seconds for [`HmacVerifier::sign`] (RFC
+    /// 3339 for Twitch and Zendesk).
+    Text {
+        /// Reads the text as Unix seconds; `None` when it is not a timestamp.
+        parse: fn(&str) -> Option<i64>,
+        /// Writes Unix seconds as the sender does.
+        write: fn(u64) -> String,
+    },
 }
 
 /// Departures from the builder's uniform behaviour that some presets keep so
@@ -323,7 +341,7 @@ impl HmacVerifier {
             TimestampFormat::UnixSeconds => parse_unix_seconds(text).map(SignedTime::Seconds),
             TimestampFormat::UnixMilliseconds => parse_unix_millis(text).map(SignedTime::Millis),
             // Before 1970: as old as the check can tell.
-            TimestampFormat::Custom(parse) => {
+            TimestampFormat::Custom(parse) | TimestampFormat::Text { parse, .. } => {
                 parse(text).map(|s| SignedTime::Seconds(u64::try_from(s).unwrap_or(0))).ok_or_else(malformed)
             }
         }
@@ -364,10 +382,32 @@ impl HmacVerifier {
     /// timestamp is written in the configured format (decimal seconds for a
     /// [`TimestampFormat::Custom`] one). For tests and fixtures.
     pub fn sign(&self, secret: &SigningSecret, id: &str, timestamp: u64, body: &[u8]) -> String {
-        let ts = match self.timestamp_format {
-            TimestampFormat::UnixMilliseconds => timestamp.saturating_mul(1000).to_string(),
-            _ => timestamp.to_string(),
-        };
+        let ts = self.write_time(timestamp, u128::from(timestamp) * 1000);
+        self.sign_text(secret, id, &ts, body)
+    }
+
+    /// The timestamp text the sender writes for `at`, in the configured
+    /// format: Unix seconds or milliseconds (rounded down; 0 before 1970),
+    /// or the [`TimestampFormat::Text`] writer's (decimal seconds for a
+    /// [`TimestampFormat::Custom`] one): the timestamp header of a test
+    /// delivery signed at `at`.
+    pub fn timestamp_text(&self, at: SystemTime) -> String {
+        let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+        self.write_time(since.as_secs(), since.as_millis())
+    }
+
+    /// A time given both in Unix seconds and milliseconds, written in the
+    /// configured format.
+    fn write_time(&self, seconds: u64, millis: u128) -> String {
+        match self.timestamp_format {
+            TimestampFormat::UnixMilliseconds => millis.to_string(),
+            TimestampFormat::Text { write, .. } => write(seconds),
+            TimestampFormat::UnixSeconds | TimestampFormat::Custom(_) => seconds.to_string(),
+        }
+    }
+
+    /// [`HmacVerifier::sign`] with the timestamp's text as sent, byte for byte.
+    pub(crate) fn sign_text(&self, secret: &SigningSecret, id: &str, ts: &str, body: &[u8]) -> String {
         let tag = hmac(self.algorithm, secret, &self.content_parts(id.as_bytes(), ts.as_bytes(), body));
         let tag = self.encoding.encode(tag.as_ref());
         match (&self.signature_key, &self.timestamp_key) {
@@ -375,6 +415,15 @@ impl HmacVerifier {
             (Some(key), None) => format!("{key}={tag}"),
             (None, _) => format!("{}{tag}", self.prefix),
         }
+    }
+
+    /// Sets how far, in both directions, the signed timestamp may be from
+    /// the clock: a preset's verifier at another tolerance
+    /// (`stripe::FACTS.verifier().tolerance(d)`). No effect on a scheme
+    /// that signs no timestamp.
+    pub fn tolerance(mut self, tolerance: Duration) -> Self {
+        self.tolerance = tolerance;
+        self
     }
 
     fn content_parts<'a>(&'a self, id: &'a [u8], ts: &'a [u8], body: &'a [u8]) -> Vec<&'a [u8]> {

@@ -45,7 +45,7 @@ async fn fifty_copies(lookup_first: bool) {
     );
     let addr = serve(app).await;
     let body = stripe_body("evt_storm");
-    let header = stripe::sign(&SigningSecret::from(STRIPE_SECRET), unix_now(), &body);
+    let header = stripe::FACTS.sign(&SigningSecret::from(STRIPE_SECRET), unix_now(), &body);
     let barrier = Arc::new(Barrier::new(CLIENTS));
     let tasks: Vec<_> = (0..CLIENTS)
         .map(|_| {

@@ -43,7 +43,7 @@ async fn storm_of_1000_deliveries_of_100_events_from_64_clients() {
                     let body = stripe_body(&format!("evt_storm_{n:03}"));
                     let res = client
                         .post(format!("http://{addr}/webhooks/stripe"))
-                        .header("stripe-signature", stripe::sign(&secret, ts, &body))
+                        .header("stripe-signature", stripe::FACTS.sign(&secret, ts, &body))
                         .body(body)
                         .send()
                         .await
@@ -167,7 +167,7 @@ async fn storm_split_over_four_server_processes_sharing_one_postgres() {
                     let body = stripe_body(&format!("evt_procs_{event:03}"));
                     let res = client
                         .post(format!("http://127.0.0.1:{server}/webhooks/stripe"))
-                        .header("stripe-signature", stripe::sign(&secret, ts, &body))
+                        .header("stripe-signature", stripe::FACTS.sign(&secret, ts, &body))
                         .body(body)
                         .send()
                         .await

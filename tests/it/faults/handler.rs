@@ -424,7 +424,7 @@ async fn response_lost_after_commit_the_retry_is_a_duplicate() {
     );
     let addr = serve(app.clone()).await;
     let body = stripe_body("evt_lost_response");
-    let sig = webhook_idempotency::providers::stripe::sign(
+    let sig = webhook_idempotency::providers::stripe::FACTS.sign(
         &webhook_idempotency::SigningSecret::from(STRIPE_SECRET),
         unix_now(),
         &body,

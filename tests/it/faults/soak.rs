@@ -99,7 +99,7 @@ async fn soak_with_random_faults_applies_every_effect_exactly_once() {
                         deliveries.fetch_add(1, Ordering::Relaxed);
                         let sent = client
                             .post(format!("http://{addr}/webhooks/stripe"))
-                            .header("stripe-signature", stripe::sign(&secret, ts, &body))
+                            .header("stripe-signature", stripe::FACTS.sign(&secret, ts, &body))
                             .body(body.clone())
                             .send()
                             .await;
@@ -214,7 +214,7 @@ async fn soak_with_random_faults_applies_every_effect_exactly_once() {
         loop {
             let sent = client
                 .post(format!("http://{addr}/webhooks/stripe"))
-                .header("stripe-signature", stripe::sign(&SigningSecret::from(STRIPE_SECRET), ts, &body))
+                .header("stripe-signature", stripe::FACTS.sign(&SigningSecret::from(STRIPE_SECRET), ts, &body))
                 .body(body.clone())
                 .send()
                 .await;

@@ -199,7 +199,7 @@ async fn content_encoding_is_415_unless_gzip_is_enabled() {
             .header("x-github-event", "issues")
             .header("x-github-delivery", delivery)
             .header("content-encoding", encoding)
-            .header("x-hub-signature-256", github::sign(&secret, signed_over))
+            .header("x-hub-signature-256", github::FACTS.sign(&secret, 0, signed_over))
             .body(Body::from(body))
             .unwrap()
     };

@@ -84,7 +84,7 @@ async fn the_offline_check_and_the_layer_agree() {
         Request::post("/webhooks/github")
             .header("x-github-event", event)
             .header("x-github-delivery", delivery)
-            .header("x-hub-signature-256", github::sign(&SigningSecret::from(GITHUB_SECRET), &body))
+            .header("x-hub-signature-256", github::FACTS.sign(&SigningSecret::from(GITHUB_SECRET), 0, &body))
             .body(Body::from(body.clone()))
             .unwrap()
     };

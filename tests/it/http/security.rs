@@ -81,7 +81,7 @@ async fn a_resolver_returning_an_empty_secret_gets_no_2xx_and_an_error_log_namin
     let forged = Request::post("/webhooks/github")
         .header("x-github-event", "push")
         .header("x-github-delivery", "forged-1")
-        .header("x-hub-signature-256", github::sign(&SigningSecret::from(""), &body))
+        .header("x-hub-signature-256", github::FACTS.sign(&SigningSecret::from(""), 0, &body))
         .body(Body::from(body))
         .unwrap();
     let (status, _, _) = send(&github_app, forged).await;
@@ -217,7 +217,7 @@ async fn every_content_encoding_line_counts() {
         let mut req = Request::post("/webhooks/github")
             .header("x-github-event", "push")
             .header("x-github-delivery", id)
-            .header("x-hub-signature-256", github::sign(&SigningSecret::from(GITHUB_SECRET), &decoded));
+            .header("x-hub-signature-256", github::FACTS.sign(&SigningSecret::from(GITHUB_SECRET), 0, &decoded));
         for line in lines {
             req = req.header("content-encoding", *line);
         }
@@ -277,7 +277,7 @@ fn inflating_a_gzip_bomb_does_not_stall_the_async_thread() {
         let req = Request::post("/webhooks/github")
             .header("x-github-event", "push")
             .header("x-github-delivery", "bomb-1")
-            .header("x-hub-signature-256", github::sign(&SigningSecret::from(GITHUB_SECRET), b"forged"))
+            .header("x-hub-signature-256", github::FACTS.sign(&SigningSecret::from(GITHUB_SECRET), 0, b"forged"))
             .header("content-encoding", "gzip")
             .body(Body::from(bomb))
             .unwrap();
@@ -390,7 +390,7 @@ fn public_key_verification_is_flagged_costly() {
             head("webhook-signature", "v1,abc"),
             false,
         ),
-        ("stripe", Box::new(stripe::StripeVerifier::new()), head("stripe-signature", "t=1,v1=00"), false),
+        ("stripe", Box::new(stripe::FACTS.verifier()), head("stripe-signature", "t=1,v1=00"), false),
     ];
     for (name, verifier, parts, want) in cases {
         assert_eq!(verifier.costly(&parts), want, "{name}");
@@ -556,7 +556,7 @@ async fn the_idempotency_key_layer_s_provider_name_is_refused_for_a_webhook_laye
     assert_eq!(webhook_idempotency::idempotency_key::PROVIDER, "idempotency-key");
     for name in ["idempotency-key", "Idempotency-Key"] {
         let provider =
-            Provider::new(name, github::GitHubVerifier::new(), webhook_idempotency::key::JsonPointerKey::new("/id"));
+            Provider::new(name, github::FACTS.verifier(), webhook_idempotency::key::JsonPointerKey::new("/id"));
         let err = WebhookLayer::builder(db.pool.clone(), provider).scope("acct").secret(GITHUB_SECRET).build();
         let err = err.expect_err(name);
         assert_eq!(err.kind(), webhook_idempotency::ConfigErrorKind::InvalidName, "{name}");
@@ -564,7 +564,7 @@ async fn the_idempotency_key_layer_s_provider_name_is_refused_for_a_webhook_laye
     }
     let renamed = Provider::new(
         "idempotency-keys",
-        github::GitHubVerifier::new(),
+        github::FACTS.verifier(),
         webhook_idempotency::key::JsonPointerKey::new("/id"),
     );
     assert!(WebhookLayer::builder(db.pool.clone(), renamed).scope("acct").secret(GITHUB_SECRET).build().is_ok());

@@ -104,7 +104,7 @@ async fn stripe_header_with_two_v1_signatures_during_rotation() {
     let body = stripe_body("evt_rotate");
     let ts = unix_now();
     let sig = |secret: &str| {
-        let h = webhook_idempotency::providers::stripe::sign(&SigningSecret::from(secret), ts, &body);
+        let h = webhook_idempotency::providers::stripe::FACTS.sign(&SigningSecret::from(secret), ts, &body);
         h.split_once(",v1=").unwrap().1.to_owned()
     };
     let header = format!("t={ts},v1={},v1={},v0={}", sig("whsec_old"), sig("whsec_new"), "0".repeat(64));
@@ -168,7 +168,7 @@ async fn stripe_header_shapes() {
         let body = stripe_body(id);
         let mut req = Request::post("/webhooks/stripe");
         for line in lines {
-            req = req.header("Stripe-Signature", line.replace("SIG", v1_of(&stripe::sign(&secret, ts, &body))));
+            req = req.header("Stripe-Signature", line.replace("SIG", v1_of(&stripe::FACTS.sign(&secret, ts, &body))));
         }
         req.body(Body::from(body)).unwrap()
     };
@@ -198,7 +198,7 @@ async fn github_header_shapes() {
     let app = Router::new()
         .route("/webhooks/github", post(apply_effect).layer(github_layer(db.pool.clone()).build().unwrap()));
     let body = b"{\"zen\":\"Design for failure.\"}";
-    let sig = github::sign(&SigningSecret::from(GITHUB_SECRET), body);
+    let sig = github::FACTS.sign(&SigningSecret::from(GITHUB_SECRET), 0, body);
     let zeros = format!("sha256={}", "0".repeat(64));
     let req = |delivery: &[&str], sigs: &[&str]| {
         let mut r = Request::post("/webhooks/github").header("X-GitHub-Event", "ping");
@@ -231,7 +231,7 @@ async fn header_names_are_case_insensitive_on_the_wire() {
         .route("/webhooks/github", post(apply_effect).layer(github_layer(db.pool.clone()).build().unwrap()));
     let addr = serve(app).await;
     let body = b"{}";
-    let sig = github::sign(&SigningSecret::from(GITHUB_SECRET), body);
+    let sig = github::FACTS.sign(&SigningSecret::from(GITHUB_SECRET), 0, body);
     let raw = format!(
         "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-HUB-SIGNATURE-256: {sig}\r\nx-GitHub-Delivery: wire-1\r\n\
          X-GITHUB-EVENT: ping\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
@@ -281,10 +281,10 @@ async fn operator_replay_skips_the_age_check_not_the_signature() {
 #[tokio::test]
 async fn challenge_is_answered_after_verification_without_a_claim() {
     use webhook_idempotency::key::JsonPointerKey;
-    use webhook_idempotency::providers::github::GitHubVerifier;
+    use webhook_idempotency::providers::github;
     use webhook_idempotency::verify::Delivery;
     let db = TestDb::new().await;
-    let provider = webhook_idempotency::Provider::new("acme", GitHubVerifier::new(), JsonPointerKey::new("/id"))
+    let provider = webhook_idempotency::Provider::new("acme", github::FACTS.verifier(), JsonPointerKey::new("/id"))
         .challenge(|d: &Delivery<'_>| {
             let v: serde_json::Value = serde_json::from_slice(d.body).ok()?;
             let challenge = v.get("challenge")?.as_str()?.to_owned();
@@ -299,7 +299,7 @@ async fn challenge_is_answered_after_verification_without_a_claim() {
     let secret = SigningSecret::from(GITHUB_SECRET);
     let req = |body: &'static [u8], signed: &[u8]| {
         Request::post("/hook")
-            .header("x-hub-signature-256", github::sign(&secret, signed))
+            .header("x-hub-signature-256", github::FACTS.sign(&secret, 0, signed))
             .body(Body::from(body))
             .unwrap()
     };

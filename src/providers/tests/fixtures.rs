@@ -25,7 +25,7 @@
 //!   seconds after `verified_at`, before it if negative) at which the SDK
 //!   accepts the recorded delivery or not (`"sdk_accepts"`); the preset
 //!   answers alike, except in the cases that say why not in `"sdk_differs"`
-//!   (which only the presets [`SDK_TIME_CASES_DIFFER`] lists have): one of
+//!   (which only the presets recording `sdk_differs` have): one of
 //!   the reasons of [`SDK_DIFFERS`], each of which covers only some cases;
 //! - `"rotation_header"` (or `"rotated_header"`): the signature header as
 //!   the sender sends it while a second secret signs too (two signatures),
@@ -53,63 +53,30 @@
 //! event id, time and body are the recorded ones (this pins each module's
 //! `sign`), that the provider reads the recorded event id and type, and that
 //! the fixture names an `"sdk"` and says `"sdk_verified": true` exactly for
-//! the presets [`SDK_VERIFIED`] pins (`"sdk_verified"` is recorded either way);
-//! and each fact above the fixture adds. Which presets record
-//! `sdk_time_cases`, `old_secret`, `same_event`, `extra_vectors` and `timestamp_ms` is pinned
-//! in [`FACTS`], so that a fact dropped from a fixture fails instead of
-//! dropping its check.
-//! The presets whose fixtures are of another form are in
-//! [`OWN_FIXTURE_TESTS`] and tested in their modules.
+//! the presets whose facts say `Fixture::sdk` (`"sdk_verified"` is recorded
+//! either way); and each fact above the fixture adds. Which facts each
+//! preset's fixture records (`sdk_time_cases`, `sdk_differs`, `old_secret`,
+//! `same_event`, `extra_vectors`, `timestamp_ms`) is pinned with the preset
+//! (its facts' `fixture`, or its registry entry's), so that a fact dropped
+//! from a fixture fails instead of dropping its check. The presets whose
+//! fixtures are of another form say `Fixture::own(why)` and are tested in
+//! their modules.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use super::testing::fixture_files;
-use super::{PresetInfo, SignedHeaders, REGISTRY};
+use super::support::fixture_files;
 use crate::key::EventIdentity;
 use crate::provider::Provider;
+use crate::providers::{FixtureKind, PresetInfo, REGISTRY};
 use crate::test_support::{at, identity, request, NOW};
 use crate::verify::{Delivery, SigningSecret, VerifyErrorKind};
 
 /// Long past any preset's tolerance: a delivery still refused as too old
 /// then is signed at a time.
 const TEN_YEARS: u64 = 10 * 365 * 86_400;
-
-/// The presets whose fixtures are of another form, each tested in its module.
-const OWN_FIXTURE_TESTS: &[&str] = &[
-    "stripe",            // no fixture directory; its module tests sign and verify each case
-    "github",            // GitHub's documented example, in `github_docs_vector`
-    "slack",             // Slack's SDK vectors (`event_callback.json`), with the URL-verification answer
-    "standard-webhooks", // the library's deliveries (`delivery.json`): whsec_ and whpk_ keys
-    "svix",              // Svix's library deliveries (`svix/delivery.json`)
-    "square",            // the SDK's vectors (`sdk.json`): signs the notification URL
-    "twilio",            // the SDK's vectors (`sdk.json`): signs the URL and the form fields
-    "hubspot",           // the SDK's vectors (`sdk.json`): v1, v2 and v3, a batch and its retry
-    "mailgun",           // the signature is in the body (`sdk.json`)
-    "discord",           // Ed25519 public key, the interactions' vectors (`interactions.json`)
-    "sendgrid",          // P-256 public key (`sdk.json`)
-    "twitch",            // twurple's vectors (`twurple.json`), with the challenge answer
-    "zoom",              // Rivet's vectors (`rivet.json`): an event and the URL validation
-    "shopify",           // the SDK's vectors (`sdk.json`), in both header spellings
-    "gitlab",            // a token, not a secret, and the signing-token preview (`classic`)
-    "box",               // a primary and a secondary key, and Box's own vector
-];
-
-/// The presets whose fixture was verified by the provider's own SDK (their
-/// scripts say which package and version): `"sdk_verified": true` and the
-/// SDK named, pinned here so that editing the fixture alone cannot drop it.
-const SDK_VERIFIED: &[&str] =
-    &["coinbase-commerce", "customer-io", "gocardless", "linear", "mux", "paddle", "razorpay", "recurly", "webflow"];
-
-/// The presets that answer some of their SDK's time cases otherwise, by
-/// design: each such case says why in `"sdk_differs"`, one of
-/// [`SDK_DIFFERS`].
-const SDK_TIME_CASES_DIFFER: &[&str] = &[
-    "mux",     // the SDK accepts any future time and floors the clock to seconds
-    "recurly", // the client accepts any future time
-];
 
 /// The reasons a preset may refuse a time case its SDK accepts, each with
 /// the cases it covers: `(clock, signed time, tolerance)` in milliseconds.
@@ -124,28 +91,19 @@ const SDK_DIFFERS: &[(&str, fn(i128, i128, i128) -> bool)] = &[
     }),
 ];
 
-/// The presets whose fixture records each optional fact, pinned here so that
-/// editing the fixture alone cannot drop the fact's check.
-const FACTS: &[(&str, &[&str])] = &[
-    ("sdk_time_cases", &["box", "coinbase-commerce", "gocardless", "linear", "mux", "razorpay", "recurly"]),
-    ("old_secret", &["paddle", "pagerduty"]),
-    ("same_event", &["bitbucket", "calendly", "coinbase-commerce", "intercom", "lemon-squeezy", "paystack"]),
-    ("extra_vectors", &["intercom", "typeform"]),
-    ("timestamp_ms", &["front", "recurly", "webflow"]),
-];
+/// The optional facts a fixture may record, each pinned with its preset
+/// (`Fixture::records`).
+const OPTIONAL_FACTS: &[&str] = &["sdk_time_cases", "old_secret", "same_event", "extra_vectors", "timestamp_ms"];
 
-/// Presets that share another preset's fixture: (preset, fixture directory).
-const SHARED_FIXTURES: &[(&str, &str)] = &[("forgejo", "gitea")];
-
-/// The directory of `name`'s fixture, under `tests/fixtures/providers`.
-fn fixture_dir(name: &str) -> &str {
-    SHARED_FIXTURES.iter().find(|(preset, _)| *preset == name).map_or(name, |(_, dir)| dir)
+/// The directory of `preset`'s fixture, under `tests/fixtures/providers`.
+fn fixture_dir(preset: &PresetInfo) -> &'static str {
+    preset.fixture.dir.unwrap_or(preset.name)
 }
 
-/// Whether `name`'s fixture is of the common form: `body.json` and an
+/// Whether `preset`'s fixture is of the common form: `body.json` and an
 /// `expected.json` with `"headers"` and `"secret"`.
-fn has_common_fixture(name: &str) -> bool {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/providers").join(fixture_dir(name));
+fn has_common_fixture(preset: &PresetInfo) -> bool {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/providers").join(fixture_dir(preset));
     let Ok(text) = std::fs::read_to_string(dir.join("expected.json")) else { return false };
     let expected: Value = serde_json::from_str(&text).expect("expected.json parses");
     dir.join("body.json").is_file() && expected["headers"].is_object() && expected["secret"].is_string()
@@ -156,10 +114,11 @@ fn entries<'a>(expected: &'a Value, field: &str) -> impl Iterator<Item = &'a Val
     expected.get(field).map(|list| list.as_array().unwrap_or_else(|| panic!("{field}: a list"))).into_iter().flatten()
 }
 
-/// The file of `name`'s fixture directory that `file` names.
-fn fixture_file(name: &str, file: &Value) -> Vec<u8> {
+/// The file of `preset`'s fixture directory that `file` names.
+fn fixture_file(preset: &PresetInfo, file: &Value) -> Vec<u8> {
+    let name = preset.name;
     let file = file.as_str().unwrap_or_else(|| panic!("{name}: {file}: a file name"));
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/providers").join(fixture_dir(name));
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/providers").join(fixture_dir(preset));
     std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{name}: {file}: {e}"))
 }
 
@@ -199,13 +158,16 @@ struct Fixture<'a> {
 fn check(preset: &PresetInfo) {
     let name = preset.name;
     assert!(
-        has_common_fixture(name),
-        "{name}: no fixture of the common form; add one, or list it in OWN_FIXTURE_TESTS"
+        has_common_fixture(preset),
+        "{name}: no fixture of the common form; add one, or say Fixture::own(why) in its facts"
     );
-    let (body, expected, _) = fixture_files(fixture_dir(name));
-    for (fact, presets) in FACTS {
-        let listed = presets.contains(&name);
-        assert_eq!(expected.get(*fact).is_some(), listed, "{name}: records {fact} exactly when FACTS lists it");
+    let (body, expected, _) = fixture_files(fixture_dir(preset));
+    for fact in OPTIONAL_FACTS {
+        let pinned = preset.fixture.records.contains(fact);
+        assert_eq!(expected.get(*fact).is_some(), pinned, "{name}: records {fact} exactly when its preset pins it");
+    }
+    for fact in preset.fixture.records {
+        assert!(OPTIONAL_FACTS.contains(fact) || *fact == "sdk_differs", "{name}: {fact} is no fixture fact");
     }
     let fixture = Fixture::read(preset, body, &expected);
     fixture.verifies();
@@ -214,9 +176,9 @@ fn check(preset: &PresetInfo) {
     fixture.rotation();
     fixture.changed_body();
     let read = fixture.identity();
-    let signed = fixture.example_signs();
-    fixture.same_event(&read, signed);
-    fixture.extra_vectors(signed);
+    fixture.example_signs();
+    fixture.same_event(&read);
+    fixture.extra_vectors();
     fixture.provenance();
 }
 
@@ -342,8 +304,8 @@ impl<'a> Fixture<'a> {
         let differs = entries(self.expected, "sdk_time_cases").any(|case| case["sdk_differs"].is_string());
         assert_eq!(
             differs,
-            SDK_TIME_CASES_DIFFER.contains(&name),
-            "{name}: sdk_differs exactly when SDK_TIME_CASES_DIFFER lists it"
+            self.preset.fixture.records.contains(&"sdk_differs"),
+            "{name}: sdk_differs exactly when its preset pins it"
         );
     }
 
@@ -354,7 +316,7 @@ impl<'a> Fixture<'a> {
             return;
         };
         let rotated = rotated.as_str().unwrap_or_else(|| panic!("{name}: the rotation header is text"));
-        let signature = self.preset.headers[0];
+        let signature = self.preset.headers()[0];
         assert!(self.recorded(signature).is_some(), "{name}: the fixture records no {signature}");
         let rotated = request(&with_headers(&self.sent, &[(signature, rotated)]));
         let at_now = at(self.now);
@@ -404,15 +366,12 @@ impl<'a> Fixture<'a> {
 
     /// The headers the example makes for the recorded secret, event id,
     /// time and body equal the recorded ones wherever the fixture records
-    /// them too (this pins each module's `sign`); they include the signature
+    /// them too (this pins each preset's signing); they include the signature
     /// header, and with `timestamp_ms` a header carrying that millisecond.
-    /// The example's signer, where the preset has one.
-    fn example_signs(&self) -> Option<SignedHeaders> {
+    fn example_signs(&self) {
         let name = self.name;
-        let signed = self.preset.signed_headers();
-        if let Some(signed) = signed {
-            let made = signed(&self.secret, self.example_id(), self.signed_at, self.body);
-            let signature = self.preset.headers[0];
+        if let Some(made) = self.preset.signed(&self.secret, self.example_id(), self.signed_at, self.body) {
+            let signature = self.preset.headers()[0];
             assert!(made.iter().any(|(h, _)| *h == signature), "{name}: the example sends no {signature}");
             assert!(self.recorded(signature).is_some(), "{name}: the fixture records no {signature}");
             if let Some(ms) = self.expected.get("timestamp_ms") {
@@ -421,22 +380,13 @@ impl<'a> Fixture<'a> {
                 assert!(made.iter().any(|(_, v)| v.contains(&ms)), "{name}: the example sends no header with {ms}");
             }
         }
-        self.as_signed(signed, &self.sent, self.example_id(), self.signed_at, self.body, name);
-        signed
+        self.as_signed(&self.sent, self.example_id(), self.signed_at, self.body, name);
     }
 
     /// The headers `heads` of a delivery of `body` at `time` are those the
     /// example signs, where it makes them.
-    fn as_signed(
-        &self,
-        signed: Option<SignedHeaders>,
-        heads: &[(&str, &str)],
-        id: &str,
-        time: SystemTime,
-        body: &[u8],
-        what: &str,
-    ) {
-        for (header, value) in signed.map(|signed| signed(&self.secret, id, time, body)).iter().flatten() {
+    fn as_signed(&self, heads: &[(&str, &str)], id: &str, time: SystemTime, body: &[u8], what: &str) {
+        for (header, value) in self.preset.signed(&self.secret, id, time, body).iter().flatten() {
             if let Some((_, want)) = heads.iter().find(|(k, _)| k.eq_ignore_ascii_case(header)) {
                 assert_eq!(value, want, "{what}: {header} as the preset's example signs it");
             }
@@ -445,19 +395,19 @@ impl<'a> Fixture<'a> {
 
     /// Other deliveries of the recorded event: the same identity, and each
     /// signed one verifies (a retry signed afresh: once the first is too old).
-    fn same_event(&self, read: &EventIdentity, signed: Option<SignedHeaders>) {
+    fn same_event(&self, read: &EventIdentity) {
         let id = self.example_id();
         for (i, again) in entries(self.expected, "same_event").enumerate() {
             let what = format!("{}: same_event[{i}]", self.name);
-            let body = again.get("body").map_or_else(|| self.body.to_vec(), |file| fixture_file(self.name, file));
+            let body = again.get("body").map_or_else(|| self.body.to_vec(), |file| fixture_file(self.preset, file));
             let set = header_pairs(&again["headers"]);
             let heads = request(&with_headers(&self.sent, &set));
             let clock = again
                 .get("verified_at")
                 .map_or(self.now, |t| t.as_u64().unwrap_or_else(|| panic!("{what}: verified_at")));
-            if body == self.body || set.iter().any(|(k, _)| k.eq_ignore_ascii_case(self.preset.headers[0])) {
+            if body == self.body || set.iter().any(|(k, _)| k.eq_ignore_ascii_case(self.preset.headers()[0])) {
                 assert_eq!(self.verify_at(&heads, &body, self.secrets(), at(clock)), Ok(()), "{what}: verifies");
-                self.as_signed(signed, &set, id, at(clock), &body, &what);
+                self.as_signed(&set, id, at(clock), &body, &what);
             }
             if clock != self.now {
                 let got = self.verify_at(&self.parts, self.body, self.secrets(), at(clock));
@@ -473,16 +423,16 @@ impl<'a> Fixture<'a> {
 
     /// More bodies, each with its signature header, that verify (and are
     /// read as the events they record).
-    fn extra_vectors(&self, signed: Option<SignedHeaders>) {
+    fn extra_vectors(&self) {
         for (i, vector) in entries(self.expected, "extra_vectors").enumerate() {
             let what = format!("{}: extra_vectors[{i}]", self.name);
-            let body = fixture_file(self.name, &vector["body"]);
+            let body = fixture_file(self.preset, &vector["body"]);
             let header = vector["header"].as_str().unwrap_or_else(|| panic!("{what}: its header"));
-            let set = [(self.preset.headers[0], header)];
+            let set = [(self.preset.headers()[0], header)];
             let heads = request(&with_headers(&self.sent, &set));
             assert_eq!(self.verify_at(&heads, &body, self.secrets(), at(self.now)), Ok(()), "{what}: verifies");
             let id = vector["event_id"].as_str();
-            self.as_signed(signed, &set, id.unwrap_or(""), self.signed_at, &body, &what);
+            self.as_signed(&set, id.unwrap_or(""), self.signed_at, &body, &what);
             if let Some(id) = id {
                 let got = identity(&self.provider, &heads, &body);
                 assert_eq!(
@@ -495,15 +445,15 @@ impl<'a> Fixture<'a> {
     }
 
     /// The fixture's provenance: verified by an SDK exactly when it names
-    /// one, and exactly for the presets pinned in [`SDK_VERIFIED`].
+    /// one, and exactly for the presets pinned `Fixture::sdk`.
     fn provenance(&self) {
         let (name, expected) = (self.name, self.expected);
-        let by_sdk = SDK_VERIFIED.contains(&name);
-        assert_eq!(expected["sdk"].is_string(), by_sdk, "{name}: names an SDK exactly when SDK_VERIFIED lists it");
+        let by_sdk = self.preset.fixture.kind == FixtureKind::Sdk;
+        assert_eq!(expected["sdk"].is_string(), by_sdk, "{name}: names an SDK exactly when pinned Fixture::sdk");
         match &expected["sdk_verified"] {
-            Value::Bool(verified) => assert_eq!(*verified, by_sdk, "{name}: sdk_verified against SDK_VERIFIED"),
+            Value::Bool(verified) => assert_eq!(*verified, by_sdk, "{name}: sdk_verified against its pin"),
             Value::Object(cases) => {
-                assert!(cases.values().all(|v| *v == by_sdk), "{name}: sdk_verified against SDK_VERIFIED");
+                assert!(cases.values().all(|v| *v == by_sdk), "{name}: sdk_verified against its pin");
                 // One verdict per recorded header, the rotation header's too.
                 assert!(cases.keys().all(|k| expected[k].is_string()), "{name}: sdk_verified names a recorded header");
                 for rotation in ["rotation_header", "rotated_header"].iter().filter(|k| expected[**k].is_string()) {
@@ -515,32 +465,31 @@ impl<'a> Fixture<'a> {
     }
 }
 
+/// Whether `preset`'s fixture is of another form, tested in its module.
+fn own(preset: &PresetInfo) -> bool {
+    matches!(preset.fixture.kind, FixtureKind::Own(_))
+}
+
 #[test]
 fn every_preset_reproduces_its_fixture() {
     let failed: Vec<&str> = REGISTRY
         .iter()
-        .filter(|p| !OWN_FIXTURE_TESTS.contains(&p.name))
-        .filter(|p| std::panic::catch_unwind(|| check(p)).is_err())
+        .filter(|p| !own(p))
+        .filter(|p| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(p))).is_err())
         .map(|p| p.name)
         .collect();
     assert!(failed.is_empty(), "fixtures not reproduced (see each panic above): {failed:?}");
 }
 
-/// A preset is checked here or listed; a listed name is a preset, whose
-/// fixture is not of the common form (else it would be checked here).
+/// A preset is checked here or says why not; one that says why not has no
+/// fixture of the common form (else it would be checked here), and one read
+/// from another preset's directory names a preset.
 #[test]
 fn every_preset_has_its_fixture_checked() {
     for preset in REGISTRY {
-        let listed = OWN_FIXTURE_TESTS.contains(&preset.name);
-        assert_eq!(has_common_fixture(preset.name), !listed, "{}: listed, or a common fixture", preset.name);
-    }
-    // Without every preset compiled in a listed name may be absent.
-    if cfg!(feature = "full") {
-        let shared = SHARED_FIXTURES.iter().map(|(p, _)| p);
-        let with_facts = FACTS.iter().flat_map(|(_, presets)| presets.iter());
-        let listed = OWN_FIXTURE_TESTS.iter().chain(SDK_VERIFIED).chain(SDK_TIME_CASES_DIFFER);
-        for name in listed.chain(shared).chain(with_facts) {
-            assert!(super::find(name).is_some(), "{name}: listed but not a preset");
+        assert_eq!(has_common_fixture(preset), !own(preset), "{}: Fixture::own, or a common fixture", preset.name);
+        if let (Some(dir), true) = (preset.fixture.dir, cfg!(feature = "full")) {
+            assert!(crate::providers::find(dir).is_some(), "{}: its fixture's {dir} is not a preset", preset.name);
         }
     }
 }

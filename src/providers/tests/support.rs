@@ -16,11 +16,32 @@
 //! Buildkite, Paddle).
 //!
 //! The HMAC presets' finer probes are in [`conformance`](super::conformance).
+//! [`sign`] and [`sign_at`] sign as an HMAC preset's facts say.
 
 use std::time::SystemTime;
 
+use crate::providers::HmacPreset;
 use crate::test_support::{at, header_lines, request, NOW};
 use crate::verify::{Delivery, SigningSecret, Verifier, VerifyErrorKind};
+
+/// The signature header of `facts`' scheme for `body` at `timestamp`
+/// (Unix seconds, written in the scheme's unit), signed with `secret`.
+pub(crate) fn signer(facts: &'static HmacPreset) -> impl Fn(&SigningSecret, u64, &[u8]) -> String {
+    let verifier = facts.verifier();
+    move |secret, timestamp, body| verifier.sign(secret, "", timestamp, body)
+}
+
+/// The signature header of `facts`' scheme for `body` at `timestamp` (Unix
+/// seconds), signed with `secret`.
+pub(crate) fn sign_at(facts: &HmacPreset, secret: &SigningSecret, timestamp: u64, body: &[u8]) -> String {
+    facts.sign(secret, timestamp, body)
+}
+
+/// The signature header of `facts`' body-only scheme for `body`, signed
+/// with `secret`.
+pub(crate) fn sign(facts: &HmacPreset, secret: &SigningSecret, body: &[u8]) -> String {
+    sign_at(facts, secret, 0, body)
+}
 
 /// A fixture file's JSON (`tests/fixtures/providers/<preset>/expected.json`)
 /// and the secret it names under `"secret"`.
@@ -66,7 +87,12 @@ impl OneHeader {
     /// header, the signature header.
     pub(crate) fn preset(preset: &super::PresetInfo) -> Self {
         let verifier = preset.provider(None).expect("a preset without a URL").verifier_shared();
-        Self { verifier, header: preset.headers[0], clock: at }
+        Self { verifier, header: preset.headers()[0], clock: at }
+    }
+
+    /// The verifier of the HMAC preset `facts`, reading its signature header.
+    pub(crate) fn of(facts: &'static HmacPreset) -> Self {
+        Self { verifier: std::sync::Arc::new(facts.verifier()), header: facts.scheme.header, clock: at }
     }
 
     /// Clock readings in Unix milliseconds instead.
@@ -233,31 +259,23 @@ pub(crate) struct KeyValueHeader {
     separator: char,
     /// The preset's default tolerance, in seconds.
     tolerance: u64,
-    /// The module's `sign(secret, timestamp, body)`: the header.
-    sign: fn(&SigningSecret, u64, &[u8]) -> String,
+    /// The facts' `sign(secret, timestamp, body)`: the header.
+    sign: Box<dyn Fn(&SigningSecret, u64, &[u8]) -> String>,
 }
 
 impl KeyValueHeader {
-    /// The scheme of `preset`, whose module's `sign` is `sign`, at
-    /// `tolerance` seconds.
-    pub(crate) fn of(
-        preset: &super::PresetInfo,
-        keys: [&'static str; 3],
-        separator: char,
-        tolerance: u64,
-        sign: fn(&SigningSecret, u64, &[u8]) -> String,
-    ) -> Self {
-        Self { one: OneHeader::preset(preset), keys, separator, tolerance, sign }
+    /// The scheme of the HMAC preset `facts`, with `keys` (the timestamp's,
+    /// the signature's, and one it ignores), its separator and tolerance.
+    pub(crate) fn of(facts: &'static HmacPreset, keys: [&'static str; 3]) -> Self {
+        let separator = facts.scheme.separator.expect("a key=value list");
+        let tolerance = facts.scheme.tolerance.expect("a signed time").duration.as_secs();
+        Self { one: OneHeader::of(facts), keys, separator, tolerance, sign: Box::new(signer(facts)) }
     }
 
     /// [`KeyValueHeader::of`] in Stripe's layout, `t=<time>,v1=<hex>`
     /// (`v0` is ignored).
-    pub(crate) fn t_v1(
-        preset: &super::PresetInfo,
-        tolerance: u64,
-        sign: fn(&SigningSecret, u64, &[u8]) -> String,
-    ) -> Self {
-        Self::of(preset, ["t", "v1", "v0"], ',', tolerance, sign)
+    pub(crate) fn t_v1(facts: &'static HmacPreset) -> Self {
+        Self::of(facts, ["t", "v1", "v0"])
     }
 
     /// The cases every scheme of the family answers alike, for a body
@@ -430,18 +448,15 @@ impl<'a> TwoHeaders<'a> {
         Self::new(verifier, headers, body, keys.clone(), |i, b| sign(&keys[i], NOW, b))
     }
 
-    /// [`TwoHeaders::hmac`] for a scheme whose timestamp header is Unix
-    /// milliseconds (Front, Webflow): `sign(secret, timestamp_ms, body)`
-    /// makes the signature header, and the valid delivery is sent at [`NOW`]
-    /// in milliseconds.
-    pub(crate) fn hmac_millis(
-        verifier: impl Verifier,
-        headers: [&'static str; 2],
-        body: &'a [u8],
-        sign: fn(&SigningSecret, u64, &[u8]) -> String,
-    ) -> Self {
-        let mut t = Self::hmac(verifier, headers, body, move |s, ts, b| sign(s, ts * 1000, b));
-        t.timestamp = (NOW * 1000).to_string();
+    /// The HMAC preset `facts`, whose scheme sends a timestamp header: its
+    /// verifier, headers, signature, timestamp text (in the scheme's unit)
+    /// and tolerance.
+    pub(crate) fn facts(facts: &'static HmacPreset, body: &'a [u8]) -> Self {
+        let s = &facts.scheme;
+        let headers = [s.header, s.timestamp_header.expect("a timestamp header")];
+        let mut t = Self::hmac(facts.verifier(), headers, body, signer(facts));
+        t.timestamp = facts.verifier().timestamp_text(at(NOW));
+        t.tolerance = s.tolerance.expect("a signed time").duration.as_secs();
         t
     }
 
@@ -540,16 +555,24 @@ impl<'a> TwoHeaders<'a> {
 pub(crate) type OwnCase = (&'static str, Vec<String>, Result<(), VerifyErrorKind>);
 
 /// A body-only one-header HMAC preset under test (Heroku, Vercel, Xero, ...):
-/// its registry entry and `sign`, with the checks every such preset passes.
+/// its facts (or registry entry and `sign`), with the checks every such
+/// preset passes.
 pub(crate) struct BodyOnly {
     one: OneHeader,
-    sign: fn(&SigningSecret, &[u8]) -> String,
+    sign: Box<dyn Fn(&SigningSecret, &[u8]) -> String>,
 }
 
 impl BodyOnly {
-    /// The preset `preset`, whose module's `sign` is `sign`.
-    pub(crate) fn of(preset: &super::PresetInfo, sign: fn(&SigningSecret, &[u8]) -> String) -> Self {
-        Self { one: OneHeader::preset(preset), sign }
+    /// The body-only HMAC preset `facts`.
+    pub(crate) fn of(facts: &'static HmacPreset) -> Self {
+        let verifier = facts.verifier();
+        Self { one: OneHeader::of(facts), sign: Box::new(move |secret, body| verifier.sign(secret, "", 0, body)) }
+    }
+
+    /// A body-only preset written as code (Gitea, Forgejo), whose module's
+    /// `sign` is `sign`.
+    pub(crate) fn preset(preset: &super::PresetInfo, sign: fn(&SigningSecret, &[u8]) -> String) -> Self {
+        Self { one: OneHeader::preset(preset), sign: Box::new(sign) }
     }
 
     /// The own cases of a scheme that sends the standard padded base64 of
