@@ -193,6 +193,30 @@ async fn layer_on_an_unmigrated_schema_answers_503_and_says_to_migrate_once() {
     assert_eq!(db.events().await, 0);
 }
 
+/// `migrate` and `check_schema` take the store configuration and run by its
+/// rules: with the pool's only connection held elsewhere, each fails with
+/// `PoolTimeout` after the store's pool timeout (200 ms here). Before, the
+/// migrations took the bare pool (`StoreConfig::migrate` and `check` too)
+/// and waited a fixed 5 s whatever the store said.
+#[tokio::test]
+async fn migrate_and_check_schema_follow_the_store_configuration() {
+    let db = TestDb::new().await;
+    let pool = db.pool(1);
+    let held = pool.get().await.unwrap();
+    let store = StoreConfig::new(pool.clone()).pool_timeout(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    let migrated = store::migrate(&store).await.map_err(|e| e.kind());
+    let migrate_took = started.elapsed();
+    let started = std::time::Instant::now();
+    let checked = store::check_schema(&store).await.map_err(|e| e.kind());
+    let check_took = started.elapsed();
+    assert_eq!((migrated, checked), (Err(StoreErrorKind::PoolTimeout), Err(StoreErrorKind::PoolTimeout)));
+    assert!(migrate_took < Duration::from_secs(2), "migrate waited {migrate_took:?}, not the store's 200 ms");
+    assert!(check_took < Duration::from_secs(2), "check_schema waited {check_took:?}, not the store's 200 ms");
+    drop(held);
+    store::check_schema(&store).await.expect("migrated by TestDb, the connection free again");
+}
+
 #[tokio::test]
 async fn migrate_is_safe_twice_and_concurrently() {
     let db = TestDb::new().await; // already migrated once

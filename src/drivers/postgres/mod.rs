@@ -52,7 +52,7 @@ pub use tokio_postgres;
 use crate::store::driver::any::{AnyListener, AnyPool};
 use crate::store::driver::postgres::{cancel_with, PgListener, PgPool};
 use crate::store::StoreConfig;
-use crate::{TxError, TxErrorKind, WebhookTx};
+use crate::tx::{TxError, TxErrorKind, WebhookTx};
 
 impl From<deadpool_postgres::Pool> for StoreConfig {
     fn from(pool: deadpool_postgres::Pool) -> Self {

@@ -205,45 +205,31 @@ impl<'a, S> Step<'a, S> {
     }
 }
 
+/// The [`Columns`] readers of one type each, `name -> type`, delegated to
+/// the row's driver.
+macro_rules! delegate_columns {
+    ($($name:ident -> $ty:ty;)*) => {$(
+        fn $name(&self, idx: usize) -> Result<Option<$ty>, ColumnError> {
+            each_driver!(ref *self, r => r.$name(idx))
+        }
+    )*};
+}
+
 impl Columns for AnyRow {
     fn len(&self) -> usize {
         each_driver!(ref *self, r => Columns::len(r))
     }
 
-    fn text(&self, idx: usize) -> Result<Option<&str>, ColumnError> {
-        each_driver!(ref *self, r => r.text(idx))
-    }
-
-    fn bytes(&self, idx: usize) -> Result<Option<&[u8]>, ColumnError> {
-        each_driver!(ref *self, r => r.bytes(idx))
-    }
-
-    fn boolean(&self, idx: usize) -> Result<Option<bool>, ColumnError> {
-        each_driver!(ref *self, r => r.boolean(idx))
-    }
-
-    fn int2(&self, idx: usize) -> Result<Option<i16>, ColumnError> {
-        each_driver!(ref *self, r => r.int2(idx))
-    }
-
-    fn int4(&self, idx: usize) -> Result<Option<i32>, ColumnError> {
-        each_driver!(ref *self, r => r.int4(idx))
-    }
-
-    fn int8(&self, idx: usize) -> Result<Option<i64>, ColumnError> {
-        each_driver!(ref *self, r => r.int8(idx))
-    }
-
-    fn float8(&self, idx: usize) -> Result<Option<f64>, ColumnError> {
-        each_driver!(ref *self, r => r.float8(idx))
-    }
-
-    fn timestamp(&self, idx: usize) -> Result<Option<Timestamp>, ColumnError> {
-        each_driver!(ref *self, r => r.timestamp(idx))
-    }
-
-    fn texts(&self, idx: usize) -> Result<Option<Vec<Option<String>>>, ColumnError> {
-        each_driver!(ref *self, r => r.texts(idx))
+    delegate_columns! {
+        text -> &str;
+        bytes -> &[u8];
+        boolean -> bool;
+        int2 -> i16;
+        int4 -> i32;
+        int8 -> i64;
+        float8 -> f64;
+        timestamp -> Timestamp;
+        texts -> Vec<Option<String>>;
     }
 }
 

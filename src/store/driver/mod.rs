@@ -90,3 +90,75 @@ pub(crate) use replication::DETECT_SQL;
 pub(crate) use row::Row;
 pub(crate) use slot::{Lent, TxSlot, Unlent};
 pub(crate) use tx_conn::{Fenced, TxConn};
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// The source lines outside the driver modules that may name a driver
+    /// crate: the driver-specific constructors a user writes (building the
+    /// pool the store is made from), each with its reason.
+    const ALLOWED: &[(&str, &str, &str)] = &[
+        (
+            "src/lib.rs",
+            "use webhook_idempotency::postgres::deadpool_postgres::{Manager, Pool};",
+            "the quickstart builds its pool",
+        ),
+        ("src/lib.rs", "use webhook_idempotency::postgres::tokio_postgres::NoTls;", "the quickstart builds its pool"),
+        (
+            "src/bin/webhook-admin/main.rs",
+            "use webhook_idempotency::postgres::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};",
+            "the command builds its pool from --database-url",
+        ),
+        (
+            "src/bin/webhook-admin/main.rs",
+            "use webhook_idempotency::postgres::tokio_postgres::config::{Host, SslMode};",
+            "the command reads the URL's hosts and sslmode for its messages",
+        ),
+        (
+            "src/bin/webhook-admin/main.rs",
+            "use webhook_idempotency::postgres::tokio_postgres::{Config, NoTls};",
+            "the command builds its pool from --database-url",
+        ),
+    ];
+
+    fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("a source folder") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// Outside `store/driver/` (the seam and its implementations) and
+    /// `drivers/` (each driver's public face), no source line names a
+    /// driver's crate: the protocol modules, the layers, the workers and the
+    /// handler's transaction are written against the seam alone. The lines
+    /// in [`ALLOWED`] build a pool, as a user does.
+    #[test]
+    fn only_the_driver_modules_name_a_driver_crate() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = Vec::new();
+        sources(&root.join("src"), &mut files);
+        let mut named = Vec::new();
+        for file in files {
+            let relative = file.strip_prefix(root).expect("under the crate").to_string_lossy().replace('\\', "/");
+            if relative.starts_with("src/store/driver/") || relative.starts_with("src/drivers/") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).expect("a readable source file");
+            for (n, line) in text.lines().enumerate() {
+                let names_one = ["tokio_postgres", "deadpool", "postgres_types"].iter().any(|c| line.contains(c));
+                let allowed =
+                    ALLOWED.iter().any(|(f, l, _)| *f == relative && line.trim_start_matches("//! ").trim() == *l);
+                if names_one && !allowed {
+                    named.push(format!("{relative}:{}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+        assert!(named.is_empty(), "driver crates named outside the driver modules:\n{}", named.join("\n"));
+    }
+}

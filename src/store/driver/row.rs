@@ -128,3 +128,44 @@ impl<'a> Nullable<'a> for Vec<String> {
         texts.into_iter().collect::<Option<Vec<String>>>().map(Some).ok_or_else(|| ColumnError::new("a NULL element"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use crate::store::testing;
+
+    /// Every type the protocol reads, from a real server through the
+    /// compiled-in driver: values, NULLs as `None`, a `timestamptz` before
+    /// 1970 with microseconds (the crate's own `Timestamp`, not the driver's
+    /// time type), `text[]` with and without NULL elements; a column read as
+    /// the wrong type or a NULL read as a value is `None` from `try_get`.
+    #[tokio::test]
+    async fn the_column_decoder_reads_every_type_the_protocol_reads() {
+        let store = testing::fresh(1).await;
+        let sql = "SELECT 'x'::text, NULL::text, '\\x0102'::bytea, true, 2::int2, 3::int4, 4::int8, 1.5::float8,
+                          '1969-12-31 23:59:58.750001+00'::timestamptz, NULL::timestamptz,
+                          ARRAY['a', NULL]::text[], ARRAY['a', 'b']::text[], '2024-01-02 03:04:05.123456+00'::timestamptz";
+        let rows = testing::execute(&store, sql, &[]).await;
+        let row = &rows[0];
+        assert_eq!(row.len(), 13);
+        assert_eq!((row.get::<&str>(0), row.get::<String>(0)), ("x", "x".to_owned()));
+        assert_eq!(row.get::<Option<&str>>(1), None);
+        assert_eq!((row.get::<&[u8]>(2), row.get::<Vec<u8>>(2)), (&[1u8, 2][..], vec![1, 2]));
+        assert!(row.get::<bool>(3));
+        assert_eq!((row.get::<i16>(4), row.get::<i32>(5), row.get::<i64>(6)), (2, 3, 4));
+        assert!((row.get::<f64>(7) - 1.5).abs() < f64::EPSILON);
+        let before_1970 = UNIX_EPOCH - Duration::from_micros(1_249_999);
+        assert_eq!(row.get::<SystemTime>(8), before_1970);
+        assert_eq!(row.get::<Option<SystemTime>>(9), None);
+        assert_eq!(row.get::<Vec<Option<String>>>(10), [Some("a".to_owned()), None]);
+        assert_eq!(row.get::<Vec<String>>(11), ["a", "b"]);
+        let later = UNIX_EPOCH + Duration::from_micros(1_704_164_645_123_456);
+        assert_eq!(row.get::<SystemTime>(12), later);
+        // Not of that type, NULL, a NULL element, no such column: no value.
+        assert_eq!(row.try_get::<i64>(0), None);
+        assert_eq!(row.try_get::<&str>(1), None);
+        assert_eq!(row.try_get::<Vec<String>>(10), None);
+        assert_eq!(row.try_get::<bool>(13), None);
+    }
+}

@@ -82,44 +82,33 @@ fn get<'a, T: FromSql<'a>>(row: &'a Row, idx: usize) -> Result<Option<T>, Column
     row.try_get::<_, Option<T>>(idx).map_err(|e| ColumnError::new(format!("column {idx}: {e}")))
 }
 
+/// The [`Columns`] readers of the types tokio-postgres decodes itself,
+/// `name -> type`.
+macro_rules! read_columns {
+    ($($name:ident -> $ty:ty;)*) => {$(
+        fn $name(&self, idx: usize) -> Result<Option<$ty>, ColumnError> {
+            get(self, idx)
+        }
+    )*};
+}
+
 impl Columns for Row {
     fn len(&self) -> usize {
         Row::len(self)
     }
 
-    fn text(&self, idx: usize) -> Result<Option<&str>, ColumnError> {
-        get(self, idx)
-    }
-
-    fn bytes(&self, idx: usize) -> Result<Option<&[u8]>, ColumnError> {
-        get(self, idx)
-    }
-
-    fn boolean(&self, idx: usize) -> Result<Option<bool>, ColumnError> {
-        get(self, idx)
-    }
-
-    fn int2(&self, idx: usize) -> Result<Option<i16>, ColumnError> {
-        get(self, idx)
-    }
-
-    fn int4(&self, idx: usize) -> Result<Option<i32>, ColumnError> {
-        get(self, idx)
-    }
-
-    fn int8(&self, idx: usize) -> Result<Option<i64>, ColumnError> {
-        get(self, idx)
-    }
-
-    fn float8(&self, idx: usize) -> Result<Option<f64>, ColumnError> {
-        get(self, idx)
+    read_columns! {
+        text -> &str;
+        bytes -> &[u8];
+        boolean -> bool;
+        int2 -> i16;
+        int4 -> i32;
+        int8 -> i64;
+        float8 -> f64;
+        texts -> Vec<Option<String>>;
     }
 
     fn timestamp(&self, idx: usize) -> Result<Option<Timestamp>, ColumnError> {
         Ok(get::<Binary>(self, idx)?.map(|b| b.0))
-    }
-
-    fn texts(&self, idx: usize) -> Result<Option<Vec<Option<String>>>, ColumnError> {
-        get(self, idx)
     }
 }
