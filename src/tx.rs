@@ -1,9 +1,11 @@
 //! The handler's transaction, in one place: [`WebhookTx`], its errors
 //! ([`TxError`], [`TxErrorKind`]) and everything a handler can do with it:
-//! borrow the connection ([`client`](WebhookTx::client)), record an outbox
-//! effect ([`enqueue`](WebhookTx::enqueue)), claim a business transition
-//! ([`claim_action`](WebhookTx::claim_action)), guard a last-writer-wins
-//! update ([`apply_if_newer`](WebhookTx::apply_if_newer)).
+//! record an outbox effect ([`enqueue`](WebhookTx::enqueue)), claim a
+//! business transition ([`claim_action`](WebhookTx::claim_action)), guard a
+//! last-writer-wins update ([`apply_if_newer`](WebhookTx::apply_if_newer)),
+//! and borrow the connection as the driver's own client (with the
+//! `tokio-postgres` feature, [`client`](WebhookTx::client), defined with
+//! that driver in [`postgres`](crate::postgres)).
 //!
 //! A `WebhookTx` is the transaction of a claim (the layers' synchronous
 //! claim, [`ClaimedEvent::tx`]) or of a leased inbox row (the worker's): the

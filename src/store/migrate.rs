@@ -226,7 +226,7 @@ mod tests {
             assert_eq!(
                 code.matches("webhook_idempotency").count(),
                 code.matches(SCHEMA_PLACEHOLDER).count(),
-                "migration {version}: a bare schema name would escape migrate_schema"
+                "migration {version}: a bare schema name would escape the configured schema"
             );
             let moved = with_schema(sql, "tenant_a");
             assert!(!moved

@@ -168,14 +168,14 @@ fn schema_failure(e: &StoreError, schema: &str, target: &str) -> Fail {
             format!(
                 "schema {schema} on {target} is not migrated ({e}).\nIf your tables live under another schema, \
                  pass --schema <name> (or WEBHOOK_SCHEMA); otherwise run the migrations first \
-                 (webhook_idempotency::migrate_schema, or the SQL files under sql/), then webhook-admin again."
+                 (webhook_idempotency::migrate with this schema, or the SQL files under sql/), then webhook-admin again."
             ),
         ),
         StoreErrorKind::Outdated => (
             "outdated",
             format!(
                 "schema {schema} on {target} is older than webhook-admin needs (version {SCHEMA_VERSION}) ({e}).\n\
-                 Run the migrations first (webhook_idempotency::migrate_schema, or the SQL files under sql/), then \
+                 Run the migrations first (webhook_idempotency::migrate with this schema, or the SQL files under sql/), then \
                  webhook-admin again."
             ),
         ),
