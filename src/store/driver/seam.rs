@@ -101,9 +101,11 @@ pub(crate) enum Step<'a, S> {
     },
 }
 
-/// A connection checked out of a [`Pool`]. It never goes back to the pool
-/// by itself: [`release`](Self::release) gives it back, and the typestate
-/// above (`Conn`, `TxConn`) decides when.
+/// A connection checked out of a [`Pool`]. The typestate above (`Conn`,
+/// `TxConn`) ends every one with one of [`release`](Self::release),
+/// [`discard`](Self::discard) or [`close_uncancelled`](Self::close_uncancelled),
+/// and decides which: a driver's own drop (deadpool's gives the connection
+/// back) is never relied on.
 pub(crate) trait Connection: Send + Sync + Sized + 'static {
     /// A statement prepared on this connection.
     type Statement: Send + Sync;
