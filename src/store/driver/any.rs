@@ -26,7 +26,7 @@ use super::column::{ColumnError, Timestamp};
 use super::error::DbError;
 #[cfg(feature = "tokio-postgres")]
 use super::postgres;
-use super::seam::{AcquireError, Columns, Connection, ListenEvent, Listener, Pool, PoolIdentity, Step};
+use super::seam::{column_readers, AcquireError, Columns, Connection, ListenEvent, Listener, Pool, PoolIdentity, Step};
 
 /// `match` on `$value`'s driver, binding its inner value as `$inner`
 /// (by reference with `ref`).
@@ -220,17 +220,7 @@ impl Columns for AnyRow {
         each_driver!(ref *self, r => Columns::len(r))
     }
 
-    delegate_columns! {
-        text -> &str;
-        bytes -> &[u8];
-        boolean -> bool;
-        int2 -> i16;
-        int4 -> i32;
-        int8 -> i64;
-        float8 -> f64;
-        timestamp -> Timestamp;
-        texts -> Vec<Option<String>>;
-    }
+    column_readers!(delegate_columns);
 }
 
 impl Listener for AnyListener {

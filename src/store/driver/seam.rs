@@ -183,6 +183,26 @@ pub(crate) trait Columns: Send + Sync {
     fn texts(&self, idx: usize) -> Result<Option<Vec<Option<String>>>, ColumnError>;
 }
 
+/// Calls `$each!` with every [`Columns`] reader but `len`, `name -> type;`
+/// each: the one list a driver's implementation (and the dispatch) expands,
+/// so a reader added to the trait is added to all of them.
+macro_rules! column_readers {
+    ($each:ident) => {
+        $each! {
+            text -> &str;
+            bytes -> &[u8];
+            boolean -> bool;
+            int2 -> i16;
+            int4 -> i32;
+            int8 -> i64;
+            float8 -> f64;
+            timestamp -> Timestamp;
+            texts -> Vec<Option<String>>;
+        }
+    };
+}
+pub(crate) use column_readers;
+
 /// What a `LISTEN` session says ([`Listener::listen`]).
 #[derive(Debug)]
 pub(crate) enum ListenEvent {

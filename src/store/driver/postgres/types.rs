@@ -8,7 +8,7 @@ use tokio_postgres::Row;
 
 use crate::store::driver::column::{ColumnError, Timestamp};
 use crate::store::driver::param::Param;
-use crate::store::driver::seam::Columns;
+use crate::store::driver::seam::{column_readers, Columns};
 
 /// The PostgreSQL type of `p`, sent with unnamed statements.
 pub(super) fn of(p: &Param<'_>) -> Type {
@@ -64,12 +64,10 @@ impl ToSql for Param<'_> {
 }
 
 /// A `timestamptz` read from its binary value (microseconds since
-/// 2000-01-01 UTC, big-endian).
-struct Binary(Timestamp);
-
-impl<'a> FromSql<'a> for Binary {
+/// 2000-01-01 UTC, big-endian), never through tokio-postgres's `SystemTime`.
+impl<'a> FromSql<'a> for Timestamp {
     fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
-        Ok(Self(Timestamp::from_postgres_bytes(raw)?))
+        Ok(Timestamp::from_postgres_bytes(raw)?)
     }
 
     fn accepts(ty: &Type) -> bool {
@@ -82,8 +80,7 @@ fn get<'a, T: FromSql<'a>>(row: &'a Row, idx: usize) -> Result<Option<T>, Column
     row.try_get::<_, Option<T>>(idx).map_err(|e| ColumnError::new(format!("column {idx}: {e}")))
 }
 
-/// The [`Columns`] readers of the types tokio-postgres decodes itself,
-/// `name -> type`.
+/// The [`Columns`] readers, `name -> type`: each through `FromSql`.
 macro_rules! read_columns {
     ($($name:ident -> $ty:ty;)*) => {$(
         fn $name(&self, idx: usize) -> Result<Option<$ty>, ColumnError> {
@@ -97,18 +94,5 @@ impl Columns for Row {
         Row::len(self)
     }
 
-    read_columns! {
-        text -> &str;
-        bytes -> &[u8];
-        boolean -> bool;
-        int2 -> i16;
-        int4 -> i32;
-        int8 -> i64;
-        float8 -> f64;
-        texts -> Vec<Option<String>>;
-    }
-
-    fn timestamp(&self, idx: usize) -> Result<Option<Timestamp>, ColumnError> {
-        Ok(get::<Binary>(self, idx)?.map(|b| b.0))
-    }
+    column_readers!(read_columns);
 }
