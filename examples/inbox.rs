@@ -56,7 +56,7 @@ use tokio_postgres::NoTls;
 use webhook_idempotency::inbox::InboxWorker;
 use webhook_idempotency::providers::slack;
 use webhook_idempotency::store::admin::{Admin, Filter};
-use webhook_idempotency::{Mode, Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
+use webhook_idempotency::{Mode, Provider, SigningSecret, StoreConfig, WebhookEvent, WebhookLayer, WebhookTx};
 
 /// Any error, sendable between tasks.
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -228,12 +228,13 @@ async fn main() -> Result<(), Error> {
         .mode(Mode::Inbox)
         .build()?;
     let app = handlers.clone().route_layer(layer).route("/effects", get(effects).with_state(pool.clone()));
-    let worker = InboxWorker::builder(pool.clone(), handlers)
+    // The worker LISTENs for the layer's notifications on a connection of its own.
+    let store = StoreConfig::new(pool.clone()).listen_connection(config, NoTls);
+    let worker = InboxWorker::builder(store, handlers)
         .provider(slack::FACTS.name)
         .scope(SCOPE)
         .concurrency(args.workers)
         .lease(Duration::from_secs(args.lease))
-        .listen(config, NoTls)
         .build()?;
 
     let bind = args.bind.unwrap_or_else(|| if args.demo { "127.0.0.1:0" } else { "127.0.0.1:3000" }.parse().unwrap());

@@ -55,7 +55,7 @@ use hdrhistogram::Histogram;
 use tokio::sync::{oneshot, Notify};
 use webhook_idempotency::inbox::InboxWorker;
 use webhook_idempotency::providers::stripe;
-use webhook_idempotency::{Mode, Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
+use webhook_idempotency::{Mode, Provider, SigningSecret, StoreConfig, WebhookEvent, WebhookLayer, WebhookTx};
 
 const SECRET: &str = "whsec_inbox_load_secret";
 const SCOPE: &str = "acct_bench";
@@ -482,12 +482,11 @@ async fn latency_run(
     let requests = signed(&format!("l{}", poll.as_millis()), n);
     let (addr, stop_server) = serve(inbox_app(pool(&db.config, 4))).await;
     let h = Handled::new(n, true);
-    let mut worker = InboxWorker::builder(pool(&db.config, concurrency + 2), handlers(h.clone(), true))
-        .concurrency(concurrency)
-        .poll_interval(poll);
+    let mut store = StoreConfig::new(pool(&db.config, concurrency + 2));
     if listen {
-        worker = worker.listen(db.config.clone(), tokio_postgres::NoTls);
+        store = store.listen_connection(db.config.clone(), tokio_postgres::NoTls);
     }
+    let worker = InboxWorker::builder(store, handlers(h.clone(), true)).concurrency(concurrency).poll_interval(poll);
     let (stop_worker, task) = spawn_worker(worker.build().expect("worker config"));
     // Let the listener connect and the first poll pass.
     tokio::time::sleep(poll.min(Duration::from_millis(500)) + Duration::from_millis(200)).await;
@@ -629,7 +628,7 @@ async fn main() {
     let mut config = server.clone();
     config.dbname(&name);
     let admin = pool(&config, 2);
-    webhook_idempotency::migrate(&admin).await.expect("migrate");
+    webhook_idempotency::migrate(&admin.clone().into()).await.expect("migrate");
     let c = admin.get().await.expect("connection");
     c.batch_execute(
         "CREATE TABLE bench_effects (id bigserial PRIMARY KEY, scope text NOT NULL, event_key text NOT NULL,

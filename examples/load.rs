@@ -606,7 +606,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     restart_durable(&pg, Path::new(&data), &pg_bin)?;
     let admin = pool(&url, 2)?;
-    webhook_idempotency::migrate(&admin).await?;
+    webhook_idempotency::migrate(&admin.clone().into()).await?;
     let c = admin.get().await?;
     c.batch_execute(EFFECTS).await?;
     let mut settings = Vec::new();

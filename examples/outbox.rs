@@ -55,7 +55,7 @@ use webhook_idempotency::outbox::{
 };
 use webhook_idempotency::providers::stripe;
 use webhook_idempotency::worker::RetryPolicy;
-use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
+use webhook_idempotency::{Provider, SigningSecret, StoreConfig, WebhookEvent, WebhookLayer, WebhookTx};
 
 const DEFAULT_STRIPE_SECRET: &str = "whsec_outbox_example_secret";
 /// The tenant scope of the example's one Stripe account.
@@ -354,13 +354,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let retry = RetryPolicy::attempts(Duration::from_millis(200), Duration::from_secs(5), 25);
-    let worker = OutboxWorker::builder(pool.clone(), effects(format!("http://{addr}/fake-mail")))
+    // The worker LISTENs for the commits' notifications on a connection of its own.
+    let store = StoreConfig::new(pool.clone()).listen_connection(url.parse()?, NoTls);
+    let worker = OutboxWorker::builder(store, effects(format!("http://{addr}/fake-mail")))
         .concurrency(args.workers.max(1))
         .lease(Duration::from_secs(args.lease.max(1)))
         .handler_timeout(CALL_TIMEOUT * 3)
         .poll_interval(Duration::from_millis(200))
         .retry(retry)
-        .listen(url.parse()?, NoTls)
         .build()?;
     let shutdown = |mut s: tokio::sync::watch::Receiver<bool>| async move {
         let _ = s.wait_for(|stopped| *stopped).await;

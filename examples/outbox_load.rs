@@ -407,7 +407,7 @@ async fn main() {
     let mut config = server.clone();
     config.dbname(&name);
     let admin = pool(&config, 2);
-    webhook_idempotency::migrate(&admin).await.expect("migrate");
+    webhook_idempotency::migrate(&admin.clone().into()).await.expect("migrate");
     let db = Db { config, admin };
     db.exec(
         "CREATE TABLE bench_effects (id bigserial PRIMARY KEY, scope text NOT NULL, event_key text NOT NULL,

@@ -118,7 +118,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.dbname(&dbname);
     let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     let pool = Pool::builder(manager).max_size(args.senders).build()?;
-    webhook_idempotency::migrate(&pool).await?;
+    webhook_idempotency::migrate(&pool.clone().into()).await?;
     pool.get()
         .await?
         .batch_execute("CREATE TABLE cost_effects (id bigserial PRIMARY KEY, event_key text NOT NULL)")

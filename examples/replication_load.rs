@@ -203,7 +203,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .batch_execute("CREATE EXTENSION pg_stat_statements; CREATE TABLE effects (id bigserial PRIMARY KEY)")
         .await?;
     let setup = pool(&config, 4);
-    webhook_idempotency::migrate(&setup).await?;
+    webhook_idempotency::migrate(&setup.clone().into()).await?;
     let sync: String = observer.query_one("SELECT sync_state FROM pg_stat_replication", &[]).await?.get(0);
     assert_eq!(sync, "sync", "the standby is synchronous");
 

@@ -103,11 +103,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
 
-    webhook_idempotency::migrate(&pool).await?;
-    let secret = std::env::var("STRIPE_WEBHOOK_SECRET").unwrap_or_else(|_| "whsec_tls_example_secret".to_owned());
     // The same connector for cancel requests: a request the layer abandons
     // (a dropped connection, a step past its deadline) cancels its statement.
     let store = webhook_idempotency::StoreConfig::new(pool).cancel_tls(tls_connector(root_cert.as_ref())?);
+    webhook_idempotency::migrate(&store).await?;
+    let secret = std::env::var("STRIPE_WEBHOOK_SECRET").unwrap_or_else(|_| "whsec_tls_example_secret".to_owned());
     let layer = WebhookLayer::builder(store, Provider::stripe()).scope("acct_example").secret(secret).build()?;
     let app = Router::new().route("/webhooks/stripe", post(handle).layer(layer));
     let bind = std::env::var("BIND").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());

@@ -13,7 +13,8 @@
 //! 127.0.0.1:5432): error connecting to server: Connection refused (os
 //! error 111)`. A cause whose text the previous one already contains is
 //! written once; a server error shows its severity, primary message and
-//! SQLSTATE, never its detail (which may quote row values). The causes are
+//! SQLSTATE, never its detail (which may quote row values): each driver
+//! says how its errors read. The causes are
 //! also the errors' [`source`](std::error::Error::source) chain, so a
 //! reporter that walks it (anyhow's `{:#}`, eyre) repeats them after the
 //! message.
@@ -22,34 +23,22 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
-/// `e` and each of its sources, `": "`-separated, on one line, with the
-/// rules of [`Cause`]: the crate's way to log a third-party error
-/// (`error = %Chain(&e)`).
-pub(crate) struct Chain<'a>(pub(crate) &'a (dyn Error + 'static));
-
-impl fmt::Display for Chain<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        for text in texts(self.0) {
-            if !first {
-                f.write_str(": ")?;
-            }
-            first = false;
-            f.write_str(&text)?;
-        }
-        Ok(())
-    }
-}
+/// How a driver writes one error of its own in a chain ([`Cause::of`]):
+/// `Some(Some(text))` that text (a server error without its detail),
+/// `Some(None)` left out (a wrapper whose source says it all), `None` as
+/// any other error.
+pub(crate) type Describe = fn(&(dyn Error + 'static)) -> Option<Option<String>>;
 
 /// The texts of `e`'s chain, `e` first: one line each, a text the previous
-/// one contains left out (deadpool's `Backend(e)` writes `e` itself), a
-/// tokio-postgres "db error" replaced by its server error.
-fn texts(e: &(dyn Error + 'static)) -> Vec<String> {
+/// one contains left out (a pool's error that writes its backend's error
+/// itself, then that error); `own` says how to write the errors a driver
+/// knows.
+fn texts(e: &(dyn Error + 'static), own: Describe) -> Vec<String> {
     let mut texts: Vec<String> = Vec::new();
     let mut next = Some(e);
     while let Some(e) = next {
         next = e.source();
-        let Some(text) = describe(e) else { continue };
+        let Some(text) = own(e).unwrap_or_else(|| describe(e)) else { continue };
         if texts.last().is_some_and(|last| last.contains(&text)) {
             continue;
         }
@@ -58,34 +47,11 @@ fn texts(e: &(dyn Error + 'static)) -> Vec<String> {
     texts
 }
 
-/// One error's own text on one line, or `None` for a wrapper whose source
-/// says it all.
+/// One error's own text on one line, or `None` when it has none.
 fn describe(e: &(dyn Error + 'static)) -> Option<String> {
-    if let Some(db) = e.downcast_ref::<tokio_postgres::error::DbError>() {
-        return Some(server_error(db, false));
-    }
-    if e.downcast_ref::<tokio_postgres::Error>().is_some_and(|pg| pg.as_db_error().is_some()) {
-        return None; // "db error": its source is the server's error
-    }
     let text = e.to_string();
     let text = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
     (!text.is_empty()).then_some(text)
-}
-
-/// A server error as the crate shows it: `ERROR: <message> (SQLSTATE
-/// <code>)`; `verbose` adds its detail and hint (statements that carry no
-/// event data: migrations, schema checks).
-pub(crate) fn server_error(db: &tokio_postgres::error::DbError, verbose: bool) -> String {
-    let mut text = format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
-    if verbose {
-        if let Some(d) = db.detail() {
-            text.push_str(&format!(" (detail: {d})"));
-        }
-        if let Some(h) = db.hint() {
-            text.push_str(&format!(" (hint: {h})"));
-        }
-    }
-    text.replace('\n', " ")
 }
 
 /// One cause in the chain of a crate error ([`StoreError`], `CommitError`,
@@ -105,9 +71,12 @@ impl Cause {
         Arc::new(Self { message: message.into(), source: None })
     }
 
-    /// `e`'s chain as causes (see [`Chain`]); `None` when it has no text.
-    pub(crate) fn of(e: &(dyn Error + 'static)) -> Option<Arc<Self>> {
-        Self::from_texts(texts(e))
+    /// `e`'s chain as causes, one line each, a text the previous one
+    /// contains left out, `own` writing the errors of a driver (its server
+    /// errors without their detail, its wrappers left out); `None` when it
+    /// has no text.
+    pub(crate) fn of(e: &(dyn Error + 'static), own: Describe) -> Option<Arc<Self>> {
+        Self::from_texts(texts(e, own))
     }
 
     /// `message` in front of `source`'s chain.
@@ -132,6 +101,12 @@ impl Cause {
             next = c.source.as_deref();
         }
         Ok(())
+    }
+
+    /// Writes this cause, then `": "` and each of its sources.
+    pub(crate) fn write_whole(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        Self::write_chain(f, &self.message, self.source.as_deref())
     }
 
     /// `cause` as a `source()` value.
@@ -233,12 +208,12 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// Writes `": "` and each text of `source`'s chain (see [`Chain`]) that
+/// Writes `": "` and each text of `source`'s chain (see [`Cause::of`]) that
 /// `own`, the message written so far, does not already contain.
 fn write_sources(f: &mut fmt::Formatter<'_>, own: &str, source: Option<&(dyn Error + 'static)>) -> fmt::Result {
     let Some(source) = source else { return Ok(()) };
     let mut last = own.to_owned();
-    for text in texts(source) {
+    for text in texts(source, |_| None) {
         if !last.contains(&text) {
             write!(f, ": {text}")?;
             last = text;
@@ -311,8 +286,7 @@ pub enum StoreErrorKind {
     /// digits and `_`, not starting with a digit, at most 63 bytes).
     InvalidSchemaName,
     /// [`check_schema`](crate::store::check_schema): the schema or its tables
-    /// do not exist; run [`migrate`](crate::store::migrate) /
-    /// [`migrate_schema`](crate::store::migrate_schema) or the SQL files
+    /// do not exist; run [`migrate`](crate::store::migrate) or the SQL files
     /// under `sql/`.
     NotMigrated,
     /// [`check_schema`](crate::store::check_schema): the recorded migrations
@@ -487,23 +461,23 @@ mod tests {
     fn a_chain_names_every_cause_once_on_one_line() {
         let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         let refused_text = refused.to_string();
-        // deadpool's Backend(e) writes e itself; tokio-postgres's Error does not write its cause.
+        // A pool's Backend(e) writes e itself; the driver's error does not write its cause.
         let pg = Layer("error connecting to server", Some(Box::new(refused)));
         let pool = Layer("Error occurred while creating a new object: error connecting to server", Some(Box::new(pg)));
-        let text = Chain(&pool).to_string();
+        let text = texts(&pool, |_| None).join(": ");
         assert_eq!(
             text,
             format!("Error occurred while creating a new object: error connecting to server: {refused_text}")
         );
         let hook = Layer("`post_create` hook failed: x\n", Some(Box::new(Layer("line one\nline two", None))));
-        assert_eq!(Chain(&hook).to_string(), "`post_create` hook failed: x: line one; line two");
+        assert_eq!(texts(&hook, |_| None).join(": "), "`post_create` hook failed: x: line one; line two");
     }
 
     #[test]
     fn a_store_error_writes_its_causes_and_returns_them_as_sources() {
         let pg = Layer("error connecting to server", Some(Box::new(Layer("Connection refused (os error 111)", None))));
         let e = StoreError::new(StoreErrorKind::Unavailable, "claim", "")
-            .with_cause(Cause::of(&pg))
+            .with_cause(Cause::of(&pg, |_| None))
             .with_endpoint(Some("127.0.0.1:1".into()));
         assert_eq!(
             e.to_string(),

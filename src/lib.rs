@@ -26,8 +26,9 @@
 //!
 //! ```rust,no_run
 //! use axum::{http::StatusCode, routing::post, Router};
-//! use webhook_idempotency::deadpool_postgres::{Manager, Pool};
-//! use webhook_idempotency::{store, tokio_postgres, Provider, WebhookEvent, WebhookLayer, WebhookTx};
+//! use webhook_idempotency::postgres::deadpool_postgres::{Manager, Pool};
+//! use webhook_idempotency::postgres::tokio_postgres::NoTls;
+//! use webhook_idempotency::{store, Provider, StoreConfig, WebhookEvent, WebhookLayer, WebhookTx};
 //!
 //! async fn stripe_webhook(tx: WebhookTx, event: WebhookEvent) -> StatusCode {
 //!     let Ok(db) = tx.client().await else { return StatusCode::INTERNAL_SERVER_ERROR };
@@ -42,14 +43,15 @@
 //! #[tokio::main]
 //! async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     let url = std::env::var("DATABASE_URL")?;
-//!     let pool = Pool::builder(Manager::new(url.parse()?, tokio_postgres::NoTls)).max_size(16).build()?;
+//!     let pool = Pool::builder(Manager::new(url.parse()?, NoTls)).max_size(16).build()?;
+//!     let store = StoreConfig::new(pool);
 //!     // Creates or updates the tables; a failure names its SQLSTATE and server.
-//!     if let Err(e) = webhook_idempotency::migrate(&pool).await {
+//!     if let Err(e) = webhook_idempotency::migrate(&store).await {
 //!         eprintln!("{e} ({:?})", e.kind());
 //!         return Err(e.into());
 //!     }
-//!     store::check_schema(&pool, store::DEFAULT_SCHEMA).await?; // what the layer will need
-//!     let layer = WebhookLayer::builder(pool, Provider::stripe())
+//!     store::check_schema(&store).await?; // what the layer will need
+//!     let layer = WebhookLayer::builder(store, Provider::stripe())
 //!         .scope("acct_main")
 //!         .secret(std::env::var("STRIPE_WEBHOOK_SECRET")?)
 //!         .build()?;
@@ -65,18 +67,25 @@
 //! | `axum` | yes | `FromRequestParts` for [`WebhookTx`] and [`WebhookEvent`] |
 //! | `stripe`, `github` | yes | [`Provider::stripe`], [`Provider::github`] |
 //! | every other preset's name (`slack`, `standard-webhooks` with `Provider::svix()`, `forgejo` enabling `gitea`, `box` for `Provider::box_com()`, ...: the list is [`providers::REGISTRY`] and the table in docs/providers.md) | no | one preset each: `Provider::<name>()` and `providers::<name>` |
+//! | `tokio-postgres` | yes | the tokio-postgres driver: [`StoreConfig::new`] from its pool, [`WebhookTx::client`] (see [`postgres`]) |
 //! | `cli` | no | the `webhook-verify` and `webhook-admin` commands (enables every preset) |
-//! | `full` | no | every preset and `axum` |
+//! | `full` | no | every preset, `axum` and `tokio-postgres` |
 //!
 //! Without a preset: [`verify::generic::HmacVerifier`] for the common HMAC
 //! shapes, [`key::DerivedKey`] for senders without an event id.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
+// Without a driver feature every database value (a pool, a connection) is of
+// an empty type: nothing can be built, the code past such a value is
+// unreachable, and what only a driver reads or builds is unused. Those builds
+// compile (features are additive) but reach no database.
+#![cfg_attr(not(feature = "tokio-postgres"), allow(unreachable_code, unused_variables, dead_code))]
 
 #[macro_use]
 mod macros;
 
+mod drivers;
 pub mod error;
 pub mod event;
 #[cfg(feature = "axum")]
@@ -100,6 +109,9 @@ pub mod worker;
 #[allow(dead_code)] // each feature set's tests use what they need
 pub(crate) mod test_support;
 
+#[cfg(feature = "tokio-postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-postgres")))]
+pub use drivers::postgres;
 pub use error::{ConfigError, ConfigErrorKind, StoreError, StoreErrorKind};
 pub use event::{ScopedEvent, WebhookEvent};
 pub use idempotency_key::{IdempotencyKeyLayer, IdempotentRequest};
@@ -107,17 +119,9 @@ pub use layer::IDEMPOTENT_REPLAYED;
 pub use layer::{Mode, Rejection, RejectionKind, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService};
 pub use provider::Provider;
 pub use scope::Endpoint;
-pub use store::driver::TxClient;
-pub use store::{migrate, migrate_schema, IsolationLevel, StoreConfig};
+pub use store::{migrate, IsolationLevel, StoreConfig};
 pub use tx::{TxError, TxErrorKind, WebhookTx};
 pub use verify::SigningSecret;
-
-/// The deadpool-postgres this crate is built against: build the pool you
-/// pass to [`WebhookLayer::builder`] with it to be sure the versions match.
-pub use deadpool_postgres;
-/// The tokio-postgres this crate is built against ([`TxClient`] derefs to its
-/// `Client`).
-pub use tokio_postgres;
 
 // The README's and OPERATIONS.md's Rust examples compile as doctests, as displayed.
 #[doc = include_str!("../README.md")]

@@ -28,8 +28,9 @@
 //! [`inbox`] (accepting deliveries as `pending` rows) and `queue` (leasing
 //! and ending rows for the workers, fenced by lease tokens); [`admin`]
 //! (operator actions and the gauge sampler); [`retention`]; the migrations
-//! ([`migrate`], [`check_schema`]). Only `driver` talks to the database
-//! driver (tokio-postgres with deadpool); the rest is protocol and SQL text.
+//! ([`migrate`], [`check_schema`]). Only `driver` talks to a database
+//! driver (its module docs say how: one interface, one module per driver);
+//! the rest is protocol and SQL text.
 //! The handler's transaction ([`WebhookTx`](crate::WebhookTx) and what a
 //! handler calls on it) is above the store, in one module of its own: it
 //! runs the statements [`outbox`], [`actions`] and the body-digest guard
@@ -59,7 +60,7 @@ pub use claim::{Claim, ClaimOrder, ClaimStore, ClaimStoreBuilder, ClaimedEvent, 
 pub use config::{StoreConfig, DEFAULT_DATABASE_TIMEOUT, DEFAULT_POOL_TIMEOUT};
 pub use driver::SynchronousReplication;
 pub(crate) use migrate::report_unmigrated;
-pub use migrate::{check_schema, migrate, migrate_schema, MIGRATIONS, SCHEMA_VERSION};
+pub use migrate::{check_schema, migrate, MIGRATIONS, SCHEMA_VERSION};
 pub(crate) use statements::Statements;
 
 /// The isolation level of the claim's transaction (PostgreSQL docs,

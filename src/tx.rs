@@ -1,9 +1,11 @@
 //! The handler's transaction, in one place: [`WebhookTx`], its errors
 //! ([`TxError`], [`TxErrorKind`]) and everything a handler can do with it:
-//! borrow the connection ([`client`](WebhookTx::client)), record an outbox
-//! effect ([`enqueue`](WebhookTx::enqueue)), claim a business transition
-//! ([`claim_action`](WebhookTx::claim_action)), guard a last-writer-wins
-//! update ([`apply_if_newer`](WebhookTx::apply_if_newer)).
+//! record an outbox effect ([`enqueue`](WebhookTx::enqueue)), claim a
+//! business transition ([`claim_action`](WebhookTx::claim_action)), guard a
+//! last-writer-wins update ([`apply_if_newer`](WebhookTx::apply_if_newer)),
+//! and borrow the connection as the driver's own client (with the
+//! `tokio-postgres` feature, [`client`](WebhookTx::client), defined with
+//! that driver in [`postgres`](crate::postgres)).
 //!
 //! A `WebhookTx` is the transaction of a claim (the layers' synchronous
 //! claim, [`ClaimedEvent::tx`]) or of a leased inbox row (the worker's): the
@@ -29,7 +31,7 @@ use crate::error::Cause;
 use crate::event::ScopedEvent;
 use crate::store::actions;
 use crate::store::digest::{self, BodyClaim};
-use crate::store::driver::{Param, Row, TxClient, TxSlot, Unlent};
+use crate::store::driver::{Lent, Param, Row, TxSlot, Unlent};
 use crate::store::outbox::{self as outbox_rows, Effect, Enqueued};
 use crate::store::queue::{QueueKind, TxTables, WorkTx};
 use crate::store::{ClaimedEvent, DEFAULT_DATABASE_TIMEOUT};
@@ -99,14 +101,10 @@ impl WebhookTx {
         Self { slot: slot.clone(), scope: Arc::new(scope) }
     }
 
-    /// Borrows the connection inside the transaction. Waits while another
-    /// clone holds it; statements on one connection run one at a time.
-    ///
-    /// # Errors
-    /// [`TxError`] of kind [`TxErrorKind::Finished`] once the layer has
-    /// committed or rolled back.
-    pub async fn client(&self) -> Result<TxClient, TxError> {
-        self.slot.client().await.ok_or(TxError::of(TxErrorKind::Finished))
+    /// The transaction's connection, shared by every clone (for a driver's
+    /// borrowed client: `client`, with the `tokio-postgres` feature).
+    pub(crate) fn slot(&self) -> &TxSlot {
+        &self.slot
     }
 
     /// Records `effect` for this transaction's event, in the transaction: it
@@ -119,7 +117,7 @@ impl WebhookTx {
     /// statement, one round trip.
     ///
     /// It borrows the transaction's connection as [`client`](Self::client)
-    /// does: drop a [`TxClient`] you hold before calling it, or it waits for
+    /// does: drop a [`TxClient`](crate::postgres::TxClient) you hold before calling it, or it waits for
     /// that client up to the store's database timeout, then fails
     /// ([`TxErrorKind::InUse`]).
     ///
@@ -162,7 +160,7 @@ impl WebhookTx {
     /// so its sender retries.
     ///
     /// Like [`enqueue`](Self::enqueue), it borrows the transaction's
-    /// connection: drop a [`TxClient`] you hold first.
+    /// connection: drop a [`TxClient`](crate::postgres::TxClient) you hold first.
     ///
     /// # Errors
     /// [`TxErrorKind::Invalid`] for an empty or too long action (over
@@ -215,15 +213,15 @@ impl WebhookTx {
     }
 
     /// The connection for one of the crate's statements (an enqueue, a
-    /// business key, a version), waiting while a [`TxClient`] is borrowed,
+    /// business key, a version), waiting while a [`TxClient`](crate::postgres::TxClient) is borrowed,
     /// up to the store's database timeout.
     ///
     /// # Errors
     /// [`TxErrorKind::Finished`] once the transaction ended,
     /// [`TxErrorKind::InUse`] when the client stayed borrowed.
-    async fn lend(&self) -> Result<TxClient, TxError> {
+    async fn lend(&self) -> Result<Lent, TxError> {
         let wait = self.scope.lock_wait;
-        match self.slot.client_within(wait).await {
+        match self.slot.lend_within(wait).await {
             Ok(client) => Ok(client),
             Err(Unlent::Ended) => Err(TxError::of(TxErrorKind::Finished)),
             Err(Unlent::Busy) => {
@@ -243,8 +241,8 @@ impl WebhookTx {
 ///
 /// # Errors
 /// [`TxErrorKind::Database`] when the statement failed.
-async fn run(client: &mut TxClient, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, TxError> {
-    let conn = client.tx_conn();
+async fn run(lent: &mut Lent, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, TxError> {
+    let conn = lent.tx_conn();
     conn.query(sql, params).await.map_err(|e| {
         conn.note_error(&e);
         TxError { kind: TxErrorKind::Database, sqlstate: e.code().map(str::to_owned), source: e.cause() }
@@ -277,7 +275,7 @@ pub enum TxErrorKind {
     /// An argument is out of its range (an effect name over 128 bytes, an
     /// action name, a business key or an object id over its bound).
     Invalid,
-    /// The transaction's connection stayed borrowed by a [`TxClient`] for
+    /// The transaction's connection stayed borrowed by a [`TxClient`](crate::postgres::TxClient) for
     /// longer than the store's database timeout while one of the crate's
     /// statements waited for it: most often the handler still holds the
     /// client it used before calling [`enqueue`](WebhookTx::enqueue) or
@@ -291,7 +289,7 @@ impl TxError {
         Self::of(TxErrorKind::Invalid)
     }
 
-    fn of(kind: TxErrorKind) -> Self {
+    pub(crate) fn of(kind: TxErrorKind) -> Self {
         Self { kind, sqlstate: None, source: None }
     }
 

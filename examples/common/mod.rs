@@ -129,10 +129,10 @@ pub(crate) async fn database(
     database_url: Option<&str>,
     max_size: usize,
 ) -> Result<
-    (webhook_idempotency::deadpool_postgres::Pool, String, Option<webhook_test_support::TempPostgres>),
+    (webhook_idempotency::postgres::deadpool_postgres::Pool, String, Option<webhook_test_support::TempPostgres>),
     Box<dyn std::error::Error + Send + Sync>,
 > {
-    use webhook_idempotency::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+    use webhook_idempotency::postgres::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
     let (url, throwaway) = match database_url {
         Some(url) => {
             println!("database: DATABASE_URL");
@@ -148,10 +148,10 @@ pub(crate) async fn database(
     let config = url.parse()?;
     let manager = Manager::from_config(
         config,
-        webhook_idempotency::tokio_postgres::NoTls,
+        webhook_idempotency::postgres::tokio_postgres::NoTls,
         ManagerConfig { recycling_method: RecyclingMethod::Fast },
     );
     let pool = Pool::builder(manager).max_size(max_size).build()?;
-    webhook_idempotency::migrate(&pool).await?;
+    webhook_idempotency::migrate(&pool.clone().into()).await?;
     Ok((pool, url, throwaway))
 }

@@ -48,8 +48,8 @@ use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use tower_layer::Layer as _;
 use tower_service::Service;
-use webhook_idempotency::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use webhook_idempotency::tokio_postgres::{Config as PgConfig, NoTls};
+use webhook_idempotency::postgres::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use webhook_idempotency::postgres::tokio_postgres::{Config as PgConfig, NoTls};
 use webhook_idempotency::providers;
 use webhook_idempotency::{StoreConfig, WebhookLayer, WebhookService};
 

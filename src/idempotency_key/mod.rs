@@ -15,7 +15,7 @@
 //! both run the handler.
 //!
 //! ```no_run
-//! # async fn run(pool: deadpool_postgres::Pool) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn run(store: webhook_idempotency::StoreConfig) -> Result<(), Box<dyn std::error::Error>> {
 //! use axum::{routing::post, Router};
 //! use webhook_idempotency::idempotency_key::IdempotencyKeyLayer;
 //! use webhook_idempotency::WebhookTx;
@@ -26,7 +26,7 @@
 //!     (http::StatusCode::CREATED, "{\"id\":\"pay_1\"}".to_owned())
 //! }
 //!
-//! let layer = IdempotencyKeyLayer::builder(pool)
+//! let layer = IdempotencyKeyLayer::builder(store)
 //!     // The authenticated caller: an id your auth middleware put in the extensions.
 //!     .scope(|parts| parts.extensions.get::<ApiKeyId>().map(|id| id.0.clone()))
 //!     .build()?;
@@ -530,9 +530,8 @@ impl std::fmt::Debug for IdempotencyKeyLayer {
 }
 
 impl IdempotencyKeyLayer {
-    /// A builder on `store` (a `deadpool_postgres::Pool` or a
-    /// [`StoreConfig`]; migrated with [`migrate`](crate::migrate), version 9
-    /// or later).
+    /// A builder on `store` (a [`StoreConfig`], or a driver's bare pool;
+    /// migrated with [`migrate`](crate::migrate), version 9 or later).
     pub fn builder(store: impl Into<StoreConfig>) -> IdempotencyKeyLayerBuilder {
         IdempotencyKeyLayerBuilder {
             // Claim first: the key's lookup already answered completed keys.

@@ -229,7 +229,9 @@ where
     // while reading it ends the claim as a panic of the handler does.
     let body = match handler::catching(Limited::new(body, config.max_response_bytes).collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
-        Err(_panic) => return ended_answer(claimed::end::<B, ()>(claimed, End::RollBack(Failed::Panicked), None).await),
+        Err(_panic) => {
+            return ended_answer(claimed::end::<B, ()>(claimed, End::RollBack(Failed::Panicked), None).await)
+        }
         Ok(Err(e)) => {
             let too_large = e.downcast_ref::<LengthLimitError>().is_some();
             let why = if too_large { "response body over max_response_bytes" } else { "response body unreadable" };

@@ -31,9 +31,9 @@
 //!     }
 //! }
 //!
-//! # async fn run(pool: deadpool_postgres::Pool, secret: String) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn run(store: webhook_idempotency::StoreConfig, secret: String) -> Result<(), Box<dyn std::error::Error>> {
 //! let handlers = Router::new().route("/webhooks/slack", post(on_event));
-//! let layer = WebhookLayer::builder(pool.clone(), Provider::slack())
+//! let layer = WebhookLayer::builder(store.clone(), Provider::slack())
 //!     .scope("T0001")
 //!     .secret(secret)
 //!     .mode(Mode::Inbox)
@@ -41,7 +41,7 @@
 //! // The layer goes on a clone for the HTTP app; the worker gets the handlers
 //! // without it (the stored requests carry no signature to verify).
 //! let app = handlers.clone().route_layer(layer);
-//! let worker = InboxWorker::builder(pool, handlers).provider("slack").build()?;
+//! let worker = InboxWorker::builder(store, handlers).provider("slack").build()?;
 //! let (stop, stopped) = tokio::sync::watch::channel(false);
 //! let mut stopped_worker = stopped.clone();
 //! let mut worker = tokio::spawn(worker.run(async move { let _ = stopped_worker.wait_for(|s| *s).await; }));
@@ -122,13 +122,14 @@
 //! ([`Admin::list`](crate::store::admin::Admin::list),
 //! [`Admin::requeue`](crate::store::admin::Admin::requeue), `webhook-admin`).
 //!
-//! **Wake-ups.** With [`listen`](crate::worker::WorkerBuilder::listen) a dedicated
-//! connection `LISTEN`s for the layer's `pg_notify` and wakes the worker at
-//! once; it reconnects after a loss. Polling every
+//! **Wake-ups.** With a `LISTEN` connection on the store
+//! ([`StoreConfig::listen_connection`](crate::StoreConfig::listen_connection))
+//! a dedicated connection `LISTEN`s for the layer's `pg_notify` and wakes
+//! the worker at once; it reconnects after a loss. Polling every
 //! [`poll_interval`](crate::worker::WorkerBuilder::poll_interval) (1 s) is the
 //! fallback: a lost notification delays an event by at most one interval.
-//! The listener checks that notifications reach it (a WARN when `listen`
-//! goes through a transaction-mode pooler, which drops them).
+//! The listener checks that notifications reach it (a WARN when that
+//! connection goes through a transaction-mode pooler, which drops them).
 //!
 //! **Metrics and logs.** Every run is counted by outcome
 //! (`webhook_worker_runs_total{kind="inbox"}`: `done`, `retried`, `dead`,

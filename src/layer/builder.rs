@@ -55,14 +55,12 @@ impl WebhookLayer {
 /// ```rust,no_run
 /// use std::time::Duration;
 ///
-/// use webhook_idempotency::deadpool_postgres::{Manager, Pool};
-/// use webhook_idempotency::store::StoreConfig;
-/// use webhook_idempotency::{tokio_postgres, Provider, ReplayStatus, WebhookLayer};
+/// use webhook_idempotency::{Provider, ReplayStatus, StoreConfig, WebhookLayer};
 ///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let pool = Pool::builder(Manager::new("postgresql://app@localhost/app".parse()?, tokio_postgres::NoTls)).build()?;
-/// // Where the tables are and the database timeouts: one value for every part.
-/// let store = StoreConfig::new(pool).schema("webhooks"); // migrated with store::migrate_schema(&pool, "webhooks")
+/// # fn run(store: StoreConfig) -> Result<(), Box<dyn std::error::Error>> {
+/// // Where the tables are and the database timeouts: one value for every part,
+/// // built from your pool (`StoreConfig::new(pool)`: see `webhook_idempotency::postgres`).
+/// let store = store.schema("webhooks"); // migrated with webhook_idempotency::migrate(&store)
 /// let layer = WebhookLayer::builder(store, Provider::stripe())
 ///     .scope("acct_main")
 ///     .secret("whsec_new") // rotation: either secret passes
@@ -193,14 +191,14 @@ impl WebhookLayerBuilder {
     ///     status.is_success() || status == StatusCode::CONFLICT
     /// }
     ///
-    /// # fn run(pool: webhook_idempotency::deadpool_postgres::Pool, handlers: axum::Router) -> Result<(), Box<dyn std::error::Error>> {
-    /// let layer = WebhookLayer::builder(pool.clone(), Provider::stripe())
+    /// # fn run(store: webhook_idempotency::StoreConfig, handlers: axum::Router) -> Result<(), Box<dyn std::error::Error>> {
+    /// let layer = WebhookLayer::builder(store.clone(), Provider::stripe())
     ///     .scope("acct_main")
     ///     .secret("whsec_main")
     ///     .mode(Mode::Inbox)
     ///     .success(committed)
     ///     .build()?;
-    /// let worker = InboxWorker::builder(pool, handlers).provider(Provider::stripe()).success(committed).build()?;
+    /// let worker = InboxWorker::builder(store, handlers).provider(Provider::stripe()).success(committed).build()?;
     /// # drop((layer, worker));
     /// # Ok(())
     /// # }

@@ -132,8 +132,7 @@ pub enum ReplayStatus {
 /// use http::{Request, Response, StatusCode};
 /// use http_body_util::Full;
 /// use tower::{Layer, ServiceExt};
-/// use webhook_idempotency::deadpool_postgres::{Manager, Pool};
-/// use webhook_idempotency::{tokio_postgres, Provider, WebhookEvent, WebhookLayer, WebhookTx};
+/// use webhook_idempotency::{Provider, StoreConfig, WebhookEvent, WebhookLayer, WebhookTx};
 ///
 /// async fn handler(req: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {
 ///     let tx = req.extensions().get::<WebhookTx>().expect("inside WebhookLayer").clone();
@@ -150,9 +149,9 @@ pub enum ReplayStatus {
 ///     Ok(res)
 /// }
 ///
-/// # async fn run(request: Request<Full<Bytes>>) -> Result<(), Box<dyn std::error::Error>> {
-/// let pool = Pool::builder(Manager::new("postgresql://app@localhost/app".parse()?, tokio_postgres::NoTls)).build()?;
-/// let layer = WebhookLayer::builder(pool, Provider::github()).scope("org_main").secret("It's a Secret").build()?;
+/// # async fn run(store: StoreConfig, request: Request<Full<Bytes>>) -> Result<(), Box<dyn std::error::Error>> {
+/// // `store`: your pool (`StoreConfig::new(pool)`), the tables' schema, the database timeouts.
+/// let layer = WebhookLayer::builder(store, Provider::github()).scope("org_main").secret("It's a Secret").build()?;
 /// let service = layer.layer(tower::service_fn(handler));
 /// let response = service.oneshot(request).await?; // 2xx committed, 200 replayed, 401, 409, 503, ...
 /// # drop(response);

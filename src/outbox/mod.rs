@@ -39,10 +39,10 @@
 //!     EffectResult::delivered()
 //! }
 //!
-//! # async fn run(pool: deadpool_postgres::Pool, secret: String) -> Result<(), Box<dyn std::error::Error>> {
-//! let layer = WebhookLayer::builder(pool.clone(), Provider::stripe()).scope("acct_1").secret(secret).build()?;
+//! # async fn run(store: webhook_idempotency::StoreConfig, secret: String) -> Result<(), Box<dyn std::error::Error>> {
+//! let layer = WebhookLayer::builder(store.clone(), Provider::stripe()).scope("acct_1").secret(secret).build()?;
 //! let app: Router = Router::new().route("/webhooks/stripe", post(on_payment)).route_layer(layer);
-//! let worker = OutboxWorker::builder(pool, Effects::new().effect("send_receipt", send_receipt)).build()?;
+//! let worker = OutboxWorker::builder(store, Effects::new().effect("send_receipt", send_receipt)).build()?;
 //! let worker = tokio::spawn(worker.run(std::future::pending()));
 //! # drop((app, worker)); Ok(()) }
 //! ```
@@ -142,7 +142,7 @@
 //! sets `webhook_outbox_effects` by state and
 //! `webhook_outbox_oldest_due_age_seconds`. Leases, heartbeats, wake-ups
 //! (`pg_notify` sent in the same flight as the handler's `COMMIT`, with
-//! [`listen`](crate::worker::WorkerBuilder::listen)) and shutdown are the
+//! the store's `LISTEN` connection, [`StoreConfig::listen_connection`](crate::StoreConfig::listen_connection)) and shutdown are the
 //! inbox worker's: see [`crate::inbox`].
 
 mod marker;

@@ -9,10 +9,10 @@
 //! [`inbox`](crate::inbox).)
 //!
 //! ```no_run
-//! # async fn run(pool: deadpool_postgres::Pool) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn run(config: webhook_idempotency::StoreConfig) -> Result<(), Box<dyn std::error::Error>> {
 //! use webhook_idempotency::store::{Claim, ClaimStore, ScopedEvent};
 //!
-//! let store = ClaimStore::builder(pool).build()?; // or a StoreConfig
+//! let store = ClaimStore::builder(config).build()?; // a StoreConfig, or a bare pool
 //! let event = ScopedEvent::new("sqs", "orders", "msg-8f14e45f").event_type("order.paid");
 //! match store.claim(&event).await? {
 //!     Claim::Claimed(claimed) => {
@@ -415,12 +415,7 @@ impl ClaimStore {
             _ => ("", None, ""),
         };
         if key != event.key() {
-            tracing::warn!(
-                "the event lookup returned rows that are not this event's: a named statement ran other SQL of the \
-                 same name (a transaction-mode pooler shared with other clients?); set \
-                 StoreConfig::transaction_pooler(true)"
-            );
-            self.inner.db.switch_on("26000");
+            self.inner.db.named_statement_ran_other_sql();
             return None;
         }
         (state == "done").then(|| (status, row.try_get::<bool>(3).unwrap_or(true)))

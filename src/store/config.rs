@@ -5,10 +5,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use deadpool_postgres::Pool;
-
-use super::driver::{cancel_with, CancelFn, Db, SynchronousReplication};
-use crate::error::{ConfigError, ConfigErrorKind, StoreError};
+use super::driver::any::{AnyListener, AnyPool};
+use super::driver::{Db, SynchronousReplication};
+use crate::error::{ConfigError, ConfigErrorKind};
 
 /// The default wait for a pooled connection: 5 seconds.
 pub const DEFAULT_POOL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -16,42 +15,33 @@ pub const DEFAULT_POOL_TIMEOUT: Duration = Duration::from_secs(5);
 /// The default client-side deadline of each database step: 2 seconds.
 pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The database the crate works in: a deadpool-postgres pool, the schema
-/// holding the tables, and the rules every step follows. Build it once and
-/// give a clone to each part ([`WebhookLayer::builder`](crate::layer::WebhookLayer::builder),
+/// The database the crate works in: a driver's pool, the schema holding
+/// the tables, and the rules every step follows. Build it once from your
+/// pool and give a clone to each part ([`WebhookLayer::builder`](crate::layer::WebhookLayer::builder),
 /// [`InboxWorker::builder`](crate::inbox::InboxWorker::builder),
 /// [`ClaimStore::builder`](super::ClaimStore::builder),
 /// [`Admin::new`](super::admin::Admin::new),
-/// [`Retention::builder`](super::retention::Retention::builder)); every one of
-/// them also takes a bare [`Pool`] (`impl From<Pool>`) for the defaults.
+/// [`Retention::builder`](super::retention::Retention::builder)), and to
+/// [`migrate`](super::migrate) and [`check_schema`](super::check_schema);
+/// the parts take a bare pool too (`impl Into<StoreConfig>`) for the
+/// defaults.
 ///
-/// ```rust,no_run
-/// use std::time::Duration;
-///
-/// use webhook_idempotency::deadpool_postgres::{Manager, Pool};
-/// use webhook_idempotency::store::StoreConfig;
-/// use webhook_idempotency::tokio_postgres;
-///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let pool = Pool::builder(Manager::new("postgresql://app@localhost/app".parse()?, tokio_postgres::NoTls)).build()?;
-/// let store = StoreConfig::new(pool)
-///     .schema("webhooks") // migrated with store::migrate_schema(&pool, "webhooks")
-///     .database_timeout(Duration::from_secs(1))
-///     .transaction_pooler(true); // behind PgBouncer in transaction mode
-/// # drop(store);
-/// # Ok(())
-/// # }
-/// ```
+/// Each driver builds it from its own pool, and adds the settings only it
+/// has: with the `tokio-postgres` feature (default),
+/// `StoreConfig::new(pool)` or `StoreConfig::from(pool)` takes that
+/// driver's pool ([`postgres`](crate::postgres) shows it, with `cancel_tls`
+/// and the workers' `listen_connection`).
 #[derive(Clone)]
 #[must_use]
 pub struct StoreConfig {
-    pool: Pool,
+    pool: AnyPool,
     schema: String,
     pool_timeout: Duration,
     database_timeout: Duration,
     transaction_pooler: bool,
     synchronous_replication: SynchronousReplication,
-    cancel: Option<CancelFn>,
+    /// The workers' `LISTEN` connection, when configured.
+    listener: Option<AnyListener>,
 }
 
 impl fmt::Debug for StoreConfig {
@@ -62,21 +52,16 @@ impl fmt::Debug for StoreConfig {
             .field("database_timeout", &self.database_timeout)
             .field("transaction_pooler", &self.transaction_pooler)
             .field("synchronous_replication", &self.synchronous_replication)
-            .field("cancel_tls", &self.cancel.is_some())
+            .field("listen_connection", &self.listener.is_some())
             .finish_non_exhaustive()
-    }
-}
-
-impl From<Pool> for StoreConfig {
-    fn from(pool: Pool) -> Self {
-        Self::new(pool)
     }
 }
 
 impl StoreConfig {
     /// The tables under [`DEFAULT_SCHEMA`](super::DEFAULT_SCHEMA) in `pool`'s
-    /// database, with the default timeouts.
-    pub fn new(pool: Pool) -> Self {
+    /// database, with the default timeouts: what each driver's constructor
+    /// builds.
+    pub(crate) fn of_pool(pool: AnyPool) -> Self {
         Self {
             pool,
             schema: super::DEFAULT_SCHEMA.to_owned(),
@@ -84,7 +69,7 @@ impl StoreConfig {
             database_timeout: DEFAULT_DATABASE_TIMEOUT,
             transaction_pooler: false,
             synchronous_replication: SynchronousReplication::Detect,
-            cancel: None,
+            listener: None,
         }
     }
 
@@ -93,7 +78,7 @@ impl StoreConfig {
         /// `webhook_idempotency`): a plain identifier (lower-case ASCII letters,
         /// digits and `_`, not starting with a digit, at most 63 bytes), checked
         /// when a part is built; migrate it with
-        /// [`migrate_schema`](super::migrate_schema).
+        /// [`migrate`](super::migrate).
         pub fn schema(schema: impl Into<String>) => schema = schema.into();
 
         /// How long to wait for a pooled connection (default 5 s); past it the
@@ -122,7 +107,7 @@ impl StoreConfig {
         /// prepared statement does not exist (SQLSTATE 26000). Every part then
         /// sends its statements unnamed, with their parameter types, in one
         /// round trip each, and caches no prepared statement on the connection;
-        /// [`TxClient::prepare_cached`](crate::TxClient::prepare_cached) prepares
+        /// [`TxClient::prepare_cached`](crate::postgres::TxClient::prepare_cached) prepares
         /// afresh too. The handler's own statements must do the same:
         /// `TxClient::execute(sql_text, ..)` and `query(..)` with text are fine
         /// (prepared and closed inside the transaction). Default off: statements
@@ -145,7 +130,7 @@ impl StoreConfig {
         ///   26000 aborts the transaction it occurs in;
         /// - a failure later in the claim's transaction (the fenced commit's
         ///   check, an enqueue, a handler statement through
-        ///   [`TxClient`](crate::TxClient)'s wrappers) aborted the handler's
+        ///   [`TxClient`](crate::postgres::TxClient)'s wrappers) aborted the handler's
         ///   work, which cannot be re-run here: it is rolled back, the attempt
         ///   recorded, and the sender answered 503 + `Retry-After`; its retry
         ///   runs unnamed.
@@ -182,54 +167,25 @@ impl StoreConfig {
         pub fn synchronous_replication(mode: SynchronousReplication) => synchronous_replication = mode;
     }
 
-    /// The TLS connector for cancel requests: give it the one the pool's
-    /// manager connects with when the server requires TLS
-    /// (`sslmode=require`). A connection the crate discards (a step past its
-    /// deadline, a dropped request) first asks the server to cancel its
-    /// running statement, which otherwise runs on, holding its locks (the
-    /// event's advisory lock among them: its redeliveries are answered 409
-    /// meanwhile). The cancel request goes over a new connection ("Canceling
-    /// Requests in Progress", PostgreSQL docs, protocol flow) with the
-    /// session's `sslmode`: tokio-postgres cannot send it without TLS when
-    /// that is `require`. Default: plain TCP, enough without TLS or with
-    /// `sslmode=prefer`; a cancel that fails is logged at WARN.
-    pub fn cancel_tls<T>(mut self, tls: T) -> Self
-    where
-        T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone + Send + Sync + 'static,
-        T::Stream: Send,
-        T::TlsConnect: Send,
-        <T::TlsConnect as tokio_postgres::tls::TlsConnect<tokio_postgres::Socket>>::Future: Send,
-    {
-        self.cancel = Some(cancel_with(tls));
-        self
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &Pool {
-        &self.pool
-    }
-
     /// The schema's name as configured.
     pub fn schema_name(&self) -> &str {
         &self.schema
     }
 
-    /// [`migrate_schema`](super::migrate_schema) into this configuration's
-    /// pool and schema, so the schema is named once.
-    ///
-    /// # Errors
-    /// As [`migrate_schema`](super::migrate_schema).
-    pub async fn migrate(&self) -> Result<(), StoreError> {
-        super::migrate_schema(&self.pool, &self.schema).await
+    /// The pool, for a driver's own settings.
+    pub(crate) fn pool_mut(&mut self) -> &mut AnyPool {
+        &mut self.pool
     }
 
-    /// [`check_schema`](super::check_schema) on this configuration's
-    /// pool and schema.
-    ///
-    /// # Errors
-    /// As [`check_schema`](super::check_schema).
-    pub async fn check(&self) -> Result<(), StoreError> {
-        super::check_schema(&self.pool, &self.schema).await
+    /// The workers' `LISTEN` connection from now on (a driver's setter
+    /// builds it).
+    pub(crate) fn set_listener(&mut self, listener: AnyListener) {
+        self.listener = Some(listener);
+    }
+
+    /// The workers' `LISTEN` connection, when configured.
+    pub(crate) fn listener(&self) -> Option<&AnyListener> {
+        self.listener.as_ref()
     }
 
     /// The checked schema name and the database handle every part runs its
@@ -240,14 +196,8 @@ impl StoreConfig {
     /// plain identifier.
     pub(crate) fn open(&self) -> Result<(Db, &str), ConfigError> {
         super::check_schema_name(&self.schema).map_err(|m| ConfigError::of(ConfigErrorKind::InvalidSchema, m))?;
-        let db = Db::new(
-            self.pool.clone(),
-            self.pool_timeout,
-            self.database_timeout,
-            self.transaction_pooler,
-            self.cancel.clone(),
-        )
-        .with_replication(self.synchronous_replication);
+        let db = Db::new(self.pool.clone(), self.pool_timeout, self.database_timeout, self.transaction_pooler)
+            .with_replication(self.synchronous_replication);
         Ok((db, &self.schema))
     }
 }

@@ -1,15 +1,13 @@
 //! The shipped migrations and the schema check.
 
-use deadpool_postgres::Pool;
-
-use super::config::{DEFAULT_DATABASE_TIMEOUT, DEFAULT_POOL_TIMEOUT};
+use super::config::StoreConfig;
 use super::driver::{code, Db, DbError, Param};
 use super::{check_schema_name, DEFAULT_SCHEMA};
 use crate::error::{StoreError, StoreErrorKind};
 
 /// The shipped migrations, in order: `(version, SQL)`. The SQL names its
 /// schema only as the quoted identifier `"webhook_idempotency"`, the
-/// placeholder [`migrate_schema`] replaces.
+/// placeholder [`migrate`] replaces with the configured schema.
 pub const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../../sql/001_webhook_events.sql")),
     (2, include_str!("../../sql/002_inbox.sql")),
@@ -35,39 +33,38 @@ const MIGRATION_LOCK: i64 = 0x7765_6268_6f6f_6b31; // "webhook1"
 /// `"webhook_idempotency"`, and nothing else in the files is spelled so.
 const SCHEMA_PLACEHOLDER: &str = "\"webhook_idempotency\"";
 
-/// The database of `pool` for migrations and checks: the default pool
-/// timeout, no step deadline (a migration may take long).
-fn db(pool: &Pool) -> Db {
-    Db::new(pool.clone(), DEFAULT_POOL_TIMEOUT, DEFAULT_DATABASE_TIMEOUT, false, None).without_deadline()
+/// The database `store` names, for migrations and checks, and its checked
+/// schema: no step deadline (a migration may take long).
+///
+/// # Errors
+/// [`StoreErrorKind::InvalidSchemaName`] for a schema name that is not a
+/// plain identifier.
+fn open<'a>(store: &'a StoreConfig, step: &str) -> Result<(Db, &'a str), StoreError> {
+    let invalid = |e: String| StoreError::new(StoreErrorKind::InvalidSchemaName, step, e);
+    check_schema_name(store.schema_name()).map_err(invalid)?;
+    let (db, schema) = store.open().map_err(|e| invalid(e.to_string()))?;
+    Ok((db.without_deadline(), schema))
 }
 
-/// Creates or updates the tables under [`DEFAULT_SCHEMA`].
+/// Creates or updates the tables under `store`'s schema
+/// ([`DEFAULT_SCHEMA`] unless [`StoreConfig::schema`] says otherwise).
 ///
 /// Safe to run twice and from several processes at once: each run takes a
 /// transaction-scoped advisory lock (`pg_advisory_xact_lock`), applies the
 /// [`MIGRATIONS`] not yet recorded in `webhook_schema_migrations`, and commits.
 ///
 /// # Errors
-/// [`StoreError`] when no connection can be had (kinds
+/// [`StoreError`] for a schema name that is not a plain identifier
+/// ([`InvalidSchemaName`](StoreErrorKind::InvalidSchemaName)), when no
+/// connection can be had (kinds
 /// [`Unavailable`](StoreErrorKind::Unavailable), naming the server,
 /// [`Authentication`](StoreErrorKind::Authentication),
 /// [`DatabaseMissing`](StoreErrorKind::DatabaseMissing),
-/// [`PoolTimeout`](StoreErrorKind::PoolTimeout)) or a statement fails
+/// [`PoolTimeout`](StoreErrorKind::PoolTimeout)) or when a statement fails
 /// ([`Database`](StoreErrorKind::Database), with the server's message,
 /// detail and hint); nothing is half-applied (each run is one transaction).
-pub async fn migrate(pool: &Pool) -> Result<(), StoreError> {
-    migrate_schema(pool, DEFAULT_SCHEMA).await
-}
-
-/// [`migrate`] into the schema `schema` (a plain identifier: lower-case ASCII letters,
-/// digits and `_`, not starting with a digit, at most 63 bytes).
-///
-/// # Errors
-/// [`StoreErrorKind::InvalidSchemaName`] for an invalid schema name, as
-/// well as [`migrate`]'s.
-pub async fn migrate_schema(pool: &Pool, schema: &str) -> Result<(), StoreError> {
-    check_schema_name(schema).map_err(|e| StoreError::new(StoreErrorKind::InvalidSchemaName, "migrate", e))?;
-    let db = db(pool);
+pub async fn migrate(store: &StoreConfig) -> Result<(), StoreError> {
+    let (db, schema) = open(store, "migrate")?;
     let conn = db.connect("connect").await?;
     let err = |step: &str| {
         let step = step.to_owned();
@@ -111,9 +108,9 @@ pub async fn migrate_schema(pool: &Pool, schema: &str) -> Result<(), StoreError>
     tx.commit().await.map_err(err("migrate: COMMIT"))
 }
 
-/// Checks that `schema` holds the tables at [`SCHEMA_VERSION`] or newer, as
-/// recorded in `<schema>.webhook_schema_migrations` by [`migrate_schema`] or
-/// the SQL files. Call it at startup to fail fast instead of answering every
+/// Checks that `store`'s schema holds the tables at [`SCHEMA_VERSION`] or
+/// newer, as recorded in `<schema>.webhook_schema_migrations` by
+/// [`migrate`] or the SQL files. Call it at startup to fail fast instead of answering every
 /// delivery 503; the layer itself logs the same advice once (at ERROR) when
 /// a claim finds the schema or table missing.
 ///
@@ -123,10 +120,9 @@ pub async fn migrate_schema(pool: &Pool, schema: &str) -> Result<(), StoreError>
 /// newest recorded version is older than [`SCHEMA_VERSION`],
 /// [`StoreErrorKind::InvalidSchemaName`], and the connection kinds of
 /// [`migrate`].
-pub async fn check_schema(pool: &Pool, schema: &str) -> Result<(), StoreError> {
+pub async fn check_schema(store: &StoreConfig) -> Result<(), StoreError> {
     let step = "schema check";
-    check_schema_name(schema).map_err(|e| StoreError::new(StoreErrorKind::InvalidSchemaName, step, e))?;
-    let db = db(pool);
+    let (db, schema) = open(store, step)?;
     let conn = db.connect(step).await?;
     let versions = format!("{schema}.webhook_schema_migrations");
     let read = async {
@@ -169,11 +165,11 @@ pub async fn check_schema(pool: &Pool, schema: &str) -> Result<(), StoreError> {
 /// What to run to create or update `schema`.
 fn migrate_advice(schema: &str) -> String {
     if schema == DEFAULT_SCHEMA {
-        "run webhook_idempotency::migrate(&pool) or apply the files under sql/ in the crate".to_owned()
+        "run webhook_idempotency::migrate(&store) or apply the files under sql/ in the crate".to_owned()
     } else {
         format!(
-            "run webhook_idempotency::migrate_schema(&pool, \"{schema}\") or apply the files under sql/ in the \
-             crate with {DEFAULT_SCHEMA} replaced by {schema}"
+            "run webhook_idempotency::migrate(&store) with StoreConfig::schema(\"{schema}\") or apply the files \
+             under sql/ in the crate with {DEFAULT_SCHEMA} replaced by {schema}"
         )
     }
 }
@@ -230,7 +226,7 @@ mod tests {
             assert_eq!(
                 code.matches("webhook_idempotency").count(),
                 code.matches(SCHEMA_PLACEHOLDER).count(),
-                "migration {version}: a bare schema name would escape migrate_schema"
+                "migration {version}: a bare schema name would escape the configured schema"
             );
             let moved = with_schema(sql, "tenant_a");
             assert!(!moved

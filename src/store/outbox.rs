@@ -479,9 +479,13 @@ mod ordering_tests {
     /// partial index `webhook_outbox_ordering`.
     #[tokio::test]
     async fn the_lease_with_its_ordering_guard_is_one_statement_probing_an_index() {
-        let pool = crate::store::testing::fresh(1).await;
-        let c = pool.get().await.unwrap();
-        c.batch_execute(
+        let store = crate::store::testing::fresh(1).await;
+        let (db, _) = store.open().unwrap();
+        // One session: the rows, their statistics, the plan mode and the
+        // prepared lease, in a transaction rolled back at the end.
+        let (tx, _) =
+            db.without_deadline().connect("test").await.unwrap().begin("BEGIN", "SELECT 1", &[]).await.unwrap();
+        tx.batch(
             "INSERT INTO webhook_idempotency.webhook_outbox
                  (scope, provider, event_key, effect, ordinal, state, run_at, payload, content_type,
                   ordering_key, ordered_at)
@@ -491,7 +495,7 @@ mod ordering_tests {
                     '\\x7b7d', 'application/json', 'pi_' || (i % 200), clock_timestamp()
                FROM generate_series(1, 20000) i;
              ANALYZE webhook_idempotency.webhook_outbox;
-             SET plan_cache_mode = force_generic_plan;",
+             SET LOCAL plan_cache_mode = force_generic_plan;",
         )
         .await
         .unwrap();
@@ -499,18 +503,19 @@ mod ordering_tests {
             .into_iter()
             .find_map(|(name, sql)| (name == "lease").then_some(sql))
             .unwrap();
-        c.batch_execute(&format!(
+        tx.batch(&format!(
             "PREPARE lease(float8, int8, text, text, int4, text[], float8, float8, float8, bool) AS {lease}"
         ))
         .await
         .unwrap();
-        let plan: Vec<String> = c
+        let plan: Vec<String> = tx
             .query("EXPLAIN EXECUTE lease(30, 16, NULL, NULL, 200, ARRAY['notify'], 86400, 1, 3600, false)", &[])
             .await
             .unwrap()
             .iter()
             .map(|r| r.get(0))
             .collect();
+        tx.rollback().await.unwrap();
         let plan = plan.join("\n");
         // Each probe (one per subquery over due rows: those that run alone, the
         // others, and whether any that runs alone is due) goes through the

@@ -175,7 +175,7 @@ impl RequestKeys {
         // Rows that are not this key's (another client's named statement
         // behind a shared pooler) are not trusted.
         if row.try_get::<&str>(5) != Some(event.key()) {
-            self.db.switch_on("26000");
+            self.db.named_statement_ran_other_sql();
             return None;
         }
         let fingerprint: &[u8] = row.get(0);

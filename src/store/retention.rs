@@ -391,14 +391,15 @@ impl Retention {
 mod tests {
     use super::*;
     use crate::providers;
-    use deadpool_postgres::Pool;
+    use crate::store::driver::any::AnyPool;
+    use crate::store::StoreConfig;
 
     const DAY: u64 = 86_400;
 
-    /// A pool that never connects: building a retention makes no connection.
-    fn idle_pool() -> Pool {
-        let config: tokio_postgres::Config = "host=127.0.0.1 port=1 user=nobody".parse().unwrap();
-        Pool::builder(deadpool_postgres::Manager::new(config, tokio_postgres::NoTls)).build().unwrap()
+    /// A store whose pool never connects: building a retention makes no
+    /// connection.
+    fn idle_pool() -> StoreConfig {
+        StoreConfig::of_pool(AnyPool::unreachable())
     }
 
     #[test]

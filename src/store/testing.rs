@@ -1,36 +1,31 @@
 //! A migrated database of its own for one unit test, on the throwaway
 //! PostgreSQL server the unit tests share (`DATABASE_URL`'s server instead
-//! when set), for the store's internals the integration tests cannot reach.
+//! when set), for the store's internals the integration tests cannot reach;
+//! its pool is of the first compiled-in driver.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
+use super::driver::any::AnyPool;
+use super::StoreConfig;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use webhook_test_support::TempPostgres;
-
-static SERVER: OnceLock<TempPostgres> = OnceLock::new();
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// A fresh, migrated database and a pool of `max_size` on it.
-pub(crate) async fn fresh(max_size: usize) -> Pool {
-    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| {
-        SERVER.get_or_init(|| TempPostgres::start().expect("start a throwaway PostgreSQL")).url("postgres")
-    });
-    let admin: tokio_postgres::Config = url.parse().expect("a PostgreSQL URL");
-    let name = format!("u_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
-    let (client, conn) = admin.connect(tokio_postgres::NoTls).await.expect("connect to the admin database");
-    tokio::spawn(conn);
-    client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create the test database");
-    let mut config = admin;
-    config.dbname(&name);
-    let manager =
-        Manager::from_config(config, tokio_postgres::NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-    let pool = Pool::builder(manager).max_size(max_size).build().expect("pool config");
-    super::migrate(&pool).await.expect("migrate");
-    pool
+/// A fresh, migrated database and a store on it, with a pool of `max_size`.
+pub(crate) async fn fresh(max_size: usize) -> StoreConfig {
+    let store = StoreConfig::of_pool(AnyPool::fresh(max_size).await);
+    super::migrate(&store).await.expect("migrate");
+    store
 }
 
-/// One float from `sql` on `pool`.
-pub(crate) async fn scalar_f64(pool: &Pool, sql: &str) -> f64 {
-    pool.get().await.unwrap().query_one(sql, &[]).await.unwrap().get(0)
+/// One float from `sql` on `store`'s database.
+pub(crate) async fn scalar_f64(store: &StoreConfig, sql: &str) -> f64 {
+    let (db, _) = store.open().expect("a valid store");
+    db.query("test", sql, &[]).await.expect("the test's statement")[0].get(0)
+}
+
+/// Runs `sql` (one statement, `params`) on `store`'s database, outside any
+/// transaction.
+pub(crate) async fn execute(
+    store: &StoreConfig,
+    sql: &str,
+    params: &[super::driver::Param<'_>],
+) -> Vec<super::driver::Row> {
+    let (db, _) = store.open().expect("a valid store");
+    db.query("test", sql, params).await.expect("the test's statement")
 }

@@ -62,16 +62,14 @@ mod retry;
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::sync::Notify;
 
 pub(crate) use executor::{Guard, Stopped};
 pub use retry::RetryPolicy;
 
 use crate::error::{ConfigError, ConfigErrorKind};
+use crate::store::driver::any::AnyListener;
 use crate::store::driver::Db;
 use crate::store::queue::{Leased, QueueKind, TableQueue};
 use crate::store::StoreConfig;
@@ -122,9 +120,6 @@ pub(crate) trait Work: Clone + Send + 'static {
         guard: &Guard,
     ) -> impl Future<Output = Outcome> + Send;
 }
-
-/// The listener task: the notify to wake, the channel, the re-check interval.
-type ListenFn = Arc<dyn Fn(Arc<Notify>, String, Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 /// What a worker's [`provider`](WorkerBuilder::provider) filter is given: a
 /// [`Provider`](crate::Provider) (its name, as the layer stores it), or a
@@ -205,7 +200,8 @@ pub(crate) struct Settings {
     pub(crate) handler_timeout: Duration,
     pub(crate) shutdown_timeout: Duration,
     pub(crate) retry: RetryPolicy,
-    pub(crate) listen: Option<ListenFn>,
+    /// The store's `LISTEN` connection, when it has one.
+    pub(crate) listen: Option<AnyListener>,
     pub(crate) listen_check_interval: Duration,
     /// Only rows whose kind's filter column is one of these (the outbox:
     /// the effects this worker has functions for).
@@ -340,40 +336,10 @@ impl<W> WorkerBuilder<W> {
         pub fn retry(policy: RetryPolicy) => settings.retry = policy;
     }
 
-    /// Wakes the worker by `LISTEN` on a dedicated connection built from
-    /// `config` and `tls` (re-established after a loss, 1 s between tries),
-    /// instead of waiting for the next poll: the same `pg_notify` producers
-    /// send when they add rows.
-    ///
-    /// `config` must reach PostgreSQL itself, not a transaction-mode pooler
-    /// (PgBouncer, Supavisor, RDS Proxy), which takes `LISTEN` and drops the
-    /// notifications. At start and after each reconnect the listener sends
-    /// one to itself from a second session of `config`; when it has not
-    /// arrived within 5 s, a WARN names the fix and
-    /// `webhook_worker_listen_checks_total{outcome="missed"}` counts it (the
-    /// worker goes on polling; that connection is not checked again). Once a
-    /// check passed, the connection is checked again every
-    /// [`listen_check_interval`](Self::listen_check_interval): one that went
-    /// silent without closing (a NAT gateway or load balancer that dropped
-    /// the idle flow) misses it, is counted `missed` and logged at WARN too,
-    /// and is replaced.
-    pub fn listen<T>(mut self, config: tokio_postgres::Config, tls: T) -> Self
-    where
-        T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone + Send + Sync + 'static,
-        T::Stream: Send,
-        T::TlsConnect: Send,
-        <T::TlsConnect as tokio_postgres::tls::TlsConnect<tokio_postgres::Socket>>::Future: Send,
-    {
-        let listen: ListenFn = Arc::new(move |notify, channel, recheck| {
-            Box::pin(crate::store::driver::listen_loop(config.clone(), tls.clone(), notify, channel, recheck))
-        });
-        self.settings.listen = Some(listen);
-        self
-    }
-
     setters! {
-        /// How long after a passed check the [`listen`](Self::listen)
-        /// connection is checked again (default
+        /// How long after a passed check the store's `LISTEN` connection
+        /// (`StoreConfig::listen_connection`, with the `tokio-postgres`
+        /// feature) is checked again (default
         /// [`DEFAULT_LISTEN_CHECK_INTERVAL`], 60 s; at least 1 s): a
         /// notification sent from a second session must arrive within 5 s,
         /// else the connection went silent (a NAT gateway drops a flow idle
@@ -383,7 +349,7 @@ impl<W> WorkerBuilder<W> {
         /// of until TCP keepalive notices (2 hours by default). Each check's
         /// notification is also traffic on the listening flow, so an interval
         /// under the path's idle timeout keeps such a flow from being dropped.
-        /// Each check opens one short connection to `listen`'s server.
+        /// Each check opens one short connection to that server.
         pub fn listen_check_interval(interval: Duration) => settings.listen_check_interval = interval;
     }
 
@@ -423,7 +389,9 @@ impl<W> WorkerBuilder<W> {
         }
         let (db, schema) = self.store.open()?;
         let schema = schema.to_owned();
-        Ok(Worker { db, schema, work: self.work, settings: Arc::new(self.settings) })
+        let mut settings = self.settings;
+        settings.listen = self.store.listener().cloned();
+        Ok(Worker { db, schema, work: self.work, settings: Arc::new(settings) })
     }
 }
 

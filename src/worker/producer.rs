@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 
 use super::isolation::{Gate, Waiting};
 use super::{completer, executor, Settings, Work};
+use crate::store::driver::listen_loop;
 use crate::store::queue::{LeaseFilter, Leased, QueueKind, TableQueue};
 
 /// Items in hand, by a local id: what shutdown releases if they do not
@@ -41,7 +42,8 @@ pub(crate) async fn run<W: Work>(
     );
     let notify = Arc::new(Notify::new());
     let listener = settings.listen.as_ref().map(|listen| {
-        tokio::spawn(listen(Arc::clone(&notify), queue.channel().to_owned(), settings.listen_check_interval))
+        let (channel, recheck) = (queue.channel().to_owned(), settings.listen_check_interval);
+        tokio::spawn(listen_loop(listen.clone(), Arc::clone(&notify), channel, recheck))
     });
     let slots = Arc::new(Semaphore::new(settings.concurrency));
     let in_hand: InHand<<W::Kind as QueueKind>::Payload> = Arc::default();

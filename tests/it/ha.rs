@@ -319,12 +319,12 @@ async fn inbox_worker_across_a_switchover_and_a_killed_primary_processes_each_ev
     let db = database(&cluster).await;
     let app = crate::inbox::accepting_app(db.pool(16));
     let poll = Duration::from_secs(20);
-    let worker = InboxWorker::builder(db.pool(8), Router::new().route("/webhooks/stripe", post(apply_effect)))
+    let store = StoreConfig::new(db.pool(8)).listen_connection(db.config.clone(), tokio_postgres::NoTls);
+    let worker = InboxWorker::builder(store, Router::new().route("/webhooks/stripe", post(apply_effect)))
         .poll_interval(poll)
         .lease(Duration::from_secs(5))
         .concurrency(4)
         .retry(RetryPolicy::attempts(Duration::from_millis(50), Duration::from_millis(500), 50))
-        .listen(db.config.clone(), tokio_postgres::NoTls)
         .build()
         .unwrap();
     let (stop, task) = crate::inbox::spawn_worker(worker);
@@ -443,12 +443,12 @@ async fn outbox_worker_across_a_switchover_and_a_killed_primary_delivers_each_ef
         .layer(stripe_layer(db.pool(16)).build().unwrap()),
     );
     let remote = Remote::default();
-    let worker = OutboxWorker::builder(db.pool(8), remote.effects())
+    let store = StoreConfig::new(db.pool(8)).listen_connection(db.config.clone(), tokio_postgres::NoTls);
+    let worker = OutboxWorker::builder(store, remote.effects())
         .poll_interval(Duration::from_secs(1))
         .lease(Duration::from_secs(5))
         .concurrency(4)
         .retry(RetryPolicy::attempts(Duration::from_millis(50), Duration::from_millis(500), 50))
-        .listen(db.config.clone(), tokio_postgres::NoTls)
         .build()
         .unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

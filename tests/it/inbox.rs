@@ -293,11 +293,8 @@ async fn a_lost_notification_delays_an_event_by_at_most_one_poll_interval() {
     let db = TestDb::new().await;
     let app = accepting_app(db.pool.clone());
     let poll = Duration::from_millis(700);
-    let worker = InboxWorker::builder(db.pool(4), effect_router())
-        .poll_interval(poll)
-        .listen(db.config.clone(), tokio_postgres::NoTls)
-        .build()
-        .unwrap();
+    let store = StoreConfig::new(db.pool(4)).listen_connection(db.config.clone(), tokio_postgres::NoTls);
+    let worker = InboxWorker::builder(store, effect_router()).poll_interval(poll).build().unwrap();
     let (stop, task) = spawn_worker(worker);
     let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'";
     assert!(eventually(Duration::from_secs(10), || async { db.scalar(listening).await == 1 }).await);

@@ -615,11 +615,13 @@ async fn an_inbox_worker_s_handler_enqueues_in_its_transaction_and_the_commit_wa
     // Polling every minute: only the notification sent with the inbox
     // handler's commit wakes it in time.
     let outbox = spawn(
-        OutboxWorker::builder(db.pool(4), delivering(&remote))
-            .poll_interval(Duration::from_secs(60))
-            .listen(db.config.clone(), tokio_postgres::NoTls)
-            .build()
-            .unwrap(),
+        OutboxWorker::builder(
+            StoreConfig::new(db.pool(4)).listen_connection(db.config.clone(), tokio_postgres::NoTls),
+            delivering(&remote),
+        )
+        .poll_interval(Duration::from_secs(60))
+        .build()
+        .unwrap(),
     );
     assert!(
         eventually(Duration::from_secs(20), || async { state_of(&db, "evt_inbox").await.as_deref() == Some("done") })

@@ -73,7 +73,7 @@ async fn migrate_errors_carry_kind_sqlstate_and_endpoint_but_no_password() {
         ),
     ];
     for (name, config, kind, sqlstates) in cases {
-        let err = store::migrate(&pool(config, 1)).await.expect_err(name);
+        let err = store::migrate(&StoreConfig::new(pool(config, 1))).await.expect_err(name);
         assert_eq!(err.kind(), kind, "{name}: {err}");
         match err.sqlstate() {
             Some(code) => assert!(sqlstates.contains(&code), "{name}: sqlstate {code}"),
@@ -106,15 +106,16 @@ async fn check_schema_says_whether_the_schema_is_migrated() {
     // The shipped SQL run by hand, as a migration tool would.
     let by_hand = MIGRATIONS.iter().map(|(_, sql)| sql.replace(store::DEFAULT_SCHEMA, "by_hand")).collect::<String>();
     client.batch_execute(&by_hand).await.unwrap();
-    store::migrate_schema(&pool, "migrated").await.unwrap();
-    let config = StoreConfig::new(pool.clone()).schema("by_config");
-    assert_eq!(config.check().await.map_err(|e| e.kind()), Err(StoreErrorKind::NotMigrated), "before config.migrate");
-    config.migrate().await.unwrap();
+    let in_schema = |schema: &str| StoreConfig::new(pool.clone()).schema(schema);
+    store::migrate(&in_schema("migrated")).await.unwrap();
+    let config = in_schema("checked_first");
+    assert_eq!(store::check_schema(&config).await.map_err(|e| e.kind()), Err(StoreErrorKind::NotMigrated), "before");
+    store::migrate(&config).await.unwrap();
 
     let cases: &[(&str, &str, Option<StoreErrorKind>)] = &[
-        ("migrated with migrate_schema", "migrated", None),
+        ("migrated with migrate", "migrated", None),
         ("migrated by running the SQL files", "by_hand", None),
-        ("migrated with StoreConfig::migrate", "by_config", None),
+        ("checked, then migrated", "checked_first", None),
         ("schema does not exist", "absent", Some(StoreErrorKind::NotMigrated)),
         ("schema without tables", "bare", Some(StoreErrorKind::NotMigrated)),
         ("version table records nothing", "unrecorded", Some(StoreErrorKind::NotMigrated)),
@@ -122,7 +123,7 @@ async fn check_schema_says_whether_the_schema_is_migrated() {
         ("invalid name", "a;b", Some(StoreErrorKind::InvalidSchemaName)),
     ];
     for (name, schema, want) in cases {
-        let got = store::check_schema(&pool, schema).await.map_err(|e| e.kind());
+        let got = store::check_schema(&in_schema(schema)).await.map_err(|e| e.kind());
         assert_eq!(got, want.map_or(Ok(()), Err), "{name}");
     }
 }
@@ -187,9 +188,33 @@ async fn layer_on_an_unmigrated_schema_answers_503_and_says_to_migrate_once() {
         assert_eq!(fields.get("schema").map(String::as_str), Some(schema), "{name}");
         assert_eq!(fields.get("sqlstate").map(String::as_str), Some(sqlstate), "{name}");
         let message = fields.get("message").map(String::as_str).unwrap_or("");
-        assert!(message.contains(&format!("migrate_schema(&pool, \"{schema}\")")), "{name}: {message}");
+        assert!(message.contains(&format!("StoreConfig::schema(\"{schema}\")")), "{name}: {message}");
     }
     assert_eq!(db.events().await, 0);
+}
+
+/// `migrate` and `check_schema` take the store configuration and run by its
+/// rules: with the pool's only connection held elsewhere, each fails with
+/// `PoolTimeout` after the store's pool timeout (200 ms here). Before, the
+/// migrations took the bare pool (`StoreConfig::migrate` and `check` too)
+/// and waited a fixed 5 s whatever the store said.
+#[tokio::test]
+async fn migrate_and_check_schema_follow_the_store_configuration() {
+    let db = TestDb::new().await;
+    let pool = db.pool(1);
+    let held = pool.get().await.unwrap();
+    let store = StoreConfig::new(pool.clone()).pool_timeout(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    let migrated = store::migrate(&store).await.map_err(|e| e.kind());
+    let migrate_took = started.elapsed();
+    let started = std::time::Instant::now();
+    let checked = store::check_schema(&store).await.map_err(|e| e.kind());
+    let check_took = started.elapsed();
+    assert_eq!((migrated, checked), (Err(StoreErrorKind::PoolTimeout), Err(StoreErrorKind::PoolTimeout)));
+    assert!(migrate_took < Duration::from_secs(2), "migrate waited {migrate_took:?}, not the store's 200 ms");
+    assert!(check_took < Duration::from_secs(2), "check_schema waited {check_took:?}, not the store's 200 ms");
+    drop(held);
+    store::check_schema(&store).await.expect("migrated by TestDb, the connection free again");
 }
 
 #[tokio::test]
@@ -197,8 +222,8 @@ async fn migrate_is_safe_twice_and_concurrently() {
     let db = TestDb::new().await; // already migrated once
     let runs: Vec<_> = (0..4)
         .map(|_| {
-            let pool = db.pool.clone();
-            tokio::spawn(async move { webhook_idempotency::migrate(&pool).await })
+            let store = StoreConfig::new(db.pool.clone());
+            tokio::spawn(async move { webhook_idempotency::migrate(&store).await })
         })
         .collect();
     for r in runs {
@@ -219,7 +244,8 @@ async fn migrate_into_public_ignores_another_tools_schema_migrations() {
     )
     .await
     .unwrap();
-    webhook_idempotency::migrate_schema(&db.pool, "public").await.expect("migrate into public");
+    let public = StoreConfig::new(db.pool.clone()).schema("public");
+    webhook_idempotency::migrate(&public).await.expect("migrate into public");
     let n: i64 = c.query_one("SELECT count(*) FROM public.webhook_events", &[]).await.unwrap().get(0);
     assert_eq!(n, 0, "the table exists");
     let theirs: i64 = c.query_one("SELECT count(*) FROM public.schema_migrations", &[]).await.unwrap().get(0);
@@ -306,7 +332,7 @@ async fn migration_10_sets_the_toast_target_in_place_and_pending_rows_run_after_
     assert!(!target("webhook_events").await.contains("toast_tuple_target"), "not set at version 9");
     let bodies = "SELECT string_agg(md5(payload), ',' ORDER BY event_key) FROM webhook_idempotency.webhook_events";
     let before: String = client.query_one(bodies, &[]).await.unwrap().get(0);
-    store::migrate(&pool).await.unwrap();
+    store::migrate(&StoreConfig::new(pool.clone())).await.unwrap();
     for table in ["webhook_events", "webhook_outbox"] {
         assert!(target(table).await.split(',').any(|o| o == "toast_tuple_target=512"), "{table}");
         let storage: String = client

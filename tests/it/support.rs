@@ -67,7 +67,7 @@ impl TestDb {
         let mut config = admin.clone();
         config.dbname(&name);
         let pool = pool(config.clone(), 64);
-        webhook_idempotency::migrate(&pool).await.expect("migrate");
+        webhook_idempotency::migrate(&StoreConfig::new(pool.clone())).await.expect("migrate");
         pool.get().await.unwrap().batch_execute(EFFECTS_TABLE).await.unwrap();
         Self { name, config, pool }
     }

@@ -19,8 +19,8 @@ pub(crate) struct Cli {
     /// Never printed.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, global = true, value_name = "URL")]
     pub(crate) database_url: Option<String>,
-    /// The schema holding the tables (the one given to `migrate_schema` or
-    /// `StoreConfig::schema`).
+    /// The schema holding the tables (the one given to `StoreConfig::schema`
+    /// for `migrate`).
     #[arg(long, env = "WEBHOOK_SCHEMA", default_value = DEFAULT_SCHEMA, global = true)]
     pub(crate) schema: String,
     /// Print JSON instead of tables.

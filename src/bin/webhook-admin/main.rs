@@ -63,7 +63,7 @@ use clap::error::ErrorKind;
 use clap::Parser;
 use comfy_table::{presets, Table};
 use serde_json::{json, Value};
-use webhook_idempotency::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use webhook_idempotency::postgres::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use webhook_idempotency::store::admin::{Admin, EventDetail, EventRow, Filter};
 use webhook_idempotency::store::{check_schema, StoreConfig, SCHEMA_VERSION};
 use webhook_idempotency::{StoreError, StoreErrorKind};
@@ -75,8 +75,8 @@ mod outbox;
 mod render;
 use cli::*;
 use render::*;
-use webhook_idempotency::tokio_postgres::config::{Host, SslMode};
-use webhook_idempotency::tokio_postgres::{Config, NoTls};
+use webhook_idempotency::postgres::tokio_postgres::config::{Host, SslMode};
+use webhook_idempotency::postgres::tokio_postgres::{Config, NoTls};
 
 /// Inspect and repair the webhook events table (requeue, replay, purge),
 /// with every action audited.
@@ -168,14 +168,14 @@ fn schema_failure(e: &StoreError, schema: &str, target: &str) -> Fail {
             format!(
                 "schema {schema} on {target} is not migrated ({e}).\nIf your tables live under another schema, \
                  pass --schema <name> (or WEBHOOK_SCHEMA); otherwise run the migrations first \
-                 (webhook_idempotency::migrate_schema, or the SQL files under sql/), then webhook-admin again."
+                 (webhook_idempotency::migrate with this schema, or the SQL files under sql/), then webhook-admin again."
             ),
         ),
         StoreErrorKind::Outdated => (
             "outdated",
             format!(
                 "schema {schema} on {target} is older than webhook-admin needs (version {SCHEMA_VERSION}) ({e}).\n\
-                 Run the migrations first (webhook_idempotency::migrate_schema, or the SQL files under sql/), then \
+                 Run the migrations first (webhook_idempotency::migrate with this schema, or the SQL files under sql/), then \
                  webhook-admin again."
             ),
         ),
@@ -518,8 +518,9 @@ async fn audit(admin: &Admin, limit: u32, as_json: bool) -> Result<Report, Fail>
 async fn run(cli: Cli) -> Result<Report, Fail> {
     let (pool, target) = connect(cli.database_url.as_deref())?;
     let schema = cli.schema.as_str();
-    check_schema(&pool, schema).await.map_err(|e| schema_failure(&e, schema, &target))?;
-    let admin = Admin::new(StoreConfig::new(pool).schema(schema)).map_err(|e| Fail::usage(format!("--schema: {e}")))?;
+    let store = StoreConfig::new(pool).schema(schema);
+    check_schema(&store).await.map_err(|e| schema_failure(&e, schema, &target))?;
+    let admin = Admin::new(store).map_err(|e| Fail::usage(format!("--schema: {e}")))?;
     let as_json = cli.json;
     match cli.command {
         Command::Stats => stats(&admin, as_json).await,

@@ -5,24 +5,33 @@
 //! There is no flag to keep in step with the server: [`Conn::begin`] turns a
 //! `Conn` into a `TxConn` before `BEGIN` is sent, and only a confirmed
 //! `COMMIT` or `ROLLBACK` gives the connection back. Every other way out
-//! drops the value, which detaches the connection from the pool, cancels its
-//! running statement and closes it, so PostgreSQL rolls the transaction back.
-//! deadpool recycles at checkout, and none of its recycling methods notices
-//! an open transaction. A `Conn` is discarded the same way when dropped
-//! without [`Conn::release`], or after a step failed in a way that leaves
-//! the session unusable (a timeout, a broken connection, a read-only server).
+//! drops the value, which discards the connection (the seam's
+//! [`Connection::discard`]: detached from the pool, its running statement
+//! cancelled, closed), so PostgreSQL rolls the transaction back. A pool
+//! that recycles at checkout (deadpool does) does not notice an open
+//! transaction. A `Conn` is discarded the same way when dropped without
+//! [`Conn::release`], or after a step failed in a way that leaves the
+//! session unusable (a timeout, a broken connection, a read-only server).
+//!
+//! Also here, the steps that take a connection from the pool and give it
+//! back: [`Db::connect`], [`Db::query`], [`Db::query_commit`],
+//! [`Db::transact`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
-use deadpool_postgres::Object;
-
-use super::tx_conn::Finish;
-use super::wire::{close_uncancelled, discard, prepare_on, query_on};
-use super::{bounded, checked_out, Db, DbError, Param, Row, TxConn};
+use super::any::AnyConn;
+use super::db::{bounded, Db};
+use super::error::DbError;
+use super::param::Param;
+use super::row::{rows, Row};
+use super::seam::{AcquireError, Connection, Pool, Step};
+use super::tx_conn::{close_uncancelled, discard, prepare_on, Finish, TxConn};
+use crate::error::{StoreError, StoreErrorKind};
 
 /// A pooled connection outside any transaction.
 pub(crate) struct Conn {
-    obj: Option<Object>,
+    conn: Option<AnyConn>,
     db: Db,
     /// A step failed so that the session may not be reused: released means
     /// discarded.
@@ -33,18 +42,105 @@ pub(crate) struct Conn {
     committing: AtomicBool,
 }
 
+impl Db {
+    /// A pooled connection, within the pool timeout.
+    ///
+    /// # Errors
+    /// [`StoreErrorKind::PoolTimeout`] past the pool timeout,
+    /// [`StoreErrorKind::Unavailable`] (or `Authentication`,
+    /// `DatabaseMissing`) when no connection could be made.
+    pub(crate) async fn connect(&self, step: &str) -> Result<Conn, StoreError> {
+        let started = Instant::now();
+        let got = tokio::time::timeout(self.pool_timeout(), self.pool().acquire()).await;
+        crate::metrics::pool_wait(started.elapsed());
+        match got {
+            Ok(Ok(conn)) => Ok(Conn::new(conn, self.clone())),
+            Ok(Err(AcquireError::Connect(e))) => Err(self.error(&e, step)),
+            Ok(Err(AcquireError::Pool(cause))) => {
+                let e = StoreError::new(StoreErrorKind::Unavailable, step, "no database connection")
+                    .with_cause(cause)
+                    .with_endpoint(self.endpoint());
+                tracing::error!(error = %e, "no database connection");
+                Err(e)
+            }
+            Err(_) => Err(StoreError::new(
+                StoreErrorKind::PoolTimeout,
+                step,
+                format!("timed out: no database connection within the pool timeout ({:?})", self.pool_timeout()),
+            )
+            .with_endpoint(self.endpoint())),
+        }
+    }
+
+    /// One autocommit statement on a pooled connection, within the deadline.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect), and the statement's failure.
+    pub(crate) async fn query(&self, step: &str, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, StoreError> {
+        let conn = self.connect(step).await?;
+        let rows = conn.query(sql, params).await;
+        conn.release(); // or discarded, after a step that left the session unusable
+        rows.map_err(|e| self.error(&e, step))
+    }
+
+    /// [`query`](Self::query) for an autocommit statement that writes, whose
+    /// outcome the caller answers from (an inbox accept): past the deadline
+    /// its connection is closed without a cancel request
+    /// ([`Conn::query_commit`]).
+    ///
+    /// # Errors
+    /// As [`query`](Self::query); after a timeout the statement may still
+    /// commit.
+    pub(crate) async fn query_commit(
+        &self,
+        step: &str,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Row>, StoreError> {
+        let conn = self.connect(step).await?;
+        let rows = conn.query_commit(sql, params).await;
+        conn.release();
+        rows.map_err(|e| self.error(&e, step))
+    }
+
+    /// `begin`, one statement and `COMMIT` in one flight on a pooled
+    /// connection, within the deadline. A named statement failing as behind
+    /// a transaction-mode pooler (26000, 42P05) switches the pool to unnamed
+    /// statements and the transaction runs once more from the start, on a
+    /// fresh checkout (the failed one committed nothing).
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect), and the statement's or the commit's
+    /// failure (nothing committed, or the outcome unknown when COMMIT itself
+    /// went unanswered).
+    pub(crate) async fn transact(
+        &self,
+        step: &str,
+        begin: &str,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Row>, StoreError> {
+        let named = !self.transaction_pooler();
+        let conn = self.connect(step).await?;
+        match conn.transact(begin, sql, params).await {
+            // The statement failed at Parse or Bind: nothing ran, the COMMIT
+            // was answered as a ROLLBACK (or never sent). Once more, unnamed.
+            Err(e) if self.named_statement_failed(&e, named) => {
+                let conn = self.connect(step).await?;
+                conn.transact(begin, sql, params).await.map_err(|e| self.error(&e, step))
+            }
+            result => result.map_err(|e| self.error(&e, step)),
+        }
+    }
+}
+
 impl Conn {
-    pub(super) fn new(obj: Object, db: Db) -> Self {
-        Self { obj: Some(obj), db, poisoned: AtomicBool::new(false), committing: AtomicBool::new(false) }
+    pub(super) fn new(conn: AnyConn, db: Db) -> Self {
+        Self { conn: Some(conn), db, poisoned: AtomicBool::new(false), committing: AtomicBool::new(false) }
     }
 
-    fn client(&self) -> &Object {
-        self.obj.as_ref().expect("a Conn holds its connection until released or dropped")
-    }
-
-    /// When the connection was checked out of the pool.
-    fn checked_out(&self) -> std::time::Instant {
-        checked_out(self.client())
+    fn conn(&self) -> &AnyConn {
+        self.conn.as_ref().expect("a Conn holds its connection until released or dropped")
     }
 
     /// Notes a failed step: a timeout or a session that cannot serve means
@@ -76,10 +172,10 @@ impl Conn {
     /// [`query`](Self::query) for an autocommit statement that writes: its
     /// implicit `COMMIT` may be waiting for a synchronous standby when the
     /// deadline passes, and PostgreSQL turns a cancelled wait into a commit
-    /// on the primary alone (see [`discard`]). So a statement that did not
-    /// answer in time (or whose future was dropped) has its connection
-    /// closed without a cancel request, as an unanswered `COMMIT`'s is: it
-    /// ends on its own, committed or not.
+    /// on the primary alone. So a statement that did not answer in time (or
+    /// whose future was dropped) has its connection closed without a cancel
+    /// request ([`Connection::close_uncancelled`]), as an unanswered
+    /// `COMMIT`'s is: it ends on its own, committed or not.
     pub(crate) async fn query_commit(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, DbError> {
         self.committing.store(true, Ordering::Relaxed);
         let result = self.query(sql, params).await;
@@ -89,10 +185,12 @@ impl Conn {
         result
     }
 
-    async fn query_once(&self, sql: &str, params: &[Param<'_>], cache: bool) -> Result<Vec<Row>, DbError> {
-        let result = bounded(&self.db, self.checked_out(), async {
-            let prepared = prepare_on(self.client(), sql, cache).await?;
-            query_on(self.client(), prepared.as_ref(), sql, params).await
+    async fn query_once(&self, sql: &str, params: &[Param<'_>], named: bool) -> Result<Vec<Row>, DbError> {
+        let conn = self.conn();
+        let result = bounded(&self.db, conn.checked_out(), async {
+            let prepared = prepare_on(conn, sql, named).await?;
+            let step = [Step::Query { sql, params, prepared: prepared.as_ref() }];
+            rows(conn.flight(&step).await.pop())
         })
         .await;
         self.settle(result)
@@ -172,32 +270,27 @@ impl Conn {
         sql: &str,
         params: &[Param<'_>],
         then: Option<(&str, &[Param<'_>])>,
-        cache: bool,
+        named: bool,
     ) -> Result<(TxConn, Vec<Row>, Vec<Row>), (DbError, Option<TxConn>)> {
-        let obj = self.obj.take().expect("a Conn holds its connection until released or dropped");
+        let conn = self.conn.take().expect("a Conn holds its connection until released or dropped");
         // From here on the connection is never pooled unless an end is confirmed.
-        let tx = TxConn::opening(obj, self.db.clone());
-        let opened = bounded(&self.db, tx.checked_out(), async {
-            let client = tx.client();
-            let prepared = prepare_on(client, sql, cache).await?;
+        let tx = TxConn::opening(conn, self.db.clone());
+        let opened = bounded(&self.db, tx.connection().checked_out(), async {
+            let conn = tx.connection();
+            let prepared = prepare_on(conn, sql, named).await?;
             let then_prepared = match then {
-                Some((then_sql, _)) => prepare_on(client, then_sql, cache).await?,
+                Some((then_sql, _)) => prepare_on(conn, then_sql, named).await?,
                 None => None,
             };
-            let (begun, rows, then_rows) = tokio::join!(
-                async { client.batch_execute(begin).await.map_err(DbError::pg) },
-                query_on(client, prepared.as_ref(), sql, params),
-                async {
-                    match then {
-                        Some((then_sql, then_params)) => {
-                            query_on(client, then_prepared.as_ref(), then_sql, then_params).await
-                        }
-                        None => Ok(Vec::new()),
-                    }
-                },
-            );
-            let rows = begun.and(rows)?;
-            Ok((rows, then_rows?))
+            let mut steps = vec![Step::Batch(begin), Step::Query { sql, params, prepared: prepared.as_ref() }];
+            if let Some((then_sql, then_params)) = then {
+                steps.push(Step::Query { sql: then_sql, params: then_params, prepared: then_prepared.as_ref() });
+            }
+            let mut answers = conn.flight(&steps).await.into_iter();
+            let begun = rows(answers.next());
+            let claimed = begun.and(rows(answers.next()))?;
+            let then_rows = if then.is_some() { rows(answers.next())? } else { Vec::new() };
+            Ok((claimed, then_rows))
         })
         .await;
         match opened {
@@ -213,11 +306,11 @@ impl Conn {
     /// The statement's failure (nothing committed) or the commit's (the
     /// outcome is unknown; the connection is closed).
     pub(crate) async fn transact(mut self, begin: &str, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, DbError> {
-        let obj = self.obj.take().expect("a Conn holds its connection until released or dropped");
-        let tx = TxConn::opening(obj, self.db.clone());
-        let cache = !self.db.transaction_pooler();
-        bounded(&self.db, tx.checked_out(), async {
-            let prepared = prepare_on(tx.client(), sql, cache).await?;
+        let conn = self.conn.take().expect("a Conn holds its connection until released or dropped");
+        let mut tx = TxConn::opening(conn, self.db.clone());
+        let named = !self.db.transaction_pooler();
+        bounded(&self.db, tx.connection().checked_out(), async {
+            let prepared = prepare_on(tx.connection(), sql, named).await?;
             tx.finish(Some(begin), prepared.as_ref(), sql, params, "COMMIT", None).await.map_err(Finish::into_error)
         })
         .await
@@ -227,18 +320,20 @@ impl Conn {
     /// that left the session unusable.
     pub(crate) fn release(mut self) {
         if !self.poisoned.load(Ordering::Relaxed) {
-            drop(self.obj.take());
+            if let Some(conn) = self.conn.take() {
+                conn.release();
+            }
         }
     }
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        if let Some(obj) = self.obj.take() {
+        if let Some(conn) = self.conn.take() {
             if self.committing.load(Ordering::Relaxed) {
-                close_uncancelled(obj);
+                close_uncancelled(conn);
             } else {
-                discard(obj, &self.db, "closing a connection whose step did not finish");
+                discard(conn, "closing a connection whose step did not finish");
             }
         }
     }
@@ -248,181 +343,9 @@ impl TxConn {
     /// `ROLLBACK`, within the deadline, keeping the connection (outside any
     /// transaction once confirmed) for another step. `Err`: closed.
     async fn rollback_to_conn(mut self) -> Result<Conn, DbError> {
-        let db = self.db.clone();
-        bounded(&db, self.checked_out(), async { self.client().batch_execute("ROLLBACK").await.map_err(DbError::pg) })
-            .await?;
-        let obj = self.obj.take().expect("TxConn holds its connection until released or dropped");
-        Ok(Conn::new(obj, db))
-    }
-}
-
-impl From<tokio_postgres::Error> for DbError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        Self::pg(e)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::super::{code, Fenced};
-    use super::*;
-    use crate::store::testing;
-
-    async fn pid(pool: &deadpool_postgres::Pool) -> i32 {
-        pool.get().await.unwrap().query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0)
-    }
-
-    fn db(pool: &deadpool_postgres::Pool) -> Db {
-        Db::new(pool.clone(), Duration::from_secs(5), Duration::from_secs(5), false, None)
-    }
-
-    /// A session that refused a handler's write with 25006 (read-only after
-    /// a failover) is closed after its rollback, not pooled for the next run.
-    #[tokio::test]
-    async fn a_session_that_refused_a_write_is_not_pooled_again() {
-        let pool = testing::fresh(1).await;
-        let before = pid(&pool).await;
-        // This session now starts read-only transactions, as a demoted primary's do.
-        pool.get().await.unwrap().batch_execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY").await.unwrap();
-        let (tx, _) = db(&pool).connect("test").await.unwrap().begin("BEGIN", "SELECT 1", &[]).await.unwrap();
-        let refused = tx.client().execute("CREATE TABLE t (x int)", &[]).await;
-        assert_eq!(
-            refused.as_ref().err().and_then(|e| e.code()).map(|c| c.code()),
-            Some(code::READ_ONLY_SQL_TRANSACTION)
-        );
-        tx.note(&refused);
-        tx.rollback().await.unwrap();
-        assert_ne!(pid(&pool).await, before, "a new session");
-    }
-
-    /// A COMMIT the server refuses with an ordinary error (a deferred unique
-    /// constraint, 23505) has a known outcome, rolled back, and the session
-    /// goes back to the pool.
-    #[tokio::test]
-    async fn a_commit_refused_by_a_deferred_constraint_is_rolled_back_and_the_session_pooled() {
-        let pool = testing::fresh(1).await;
-        pool.get()
-            .await
-            .unwrap()
-            .batch_execute("CREATE TABLE d (k text, CONSTRAINT du UNIQUE (k) DEFERRABLE INITIALLY DEFERRED)")
-            .await
-            .unwrap();
-        let before = pid(&pool).await;
-        let (tx, _) = db(&pool)
-            .connect("test")
-            .await
-            .unwrap()
-            .begin("BEGIN", "INSERT INTO d VALUES ('x'), ('x')", &[])
-            .await
-            .unwrap();
-        match tx.commit_fenced("SELECT 1", &[]).await {
-            Err(Fenced::Aborted(e)) => assert_eq!(e.code(), Some("23505")),
-            Err(Fenced::Unknown(e)) => panic!("reported unknown: {e:?}"),
-            other => panic!("{:?}", other.is_ok()),
-        }
-        assert_eq!(pid(&pool).await, before, "the same session, pooled");
-        let rows: i64 = pool.get().await.unwrap().query_one("SELECT count(*) FROM d", &[]).await.unwrap().get(0);
-        assert_eq!(rows, 0, "nothing committed");
-    }
-
-    /// A step that times out closes, besides its own connection, the idle
-    /// ones nobody checked out since it was (each would cost a delivery a
-    /// whole timeout after a silent network death); one checked out and
-    /// returned after it stays.
-    #[tokio::test]
-    async fn a_timed_out_step_closes_the_idle_connections_not_checked_out_since() {
-        let pool = testing::fresh(4).await;
-        let warm: Vec<_> = futures_util::future::join_all((0..4).map(|_| pool.get())).await;
-        drop(warm.into_iter().map(Result::unwrap).collect::<Vec<_>>());
-        assert_eq!(pool.status().size, 4);
-        let quick = Db::new(pool.clone(), Duration::from_secs(5), Duration::from_millis(200), false, None);
-        let stuck = quick.connect("test").await.unwrap();
-        let since = pool.get().await.unwrap(); // checked out after `stuck`: in use since
-        let kept: i32 = since.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
-        drop(since);
-        assert!(stuck.query("SELECT pg_sleep(5)", &[]).await.err().is_some_and(|e| e.timed_out()));
-        stuck.release();
-        assert_eq!(pool.status().size, 1, "the two idle since before the step closed, the stuck one discarded");
-        assert_eq!(pid(&pool).await, kept, "the connection used since is kept");
-    }
-
-    /// The state behind a transaction-mode pooler, on a direct server:
-    /// `DEALLOCATE ALL` drops the session's statements behind the statement
-    /// cache's back (26000 next), a `PREPARE` of the next names takes them
-    /// (42P05 next). Each switches the pool to unnamed statements and the
-    /// step runs again: an autocommit step, a transaction's first statement
-    /// (after a rollback, from `BEGIN`), a one-flight transaction; a 26000
-    /// inside an open transaction is noted as retryable instead.
-    #[tokio::test]
-    async fn a_named_statement_failing_as_behind_a_pooler_switches_the_pool_and_the_step_runs_again() {
-        const SQL: &str = "SELECT $1::text";
-        let text = [Param::Text("x")];
-        let pool = testing::fresh(1).await;
-        let autocommit = db(&pool);
-        assert_eq!(autocommit.query("test", SQL, &text).await.unwrap().len(), 1, "prepared and cached");
-        pool.get().await.unwrap().batch_execute("DEALLOCATE ALL").await.unwrap();
-        let rows = autocommit.query("test", SQL, &text).await.expect("run again, unnamed");
-        assert_eq!(rows[0].get::<String>(0), "x");
-        assert!(autocommit.transaction_pooler(), "switched");
-        assert!(db(&pool).transaction_pooler(), "for every Db over the pool");
-        assert!(!db(&testing::fresh(1).await).transaction_pooler(), "not for another pool");
-
-        // The claim's shape: BEGIN and a cached statement in one flight.
-        let pool = testing::fresh(1).await;
-        let (tx, _) = db(&pool).connect("test").await.unwrap().begin("BEGIN", SQL, &text).await.unwrap();
-        tx.commit().await.unwrap();
-        pool.get().await.unwrap().batch_execute("DEALLOCATE ALL").await.unwrap();
-        let (tx, rows) =
-            db(&pool).connect("test").await.unwrap().begin("BEGIN", SQL, &text).await.expect("from BEGIN again");
-        assert_eq!(rows[0].get::<String>(0), "x");
-        assert_eq!(tx.query("SELECT 1", &[]).await.unwrap().len(), 1, "the new transaction is not aborted");
-        tx.commit().await.unwrap();
-        assert!(db(&pool).transaction_pooler());
-
-        // 42P05: the names the next statements get are taken on the session.
-        let pool = testing::fresh(1).await;
-        {
-            let client = pool.get().await.unwrap();
-            // The newest name tokio-postgres (a process-wide counter) gave out.
-            let _newest = client.prepare("SELECT 1").await.unwrap();
-            let newest = "SELECT max(substr(name, 2)::bigint) FROM pg_prepared_statements WHERE name ~ '^s[0-9]+$'";
-            let next: i64 = client.query_one(newest, &[]).await.unwrap().get(0);
-            let taken: String = (next + 1..next + 5001).map(|n| format!("PREPARE s{n} AS SELECT 1;")).collect();
-            client.batch_execute(&taken).await.unwrap();
-        }
-        let rows = db(&pool).transact("test", "BEGIN", SQL, &text).await.expect("run again, unnamed");
-        assert_eq!(rows[0].get::<String>(0), "x");
-        assert!(db(&pool).transaction_pooler());
-
-        // Inside an open transaction: not re-run, noted retryable.
-        let pool = testing::fresh(1).await;
-        let (tx, _) = db(&pool).connect("test").await.unwrap().begin("BEGIN", SQL, &text).await.unwrap();
-        tx.batch("DEALLOCATE ALL").await.unwrap();
-        let e = tx.query(SQL, &text).await.err().expect("the cached statement is gone");
-        assert_eq!(e.code(), Some(code::INVALID_SQL_STATEMENT_NAME));
-        tx.note_error(&e);
-        assert_eq!(tx.retryable(), Some(code::INVALID_SQL_STATEMENT_NAME), "answered 503");
-        assert!(db(&pool).transaction_pooler());
-        tx.rollback().await.unwrap();
-    }
-
-    /// An ordinary error on an autocommit step (55P03 behind a migration's
-    /// lock) leaves the session pooled; a timed-out step's is closed.
-    #[tokio::test]
-    async fn an_ordinary_step_error_pools_the_session_and_a_timeout_closes_it() {
-        let pool = testing::fresh(2).await;
-        let before = pid(&pool).await;
-        let conn = db(&pool).connect("test").await.unwrap();
-        let failed = conn.query("SET lock_timeout = 1; SELECT 1", &[]).await;
-        assert!(failed.is_err(), "two statements in one prepared query");
-        conn.release();
-        assert_eq!(pid(&pool).await, before, "pooled after an ordinary error");
-        let quick = Db::new(pool.clone(), Duration::from_secs(5), Duration::from_millis(100), false, None);
-        let conn = quick.connect("test").await.unwrap();
-        assert!(conn.query("SELECT pg_sleep(5)", &[]).await.err().is_some_and(|e| e.timed_out()));
-        conn.release();
-        assert_ne!(pid(&pool).await, before, "closed after a timeout");
+        let db = self.db().clone();
+        let conn = self.connection();
+        bounded(&db, conn.checked_out(), async { rows(conn.flight(&[Step::Batch("ROLLBACK")]).await.pop()) }).await?;
+        Ok(Conn::new(self.take_connection(), db))
     }
 }

@@ -1,26 +1,68 @@
-//! The driver's error: the server's, the connection's, or a step past its
-//! deadline.
+//! [`DbError`], the seam's error whatever the driver: the server's answer
+//! (its SQLSTATE, severity, message, detail and hint), a broken or refused
+//! connection (its causes as text), or a step past its deadline. Each
+//! driver maps its own errors to it once, where they arise
+//! ([`seam`](super::seam)), so nothing above the seam reads a driver's
+//! error type.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::code;
-use crate::error::{server_error, Cause, Chain, StoreError, StoreErrorKind};
+use crate::error::{Cause, StoreError, StoreErrorKind};
 
 /// A driver error: the server's, the connection's, or a step past its
 /// deadline.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct DbError {
     kind: DbErrorKind,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum DbErrorKind {
-    Pg(tokio_postgres::Error),
+    /// The server answered with an error.
+    Server(Box<ServerError>),
+    /// No answer from the server: the connection could not be made, broke,
+    /// or closed (the causes, as text: `Connection refused (os error 111)`).
+    Connection(Option<Arc<Cause>>),
     /// The step did not finish within the deadline: its connection is
     /// discarded.
     Timeout,
+}
+
+/// An error the server reported (PostgreSQL's `ErrorResponse`: protocol
+/// docs, "Error and Notice Message Fields").
+#[derive(Debug, Clone)]
+pub(crate) struct ServerError {
+    /// `ERROR`, `FATAL`, `PANIC`.
+    pub(crate) severity: String,
+    /// The primary message (never quotes row values).
+    pub(crate) message: String,
+    /// The five-character SQLSTATE.
+    pub(crate) code: String,
+    /// The detail, which may quote row values: shown only for statements
+    /// that carry no event data.
+    pub(crate) detail: Option<String>,
+    /// The hint.
+    pub(crate) hint: Option<String>,
+}
+
+impl ServerError {
+    /// As the crate shows it: `ERROR: <message> (SQLSTATE <code>)`;
+    /// `verbose` adds the detail and hint (migrations, schema checks).
+    pub(crate) fn text(&self, verbose: bool) -> String {
+        let mut text = format!("{}: {} (SQLSTATE {})", self.severity, self.message, self.code);
+        if verbose {
+            if let Some(d) = &self.detail {
+                text.push_str(&format!(" (detail: {d})"));
+            }
+            if let Some(h) = &self.hint {
+                text.push_str(&format!(" (hint: {h})"));
+            }
+        }
+        text.replace('\n', " ")
+    }
 }
 
 /// SQLSTATEs after which a session must not serve another step: 25006 (the
@@ -31,8 +73,15 @@ pub(crate) fn unusable_code(code: &str) -> bool {
 }
 
 impl DbError {
-    pub(crate) fn pg(e: tokio_postgres::Error) -> Self {
-        Self { kind: DbErrorKind::Pg(e) }
+    /// The server's error.
+    pub(crate) fn server(e: ServerError) -> Self {
+        Self { kind: DbErrorKind::Server(Box::new(e)) }
+    }
+
+    /// A connection that could not be made, broke or closed, with its
+    /// causes.
+    pub(crate) fn connection(cause: Option<Arc<Cause>>) -> Self {
+        Self { kind: DbErrorKind::Connection(cause) }
     }
 
     pub(crate) fn timeout() -> Self {
@@ -42,8 +91,8 @@ impl DbError {
     /// The SQLSTATE the server answered with, as its five characters.
     pub(crate) fn code(&self) -> Option<&str> {
         match &self.kind {
-            DbErrorKind::Pg(e) => e.code().map(tokio_postgres::error::SqlState::code),
-            DbErrorKind::Timeout => None,
+            DbErrorKind::Server(e) => Some(&e.code),
+            DbErrorKind::Connection(_) | DbErrorKind::Timeout => None,
         }
     }
 
@@ -61,7 +110,8 @@ impl DbError {
     pub(crate) fn sqlstate(&self) -> &str {
         match &self.kind {
             DbErrorKind::Timeout => "timeout",
-            DbErrorKind::Pg(_) => self.code().unwrap_or("connection"),
+            DbErrorKind::Server(e) => &e.code,
+            DbErrorKind::Connection(_) => "connection",
         }
     }
 
@@ -90,24 +140,21 @@ impl DbError {
     /// and hint; `deadline` is the step deadline a timeout passed.
     pub(super) fn to_store(&self, step: &str, verbose: bool, deadline: Option<Duration>) -> StoreError {
         let kind = self.store_kind();
-        let e = match &self.kind {
+        match &self.kind {
             DbErrorKind::Timeout => {
                 let detail = match deadline {
                     Some(d) => format!("timed out: the database did not answer within the step deadline ({d:?})"),
                     None => "timed out: the database did not answer within the step deadline".to_owned(),
                 };
-                return StoreError::new(kind, step, detail);
+                StoreError::new(kind, step, detail)
             }
-            DbErrorKind::Pg(e) => e,
-        };
-        if let Some(db) = e.as_db_error() {
-            return StoreError::new(kind, step, "")
-                .with_sqlstate(db.code().code())
-                .with_cause(Some(Cause::new(server_error(db, verbose))));
+            DbErrorKind::Server(e) => StoreError::new(kind, step, "")
+                .with_sqlstate(e.code.clone())
+                .with_cause(Some(Cause::new(e.text(verbose)))),
+            // Not a server error: I/O, TLS, a closed connection. The causes
+            // hold the reason ("Connection refused (os error 111)").
+            DbErrorKind::Connection(cause) => StoreError::new(kind, step, "").with_cause(cause.clone()),
         }
-        // Not a server error: I/O, TLS, a closed connection. The chain of
-        // sources holds the reason ("Connection refused (os error 111)").
-        StoreError::new(kind, step, "").with_cause(Cause::of(e))
     }
 
     /// The chain of causes of this error, for the crate's errors that carry
@@ -115,7 +162,8 @@ impl DbError {
     pub(crate) fn cause(&self) -> Option<Arc<Cause>> {
         match &self.kind {
             DbErrorKind::Timeout => Some(Cause::new(TIMED_OUT)),
-            DbErrorKind::Pg(e) => Cause::of(e),
+            DbErrorKind::Server(e) => Some(Cause::new(e.text(false))),
+            DbErrorKind::Connection(cause) => cause.clone(),
         }
     }
 }
@@ -127,7 +175,9 @@ impl fmt::Display for DbError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             DbErrorKind::Timeout => f.write_str(TIMED_OUT),
-            DbErrorKind::Pg(e) => Chain(e).fmt(f),
+            DbErrorKind::Server(e) => f.write_str(&e.text(false)),
+            DbErrorKind::Connection(None) => f.write_str("the connection closed"),
+            DbErrorKind::Connection(Some(cause)) => cause.write_whole(f),
         }
     }
 }

@@ -12,7 +12,7 @@
 //! (<https://www.pgbouncer.org/features.html>: `LISTEN` is among the features
 //! transaction pooling breaks): without the check the worker falls back to
 //! polling silently. When the check's notification has not arrived within
-//! [`CHECK_WAIT`], a WARN names the fix (point `listen` at PostgreSQL
+//! [`CHECK_WAIT`], a WARN names the fix (point `listen_connection` at PostgreSQL
 //! directly) and `webhook_worker_listen_checks_total{outcome="missed"}`
 //! counts it; that connection is not checked again (nor replaced: a pooler
 //! would miss every check).
@@ -28,14 +28,16 @@
 //! reconnects: a silent listener leaves rows to polling for at most
 //! `recheck` plus [`CHECK_WAIT`].
 
-use std::future::poll_fn;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::stream::{BoxStream, StreamExt};
 use tokio::sync::Notify;
 
-use crate::error::Chain;
+use super::any::AnyListener;
+use super::error::DbError;
+use super::seam::{ListenEvent, Listener};
 
 /// How long the listener waits for its check notification once the check's
 /// `NOTIFY` committed. PostgreSQL delivers a notification when the sending
@@ -48,64 +50,46 @@ pub(crate) const CHECK_WAIT: Duration = Duration::from_secs(5);
 /// wake-up. Producers send empty payloads.
 const CHECK_PREFIX: &str = "webhook-idempotency listen check ";
 
-/// What the listener connection said.
-#[allow(clippy::large_enum_variant)] // one value per message, on the stack of one task
+/// What woke the listener.
 enum Event {
-    Message(Option<Result<tokio_postgres::AsyncMessage, tokio_postgres::Error>>),
-    /// The `LISTEN` answered.
-    Listened(Result<(), tokio_postgres::Error>),
+    /// The session said something (`None`: it ended).
+    Session(Option<ListenEvent>),
     /// The check's wait ended without its notification (`Ok`), or the
     /// check could not be sent.
-    CheckEnded(Result<(), tokio_postgres::Error>),
+    CheckEnded(Result<(), DbError>),
     /// Time to check an established connection again.
     Recheck,
 }
 
-/// `LISTEN`s on `channel` and wakes `notify` on every notification;
-/// reconnects after a loss, and after a re-check (every `recheck`) found a
-/// connection that received notifications before deaf. Runs until dropped.
-pub(crate) async fn listen_loop<T>(
-    config: tokio_postgres::Config,
-    tls: T,
-    notify: Arc<Notify>,
-    channel: String,
-    recheck: Duration,
-) where
-    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone + Send + Sync + 'static,
-    T::Stream: Send,
-{
+/// `LISTEN`s on `channel` through `listener` and wakes `notify` on every
+/// notification; reconnects after a loss, and after a re-check (every
+/// `recheck`) found a connection that received notifications before deaf.
+/// Runs until dropped.
+pub(crate) async fn listen_loop(listener: AnyListener, notify: Arc<Notify>, channel: String, recheck: Duration) {
     loop {
-        match config.connect(tls.clone()).await {
-            Ok((client, connection)) => listening(&config, &tls, &client, connection, &notify, &channel, recheck).await,
-            Err(e) => tracing::warn!(error = %Chain(&e), "worker listener could not connect; polling meanwhile"),
+        match listener.listen(&channel).await {
+            Ok(events) => listening(&listener, events, &notify, &channel, recheck).await,
+            Err(e) => tracing::warn!(error = %e, "worker listener could not connect; polling meanwhile"),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
-/// One listening connection, from its `LISTEN` until it is lost, refused
-/// or found silent (then the caller connects again): wakes `notify`, and
+/// One listening session, from its `LISTEN` until it is lost, refused or
+/// found silent (then the caller connects again): wakes `notify`, and
 /// checks that notifications arrive once `LISTEN` answered and, while they
 /// do, every `recheck`.
-async fn listening<T>(
-    config: &tokio_postgres::Config,
-    tls: &T,
-    client: &tokio_postgres::Client,
-    mut connection: tokio_postgres::Connection<tokio_postgres::Socket, T::Stream>,
+async fn listening(
+    listener: &AnyListener,
+    mut events: BoxStream<'static, ListenEvent>,
     notify: &Notify,
     channel: &str,
     recheck: Duration,
-) where
-    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone,
-{
-    let statement = format!("LISTEN \"{channel}\"");
-    let mut listen = pin!(client.batch_execute(&statement));
+) {
     let new_token = || format!("{CHECK_PREFIX}{:016x}", fastrand::u64(..));
     let mut token = new_token();
-    let mut check = pin!(send_check(config, tls.clone(), channel, token.clone()));
-    // Polled until it answered only (a finished future must not be polled
-    // again); the check from then until it ends.
-    let mut listening = false;
+    let mut check = pin!(send_check(listener, channel, token.clone()));
+    // Polled from the `LISTEN`'s answer until the check ends.
     let mut checking: Option<Instant> = None;
     // A check on this connection found its notification: a later miss
     // means the connection went silent, not a pooler.
@@ -115,14 +99,13 @@ async fn listening<T>(
         let recheck_at = next_check.unwrap_or_else(tokio::time::Instant::now);
         let event = tokio::select! {
             biased;
-            message = poll_fn(|cx| connection.poll_message(cx)) => Event::Message(message),
-            listened = &mut listen, if !listening => Event::Listened(listened),
+            event = events.next() => Event::Session(event),
             ended = &mut check, if checking.is_some() => Event::CheckEnded(ended),
             () = tokio::time::sleep_until(recheck_at), if next_check.is_some() => Event::Recheck,
         };
         match event {
-            Event::Message(Some(Ok(tokio_postgres::AsyncMessage::Notification(n)))) => {
-                if n.payload() == token && checking.is_some() {
+            Event::Session(Some(ListenEvent::Notification(payload))) => {
+                if payload == token && checking.is_some() {
                     let took = checking.take().map(|t| t.elapsed());
                     let took_ms = took.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
                     crate::metrics::listen_check(channel, "received");
@@ -137,43 +120,41 @@ async fn listening<T>(
                     }
                     received_before = true;
                     next_check = Some(tokio::time::Instant::now() + recheck);
-                } else if !n.payload().starts_with(CHECK_PREFIX) {
+                } else if !payload.starts_with(CHECK_PREFIX) {
                     notify.notify_one();
                 }
             }
-            Event::Message(Some(Ok(_))) => {}
-            Event::Message(Some(Err(e))) => {
-                tracing::warn!(error = %Chain(&e), "worker listener connection lost; reconnecting");
-                return;
-            }
-            Event::Message(None) => return,
-            Event::Listened(Ok(())) => {
-                listening = true;
+            Event::Session(Some(ListenEvent::Listened(Ok(())))) => {
                 checking = Some(Instant::now());
                 // Rows accepted before LISTEN took effect.
                 notify.notify_one();
             }
-            Event::Listened(Err(e)) => {
+            Event::Session(Some(ListenEvent::Listened(Err(e)))) => {
                 // A standby refuses LISTEN during recovery: try again
                 // (a failover may make this node, or the next, primary).
-                tracing::warn!(error = %Chain(&e), "worker listener: LISTEN refused; polling meanwhile, retrying");
+                tracing::warn!(error = %e, "worker listener: LISTEN refused; polling meanwhile, retrying");
                 return;
             }
+            Event::Session(Some(ListenEvent::Lost(Some(e)))) => {
+                tracing::warn!(error = %e, "worker listener connection lost; reconnecting");
+                return;
+            }
+            Event::Session(Some(ListenEvent::Lost(None)) | None) => return,
             Event::CheckEnded(ended) => {
                 checking = None;
                 if ended.is_ok() && received_before {
-                    went_silent(config, channel, recheck);
+                    went_silent(listener, channel, recheck);
                     return;
                 }
                 // A pooler misses every check: this connection is not
                 // checked again. One that could not be sent is retried.
                 next_check = ended.is_err().then(|| tokio::time::Instant::now() + recheck);
-                missed(config, channel, ended);
+                missed(listener, channel, ended);
             }
             Event::Recheck => {
                 next_check = None;
                 token = new_token();
-                check.set(send_check(config, tls.clone(), channel, token.clone()));
+                check.set(send_check(listener, channel, token.clone()));
                 checking = Some(Instant::now());
             }
         }
@@ -184,35 +165,19 @@ async fn listening<T>(
 /// own (a notification a session sends to itself would come back through a
 /// pooler too: the pooler keeps the session for the transaction that sent
 /// it), then waits [`CHECK_WAIT`]. `Err` when it could not be sent.
-async fn send_check<T>(
-    config: &tokio_postgres::Config,
-    tls: T,
-    channel: &str,
-    token: String,
-) -> Result<(), tokio_postgres::Error>
-where
-    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>,
-{
-    let (client, mut connection) = config.connect(tls).await?;
-    // The simple query protocol: no statement to prepare behind a pooler.
-    let statement = format!("NOTIFY \"{channel}\", '{token}'");
-    let sent = tokio::select! {
-        sent = client.batch_execute(&statement) => sent,
-        Err(e) = &mut connection => Err(e),
-    };
-    drop((client, connection));
-    sent?;
+async fn send_check(listener: &AnyListener, channel: &str, token: String) -> Result<(), DbError> {
+    listener.notify(channel, &token).await?;
     tokio::time::sleep(CHECK_WAIT).await;
     Ok(())
 }
 
 /// A re-check's notification did not arrive on a connection where an
 /// earlier check's did: the connection went silent.
-fn went_silent(config: &tokio_postgres::Config, channel: &str, recheck: Duration) {
+fn went_silent(listener: &AnyListener, channel: &str, recheck: Duration) {
     crate::metrics::listen_check(channel, "missed");
     tracing::warn!(
         channel,
-        hosts = ?config.get_hosts(),
+        hosts = %listener.hosts(),
         wait_secs = CHECK_WAIT.as_secs(),
         recheck_secs = recheck.as_secs(),
         "worker listener: a notification sent from another session did not arrive on a connection that received \
@@ -223,27 +188,27 @@ fn went_silent(config: &tokio_postgres::Config, channel: &str, recheck: Duration
 
 /// The first check's notification did not arrive (`Ok`), or a check was
 /// not sent.
-fn missed(config: &tokio_postgres::Config, channel: &str, ended: Result<(), tokio_postgres::Error>) {
-    let hosts = config.get_hosts();
+fn missed(listener: &AnyListener, channel: &str, ended: Result<(), DbError>) {
+    let hosts = listener.hosts();
     match ended {
         Ok(()) => {
             crate::metrics::listen_check(channel, "missed");
             tracing::warn!(
                 channel,
-                ?hosts,
+                %hosts,
                 wait_secs = CHECK_WAIT.as_secs(),
                 "worker listener: a notification sent from another session did not arrive: LISTEN does not work \
                  through this connection (a transaction-mode pooler such as PgBouncer drops notifications), so \
-                 the worker only polls (every poll_interval). Point `listen` at PostgreSQL directly, not at the \
-                 pooler"
+                 the worker only polls (every poll_interval). Point the store's `listen_connection` at PostgreSQL \
+                 directly, not at the pooler"
             );
         }
         Err(e) => {
             crate::metrics::listen_check(channel, "unchecked");
             tracing::warn!(
                 channel,
-                ?hosts,
-                error = %Chain(&e),
+                %hosts,
+                error = %e,
                 "worker listener: could not send the check notification; whether notifications arrive is unknown"
             );
         }

@@ -6,17 +6,50 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use deadpool_postgres::Object;
-use tokio_postgres::Statement;
+use super::any::{AnyConn, AnyStatement};
+use super::code;
+use super::db::{bounded, Db};
+use super::error::{unusable_code, DbError};
+use super::param::Param;
+use super::row::{rows, Row};
+use super::seam::{Connection, Step};
 
-use super::wire::{close_uncancelled, discard, prepare_on, query_on};
-use super::{bounded, checked_out, code, Db, DbError, Param, Row};
-use crate::error::Chain;
+/// SQLSTATEs after which a retry of the whole transaction will succeed
+/// (PostgreSQL docs, "Serialization Failure Handling"): deadlock,
+/// serialization failure, lock timeout.
+const RETRYABLE: [&str; 3] = [code::DEADLOCK_DETECTED, code::SERIALIZATION_FAILURE, code::LOCK_NOT_AVAILABLE];
+
+/// `sql` prepared on `conn` when statements are `named` (cached there: a
+/// round trip the first time), else `None`: sent unnamed, behind a
+/// transaction-mode pooler, where each transaction may run on another
+/// server session. Prepare before a flight, so its requests leave in order.
+pub(super) async fn prepare_on(conn: &AnyConn, sql: &str, named: bool) -> Result<Option<AnyStatement>, DbError> {
+    if named {
+        conn.prepare(sql).await.map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Discards `conn` (detached, cancelled, closed), saying `why` at WARN.
+pub(super) fn discard(conn: AnyConn, why: &'static str) {
+    tracing::warn!("{why}");
+    conn.discard();
+}
+
+/// Closes `conn` without a cancel request: its `COMMIT` went unanswered.
+pub(super) fn close_uncancelled(conn: AnyConn) {
+    tracing::warn!(
+        "closing a connection whose COMMIT went unanswered, without cancelling it: the COMMIT ends on its own (a \
+         cancelled COMMIT waiting for a synchronous standby would stay committed on the primary alone)"
+    );
+    conn.close_uncancelled();
+}
 
 /// A pooled connection with a transaction open on it.
 pub(crate) struct TxConn {
-    pub(super) obj: Option<Object>,
-    pub(super) db: Db,
+    conn: Option<AnyConn>,
+    db: Db,
     /// The first retryable error a handler statement met (deadlock,
     /// serialization failure, lock timeout): the layer answers 503 +
     /// `Retry-After` instead of the handler's failure.
@@ -74,9 +107,9 @@ pub(crate) enum Fenced {
 }
 
 impl TxConn {
-    pub(super) fn opening(obj: Object, db: Db) -> Self {
+    pub(super) fn opening(conn: AnyConn, db: Db) -> Self {
         Self {
-            obj: Some(obj),
+            conn: Some(conn),
             db,
             retryable: OnceLock::new(),
             first_error: OnceLock::new(),
@@ -100,46 +133,55 @@ impl TxConn {
         self.db.deadline()
     }
 
-    /// The underlying client (for [`TxClient`](super::TxClient)).
-    pub(crate) fn client(&self) -> &Object {
-        self.obj.as_ref().expect("TxConn holds its connection until released or dropped")
+    /// The driver's connection (for the handler's borrowed client of that
+    /// driver).
+    pub(crate) fn connection(&self) -> &AnyConn {
+        self.conn.as_ref().expect("TxConn holds its connection until released or dropped")
     }
 
-    /// When the connection was checked out of the pool.
-    pub(super) fn checked_out(&self) -> std::time::Instant {
-        checked_out(self.client())
+    /// The connection, out of this value (which then ends nothing when
+    /// dropped): for a step after a confirmed end.
+    pub(super) fn take_connection(&mut self) -> AnyConn {
+        self.conn.take().expect("TxConn holds its connection until released or dropped")
     }
 
-    /// Whether handler statements may be prepared once and cached on the
-    /// connection (not behind a transaction-mode pooler).
+    /// The rules its steps follow.
+    pub(super) fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Whether statements are prepared once and cached on the connection
+    /// (named), or sent unnamed (behind a transaction-mode pooler).
     pub(crate) fn caches_statements(&self) -> bool {
         !self.db.transaction_pooler()
     }
 
     /// One statement inside the transaction, within the deadline.
     pub(crate) async fn query(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, DbError> {
-        let cache = self.caches_statements();
-        bounded(&self.db, self.checked_out(), async {
-            let prepared = prepare_on(self.client(), sql, cache).await?;
-            query_on(self.client(), prepared.as_ref(), sql, params).await
+        let named = self.caches_statements();
+        let conn = self.connection();
+        bounded(&self.db, conn.checked_out(), async {
+            let prepared = prepare_on(conn, sql, named).await?;
+            rows(conn.flight(&[Step::Query { sql, params, prepared: prepared.as_ref() }]).await.pop())
         })
         .await
     }
 
     /// A simple-query batch inside the transaction, within the deadline.
     pub(crate) async fn batch(&self, sql: &str) -> Result<(), DbError> {
-        bounded(&self.db, self.checked_out(), async { self.client().batch_execute(sql).await.map_err(DbError::pg) })
+        let conn = self.connection();
+        bounded(&self.db, conn.checked_out(), async { rows(conn.flight(&[Step::Batch(sql)]).await.pop()).map(drop) })
             .await
     }
 
     /// Sends `sql` and `end` (`COMMIT` or `ROLLBACK`) in one flight, within
     /// the deadline. `Ok`: both succeeded, the transaction ended as `end`
     /// says, the connection is back in the pool.
-    pub(crate) async fn end(self, sql: &str, params: &[Param<'_>], end: &str) -> Result<Vec<Row>, Finish> {
-        let cache = self.caches_statements();
+    pub(crate) async fn end(mut self, sql: &str, params: &[Param<'_>], end: &str) -> Result<Vec<Row>, Finish> {
+        let named = self.caches_statements();
         let db = self.db.clone();
-        bounded(&db, self.checked_out(), async {
-            let prepared = prepare_on(self.client(), sql, cache).await?;
+        bounded(&db, self.connection().checked_out(), async {
+            let prepared = prepare_on(self.connection(), sql, named).await?;
             self.finish(None, prepared.as_ref(), sql, params, end, None).await.map_err(Finish::into_error)
         })
         .await
@@ -162,9 +204,10 @@ impl TxConn {
     pub(crate) async fn commit_fenced(mut self, check: &str, params: &[Param<'_>]) -> Result<(), Fenced> {
         let notify = self.notify.take();
         let notify = notify.as_deref();
-        let cache = self.caches_statements();
+        let named = self.caches_statements();
         let db = self.db.clone();
-        let prepared = match bounded(&db, self.checked_out(), prepare_on(self.client(), check, cache)).await {
+        let checked_out = self.connection().checked_out();
+        let prepared = match bounded(&db, checked_out, prepare_on(self.connection(), check, named)).await {
             Ok(prepared) => prepared,
             Err(e) => {
                 // Preparing fails in an aborted transaction (25P02), or on a
@@ -176,7 +219,7 @@ impl TxConn {
                 return Err(Fenced::Aborted(e));
             }
         };
-        let finished = bounded(&db, self.checked_out(), async {
+        let finished = bounded(&db, checked_out, async {
             Ok(self.finish(None, prepared.as_ref(), check, params, "COMMIT", notify).await)
         })
         .await;
@@ -202,7 +245,8 @@ impl TxConn {
     async fn end_with(mut self, sql: &str) -> Result<(), DbError> {
         self.committing = sql == "COMMIT";
         let db = self.db.clone();
-        bounded(&db, self.checked_out(), async { self.client().batch_execute(sql).await.map_err(DbError::pg) }).await?;
+        let conn = self.connection();
+        bounded(&db, conn.checked_out(), async { rows(conn.flight(&[Step::Batch(sql)]).await.pop()) }).await?;
         // Confirmed: outside any transaction, the connection may be pooled.
         self.pool_or_discard();
         Ok(())
@@ -211,11 +255,11 @@ impl TxConn {
     /// After a confirmed end: back to the pool, unless a statement showed
     /// the session unfit for it.
     fn pool_or_discard(&mut self) {
-        let Some(obj) = self.obj.take() else { return };
+        let Some(conn) = self.conn.take() else { return };
         if self.poisoned.load(Ordering::Relaxed) {
-            discard(obj, &self.db, "closing a connection whose session refused writes or is shutting down");
+            discard(conn, "closing a connection whose session refused writes or is shutting down");
         } else {
-            drop(obj);
+            conn.release();
         }
     }
 
@@ -223,38 +267,34 @@ impl TxConn {
     /// `notify` (when given) in one flight. Pools the connection once `end`
     /// is confirmed, whatever the statement did.
     pub(super) async fn finish(
-        mut self,
+        &mut self,
         begin: Option<&str>,
-        prepared: Option<&Statement>,
+        prepared: Option<&AnyStatement>,
         sql: &str,
         params: &[Param<'_>],
         end: &str,
         notify: Option<&str>,
     ) -> Result<Vec<Row>, Finish> {
         self.committing = end == "COMMIT";
-        let client = self.client();
-        let opened = async {
-            match begin {
-                Some(begin) => client.batch_execute(begin).await.map_err(DbError::pg),
-                None => Ok(()),
-            }
+        // The channel is a checked identifier (`queue::channel`).
+        let notify = notify.map(|channel| format!("NOTIFY \"{channel}\""));
+        let mut steps = Vec::with_capacity(4);
+        steps.extend(begin.map(Step::Batch));
+        steps.push(Step::Query { sql, params, prepared });
+        steps.push(Step::Batch(end));
+        steps.extend(notify.as_deref().map(Step::Batch));
+        let mut answers = self.connection().flight(&steps).await.into_iter();
+        let opened = match begin {
+            Some(_) => rows(answers.next()).map(drop),
+            None => Ok(()),
         };
-        let notified = async {
-            if let Some(channel) = notify {
-                // The channel is a checked identifier (`queue::channel`).
-                if let Err(e) = client.batch_execute(&format!("NOTIFY \"{channel}\"")).await {
-                    tracing::warn!(error = %Chain(&e), "notification not sent; workers find the rows by polling");
-                }
-            }
-        };
-        let (opened, done, ended, ()) = tokio::join!(
-            opened,
-            query_on(client, prepared, sql, params),
-            async { client.batch_execute(end).await.map_err(DbError::pg) },
-            notified
-        );
+        let done = rows(answers.next());
+        let ended = rows(answers.next());
+        if let Some(Err(e)) = answers.next() {
+            tracing::warn!(error = %e, "notification not sent; workers find the rows by polling");
+        }
         if let Err(e) = ended {
-            if e.code().is_some_and(|c| !super::unusable_code(c)) {
+            if e.code().is_some_and(|c| !unusable_code(c)) {
                 // The server refused the end (a deferred constraint, a
                 // serialization failure at COMMIT): the transaction rolled
                 // back and the session is idle, a known outcome.
@@ -282,7 +322,7 @@ impl TxConn {
     ///
     /// A named statement that failed as it does behind a transaction-mode
     /// pooler (26000, 42P05) inside this open transaction switches the pool
-    /// to unnamed statements ([`Db::switch_on`]) and counts as a retryable
+    /// to unnamed statements (`Db::switch_on`) and counts as a retryable
     /// conflict: the layer rolls back, records the attempt and answers 503 +
     /// `Retry-After`, and the sender's retry runs on unnamed statements.
     /// The step is not re-run here: the error aborted the transaction, so
@@ -294,19 +334,14 @@ impl TxConn {
         self.note_code(e.code());
     }
 
-    /// [`note_error`](Self::note_error) for a handler statement's result;
-    /// the first failure is also kept for the commit's log line
-    /// ([`first_error`](Self::first_error)).
-    pub(crate) fn note<R>(&self, result: &Result<R, tokio_postgres::Error>) {
-        if let Err(e) = result {
-            let code = e.code().map(tokio_postgres::error::SqlState::code);
-            let what = match e.as_db_error() {
-                Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
-                None => e.to_string(),
-            };
-            let _ = self.first_error.set(what);
-            self.note_code(code);
-        }
+    /// [`note_error`](Self::note_error) for a handler statement that failed
+    /// (through the driver's own client), with its SQLSTATE (`None`: no
+    /// answer from the server) and `what` (its message and SQLSTATE, never
+    /// its parameters), kept for the commit's log line
+    /// ([`first_error`](Self::first_error)) when it is the first.
+    pub(crate) fn note_failure(&self, code: Option<&str>, what: String) {
+        let _ = self.first_error.set(what);
+        self.note_code(code);
     }
 
     /// The first failed handler statement's SQLSTATE and message, if any.
@@ -316,7 +351,7 @@ impl TxConn {
 
     fn note_code(&self, code: Option<&str>) {
         let Some(code) = code else { return };
-        if let Some(retryable) = super::RETRYABLE.iter().copied().find(|c| *c == code) {
+        if let Some(retryable) = RETRYABLE.iter().copied().find(|c| *c == code) {
             let _ = self.retryable.set(retryable);
         }
         if !self.db.configured_for_pooler() {
@@ -324,7 +359,7 @@ impl TxConn {
                 let _ = self.retryable.set(named);
             }
         }
-        if super::unusable_code(code) {
+        if unusable_code(code) {
             self.poisoned.store(true, Ordering::Relaxed);
         }
     }
@@ -332,11 +367,11 @@ impl TxConn {
 
 impl Drop for TxConn {
     fn drop(&mut self) {
-        let Some(obj) = self.obj.take() else { return }; // released after COMMIT/ROLLBACK
+        let Some(conn) = self.conn.take() else { return }; // released after COMMIT/ROLLBACK
         if self.committing {
-            close_uncancelled(obj);
+            close_uncancelled(conn);
             return;
         }
-        discard(obj, &self.db, "closing a connection abandoned inside a webhook transaction");
+        discard(conn, "closing a connection abandoned inside a webhook transaction");
     }
 }

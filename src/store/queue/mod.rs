@@ -643,6 +643,7 @@ mod tests {
     use crate::event::ScopedEvent;
     use crate::store::inbox::{Inbox, InboxRows, RequestHead};
     use crate::store::testing as db;
+    use crate::store::StoreConfig;
     use crate::worker::RetryPolicy;
 
     /// `max_attempts` runs within a day.
@@ -656,17 +657,16 @@ mod tests {
     }
 
     /// The inbox queue on a fresh database with `keys` accepted as pending.
-    async fn inbox_with(keys: &[String], pool_size: usize) -> (TableQueue<InboxRows>, deadpool_postgres::Pool) {
-        let pool = db::fresh(pool_size).await;
-        let inbox = Inbox::new(pool.clone()).unwrap();
+    async fn inbox_with(keys: &[String], pool_size: usize) -> (TableQueue<InboxRows>, StoreConfig) {
+        let store = db::fresh(pool_size).await;
+        let inbox = Inbox::new(store.clone()).unwrap();
         let head = RequestHead { method: "POST".into(), uri: "/webhooks/stripe".into(), headers: vec![] };
         for key in keys {
             let event = ScopedEvent::new("stripe", "acct_test", key.clone());
             assert!(inbox.accept(&event, b"{}", &head).await.unwrap(), "{key} accepted");
         }
-        let store = crate::store::StoreConfig::new(pool.clone());
         let (db, schema) = store.open().unwrap();
-        (TableQueue::new(db, schema), pool)
+        (TableQueue::new(db, schema), store.clone())
     }
 
     #[tokio::test]
@@ -705,24 +705,24 @@ mod tests {
     }
 
     /// `(state, run_alone, attempts, last_error)` of `key`'s row.
-    async fn row_of(pool: &deadpool_postgres::Pool, key: &str) -> (String, bool, i32, Option<String>) {
-        let c = pool.get().await.unwrap();
+    async fn row_of(store: &StoreConfig, key: &str) -> (String, bool, i32, Option<String>) {
         let sql = "SELECT state, run_alone, attempts, last_error FROM webhook_idempotency.webhook_events
                     WHERE event_key = $1";
-        let row = c.query_one(sql, &[&key]).await.unwrap();
+        let rows = db::execute(store, sql, &[Param::Text(key)]).await;
+        let row = &rows[0];
         (row.get(0), row.get(1), row.get(2), row.get(3))
     }
 
     /// Ends the leases of `keys` now (their process died), or makes them due
     /// now (their backoff passed), as the test needs: the clock the statements
     /// read is the database's.
-    async fn set_now(pool: &deadpool_postgres::Pool, column: &str, keys: &[&str]) {
-        let c = pool.get().await.unwrap();
+    async fn set_now(store: &StoreConfig, column: &str, keys: &[&str]) {
         let sql = format!(
             "UPDATE webhook_idempotency.webhook_events SET {column} = now() - interval '1 second'
               WHERE event_key = ANY($1)"
         );
-        c.execute(&sql, &[&keys]).await.unwrap();
+        let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+        db::execute(store, &sql, &[Param::OptTexts(Some(&keys))]).await;
     }
 
     #[tokio::test]

@@ -271,11 +271,10 @@ fn listening_worker(
     check_interval: Duration,
 ) -> webhook_idempotency::inbox::InboxWorker<Router> {
     webhook_idempotency::inbox::InboxWorker::builder(
-        db.pool(2),
+        StoreConfig::new(db.pool(2)).listen_connection(listen, tokio_postgres::NoTls),
         Router::new().route("/webhooks/stripe", post(apply_effect)),
     )
     .poll_interval(Duration::from_secs(60))
-    .listen(listen, tokio_postgres::NoTls)
     .listen_check_interval(check_interval)
     .build()
     .unwrap()
@@ -287,7 +286,7 @@ fn listening_worker(
 fn check_lines(logs: &Logs) -> [Vec<String>; 3] {
     [
         logs.lines_with(&["INFO", "notifications from other sessions reach this connection"]),
-        logs.lines_with(&["WARN", "Point `listen` at PostgreSQL directly"]),
+        logs.lines_with(&["WARN", "Point the store's `listen_connection` at PostgreSQL directly"]),
         logs.lines_with(&["WARN", "the connection went silent"]),
     ]
 }

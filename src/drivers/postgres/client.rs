@@ -1,24 +1,21 @@
-//! [`TxSlot`], the connection of an open transaction shared by every handle
-//! on it, and [`TxClient`]: the handler's borrowed connection inside that
-//! transaction, with tokio-postgres's API.
+//! [`TxClient`]: the handler's borrowed connection inside its transaction,
+//! with tokio-postgres's API.
 
 use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
 
 use deadpool_postgres::Object;
-use tokio::sync::{Mutex, OwnedMutexGuard};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, ToStatement};
 
-use super::TxConn;
+use crate::store::driver::Lent;
 
-/// The connection inside a [`WebhookTx`](crate::WebhookTx), borrowed; drop it to let others use
-/// the transaction. Its methods wrap [`tokio_postgres::Client`]'s and notice
-/// retryable conflicts (see [`TxClient::execute`]); [`TxClient::raw`] gives
-/// the client itself, without that detection.
+/// The connection inside a [`WebhookTx`](crate::WebhookTx), borrowed
+/// ([`WebhookTx::client`](crate::WebhookTx::client)); drop it to let others
+/// use the transaction. Its methods wrap [`tokio_postgres::Client`]'s and
+/// notice retryable conflicts (see [`TxClient::execute`]);
+/// [`TxClient::raw`] gives the client itself, without that detection.
 pub struct TxClient {
-    guard: OwnedMutexGuard<Option<TxConn>>,
+    lent: Lent,
 }
 
 /// The wrappers that take a statement and its parameters, one per
@@ -40,78 +37,11 @@ macro_rules! noted_queries {
     )*};
 }
 
-/// The connection of an open transaction, shared by every handle on it (the
-/// handler's `WebhookTx` clones, the claim or lease that ends it): borrowed
-/// one at a time ([`TxClient`]), taken out once by the end. Cheap to clone;
-/// every clone is the same slot.
-#[derive(Clone)]
-pub(crate) struct TxSlot {
-    slot: Arc<Mutex<Option<TxConn>>>,
-    /// The connection's step deadline.
-    deadline: Option<Duration>,
-}
-
-/// Why [`TxSlot::client_within`] lent no client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Unlent {
-    /// Another borrower held the connection for the whole wait.
-    Busy,
-    /// The transaction ended: its connection was taken.
-    Ended,
-}
-
-impl TxSlot {
-    /// The slot holding `conn`.
-    pub(crate) fn new(conn: TxConn) -> Self {
-        let deadline = conn.step_deadline();
-        Self { slot: Arc::new(Mutex::new(Some(conn))), deadline }
-    }
-
-    /// The client-side deadline of each step on the connection.
-    pub(crate) fn step_deadline(&self) -> Option<Duration> {
-        self.deadline
-    }
-
-    /// Borrows the connection, waiting while another borrower holds it;
-    /// `None` once the transaction ended.
-    pub(crate) async fn client(&self) -> Option<TxClient> {
-        let guard = Arc::clone(&self.slot).lock_owned().await;
-        guard.is_some().then_some(TxClient { guard })
-    }
-
-    /// [`client`](Self::client), waiting at most `wait`.
-    ///
-    /// # Errors
-    /// [`Unlent`]: busy for the whole wait, or ended.
-    pub(crate) async fn client_within(&self, wait: Duration) -> Result<TxClient, Unlent> {
-        let Ok(guard) = tokio::time::timeout(wait, Arc::clone(&self.slot).lock_owned()).await else {
-            return Err(Unlent::Busy);
-        };
-        if guard.is_some() {
-            Ok(TxClient { guard })
-        } else {
-            Err(Unlent::Ended)
-        }
-    }
-
-    /// Takes the connection out to end the transaction: `None` when a
-    /// borrower still holds it (a task the handler spawned, after the
-    /// handler answered), or it was taken before.
-    pub(crate) fn take(&self) -> Option<TxConn> {
-        self.slot.try_lock().ok().and_then(|mut g| g.take())
-    }
-
-    /// The retryable conflict (40P01, 40001, 55P03) a statement on the
-    /// connection met, when the connection is here and not borrowed.
-    pub(crate) fn retryable(&self) -> Option<&'static str> {
-        self.slot.try_lock().ok().and_then(|g| g.as_ref().and_then(TxConn::retryable))
-    }
-}
-
 impl TxClient {
-    /// The transaction's connection (the crate's own statements run on it).
-    pub(crate) fn tx_conn(&mut self) -> &mut TxConn {
-        self.guard.as_mut().expect("TxClient exists only while the slot is full")
+    /// The client of the transaction's connection `lent` (a connection of
+    /// this driver).
+    pub(super) fn new(lent: Lent) -> Self {
+        Self { lent }
     }
 }
 
@@ -125,13 +55,12 @@ impl TxClient {
     /// # Errors
     /// The statement does not parse, or the connection failed.
     pub async fn prepare_cached(&self, query: &str) -> Result<tokio_postgres::Statement, tokio_postgres::Error> {
-        let conn = self.guard.as_ref().expect("TxClient exists only while the slot is full");
-        if conn.caches_statements() {
-            conn.client().prepare_cached(query).await
+        if self.lent.tx().caches_statements() {
+            self.conn().prepare_cached(query).await
         } else {
             // Behind a transaction-mode pooler a cached statement may not exist
             // on the next transaction's server session: prepare afresh.
-            conn.client().prepare(query).await
+            self.conn().prepare(query).await
         }
     }
 
@@ -212,15 +141,22 @@ impl TxClient {
         self.conn()
     }
 
+    /// Notes a failed statement on the transaction: its SQLSTATE (a
+    /// retryable conflict, a session unfit for the pool) and, for the
+    /// commit's log line, its message (never its parameters).
     fn note<R>(&self, result: Result<R, tokio_postgres::Error>) -> Result<R, tokio_postgres::Error> {
-        if let Some(conn) = self.guard.as_ref() {
-            conn.note(&result);
+        if let Err(e) = &result {
+            let what = match e.as_db_error() {
+                Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+                None => e.to_string(),
+            };
+            self.lent.tx().note_failure(e.code().map(tokio_postgres::error::SqlState::code), what);
         }
         result
     }
 
     fn conn(&self) -> &Object {
-        self.guard.as_ref().expect("TxClient exists only while the slot is full").client()
+        self.lent.tx().connection().postgres().expect("a TxClient is lent only on a connection of this driver").client()
     }
 }
 
