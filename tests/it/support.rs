@@ -320,12 +320,16 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
 /// open flow stop forwarding bytes in both directions without closing (no
 /// FIN, no RST), as a NAT or firewall that dropped its mapping does: a
 /// silenced flow stays silent, a later `sever` does not close it. Flows
-/// opened afterwards work. Dropping the proxy closes every flow.
+/// opened afterwards work, unless [`stall_new`](Self::stall_new) holds them:
+/// a flow opened while it is on is accepted and never answered (a session
+/// whose connect never completes). Dropping the proxy closes every flow.
 /// [`start_throttled`](Self::start_throttled) also limits the bytes per
 /// second the server's replies get, across all flows (one slow link).
 pub struct Proxy {
     pub port: u16,
     generation: tokio::sync::watch::Sender<u64>,
+    /// Whether a flow opened now is held silent from its first byte.
+    stalled: tokio::sync::watch::Sender<bool>,
     /// Each flow's task and the generation it was opened in.
     flows: std::sync::Arc<std::sync::Mutex<Vec<(tokio::task::JoinHandle<()>, u64)>>>,
     acceptor: tokio::task::JoinHandle<()>,
@@ -347,9 +351,18 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let (generation, _) = tokio::sync::watch::channel(0u64);
         let flows: std::sync::Arc<std::sync::Mutex<Vec<(tokio::task::JoinHandle<()>, u64)>>> = Default::default();
-        let (gen, registry) = (generation.clone(), flows.clone());
+        let (stalled, _) = tokio::sync::watch::channel(false);
+        let (gen, registry, stall) = (generation.clone(), flows.clone(), stalled.clone());
         let acceptor = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
+                if *stall.borrow() {
+                    let held = tokio::spawn(async move {
+                        let _open = inbound;
+                        std::future::pending::<()>().await
+                    });
+                    registry.lock().unwrap().push((held, u64::MAX));
+                    continue;
+                }
                 let mut frozen = gen.subscribe();
                 let born = *frozen.borrow();
                 let throttle = throttle.clone();
@@ -382,7 +395,13 @@ impl Proxy {
                 list.push((flow, born));
             }
         });
-        Self { port, generation, flows, acceptor }
+        Self { port, generation, stalled, flows, acceptor }
+    }
+
+    /// While `on`, every flow opened is accepted and never answered (nor
+    /// closed until the proxy drops); flows open already are not touched.
+    pub fn stall_new(&self, on: bool) {
+        self.stalled.send_replace(on);
     }
 
     /// Closes every open flow that still forwards; returns how many.

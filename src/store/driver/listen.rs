@@ -164,9 +164,12 @@ async fn listening(
 /// Sends the check notification `token` on `channel` from a session of its
 /// own (a notification a session sends to itself would come back through a
 /// pooler too: the pooler keeps the session for the transaction that sent
-/// it), then waits [`CHECK_WAIT`]. `Err` when it could not be sent.
+/// it), then waits [`CHECK_WAIT`]. `Err` when it could not be sent within
+/// [`CHECK_WAIT`] (a session that connects but never answers, as a flow a
+/// NAT gateway dropped: unbounded, it would hold the check, and the listener
+/// with it, for ever).
 async fn send_check(listener: &AnyListener, channel: &str, token: String) -> Result<(), DbError> {
-    listener.notify(channel, &token).await?;
+    tokio::time::timeout(CHECK_WAIT, listener.notify(channel, &token)).await.map_err(|_| DbError::timeout())??;
     tokio::time::sleep(CHECK_WAIT).await;
     Ok(())
 }

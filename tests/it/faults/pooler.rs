@@ -461,7 +461,10 @@ async fn a_listener_whose_connection_goes_silent_is_warned_about_and_replaced_an
     let woken = eventually(Duration::from_secs(10), || async { db.effects().await == 1 }).await;
     assert!(woken, "the listener works before the fault");
 
-    assert_eq!(proxy.blackhole(), 1, "the listener's flow goes silent");
+    // The listener's flow, and a re-check's own session when one is open
+    // (its NOTIFY then never answers: the check ends unsent within its wait,
+    // and the next re-check finds the listener silent).
+    assert!(proxy.blackhole() >= 1, "the listener's flow goes silent");
     assert_eq!(crate::inbox::accept(&app, "evt_after").await, (StatusCode::OK, false));
     let woken = eventually(Duration::from_secs(15), || async { db.effects().await == 2 }).await;
     // The new connection's first check, which runs beside the wake-up.
@@ -475,4 +478,47 @@ async fn a_listener_whose_connection_goes_silent_is_warned_about_and_replaced_an
     let counted = listen_check_counts(&snapshotter);
     assert_eq!(counted.get("missed"), Some(&1), "the silent connection's check is counted: {counted:?}");
     assert!(counted.get("received").is_some_and(|n| *n >= 3), "both first checks and a re-check: {counted:?}");
+}
+
+/// A re-check whose own session connects but never answers (its flow held
+/// silent from the first byte, as a NAT gateway that lost its mapping does
+/// to new flows for a while) ends unsent within the check's wait, counted
+/// `unchecked`, and the listener goes on checking: the next re-check, once
+/// new flows work again, finds its notification on the same connection (no
+/// reconnect, no "went silent"). Unbounded, that one session held the check
+/// and the listener's re-checks for ever.
+#[tokio::test]
+async fn a_re_check_whose_session_never_answers_ends_unsent_and_the_listener_checks_on() {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _metrics = ::metrics::set_default_local_recorder(&recorder);
+    let (logs, _guard) = Logs::capture();
+    let db = TestDb::new().await;
+    let proxy = Proxy::start(admin_config().get_ports()[0]).await;
+    let listen = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
+    let (stop, task) =
+        crate::inbox::spawn_worker(listening_worker(&db, listen.parse().unwrap(), Duration::from_secs(1)));
+    let rechecks = || logs.lines_with(&["DEBUG", "notifications still reach this connection"]).len();
+    assert!(eventually(Duration::from_secs(20), || async { rechecks() >= 1 }).await, "{}", logs.text());
+
+    proxy.stall_new(true);
+    let unsent = || async { !logs.lines_with(&["WARN", "could not send the check notification"]).is_empty() };
+    let ended = eventually(Duration::from_secs(20), unsent).await;
+    proxy.stall_new(false);
+    let before = rechecks();
+    let checked_on = eventually(Duration::from_secs(20), || async { rechecks() > before }).await;
+    let _ = stop.send(());
+    task.await.unwrap();
+    assert!(ended, "the stalled re-check never ended: {}", logs.text());
+    assert!(checked_on, "no re-check after the stall: {}", logs.text());
+    let [reached, pooler, silent] = check_lines(&logs);
+    assert_eq!(
+        (reached.len(), pooler.len(), silent.len()),
+        (1, 0, 0),
+        "one connection, never replaced: {}",
+        logs.text()
+    );
+    let counted = listen_check_counts(&snapshotter);
+    assert_eq!(counted.get("unchecked"), Some(&1), "{counted:?}");
+    assert_eq!(counted.get("missed"), None, "{counted:?}");
 }
