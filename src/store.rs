@@ -44,11 +44,11 @@ pub mod claim;
 mod config;
 pub(crate) mod digest;
 pub(crate) mod driver;
+pub(crate) mod idempotency_key;
 pub mod inbox;
 mod migrate;
 pub mod outbox;
 pub(crate) mod queue;
-pub(crate) mod request_keys;
 pub mod retention;
 mod statements;
 #[cfg(test)]

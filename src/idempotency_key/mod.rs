@@ -205,8 +205,8 @@ pub use service::IdempotencyKeyService;
 pub use crate::layer::{ResponseBody, ResponseFuture};
 
 use crate::error::{ConfigError, ConfigErrorKind};
-use crate::store::request_keys::RequestKeys;
-pub use crate::store::request_keys::{PROVIDER, RETENTION};
+use crate::store::idempotency_key::RequestKeys;
+pub use crate::store::idempotency_key::{PROVIDER, RETENTION};
 use crate::store::{ClaimStore, ClaimStoreBuilder, StoreConfig};
 
 /// The default request body limit: 1 MiB.

@@ -21,7 +21,7 @@ use crate::layer::buffer::{declared_length, read_limited, ReadError};
 use crate::layer::claimed::{self, Claimed};
 use crate::layer::service::{with_body, Wrapped};
 use crate::layer::{ResponseBody, IDEMPOTENT_REPLAYED};
-use crate::store::request_keys::{RequestKeys, StoredKey, StoredResponse, PROVIDER};
+use crate::store::idempotency_key::{RequestKeys, StoredKey, StoredResponse, PROVIDER};
 use crate::store::{ClaimStore, ClaimedEvent};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

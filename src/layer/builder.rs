@@ -360,7 +360,7 @@ impl WebhookLayerBuilder {
         crate::key::validate(self.provider.name()).map_err(|_| {
             ConfigError::of(ConfigErrorKind::InvalidName, "the provider name must be 1 to 512 bytes without NUL")
         })?;
-        if self.provider.name().eq_ignore_ascii_case(crate::store::request_keys::PROVIDER) {
+        if self.provider.name().eq_ignore_ascii_case(crate::store::idempotency_key::PROVIDER) {
             // Its claims would share rows with the Idempotency-Key layer's keys of the same scope.
             return Err(ConfigError::of(
                 ConfigErrorKind::InvalidName,
