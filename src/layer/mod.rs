@@ -51,7 +51,7 @@
 //!
 //! The module's parts, in the order a delivery meets them: `read` (method,
 //! limits, buffering), `authenticate` (endpoint, signature, key), `accept`
-//! (inbox mode) or `claimed` (the claimed-request step: the claim, the
+//! (inbox mode) or `process` (the processing step: the claim, the
 //! handler-end step the inbox worker and the `Idempotency-Key` layer share,
 //! the claim's fenced commit), then the answer ([`Rejection`] for the
 //! layer's own refusals).
@@ -63,9 +63,9 @@ mod authenticate;
 mod body;
 pub(crate) mod buffer;
 mod builder;
-pub(crate) mod claimed;
 mod config;
 mod future;
+pub(crate) mod process;
 mod read;
 mod rejection;
 pub(crate) mod service;
