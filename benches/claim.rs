@@ -81,7 +81,7 @@ fn database(rt: &tokio::runtime::Runtime) -> (TempPostgres, Pool) {
 /// Claims `event`, inserts its effect, commits; panics on any other outcome.
 async fn claim_and_commit(store: &ClaimStore, event: &ScopedEvent) {
     match store.claim(event).await.expect("claim") {
-        Claim::Claimed(claimed) => {
+        Claim::Acquired(claimed) => {
             let client = claimed.tx().client().await.expect("transaction open");
             client.execute(INSERT, &[&event.key()]).await.expect("insert");
             drop(client);

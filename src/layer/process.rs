@@ -115,7 +115,7 @@ pub(crate) async fn claim_reading<R, E>(
     let claim = store.claim_reading(event, read, conn).await;
     crate::metrics::claim(event.provider(), claim_started.elapsed());
     match claim {
-        Ok((Claim::Claimed(claimed), rows)) => Ok((claimed, rows)),
+        Ok((Claim::Acquired(claimed), rows)) => Ok((claimed, rows)),
         Ok((Claim::Done { status }, _)) => {
             tracing::info!(outcome = "duplicate", "key already processed; replayed, not run");
             Err(Processed::Duplicate { status })
@@ -134,7 +134,7 @@ pub(crate) async fn claim_reading<R, E>(
 /// the other key's commit).
 async fn guard_body<R, E>(claimed: ClaimedEvent, digest: &[u8; 32]) -> Result<ClaimedEvent, Processed<R, E>> {
     let answer = match claimed.tx().claim_body(digest).await {
-        Ok(BodyClaim::Claimed) => return Ok(claimed),
+        Ok(BodyClaim::Acquired) => return Ok(claimed),
         Ok(BodyClaim::InFlight) => {
             tracing::info!(
                 outcome = "in_flight",
