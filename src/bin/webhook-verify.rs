@@ -38,7 +38,7 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory as _, Parser};
 use sha2::{Digest, Sha256};
 use webhook_idempotency::layer::DEFAULT_BODY_LIMIT;
-use webhook_idempotency::provider::CheckError;
+use webhook_idempotency::providers::CheckError;
 use webhook_idempotency::providers::{self, KeyKind, PresetInfo, UrlArg};
 use webhook_idempotency::verify::{Delivery, SigningSecret, VerifyErrorKind};
 use webhook_idempotency::Provider;

@@ -12,7 +12,7 @@ use super::DEFAULT_RETRY_AFTER;
 use super::{Mode, ReplayStatus, WebhookLayer, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::handler::Success;
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::scope::{Endpoint, ScopeResolver};
 use crate::store::inbox::{Inbox, IntegrityKey};
 use crate::store::{ClaimOrder, ClaimStore, ClaimStoreBuilder, IsolationLevel, StoreConfig};

@@ -9,7 +9,7 @@ use super::answer::{Answer, Outcome};
 use super::rejection::{self, Rejection, RejectionKind};
 use super::ReplayStatus;
 use crate::handler::Success;
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::scope::ScopeResolver;
 use crate::store::inbox::Inbox;
 use crate::store::ClaimStore;

@@ -56,7 +56,7 @@ pub fn verifier() -> GiteaVerifier {
     GiteaVerifier::for_header(SIGNATURE_HEADER)
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// Forgejo (`X-Forgejo-Signature`; key = `X-Forgejo-Delivery`). See [`crate::providers::forgejo`].
     ///
     /// The Forgejo preset: [`verifier`], key = `X-Forgejo-Delivery`, type =
@@ -72,7 +72,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
-    |_| crate::provider::Provider::forgejo(),
+    |_| crate::providers::Provider::forgejo(),
     super::ExampleOf::Signed(|s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())]),
 )
 .signs("`X-Forgejo-Signature`, the same as Gitea's")
@@ -82,8 +82,8 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
     use crate::providers::tests::support::BodyOnly;
+    use crate::providers::Provider;
     use crate::verify::{SigningSecret, Verifier as _, VerifyErrorKind};
 
     /// Gitea's fixture: Forgejo's headers carry the same signature and UUID.
