@@ -85,6 +85,10 @@
 #[macro_use]
 mod macros;
 
+// The commands' shared code (the `cli` feature): public for the two binaries only.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub mod cli;
 mod drivers;
 pub mod error;
 pub mod event;
