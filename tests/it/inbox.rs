@@ -11,10 +11,11 @@ use axum::routing::post;
 use axum::Router;
 use http::StatusCode;
 use tokio::sync::{oneshot, Notify};
-use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
+use webhook_idempotency::inbox::InboxWorker;
 use webhook_idempotency::store::admin::{Admin, Filter};
 use webhook_idempotency::store::inbox::Inbox;
 use webhook_idempotency::store::inbox::IntegrityKey;
+use webhook_idempotency::worker::RetryPolicy;
 use webhook_idempotency::{Mode, Provider, WebhookEvent, WebhookTx};
 
 /// The webhook app in inbox mode: the layer stores, nothing else runs.

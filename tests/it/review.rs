@@ -14,10 +14,11 @@ use axum::Router;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use tokio::sync::Notify;
-use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
+use webhook_idempotency::inbox::InboxWorker;
 use webhook_idempotency::key::HeaderKey;
 use webhook_idempotency::providers::github;
 use webhook_idempotency::verify::{Delivery, VerifyError, VerifyErrorKind};
+use webhook_idempotency::worker::RetryPolicy;
 use webhook_idempotency::{Mode, Provider, SigningSecret, WebhookEvent, WebhookTx};
 
 const EVENTS: &str = "webhook_idempotency.webhook_events";
