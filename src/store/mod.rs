@@ -33,7 +33,7 @@
 //! the rest is protocol and SQL text.
 //! The handler's transaction ([`WebhookTx`](crate::WebhookTx) and what a
 //! handler calls on it) is above the store, in one module of its own: it
-//! runs the statements [`outbox`], [`actions`] and the body-digest guard
+//! runs the statements `outbox` (the enqueue), [`actions`] and the body-digest guard
 //! build here.
 
 pub mod actions;
@@ -47,7 +47,7 @@ pub(crate) mod driver;
 pub(crate) mod idempotency_key;
 pub mod inbox;
 mod migrate;
-pub mod outbox;
+pub(crate) mod outbox;
 pub(crate) mod queue;
 pub mod retention;
 mod statements;
