@@ -13,7 +13,7 @@
 //! 5. the provider's key extractor finds the event key: 400 when none;
 //! 6. a pooled connection is taken (503 + `Retry-After` past
 //!    [`pool_timeout`](crate::store::StoreConfig::pool_timeout)), a transaction
-//!    begins at the configured [`IsolationLevel`]
+//!    begins at the configured [`IsolationLevel`](crate::store::IsolationLevel)
 //!    (READ COMMITTED by default) and `(provider, scope, key)` is claimed with one
 //!    `INSERT ... ON CONFLICT DO NOTHING`;
 //! 7. claimed: [`WebhookTx`](crate::WebhookTx) and
@@ -80,8 +80,6 @@ pub use future::ResponseFuture;
 pub use rejection::{Rejection, RejectionKind};
 pub use service::{WebhookService, IDEMPOTENT_REPLAYED};
 
-pub use crate::error::{ConfigError, ConfigErrorKind};
-pub use crate::store::{ClaimOrder, IsolationLevel};
 use config::Config;
 
 /// Default body limit: 25 MiB (GitHub caps payloads at 25 MB).
