@@ -202,8 +202,6 @@ pub use header::MAX_KEY_BYTES;
 pub use request::IdempotentRequest;
 pub use service::IdempotencyKeyService;
 
-pub use crate::layer::{ResponseBody, ResponseFuture};
-
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::store::idempotency_key::RequestKeys;
 pub use crate::store::idempotency_key::{PROVIDER, RETENTION};
