@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use super::driver::{Conn, Db, DbError, Param};
 use super::StoreConfig;
 use crate::error::{ConfigError, ConfigErrorKind, StoreError};
-pub use crate::providers::DEFAULT_REPLAY_WINDOW;
+use crate::providers::DEFAULT_REPLAY_WINDOW;
 
 /// How long delivered outbox rows are kept by default: 30 days.
 pub const DEFAULT_OUTBOX_WINDOW: Duration = Duration::from_secs(30 * 86_400);
