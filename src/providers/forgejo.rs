@@ -10,7 +10,8 @@
 //! for `application/x-www-form-urlencoded`; `GET` webhooks are not covered.
 //! See [`crate::providers::gitea`] for the details, which apply here word
 //! for word with `X-Forgejo-*` for `X-Gitea-*`. The `forgejo` feature
-//! enables `gitea`, whose verifier it shares.
+//! enables `gitea`, whose verifier it shares, and whose
+//! [`sign`] makes a Forgejo signature too.
 //!
 //! **Signed / not signed:** only the JSON payload is signed. The event key
 //! (`X-Forgejo-Delivery`) and the event type (`X-Forgejo-Event`) are headers
@@ -34,7 +35,7 @@
 
 use crate::providers::gitea::GiteaVerifier;
 
-pub use crate::providers::gitea::sign;
+use crate::providers::gitea::sign;
 
 /// The header Forgejo signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-forgejo-signature";
