@@ -751,7 +751,7 @@ async fn with_an_integrity_key_a_row_forged_in_the_database_is_refused_and_tagge
 async fn a_worker_given_a_provider_name_no_preset_has_is_refused_at_build() {
     let db = TestDb::new().await;
     let err = InboxWorker::builder(db.pool.clone(), effect_router()).provider("GitHub").build().unwrap_err();
-    assert_eq!(err.kind(), webhook_idempotency::error::ConfigErrorKind::InvalidName);
+    assert_eq!(err.kind(), webhook_idempotency::ConfigErrorKind::InvalidName);
     assert!(err.to_string().contains("did you mean \"github\""), "{err}");
     assert!(InboxWorker::builder(db.pool.clone(), effect_router()).provider("github").build().is_ok());
     assert!(InboxWorker::builder(db.pool.clone(), effect_router()).provider(Provider::github()).build().is_ok());
