@@ -31,8 +31,10 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use tower::{Layer, ServiceExt};
 use webhook_idempotency::providers::stripe;
-use webhook_idempotency::store::{Claim, ClaimStore, ScopedEvent};
-use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx, IDEMPOTENT_REPLAYED};
+use webhook_idempotency::store::{Claim, ClaimStore};
+use webhook_idempotency::{
+    Provider, ScopedEvent, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx, IDEMPOTENT_REPLAYED,
+};
 use webhook_test_support::TempPostgres;
 
 const SECRET: &str = "whsec_bench_secret";

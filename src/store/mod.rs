@@ -54,8 +54,6 @@ mod statements;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use crate::error::{StoreError, StoreErrorKind};
-pub use crate::event::ScopedEvent;
 pub use claim::{Claim, ClaimOrder, ClaimStore, ClaimStoreBuilder, ClaimedEvent, CommitError, CommitErrorKind};
 pub use config::{StoreConfig, DEFAULT_DATABASE_TIMEOUT, DEFAULT_POOL_TIMEOUT};
 pub use driver::SynchronousReplication;

@@ -7,7 +7,7 @@ use std::process::Output;
 use serde_json::Value;
 use tokio_postgres::config::Host;
 use webhook_idempotency::store::inbox::{Inbox, RequestHead};
-use webhook_idempotency::store::ScopedEvent;
+use webhook_idempotency::ScopedEvent;
 
 use crate::support::*;
 

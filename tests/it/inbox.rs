@@ -397,7 +397,7 @@ async fn inbox_chaos_every_event_done_once_or_dead() {
     for i in 0..events {
         // One in a hundred is poison.
         let key = if i % 100 == 7 { format!("evt_{i}p") } else { format!("evt_{i}") };
-        let event = webhook_idempotency::store::ScopedEvent::new("stripe", "acct_test", key.clone());
+        let event = webhook_idempotency::ScopedEvent::new("stripe", "acct_test", key.clone());
         assert!(inbox.accept(&event, &stripe_body(&key), &head).await.unwrap());
     }
     let started = Instant::now();

@@ -662,7 +662,7 @@ async fn inbox_handler_that_rolls_back_itself_is_never_done_without_its_writes()
 #[tokio::test]
 async fn admin_cli_escapes_bidi_overrides_and_bare_cr() {
     use webhook_idempotency::store::inbox::{Inbox, RequestHead};
-    use webhook_idempotency::store::ScopedEvent;
+    use webhook_idempotency::ScopedEvent;
     let db = TestDb::new().await;
     let inbox = Inbox::new(db.pool.clone()).unwrap();
     let key = "evt_\u{202E}fdp.exe";

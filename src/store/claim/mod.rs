@@ -10,7 +10,8 @@
 //!
 //! ```no_run
 //! # async fn run(config: webhook_idempotency::StoreConfig) -> Result<(), Box<dyn std::error::Error>> {
-//! use webhook_idempotency::store::{Claim, ClaimStore, ScopedEvent};
+//! use webhook_idempotency::store::{Claim, ClaimStore};
+//! use webhook_idempotency::ScopedEvent;
 //!
 //! let store = ClaimStore::builder(config).build()?; // a StoreConfig, or a bare pool
 //! let event = ScopedEvent::new("sqs", "orders", "msg-8f14e45f").event_type("order.paid");

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use crate::support::*;
-use webhook_idempotency::store::{Claim, ClaimStore, CommitErrorKind, ScopedEvent};
+use webhook_idempotency::store::{Claim, ClaimStore, CommitErrorKind};
+use webhook_idempotency::ScopedEvent;
 
 fn event(key: &str) -> ScopedEvent {
     ScopedEvent::new("queue", "orders", key).event_type("order.paid")
