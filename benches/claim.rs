@@ -31,7 +31,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use tower::{Layer, ServiceExt};
 use webhook_idempotency::providers::stripe;
-use webhook_idempotency::store::{Claim, ClaimStore};
+use webhook_idempotency::store::claim::{Claim, ClaimStore};
 use webhook_idempotency::{
     Provider, ScopedEvent, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx, IDEMPOTENT_REPLAYED,
 };

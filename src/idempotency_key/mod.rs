@@ -203,9 +203,10 @@ pub use request::IdempotentRequest;
 pub use service::IdempotencyKeyService;
 
 use crate::error::{ConfigError, ConfigErrorKind};
+use crate::store::claim::{ClaimStore, ClaimStoreBuilder};
 use crate::store::idempotency_key::RequestKeys;
 pub use crate::store::idempotency_key::{PROVIDER, RETENTION};
-use crate::store::{ClaimStore, ClaimStoreBuilder, StoreConfig};
+use crate::store::StoreConfig;
 
 /// The default request body limit: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;

@@ -21,8 +21,8 @@ use crate::layer::buffer::{declared_length, read_limited, ReadError};
 use crate::layer::process::{self, Processed};
 use crate::layer::service::{with_body, Wrapped};
 use crate::layer::{ResponseBody, IDEMPOTENT_REPLAYED};
+use crate::store::claim::{ClaimStore, ClaimedEvent};
 use crate::store::idempotency_key::{RequestKeys, StoredKey, StoredResponse, PROVIDER};
-use crate::store::{ClaimStore, ClaimedEvent};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

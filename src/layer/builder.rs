@@ -14,8 +14,9 @@ use crate::error::{ConfigError, ConfigErrorKind};
 use crate::handler::Success;
 use crate::providers::Provider;
 use crate::scope::{Endpoint, ScopeResolver};
+use crate::store::claim::{ClaimOrder, ClaimStore, ClaimStoreBuilder};
 use crate::store::inbox::{Inbox, IntegrityKey};
-use crate::store::{ClaimOrder, ClaimStore, ClaimStoreBuilder, IsolationLevel, StoreConfig};
+use crate::store::{IsolationLevel, StoreConfig};
 use crate::verify::{Clock, SigningSecret, SystemClock};
 
 impl WebhookLayer {

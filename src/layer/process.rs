@@ -26,9 +26,9 @@ use tower_service::Service;
 
 use crate::event::ScopedEvent;
 use crate::handler::{self, End, Failed, Success};
+use crate::store::claim::{Claim, ClaimStore, ClaimedEvent, CommitErrorKind};
 use crate::store::digest::BodyClaim;
 use crate::store::driver::{Conn, Param, Row};
-use crate::store::{Claim, ClaimStore, ClaimedEvent, CommitErrorKind};
 
 /// What [`run`] did with a request.
 #[derive(Debug)]

@@ -14,7 +14,7 @@ use super::process::{self, Processed};
 use super::rejection::RejectionKind;
 use super::{accept, authenticate, read, ReplayStatus, ResponseBody, ResponseFuture};
 use crate::event::{ScopedEvent, WebhookEvent};
-use crate::store::ClaimedEvent;
+use crate::store::claim::ClaimedEvent;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

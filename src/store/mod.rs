@@ -24,7 +24,7 @@
 //!   any transaction: no transaction id, no WAL.
 //!
 //! The parts: [`StoreConfig`] (pool, schema, timeouts, pooler mode, shared by
-//! every part); [`claim`] (the synchronous claim protocol, [`ClaimStore`]);
+//! every part); [`claim`] (the synchronous claim protocol, [`ClaimStore`](claim::ClaimStore));
 //! [`inbox`] (accepting deliveries as `pending` rows) and `queue` (leasing
 //! and ending rows for the workers, fenced by lease tokens); [`admin`]
 //! (operator actions and the gauge sampler); [`retention`]; the migrations
@@ -54,7 +54,6 @@ mod statements;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use claim::{Claim, ClaimOrder, ClaimStore, ClaimStoreBuilder, ClaimedEvent, CommitError, CommitErrorKind};
 pub use config::{StoreConfig, DEFAULT_DATABASE_TIMEOUT, DEFAULT_POOL_TIMEOUT};
 pub use driver::SynchronousReplication;
 pub(crate) use migrate::report_unmigrated;

@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! # async fn run(config: webhook_idempotency::StoreConfig) -> Result<(), Box<dyn std::error::Error>> {
-//! use webhook_idempotency::store::{Claim, ClaimStore};
+//! use webhook_idempotency::store::claim::{Claim, ClaimStore};
 //! use webhook_idempotency::ScopedEvent;
 //!
 //! let store = ClaimStore::builder(config).build()?; // a StoreConfig, or a bare pool

@@ -4,14 +4,14 @@
 use std::time::Duration;
 
 use crate::support::*;
-use webhook_idempotency::store::{Claim, ClaimStore, CommitErrorKind};
+use webhook_idempotency::store::claim::{Claim, ClaimStore, CommitErrorKind};
 use webhook_idempotency::ScopedEvent;
 
 fn event(key: &str) -> ScopedEvent {
     ScopedEvent::new("queue", "orders", key).event_type("order.paid")
 }
 
-async fn write_effect(claimed: &webhook_idempotency::store::ClaimedEvent) {
+async fn write_effect(claimed: &webhook_idempotency::store::claim::ClaimedEvent) {
     let client = claimed.tx().client().await.unwrap();
     client
         .execute(
