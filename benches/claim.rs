@@ -69,7 +69,7 @@ fn database(rt: &tokio::runtime::Runtime) -> (TempPostgres, Pool) {
     );
     let pool = Pool::builder(manager).max_size(4).build().unwrap();
     rt.block_on(async {
-        webhook_idempotency::store::migrate(&pool.clone().into()).await.expect("migrate");
+        webhook_idempotency::migrate(&pool.clone().into()).await.expect("migrate");
         pool.get()
             .await
             .unwrap()

@@ -257,10 +257,10 @@ pub enum StoreErrorKind {
     /// The database named in the configuration does not exist: SQLSTATE 3D000.
     DatabaseMissing,
     /// No pooled connection within the pool timeout
-    /// ([`StoreConfig::pool_timeout`](crate::store::StoreConfig::pool_timeout)).
+    /// ([`StoreConfig::pool_timeout`](crate::StoreConfig::pool_timeout)).
     PoolTimeout,
     /// The database did not answer within the step deadline
-    /// ([`StoreConfig::database_timeout`](crate::store::StoreConfig::database_timeout));
+    /// ([`StoreConfig::database_timeout`](crate::StoreConfig::database_timeout));
     /// the connection was discarded, never pooled.
     Timeout,
     /// A statement failed on the server; [`StoreError::sqlstate`] says why
@@ -271,7 +271,7 @@ pub enum StoreErrorKind {
     /// digits and `_`, not starting with a digit, at most 63 bytes).
     InvalidSchemaName,
     /// [`check_schema`](crate::store::check_schema): the schema or its tables
-    /// do not exist; run [`migrate`](crate::store::migrate) or the SQL files
+    /// do not exist; run [`migrate`](crate::migrate) or the SQL files
     /// under `sql/`.
     NotMigrated,
     /// [`check_schema`](crate::store::check_schema): the recorded migrations
@@ -283,7 +283,7 @@ pub enum StoreErrorKind {
     /// a duplicate would be answered from (or the confirming commit failed):
     /// the layers answer 503 + `Retry-After`, never the stored outcome; a
     /// later delivery checks again. See
-    /// [`StoreConfig::synchronous_replication`](crate::store::StoreConfig::synchronous_replication).
+    /// [`StoreConfig::synchronous_replication`](crate::StoreConfig::synchronous_replication).
     Unconfirmed,
 }
 

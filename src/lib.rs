@@ -141,7 +141,9 @@ pub use layer::IDEMPOTENT_REPLAYED;
 pub use layer::{Mode, Rejection, RejectionKind, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService};
 pub use providers::provider::Provider;
 pub use scope::Endpoint;
-pub use store::{migrate, IsolationLevel, StoreConfig};
+pub use store::config::StoreConfig;
+pub use store::migrate::migrate;
+pub use store::IsolationLevel;
 pub use tx::{TxError, TxErrorKind, WebhookTx};
 pub use verify::SigningSecret;
 

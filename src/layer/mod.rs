@@ -12,7 +12,7 @@
 //! 4. the provider's verifier checks the raw bytes: 401 on failure;
 //! 5. the provider's key extractor finds the event key: 400 when none;
 //! 6. a pooled connection is taken (503 + `Retry-After` past
-//!    [`pool_timeout`](crate::store::StoreConfig::pool_timeout)), a transaction
+//!    [`pool_timeout`](crate::StoreConfig::pool_timeout)), a transaction
 //!    begins at the configured [`IsolationLevel`](crate::store::IsolationLevel)
 //!    (READ COMMITTED by default) and `(provider, scope, key)` is claimed with one
 //!    `INSERT ... ON CONFLICT DO NOTHING`;

@@ -22,7 +22,7 @@ pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(2);
 /// [`ClaimStore::builder`](super::claim::ClaimStore::builder),
 /// [`Admin::new`](super::admin::Admin::new),
 /// [`Retention::builder`](super::retention::Retention::builder)), and to
-/// [`migrate`](super::migrate) and [`check_schema`](super::check_schema);
+/// [`migrate`](crate::migrate) and [`check_schema`](super::check_schema);
 /// the parts take a bare pool too (`impl Into<StoreConfig>`) for the
 /// defaults.
 ///
@@ -78,7 +78,7 @@ impl StoreConfig {
         /// `webhook_idempotency`): a plain identifier (lower-case ASCII letters,
         /// digits and `_`, not starting with a digit, at most 63 bytes), checked
         /// when a part is built; migrate it with
-        /// [`migrate`](super::migrate).
+        /// [`migrate`](crate::migrate).
         pub fn schema(schema: impl Into<String>) => schema = schema.into();
 
         /// How long to wait for a pooled connection (default 5 s); past it the

@@ -28,7 +28,7 @@
 //! [`inbox`] (accepting deliveries as `pending` rows) and `queue` (leasing
 //! and ending rows for the workers, fenced by lease tokens); [`admin`]
 //! (operator actions and the gauge sampler); [`retention`]; the migrations
-//! ([`migrate`], [`check_schema`]). Only `driver` talks to a database
+//! ([`migrate`](crate::migrate), [`check_schema`]). Only `driver` talks to a database
 //! driver (its module docs say how: one interface, one module per driver);
 //! the rest is protocol and SQL text.
 //! The handler's transaction ([`WebhookTx`](crate::WebhookTx) and what a
@@ -41,12 +41,12 @@ pub mod admin;
 #[cfg(test)]
 mod citus;
 pub mod claim;
-mod config;
+pub(crate) mod config;
 pub(crate) mod digest;
 pub(crate) mod driver;
 pub(crate) mod idempotency_key;
 pub mod inbox;
-mod migrate;
+pub(crate) mod migrate;
 pub(crate) mod outbox;
 pub(crate) mod queue;
 pub mod retention;
@@ -54,10 +54,12 @@ mod statements;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use config::{StoreConfig, DEFAULT_DATABASE_TIMEOUT, DEFAULT_POOL_TIMEOUT};
+// `StoreConfig` and `migrate` are public at the crate root only.
+pub(crate) use config::StoreConfig;
+pub use config::{DEFAULT_DATABASE_TIMEOUT, DEFAULT_POOL_TIMEOUT};
 pub use driver::SynchronousReplication;
 pub(crate) use migrate::report_unmigrated;
-pub use migrate::{check_schema, migrate, MIGRATIONS, SCHEMA_VERSION};
+pub use migrate::{check_schema, MIGRATIONS, SCHEMA_VERSION};
 pub(crate) use statements::Statements;
 
 /// The isolation level of the claim's transaction (PostgreSQL docs,

@@ -223,7 +223,7 @@ async fn inbox_with_a_long_schema_name_accepts() {
     let db = TestDb::new().await;
     let schema = "s".repeat(60);
     let in_schema = StoreConfig::new(db.pool.clone()).schema(schema.clone());
-    webhook_idempotency::store::migrate(&in_schema).await.unwrap();
+    webhook_idempotency::migrate(&in_schema).await.unwrap();
     webhook_idempotency::store::check_schema(&in_schema).await.unwrap();
     let sync = Router::new().route(
         "/webhooks/stripe",

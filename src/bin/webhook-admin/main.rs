@@ -65,7 +65,8 @@ use comfy_table::{presets, Table};
 use serde_json::{json, Value};
 use webhook_idempotency::postgres::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use webhook_idempotency::store::admin::{Admin, EventDetail, EventRow, Filter};
-use webhook_idempotency::store::{check_schema, StoreConfig, SCHEMA_VERSION};
+use webhook_idempotency::store::{check_schema, SCHEMA_VERSION};
+use webhook_idempotency::StoreConfig;
 use webhook_idempotency::{StoreError, StoreErrorKind};
 
 mod cli;

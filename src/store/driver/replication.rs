@@ -41,7 +41,7 @@ use tokio::sync::watch;
 
 /// Whether duplicates are answered only after the synchronous standby
 /// confirmed the stored row's commit
-/// ([`StoreConfig::synchronous_replication`](crate::store::StoreConfig::synchronous_replication)).
+/// ([`StoreConfig::synchronous_replication`](crate::StoreConfig::synchronous_replication)).
 ///
 /// Where it applies: the webhook layer's duplicate of a done event
 /// ([`Claim::Done`](crate::store::claim::Claim::Done)), the body-digest guard's
