@@ -31,8 +31,10 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use tower::{Layer, ServiceExt};
 use webhook_idempotency::providers::stripe;
-use webhook_idempotency::store::{Claim, ClaimStore, ScopedEvent};
-use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx, IDEMPOTENT_REPLAYED};
+use webhook_idempotency::store::claim::{Claim, ClaimStore};
+use webhook_idempotency::{
+    Provider, ScopedEvent, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx, IDEMPOTENT_REPLAYED,
+};
 use webhook_test_support::TempPostgres;
 
 const SECRET: &str = "whsec_bench_secret";
@@ -67,7 +69,7 @@ fn database(rt: &tokio::runtime::Runtime) -> (TempPostgres, Pool) {
     );
     let pool = Pool::builder(manager).max_size(4).build().unwrap();
     rt.block_on(async {
-        webhook_idempotency::store::migrate(&pool.clone().into()).await.expect("migrate");
+        webhook_idempotency::migrate(&pool.clone().into()).await.expect("migrate");
         pool.get()
             .await
             .unwrap()
@@ -81,7 +83,7 @@ fn database(rt: &tokio::runtime::Runtime) -> (TempPostgres, Pool) {
 /// Claims `event`, inserts its effect, commits; panics on any other outcome.
 async fn claim_and_commit(store: &ClaimStore, event: &ScopedEvent) {
     match store.claim(event).await.expect("claim") {
-        Claim::Claimed(claimed) => {
+        Claim::Acquired(claimed) => {
             let client = claimed.tx().client().await.expect("transaction open");
             client.execute(INSERT, &[&event.key()]).await.expect("insert");
             drop(client);

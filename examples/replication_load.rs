@@ -44,7 +44,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use futures_util::StreamExt;
 use tower::ServiceExt;
 use webhook_idempotency::providers::stripe;
-use webhook_idempotency::store::{StoreConfig, SynchronousReplication};
+use webhook_idempotency::store::SynchronousReplication;
+use webhook_idempotency::StoreConfig;
 use webhook_idempotency::{Provider, SigningSecret, WebhookLayer, WebhookTx};
 use webhook_test_support::TempPostgres;
 

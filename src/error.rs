@@ -1,23 +1,8 @@
 //! The crate's shared errors: [`ConfigError`], found when something is built,
-//! and [`StoreError`], from any step that talks to the database.
-//!
-//! Both follow the house style (tower-http's): an opaque struct with a
-//! `kind()` and a `#[non_exhaustive]` kind enum, no third-party error type in
-//! the public signature, and a message that never contains a secret or a
-//! payload.
-//!
-//! # Causes
-//! Every error of the crate that has a cause (a driver error, the I/O error
-//! behind it, the server's message) writes its own message followed by
-//! `": "` and each cause in turn, so one line says why: `... failed (server
-//! 127.0.0.1:5432): error connecting to server: Connection refused (os
-//! error 111)`. A cause whose text the previous one already contains is
-//! written once; a server error shows its severity, primary message and
-//! SQLSTATE, never its detail (which may quote row values): each driver
-//! says how its errors read. The causes are
-//! also the errors' [`source`](std::error::Error::source) chain, so a
-//! reporter that walks it (anyhow's `{:#}`, eyre) repeats them after the
-//! message.
+//! and [`StoreError`], from any step that talks to the database (public at
+//! the crate root), [`KeyMaterialError`] (public in [`verify`](crate::verify)),
+//! and [`Cause`], the chain of causes every error with one writes (the crate
+//! docs, "Errors", say how it reads).
 
 use std::error::Error;
 use std::fmt;
@@ -272,10 +257,10 @@ pub enum StoreErrorKind {
     /// The database named in the configuration does not exist: SQLSTATE 3D000.
     DatabaseMissing,
     /// No pooled connection within the pool timeout
-    /// ([`StoreConfig::pool_timeout`](crate::store::StoreConfig::pool_timeout)).
+    /// ([`StoreConfig::pool_timeout`](crate::StoreConfig::pool_timeout)).
     PoolTimeout,
     /// The database did not answer within the step deadline
-    /// ([`StoreConfig::database_timeout`](crate::store::StoreConfig::database_timeout));
+    /// ([`StoreConfig::database_timeout`](crate::StoreConfig::database_timeout));
     /// the connection was discarded, never pooled.
     Timeout,
     /// A statement failed on the server; [`StoreError::sqlstate`] says why
@@ -286,7 +271,7 @@ pub enum StoreErrorKind {
     /// digits and `_`, not starting with a digit, at most 63 bytes).
     InvalidSchemaName,
     /// [`check_schema`](crate::store::check_schema): the schema or its tables
-    /// do not exist; run [`migrate`](crate::store::migrate) or the SQL files
+    /// do not exist; run [`migrate`](crate::migrate) or the SQL files
     /// under `sql/`.
     NotMigrated,
     /// [`check_schema`](crate::store::check_schema): the recorded migrations
@@ -298,7 +283,7 @@ pub enum StoreErrorKind {
     /// a duplicate would be answered from (or the confirming commit failed):
     /// the layers answer 503 + `Retry-After`, never the stored outcome; a
     /// later delivery checks again. See
-    /// [`StoreConfig::synchronous_replication`](crate::store::StoreConfig::synchronous_replication).
+    /// [`StoreConfig::synchronous_replication`](crate::StoreConfig::synchronous_replication).
     Unconfirmed,
 }
 

@@ -73,6 +73,25 @@
 //!
 //! Without a preset: [`verify::generic::HmacVerifier`] for the common HMAC
 //! shapes, [`key::DerivedKey`] for senders without an event id.
+//!
+//! # Errors
+//! Every error follows one style (tower-http's): an opaque struct with a
+//! `kind()` and a `#[non_exhaustive]` kind enum ([`ConfigError`], found when
+//! something is built; [`StoreError`], from any step that talks to the
+//! database; [`TxError`], [`Rejection`], [`verify::VerifyError`], ...), no
+//! third-party error type in a public signature, and a message that never
+//! contains a secret or a payload.
+//!
+//! Every error that has a cause (a driver error, the I/O error behind it,
+//! the server's message) writes its own message followed by `": "` and each
+//! cause in turn, so one line says why: `... failed (server
+//! 127.0.0.1:5432): error connecting to server: Connection refused (os
+//! error 111)`. A cause whose text the previous one already contains is
+//! written once; a server error shows its severity, primary message and
+//! SQLSTATE, never its detail (which may quote row values): each driver
+//! says how its errors read. The causes are also the errors'
+//! [`source`](std::error::Error::source) chain, so a reporter that walks it
+//! (anyhow's `{:#}`, eyre) repeats them after the message.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -85,8 +104,12 @@
 #[macro_use]
 mod macros;
 
+// The commands' shared code (the `cli` feature): public for the two binaries only.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub mod cli;
 mod drivers;
-pub mod error;
+mod error;
 pub mod event;
 #[cfg(feature = "axum")]
 pub mod extract;
@@ -97,7 +120,6 @@ pub mod key;
 pub mod layer;
 pub mod metrics;
 pub mod outbox;
-pub mod provider;
 pub mod providers;
 pub mod scope;
 pub mod store;
@@ -117,9 +139,11 @@ pub use event::{ScopedEvent, WebhookEvent};
 pub use idempotency_key::{IdempotencyKeyLayer, IdempotentRequest};
 pub use layer::IDEMPOTENT_REPLAYED;
 pub use layer::{Mode, Rejection, RejectionKind, ReplayStatus, WebhookLayer, WebhookLayerBuilder, WebhookService};
-pub use provider::Provider;
+pub use providers::provider::Provider;
 pub use scope::Endpoint;
-pub use store::{migrate, IsolationLevel, StoreConfig};
+pub use store::config::StoreConfig;
+pub use store::migrate::migrate;
+pub use store::IsolationLevel;
 pub use tx::{TxError, TxErrorKind, WebhookTx};
 pub use verify::SigningSecret;
 

@@ -151,7 +151,7 @@ pub(crate) fn headers(list: &[(&str, &str)]) -> http::request::Parts {
 /// # Panics
 /// When it finds none.
 pub(crate) fn identity(
-    provider: &crate::provider::Provider,
+    provider: &crate::providers::Provider,
     parts: &http::request::Parts,
     body: &[u8],
 ) -> crate::key::EventIdentity {
@@ -162,7 +162,7 @@ pub(crate) fn identity(
 /// `body` under a request head without headers.
 #[track_caller]
 pub(crate) fn assert_body_identity(
-    provider: &crate::provider::Provider,
+    provider: &crate::providers::Provider,
     body: &[u8],
     key: &str,
     event_type: Option<&str>,

@@ -30,11 +30,12 @@ use std::time::Duration;
 use crate::error::Cause;
 use crate::event::ScopedEvent;
 use crate::store::actions;
+use crate::store::claim::ClaimedEvent;
 use crate::store::digest::{self, BodyClaim};
 use crate::store::driver::{Lent, Param, Row, TxSlot, Unlent};
 use crate::store::outbox::{self as outbox_rows, Effect, Enqueued};
 use crate::store::queue::{QueueKind, TxTables, WorkTx};
-use crate::store::{ClaimedEvent, DEFAULT_DATABASE_TIMEOUT};
+use crate::store::DEFAULT_DATABASE_TIMEOUT;
 
 /// The transaction holding this delivery's claim. The handler's business
 /// writes go through it, so they commit (or roll back) together with the

@@ -263,7 +263,7 @@ async fn concurrent_signed_deliveries_cost_about_their_bodies() {
     // Every delivery holds its claim's connection while it waits at the
     // barrier: 64, and a margin (the server allows 400).
     let pool = Pool::builder(manager).max_size(DELIVERIES + 6).build().unwrap();
-    webhook_idempotency::store::migrate(&pool.clone().into()).await.expect("migrate");
+    webhook_idempotency::migrate(&pool.clone().into()).await.expect("migrate");
     pool.get()
         .await
         .unwrap()

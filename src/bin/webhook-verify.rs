@@ -37,8 +37,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory as _, Parser};
 use sha2::{Digest, Sha256};
+use webhook_idempotency::cli::{self, printable};
 use webhook_idempotency::layer::DEFAULT_BODY_LIMIT;
-use webhook_idempotency::provider::CheckError;
+use webhook_idempotency::providers::CheckError;
 use webhook_idempotency::providers::{self, KeyKind, PresetInfo, UrlArg};
 use webhook_idempotency::verify::{Delivery, SigningSecret, VerifyErrorKind};
 use webhook_idempotency::Provider;
@@ -225,10 +226,6 @@ fn hints(
     out
 }
 
-#[path = "shared/escape.rs"]
-mod escape;
-use escape::printable;
-
 /// Secrets and public keys in the form each preset's verifier expects
 /// ([`PresetInfo::secret`], [`PresetInfo::public_key`]): the Standard
 /// Webhooks family tells HMAC secrets (`whsec_`) from public keys (`whpk_`)
@@ -378,7 +375,7 @@ fn print_json(v: &Verdict, preset: &PresetInfo, hints: &[String]) {
         "event_type": v.event_type,
         "hints": hints,
     });
-    println!("{}", escape::json_safe(&doc.to_string()));
+    println!("{}", cli::json_safe(&doc.to_string()));
 }
 
 /// The flag names this command defines (`--secret`, ...): the only argument

@@ -202,12 +202,11 @@ pub use header::MAX_KEY_BYTES;
 pub use request::IdempotentRequest;
 pub use service::IdempotencyKeyService;
 
-pub use crate::layer::{ResponseBody, ResponseFuture};
-
 use crate::error::{ConfigError, ConfigErrorKind};
-use crate::store::request_keys::RequestKeys;
-pub use crate::store::request_keys::{PROVIDER, RETENTION};
-use crate::store::{ClaimStore, ClaimStoreBuilder, StoreConfig};
+use crate::store::claim::{ClaimStore, ClaimStoreBuilder};
+use crate::store::idempotency_key::RequestKeys;
+pub use crate::store::idempotency_key::{PROVIDER, RETENTION};
+use crate::store::StoreConfig;
 
 /// The default request body limit: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;

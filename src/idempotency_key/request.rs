@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::StoreError;
 use crate::event::ScopedEvent;
-use crate::store::request_keys::RequestKeys;
+use crate::store::idempotency_key::RequestKeys;
 
 /// The request's key, in the handler's request extensions (an axum
 /// extractor too, feature `axum`), beside [`WebhookTx`](crate::WebhookTx).

@@ -1,5 +1,5 @@
 //! The service [`IdempotencyKeyLayer`](super::IdempotencyKeyLayer) builds:
-//! read the key, answer from the stored response, or run the claimed-request
+//! read the key, answer from the stored response, or run the processing
 //! step and store the answer with the handler's writes.
 
 use std::sync::Arc;
@@ -18,11 +18,11 @@ use super::{ErrorResponses, FingerprintFn, ScopeFn};
 use crate::event::ScopedEvent;
 use crate::handler::{self, End, Failed, Failure};
 use crate::layer::buffer::{declared_length, read_limited, ReadError};
-use crate::layer::claimed::{self, Claimed};
+use crate::layer::process::{self, Processed};
 use crate::layer::service::{with_body, Wrapped};
 use crate::layer::{ResponseBody, IDEMPOTENT_REPLAYED};
-use crate::store::request_keys::{RequestKeys, StoredKey, StoredResponse, PROVIDER};
-use crate::store::{ClaimStore, ClaimedEvent};
+use crate::store::claim::{ClaimStore, ClaimedEvent};
+use crate::store::idempotency_key::{RequestKeys, StoredKey, StoredResponse, PROVIDER};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -152,9 +152,9 @@ where
         }
         // Rolled back and recorded: the next request with the key runs; a
         // panic is answered 500.
-        failed @ End::RollBack(_) => match claimed::end(claimed, failed, None).await {
-            Claimed::Handled { response, .. } => Ok(("failed", response.map(ResponseBody::inner))),
-            Claimed::ServiceError(e) => Err(e),
+        failed @ End::RollBack(_) => match process::end(claimed, failed, None).await {
+            Processed::Handled { response, .. } => Ok(("failed", response.map(ResponseBody::inner))),
+            Processed::ServiceError(e) => Err(e),
             other => Ok(ended_answer(other)),
         },
     }
@@ -189,11 +189,11 @@ async fn claim<B>(
     let key = RequestKeys::key(event);
     let read = Some((config.keys.lookup_sql(), &key[..]));
     let (claimed, rows): (ClaimedEvent, _) =
-        match claimed::claim_reading::<(), ()>(&config.store, event, read, Some(conn)).await {
+        match process::claim_reading::<(), ()>(&config.store, event, read, Some(conn)).await {
             Ok(claimed) => claimed,
             // Completed between the lookup and the claim: its response is stored now.
-            Err(Claimed::Duplicate { .. }) => return Err(after_completion(config, event, fingerprint).await),
-            Err(Claimed::InFlight) => return Err(problem(Problem::InFlight, None)),
+            Err(Processed::Duplicate { .. }) => return Err(after_completion(config, event, fingerprint).await),
+            Err(Processed::InFlight) => return Err(problem(Problem::InFlight, None)),
             Err(_) => return Err(problem(Problem::Unavailable, None)),
         };
     let recovery_point = match config.keys.parse(&rows, event) {
@@ -230,7 +230,7 @@ where
     let body = match handler::catching(Limited::new(body, config.max_response_bytes).collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Err(_panic) => {
-            return ended_answer(claimed::end::<B, ()>(claimed, End::RollBack(Failed::Panicked), None).await)
+            return ended_answer(process::end::<B, ()>(claimed, End::RollBack(Failed::Panicked), None).await)
         }
         Ok(Err(e)) => {
             let too_large = e.downcast_ref::<LengthLimitError>().is_some();
@@ -249,12 +249,12 @@ where
     let more = stored.params(fingerprint, &flat);
     let response = Response::from_parts(head, ResponseBody::<B>::bytes(stored.body.clone()));
     let commit = Some((config.keys.commit_sql(), &more[..]));
-    match claimed::end::<_, ()>(claimed, End::Commit(response), commit).await {
-        Claimed::Handled { response, committed: true } => ("committed", response),
+    match process::end::<_, ()>(claimed, End::Commit(response), commit).await {
+        Processed::Handled { response, committed: true } => ("committed", response),
         // An error answer that could not be stored (typically a statement of
         // the handler failed and aborted the transaction): nothing committed,
         // so the handler's own answer goes out, not stored; a retry runs.
-        Claimed::Unavailable("commit") if !result => ("failed", answer_of(stored)),
+        Processed::Unavailable("commit") if !result => ("failed", answer_of(stored)),
         other => ended_answer(other),
     }
 }
@@ -385,12 +385,12 @@ fn kept_headers(config: &Config, headers: &http::HeaderMap) -> Vec<(String, Stri
     kept
 }
 
-/// The answer for a claimed-request step that did not end in the handler's
+/// The answer for a processing step that did not end in the handler's
 /// own response.
-fn ended_answer<R, E, B>(claimed: Claimed<R, E>) -> Answer<B> {
-    match claimed {
-        Claimed::Conflict(_) | Claimed::Unavailable(_) | Claimed::InFlight => problem(Problem::Unavailable, None),
-        Claimed::StillInUse => {
+fn ended_answer<R, E, B>(processed: Processed<R, E>) -> Answer<B> {
+    match processed {
+        Processed::Conflict(_) | Processed::Unavailable(_) | Processed::InFlight => problem(Problem::Unavailable, None),
+        Processed::StillInUse => {
             tracing::error!("the handler answered while still holding WebhookTx; rolled back");
             problem(Problem::HandlerError, None)
         }

@@ -115,7 +115,7 @@
 //! layer's), an error, a panic, a handler past
 //! [`handler_timeout`](crate::worker::WorkerBuilder::handler_timeout) or a retryable
 //! conflict (40P01, 40001, 55P03) rolls the work back and puts the row back to
-//! `pending`, due after a delay from [`RetryPolicy`] (exponential backoff with
+//! `pending`, due after a delay from [`RetryPolicy`](crate::worker::RetryPolicy) (exponential backoff with
 //! full jitter), with `attempts`, `last_error` and the status recorded; once
 //! its retry budget is spent (by default 3 days after it was received, or
 //! 200 runs) the row is `dead`, kept for an operator
@@ -158,7 +158,6 @@ pub use work::InboxWork;
 
 use crate::store::inbox::IntegrityKey;
 use crate::store::StoreConfig;
-pub use crate::worker::RetryPolicy;
 use crate::worker::{Worker, WorkerBuilder};
 
 /// The request body type the worker hands the service: the stored bytes.

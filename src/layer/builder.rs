@@ -12,10 +12,11 @@ use super::DEFAULT_RETRY_AFTER;
 use super::{Mode, ReplayStatus, WebhookLayer, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT};
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::handler::Success;
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::scope::{Endpoint, ScopeResolver};
+use crate::store::claim::{ClaimOrder, ClaimStore, ClaimStoreBuilder};
 use crate::store::inbox::{Inbox, IntegrityKey};
-use crate::store::{ClaimOrder, ClaimStore, ClaimStoreBuilder, IsolationLevel, StoreConfig};
+use crate::store::{IsolationLevel, StoreConfig};
 use crate::verify::{Clock, SigningSecret, SystemClock};
 
 impl WebhookLayer {
@@ -360,7 +361,7 @@ impl WebhookLayerBuilder {
         crate::key::validate(self.provider.name()).map_err(|_| {
             ConfigError::of(ConfigErrorKind::InvalidName, "the provider name must be 1 to 512 bytes without NUL")
         })?;
-        if self.provider.name().eq_ignore_ascii_case(crate::store::request_keys::PROVIDER) {
+        if self.provider.name().eq_ignore_ascii_case(crate::store::idempotency_key::PROVIDER) {
             // Its claims would share rows with the Idempotency-Key layer's keys of the same scope.
             return Err(ConfigError::of(
                 ConfigErrorKind::InvalidName,

@@ -9,10 +9,10 @@ use super::answer::{Answer, Outcome};
 use super::rejection::{self, Rejection, RejectionKind};
 use super::ReplayStatus;
 use crate::handler::Success;
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::scope::ScopeResolver;
+use crate::store::claim::ClaimStore;
 use crate::store::inbox::Inbox;
-use crate::store::ClaimStore;
 use crate::verify::{Clock, SigningSecret};
 
 /// Inbox mode: where accepted deliveries go, and the answer.

@@ -12,8 +12,8 @@
 //! 4. the provider's verifier checks the raw bytes: 401 on failure;
 //! 5. the provider's key extractor finds the event key: 400 when none;
 //! 6. a pooled connection is taken (503 + `Retry-After` past
-//!    [`pool_timeout`](crate::store::StoreConfig::pool_timeout)), a transaction
-//!    begins at the configured [`IsolationLevel`]
+//!    [`pool_timeout`](crate::StoreConfig::pool_timeout)), a transaction
+//!    begins at the configured [`IsolationLevel`](crate::store::IsolationLevel)
 //!    (READ COMMITTED by default) and `(provider, scope, key)` is claimed with one
 //!    `INSERT ... ON CONFLICT DO NOTHING`;
 //! 7. claimed: [`WebhookTx`](crate::WebhookTx) and
@@ -51,7 +51,7 @@
 //!
 //! The module's parts, in the order a delivery meets them: `read` (method,
 //! limits, buffering), `authenticate` (endpoint, signature, key), `accept`
-//! (inbox mode) or `claimed` (the claimed-request step: the claim, the
+//! (inbox mode) or `process` (the processing step: the claim, the
 //! handler-end step the inbox worker and the `Idempotency-Key` layer share,
 //! the claim's fenced commit), then the answer ([`Rejection`] for the
 //! layer's own refusals).
@@ -63,9 +63,9 @@ mod authenticate;
 mod body;
 pub(crate) mod buffer;
 mod builder;
-pub(crate) mod claimed;
 mod config;
 mod future;
+pub(crate) mod process;
 mod read;
 mod rejection;
 pub(crate) mod service;
@@ -80,8 +80,6 @@ pub use future::ResponseFuture;
 pub use rejection::{Rejection, RejectionKind};
 pub use service::{WebhookService, IDEMPOTENT_REPLAYED};
 
-pub use crate::error::{ConfigError, ConfigErrorKind};
-pub use crate::store::{ClaimOrder, IsolationLevel};
 use config::Config;
 
 /// Default body limit: 25 MiB (GitHub caps payloads at 25 MB).

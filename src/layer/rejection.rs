@@ -34,7 +34,7 @@ use super::ResponseBody;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RejectionKind {
-    /// A method the provider never sends ([`Provider::methods`](crate::provider::Provider::methods)).
+    /// A method the provider never sends ([`Provider::methods`](crate::providers::Provider::methods)).
     MethodNotAllowed,
     /// The body (declared, streamed, or inflated) is over the limit.
     BodyTooLarge,

@@ -9,12 +9,12 @@ use tracing::{field, Instrument};
 
 use super::abandoned::Watch;
 use super::answer::{Answer, Outcome};
-use super::claimed::{self, Claimed};
 use super::config::Config;
+use super::process::{self, Processed};
 use super::rejection::RejectionKind;
 use super::{accept, authenticate, read, ReplayStatus, ResponseBody, ResponseFuture};
 use crate::event::{ScopedEvent, WebhookEvent};
-use crate::store::ClaimedEvent;
+use crate::store::claim::ClaimedEvent;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -121,8 +121,8 @@ where
         watch.handler_started.store(true, std::sync::atomic::Ordering::Relaxed);
         handler_request::<ReqBody>(config, parts, &event, body, claimed)
     };
-    let claimed = claimed::run(&config.store, &event, &config.success, inner, request, digest).await;
-    answer(config, claimed)
+    let processed = process::run(&config.store, &event, &config.success, inner, request, digest).await;
+    answer(config, processed)
 }
 
 /// The body's SHA-256 for the body-digest guard; a large body's on the
@@ -208,24 +208,24 @@ impl<S, C> Wrapped<S, C> {
     }
 }
 
-/// The sender's answer for what the claimed-request step did.
-fn answer<ResBody, E>(config: &Config, claimed: Claimed<Response<ResBody>, E>) -> Result<Answer<ResBody>, E> {
-    Ok(match claimed {
-        Claimed::Handled { response, committed } => {
+/// The sender's answer for what the processing step did.
+fn answer<ResBody, E>(config: &Config, processed: Processed<Response<ResBody>, E>) -> Result<Answer<ResBody>, E> {
+    Ok(match processed {
+        Processed::Handled { response, committed } => {
             let outcome = if committed { Outcome::Committed } else { Outcome::Failed };
             Answer { outcome, response: response.map(ResponseBody::inner) }
         }
-        Claimed::Duplicate { status } => replayed(config, status),
-        Claimed::InFlight => config.refuse(RejectionKind::InFlight, "in_flight"),
-        Claimed::Unavailable(step) => config.refuse(RejectionKind::StoreUnavailable, step),
-        Claimed::Conflict(code) => config.refuse(RejectionKind::RetryableConflict, code),
-        Claimed::StillInUse => {
+        Processed::Duplicate { status } => replayed(config, status),
+        Processed::InFlight => config.refuse(RejectionKind::InFlight, "in_flight"),
+        Processed::Unavailable(step) => config.refuse(RejectionKind::StoreUnavailable, step),
+        Processed::Conflict(code) => config.refuse(RejectionKind::RetryableConflict, code),
+        Processed::StillInUse => {
             tracing::error!("the handler answered while still holding WebhookTx; rolled back");
             config.refuse(RejectionKind::HandlerError, "tx_still_in_use")
         }
-        Claimed::RefusedSuccess => config.refuse(RejectionKind::HandlerError, "refused_success"),
-        Claimed::Panicked => config.refuse(RejectionKind::HandlerError, "handler_panicked"),
-        Claimed::ServiceError(e) => return Err(e),
+        Processed::RefusedSuccess => config.refuse(RejectionKind::HandlerError, "refused_success"),
+        Processed::Panicked => config.refuse(RejectionKind::HandlerError, "handler_panicked"),
+        Processed::ServiceError(e) => return Err(e),
     })
 }
 

@@ -73,7 +73,7 @@
 //! **Outcomes.** The function reports [`EffectResult`]:
 //! - `Delivered` (with an optional remote reference): `done`, with the time;
 //! - `Retry`: back to `pending` after a backoff with full jitter
-//!   ([`RetryPolicy`]), `dead` once its retry budget is spent (by default 3
+//!   ([`RetryPolicy`](crate::worker::RetryPolicy)), `dead` once its retry budget is spent (by default 3
 //!   days after it was enqueued, or 200 runs);
 //! - `RetryAfter` ([`EffectResult::retry_after`]): the same, but due after
 //!   the delay the remote asked for (a 429 or 503 with `Retry-After`) instead
@@ -149,7 +149,6 @@ mod marker;
 mod registry;
 mod work;
 
-pub use crate::worker::RetryPolicy;
 pub use registry::{EffectContext, EffectResult, Effects, Reconciled, MAX_RETRY_AFTER};
 pub use work::OutboxWork;
 

@@ -43,7 +43,7 @@
 //! commit dates only, and Bitbucket does not promise the order of
 //! deliveries.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 

@@ -191,7 +191,7 @@ fn signed_headers(secret: &SigningSecret, unix_seconds: u64, body: &[u8]) -> Vec
     ]
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// Box (`box-signature-primary` / `-secondary` of `{body}{timestamp}`, 600 s past, 60 s ahead; key = body `id`). See [`crate::providers::box_com`].
     ///
     /// The Box webhooks V2 preset: [`BoxVerifier`]; key = the body's `id`
@@ -207,7 +207,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     REPLAY_WINDOW,
     &[PRIMARY_HEADER, SECONDARY_HEADER, TIMESTAMP_HEADER, VERSION_HEADER, ALGORITHM_HEADER, DELIVERY_ID_HEADER],
-    |_| crate::provider::Provider::box_com(),
+    |_| crate::providers::Provider::box_com(),
     super::ExampleOf::Signed(|s, _, at, b| signed_headers(s, super::unix_seconds(at), b)),
 )
 .signs("`box-signature-primary` / `-secondary` base64 HMAC-SHA256 of `{body}{box-delivery-timestamp}` (RFC 3339), one key each")
@@ -217,8 +217,8 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
     use crate::providers::tests::support::TwoHeaders;
+    use crate::providers::Provider;
     use crate::test_support::fixture_json;
     use crate::test_support::{assert_body_identity, at, headers, NOW};
 

@@ -40,7 +40,7 @@
 
 use std::time::Duration;
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::{HmacScheme, Tolerance};
 

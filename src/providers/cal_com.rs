@@ -38,7 +38,7 @@
 //! body's `createdAt` (ISO 8601).
 
 use crate::key::{json, DerivedKey, EventIdentity, KeyError, KeyErrorKind};
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 

@@ -42,7 +42,7 @@
 //! values is inferred from their definitions: Calendly does not document its
 //! retry body byte for byte. An envelope missing any of the three, or holding
 //! a non-string, is a key error (400): override the extractor with
-//! [`crate::provider::Provider::key_extractor`] for such events. The event type is
+//! [`crate::providers::Provider::key_extractor`] for such events. The event type is
 //! `event`.
 //!
 //! **Signed / not signed**
@@ -55,7 +55,7 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! payload's `created_at` (ISO 8601), or the invitee's `updated_at`.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -182,6 +182,6 @@ mod tests {
         // Netstrings keep field boundaries: moving a character across fields changes the key.
         assert_ne!(derived_key("ab", "c", "d"), derived_key("a", "bc", "d"));
         assert_eq!(derived_key("e", "c", "u").len(), "sha256:".len() + 64);
-        assert_eq!(crate::provider::Provider::calendly().name(), "calendly");
+        assert_eq!(crate::providers::Provider::calendly().name(), "calendly");
     }
 }

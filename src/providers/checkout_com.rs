@@ -44,7 +44,7 @@
 //! event's `created_on` (RFC 3339, milliseconds); Checkout.com does not
 //! promise the order of deliveries.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 

@@ -33,7 +33,7 @@
 use std::time::Duration;
 
 use crate::key::{EventIdentity, JsonPointerKey, KeyError, KeyExtractor};
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Signed, Tolerance};
 

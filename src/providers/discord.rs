@@ -57,7 +57,7 @@
 //!
 //! **PING.** When the endpoint URL is saved, and from time to time after,
 //! Discord sends a `PING` interaction (`"type": 1`). The preset's
-//! [`Challenge`](crate::provider::Challenge) answers it after the signature check and
+//! [`Challenge`](crate::providers::Challenge) answers it after the signature check and
 //! before any claim with `200`, `Content-Type: application/json`,
 //! `{"type":1}` (`PONG`). Nothing is stored.
 //!
@@ -80,7 +80,7 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): none:
 //! interactions are requests answered once, not changes of an object.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -228,7 +228,7 @@ pub fn sign(seed: &[u8; 32], timestamp: u64, body: &[u8]) -> String {
     hex::encode(SigningKey::from_bytes(seed).sign(&message).to_bytes())
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// Discord interactions (Ed25519; key = the interaction `id`; answers PING). See [`crate::providers::discord`].
     ///
     /// Discord's interactions preset: [`DiscordVerifier`] (five minutes), key =
@@ -310,7 +310,7 @@ mod tests {
                 VerifyErrorKind::NoMatchingSignature,
                 "{name} tampered"
             );
-            let id = crate::test_support::identity(&crate::provider::Provider::discord(), &p, body);
+            let id = crate::test_support::identity(&crate::providers::Provider::discord(), &p, body);
             assert_eq!((id.key.as_str(), id.event_type.as_deref()), (want_key, Some(want_type)), "{name}");
         }
         // Ed25519 is deterministic: the fixture's seed gives the same signature here.
@@ -440,7 +440,7 @@ mod tests {
     #[test]
     fn ping_is_answered_with_pong() {
         // Through the preset's challenge, which is `pong`.
-        let provider = crate::provider::Provider::discord();
+        let provider = crate::providers::Provider::discord();
         let respond = |d: &Delivery<'_>| provider.challenge_ref().expect("a challenge").respond(d);
         let p = parts(&[]);
         let answer =

@@ -10,7 +10,8 @@
 //! for `application/x-www-form-urlencoded`; `GET` webhooks are not covered.
 //! See [`crate::providers::gitea`] for the details, which apply here word
 //! for word with `X-Forgejo-*` for `X-Gitea-*`. The `forgejo` feature
-//! enables `gitea`, whose verifier it shares.
+//! enables `gitea`, whose verifier it shares, and whose
+//! [`sign`] makes a Forgejo signature too.
 //!
 //! **Signed / not signed:** only the JSON payload is signed. The event key
 //! (`X-Forgejo-Delivery`) and the event type (`X-Forgejo-Event`) are headers
@@ -34,7 +35,7 @@
 
 use crate::providers::gitea::GiteaVerifier;
 
-pub use crate::providers::gitea::sign;
+use crate::providers::gitea::sign;
 
 /// The header Forgejo signs deliveries with.
 pub const SIGNATURE_HEADER: &str = "x-forgejo-signature";
@@ -56,7 +57,7 @@ pub fn verifier() -> GiteaVerifier {
     GiteaVerifier::for_header(SIGNATURE_HEADER)
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// Forgejo (`X-Forgejo-Signature`; key = `X-Forgejo-Delivery`). See [`crate::providers::forgejo`].
     ///
     /// The Forgejo preset: [`verifier`], key = `X-Forgejo-Delivery`, type =
@@ -72,7 +73,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
-    |_| crate::provider::Provider::forgejo(),
+    |_| crate::providers::Provider::forgejo(),
     super::ExampleOf::Signed(|s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())]),
 )
 .signs("`X-Forgejo-Signature`, the same as Gitea's")
@@ -82,8 +83,8 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
     use crate::providers::tests::support::BodyOnly;
+    use crate::providers::Provider;
     use crate::verify::{SigningSecret, Verifier as _, VerifyErrorKind};
 
     /// Gitea's fixture: Forgejo's headers carry the same signature and UUID.

@@ -44,8 +44,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::provider::Challenge;
-use crate::provider::Provider;
+use crate::providers::Challenge;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Signed, TimestampFormat, Tolerance};
 use crate::verify::{single_header, Delivery, Encoding};
@@ -124,8 +124,8 @@ impl Challenge for Validation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
     use crate::providers::tests::support::TwoHeaders;
+    use crate::providers::Provider;
     use crate::test_support::{at, headers, NOW};
     use crate::verify::VerifyErrorKind;
     use crate::verify::{hmac_sha256, SigningSecret};

@@ -136,7 +136,7 @@ pub fn sign(secret: &SigningSecret, payload: &[u8]) -> String {
     hex::encode(hmac_sha256(secret, &[payload]))
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// Gitea (`X-Gitea-Signature`; key = `X-Gitea-Delivery`). See [`crate::providers::gitea`].
     ///
     /// The Gitea preset: [`GiteaVerifier`], key = `X-Gitea-Delivery`, type =
@@ -152,7 +152,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
-    |_| crate::provider::Provider::gitea(),
+    |_| crate::providers::Provider::gitea(),
     super::ExampleOf::Signed(|s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())]),
 )
 .signs("`X-Gitea-Signature` hex HMAC-SHA256 of the JSON payload (the body, or a form's `payload` field)")
@@ -162,8 +162,8 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::provider::Provider;
     use crate::providers::tests::support::{fixture, BodyOnly};
+    use crate::providers::Provider;
     use crate::test_support::{at, headers, request, NOW};
 
     /// The fixture's head (every header Gitea and Forgejo send) and the

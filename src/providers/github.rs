@@ -35,7 +35,7 @@
 //! `pull_request.updated_at`) as Unix seconds; deliveries carry no event time
 //! of their own, and GitHub does not promise their order.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 

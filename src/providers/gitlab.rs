@@ -53,7 +53,7 @@
 //! push events carry no time of their own, and GitLab does not promise the
 //! order of deliveries.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::verify::generic::TokenHeaderVerifier;
 use crate::verify::SigningSecret;
 

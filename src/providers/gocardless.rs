@@ -47,7 +47,7 @@
 //! event's `created_at` (RFC 3339, milliseconds); GoCardless does not
 //! promise the order of webhooks, nor of events across batches.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 

@@ -36,7 +36,7 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! resource's `userUpdatedAt` (a conversation) or `updatedAt` (a customer).
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::HmacScheme;
 use crate::verify::{Algorithm, Encoding};
@@ -87,9 +87,9 @@ const EVENT_HEADER: &str = "x-helpscout-event";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
     use crate::providers::tests::support::sign;
     use crate::providers::tests::support::{BodyOnly, OneHeader};
+    use crate::providers::Provider;
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::VerifyErrorKind;
     use crate::verify::{hmac, Algorithm, Encoding, SigningSecret};

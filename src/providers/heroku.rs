@@ -28,7 +28,7 @@
 //! body's `created_at` (RFC 3339), or the resource's `version` where it has
 //! one (a release).
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 use crate::verify::Encoding;

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::HeaderName;
 
 use crate::key::{DerivedKey, EventIdentity, HeaderKey, JsonPointerKey, KeyError, KeyExtractor};
-use crate::provider::{Challenge, Provider};
+use crate::providers::{Challenge, Provider};
 use crate::verify::generic::{HmacScheme, HmacVerifier};
 use crate::verify::{Delivery, SigningSecret};
 

@@ -33,7 +33,7 @@
 //! is always verified by v3.
 //!
 //! **The URL:** the public base URL is configuration
-//! ([`HubSpotVerifier::new`], [`Provider::hubspot`](crate::provider::Provider::hubspot)): `scheme://host[:port][/prefix]`
+//! ([`HubSpotVerifier::new`], [`Provider::hubspot`](crate::providers::Provider::hubspot)): `scheme://host[:port][/prefix]`
 //! as HubSpot reaches the service, never taken from `Host` or forwarding
 //! headers. The request's path and query are appended as received, so the
 //! path the layer sees must be the one HubSpot requested: if a router strips
@@ -60,7 +60,7 @@
 //! grouping, the new batch gets a new key: handle events idempotently by
 //! their own identity as well. A body that is not such a batch (a workflow
 //! webhook action, a CRM card fetch) has no key (400): give those endpoints
-//! their own [`KeyExtractor`] with [`crate::provider::Provider::key_extractor`].
+//! their own [`KeyExtractor`] with [`crate::providers::Provider::key_extractor`].
 //!
 //! **Signed / not signed**
 //! (<https://developers.hubspot.com/docs/apps/developer-platform/build-apps/authentication/request-validation>):
@@ -73,7 +73,7 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): each
 //! event's `occurredAt` (Unix milliseconds).
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use std::time::Duration;
 
 use sha2::Digest as _;
@@ -391,7 +391,7 @@ impl KeyExtractor for HubSpotBatchKey {
     }
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// HubSpot signature v3 (`X-HubSpot-Signature-v3` over method + URI + body +
     /// timestamp, 300 s; derived batch key). `public_base_url` is the scheme
     /// and host HubSpot calls. See [`crate::providers::hubspot`].
@@ -400,7 +400,7 @@ impl crate::provider::Provider {
     /// (see [`HubSpotVerifier::new`]): [`HubSpotVerifier`] with a 300 second
     /// tolerance, key [`HubSpotBatchKey`], type the batch's `subscriptionType`.
     pub fn hubspot(public_base_url: impl Into<String>) -> Self {
-        crate::provider::Provider::new(NAME, HubSpotVerifier::new(public_base_url), HubSpotBatchKey::new())
+        crate::providers::Provider::new(NAME, HubSpotVerifier::new(public_base_url), HubSpotBatchKey::new())
     }
 }
 
@@ -587,7 +587,7 @@ mod tests {
             );
             let uri = format!("{}{}", f.public_base_url, f.path_and_query);
             assert_eq!(sign(&secrets[0], &d.method, &uri, d.body.as_bytes(), ts), d.signature);
-            let id = crate::provider::Provider::hubspot(f.public_base_url.as_str())
+            let id = crate::providers::Provider::hubspot(f.public_base_url.as_str())
                 .extractor_ref()
                 .extract(&p, d.body.as_bytes())
                 .unwrap();
@@ -749,6 +749,6 @@ mod tests {
         for (name, body, want) in cases {
             assert_eq!(key(body).unwrap_err(), *want, "{name}");
         }
-        assert_eq!(crate::provider::Provider::hubspot("https://x.example").name(), "hubspot");
+        assert_eq!(crate::providers::Provider::hubspot("https://x.example").name(), "hubspot");
     }
 }

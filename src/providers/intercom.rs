@@ -43,8 +43,8 @@
 
 use bytes::Bytes;
 
-use crate::provider::Challenge;
-use crate::provider::Provider;
+use crate::providers::Challenge;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 use crate::verify::{Algorithm, Delivery};
@@ -111,9 +111,9 @@ impl Challenge for Ping {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
     use crate::providers::tests::support::sign;
     use crate::providers::tests::support::BodyOnly;
+    use crate::providers::Provider;
     use crate::test_support::NOW;
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind::MalformedHeader;

@@ -39,7 +39,7 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! object's `data.attributes.updated_at` (RFC 3339, microseconds).
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::HmacScheme;
 

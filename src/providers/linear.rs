@@ -64,7 +64,7 @@
 //! entity's `updatedAt` (ISO 8601) in `data`, or the payload's
 //! `webhookTimestamp` (Unix milliseconds).
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use std::fmt;
 use std::time::Duration;
 
@@ -223,7 +223,7 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
     Ok(identity)
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// Linear (`Linear-Signature`, `webhookTimestamp` within 60 s; key = `Linear-Delivery`). See [`crate::providers::linear`].
     ///
     /// The Linear preset: [`LinearVerifier`] with the 60 second tolerance and
@@ -239,7 +239,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
-    |_| crate::provider::Provider::linear(),
+    |_| crate::providers::Provider::linear(),
     super::ExampleOf::Signed(|s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())]),
 )
 .signs("`Linear-Signature` hex HMAC-SHA256 of the body; body `webhookTimestamp`")
@@ -354,6 +354,6 @@ mod tests {
             let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
             assert_eq!(got, *want, "{name}");
         }
-        assert_eq!(crate::provider::Provider::linear().name(), "linear");
+        assert_eq!(crate::providers::Provider::linear().name(), "linear");
     }
 }

@@ -47,7 +47,7 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): `event-
 //! data.timestamp` (Unix seconds with a fraction: scale it to microseconds).
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use std::fmt;
 use std::time::Duration;
 
@@ -264,7 +264,7 @@ pub fn signed_body(secret: &SigningSecret, timestamp: u64, token: &str, event_da
     .to_string()
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// Mailgun (signature in the body, 900 s; key = `event-data.id`). See [`crate::providers::mailgun`].
     ///
     /// The Mailgun preset: [`MailgunVerifier`] (900 s), key = `event-data.id`,
@@ -331,7 +331,7 @@ mod tests {
                 Err(VerifyErrorKind::NoMatchingSignature),
                 "{name}"
             );
-            let id = crate::test_support::identity(&crate::provider::Provider::mailgun(), &head(), body);
+            let id = crate::test_support::identity(&crate::providers::Provider::mailgun(), &head(), body);
             assert_eq!(id.key, case["event_id"].as_str().unwrap());
             assert_eq!(id.event_type.as_deref(), Some(case["event"].as_str().unwrap()));
         }
@@ -451,7 +451,7 @@ mod tests {
 
     #[test]
     fn preset_wiring() {
-        let provider = crate::provider::Provider::mailgun();
+        let provider = crate::providers::Provider::mailgun();
         assert_eq!(provider.name(), "mailgun");
         assert!(provider.challenge_ref().is_none());
         let secret = [SigningSecret::from("k")];

@@ -43,14 +43,13 @@
 //! The CLI, the quickstart, the benches, the fuzz targets, retention, the
 //! fixture check and the registry-wide tests pick it up from the registry.
 
-use crate::provider::Provider;
-
 /// The shell of the code-written presets that sign a time (`timed_verifier!`).
 #[macro_use]
 mod macros;
 
 mod hmac;
 mod preset;
+pub(crate) mod provider;
 
 pub use hmac::{EventKey, HmacPreset, KeyField};
 #[allow(unused_imports)] // the presets use what they need
@@ -60,6 +59,9 @@ use preset::{
     EXAMPLE_SQUARE_URL,
 };
 pub use preset::{Example, KeyKind, KeyTextError, PresetInfo, UrlArg, UrlRequired, DEFAULT_REPLAY_WINDOW};
+// `Provider` itself is public at the crate root only (`webhook_idempotency::Provider`).
+pub(crate) use provider::Provider;
+pub use provider::{Challenge, CheckError, CheckErrorKind};
 
 /// The scheme of the header form Stripe made common and Buildkite, Calendly,
 /// Mux and Paddle copied: one header of `<timestamp>=<Unix seconds>` and

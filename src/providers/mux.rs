@@ -37,7 +37,7 @@
 //! event's `created_at` (RFC 3339, microseconds); Mux does not promise the
 //! order of deliveries.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Tolerance};
 use std::time::Duration;

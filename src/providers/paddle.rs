@@ -42,7 +42,7 @@
 //! it, as deliveries may arrive out of order
 //! (<https://developer.paddle.com/webhooks/about/how-webhooks-work>).
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Tolerance};
 use std::time::Duration;
@@ -96,9 +96,9 @@ impl Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
     use crate::providers::tests::support::sign_at;
     use crate::providers::tests::support::{KeyValueHeader, OneHeader};
+    use crate::providers::Provider;
     use crate::test_support::{assert_body_identity, NOW};
     use crate::verify::SigningSecret;
     use crate::verify::{Verifier as _, VerifyErrorKind};
@@ -167,6 +167,6 @@ mod tests {
         let mut odd = http::Request::builder().body(()).unwrap().into_parts().0;
         odd.headers.insert(SIGNATURE_HEADER, http::HeaderValue::from_bytes(b"ts=1;h1=\xff").unwrap());
         assert_eq!(v.precheck(&odd).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
-        assert_eq!(crate::provider::Provider::paddle().name(), "paddle");
+        assert_eq!(crate::providers::Provider::paddle().name(), "paddle");
     }
 }

@@ -38,7 +38,7 @@
 //! [`WebhookTx::apply_if_newer`](crate::WebhookTx::apply_if_newer)): the
 //! event's `occurred_at` (ISO 8601).
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 
@@ -75,8 +75,8 @@ impl Provider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
     use crate::providers::tests::support::{fixture_files, OneHeader};
+    use crate::providers::Provider;
     use crate::test_support::{assert_body_identity, NOW};
     use crate::verify::{hmac_sha256, SigningSecret, VerifyErrorKind};
 

@@ -53,7 +53,7 @@
 //! (a transaction's `paid_at`, a transfer's or dispute's `updatedAt`), else
 //! re-read the object (`GET /transaction/verify/:reference`).
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::HmacScheme;
 use crate::verify::Algorithm;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::HmacPreset;
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::verify::SigningSecret;
 
 /// The URL a preset's [`Provider`] is built with, for schemes that sign it.

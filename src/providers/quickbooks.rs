@@ -33,7 +33,7 @@
 //! entity's `lastUpdated` (CloudEvents: `time`), per `realmId`, `name` and
 //! `id`.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::HmacScheme;
 use crate::verify::Encoding;

@@ -41,7 +41,7 @@
 //! Razorpay does not promise the order of deliveries.
 
 use crate::key::{EventIdentity, HeaderKey, KeyError, KeyExtractor};
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 

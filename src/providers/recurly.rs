@@ -45,7 +45,7 @@
 use std::time::Duration;
 
 use crate::key::{EventIdentity, JsonPointerKey, KeyError, KeyExtractor};
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::verify::{
     check_signature_header_size, count_entry, hmac_sha256, match_any_secret, parse_unix_millis, single_header,
     Delivery, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
@@ -138,7 +138,7 @@ pub fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<Event
     Ok(identity)
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// Recurly (`recurly-signature` `ms,hex`, 300 s; key = `id`). See [`crate::providers::recurly`].
     ///
     /// The Recurly preset: [`RecurlyVerifier`] with the 5 minute tolerance
@@ -154,7 +154,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER],
-    |_| crate::provider::Provider::recurly(),
+    |_| crate::providers::Provider::recurly(),
     super::ExampleOf::Signed(|s, _, at, b| vec![(SIGNATURE_HEADER, sign(s, super::unix_millis(at), b))]),
 )
 .signs("`recurly-signature: <ms>,<hex>[,<hex>]` HMAC-SHA256 of `{ms}.{body}` (JSON webhooks)")

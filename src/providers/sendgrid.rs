@@ -59,7 +59,7 @@
 //! event's `timestamp` (Unix seconds); one delivery batches several events,
 //! possibly of one message.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use std::time::Duration;
 
 use p256::ecdsa::signature::{MultipartSigner as _, MultipartVerifier as _};
@@ -210,13 +210,13 @@ pub fn batch_identity(_parts: &http::request::Parts, body: &[u8]) -> Result<Even
     })
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// SendGrid Event Webhook (ECDSA P-256; derived key over the batch's `sg_event_id`s). See [`crate::providers::sendgrid`].
     ///
     /// The SendGrid preset: [`SendGridVerifier`] (25 h), key from
     /// [`batch_identity`]. The CLI name is `sendgrid`.
     pub fn sendgrid() -> Self {
-        crate::provider::Provider::new(NAME, SendGridVerifier::new(), batch_identity)
+        crate::providers::Provider::new(NAME, SendGridVerifier::new(), batch_identity)
     }
 }
 
@@ -411,7 +411,7 @@ mod tests {
             Err(VerifyErrorKind::NoMatchingSignature)
         );
         let id = crate::test_support::identity(
-            &crate::provider::Provider::sendgrid(),
+            &crate::providers::Provider::sendgrid(),
             &parts(&[], &[]),
             s("body").as_bytes(),
         );

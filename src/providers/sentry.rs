@@ -40,7 +40,7 @@
 //! `date_created`); the unsigned `Sentry-Hook-Timestamp` only orders
 //! deliveries, not events.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 
@@ -95,9 +95,9 @@ const REQUEST_ID_HEADER: &str = "request-id";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
     use crate::providers::tests::support::sign;
     use crate::providers::tests::support::BodyOnly;
+    use crate::providers::Provider;
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::SigningSecret;
     use crate::verify::{Delivery, Verifier as _, VerifyErrorKind};

@@ -55,7 +55,7 @@
 //! `X-Shopify-Triggered-At` header is not signed.
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 use crate::verify::Encoding;
@@ -245,7 +245,7 @@ mod tests {
                 VerifyErrorKind::NoMatchingSignature,
                 "{family} tampered"
             );
-            let id = crate::test_support::identity(&crate::provider::Provider::shopify(), &p, f.body.as_bytes());
+            let id = crate::test_support::identity(&crate::providers::Provider::shopify(), &p, f.body.as_bytes());
             let want_key = if family == "webhooks" {
                 &f.headers["X-Shopify-Event-Id"]
             } else {
@@ -363,6 +363,6 @@ mod tests {
 
     #[test]
     fn preset_name() {
-        assert_eq!(crate::provider::Provider::shopify().name(), "shopify");
+        assert_eq!(crate::providers::Provider::shopify().name(), "shopify");
     }
 }

@@ -31,7 +31,7 @@
 //!
 //! **URL verification.** When a Request URL is configured Slack sends
 //! `{"token": "...", "challenge": "...", "type": "url_verification"}`, signed
-//! like any delivery. The preset's [`Challenge`](crate::provider::Challenge) answers it
+//! like any delivery. The preset's [`Challenge`](crate::providers::Challenge) answers it
 //! after the signature check and before any claim: `200`, `Content-Type:
 //! text/plain`, the `challenge` value as the body, as Slack documents
 //! (<https://api.slack.com/events/url_verification>). Nothing is stored.
@@ -67,7 +67,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Quirks, Signed, Tolerance};
 use crate::verify::Delivery;
@@ -318,7 +318,7 @@ mod tests {
     #[test]
     fn url_verification_challenge() {
         // Through the preset's challenge, which is `url_verification`.
-        let provider = crate::provider::Provider::slack();
+        let provider = crate::providers::Provider::slack();
         let respond = |d: &Delivery<'_>| provider.challenge_ref().expect("a challenge").respond(d);
         let p = parts(&[]);
         let docs_example = br#"{
@@ -346,7 +346,7 @@ mod tests {
     /// its own and carries the same key, so its claim finds the first one.
     #[test]
     fn retry_is_another_delivery_of_the_same_event() {
-        let provider = crate::provider::Provider::slack();
+        let provider = crate::providers::Provider::slack();
         let secrets = [SigningSecret::from("s")];
         let body = br#"{"type":"event_callback","event_id":"Ev42","event":{"type":"message"}}"#;
         let first_ts = NOW.to_string();

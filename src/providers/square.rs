@@ -9,7 +9,7 @@
 //!
 //! The notification URL is the subscription's URL **exactly as registered
 //! in Square** (scheme, host, path, query, trailing slash): it is
-//! configuration ([`SquareVerifier::new`], [`Provider::square`](crate::provider::Provider::square)), never rebuilt from
+//! configuration ([`SquareVerifier::new`], [`Provider::square`](crate::providers::Provider::square)), never rebuilt from
 //! the request, whose `Host` and path a proxy may rewrite and an attacker
 //! may choose. Each subscription (URL and key) is one endpoint.
 //!
@@ -40,7 +40,7 @@
 //! example `data.object.payment.version`) where it has one, else the event's
 //! `created_at` (<https://developer.squareup.com/docs/webhooks/overview>).
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::verify::generic::{HmacVerifier, Quirks, SignedContent};
 use crate::verify::{hmac_sha256, Delivery, Encoding, SigningSecret, Verifier, VerifyError};
 
@@ -109,7 +109,7 @@ pub fn sign(secret: &SigningSecret, notification_url: &str, body: &[u8]) -> Stri
     Encoding::Base64.encode(&hmac_sha256(secret, &[notification_url.as_bytes(), body]))
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// Square (`x-square-hmacsha256-signature` over the notification URL +
     /// body; key = `event_id`). `notification_url` is the URL exactly as
     /// registered in Square. See [`crate::providers::square`].
@@ -235,7 +235,7 @@ mod tests {
         let secrets = [key];
         assert_eq!(verify(&f.notification_url, &[&f.signature], f.body.as_bytes(), &secrets), Ok(()));
         let p = parts(&[&f.signature]);
-        let id = crate::provider::Provider::square(f.notification_url.as_str())
+        let id = crate::providers::Provider::square(f.notification_url.as_str())
             .extractor_ref()
             .extract(&p, f.body.as_bytes())
             .unwrap();
@@ -294,7 +294,7 @@ mod tests {
         assert_eq!(v.precheck(&parts(&[])).unwrap_err().kind(), VerifyErrorKind::MissingHeader);
         assert_eq!(v.precheck(&parts(&["x"])).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
         assert!(v.precheck(&parts(&[&sign(&SigningSecret::from("k"), "u", b"")])).is_ok());
-        let x = crate::provider::Provider::square("https://example.com/");
+        let x = crate::providers::Provider::square("https://example.com/");
         let p = parts(&[]);
         let cases: &[(&str, &[u8], Result<(&str, Option<&str>), KeyErrorKind>)] = &[
             ("both", br#"{"event_id":"e","type":"t"}"#, Ok(("e", Some("t")))),

@@ -32,7 +32,7 @@
 
 use std::time::Duration;
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Quirks, Tolerance};
 

@@ -50,7 +50,7 @@
 
 use crate::error::{KeyMaterialError, KeyMaterialErrorKind};
 use crate::key::{EventIdentity, JsonPointerKey, KeyError, KeyExtractor};
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::verify::generic::TokenHeaderVerifier;
 use crate::verify::{check_key_material, Delivery, SigningSecret, Verifier, VerifyError};
 

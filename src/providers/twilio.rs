@@ -20,7 +20,7 @@
 //! ([`VerifyErrorKind::NoMatchingSignature`]).
 //!
 //! **The URL:** the public base URL is configuration
-//! ([`TwilioVerifier::new`], [`Provider::twilio`](crate::provider::Provider::twilio)): `scheme://host[:port][/prefix]`
+//! ([`TwilioVerifier::new`], [`Provider::twilio`](crate::providers::Provider::twilio)): `scheme://host[:port][/prefix]`
 //! as Twilio reaches the service (behind TLS termination and proxies), never
 //! taken from `Host` or forwarding headers. The request's path and query are
 //! appended exactly as received (not decoded, not re-encoded), so the path
@@ -46,7 +46,7 @@
 //! integrations commonly do) and it is not signed. A product that does not
 //! send it gets a 400 (`key_missing`): give such an endpoint a key from the
 //! signed parameters instead, for example a closure reading `MessageSid` and
-//! `MessageStatus`, with [`crate::provider::Provider::key_extractor`]. There is no
+//! `MessageStatus`, with [`crate::providers::Provider::key_extractor`]. There is no
 //! event type.
 //!
 //! **Limit of the scheme:** no timestamp and no signed event id: whoever
@@ -79,7 +79,7 @@
 //! callbacks of one call); message status callbacks have none: keep the
 //! furthest state instead (`delivered` after `sent`).
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use hmac::{Hmac, KeyInit, Mac as _};
 use sha2::Digest as _;
 use subtle::ConstantTimeEq as _;
@@ -142,7 +142,7 @@ pub const MAX_FORM_PARAMS: usize = 1_000;
 pub const MAX_FORM_BYTES: usize = 64 * 1024;
 
 /// The body limit the Twilio preset asks of the layer when the application
-/// sets none ([`crate::provider::Provider::default_body_limit`]): [`MAX_FORM_BYTES`],
+/// sets none ([`crate::providers::Provider::default_body_limit`]): [`MAX_FORM_BYTES`],
 /// so an oversized body is answered 413 before it is buffered.
 pub const DEFAULT_BODY_LIMIT: usize = MAX_FORM_BYTES;
 
@@ -496,7 +496,7 @@ pub fn body_sha256(body: &[u8]) -> String {
     hex::encode(sha2::Sha256::digest(body))
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// Twilio (`X-Twilio-Signature`, HMAC-SHA1 over the URL + sorted POST
     /// parameters or `bodySHA256`; key = `I-Twilio-Idempotency-Token`).
     /// `public_base_url` is the scheme and host Twilio calls. See
@@ -508,7 +508,7 @@ impl crate::provider::Provider {
     /// limit of [`DEFAULT_BODY_LIMIT`] bytes (used when the layer's
     /// `body_limit` is not set).
     pub fn twilio(public_base_url: impl Into<String>) -> Self {
-        crate::provider::Provider::new(
+        crate::providers::Provider::new(
             NAME,
             TwilioVerifier::new(public_base_url),
             crate::key::HeaderKey::new(http::HeaderName::from_static(IDEMPOTENCY_HEADER)),
@@ -872,7 +872,7 @@ mod tests {
         assert_eq!(with_length("application/json", &json_uri, 25 << 20), Ok(()));
         // The preset asks the layer for a matching body limit.
         assert_eq!(
-            crate::provider::Provider::twilio("https://example.com").default_body_limit(),
+            crate::providers::Provider::twilio("https://example.com").default_body_limit(),
             Some(DEFAULT_BODY_LIMIT)
         );
     }
@@ -973,7 +973,7 @@ mod tests {
             v.precheck(&request_to("GET", "/?bodySHA256=1", &[(SIGNATURE_HEADER, &sig)])).unwrap_err().kind(),
             VerifyErrorKind::MalformedHeader
         );
-        let x = crate::provider::Provider::twilio("https://example.com");
+        let x = crate::providers::Provider::twilio("https://example.com");
         assert_eq!(x.name(), "twilio");
         let got = x.extractor_ref().extract(&request_to("POST", "/", &[(IDEMPOTENCY_HEADER, "tok-1")]), b"").unwrap();
         assert_eq!((got.key.as_str(), got.event_type), ("tok-1", None));

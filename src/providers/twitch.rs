@@ -66,7 +66,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Signed, TimestampFormat, Tolerance};
 use crate::verify::{single_header, Delivery};
@@ -153,7 +153,7 @@ fn plain_response(status: http::StatusCode, body: Bytes) -> http::Response<Bytes
     res
 }
 
-impl crate::provider::Challenge for CallbackVerification {
+impl crate::providers::Challenge for CallbackVerification {
     fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
         // The signed body decides: only the handshake carries `challenge`.
         // The unsigned type header alone never turns a handshake into an
@@ -198,7 +198,7 @@ mod tests {
     fn sign(secret: &SigningSecret, id: &str, ts: &str, body: &[u8]) -> String {
         FACTS.verifier().sign_text(secret, id, ts, body)
     }
-    use crate::provider::Challenge as _;
+    use crate::providers::Challenge as _;
     use crate::test_support::fixture_json;
     use crate::test_support::{at, headers as parts, NOW};
     use crate::verify::VerifyErrorKind;
@@ -236,7 +236,7 @@ mod tests {
                 assert_eq!(answer.body(), m["challenge"].as_str().unwrap());
             } else {
                 assert!(answer.is_none(), "{name}");
-                let id = crate::test_support::identity(&crate::provider::Provider::twitch(), &p, body);
+                let id = crate::test_support::identity(&crate::providers::Provider::twitch(), &p, body);
                 assert_eq!(id.key, h(MESSAGE_ID_HEADER));
                 assert_eq!(id.event_type, Some(h(SUBSCRIPTION_TYPE_HEADER)));
             }
@@ -271,7 +271,7 @@ mod tests {
                 crate::providers::rfc3339::parse(ts).unwrap() as u64,
             )
         };
-        let x = crate::provider::Provider::twitch();
+        let x = crate::providers::Provider::twitch();
         let cases: &[(&str, &str, &[(&str, &str)], Option<&str>, Option<http::StatusCode>)] = &[
             ("genuine notification", "notification", &[], Some("channel.follow"), None),
             (

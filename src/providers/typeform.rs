@@ -28,7 +28,7 @@
 //! needed: each form response is submitted once (`form_response.submitted_at`),
 //! an insert rather than an update.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 use crate::verify::Encoding;

@@ -38,7 +38,7 @@
 
 use std::time::Duration;
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::{HmacScheme, Signed, TimestampFormat, Tolerance};
 

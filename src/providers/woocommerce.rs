@@ -73,7 +73,7 @@
 //! seconds: two changes within one second share it); a `*.deleted` body
 //! carries only `id`.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::HmacScheme;
 use crate::verify::Encoding;
@@ -123,8 +123,8 @@ const TOPIC_HEADER: &str = "x-wc-webhook-topic";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Provider;
     use crate::providers::tests::support::{BodyOnly, OneHeader};
+    use crate::providers::Provider;
     use crate::test_support::{headers, identity, NOW};
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind::MissingHeader;

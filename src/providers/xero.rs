@@ -45,7 +45,7 @@
 
 use bytes::Bytes;
 
-use crate::provider::{Challenge, Provider};
+use crate::providers::{Challenge, Provider};
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::HmacScheme;
 use crate::verify::{Delivery, Encoding};

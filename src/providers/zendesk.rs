@@ -23,7 +23,7 @@
 //! automation** sends the body the admin wrote: it has an id only if the
 //! template puts one there (`{{ticket.id}}` is the ticket, not the event;
 //! pair it with the ticket's `updated_at`), so such a webhook needs its own
-//! key extractor ([`Provider::key_extractor`](crate::provider::Provider::key_extractor) with a
+//! key extractor ([`Provider::key_extractor`](crate::providers::Provider::key_extractor) with a
 //! [`DerivedKey`](crate::key::DerivedKey) over the template's fields); the
 //! preset answers its deliveries 400 `key_missing` otherwise. The event type
 //! is `type`.
@@ -40,7 +40,7 @@
 
 use std::time::Duration;
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Signed, TimestampFormat, Tolerance};
 use crate::verify::Encoding;

@@ -63,7 +63,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind};
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Signed, Tolerance};
 use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier as _};
@@ -146,7 +146,7 @@ fn json_response(status: http::StatusCode, body: Vec<u8>) -> http::Response<Byte
     res
 }
 
-impl crate::provider::Challenge for UrlValidation {
+impl crate::providers::Challenge for UrlValidation {
     fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
         // Cheap filter: ordinary events are not parsed a second time here.
         if !contains(delivery.body, URL_VALIDATION_EVENT.as_bytes()) {
@@ -206,9 +206,9 @@ fn event_identity(parts: &http::request::Parts, body: &[u8]) -> Result<EventIden
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Challenge as _;
     use crate::providers::tests::support::sign_at;
     use crate::providers::tests::support::TwoHeaders;
+    use crate::providers::Challenge as _;
     use crate::test_support::fixture_json;
     use crate::test_support::{at, NOW};
     use crate::verify::Delivery;
@@ -371,7 +371,7 @@ mod tests {
 
     #[test]
     fn preset_wiring() {
-        let provider = crate::provider::Provider::zoom();
+        let provider = crate::providers::Provider::zoom();
         assert_eq!(provider.name(), "zoom");
         let secret = [SigningSecret::from("tok")];
         let body = br#"{"event":"endpoint.url_validation","payload":{"plainToken":"abc"}}"#;

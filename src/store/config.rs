@@ -19,10 +19,10 @@ pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(2);
 /// the tables, and the rules every step follows. Build it once from your
 /// pool and give a clone to each part ([`WebhookLayer::builder`](crate::layer::WebhookLayer::builder),
 /// [`InboxWorker::builder`](crate::inbox::InboxWorker::builder),
-/// [`ClaimStore::builder`](super::ClaimStore::builder),
+/// [`ClaimStore::builder`](super::claim::ClaimStore::builder),
 /// [`Admin::new`](super::admin::Admin::new),
 /// [`Retention::builder`](super::retention::Retention::builder)), and to
-/// [`migrate`](super::migrate) and [`check_schema`](super::check_schema);
+/// [`migrate`](crate::migrate) and [`check_schema`](super::check_schema);
 /// the parts take a bare pool too (`impl Into<StoreConfig>`) for the
 /// defaults.
 ///
@@ -78,7 +78,7 @@ impl StoreConfig {
         /// `webhook_idempotency`): a plain identifier (lower-case ASCII letters,
         /// digits and `_`, not starting with a digit, at most 63 bytes), checked
         /// when a part is built; migrate it with
-        /// [`migrate`](super::migrate).
+        /// [`migrate`](crate::migrate).
         pub fn schema(schema: impl Into<String>) => schema = schema.into();
 
         /// How long to wait for a pooled connection (default 5 s); past it the
@@ -161,7 +161,7 @@ impl StoreConfig {
         /// confirmation within [`database_timeout`](Self::database_timeout)
         /// the answer is 503 + `Retry-After`
         /// ([`StoreErrorKind::Unconfirmed`](crate::error::StoreErrorKind::Unconfirmed)
-        /// from [`ClaimStore::claim`](super::ClaimStore::claim)).
+        /// from [`ClaimStore::claim`](super::claim::ClaimStore::claim)).
         /// BENCHMARKS.md ("Synchronous replication") measures what it costs a
         /// duplicate; without synchronous standbys it costs nothing.
         pub fn synchronous_replication(mode: SynchronousReplication) => synchronous_replication = mode;

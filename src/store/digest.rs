@@ -61,7 +61,7 @@ fn locked_claim_sql(schema: &str) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BodyClaim {
     /// New, or this event's own: go on.
-    Claimed,
+    Acquired,
     /// Another event key processed a byte-identical body: a replay.
     Replayed {
         /// Whether commits wait for synchronous standbys on this session.
@@ -95,7 +95,7 @@ pub(crate) fn body_claim(rows: &[Row]) -> BodyClaim {
         rows.first().map_or((false, false, true), |r| (r.get(0), r.get(1), r.try_get(2).unwrap_or(true)));
     match (taken, claimed) {
         (false, _) => BodyClaim::InFlight,
-        (true, true) => BodyClaim::Claimed,
+        (true, true) => BodyClaim::Acquired,
         (true, false) => BodyClaim::Replayed { synchronous },
     }
 }

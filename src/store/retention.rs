@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use super::driver::{Conn, Db, DbError, Param};
 use super::StoreConfig;
 use crate::error::{ConfigError, ConfigErrorKind, StoreError};
-pub use crate::providers::DEFAULT_REPLAY_WINDOW;
+use crate::providers::DEFAULT_REPLAY_WINDOW;
 
 /// How long delivered outbox rows are kept by default: 30 days.
 pub const DEFAULT_OUTBOX_WINDOW: Duration = Duration::from_secs(30 * 86_400);
@@ -243,7 +243,7 @@ impl Retention {
             windows: crate::providers::all()
                 .iter()
                 .map(|p| (p.name.to_owned(), p.replay_window))
-                .chain([(super::request_keys::PROVIDER.to_owned(), super::request_keys::RETENTION)])
+                .chain([(super::idempotency_key::PROVIDER.to_owned(), super::idempotency_key::RETENTION)])
                 .collect(),
             default_window: DEFAULT_REPLAY_WINDOW,
             batch_size: 1_000,
@@ -464,8 +464,8 @@ mod tests {
             assert_eq!(builder.windows.get(preset.name), Some(&preset.replay_window), "{}", preset.name);
         }
         // And the Idempotency-Key layer's keys, at their 24 hours.
-        let keys = crate::store::request_keys::PROVIDER;
-        assert_eq!(builder.windows.get(keys), Some(&crate::store::request_keys::RETENTION));
+        let keys = crate::store::idempotency_key::PROVIDER;
+        assert_eq!(builder.windows.get(keys), Some(&crate::store::idempotency_key::RETENTION));
         assert_eq!(builder.windows.len(), providers::all().len() + 1);
         assert_eq!(builder.default_window, DEFAULT_REPLAY_WINDOW);
     }

@@ -9,7 +9,7 @@ use super::StoreConfig;
 /// A fresh, migrated database and a store on it, with a pool of `max_size`.
 pub(crate) async fn fresh(max_size: usize) -> StoreConfig {
     let store = StoreConfig::of_pool(AnyPool::fresh(max_size).await);
-    super::migrate(&store).await.expect("migrate");
+    super::migrate::migrate(&store).await.expect("migrate");
     store
 }
 

@@ -39,7 +39,13 @@ mod secret;
 
 pub use crate::error::{KeyMaterialError, KeyMaterialErrorKind};
 pub use error::{VerifyError, VerifyErrorKind};
-pub use primitives::*;
+pub(crate) use primitives::count_entry;
+pub use primitives::{
+    any_matches, check_key_material, check_public_keys, check_signature_header_size, check_tolerance,
+    check_tolerance_millis, check_verifications, header_values, hmac, hmac_sha256, match_any_secret, parse_unix_millis,
+    parse_unix_seconds, single_header, Algorithm, Encoding, Tag, MAX_PUBLIC_KEY_VERIFICATIONS, MAX_SIGNATURE_ENTRIES,
+    MAX_SIGNATURE_HEADER_BYTES,
+};
 pub use secret::SigningSecret;
 
 /// What a [`Verifier`] checks: one delivery as received.

@@ -70,7 +70,7 @@ pub(crate) async fn finish<K: QueueKind>(
                     tracing::error!(
                         outcome = "dead",
                         error,
-                        retry_for = ?retry.retry_for,
+                        retry_for = %retry.retry_for_shown(),
                         "{} item dead: its retry budget is spent",
                         K::NAME
                     );

@@ -104,6 +104,26 @@ impl RetryPolicy {
         self.ceiling(attempt).mul_f64(fastrand::f64())
     }
 
+    /// The time budget as a log line shows it: `"none"` when the policy has
+    /// no time bound (`retry_for` of 100 years or more, `Duration::MAX` from
+    /// [`attempts`](Self::attempts)), else the duration (`"259200s"`).
+    pub(crate) fn retry_for_shown(&self) -> String {
+        if self.retry_for >= LONGEST {
+            "none".to_owned()
+        } else {
+            format!("{:?}", self.retry_for)
+        }
+    }
+
+    /// The run limit as a log line shows it: `"none"` for `u32::MAX`.
+    pub(crate) fn max_attempts_shown(&self) -> String {
+        if self.max_attempts == u32::MAX {
+            "none".to_owned()
+        } else {
+            self.max_attempts.to_string()
+        }
+    }
+
     /// The budget as the statements take it (`retry_for` at most 100 years).
     pub(crate) fn budget(&self) -> crate::store::queue::Budget {
         crate::store::queue::Budget {

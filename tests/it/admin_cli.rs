@@ -7,7 +7,7 @@ use std::process::Output;
 use serde_json::Value;
 use tokio_postgres::config::Host;
 use webhook_idempotency::store::inbox::{Inbox, RequestHead};
-use webhook_idempotency::store::ScopedEvent;
+use webhook_idempotency::ScopedEvent;
 
 use crate::support::*;
 
@@ -754,7 +754,7 @@ async fn outbox_commands_list_show_resolve_requeue_and_purge_with_audit() {
 /// U+206A..206F, U+2028/2029, tag characters and C1 controls were printed raw
 /// by `list` and `--json` (two different keys could look the same), and
 /// `webhook-verify` escaped less than `webhook-admin`. One escaping rule now
-/// (`src/bin/shared/escape.rs`), in tables, JSON and both tools.
+/// (`src/cli.rs`), in tables, JSON and both tools.
 #[tokio::test]
 async fn invisible_and_bidi_characters_are_escaped_in_tables_json_and_both_tools() {
     const SEEN: &[char] = &[

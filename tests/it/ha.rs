@@ -30,8 +30,9 @@ use ::tower::ServiceExt;
 use axum::routing::post;
 use axum::Router;
 use http::StatusCode;
-use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
+use webhook_idempotency::inbox::InboxWorker;
 use webhook_idempotency::outbox::{downstream_key, Effect, EffectContext, EffectResult, Effects, OutboxWorker};
+use webhook_idempotency::worker::RetryPolicy;
 use webhook_idempotency::{WebhookEvent, WebhookTx};
 use webhook_test_support::{Patroni, PatroniOptions, Signal};
 

@@ -11,10 +11,11 @@ use axum::routing::post;
 use axum::Router;
 use http::StatusCode;
 use tokio::sync::{oneshot, Notify};
-use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
+use webhook_idempotency::inbox::InboxWorker;
 use webhook_idempotency::store::admin::{Admin, Filter};
 use webhook_idempotency::store::inbox::Inbox;
 use webhook_idempotency::store::inbox::IntegrityKey;
+use webhook_idempotency::worker::RetryPolicy;
 use webhook_idempotency::{Mode, Provider, WebhookEvent, WebhookTx};
 
 /// The webhook app in inbox mode: the layer stores, nothing else runs.
@@ -396,7 +397,7 @@ async fn inbox_chaos_every_event_done_once_or_dead() {
     for i in 0..events {
         // One in a hundred is poison.
         let key = if i % 100 == 7 { format!("evt_{i}p") } else { format!("evt_{i}") };
-        let event = webhook_idempotency::store::ScopedEvent::new("stripe", "acct_test", key.clone());
+        let event = webhook_idempotency::ScopedEvent::new("stripe", "acct_test", key.clone());
         assert!(inbox.accept(&event, &stripe_body(&key), &head).await.unwrap());
     }
     let started = Instant::now();
@@ -750,7 +751,7 @@ async fn with_an_integrity_key_a_row_forged_in_the_database_is_refused_and_tagge
 async fn a_worker_given_a_provider_name_no_preset_has_is_refused_at_build() {
     let db = TestDb::new().await;
     let err = InboxWorker::builder(db.pool.clone(), effect_router()).provider("GitHub").build().unwrap_err();
-    assert_eq!(err.kind(), webhook_idempotency::error::ConfigErrorKind::InvalidName);
+    assert_eq!(err.kind(), webhook_idempotency::ConfigErrorKind::InvalidName);
     assert!(err.to_string().contains("did you mean \"github\""), "{err}");
     assert!(InboxWorker::builder(db.pool.clone(), effect_router()).provider("github").build().is_ok());
     assert!(InboxWorker::builder(db.pool.clone(), effect_router()).provider(Provider::github()).build().is_ok());

@@ -15,9 +15,10 @@ use std::time::Duration;
 use webhook_idempotency::key::JsonPointerKey;
 use webhook_idempotency::providers::stripe;
 
-use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
+use webhook_idempotency::inbox::InboxWorker;
 use webhook_idempotency::outbox::{Effect, EffectContext, EffectResult, Effects, OutboxWorker, Reconciled};
 use webhook_idempotency::store::admin::Admin;
+use webhook_idempotency::worker::RetryPolicy;
 use webhook_idempotency::{Mode, Provider, WebhookEvent, WebhookLayer, WebhookTx};
 
 /// The process-wide recorder (installed once for this test binary).

@@ -12,8 +12,8 @@ use webhook_idempotency::providers::stripe;
 use webhook_idempotency::store::admin::{Admin, Filter};
 use webhook_idempotency::store::inbox::{Inbox, RequestHead};
 use webhook_idempotency::store::retention::Retention;
-use webhook_idempotency::store::ScopedEvent;
 use webhook_idempotency::ConfigErrorKind;
+use webhook_idempotency::ScopedEvent;
 
 async fn age(db: &TestDb, key: &str, days: i64) {
     let c = db.pool.get().await.unwrap();

@@ -16,12 +16,12 @@ use axum::Router;
 use futures_util::StreamExt as _;
 use http::StatusCode;
 use tokio::sync::{oneshot, Notify};
-use webhook_idempotency::inbox::RetryPolicy;
 use webhook_idempotency::outbox::{
     downstream_key, Effect, EffectContext, EffectResult, Effects, Enqueued, OutboxWorker, OutboxWorkerBuilder,
     Reconciled,
 };
 use webhook_idempotency::store::admin::{Admin, EffectFilter, EffectId, Resolution};
+use webhook_idempotency::worker::RetryPolicy;
 use webhook_idempotency::{WebhookEvent, WebhookTx};
 
 /// A remote with idempotency keys, as the effect functions see it: it

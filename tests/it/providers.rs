@@ -858,7 +858,7 @@ async fn the_changelog_s_scrub_removes_stored_tokens_and_keeps_the_other_headers
         ("stripe", head(&[("content-type", "application/json"), ("user-agent", "Stripe/1.0")])),
     ];
     for (provider, head) in &rows {
-        let event = webhook_idempotency::store::ScopedEvent::new(*provider, "s", format!("{provider}-1"));
+        let event = webhook_idempotency::ScopedEvent::new(*provider, "s", format!("{provider}-1"));
         assert!(inbox.accept(&event, b"{}", head).await.unwrap());
     }
     let changed = db.pool.get().await.unwrap().execute(scrub, &[]).await.unwrap();

@@ -14,10 +14,11 @@ use axum::Router;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use tokio::sync::Notify;
-use webhook_idempotency::inbox::{InboxWorker, RetryPolicy};
+use webhook_idempotency::inbox::InboxWorker;
 use webhook_idempotency::key::HeaderKey;
 use webhook_idempotency::providers::github;
 use webhook_idempotency::verify::{Delivery, VerifyError, VerifyErrorKind};
+use webhook_idempotency::worker::RetryPolicy;
 use webhook_idempotency::{Mode, Provider, SigningSecret, WebhookEvent, WebhookTx};
 
 const EVENTS: &str = "webhook_idempotency.webhook_events";
@@ -222,7 +223,7 @@ async fn inbox_with_a_long_schema_name_accepts() {
     let db = TestDb::new().await;
     let schema = "s".repeat(60);
     let in_schema = StoreConfig::new(db.pool.clone()).schema(schema.clone());
-    webhook_idempotency::store::migrate(&in_schema).await.unwrap();
+    webhook_idempotency::migrate(&in_schema).await.unwrap();
     webhook_idempotency::store::check_schema(&in_schema).await.unwrap();
     let sync = Router::new().route(
         "/webhooks/stripe",
@@ -661,7 +662,7 @@ async fn inbox_handler_that_rolls_back_itself_is_never_done_without_its_writes()
 #[tokio::test]
 async fn admin_cli_escapes_bidi_overrides_and_bare_cr() {
     use webhook_idempotency::store::inbox::{Inbox, RequestHead};
-    use webhook_idempotency::store::ScopedEvent;
+    use webhook_idempotency::ScopedEvent;
     let db = TestDb::new().await;
     let inbox = Inbox::new(db.pool.clone()).unwrap();
     let key = "evt_\u{202E}fdp.exe";

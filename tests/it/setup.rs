@@ -13,8 +13,9 @@ use tokio_postgres::NoTls;
 use tower::ServiceExt;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::SubscriberExt;
-use webhook_idempotency::store::{self, StoreConfig, MIGRATIONS};
+use webhook_idempotency::store::{self, MIGRATIONS};
 use webhook_idempotency::StoreErrorKind;
+use webhook_idempotency::{migrate, StoreConfig};
 
 const PASSWORD: &str = "pw-that-must-never-show-9f3a";
 
@@ -73,7 +74,7 @@ async fn migrate_errors_carry_kind_sqlstate_and_endpoint_but_no_password() {
         ),
     ];
     for (name, config, kind, sqlstates) in cases {
-        let err = store::migrate(&StoreConfig::new(pool(config, 1))).await.expect_err(name);
+        let err = migrate(&StoreConfig::new(pool(config, 1))).await.expect_err(name);
         assert_eq!(err.kind(), kind, "{name}: {err}");
         match err.sqlstate() {
             Some(code) => assert!(sqlstates.contains(&code), "{name}: sqlstate {code}"),
@@ -107,10 +108,10 @@ async fn check_schema_says_whether_the_schema_is_migrated() {
     let by_hand = MIGRATIONS.iter().map(|(_, sql)| sql.replace(store::DEFAULT_SCHEMA, "by_hand")).collect::<String>();
     client.batch_execute(&by_hand).await.unwrap();
     let in_schema = |schema: &str| StoreConfig::new(pool.clone()).schema(schema);
-    store::migrate(&in_schema("migrated")).await.unwrap();
+    migrate(&in_schema("migrated")).await.unwrap();
     let config = in_schema("checked_first");
     assert_eq!(store::check_schema(&config).await.map_err(|e| e.kind()), Err(StoreErrorKind::NotMigrated), "before");
-    store::migrate(&config).await.unwrap();
+    migrate(&config).await.unwrap();
 
     let cases: &[(&str, &str, Option<StoreErrorKind>)] = &[
         ("migrated with migrate", "migrated", None),
@@ -205,7 +206,7 @@ async fn migrate_and_check_schema_follow_the_store_configuration() {
     let held = pool.get().await.unwrap();
     let store = StoreConfig::new(pool.clone()).pool_timeout(Duration::from_millis(200));
     let started = std::time::Instant::now();
-    let migrated = store::migrate(&store).await.map_err(|e| e.kind());
+    let migrated = migrate(&store).await.map_err(|e| e.kind());
     let migrate_took = started.elapsed();
     let started = std::time::Instant::now();
     let checked = store::check_schema(&store).await.map_err(|e| e.kind());
@@ -332,7 +333,7 @@ async fn migration_10_sets_the_toast_target_in_place_and_pending_rows_run_after_
     assert!(!target("webhook_events").await.contains("toast_tuple_target"), "not set at version 9");
     let bodies = "SELECT string_agg(md5(payload), ',' ORDER BY event_key) FROM webhook_idempotency.webhook_events";
     let before: String = client.query_one(bodies, &[]).await.unwrap().get(0);
-    store::migrate(&StoreConfig::new(pool.clone())).await.unwrap();
+    migrate(&StoreConfig::new(pool.clone())).await.unwrap();
     for table in ["webhook_events", "webhook_outbox"] {
         assert!(target(table).await.split(',').any(|o| o == "toast_tuple_target=512"), "{table}");
         let storage: String = client

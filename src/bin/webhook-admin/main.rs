@@ -38,7 +38,7 @@
 //! Text that senders control (event keys, types, errors, payloads) has its
 //! control, format, separator and other invisible characters escaped, in
 //! tables and in `--json` alike (one rule with `webhook-verify`, in
-//! `src/bin/shared/escape.rs`), so a delivery cannot drive the operator's
+//! `src/cli.rs`), so a delivery cannot drive the operator's
 //! terminal and two different keys never look the same; a payload that is
 //! not printable UTF-8 is shown in base64.
 //!
@@ -65,12 +65,11 @@ use comfy_table::{presets, Table};
 use serde_json::{json, Value};
 use webhook_idempotency::postgres::deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use webhook_idempotency::store::admin::{Admin, EventDetail, EventRow, Filter};
-use webhook_idempotency::store::{check_schema, StoreConfig, SCHEMA_VERSION};
+use webhook_idempotency::store::{check_schema, SCHEMA_VERSION};
+use webhook_idempotency::StoreConfig;
 use webhook_idempotency::{StoreError, StoreErrorKind};
 
 mod cli;
-#[path = "../shared/escape.rs"]
-mod escape;
 mod outbox;
 mod render;
 use cli::*;

@@ -13,7 +13,7 @@ use time::format_description::well_known::Iso8601;
 use time::OffsetDateTime;
 use webhook_idempotency::store::admin::EventRow;
 
-pub(crate) use crate::escape::{printable, unsafe_to_print};
+pub(crate) use webhook_idempotency::cli::{printable, unsafe_to_print};
 
 /// A payload as printable text: `("utf8", text)` when it is UTF-8 without
 /// control or invisible format characters other than tab and LF (a bare CR
@@ -194,7 +194,7 @@ pub(crate) fn rows_table(rows: &[EventRow]) -> String {
 }
 
 pub(crate) fn json_text(v: &Value) -> String {
-    let mut s = crate::escape::json_safe(&serde_json::to_string_pretty(v).unwrap_or_default());
+    let mut s = webhook_idempotency::cli::json_safe(&serde_json::to_string_pretty(v).unwrap_or_default());
     s.push('\n');
     s
 }

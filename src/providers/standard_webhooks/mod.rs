@@ -56,8 +56,8 @@
 //! cached on the secret ([`SigningSecret::parsed`]), never decoded per
 //! delivery.
 //!
-//! **Presets.** [`Provider::standard_webhooks`](crate::provider::Provider::standard_webhooks) (`standard-webhooks`) reads the `webhook-*`
-//! headers only. [`Provider::svix`](crate::provider::Provider::svix) (`svix`) reads each `svix-*` header and
+//! **Presets.** [`Provider::standard_webhooks`](crate::providers::Provider::standard_webhooks) (`standard-webhooks`) reads the `webhook-*`
+//! headers only. [`Provider::svix`](crate::providers::Provider::svix) (`svix`) reads each `svix-*` header and
 //! falls back to its `webhook-*` counterpart when absent, as the Svix
 //! libraries do, so it also accepts Svix's unbranded headers.
 //!
@@ -94,7 +94,7 @@ use ed25519_dalek::Signature;
 
 mod key;
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 
 use key::{classify, hint, Key};
 pub use key::{
@@ -377,32 +377,32 @@ impl crate::key::KeyExtractor for MessageKey {
     }
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// Standard Webhooks (`webhook-id`/`-timestamp`/`-signature`, `v1` and `v1a`; key = `webhook-id`). See [`crate::providers::standard_webhooks`].
     ///
     /// The Standard Webhooks preset: [`StandardWebhooksVerifier::new`]
     /// (`webhook-*` headers, five minutes), key = `webhook-id`, type = the body's
     /// `type`. Name: `standard-webhooks`.
     pub fn standard_webhooks() -> Self {
-        crate::provider::Provider::new(NAME, StandardWebhooksVerifier::new(), MessageKey { names: Names::Standard })
+        crate::providers::Provider::new(NAME, StandardWebhooksVerifier::new(), MessageKey { names: Names::Standard })
     }
 }
 
-impl crate::provider::Provider {
+impl crate::providers::Provider {
     /// Svix (the Standard Webhooks scheme under `svix-*` headers). See [`crate::providers::standard_webhooks`].
     ///
     /// The Svix preset: [`StandardWebhooksVerifier::svix`] (`svix-*` headers,
     /// falling back to `webhook-*`; five minutes), key = `svix-id` (or
     /// `webhook-id`), type = the body's `type`. Name: `svix`.
     pub fn svix() -> Self {
-        crate::provider::Provider::new(SVIX_NAME, StandardWebhooksVerifier::svix(), MessageKey { names: Names::Svix })
+        crate::providers::Provider::new(SVIX_NAME, StandardWebhooksVerifier::svix(), MessageKey { names: Names::Svix })
     }
 }
 
 /// The registry's example for the Standard Webhooks presets (`svix`: the
 /// `svix-*` header names), signed with a fixed test `whsec_` key.
 pub(crate) fn example(
-    provider: crate::provider::Provider,
+    provider: crate::providers::Provider,
     svix: bool,
     id: &str,
     timestamp: u64,
@@ -590,7 +590,7 @@ mod tests {
         }
         let p = parts(&[(ID_HEADER, &id), (TIMESTAMP_HEADER, &ts), (SIGNATURE_HEADER, &s("signature_v1"))]);
         let identity =
-            crate::provider::Provider::standard_webhooks().extractor_ref().extract(&p, body.as_bytes()).unwrap();
+            crate::providers::Provider::standard_webhooks().extractor_ref().extract(&p, body.as_bytes()).unwrap();
         assert_eq!((identity.key.as_str(), identity.event_type.as_deref()), (id.as_str(), Some("contact.created")));
     }
 
@@ -604,7 +604,7 @@ mod tests {
         let now: u64 = ts.parse().unwrap();
         let secrets = [secret(&s("secret")).unwrap()];
         assert_eq!(sign(&secrets[0], &id, now, body.as_bytes()).unwrap(), sig);
-        let svix = crate::provider::Provider::svix();
+        let svix = crate::providers::Provider::svix();
         assert_eq!(svix.name(), "svix");
         let branded = parts(&[(SVIX_ID_HEADER, &id), (SVIX_TIMESTAMP_HEADER, &ts), (SVIX_SIGNATURE_HEADER, &sig)]);
         let unbranded = parts(&[(ID_HEADER, &id), (TIMESTAMP_HEADER, &ts), (SIGNATURE_HEADER, &sig)]);
@@ -617,7 +617,7 @@ mod tests {
         // The Standard Webhooks preset reads only the webhook-* names.
         let d = Delivery::new(&branded, body.as_bytes(), &secrets, at(now));
         assert_eq!(
-            crate::provider::Provider::standard_webhooks().verifier_ref().verify(&d).unwrap_err().kind(),
+            crate::providers::Provider::standard_webhooks().verifier_ref().verify(&d).unwrap_err().kind(),
             VerifyErrorKind::MissingHeader
         );
     }
@@ -912,8 +912,8 @@ mod tests {
         let p = parts(&[]);
         let short = [whsec(MIN_SECRET_BYTES - 1)];
         let d = Delivery::new(&p, b"{}", &short, UNIX_EPOCH);
-        let checked = crate::provider::Provider::standard_webhooks().check(&d);
-        let material = checked.as_ref().err().and_then(crate::provider::CheckError::key_material);
+        let checked = crate::providers::Provider::standard_webhooks().check(&d);
+        let material = checked.as_ref().err().and_then(crate::providers::CheckError::key_material);
         assert_eq!(material.map(|e| e.kind()), Some(K::TooShort), "expected a key material error, got {checked:?}");
     }
 
@@ -1041,7 +1041,7 @@ mod tests {
             let got = got.as_ref().map(|i| (i.key.as_str(), i.event_type.as_deref())).map_err(|e| e.kind());
             assert_eq!(got, *want, "{name}");
         }
-        assert_eq!(crate::provider::Provider::standard_webhooks().name(), "standard-webhooks");
-        assert!(crate::provider::Provider::standard_webhooks().challenge_ref().is_none());
+        assert_eq!(crate::providers::Provider::standard_webhooks().name(), "standard-webhooks");
+        assert!(crate::providers::Provider::standard_webhooks().challenge_ref().is_none());
     }
 }

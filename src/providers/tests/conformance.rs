@@ -4,7 +4,7 @@
 //! gave before they were expressed through the generic HMAC builder, so the
 //! rewrite changes none of them unnoticed.
 
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::test_support::{at, request, NOW};
 use crate::verify::{Delivery, SigningSecret};
 

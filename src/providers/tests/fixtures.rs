@@ -69,7 +69,7 @@ use serde_json::Value;
 
 use super::support::fixture_files;
 use crate::key::EventIdentity;
-use crate::provider::Provider;
+use crate::providers::Provider;
 use crate::providers::{FixtureKind, PresetInfo, REGISTRY};
 use crate::test_support::{at, identity, request, NOW};
 use crate::verify::{Delivery, SigningSecret, VerifyErrorKind};

@@ -41,10 +41,10 @@ use tokio::sync::watch;
 
 /// Whether duplicates are answered only after the synchronous standby
 /// confirmed the stored row's commit
-/// ([`StoreConfig::synchronous_replication`](crate::store::StoreConfig::synchronous_replication)).
+/// ([`StoreConfig::synchronous_replication`](crate::StoreConfig::synchronous_replication)).
 ///
 /// Where it applies: the webhook layer's duplicate of a done event
-/// ([`Claim::Done`](crate::store::Claim::Done)), the body-digest guard's
+/// ([`Claim::Done`](crate::store::claim::Claim::Done)), the body-digest guard's
 /// replay and the `Idempotency-Key` layer's stored response. (The inbox's
 /// accept of a stored event needs no confirmation of its own: its
 /// `INSERT ... ON CONFLICT DO UPDATE` locks the stored row even when it

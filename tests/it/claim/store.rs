@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use crate::support::*;
-use webhook_idempotency::store::{Claim, ClaimStore, CommitErrorKind, ScopedEvent};
+use webhook_idempotency::store::claim::{Claim, ClaimStore, CommitErrorKind};
+use webhook_idempotency::ScopedEvent;
 
 fn event(key: &str) -> ScopedEvent {
     ScopedEvent::new("queue", "orders", key).event_type("order.paid")
 }
 
-async fn write_effect(claimed: &webhook_idempotency::store::ClaimedEvent) {
+async fn write_effect(claimed: &webhook_idempotency::store::claim::ClaimedEvent) {
     let client = claimed.tx().client().await.unwrap();
     client
         .execute(
@@ -30,7 +31,7 @@ async fn write_effect(claimed: &webhook_idempotency::store::ClaimedEvent) {
 async fn claim_write_commit_then_done() {
     let db = TestDb::new().await;
     let store = ClaimStore::builder(db.pool.clone()).build().unwrap();
-    let Claim::Claimed(claimed) = store.claim(&event("m-1")).await.unwrap() else { panic!("first claim") };
+    let Claim::Acquired(claimed) = store.claim(&event("m-1")).await.unwrap() else { panic!("first claim") };
     assert_eq!(claimed.attempt(), 1);
     write_effect(&claimed).await;
     claimed.commit(200).await.unwrap();
@@ -45,12 +46,12 @@ async fn claim_write_commit_then_done() {
 async fn fail_rolls_back_the_writes_and_the_next_claim_is_attempt_two() {
     let db = TestDb::new().await;
     let store = ClaimStore::builder(db.pool.clone()).build().unwrap();
-    let Claim::Claimed(claimed) = store.claim(&event("m-2")).await.unwrap() else { panic!("first claim") };
+    let Claim::Acquired(claimed) = store.claim(&event("m-2")).await.unwrap() else { panic!("first claim") };
     write_effect(&claimed).await;
     claimed.fail("downstream refused", Some(502)).await.unwrap();
     assert_eq!(db.effects_for("m-2").await, 0, "rolled back");
     assert_eq!(db.event_row("m-2").await, Some(("failed".into(), 1, Some(502))));
-    let Claim::Claimed(retry) = store.claim(&event("m-2")).await.unwrap() else { panic!("claimed again") };
+    let Claim::Acquired(retry) = store.claim(&event("m-2")).await.unwrap() else { panic!("claimed again") };
     assert_eq!(retry.attempt(), 2);
     write_effect(&retry).await;
     retry.commit(200).await.unwrap();
@@ -61,11 +62,11 @@ async fn fail_rolls_back_the_writes_and_the_next_claim_is_attempt_two() {
 async fn a_held_claim_is_in_flight_for_others_and_dropping_it_rolls_back() {
     let db = TestDb::new().await;
     let store = ClaimStore::builder(db.pool(4)).in_flight_wait(Duration::from_millis(50)).build().unwrap();
-    let Claim::Claimed(held) = store.claim(&event("m-3")).await.unwrap() else { panic!("first claim") };
+    let Claim::Acquired(held) = store.claim(&event("m-3")).await.unwrap() else { panic!("first claim") };
     write_effect(&held).await;
     assert!(matches!(store.claim(&event("m-3")).await.unwrap(), Claim::InFlight));
     drop(held); // the connection is closed; PostgreSQL rolls back
-    let Claim::Claimed(next) = store.claim(&event("m-3")).await.unwrap() else { panic!("claimable after the drop") };
+    let Claim::Acquired(next) = store.claim(&event("m-3")).await.unwrap() else { panic!("claimable after the drop") };
     assert_eq!(next.attempt(), 1, "nothing was recorded for the dropped claim");
     next.commit(200).await.unwrap();
     assert_eq!(db.effects_for("m-3").await, 0, "the dropped claim's write is gone");
@@ -75,7 +76,7 @@ async fn a_held_claim_is_in_flight_for_others_and_dropping_it_rolls_back() {
 async fn a_swallowed_error_is_never_committed() {
     let db = TestDb::new().await;
     let store = ClaimStore::builder(db.pool.clone()).build().unwrap();
-    let Claim::Claimed(claimed) = store.claim(&event("m-4")).await.unwrap() else { panic!("first claim") };
+    let Claim::Acquired(claimed) = store.claim(&event("m-4")).await.unwrap() else { panic!("first claim") };
     write_effect(&claimed).await;
     let client = claimed.tx().client().await.unwrap();
     assert!(client.execute("SELECT 1/0", &[]).await.is_err());

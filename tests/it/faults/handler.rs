@@ -235,7 +235,7 @@ async fn assert_key_layer_panic_is_answered_500_recorded_and_rolled_back(key: &s
     assert_eq!((runs.load(Ordering::SeqCst), db.effects().await), (2, 1));
 }
 
-/// The same for the `Idempotency-Key` layer (the claimed-request step both
+/// The same for the `Idempotency-Key` layer (the processing step both
 /// layers share): its 500 problem, the row says the handler panicked, no
 /// response stored, and the retry with the key runs.
 #[tokio::test]

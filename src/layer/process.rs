@@ -1,4 +1,4 @@
-//! The claimed-request step: claim the event, hand the claim's transaction
+//! The processing step: claim the event, hand the claim's transaction
 //! to the inner service with the request, then commit or roll back from the
 //! response. No HTTP answer is made here: the step says what happened, and
 //! each layer on the store (the webhook layer today, the `Idempotency-Key`
@@ -26,13 +26,13 @@ use tower_service::Service;
 
 use crate::event::ScopedEvent;
 use crate::handler::{self, End, Failed, Success};
+use crate::store::claim::{Claim, ClaimStore, ClaimedEvent, CommitErrorKind};
 use crate::store::digest::BodyClaim;
 use crate::store::driver::{Conn, Param, Row};
-use crate::store::{Claim, ClaimStore, ClaimedEvent, CommitErrorKind};
 
 /// What [`run`] did with a request.
 #[derive(Debug)]
-pub(crate) enum Claimed<R, E> {
+pub(crate) enum Processed<R, E> {
     /// The handler ran; `committed` when its writes and the claim committed
     /// (a success status), else rolled back and the attempt recorded.
     Handled { response: R, committed: bool },
@@ -72,7 +72,7 @@ pub(crate) async fn run<S, ReqBody, ResBody>(
     inner: S,
     request: impl FnOnce(&ClaimedEvent) -> Request<ReqBody>,
     body_digest: Option<[u8; 32]>,
-) -> Claimed<Response<ResBody>, S::Error>
+) -> Processed<Response<ResBody>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
 {
@@ -93,7 +93,7 @@ pub(crate) async fn claim<R, E>(
     store: &ClaimStore,
     event: &ScopedEvent,
     body_digest: Option<[u8; 32]>,
-) -> Result<ClaimedEvent, Claimed<R, E>> {
+) -> Result<ClaimedEvent, Processed<R, E>> {
     let (mut claimed, _) = claim_reading(store, event, None, None).await?;
     if let Some(digest) = body_digest {
         claimed = guard_body(claimed, &digest).await?;
@@ -110,20 +110,20 @@ pub(crate) async fn claim_reading<R, E>(
     event: &ScopedEvent,
     read: Option<(&str, &[Param<'_>])>,
     conn: Option<Conn>,
-) -> Result<(ClaimedEvent, Vec<Row>), Claimed<R, E>> {
+) -> Result<(ClaimedEvent, Vec<Row>), Processed<R, E>> {
     let claim_started = Instant::now();
     let claim = store.claim_reading(event, read, conn).await;
     crate::metrics::claim(event.provider(), claim_started.elapsed());
     match claim {
-        Ok((Claim::Claimed(claimed), rows)) => Ok((claimed, rows)),
+        Ok((Claim::Acquired(claimed), rows)) => Ok((claimed, rows)),
         Ok((Claim::Done { status }, _)) => {
             tracing::info!(outcome = "duplicate", "key already processed; replayed, not run");
-            Err(Claimed::Duplicate { status })
+            Err(Processed::Duplicate { status })
         }
-        Ok((Claim::InFlight, _)) => Err(Claimed::InFlight),
+        Ok((Claim::InFlight, _)) => Err(Processed::InFlight),
         Err(e) => {
             tracing::error!(error = %e, "claim failed");
-            Err(Claimed::Unavailable("claim"))
+            Err(Processed::Unavailable("claim"))
         }
     }
 }
@@ -132,16 +132,16 @@ pub(crate) async fn claim_reading<R, E>(
 /// or, when the body is another key's, in flight or done, the claim
 /// discarded and the answer (a replay once the synchronous standby confirmed
 /// the other key's commit).
-async fn guard_body<R, E>(claimed: ClaimedEvent, digest: &[u8; 32]) -> Result<ClaimedEvent, Claimed<R, E>> {
+async fn guard_body<R, E>(claimed: ClaimedEvent, digest: &[u8; 32]) -> Result<ClaimedEvent, Processed<R, E>> {
     let answer = match claimed.tx().claim_body(digest).await {
-        Ok(BodyClaim::Claimed) => return Ok(claimed),
+        Ok(BodyClaim::Acquired) => return Ok(claimed),
         Ok(BodyClaim::InFlight) => {
             tracing::info!(
                 outcome = "in_flight",
                 reason = "body_in_flight",
                 "a delivery of the same body under another key is running; answered as in flight"
             );
-            Claimed::InFlight
+            Processed::InFlight
         }
         Ok(BodyClaim::Replayed { synchronous }) => {
             tracing::info!(
@@ -150,16 +150,16 @@ async fn guard_body<R, E>(claimed: ClaimedEvent, digest: &[u8; 32]) -> Result<Cl
                 "the same signed body was processed under another event key; replayed, not run"
             );
             return Err(match claimed.discard_replayed(synchronous).await {
-                Ok(()) => Claimed::Duplicate { status: None },
-                Err(_) => Claimed::Unavailable("body_digest"),
+                Ok(()) => Processed::Duplicate { status: None },
+                Err(_) => Processed::Unavailable("body_digest"),
             });
         }
         Err(e) => {
             // Another delivery with this body holds it past the lock timeout, or the database failed.
             tracing::warn!(error = %e, "body-digest guard: the digest could not be claimed; rolled back");
             match claimed.retryable_conflict() {
-                Some(_) => Claimed::InFlight,
-                None => Claimed::Unavailable("body_digest"),
+                Some(_) => Processed::InFlight,
+                None => Processed::Unavailable("body_digest"),
             }
         }
     };
@@ -176,7 +176,7 @@ pub(crate) async fn end<R, E>(
     claimed: ClaimedEvent,
     end: End<R, E>,
     commit_with: Option<(&str, &[Param<'_>])>,
-) -> Claimed<Response<R>, E> {
+) -> Processed<Response<R>, E> {
     match end {
         End::Commit(response) => commit(claimed, response, commit_with).await,
         End::RollBack(failed) => roll_back(claimed, failed).await,
@@ -188,7 +188,7 @@ async fn commit<R, E>(
     claimed: ClaimedEvent,
     response: Response<R>,
     commit_with: Option<(&str, &[Param<'_>])>,
-) -> Claimed<Response<R>, E> {
+) -> Processed<Response<R>, E> {
     let status = response.status().as_u16();
     let committed = match commit_with {
         Some((check, params)) => claimed.commit_with(status, check, params).await,
@@ -197,42 +197,42 @@ async fn commit<R, E>(
     match committed {
         Ok(()) => {
             tracing::info!(outcome = "committed", status, "processed: the claim committed with the handler's writes");
-            Claimed::Handled { response, committed: true }
+            Processed::Handled { response, committed: true }
         }
-        Err(e) if e.kind() == CommitErrorKind::StillInUse => Claimed::StillInUse,
+        Err(e) if e.kind() == CommitErrorKind::StillInUse => Processed::StillInUse,
         Err(e) => {
             tracing::error!(error = %e, "not committed");
-            Claimed::Unavailable("commit")
+            Processed::Unavailable("commit")
         }
     }
 }
 
 /// Rolls back and records the failed attempt (`StillInUse` when a clone of
 /// the transaction still holds it), then says what the layer answers.
-async fn roll_back<R, E>(claimed: ClaimedEvent, failed: Failed<R, E>) -> Claimed<Response<R>, E> {
+async fn roll_back<R, E>(claimed: ClaimedEvent, failed: Failed<R, E>) -> Processed<Response<R>, E> {
     if claimed.fail(&failed.reason(|_| None), failed.status()).await.is_err() {
-        return Claimed::StillInUse;
+        return Processed::StillInUse;
     }
     match failed {
-        Failed::Error(e) => Claimed::ServiceError(e),
+        Failed::Error(e) => Processed::ServiceError(e),
         Failed::Panicked => {
             tracing::error!(
                 outcome = "failed",
                 "the handler panicked (the panic hook printed where): rolled back, the attempt recorded, answered 500"
             );
-            Claimed::Panicked
+            Processed::Panicked
         }
         // No layer times its handler out (an outer timeout drops the whole
         // future); were one to, the sender's retry is the answer.
-        Failed::TimedOut => Claimed::Unavailable("handler_timeout"),
-        Failed::Conflict(code, _) => Claimed::Conflict(code),
+        Failed::TimedOut => Processed::Unavailable("handler_timeout"),
+        Failed::Conflict(code, _) => Processed::Conflict(code),
         Failed::RefusedSuccess(response) => {
             tracing::error!(
                 outcome = "failed",
                 status = response.status().as_u16(),
                 "handler answered a 2xx the success predicate refuses; rolled back, answered 500 so the sender retries"
             );
-            Claimed::RefusedSuccess
+            Processed::RefusedSuccess
         }
         Failed::NotSuccess(response) => {
             tracing::warn!(
@@ -240,7 +240,7 @@ async fn roll_back<R, E>(claimed: ClaimedEvent, failed: Failed<R, E>) -> Claimed
                 status = response.status().as_u16(),
                 "handler did not succeed; rolled back"
             );
-            Claimed::Handled { response, committed: false }
+            Processed::Handled { response, committed: false }
         }
     }
 }

@@ -1,5 +1,8 @@
-//! One escaping rule for every line `webhook-admin` and `webhook-verify`
-//! print: text that senders control (event keys, types, errors, payloads)
+//! What the two commands, `webhook-admin` and `webhook-verify`, share
+//! (feature `cli`; hidden from the docs, not API: it may change in any
+//! release).
+//!
+//! One escaping rule for every line they print: text that senders control (event keys, types, errors, payloads)
 //! must show an operator exactly what is stored, so two different keys never
 //! look the same and no byte can drive the terminal.
 //!
@@ -18,7 +21,7 @@
 use unicode_properties::{GeneralCategory, UnicodeGeneralCategory as _};
 
 /// Whether `c` is escaped (see the [module docs](self)).
-pub(crate) fn unsafe_to_print(c: char) -> bool {
+pub fn unsafe_to_print(c: char) -> bool {
     use GeneralCategory as G;
     match c.general_category() {
         G::Control | G::Format | G::LineSeparator | G::ParagraphSeparator | G::PrivateUse | G::Surrogate => true,
@@ -35,7 +38,7 @@ pub(crate) fn unsafe_to_print(c: char) -> bool {
 /// `text` for a terminal line: each character [`unsafe_to_print`] as a
 /// visible `\u{...}` escape (Rust's syntax), a backslash as `\\`, the rest as
 /// it is.
-pub(crate) fn printable(text: &str) -> String {
+pub fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if c == '\\' {
@@ -54,7 +57,7 @@ pub(crate) fn printable(text: &str) -> String {
 /// past U+FFFF, RFC 8259 section 7), so `--json` output read on a terminal
 /// cannot lie either. Such characters only stand inside strings, where the
 /// escape means the same character: the document parses to the same value.
-pub(crate) fn json_safe(json: &str) -> String {
+pub fn json_safe(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
         if unsafe_to_print(c) && !matches!(c, '\n' | ' ') {

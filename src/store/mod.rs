@@ -24,16 +24,16 @@
 //!   any transaction: no transaction id, no WAL.
 //!
 //! The parts: [`StoreConfig`] (pool, schema, timeouts, pooler mode, shared by
-//! every part); [`claim`] (the synchronous claim protocol, [`ClaimStore`]);
+//! every part); [`claim`] (the synchronous claim protocol, [`ClaimStore`](claim::ClaimStore));
 //! [`inbox`] (accepting deliveries as `pending` rows) and `queue` (leasing
 //! and ending rows for the workers, fenced by lease tokens); [`admin`]
 //! (operator actions and the gauge sampler); [`retention`]; the migrations
-//! ([`migrate`], [`check_schema`]). Only `driver` talks to a database
+//! ([`migrate`](crate::migrate), [`check_schema`]). Only `driver` talks to a database
 //! driver (its module docs say how: one interface, one module per driver);
 //! the rest is protocol and SQL text.
 //! The handler's transaction ([`WebhookTx`](crate::WebhookTx) and what a
 //! handler calls on it) is above the store, in one module of its own: it
-//! runs the statements [`outbox`], [`actions`] and the body-digest guard
+//! runs the statements `outbox` (the enqueue), [`actions`] and the body-digest guard
 //! build here.
 
 pub mod actions;
@@ -41,26 +41,25 @@ pub mod admin;
 #[cfg(test)]
 mod citus;
 pub mod claim;
-mod config;
+pub(crate) mod config;
 pub(crate) mod digest;
 pub(crate) mod driver;
+pub(crate) mod idempotency_key;
 pub mod inbox;
-mod migrate;
-pub mod outbox;
+pub(crate) mod migrate;
+pub(crate) mod outbox;
 pub(crate) mod queue;
-pub(crate) mod request_keys;
 pub mod retention;
 mod statements;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use crate::error::{StoreError, StoreErrorKind};
-pub use crate::event::ScopedEvent;
-pub use claim::{Claim, ClaimOrder, ClaimStore, ClaimStoreBuilder, ClaimedEvent, CommitError, CommitErrorKind};
-pub use config::{StoreConfig, DEFAULT_DATABASE_TIMEOUT, DEFAULT_POOL_TIMEOUT};
+// `StoreConfig` and `migrate` are public at the crate root only.
+pub(crate) use config::StoreConfig;
+pub use config::{DEFAULT_DATABASE_TIMEOUT, DEFAULT_POOL_TIMEOUT};
 pub use driver::SynchronousReplication;
 pub(crate) use migrate::report_unmigrated;
-pub use migrate::{check_schema, migrate, MIGRATIONS, SCHEMA_VERSION};
+pub use migrate::{check_schema, MIGRATIONS, SCHEMA_VERSION};
 pub(crate) use statements::Statements;
 
 /// The isolation level of the claim's transaction (PostgreSQL docs,

@@ -10,12 +10,13 @@
 //!
 //! ```no_run
 //! # async fn run(config: webhook_idempotency::StoreConfig) -> Result<(), Box<dyn std::error::Error>> {
-//! use webhook_idempotency::store::{Claim, ClaimStore, ScopedEvent};
+//! use webhook_idempotency::store::claim::{Claim, ClaimStore};
+//! use webhook_idempotency::ScopedEvent;
 //!
 //! let store = ClaimStore::builder(config).build()?; // a StoreConfig, or a bare pool
 //! let event = ScopedEvent::new("sqs", "orders", "msg-8f14e45f").event_type("order.paid");
 //! match store.claim(&event).await? {
-//!     Claim::Claimed(claimed) => {
+//!     Claim::Acquired(claimed) => {
 //!         let client = claimed.tx().client().await?;
 //!         client.execute("INSERT INTO paid_orders (id) VALUES ($1)", &[&"ord_1"]).await?;
 //!         drop(client);
@@ -229,9 +230,9 @@ impl fmt::Debug for ClaimStore {
 #[derive(Debug)]
 #[must_use]
 pub enum Claim {
-    /// This caller owns the event: do its work in [`ClaimedEvent::tx`], then
-    /// commit or fail.
-    Claimed(ClaimedEvent),
+    /// Acquired: this caller owns the event (its transaction is open in the
+    /// [`ClaimedEvent`]): do its work in [`ClaimedEvent::tx`], then commit or fail.
+    Acquired(ClaimedEvent),
     /// Processed before; `status` is the HTTP status the handler answered
     /// then (absent for rows written without one). Under synchronous
     /// replication, only once the standby confirmed that commit
@@ -297,7 +298,7 @@ impl ClaimStore {
                 None => self.inner.db.connect("claim").await?,
             };
             let conflict = match self.attempt(conn, event, read).await {
-                Ok(Attempt::Claimed(tx, attempt, started, rows)) => {
+                Ok(Attempt::Acquired(tx, attempt, started, rows)) => {
                     self.inner.observe(false);
                     let attempt = u32::try_from(attempt).unwrap_or(0);
                     let claimed = ClaimedEvent {
@@ -307,7 +308,7 @@ impl ClaimStore {
                         event: event.clone(),
                         store: self.clone(),
                     };
-                    return Ok((Claim::Claimed(claimed), rows));
+                    return Ok((Claim::Acquired(claimed), rows));
                 }
                 Ok(Attempt::Done(status, synchronous)) => {
                     self.inner.observe(true);
@@ -390,7 +391,7 @@ impl ClaimStore {
         let statement = if lookup_first { &sql.claim } else { &sql.claim_guarded };
         let (tx, rows, read) = conn.begin_then(&sql.begin, statement, &claim, read).await?;
         if let Some(row) = rows.first() {
-            return Ok(Attempt::Claimed(Box::new(tx), row.get(0), row.get(1), read));
+            return Ok(Attempt::Acquired(Box::new(tx), row.get(0), row.get(1), read));
         }
         // Another delivery's row stands: done or in flight. End the
         // transaction and look, in one flight.
@@ -423,7 +424,7 @@ impl ClaimStore {
 }
 
 enum Attempt {
-    Claimed(Box<super::driver::TxConn>, i32, SystemTime, Vec<Row>),
+    Acquired(Box<super::driver::TxConn>, i32, SystemTime, Vec<Row>),
     /// The stored status, and whether commits wait for synchronous standbys.
     Done(Option<i16>, bool),
     InFlight,

@@ -157,7 +157,7 @@ impl RequestKeys {
     }
 
     /// The lookup's statement and parameters, to run in the claim's flight
-    /// ([`ClaimStore::claim_reading`](super::ClaimStore)): read after the claim
+    /// ([`ClaimStore::claim_reading`](super::claim::ClaimStore)): read after the claim
     /// took the key's lock, it sees a recovery point or fingerprint recorded
     /// while this request waited. [`parse`](Self::parse) reads its rows.
     pub(crate) fn lookup_sql(&self) -> &str {
@@ -198,7 +198,7 @@ impl RequestKeys {
     }
 
     /// The fence statement that commits the claim with `response` stored
-    /// ([`ClaimedEvent::commit_with`](crate::store::ClaimedEvent)); its extra
+    /// ([`ClaimedEvent::commit_with`](crate::store::claim::ClaimedEvent)); its extra
     /// parameters are [`StoredResponse::params`].
     pub(crate) fn commit_sql(&self) -> &str {
         &self.commit

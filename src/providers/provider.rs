@@ -1,5 +1,8 @@
-//! Providers: a name, a [`Verifier`], a [`KeyExtractor`] and optionally a
-//! [`Challenge`] handshake, that go together.
+//! [`Provider`] (public at the crate root, `webhook_idempotency::Provider`):
+//! a name, a [`Verifier`], a [`KeyExtractor`] and optionally a [`Challenge`]
+//! handshake, that go together; and [`CheckError`], why a delivery failed
+//! [`Provider::check`]. The presets beside this file each add a constructor
+//! (`Provider::stripe()`, ...).
 
 use std::borrow::Cow;
 use std::fmt;
