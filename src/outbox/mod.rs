@@ -99,7 +99,7 @@
 //! have sent its call: it counts as uncertain too.
 //!
 //! **Large payloads.** The lease returns a payload only when it is stored in
-//! at most 64 KiB (`pg_column_size`), so one lease carries at most its batch
+//! at most 64 KiB (`octet_length`), so one lease carries at most its batch
 //! times 64 KiB; a larger payload is read by a statement of its own, fenced by
 //! the lease token, right before its call and within the database timeout: a
 //! payload too slow to read (megabytes over a slow link) fails its own run (an

@@ -92,7 +92,7 @@ pub(crate) fn apply_if_newer_sql(schema: &str) -> String {
          VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (scope, object_kind, object_id) DO UPDATE
             SET version = excluded.version, provider = excluded.provider, event_key = excluded.event_key,
-                updated_at = now()
+                updated_at = excluded.updated_at
           WHERE v.version < excluded.version
          RETURNING 1"
     )

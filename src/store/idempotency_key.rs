@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::driver::{Conn, Db, Param, Row, DETECT_SQL};
+use super::driver::{Conn, Db, Param, Row, DETECT_SQL, FENCE_HOLDS};
 use super::StoreConfig;
 use crate::error::{ConfigError, StoreError};
 use crate::event::ScopedEvent;
@@ -92,12 +92,13 @@ impl RequestKeys {
             // The fenced commit's statement (`ClaimedEvent::commit_with`):
             // the claim row's status and the stored response in one
             // statement, sent with COMMIT; it fails (22012) unless the
-            // transaction is still the claim's.
+            // transaction is still the claim's (`FENCE_HOLDS`) and its row
+            // of the claim's time is found.
             commit: format!(
                 "WITH done AS (
                      UPDATE {schema}.webhook_events SET response_status = $4
                       WHERE scope = $1 AND provider = $2 AND event_key = $3 AND state = 'done'
-                        AND completed_at = $5 AND now() = $5
+                        AND completed_at = $5 AND {FENCE_HOLDS}
                       RETURNING 1),
                  saved AS (
                      INSERT INTO {t} AS k (scope, provider, idempotency_key, fingerprint, response_status,

@@ -377,7 +377,8 @@ pub(crate) fn accept_sql(schema: &str) -> String {
          ON CONFLICT (scope, provider, event_key) DO UPDATE
             SET state = 'pending', payload = excluded.payload, request_head = excluded.request_head,
                 integrity_tag = excluded.integrity_tag,
-                run_at = now(), retry_from = now(), event_type = coalesce(excluded.event_type, e.event_type)
+                run_at = excluded.run_at, retry_from = excluded.run_at,
+                event_type = coalesce(excluded.event_type, e.event_type)
           WHERE e.state = 'failed'
          RETURNING 1"
     )
@@ -395,7 +396,9 @@ impl QueueKind for InboxRows {
     const PAYLOAD_COLUMNS: &'static str = "e.event_type";
     const BODY_COLUMNS: &'static str = "e.payload, e.request_head::text, e.integrity_tag";
     // The commit's time, not the transaction's start (`now()`), which is the run's start.
-    const DONE_SET: &'static str = "response_status = {status}, completed_at = clock_timestamp()";
+    // The completing statement's start (`statement_timestamp()`, STABLE:
+    // Citus refuses a VOLATILE clock_timestamp() in an UPDATE).
+    const DONE_SET: &'static str = "response_status = {status}, completed_at = statement_timestamp()";
     type Payload = InboxRow;
 
     fn payload(row: &Row, first: usize) -> InboxRow {

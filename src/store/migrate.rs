@@ -1,5 +1,6 @@
 //! The shipped migrations and the schema check.
 
+use super::citus;
 use super::config::StoreConfig;
 use super::driver::{code, Db, DbError, Param};
 use super::{check_schema_name, DEFAULT_SCHEMA};
@@ -21,6 +22,7 @@ pub const MIGRATIONS: &[(i32, &str)] = &[
     (10, include_str!("../../sql/010_toast_target.sql")),
     (11, include_str!("../../sql/011_audit_role.sql")),
     (12, include_str!("../../sql/012_isolation_and_ordering.sql")),
+    (13, include_str!("../../sql/013_distributed_time.sql")),
 ];
 
 /// The newest migration version this crate's statements need.
@@ -63,6 +65,11 @@ fn open<'a>(store: &'a StoreConfig, step: &str) -> Result<(Db, &'a str), StoreEr
 /// [`PoolTimeout`](StoreErrorKind::PoolTimeout)) or when a statement fails
 /// ([`Database`](StoreErrorKind::Database), with the server's message,
 /// detail and hint); nothing is half-applied (each run is one transaction).
+///
+/// On a database with the `citus` extension installed (Citus, distributed
+/// PostgreSQL), it also distributes the tenant tables by `scope`, colocated,
+/// and makes the global ones reference tables, in the same transaction, each
+/// only once: OPERATIONS.md, "Distributed PostgreSQL (Citus)".
 pub async fn migrate(store: &StoreConfig) -> Result<(), StoreError> {
     let (db, schema) = open(store, "migrate")?;
     let conn = db.connect("connect").await?;
@@ -96,14 +103,26 @@ pub async fn migrate(store: &StoreConfig) -> Result<(), StoreError> {
     let record = format!(
         "INSERT INTO {schema}.webhook_schema_migrations (version) VALUES ($1) ON CONFLICT (version) DO NOTHING"
     );
+    let citus = citus::installed(&tx).await.map_err(err("migrate: look for the citus extension"))?;
     for (version, sql) in MIGRATIONS {
         if applied.contains(version) {
             continue;
         }
         let step = format!("migrate: apply migration {version} to schema {schema}");
-        tx.batch(&with_schema(sql, schema)).await.map_err(err(&step))?;
+        let sql = with_schema(sql, schema);
+        if citus {
+            // One statement at a time: see `citus`.
+            for statement in citus::statements(&sql) {
+                tx.batch(statement).await.map_err(err(&step))?;
+            }
+        } else {
+            tx.batch(&sql).await.map_err(err(&step))?;
+        }
         // The shipped files record their own version; older ones did not.
         tx.query(&record, &[Param::I32(*version)]).await.map_err(err(&step))?;
+    }
+    if citus {
+        citus::distribute(&tx, schema).await.map_err(err(&format!("migrate: distribute schema {schema} (Citus)")))?;
     }
     tx.commit().await.map_err(err("migrate: COMMIT"))
 }

@@ -38,8 +38,7 @@
 
 pub mod actions;
 pub mod admin;
-#[cfg(test)]
-mod citus;
+pub(crate) mod citus;
 pub mod claim;
 pub(crate) mod config;
 pub(crate) mod digest;

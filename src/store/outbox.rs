@@ -258,8 +258,9 @@ pub(crate) struct OutboxRow {
     pub(crate) inline: Option<StoredEffect>,
 }
 
-/// The largest stored payload (`pg_column_size`, bytes) the lease returns
-/// with the row: 64 KiB, so one lease carries at most its batch size times
+/// The largest payload (`octet_length`, bytes: its size before any
+/// compression; IMMUTABLE, which Citus needs in a RETURNING clause, where
+/// `pg_column_size` is STABLE) the lease returns with the row: 64 KiB, so one lease carries at most its batch size times
 /// this, whatever the backlog holds, and a receipt-sized effect costs no
 /// read of its own.
 #[cfg_attr(not(test), allow(dead_code))] // the literal in `PAYLOAD_COLUMNS`; a test holds them equal
@@ -294,17 +295,19 @@ impl QueueKind for OutboxRows {
     // (after its reconciliation, when there is one).
     const EXPIRED_STATE: &'static str = "CASE WHEN e.uncertain_since IS NOT NULL THEN 'uncertain' ELSE 'pending' END";
     // An effect with an ordering key waits for every unfinished one of its
-    // scope and key enqueued before it (index `webhook_outbox_ordering`).
+    // scope and key enqueued before it (index `webhook_outbox_ordering`). The
+    // lease's scope (`$4`) is repeated on the inner table so that Citus routes
+    // the subquery to the outer row's shard.
     const ORDER_GUARD: &'static str = "AND (c.ordering_key IS NULL OR NOT EXISTS (
              SELECT 1 FROM {t} p
-             WHERE p.scope = c.scope AND p.ordering_key = c.ordering_key
+             WHERE p.scope = c.scope AND ($4::text IS NULL OR p.scope = $4) AND p.ordering_key = c.ordering_key
                AND p.state IN ('pending', 'running', 'uncertain') AND p.ordered_at <= c.ordered_at
                AND (p.ordered_at, p.provider, p.event_key, p.effect, p.ordinal)
                  < (c.ordered_at, c.provider, c.event_key, c.effect, c.ordinal)))";
     const FILTER_COLUMN: Option<&'static str> = Some("effect");
     const PAYLOAD_COLUMNS: &'static str = "e.uncertain_since IS NOT NULL, e.run_alone, \
-         CASE WHEN pg_column_size(e.payload) <= 65536 THEN e.payload END, \
-         CASE WHEN pg_column_size(e.payload) <= 65536 THEN e.content_type END";
+         CASE WHEN octet_length(e.payload) <= 65536 THEN e.payload END, \
+         CASE WHEN octet_length(e.payload) <= 65536 THEN e.content_type END";
     const BODY_COLUMNS: &'static str = "e.payload, e.content_type";
     const DONE_SET: &'static str = "response_status = {status}, delivered_at = now(), uncertain_since = NULL";
     type Payload = OutboxRow;
@@ -378,7 +381,10 @@ impl OutboxSql {
         // Every end clears `run_alone`: the run ended otherwise than by its lease expiring.
         let released = "locked_until = NULL, lease_token = NULL, run_alone = false";
         // The end of the row's retry budget is past (as the queue's retry_later).
-        let expired = "coalesce(retry_from, created_at) + make_interval(secs => $8) <= now()";
+        // `now()` is read once in `FROM` (`c.now`) where it would stand in a
+        // CASE or COALESCE: Citus refuses non-IMMUTABLE functions there in an
+        // UPDATE.
+        let expired = format!("{schema}.plus_seconds(coalesce(retry_from, created_at), $8) <= c.now");
         Self {
             delivered: format!(
                 "UPDATE {t} o SET state = 'done', delivered_at = now(), remote_ref = d.remote_ref,
@@ -391,9 +397,10 @@ impl OutboxSql {
                  RETURNING o.scope, o.provider, o.event_key, o.effect, o.ordinal::text, d.token"
             ),
             uncertain: format!(
-                "UPDATE {t} SET state = 'uncertain', uncertain_since = coalesce(uncertain_since, now()),
-                        run_at = CASE WHEN $8::float8 IS NULL THEN NULL ELSE now() + make_interval(secs => $8) END,
-                        last_error = $7, response_status = $9, last_failed_at = now(), {released}
+                "UPDATE {t} SET state = 'uncertain', uncertain_since = coalesce(uncertain_since, c.now),
+                        run_at = CASE WHEN $8::float8 IS NULL THEN NULL ELSE {schema}.plus_seconds(c.now, $8) END,
+                        last_error = $7, response_status = $9, last_failed_at = c.now, {released}
+                 FROM (SELECT now() AS now) c
                  WHERE {fence} RETURNING 1"
             ),
             resend: format!(
@@ -404,9 +411,10 @@ impl OutboxSql {
                                           THEN 'reconciled as not delivered once its retry budget (retry_for) was spent: \
                                                 not sent again'
                                           ELSE last_error END,
-                        last_failed_at = CASE WHEN {spent} THEN now() ELSE last_failed_at END,
-                        run_at = CASE WHEN {spent} THEN NULL ELSE now() END,
+                        last_failed_at = CASE WHEN {spent} THEN c.now ELSE last_failed_at END,
+                        run_at = CASE WHEN {spent} THEN NULL ELSE c.now END,
                         uncertain_since = NULL, {released}
+                 FROM (SELECT now() AS now) c
                  WHERE {fence} RETURNING state, attempts >= $7",
                 spent = format!("(attempts >= $7 OR {expired})"),
             ),
@@ -504,12 +512,16 @@ mod ordering_tests {
             .find_map(|(name, sql)| (name == "lease").then_some(sql))
             .unwrap();
         tx.batch(&format!(
-            "PREPARE lease(float8, int8, text, text, int4, text[], float8, float8, float8, bool) AS {lease}"
+            "PREPARE lease(float8, int8, text, text, int4, text[], float8, float8, float8, bool, text) AS {lease}"
         ))
         .await
         .unwrap();
         let plan: Vec<String> = tx
-            .query("EXPLAIN EXECUTE lease(30, 16, NULL, NULL, 200, ARRAY['notify'], 86400, 1, 3600, false)", &[])
+            .query(
+                "EXPLAIN EXECUTE lease(30, 16, NULL, NULL, 200, ARRAY['notify'], 86400, 1, 3600, false, \
+                    '0123456789abcdef0123456789abcdef')",
+                &[],
+            )
             .await
             .unwrap()
             .iter()

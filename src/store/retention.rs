@@ -34,6 +34,7 @@
 //! as long as the objects live; delete them with your objects.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::driver::{Conn, Db, DbError, Param};
@@ -65,6 +66,7 @@ pub struct RetentionBuilder {
     pause: Duration,
     allow_short: bool,
     outbox_window: Duration,
+    scope: Option<String>,
 }
 
 impl RetentionBuilder {
@@ -101,6 +103,14 @@ impl RetentionBuilder {
         /// still deduplicated by its own row in the events table, so an effect
         /// cannot be enqueued again while that row is kept.
         pub fn outbox_window(window: Duration) => outbox_window = window;
+
+        /// Purge only `scope`'s rows (default: every scope). On Citus each
+        /// scope's rows sit on one shard: a retention per scope keeps every
+        /// statement on one worker, while one serving every scope first reads
+        /// the `(scope, provider)` pairs present (one statement over every
+        /// shard, a scan of each table) and purges pair by pair
+        /// (OPERATIONS.md, "Distributed PostgreSQL (Citus)").
+        pub fn scope(scope: impl Into<String>) => scope = Some(scope.into());
     }
 
     /// Checks the windows and builds.
@@ -133,7 +143,8 @@ impl RetentionBuilder {
         let purge = batched_delete(
             &t,
             "scope, provider, event_key",
-            "provider = $2 AND received_at < now() - make_interval(secs => $1) AND state IN ('done', 'failed')
+            "provider = $2 AND ($4::text IS NULL OR scope = $4)
+             AND received_at < now() - make_interval(secs => $1) AND state IN ('done', 'failed')
              ORDER BY received_at LIMIT $3",
         );
         // The distinct providers, one probe each on the leading column of
@@ -148,7 +159,7 @@ impl RetentionBuilder {
                  SELECT provider FROM p WHERE provider IS NOT NULL"
             )
         };
-        let providers = distinct_providers(&t);
+        let providers = Pairs::new(&t, distinct_providers(&t));
         // The body-digest guard's digests (migration 8) and the
         // Idempotency-Key layer's keys (migration 9) go with their
         // provider's events, by the same window.
@@ -163,15 +174,17 @@ impl RetentionBuilder {
                 let purge = batched_delete(
                     &table,
                     key,
-                    "provider = $2 AND created_at < now() - make_interval(secs => $1) ORDER BY created_at LIMIT $3",
+                    "provider = $2 AND ($4::text IS NULL OR scope = $4) AND created_at < now() - make_interval(secs => $1)
+                     ORDER BY created_at LIMIT $3",
                 );
-                (distinct_providers(&table), purge)
+                (Pairs::new(&table, distinct_providers(&table)), purge)
             })
             .collect();
         let outbox_purge = batched_delete(
             &format!("{schema}.webhook_outbox"),
             "scope, provider, event_key, effect, ordinal",
-            "state = 'done' AND delivered_at < now() - make_interval(secs => $1) LIMIT $2",
+            "($3::text IS NULL OR scope = $3) AND state = 'done' AND delivered_at < now() - make_interval(secs => $1)
+             LIMIT $2",
         );
         Ok(Retention {
             db: db.without_deadline(),
@@ -184,6 +197,9 @@ impl RetentionBuilder {
             default_window: self.default_window,
             batch_size: self.batch_size,
             pause: self.pause,
+            scope: self.scope,
+            outbox_scopes: format!("SELECT DISTINCT scope FROM {schema}.webhook_outbox WHERE state = 'done'"),
+            citus: Arc::default(),
         })
     }
 }
@@ -209,13 +225,41 @@ pub struct Retention {
     purge: String,
     outbox_purge: String,
     outbox_window: Duration,
-    providers: String,
+    providers: Pairs,
     /// Per side table: its distinct providers, and its batch purge.
-    side: Vec<(String, String)>,
+    side: Vec<(Pairs, String)>,
     windows: BTreeMap<String, Duration>,
     default_window: Duration,
     batch_size: u32,
     pause: Duration,
+    /// The one scope purged, if set.
+    scope: Option<String>,
+    /// The scopes with delivered outbox rows (Citus, no scope set).
+    outbox_scopes: String,
+    /// Whether the database has the `citus` extension (looked up once).
+    citus: Arc<tokio::sync::OnceCell<bool>>,
+}
+
+/// How a purge finds the `(scope, provider)` pairs of one table it runs
+/// over: every provider with no scope filter (one probe per provider); a
+/// given scope's providers; or, on Citus with no scope given, every pair
+/// present (one statement over every shard: Citus refuses the purge's
+/// `FOR UPDATE` over several shards, so each batch names its scope).
+#[derive(Debug, Clone)]
+struct Pairs {
+    providers: String,
+    of_scope: String,
+    all: String,
+}
+
+impl Pairs {
+    fn new(table: &str, providers: String) -> Self {
+        Self {
+            providers,
+            of_scope: format!("SELECT DISTINCT provider FROM {table} WHERE scope = $1"),
+            all: format!("SELECT DISTINCT scope, provider FROM {table}"),
+        }
+    }
 }
 
 /// What a [`Retention::purge`] did.
@@ -250,6 +294,7 @@ impl Retention {
             pause: Duration::from_millis(50),
             allow_short: false,
             outbox_window: DEFAULT_OUTBOX_WINDOW,
+            scope: None,
         }
     }
 
@@ -290,9 +335,26 @@ impl Retention {
         let started = Instant::now();
         let mut report = PurgeReport::default();
         let window = older_than.unwrap_or(self.outbox_window);
-        let params = [Param::F64(window.as_secs_f64()), Param::I64(i64::from(self.batch_size))];
         let conn = self.db.connect(step).await?;
-        let purged = self.batches(&conn, &self.outbox_purge, &params, &mut report).await;
+        let purged = async {
+            let scopes = match &self.scope {
+                Some(scope) => vec![Some(scope.clone())],
+                None if self.on_citus(&conn).await? => {
+                    conn.query(&self.outbox_scopes, &[]).await?.iter().map(|row| Some(row.get(0))).collect()
+                }
+                None => vec![None],
+            };
+            for scope in scopes {
+                let params = [
+                    Param::F64(window.as_secs_f64()),
+                    Param::I64(i64::from(self.batch_size)),
+                    Param::OptText(scope.as_deref()),
+                ];
+                self.batches(&conn, &self.outbox_purge, &params, &mut report).await?;
+            }
+            Ok(())
+        };
+        let purged = purged.await;
         conn.release();
         purged.map_err(|e| self.db.error(&e, step))?;
         report.took = started.elapsed();
@@ -311,17 +373,16 @@ impl Retention {
         let conn = self.db.connect(step).await?;
         let limit = Param::I64(i64::from(self.batch_size));
         let purged = async {
-            let present: Vec<String> = conn.query(&self.providers, &[]).await?.iter().map(|row| row.get(0)).collect();
-            for provider in present {
-                let window = older_than.unwrap_or_else(|| self.window(&provider));
-                let params = [Param::F64(window.as_secs_f64()), Param::Text(&provider), limit];
-                self.batches(&conn, &self.purge, &params, &mut report).await?;
-            }
-            for (providers, purge) in &self.side {
-                let present: Vec<String> = conn.query(providers, &[]).await?.iter().map(|row| row.get(0)).collect();
-                for provider in present {
+            let tables = std::iter::once((&self.providers, &self.purge)).chain(self.side.iter().map(|(p, s)| (p, s)));
+            for (pairs, purge) in tables {
+                for (scope, provider) in self.pairs(&conn, pairs).await? {
                     let window = older_than.unwrap_or_else(|| self.window(&provider));
-                    let params = [Param::F64(window.as_secs_f64()), Param::Text(&provider), limit];
+                    let params = [
+                        Param::F64(window.as_secs_f64()),
+                        Param::Text(&provider),
+                        limit,
+                        Param::OptText(scope.as_deref()),
+                    ];
                     self.batches(&conn, purge, &params, &mut report).await?;
                 }
             }
@@ -332,6 +393,36 @@ impl Retention {
         purged.map_err(|e| self.db.error(&e, step))?;
         report.took = started.elapsed();
         Ok(report)
+    }
+
+    /// The same retention purging only `scope`'s rows (all scopes with
+    /// `None`), as [`RetentionBuilder::scope`].
+    pub(crate) fn with_scope(mut self, scope: Option<String>) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// The `(scope, provider)` pairs a purge runs over (see [`Pairs`]).
+    async fn pairs(&self, conn: &Conn, pairs: &Pairs) -> Result<Vec<(Option<String>, String)>, DbError> {
+        Ok(match &self.scope {
+            Some(scope) => conn
+                .query(&pairs.of_scope, &[Param::Text(scope)])
+                .await?
+                .iter()
+                .map(|row| (Some(scope.clone()), row.get(0)))
+                .collect(),
+            None if self.on_citus(conn).await? => {
+                conn.query(&pairs.all, &[]).await?.iter().map(|row| (Some(row.get(0)), row.get(1))).collect()
+            }
+            None => conn.query(&pairs.providers, &[]).await?.iter().map(|row| (None, row.get(0))).collect(),
+        })
+    }
+
+    /// Whether the database has the `citus` extension (looked up once).
+    async fn on_citus(&self, conn: &Conn) -> Result<bool, DbError> {
+        let sql = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')";
+        let found = self.citus.get_or_try_init(|| async { Ok::<bool, DbError>(conn.query(sql, &[]).await?[0].get(0)) });
+        found.await.copied()
     }
 
     /// Runs the batch `sql` (which returns how many rows it deleted) until a

@@ -4,7 +4,7 @@
 //! [`conn`](super::conn)) sends it with parameters `$1 scope, $2 provider,
 //! $3 event_key` and reads the columns each statement documents.
 
-use super::driver::DETECT_SQL;
+use super::driver::{DETECT_SQL, FENCE_HOLDS, FENCE_ON};
 use super::IsolationLevel;
 
 /// The first key of the transaction-level advisory lock a claim takes on
@@ -25,17 +25,19 @@ pub(crate) const ASSUMED_STATUS: i16 = 200;
 /// - a done event: [`lookup`](Self::lookup), outside any transaction: one
 ///   round trip, no transaction id, no WAL;
 /// - a new event: `lookup`; then [`begin`](Self::begin) and
-///   [`claim`](Self::claim) in one flight; the handler's statements;
-///   [`check`](Self::check) (or [`set_status`](Self::set_status)) and
-///   `COMMIT` in one flight. Six statements, all but `BEGIN`/`COMMIT`
-///   prepared once per connection; the row is written once.
+///   [`claim`](Self::claim) in one flight; the handler's statements; the
+///   fence check (or [`set_status`](Self::set_status) for a status other
+///   than 200) and `COMMIT` in one flight. Seven statements (`BEGIN`'s batch
+///   sets the fence: `driver::FENCE_ON`), all but `BEGIN`/`COMMIT` prepared
+///   once per connection; the row is written once.
 #[derive(Debug)]
 pub(crate) struct Statements {
     /// The schema the statements name.
     pub(crate) schema: String,
-    /// Simple query: opens the claim transaction at the configured level.
+    /// Simple query: opens the claim transaction at the configured level,
+    /// with the fence the commit checks (`driver::FENCE_ON`).
     pub(crate) begin: String,
-    /// `$4 event_type, $5 response_status` → `attempts, now()` when this
+    /// `$4 event_type, $5 response_status` → `attempts, completed_at` when this
     /// delivery claimed the event: inserted `done` with that status (the
     /// row is invisible to others until the transaction commits, and a
     /// rollback removes it: the state a commit gives it is written at once,
@@ -62,8 +64,11 @@ pub(crate) struct Statements {
     /// locked by the `DO UPDATE` that then does nothing. The guard is a read,
     /// which at SERIALIZABLE takes predicate locks: concurrent claims of
     /// neighbouring keys can then fail each other's COMMIT (40001, answered
-    /// 503), so claim-first suits READ COMMITTED. `now()` is the
-    /// transaction's start time.
+    /// 503), so claim-first suits READ COMMITTED. `completed_at` is the
+    /// `now()` of the node that wrote the row (on Citus, the worker holding
+    /// its shard), read back as the row holds it: the value the commit's
+    /// [`set_status`](Self::set_status) and [`record_failure`](Self::record_failure)
+    /// compare, whichever node evaluates them.
     pub(crate) claim: String,
     /// [`claim`](Self::claim) that also reads whether a `done` row stands
     /// (claim first: a duplicate then writes nothing and the lookup after it
@@ -73,18 +78,15 @@ pub(crate) struct Statements {
     /// wait for synchronous standbys on this session, read with the row: see
     /// `Db::confirm_replicated`).
     pub(crate) lookup: String,
-    /// `$1 the claim's now()`: fails (division by zero, 22012) unless the
-    /// transaction is still the claim's, and (25P02) when a swallowed error
-    /// aborted it, so the `COMMIT` sent with it ends an aborted or foreign
-    /// transaction without committing (PostgreSQL answers it `ROLLBACK`).
-    pub(crate) check: String,
-    /// `$4 response_status, $5 the claim's now()`: the [`check`](Self::check)
-    /// for a status other than [`ASSUMED_STATUS`], storing it on the claimed
-    /// row (a HOT update); fails (22012) when that row is not in this
-    /// transaction.
+    /// `$4 response_status, $5 the claim's completed_at`: for a status other
+    /// than [`ASSUMED_STATUS`], stores it on the claimed row (a HOT update)
+    /// and is the commit's fence (`driver::TxConn::commit_fenced`): fails
+    /// (22012) unless the transaction is still the claim's
+    /// (`driver::FENCE_HOLDS`) and its `done` row of the claim's time is
+    /// found (25P02 when a swallowed error aborted the transaction).
     pub(crate) set_status: String,
     /// Records a failed attempt after the rollback. `$4 event_type,
-    /// $5 last_error, $6 response_status, $7 the claim's now()` when the
+    /// $5 last_error, $6 response_status, $7 the claim's completed_at` when the
     /// claim's own transaction may have been committed by the work itself
     /// (a `done` row written by that claim is then turned `failed`), else
     /// NULL.
@@ -114,22 +116,21 @@ impl Statements {
                   -- failed: the last delivery failed and was recorded; pending: an
                   -- inbox row no worker holds (a route switched back to synchronous mode).
                   WHERE e.state IN ('failed', 'pending')
-                 RETURNING attempts, now()"
+                 RETURNING attempts, completed_at"
             )
         };
         Self {
             schema: schema.to_owned(),
-            begin: format!("BEGIN ISOLATION LEVEL {}", isolation.sql()),
+            begin: format!("BEGIN ISOLATION LEVEL {}; {FENCE_ON}", isolation.sql()),
             claim: claim(""),
             claim_guarded: claim(&guard),
             // The key comes back too: rows that are not this event's (another
             // client's statement of the same name behind a pooler) are seen.
             lookup: format!("SELECT state, response_status, event_key, {DETECT_SQL} FROM {t} WHERE {pk}"),
-            check: "SELECT 1 / (now() = $1)::int".to_owned(),
             set_status: format!(
                 "WITH done AS (
                      UPDATE {t} SET response_status = $4
-                     WHERE {pk} AND state = 'done' AND completed_at = $5 AND now() = $5
+                     WHERE {pk} AND state = 'done' AND completed_at = $5 AND {FENCE_HOLDS}
                      RETURNING 1)
                  SELECT 1 / count(*)::int FROM done"
             ),

@@ -17,12 +17,15 @@
 //! (`pg_basebackup`), [`TempPostgres::synchronous_standby`] makes the server
 //! wait for it at every commit. [`PgBouncer`] puts a throwaway PgBouncer in
 //! transaction mode in front of such a server. [`Patroni`] runs a throwaway two-node cluster managed by
-//! Patroni and etcd, for failover tests.
+//! Patroni and etcd, for failover tests. [`Citus`] runs a throwaway Citus
+//! cluster (a coordinator and workers) on loopback.
 #![forbid(unsafe_code)]
 
+mod citus;
 mod patroni;
 mod pgbouncer;
 
+pub use citus::Citus;
 pub use nix::sys::signal::Signal;
 pub use patroni::{Member, Patroni, PatroniOptions, NODES};
 pub use pgbouncer::PgBouncer;
@@ -40,6 +43,9 @@ pub struct TempPostgres {
     port: u16,
     as_postgres: bool,
     guardian: Child,
+    /// `-c name=value` options every start of this server adds
+    /// ([`start_with`](TempPostgres::start_with)).
+    always: String,
 }
 
 pub(crate) fn find_bin() -> io::Result<PathBuf> {
@@ -139,7 +145,20 @@ impl TempPostgres {
     /// other error of `initdb`, `pg_ctl start` (with their output in the
     /// message), the temporary directory, or, as root, a missing `postgres` user.
     pub fn start() -> io::Result<Self> {
-        let pg = Self::prepare()?;
+        Self::start_with("")
+    }
+
+    /// [`start`](Self::start) with `always` (`-c name=value` options) on
+    /// the server's command line at this start and every later one
+    /// ([`start_server`](Self::start_server), [`start_server_with`](Self::start_server_with)):
+    /// `"-c shared_preload_libraries=citus"` for a [`Citus`] node.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with(always: &str) -> io::Result<Self> {
+        let mut pg = Self::prepare()?;
+        pg.always = always.to_owned();
         check(
             pg.command("initdb")
                 .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "-D"])
@@ -229,7 +248,7 @@ impl TempPostgres {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        Ok(Self { root, bin, port: 0, as_postgres, guardian })
+        Ok(Self { root, bin, port: 0, as_postgres, guardian, always: String::new() })
     }
 
     /// Starts the server on a free port, up to five ports tried.
@@ -253,7 +272,9 @@ impl TempPostgres {
         }
     }
 
-    fn command(&self, program: &str) -> Command {
+    /// A command running the server's program `program` (`psql`) as the
+    /// user the server runs as.
+    pub(crate) fn command(&self, program: &str) -> Command {
         let program = self.bin.join(program);
         if self.as_postgres {
             let mut c = Command::new("runuser");
@@ -290,9 +311,10 @@ impl TempPostgres {
     pub fn start_server_with(&self, settings: &str) -> io::Result<()> {
         let options = format!(
             "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} {settings} \
-             -c max_connections=400 -c shared_buffers=64MB",
+             -c max_connections=400 -c shared_buffers=64MB {}",
             self.port,
-            self.root.display()
+            self.root.display(),
+            self.always
         );
         check(
             self.command("pg_ctl")

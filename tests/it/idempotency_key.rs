@@ -112,7 +112,7 @@ fn routes(shared: Shared) -> Router {
                 let pid: i32 =
                     tx.client().await.unwrap().query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
                 let observer = s.observer.as_ref().unwrap().get().await.unwrap();
-                observer.execute("SELECT pg_terminate_backend($1)", &[&pid]).await.unwrap();
+                observer.execute("SELECT pg_terminate_backend($1::int)", &[&pid]).await.unwrap();
             }
             response
         }

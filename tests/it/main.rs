@@ -13,6 +13,7 @@
 mod support;
 
 mod admin_cli;
+mod citus;
 mod claim;
 mod cli;
 mod faults;

@@ -129,7 +129,7 @@ impl Action {
     async fn on(self, pair: &Pair, pid: i32) {
         let signal = match self {
             Action::Cancel => "SELECT pg_cancel_backend($1)",
-            Action::Terminate => "SELECT pg_terminate_backend($1)",
+            Action::Terminate => "SELECT pg_terminate_backend($1::int)",
             Action::FastRestart => {
                 let primary = Arc::clone(&pair.primary);
                 blocking(move || primary.stop_server().and_then(|()| primary.start_server()))

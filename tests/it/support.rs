@@ -16,19 +16,45 @@ use webhook_idempotency::providers::{github, stripe};
 pub use webhook_idempotency::StoreConfig;
 use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookLayerBuilder, WebhookTx};
 
-pub use webhook_test_support::TempPostgres;
+pub use webhook_test_support::{Citus, TempPostgres};
 
 pub const STRIPE_SECRET: &str = "whsec_test_secret_for_the_suite";
 pub const GITHUB_SECRET: &str = "It's a Secret to Everybody";
 
 static SERVER: OnceLock<TempPostgres> = OnceLock::new();
+static CITUS: OnceLock<Citus> = OnceLock::new();
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
-/// The server every test of this binary shares: `DATABASE_URL`'s, or a
-/// throwaway one started on first use.
+/// Whether this run puts every test database on a throwaway Citus cluster
+/// (a coordinator and two workers; `WEBHOOK_TEST_CITUS=1`, as the `citus`
+/// step of `.ci/run` sets it) instead of a single PostgreSQL.
+pub fn on_citus() -> bool {
+    std::env::var_os("WEBHOOK_TEST_CITUS").is_some_and(|v| v != "0" && !v.is_empty())
+}
+
+/// In a Citus run, says why the calling test does not apply there (on
+/// stderr) and returns true: for tests whose instrument Citus refuses (a
+/// trigger on a distributed table) or whose subject is one node's (its
+/// WAL, its advisory locks). What they test about the crate runs on
+/// Citus through the other tests of the run.
+pub fn single_node_only(why: &str) -> bool {
+    if on_citus() {
+        eprintln!("not run on Citus: {why}");
+    }
+    on_citus()
+}
+
+/// The cluster of a Citus run, started on first use.
+pub fn citus() -> &'static Citus {
+    CITUS.get_or_init(|| Citus::start(2).expect("start a throwaway Citus cluster (../shared/citus/install.sh)"))
+}
+
+/// The server every test of this binary shares: `DATABASE_URL`'s, the
+/// coordinator of a Citus run, or a throwaway one started on first use.
 pub fn admin_config() -> tokio_postgres::Config {
     let url = match std::env::var("DATABASE_URL") {
         Ok(url) => url,
+        Err(_) if on_citus() => citus().url("postgres"),
         Err(_) => SERVER.get_or_init(|| TempPostgres::start().expect("start a throwaway PostgreSQL")).url("postgres"),
     };
     url.parse().expect("DATABASE_URL is a valid PostgreSQL URL")
@@ -61,14 +87,41 @@ impl TestDb {
     /// A fresh database on the server `admin` points at.
     pub async fn on(admin: tokio_postgres::Config) -> Self {
         let name = format!("t_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
-        let (client, conn) = admin.connect(NoTls).await.expect("connect to the admin database");
-        tokio::spawn(conn);
-        client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create test database");
+        let on_the_cluster = on_citus()
+            && std::env::var_os("DATABASE_URL").is_none()
+            && admin.get_ports().first() == Some(&citus().coordinator.port());
+        if on_the_cluster {
+            // The database on every node, with the extension and the nodes
+            // registered; 4 shards (2 per worker) keep each test's schema quick.
+            let create = name.clone();
+            tokio::task::spawn_blocking(move || citus().create_database(&create, Some(4)))
+                .await
+                .unwrap()
+                .expect("create the test database on the Citus cluster");
+        } else {
+            let (client, conn) = admin.connect(NoTls).await.expect("connect to the admin database");
+            tokio::spawn(conn);
+            client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create test database");
+        }
         let mut config = admin.clone();
         config.dbname(&name);
         let pool = pool(config.clone(), 64);
         webhook_idempotency::migrate(&StoreConfig::new(pool.clone())).await.expect("migrate");
         pool.get().await.unwrap().batch_execute(EFFECTS_TABLE).await.unwrap();
+        if on_the_cluster {
+            // Colocated with the crate's tables (OPERATIONS.md, "Distributed
+            // PostgreSQL"): `scope` in its key, distributed by it.
+            pool.get()
+                .await
+                .unwrap()
+                .batch_execute(
+                    "ALTER TABLE effects DROP CONSTRAINT effects_pkey, ADD PRIMARY KEY (scope, id);
+                     SELECT create_distributed_table('effects', 'scope',
+                                                     colocate_with => 'webhook_idempotency.webhook_events')",
+                )
+                .await
+                .unwrap();
+        }
         Self { name, config, pool }
     }
 

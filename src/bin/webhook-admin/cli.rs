@@ -176,6 +176,10 @@ pub(crate) struct PurgeArgs {
     /// else "unknown").
     #[arg(long)]
     pub(crate) actor: Option<String>,
+    /// Only this scope's rows (default: every scope). On Citus, a purge per
+    /// scope stays on one shard.
+    #[arg(long)]
+    pub(crate) scope: Option<String>,
 }
 
 /// Which provider and scope: each one given must match.

@@ -529,7 +529,8 @@ async fn run(cli: Cli) -> Result<Report, Fail> {
         }
         Command::Requeue(a) => act(&admin, Kind::Requeue, a, false, as_json).await,
         Command::Replay { action, force } => act(&admin, Kind::Replay, action, force, as_json).await,
-        Command::Purge { purge: PurgeArgs { older_than, dry_run, actor: who }, allow_short_window } => {
+        Command::Purge { purge: PurgeArgs { older_than, dry_run, actor: who, scope }, allow_short_window } => {
+            let admin = admin.clone().purge_scope(scope);
             if !allow_short_window {
                 let inside = admin.inside_replay_windows(older_than).await?;
                 if !inside.is_empty() {

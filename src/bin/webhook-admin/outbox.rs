@@ -34,9 +34,9 @@ pub(crate) async fn run(admin: &Admin, command: OutboxCommand, as_json: bool) ->
             let n = admin.requeue_effects(&filter, dry_run, &actor).await?;
             changed("requeue", n, dry_run, &actor, "dead effects back to pending, due now", as_json)
         }
-        OutboxCommand::Purge(PurgeArgs { older_than, dry_run, actor: who }) => {
+        OutboxCommand::Purge(PurgeArgs { older_than, dry_run, actor: who, scope }) => {
             let actor = actor(who)?;
-            let n = admin.purge_effects(older_than, dry_run, &actor).await?;
+            let n = admin.clone().purge_scope(scope).purge_effects(older_than, dry_run, &actor).await?;
             changed("purge", n, dry_run, &actor, "delivered effects deleted", as_json)
         }
     }

@@ -154,6 +154,8 @@ pub struct Admin {
     audit: String,
     outbox: String,
     unserved_after: Duration,
+    /// The one scope purges delete from ([`Admin::purge_scope`]).
+    scope: Option<String>,
 }
 
 /// The default of [`Admin::unserved_after`]: 5 minutes (ten of the workers'
@@ -205,7 +207,27 @@ impl Admin {
         let outbox = format!("{schema}.webhook_outbox");
         // The admin command's `--older-than` purge: its own age, checked by the caller.
         let retention = Retention::builder(config.clone()).allow_short_window(true).build()?;
-        Ok(Self { db: db.without_deadline(), retention, t, audit, outbox, unserved_after: DEFAULT_UNSERVED_AFTER })
+        Ok(Self {
+            db: db.without_deadline(),
+            retention,
+            t,
+            audit,
+            outbox,
+            unserved_after: DEFAULT_UNSERVED_AFTER,
+            scope: None,
+        })
+    }
+
+    /// Restricts [`purge`](Self::purge) and [`purge_effects`](Self::purge_effects)
+    /// (their dry runs too) to `scope`'s rows (`None`: every scope, the
+    /// default). On Citus a purge per scope runs on one shard's worker; one
+    /// over every scope reads the scopes present first (OPERATIONS.md,
+    /// "Distributed PostgreSQL (Citus)").
+    #[must_use]
+    pub fn purge_scope(mut self, scope: Option<String>) -> Self {
+        self.retention = self.retention.with_scope(scope.clone());
+        self.scope = scope;
+        self
     }
 
     setters! {
@@ -441,14 +463,15 @@ impl Admin {
         let secs = Param::F64(older_than.as_secs_f64());
         if dry_run {
             let sql = format!(
-                "SELECT count(*) FROM {} WHERE state IN ('done', 'failed') AND received_at < now() - make_interval(secs => $1)",
+                "SELECT count(*) FROM {} WHERE ($2::text IS NULL OR scope = $2)
+                    AND state IN ('done', 'failed') AND received_at < now() - make_interval(secs => $1)",
                 self.t
             );
-            let n: i64 = self.query("purge", &sql, &[secs]).await?[0].get(0);
+            let n: i64 = self.query("purge", &sql, &[secs, Param::OptText(self.scope.as_deref())]).await?[0].get(0);
             return Ok(u64::try_from(n).unwrap_or(0));
         }
         let report = self.retention.purge_older_than(Some(older_than)).await?;
-        let filter = serde_json::json!({ "older_than_secs": older_than.as_secs() }).to_string();
+        let filter = serde_json::json!({ "older_than_secs": older_than.as_secs(), "scope": self.scope }).to_string();
         let params = audit_params(actor, "purge", &filter, report.deleted);
         self.query("purge: audit", &self.audit_insert(), &params).await?;
         Ok(report.deleted)

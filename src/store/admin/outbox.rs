@@ -315,14 +315,16 @@ impl Admin {
     pub async fn purge_effects(&self, older_than: Duration, dry_run: bool, actor: &str) -> Result<u64, StoreError> {
         if dry_run {
             let sql = format!(
-                "SELECT count(*) FROM {} WHERE state = 'done' AND delivered_at < now() - make_interval(secs => $1)",
+                "SELECT count(*) FROM {} WHERE ($2::text IS NULL OR scope = $2)
+                    AND state = 'done' AND delivered_at < now() - make_interval(secs => $1)",
                 self.outbox
             );
-            let n: i64 = self.query("outbox purge", &sql, &[Param::F64(older_than.as_secs_f64())]).await?[0].get(0);
+            let params = [Param::F64(older_than.as_secs_f64()), Param::OptText(self.scope.as_deref())];
+            let n: i64 = self.query("outbox purge", &sql, &params).await?[0].get(0);
             return Ok(u64::try_from(n).unwrap_or(0));
         }
         let report = self.retention.purge_effects_older_than(Some(older_than)).await?;
-        let filter = serde_json::json!({ "older_than_secs": older_than.as_secs() }).to_string();
+        let filter = serde_json::json!({ "older_than_secs": older_than.as_secs(), "scope": self.scope }).to_string();
         let params = audit_params(actor, "outbox_purge", &filter, report.deleted);
         self.query("outbox purge: audit", &self.audit_insert(), &params).await?;
         Ok(report.deleted)

@@ -17,8 +17,8 @@ pub struct ClaimedEvent {
     /// handles [`tx`](Self::tx) gives (`crate::tx`).
     pub(super) slot: TxSlot,
     pub(super) attempt: u32,
-    /// The claim transaction's `now()`: the commit checks it is still in
-    /// this very transaction.
+    /// The claim row's `completed_at` as the claim wrote it: the commit's
+    /// status update and a failure record find that row by it.
     pub(super) started: SystemTime,
     pub(super) event: ScopedEvent,
     pub(super) store: ClaimStore,
@@ -131,8 +131,9 @@ impl ClaimedEvent {
     /// A check runs first inside the transaction, in the same flight as
     /// `COMMIT`: in an aborted transaction it fails (25P02), where a bare
     /// COMMIT would be answered ROLLBACK without an error
-    /// (rust-postgres#1334); and it passes only when the transaction's
-    /// `now()` is the claim's, so work that ended the transaction itself is
+    /// (rust-postgres#1334); and it passes only inside the transaction the
+    /// claim began (a setting of that transaction, not a clock: it holds on
+    /// Citus too), so work that ended the transaction itself is
     /// caught ([`CommitErrorKind::ClaimLost`]; a claim row that work
     /// committed is turned `failed`, so the next delivery runs again). A
     /// status other than 200 is stored on the row by that check.
@@ -146,21 +147,21 @@ impl ClaimedEvent {
         let ev = &self.event;
         // The row was written `done` with the assumed status; another status
         // is stored by a HOT update, in the same flight.
-        let (check, params) = if code == ASSUMED_STATUS {
-            (sql.check.as_str(), vec![Param::Time(self.started)])
-        } else {
-            let (scope, provider, key) = (Param::Text(ev.scope()), Param::Text(ev.provider()), Param::Text(ev.key()));
-            (sql.set_status.as_str(), vec![scope, provider, key, Param::I16(code), Param::Time(self.started)])
-        };
-        self.commit_fenced_by(status, check, &params).await
+        if code == ASSUMED_STATUS {
+            return self.commit_fenced_by(status, None).await;
+        }
+        let (scope, provider, key) = (Param::Text(ev.scope()), Param::Text(ev.provider()), Param::Text(ev.key()));
+        let params = [scope, provider, key, Param::I16(code), Param::Time(self.started)];
+        self.commit_fenced_by(status, Some((sql.set_status.as_str(), &params))).await
     }
 
     /// [`commit`](Self::commit) with the caller's own fence statement `check`
     /// (sent with `COMMIT` in one flight): it must store `status` on the
-    /// claim row and fail (22012) unless the transaction is still the
-    /// claim's, as [`Statements::set_status`](super::Statements) does (its
+    /// claim row and fail (22012) unless the transaction is still the claim's
+    /// (`driver::FENCE_HOLDS` in its `WHERE`) and that row is found, as
+    /// [`Statements::set_status`](super::Statements) does (its
     /// parameters `$1 scope, $2 provider, $3 event_key, $4 status, $5 the
-    /// claim's now()` come first); it may write more in the same statement
+    /// claim's completed_at` come first); it may write more in the same statement
     /// (a data-modifying `WITH`), so that work costs no round trip of its own.
     pub(crate) async fn commit_with(self, status: u16, check: &str, more: &[Param<'_>]) -> Result<(), CommitError> {
         let ev = &self.event;
@@ -173,18 +174,19 @@ impl ClaimedEvent {
             Param::Time(self.started),
         ];
         params.extend_from_slice(more);
-        self.commit_fenced_by(status, check, &params).await
+        self.commit_fenced_by(status, Some((check, &params))).await
     }
 
-    /// The fenced commit with `check` and its `params`; see [`commit`](Self::commit).
-    async fn commit_fenced_by(&self, status: u16, check: &str, params: &[Param<'_>]) -> Result<(), CommitError> {
+    /// The fenced commit with the caller's `own` statement and its
+    /// parameters, when given; see [`commit`](Self::commit).
+    async fn commit_fenced_by(&self, status: u16, own: Option<(&str, &[Param<'_>])>) -> Result<(), CommitError> {
         let tx = self.slot.take().ok_or(CommitError::of(CommitErrorKind::StillInUse, None))?;
         let first_error = tx.first_error().map(str::to_owned);
         // In a transaction a swallowed error aborted, the check fails (25P02)
         // and PostgreSQL answers the COMMIT with ROLLBACK (rust-postgres#1334);
         // when the transaction is no longer the claim's (the work ended it),
         // the check divides by zero (22012): either way nothing commits.
-        let result = match tx.commit_fenced(check, params).await {
+        let result = match tx.commit_fenced(own).await {
             Ok(()) => Ok(()),
             Err(Fenced::Lost) => {
                 tracing::error!("the claim's transaction was ended by the work; not committed here");

@@ -311,7 +311,8 @@ impl Conn {
         let named = !self.db.transaction_pooler();
         bounded(&self.db, tx.connection().checked_out(), async {
             let prepared = prepare_on(tx.connection(), sql, named).await?;
-            tx.finish(Some(begin), prepared.as_ref(), sql, params, "COMMIT", None).await.map_err(Finish::into_error)
+            let statement = [Step::Query { sql, params, prepared: prepared.as_ref() }];
+            tx.finish(Some(begin), &statement, "COMMIT", None).await.map_err(Finish::into_error)
         })
         .await
     }

@@ -89,7 +89,7 @@ pub use replication::SynchronousReplication;
 pub(crate) use replication::DETECT_SQL;
 pub(crate) use row::Row;
 pub(crate) use slot::{Lent, TxSlot, Unlent};
-pub(crate) use tx_conn::{Fenced, TxConn};
+pub(crate) use tx_conn::{Fenced, TxConn, FENCE_HOLDS, FENCE_ON};
 
 #[cfg(test)]
 mod tests {

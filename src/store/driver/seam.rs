@@ -101,6 +101,15 @@ pub(crate) enum Step<'a, S> {
     },
 }
 
+// Every field is a reference: a step copies whatever `S` is.
+impl<S> Clone for Step<'_, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for Step<'_, S> {}
+
 /// A connection checked out of a [`Pool`]. The typestate above (`Conn`,
 /// `TxConn`) ends every one with one of [`release`](Self::release),
 /// [`discard`](Self::discard) or [`close_uncancelled`](Self::close_uncancelled),

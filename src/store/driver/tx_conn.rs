@@ -46,6 +46,32 @@ pub(super) fn close_uncancelled(conn: AnyConn) {
     conn.close_uncancelled();
 }
 
+/// Marks a transaction whose end is fenced ([`TxConn::commit_fenced`]):
+/// sent in its `BEGIN` batch, it sets a setting that lasts until the
+/// transaction ends (`SET LOCAL`: PostgreSQL docs, "SET"). The fence check
+/// finds it only inside that very transaction: once the work ended the
+/// transaction itself (a `COMMIT` or `ROLLBACK` of its own), the setting is
+/// gone. A value of the session the statements are sent on, so it holds
+/// whatever node runs the rest: on Citus, the statement on a distributed
+/// table runs on the worker holding its shard while this check, naming no
+/// table, runs on the coordinator the session is connected to.
+pub(crate) const FENCE_ON: &str = "SET LOCAL webhook_idempotency.fence TO on";
+
+/// The fence as a condition, for a statement that ends a fenced transaction
+/// itself (it belongs in that statement's `WHERE`, so that the statement
+/// changes nothing once the work ended the transaction: sent then, it would
+/// run on its own and commit at once). True only inside a transaction that
+/// began with [`FENCE_ON`]. On Citus a router UPDATE's STABLE function
+/// without column references is evaluated on the coordinator, the session's
+/// node, before the statement goes to the worker (tested on the cluster by
+/// `review::inbox_handler_that_rolls_back_itself_is_never_done_without_its_writes`).
+pub(crate) const FENCE_HOLDS: &str = "current_setting('webhook_idempotency.fence', true) = 'on'";
+
+/// The fence check sent with `COMMIT` when the caller has no statement of
+/// its own: fails (division by zero, 22012) unless [`FENCE_ON`] was set in
+/// this transaction; in an aborted transaction it fails too (25P02).
+const FENCE_CHECK: &str = "SELECT 1 / coalesce(current_setting('webhook_idempotency.fence', true) = 'on', false)::int";
+
 /// A pooled connection with a transaction open on it.
 pub(crate) struct TxConn {
     conn: Option<AnyConn>,
@@ -182,17 +208,21 @@ impl TxConn {
         let db = self.db.clone();
         bounded(&db, self.connection().checked_out(), async {
             let prepared = prepare_on(self.connection(), sql, named).await?;
-            self.finish(None, prepared.as_ref(), sql, params, end, None).await.map_err(Finish::into_error)
+            let statement = [Step::Query { sql, params, prepared: prepared.as_ref() }];
+            self.finish(None, &statement, end, None).await.map_err(Finish::into_error)
         })
         .await
         .map_err(|e| if e.timed_out() { Finish::End(e) } else { Finish::Statement(e) })
     }
 
-    /// The fenced commit: `check` (a statement that fails unless its fence
-    /// holds: it divides by zero, 22012, otherwise) and `COMMIT` in one
-    /// flight, within the deadline. In an aborted transaction the check
-    /// fails too (25P02), so nothing commits that a bare `COMMIT` would have
-    /// silently rolled back (rust-postgres#1334).
+    /// The fenced commit: `own` (a statement of the caller's that fails,
+    /// dividing by zero (22012), unless its fences hold: [`FENCE_HOLDS`] in
+    /// its `WHERE`, and a lease token or the claim row's time compared as
+    /// values), or without one the fence check (fails unless this
+    /// transaction began with [`FENCE_ON`]), and `COMMIT`, in one flight,
+    /// within the deadline. In an aborted transaction either fails too
+    /// (25P02), so nothing commits that a bare `COMMIT` would have silently
+    /// rolled back (rust-postgres#1334).
     ///
     /// With a channel to notify ([`notify_after_commit`](Self::notify_after_commit)),
     /// a `NOTIFY` on it follows in the same flight, in a transaction of its
@@ -201,13 +231,14 @@ impl TxConn {
     ///
     /// # Errors
     /// [`Fenced`]: what happened instead of a commit.
-    pub(crate) async fn commit_fenced(mut self, check: &str, params: &[Param<'_>]) -> Result<(), Fenced> {
+    pub(crate) async fn commit_fenced(mut self, own: Option<(&str, &[Param<'_>])>) -> Result<(), Fenced> {
         let notify = self.notify.take();
         let notify = notify.as_deref();
         let named = self.caches_statements();
         let db = self.db.clone();
         let checked_out = self.connection().checked_out();
-        let prepared = match bounded(&db, checked_out, prepare_on(self.connection(), check, named)).await {
+        let (sql, params) = own.unwrap_or((FENCE_CHECK, &[]));
+        let prepared = match bounded(&db, checked_out, prepare_on(self.connection(), sql, named)).await {
             Ok(prepared) => prepared,
             Err(e) => {
                 // Preparing fails in an aborted transaction (25P02), or on a
@@ -219,10 +250,9 @@ impl TxConn {
                 return Err(Fenced::Aborted(e));
             }
         };
-        let finished = bounded(&db, checked_out, async {
-            Ok(self.finish(None, prepared.as_ref(), check, params, "COMMIT", notify).await)
-        })
-        .await;
+        let statements = [Step::Query { sql, params, prepared: prepared.as_ref() }];
+        let finished =
+            bounded(&db, checked_out, async { Ok(self.finish(None, &statements, "COMMIT", notify).await) }).await;
         match finished {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(Finish::Statement(e))) if e.is(code::DIVISION_BY_ZERO) => Err(Fenced::Lost),
@@ -263,24 +293,23 @@ impl TxConn {
         }
     }
 
-    /// `begin` (when given), the prepared statement, `end` and a `NOTIFY` on
-    /// `notify` (when given) in one flight. Pools the connection once `end`
-    /// is confirmed, whatever the statement did.
+    /// `begin` (when given), `statements`, `end` and a `NOTIFY` on `notify`
+    /// (when given) in one flight. Pools the connection once `end` is
+    /// confirmed, whatever the statements did. `Ok`: the last statement's
+    /// rows.
     pub(super) async fn finish(
         &mut self,
         begin: Option<&str>,
-        prepared: Option<&AnyStatement>,
-        sql: &str,
-        params: &[Param<'_>],
+        statements: &[Step<'_, AnyStatement>],
         end: &str,
         notify: Option<&str>,
     ) -> Result<Vec<Row>, Finish> {
         self.committing = end == "COMMIT";
         // The channel is a checked identifier (`queue::channel`).
         let notify = notify.map(|channel| format!("NOTIFY \"{channel}\""));
-        let mut steps = Vec::with_capacity(4);
+        let mut steps = Vec::with_capacity(statements.len() + 3);
         steps.extend(begin.map(Step::Batch));
-        steps.push(Step::Query { sql, params, prepared });
+        steps.extend(statements.iter().copied());
         steps.push(Step::Batch(end));
         steps.extend(notify.as_deref().map(Step::Batch));
         let mut answers = self.connection().flight(&steps).await.into_iter();
@@ -288,7 +317,14 @@ impl TxConn {
             Some(_) => rows(answers.next()).map(drop),
             None => Ok(()),
         };
-        let done = rows(answers.next());
+        // The first statement that failed, else the last one's rows.
+        let mut done = Ok(Vec::new());
+        for _ in statements {
+            let answer = rows(answers.next());
+            if done.is_ok() {
+                done = answer;
+            }
+        }
         let ended = rows(answers.next());
         if let Some(Err(e)) = answers.next() {
             tracing::warn!(error = %e, "notification not sent; workers find the rows by polling");

@@ -41,11 +41,11 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 mod sql;
 
-use super::driver::{Db, Fenced, Param, Row, TxSlot};
+use super::driver::{Db, Fenced, Param, Row, TxSlot, FENCE_ON};
 use crate::error::{Cause, StoreError};
 use crate::event::ScopedEvent;
 #[cfg(test)]
@@ -249,8 +249,8 @@ pub(crate) enum AfterFailure {
     LeaseLost,
 }
 
-/// The first body column of [`WorkTx::read`]'s row.
-pub(crate) const BODY_FIRST: usize = 2;
+/// The first body column of [`WorkTx::read`]'s row (after `mine`).
+pub(crate) const BODY_FIRST: usize = 1;
 
 /// The channel a kind's producers notify on, per schema: a digest of the
 /// schema's name, so that any valid schema name (up to 63 bytes) gives a
@@ -290,6 +290,10 @@ struct QueueInner {
     db: Db,
     /// The database's key ([`Db::database`]).
     database: String,
+    /// Whether the database has the `citus` extension, looked up at the
+    /// first lease: a worker serving every scope then leases scope by scope
+    /// ([`TableQueue::lease`]).
+    citus: tokio::sync::OnceCell<bool>,
     sql: QueueSql,
     channel: String,
     tables: Arc<TxTables>,
@@ -309,6 +313,7 @@ impl<K: QueueKind> TableQueue<K> {
             channel: channel(K::NAME, schema),
             tables: tables(schema),
             database: db.database(),
+            citus: tokio::sync::OnceCell::new(),
             db,
         };
         Self { inner: Arc::new(inner), kind: PhantomData }
@@ -343,6 +348,52 @@ impl<K: QueueKind> TableQueue<K> {
         budget: Budget,
         alone: bool,
     ) -> Result<Leases<K::Payload>, StoreError> {
+        if filter.scope.is_some() || !self.on_citus().await? {
+            return self.lease_in(limit, lease, filter, budget, alone).await;
+        }
+        // Citus refuses `FOR UPDATE` over several shards: lease scope by
+        // scope (each statement on one shard), the scopes with due rows or
+        // expired leases read first (one statement over every shard).
+        let scopes = self
+            .inner
+            .db
+            .query("lease: due scopes", &self.inner.sql.due_scopes, &[Param::OptText(filter.provider)])
+            .await?;
+        let mut all = Leases { leased: Vec::new(), buried: Vec::new(), requeued_due_in: None, alone_due: false };
+        for row in scopes {
+            let scope: String = row.get(0);
+            let left = if alone { 1 } else { limit.saturating_sub(all.leased.len()) };
+            if left == 0 || (alone && !all.leased.is_empty()) {
+                break;
+            }
+            let one = self.lease_in(left, lease, LeaseFilter { scope: Some(&scope), ..filter }, budget, alone).await?;
+            all.leased.extend(one.leased);
+            all.buried.extend(one.buried);
+            all.requeued_due_in = all.requeued_due_in.into_iter().chain(one.requeued_due_in).min();
+            all.alone_due |= one.alone_due;
+        }
+        Ok(all)
+    }
+
+    /// Whether the database has the `citus` extension (looked up once).
+    async fn on_citus(&self) -> Result<bool, StoreError> {
+        let sql = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')";
+        let found = self.inner.citus.get_or_try_init(|| async {
+            Ok::<bool, StoreError>(self.inner.db.query("lease: look for citus", sql, &[]).await?[0].get(0))
+        });
+        found.await.copied()
+    }
+
+    /// [`lease`](Self::lease) in one statement.
+    async fn lease_in(
+        &self,
+        limit: usize,
+        lease: Duration,
+        filter: LeaseFilter<'_>,
+        budget: Budget,
+        alone: bool,
+    ) -> Result<Leases<K::Payload>, StoreError> {
+        let token = lease_token();
         let params = [
             Param::F64(lease.as_secs_f64()),
             Param::I64(i64::try_from(if alone { 1 } else { limit }).unwrap_or(i64::MAX)),
@@ -354,6 +405,7 @@ impl<K: QueueKind> TableQueue<K> {
             Param::F64(budget.base.as_secs_f64()),
             Param::F64(budget.cap.as_secs_f64()),
             Param::Bool(alone),
+            Param::Text(&token),
         ];
         let rows = self.inner.db.query("lease", &self.inner.sql.lease, &params).await?;
         let k = K::KEY.len();
@@ -494,8 +546,8 @@ impl<K: QueueKind> TableQueue<K> {
     }
 
     /// Opens the transaction a leased row's work runs in (READ COMMITTED):
-    /// `BEGIN`, the transaction's `now()` (so the completion matches only
-    /// inside this very transaction) and the kind's
+    /// `BEGIN` with the fence the completion checks (`driver::FENCE_ON`) and
+    /// the kind's
     /// [`BODY_COLUMNS`](QueueKind::BODY_COLUMNS) in one flight, within the
     /// database timeout: no round trip more than a bare BEGIN.
     ///
@@ -509,15 +561,22 @@ impl<K: QueueKind> TableQueue<K> {
             "begin the work's transaction and read the stored item"
         };
         let conn = self.inner.db.connect(step).await?;
-        let begin = "BEGIN ISOLATION LEVEL READ COMMITTED";
+        let begin = format!("BEGIN ISOLATION LEVEL READ COMMITTED; {FENCE_ON}");
         let params = if K::BODY_COLUMNS.is_empty() { Vec::new() } else { leased.fence() };
         let (tx, mut rows) =
-            conn.begin(begin, &self.inner.sql.begin_read, &params).await.map_err(|e| self.inner.db.error(&e, step))?;
-        let started: SystemTime = rows[0].get(0);
-        let read = if K::BODY_COLUMNS.is_empty() { None } else { rows.pop().filter(|r| r.get::<bool>(1)) };
+            conn.begin(&begin, &self.inner.sql.begin_read, &params).await.map_err(|e| self.inner.db.error(&e, step))?;
+        let read = if K::BODY_COLUMNS.is_empty() { None } else { rows.pop().filter(|r| r.get::<bool>(0)) };
         let event = ScopedEvent::new(leased.provider(), leased.scope(), leased.event_key());
-        Ok(WorkTx { slot: TxSlot::new(tx), event, leased: leased.clone(), queue: self.clone(), started, read })
+        Ok(WorkTx { slot: TxSlot::new(tx), event, leased: leased.clone(), queue: self.clone(), read })
     }
+}
+
+/// A fresh lease token: 128 random bits as 32 hex digits (PostgreSQL reads
+/// them as a `uuid`). Made by the worker, not the database, since Citus
+/// refuses a VOLATILE `gen_random_uuid()` in an UPDATE; a token is a fence,
+/// compared for equality, not a secret.
+fn lease_token() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
 
 /// The transaction a leased row's work runs in. [`complete`](Self::complete)
@@ -531,8 +590,6 @@ pub(crate) struct WorkTx<K: QueueKind> {
     event: ScopedEvent,
     leased: Leased<K::Payload>,
     queue: TableQueue<K>,
-    /// The work transaction's `now()`: the completion checks it runs there.
-    started: SystemTime,
     /// The kind's body columns, read in the BEGIN flight while the lease was
     /// still this worker's.
     read: Option<Row>,
@@ -608,8 +665,7 @@ impl<K: QueueKind> WorkTx<K> {
         let tx = self.slot.take().ok_or(Incomplete::StillInUse)?;
         let mut params = self.leased.fence();
         params.push(Param::OptI16(status.map(|s| i16::try_from(s).unwrap_or(i16::MAX))));
-        params.push(Param::Time(self.started));
-        match tx.commit_fenced(&self.queue.inner.sql.complete, &params).await {
+        match tx.commit_fenced(Some((&self.queue.inner.sql.complete, &params))).await {
             Ok(()) => Ok(()),
             Err(Fenced::Lost) => Err(Incomplete::LeaseLost),
             Err(Fenced::Aborted(e)) => Err(Incomplete::Aborted(e.sqlstate().to_owned(), e.cause())),

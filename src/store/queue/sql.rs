@@ -3,6 +3,7 @@
 //! the release, written once for any [`QueueKind`]'s table and identity.
 
 use super::{key_column, QueueKind};
+use crate::store::driver::FENCE_HOLDS;
 
 /// The statement parts that name a kind's identity: the columns, the
 /// columns qualified by `e` and `due` (cast to text where needed), and the
@@ -58,8 +59,12 @@ pub(crate) const EXPIRED_ALONE_SPENT: &str = "the lease expired while it ran alo
 /// The statements of one kind's queue, with the schema spliced in once.
 pub(super) struct QueueSql {
     pub(super) lease: String,
-    /// The work transaction's first statement, after BEGIN: its `now()`,
-    /// and the kind's body columns when it has some.
+    /// `$1 provider` (NULL: all) → the scopes with rows due or leases
+    /// expired: what a worker serving every scope leases on Citus, scope by
+    /// scope.
+    pub(super) due_scopes: String,
+    /// The work transaction's first statement, after BEGIN: the kind's body
+    /// columns of the row, when it has some (else `SELECT 1`).
     pub(super) begin_read: String,
     /// The kind's body columns of one leased row, fenced by its token,
     /// outside any transaction (none when the row is no longer this lease's).
@@ -87,12 +92,16 @@ impl QueueSql {
         let born = K::BORN;
         // The end of a row's retry budget, `secs` seconds after it arrived (or
         // was requeued).
-        let deadline = |secs: &str| format!("coalesce(retry_from, {born}) + make_interval(secs => {secs})");
+        // (`plus_seconds`, migration 13: IMMUTABLE, as Citus needs it in an UPDATE.)
+        let deadline = |secs: &str| format!("{schema}.plus_seconds(coalesce(retry_from, {born}), {secs})");
         Self {
             // $1 lease seconds, $2 limit, $3 provider, $4 scope, $5 max attempts,
             // $6 the `only` list (text[]), $7 the retry budget in seconds, $8 and
             // $9 the backoff's base and cap in seconds, $10 whether to lease a row
-            // that must run alone (then at most one, and nothing else).
+            // that must run alone (then at most one, and nothing else), $11 the
+            // lease token (32 hex digits, made by the worker: one per lease
+            // statement, every row it leases fenced by it; Citus refuses a
+            // VOLATILE gen_random_uuid() in an UPDATE).
             //
             // A row whose lease expired (its worker's process died, was killed, or
             // could not renew it) is not leased again here: which row of that
@@ -130,8 +139,8 @@ impl QueueSql {
                  requeued AS (
                      UPDATE {t} e SET state = {expired_state}, run_alone = true, locked_until = NULL,
                             lease_token = NULL, last_failed_at = now(),
-                            run_at = least(now() + make_interval(secs =>
-                                             random() * least($9, $8 * 2 ^ greatest(e.attempts - 1, 0))),
+                            run_at = least({schema}.plus_seconds(now(),
+                                             {jitter} * least($9, $8 * 2 ^ greatest(e.attempts - 1, 0))),
                                            {expired_deadline}),
                             last_error = CASE WHEN x.alone THEN '{alone_error}' ELSE '{batch_error}' END
                      FROM expired x
@@ -149,7 +158,7 @@ impl QueueSql {
                  due AS (SELECT * FROM alone UNION ALL SELECT * FROM pending),
                  leased AS (
                      UPDATE {t} e SET state = 'running', attempts = e.attempts + 1, run_at = NULL,
-                            locked_until = now() + make_interval(secs => $1), lease_token = gen_random_uuid()
+                            locked_until = now() + make_interval(secs => $1), lease_token = $11::text::uuid
                      FROM due
                      WHERE ({e_cols}) = ({due_cols})
                      RETURNING {returned}, e.attempts, e.lease_token::text, {payload})
@@ -166,6 +175,11 @@ impl QueueSql {
                                    AS alone_due) a
                      LEFT JOIN leased ON true",
                 payload = K::PAYLOAD_COLUMNS.replace("{schema}", schema),
+                // Full jitter in [0, 1], per row: a hash of the row's key salted
+                // by this lease's token (an IMMUTABLE function: Citus refuses
+                // VOLATILE ones such as random() in an UPDATE).
+                jitter = "((hashtext(e.provider || '/' || e.event_key || '/' || $11::text) & 2147483647)::float8 \
+                          / 2147483647)",
                 filter_value = K::FILTER_COLUMN.map_or("NULL::text".to_owned(), |c| format!("e.{c}")),
                 expired_deadline = deadline("$7"),
                 expired_state = K::EXPIRED_STATE,
@@ -174,13 +188,19 @@ impl QueueSql {
                 alone_error = EXPIRED_ALONE,
                 batch_error = EXPIRED_IN_BATCH,
             ),
+            due_scopes: format!(
+                "SELECT DISTINCT scope FROM {t}
+                  WHERE ($1::text IS NULL OR provider = $1)
+                    AND ((state IN ({due_states}) AND run_at <= now())
+                         OR (state = 'running' AND locked_until < now()))"
+            ),
             // `mine` is false (and the columns NULL) when the lease is no longer
             // this worker's.
             begin_read: if K::BODY_COLUMNS.is_empty() {
-                "SELECT now()".to_owned()
+                "SELECT 1".to_owned()
             } else {
                 format!(
-                    "SELECT now(), e.lease_token IS NOT NULL AS mine, {body}
+                    "SELECT e.lease_token IS NOT NULL AS mine, {body}
                        FROM (SELECT 1) one LEFT JOIN {t} e ON {pk} AND {fence}",
                     body = K::BODY_COLUMNS
                 )
@@ -194,26 +214,30 @@ impl QueueSql {
                 "UPDATE {t} SET locked_until = now() + make_interval(secs => {}) WHERE {pk} AND {fence} RETURNING 1",
                 n(1)
             ),
-            // Fails (22012) when the lease is no longer this worker's, so the
+            // Fails (22012) when the lease is no longer this worker's or the
+            // transaction no longer the work's (`FENCE_HOLDS`: the handler
+            // ended it, and the statement would run on its own), so the
             // COMMIT sent in the same flight ends an aborted transaction.
             complete: format!(
                 "WITH done AS (
                      UPDATE {t} SET state = 'done', {}, locked_until = NULL, lease_token = NULL, run_alone = false
-                     WHERE {pk} AND {fence} AND now() = {} RETURNING 1)
+                     WHERE {pk} AND {fence} AND {FENCE_HOLDS} RETURNING 1)
                  SELECT 1 / count(*)::int FROM done",
                 K::DONE_SET.replace("{status}", &n(1)),
-                n(2)
             ),
             // Dead past the maximum attempts or once the budget is spent; else due
             // after the delay, never past the budget's end (the last run is at it).
+            // `now()` is read once in `FROM` (`c.now`): Citus refuses a
+            // non-IMMUTABLE function inside CASE in an UPDATE.
             retry_later: format!(
                 "UPDATE {t} SET state = CASE WHEN {spent} THEN 'dead' ELSE {again} END,
                         run_at = CASE WHEN {spent} THEN NULL
-                                      ELSE least(now() + make_interval(secs => {delay}), {end}) END,
+                                      ELSE least({schema}.plus_seconds(c.now, {delay}), {end}) END,
                         last_error = {error}, response_status = {status},
-                        last_failed_at = now(), locked_until = NULL, lease_token = NULL, run_alone = false
+                        last_failed_at = c.now, locked_until = NULL, lease_token = NULL, run_alone = false
+                 FROM (SELECT now() AS now) c
                  WHERE {pk} AND {fence} RETURNING state, attempts >= {max}",
-                spent = format!("(attempts >= {max} OR {} <= now())", deadline(&n(6)), max = n(1)),
+                spent = format!("(attempts >= {max} OR {} <= c.now)", deadline(&n(6)), max = n(1)),
                 end = deadline(&n(6)),
                 max = n(1),
                 delay = n(2),
@@ -241,10 +265,11 @@ impl QueueSql {
 /// `store::citus`).
 #[cfg(test)]
 pub(crate) fn statement_texts<K: QueueKind>(schema: &str) -> Vec<(&'static str, String)> {
-    let QueueSql { lease, begin_read, read, heartbeat, complete, retry_later, release, bury } =
+    let QueueSql { lease, due_scopes, begin_read, read, heartbeat, complete, retry_later, release, bury } =
         QueueSql::new::<K>(schema);
     vec![
         ("lease", lease),
+        ("due_scopes", due_scopes),
         ("begin_read", begin_read),
         ("read", read),
         ("heartbeat", heartbeat),

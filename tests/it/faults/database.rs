@@ -66,8 +66,15 @@ async fn terminated_backend_mid_handler_is_not_2xx_and_the_retry_succeeds() {
             async move { status(&app, req).await.0 }
         });
         let pid = pid_rx.await.unwrap();
-        let killed: bool =
-            db.pool.get().await.unwrap().query_one("SELECT pg_terminate_backend($1)", &[&pid]).await.unwrap().get(0);
+        let killed: bool = db
+            .pool
+            .get()
+            .await
+            .unwrap()
+            .query_one("SELECT pg_terminate_backend($1::int)", &[&pid])
+            .await
+            .unwrap()
+            .get(0);
         assert!(killed);
         go_tx.send(()).unwrap();
         let first = first.await.unwrap();
@@ -112,7 +119,7 @@ async fn duplicate_on_a_dead_pooled_connection_is_still_replayed() {
     // Kill the one pooled connection's backend behind the pool's back.
     let pid: i32 = pool.get().await.unwrap().query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
     let admin = db.pool.get().await.unwrap();
-    admin.execute("SELECT pg_terminate_backend($1)", &[&pid]).await.unwrap();
+    admin.execute("SELECT pg_terminate_backend($1::int)", &[&pid]).await.unwrap();
     let gone = eventually(Duration::from_secs(10), || async {
         admin.query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", &[&pid]).await.unwrap().get::<_, i64>(0)
             == 0

@@ -64,10 +64,10 @@ async fn a_commit_refused_by_a_deferred_constraint_is_rolled_back_and_the_sessio
         .connect("test")
         .await
         .unwrap()
-        .begin("BEGIN", "INSERT INTO d VALUES ('x'), ('x')", &[])
+        .begin(&format!("BEGIN; {}", crate::store::driver::FENCE_ON), "INSERT INTO d VALUES ('x'), ('x')", &[])
         .await
         .unwrap();
-    match tx.commit_fenced("SELECT 1", &[]).await {
+    match tx.commit_fenced(None).await {
         Err(Fenced::Aborted(e)) => assert_eq!(e.code(), Some("23505")),
         Err(Fenced::Unknown(e)) => panic!("reported unknown: {e:?}"),
         other => panic!("{:?}", other.is_ok()),
