@@ -79,6 +79,12 @@ impl Citus {
     ///
     /// Any statement's failure (`psql`'s output in the message).
     pub fn create_database(&self, name: &str, shard_count: Option<u32>) -> io::Result<()> {
+        // One at a time: registering a node copies the roles to it
+        // (`worker_create_or_alter_role`), and roles are shared by every
+        // database of a node, so two databases set up at once can fail each
+        // other with "tuple concurrently updated".
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
         for node in std::iter::once(&self.coordinator).chain(&self.workers) {
             psql(node, "postgres", &format!("CREATE DATABASE {name}"))?;
             psql(node, name, "CREATE EXTENSION IF NOT EXISTS citus")?;
