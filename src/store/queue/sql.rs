@@ -134,7 +134,7 @@ impl QueueSql {
                      UPDATE {t} e SET state = 'dead', run_at = NULL, locked_until = NULL, lease_token = NULL,
                             last_failed_at = now(), last_error = '{buried_error}'
                      FROM expired x
-                     WHERE ({e_cols}) = ({x_cols}) AND x.spent
+                     WHERE ({e_cols}) = ({x_cols}) AND {scope_e} AND x.spent
                      RETURNING e.provider, e.event_key, {filter_value} AS filter),
                  requeued AS (
                      UPDATE {t} e SET state = {expired_state}, run_alone = true, locked_until = NULL,
@@ -144,7 +144,7 @@ impl QueueSql {
                                            {expired_deadline}),
                             last_error = CASE WHEN x.alone THEN '{alone_error}' ELSE '{batch_error}' END
                      FROM expired x
-                     WHERE ({e_cols}) = ({x_cols}) AND NOT x.spent
+                     WHERE ({e_cols}) = ({x_cols}) AND {scope_e} AND NOT x.spent
                      RETURNING e.run_at),
                  alone AS (
                      SELECT {cols}, run_at FROM {t} c
@@ -160,7 +160,7 @@ impl QueueSql {
                      UPDATE {t} e SET state = 'running', attempts = e.attempts + 1, run_at = NULL,
                             locked_until = now() + make_interval(secs => $1), lease_token = $11::text::uuid
                      FROM due
-                     WHERE ({e_cols}) = ({due_cols})
+                     WHERE ({e_cols}) = ({due_cols}) AND {scope_e}
                      RETURNING {returned}, e.attempts, e.lease_token::text, {payload})
                  -- Without a leased row the leased columns are NULL.
                  SELECT leased.*, b.providers, b.keys, b.filters, r.next_due, a.alone_due FROM
@@ -175,6 +175,12 @@ impl QueueSql {
                                    AS alone_due) a
                      LEFT JOIN leased ON true",
                 payload = K::PAYLOAD_COLUMNS.replace("{schema}", schema),
+                // The lease's scope again on each updated table: with a scope
+                // bound, Citus then routes the whole statement to its shard's
+                // worker as one task (without it, it planned the updates as
+                // subplans over every shard, and concurrent leases met as
+                // distributed deadlocks). A no-op on one PostgreSQL.
+                scope_e = "($4::text IS NULL OR e.scope = $4)",
                 // Full jitter in [0, 1], per row: a hash of the row's key salted
                 // by this lease's token (an IMMUTABLE function: Citus refuses
                 // VOLATILE ones such as random() in an UPDATE).
