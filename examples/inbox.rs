@@ -210,10 +210,14 @@ async fn main() -> Result<(), Error> {
         .batch_execute(
             "SET client_min_messages = warning; -- no \"already exists\" notice on restarts
              CREATE TABLE IF NOT EXISTS demo_effects (
-                 id bigserial PRIMARY KEY, provider text NOT NULL, scope text NOT NULL, event_key text NOT NULL,
-                 event_type text, effect text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+                 id bigserial, provider text NOT NULL, scope text NOT NULL, event_key text NOT NULL,
+                 event_type text, effect text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(),
+                 PRIMARY KEY (scope, id))",
         )
         .await?;
+    // On Citus, the effects sit on their claim's shard and commit with it;
+    // on one PostgreSQL this does nothing.
+    webhook_idempotency::store::colocate(&pool.clone().into(), "demo_effects", "scope").await?;
     if args.slack_secret == DEFAULT_SLACK_SECRET {
         println!("SLACK_WEBHOOK_SECRET unset: using the test secret {DEFAULT_SLACK_SECRET}");
     }

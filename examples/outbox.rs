@@ -139,9 +139,9 @@ async fn fulfil(tx: &WebhookTx, order_id: &str) -> Result<(), Box<dyn std::error
     {
         let db = tx.client().await?;
         db.execute(
-            "INSERT INTO demo_orders (order_id, paid_at) VALUES ($1, now())
-             ON CONFLICT (order_id) DO UPDATE SET paid_at = coalesce(demo_orders.paid_at, excluded.paid_at)",
-            &[&order_id],
+            "INSERT INTO demo_orders (scope, order_id, paid_at) VALUES ($1, $2, now())
+             ON CONFLICT (scope, order_id) DO UPDATE SET paid_at = coalesce(demo_orders.paid_at, excluded.paid_at)",
+            &[&SCOPE, &order_id],
         )
         .await?;
     } // the client goes back before the next statements borrow the connection
@@ -150,7 +150,10 @@ async fn fulfil(tx: &WebhookTx, order_id: &str) -> Result<(), Box<dyn std::error
     }
     tx.client()
         .await?
-        .execute("UPDATE demo_orders SET fulfilments = fulfilments + 1 WHERE order_id = $1", &[&order_id])
+        .execute(
+            "UPDATE demo_orders SET fulfilments = fulfilments + 1 WHERE scope = $1 AND order_id = $2",
+            &[&SCOPE, &order_id],
+        )
         .await?;
     tx.enqueue(Effect::json("send_receipt", json!({ "order_id": order_id }))).await?;
     Ok(())
@@ -324,14 +327,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .batch_execute(
             // Several processes may start at once: one creates the tables.
             "BEGIN; SELECT pg_advisory_xact_lock(hashtext('examples/outbox'));
-             CREATE TABLE IF NOT EXISTS demo_orders (order_id text PRIMARY KEY, paid_at timestamptz,
-                                                     fulfilments int NOT NULL DEFAULT 0);
+             CREATE TABLE IF NOT EXISTS demo_orders (scope text NOT NULL, order_id text NOT NULL, paid_at timestamptz,
+                                                     fulfilments int NOT NULL DEFAULT 0,
+                                                     PRIMARY KEY (scope, order_id));
              CREATE TABLE IF NOT EXISTS demo_sent (id bigserial, downstream_key text NOT NULL, order_id text NOT NULL,
                                                    received_at timestamptz DEFAULT now());
              CREATE INDEX IF NOT EXISTS demo_sent_key ON demo_sent (downstream_key);
              COMMIT;",
         )
         .await?;
+    // On Citus, the orders sit on their claim's shard and commit with it
+    // (`demo_sent` is the mail service's own table); on one PostgreSQL this
+    // does nothing.
+    webhook_idempotency::store::colocate(&pool.clone().into(), "demo_orders", "scope").await?;
 
     let bind = args.bind.unwrap_or_else(|| if args.demo { "127.0.0.1:0" } else { "127.0.0.1:3000" }.parse().unwrap());
     let listener = tokio::net::TcpListener::bind(bind).await?;

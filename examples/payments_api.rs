@@ -121,12 +121,16 @@ async fn create_payment(tx: WebhookTx, idem: IdempotentRequest, body: Bytes) -> 
     let id = format!("pay_{:020x}", fastrand::u128(..) >> 48);
     let inserted = async {
         let db = tx.client().await?;
+        db.execute(
+            "INSERT INTO demo_payments (id, scope, amount, currency, created_at) VALUES ($1, $2, $3, $4, now())",
+            &[&id, &idem.scope(), &amount, &currency],
+        )
+        .await?;
+        // Read back as the GET routes show it. Not `RETURNING created_at::text`:
+        // Citus refuses a function that is not IMMUTABLE (timestamptz's text
+        // form depends on the session's time zone) in a distributed RETURNING.
         let row = db
-            .query_one(
-                "INSERT INTO demo_payments (id, scope, amount, currency, created_at) VALUES ($1, $2, $3, $4, now())
-                 RETURNING created_at::text",
-                &[&id, &idem.scope(), &amount, &currency],
-            )
+            .query_one("SELECT created_at::text FROM demo_payments WHERE scope = $1 AND id = $2", &[&idem.scope(), &id])
             .await?;
         drop(db);
         // Each claim of a key has effects of its own (a key used again after
@@ -208,12 +212,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?
         .batch_execute(
             "BEGIN; SELECT pg_advisory_xact_lock(hashtext('examples/payments_api'));
-             CREATE TABLE IF NOT EXISTS demo_payments (id text PRIMARY KEY, scope text NOT NULL, amount bigint NOT NULL,
-                                                       currency text NOT NULL, created_at timestamptz NOT NULL);
+             CREATE TABLE IF NOT EXISTS demo_payments (id text NOT NULL, scope text NOT NULL, amount bigint NOT NULL,
+                                                       currency text NOT NULL, created_at timestamptz NOT NULL,
+                                                       PRIMARY KEY (scope, id));
              CREATE TABLE IF NOT EXISTS demo_receipts (downstream_key text PRIMARY KEY, payment_id text NOT NULL);
              COMMIT;",
         )
         .await?;
+    // On Citus, the payments sit on their key's shard (the Idempotency-Key
+    // layer's scope is the caller) and commit with it (`demo_receipts` is
+    // the receipts service's own table); on one PostgreSQL this does nothing.
+    webhook_idempotency::store::colocate(&pool.clone().into(), "demo_payments", "scope").await?;
     let keys: Vec<String> = match &args.api_keys {
         Some(list) => list.split(',').map(str::trim).filter(|k| !k.is_empty()).map(str::to_owned).collect(),
         None => {

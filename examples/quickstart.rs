@@ -275,10 +275,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?
         .batch_execute(
             "CREATE TABLE IF NOT EXISTS demo_effects (
-                 id bigserial PRIMARY KEY, provider text NOT NULL, scope text NOT NULL, event_key text NOT NULL,
-                 event_type text, effect text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+                 id bigserial, provider text NOT NULL, scope text NOT NULL, event_key text NOT NULL,
+                 event_type text, effect text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(),
+                 PRIMARY KEY (scope, id))",
         )
         .await?;
+    // On Citus, the effects sit on their claim's shard and commit with it;
+    // on one PostgreSQL this does nothing.
+    webhook_idempotency::store::colocate(&pool.clone().into(), "demo_effects", "scope").await?;
 
     if args.stripe_secret == DEFAULT_STRIPE_SECRET {
         println!("STRIPE_WEBHOOK_SECRET unset: using the test secret {DEFAULT_STRIPE_SECRET}");

@@ -278,6 +278,10 @@ pub enum StoreErrorKind {
     /// are older than [`SCHEMA_VERSION`](crate::store::SCHEMA_VERSION); run
     /// the migrations again.
     Outdated,
+    /// [`colocate`](crate::store::colocate): the table is already a Citus
+    /// table of another kind (a reference table, distributed by another
+    /// column, or not colocated with the claims); nothing was changed.
+    NotColocated,
     /// Synchronous replication is configured and the standby did not
     /// confirm, within the database timeout, the commit of the stored outcome
     /// a duplicate would be answered from (or the confirming commit failed):

@@ -134,6 +134,9 @@ pub(crate) mod test_support;
 #[cfg(feature = "tokio-postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio-postgres")))]
 pub use drivers::postgres;
+#[cfg(feature = "sqlx")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
+pub use drivers::sqlx;
 pub use error::{ConfigError, ConfigErrorKind, StoreError, StoreErrorKind};
 pub use event::{ScopedEvent, WebhookEvent};
 pub use idempotency_key::{IdempotencyKeyLayer, IdempotentRequest};

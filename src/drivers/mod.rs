@@ -5,3 +5,5 @@
 
 #[cfg(feature = "tokio-postgres")]
 pub mod postgres;
+#[cfg(feature = "sqlx")]
+pub mod sqlx;

@@ -127,6 +127,56 @@ pub async fn migrate(store: &StoreConfig) -> Result<(), StoreError> {
     tx.commit().await.map_err(err("migrate: COMMIT"))
 }
 
+/// Colocates the user's business `table` with the crate's tables on Citus
+/// (distributed PostgreSQL), so a handler's writes to it commit on the
+/// claim's shard, in one local transaction with the claim.
+///
+/// `table` is a table name as SQL reads it (`"payments"`, `"billing.payments"`);
+/// `column` is its column holding the claim's scope (the value of
+/// [`WebhookLayerBuilder::scope`](crate::WebhookLayerBuilder::scope) or the
+/// tenant's), whose type is `text` and which every primary key and unique
+/// constraint of `table` includes (Citus docs, "Choosing Distribution
+/// Column"). Call it after [`migrate`] and after creating the table, at
+/// start-up: it runs `create_distributed_table(table, column, colocate_with
+/// => '<schema>.webhook_events')` once and does nothing the next times.
+///
+/// Returns `Ok(true)` when `table` is (now) hash-distributed by `column`
+/// and colocated with the claims, `Ok(false)` on a database without the
+/// `citus` extension, where it does nothing: the same start-up code runs on
+/// one PostgreSQL and on Citus. A table not colocated still works on Citus,
+/// at the cost of a two-phase commit per event: OPERATIONS.md,
+/// "Distributed PostgreSQL (Citus)".
+///
+/// # Errors
+/// [`StoreErrorKind::NotColocated`] when `table` is already a Citus table of
+/// another kind (a reference table, distributed by another column, or in
+/// another colocation group: nothing is changed, the message says which);
+/// [`StoreErrorKind::Database`] when Citus refuses to distribute it (SQLSTATE
+/// and message from the server: a unique constraint without `column`, a
+/// missing table or column, a column type other than `text`), and the
+/// connection kinds of [`migrate`]; [`StoreErrorKind::InvalidSchemaName`] as
+/// for [`migrate`].
+pub async fn colocate(store: &StoreConfig, table: &str, column: &str) -> Result<bool, StoreError> {
+    let (db, schema) = open(store, "colocate")?;
+    let conn = db.connect("connect").await?;
+    let step = format!("colocate {table} by {column} with {schema}.webhook_events");
+    let err = |e: DbError| db.error_verbose(&e, &step);
+    // The migrations' lock: one process distributes the table, the others
+    // then find it distributed.
+    let (tx, _) =
+        conn.begin("BEGIN", "SELECT pg_advisory_xact_lock($1)", &[Param::I64(MIGRATION_LOCK)]).await.map_err(err)?;
+    if !citus::installed(&tx).await.map_err(err)? {
+        tx.commit().await.map_err(err)?;
+        return Ok(false);
+    }
+    let outcome = citus::colocate(&tx, schema, table, column).await.map_err(err)?;
+    tx.commit().await.map_err(err)?;
+    match outcome {
+        citus::Colocation::Distributed | citus::Colocation::Already => Ok(true),
+        citus::Colocation::Elsewhere(how) => Err(StoreError::new(StoreErrorKind::NotColocated, step, how)),
+    }
+}
+
 /// Checks that `store`'s schema holds the tables at [`SCHEMA_VERSION`] or
 /// newer, as recorded in `<schema>.webhook_schema_migrations` by
 /// [`migrate`] or the SQL files. Call it at startup to fail fast instead of answering every

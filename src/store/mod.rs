@@ -58,7 +58,7 @@ pub(crate) use config::StoreConfig;
 pub use config::{DEFAULT_DATABASE_TIMEOUT, DEFAULT_POOL_TIMEOUT};
 pub use driver::SynchronousReplication;
 pub(crate) use migrate::report_unmigrated;
-pub use migrate::{check_schema, MIGRATIONS, SCHEMA_VERSION};
+pub use migrate::{check_schema, colocate, MIGRATIONS, SCHEMA_VERSION};
 pub(crate) use statements::Statements;
 
 /// The isolation level of the claim's transaction (PostgreSQL docs,

@@ -29,4 +29,6 @@ mod providers;
 mod replication;
 mod review;
 mod setup;
+#[cfg(feature = "sqlx")]
+mod sqlx;
 mod tower;

@@ -1116,11 +1116,6 @@ async fn shutdown_releases_a_call_in_flight_without_counting_the_attempt() {
 
 #[tokio::test]
 async fn a_large_payload_is_written_once_out_of_line_and_handed_over_intact() {
-    if single_node_only(
-        "it counts the TOAST chunks of the coordinator's table; on Citus the rows are in the workers' shards",
-    ) {
-        return;
-    }
     let db = TestDb::new().await;
     // 64 KiB that do not compress (a PDF receipt, say).
     let large: Vec<u8> = (0..65_536).map(|_| fastrand::u8(..)).collect();
@@ -1149,14 +1144,23 @@ async fn a_large_payload_is_written_once_out_of_line_and_handed_over_intact() {
             }
         })
     };
-    let toast = db
-        .scalar_text(
-            "SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = 'webhook_idempotency.webhook_outbox'::regclass",
-        )
-        .await;
+    // The chunks of the table holding the scope's rows: on Citus, its shard
+    // on a worker (Citus hides shards from catalog reads unless told).
+    let node = db.session_for_scope("acct_test").await;
+    node.batch_execute("SET citus.show_shards_for_app_name_prefixes = '*'").await.unwrap();
+    let table = db.table_for_scope("webhook_outbox", "acct_test").await;
+    let toast: String = node
+        .query_one("SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = $1::text::regclass", &[&table])
+        .await
+        .unwrap()
+        .get(0);
     let chunks = format!("SELECT count(*) FROM {toast}");
+    let count = |sql: String| {
+        let node = &node;
+        async move { node.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) }
+    };
     assert_eq!(deliver(&app, stripe_body("evt_large")).await, StatusCode::OK);
-    let stored = db.scalar(&chunks).await;
+    let stored = count(chunks.clone()).await;
     assert!(stored > 1, "out of line, in TOAST chunks ({stored})");
     let worker = spawn(fast(db.pool(4), effects).build().unwrap());
     assert!(
@@ -1164,7 +1168,7 @@ async fn a_large_payload_is_written_once_out_of_line_and_handed_over_intact() {
             .await
     );
     stop(worker).await;
-    assert_eq!(db.scalar(&chunks).await, stored, "the lease and the mark kept the payload's pointer: written once");
+    assert_eq!(count(chunks).await, stored, "the lease and the mark kept the payload's pointer: written once");
     assert_eq!(*received.lock().unwrap(), [("application/pdf".to_owned(), bytes::Bytes::from(large))]);
 }
 
@@ -1172,20 +1176,37 @@ async fn a_large_payload_is_written_once_out_of_line_and_handed_over_intact() {
 /// from `running` to `to_state`: the worker's statement for that end meets
 /// a terminated connection (from the breaker's review).
 async fn kill_backend_on(db: &TestDb, to_state: &str) {
-    db.execute(&format!(
-        "CREATE SEQUENCE kill_{to_state};
-         CREATE FUNCTION kill_{to_state}() RETURNS trigger LANGUAGE plpgsql AS $$
+    // The counter where the trigger runs: on Citus, the shard's worker.
+    db.create_trigger(
+        Some(&format!("CREATE SEQUENCE kill_{to_state}")),
+        &format!(
+            "CREATE FUNCTION kill_{to_state}() RETURNS trigger LANGUAGE plpgsql AS $$
          BEGIN
            IF OLD.state = 'running' AND NEW.state = '{to_state}' AND nextval('kill_{to_state}') = 1 THEN
              PERFORM pg_terminate_backend(pg_backend_pid());
              PERFORM pg_sleep(5);
            END IF;
            RETURN NEW;
-         END $$;
-         CREATE TRIGGER kill_{to_state} BEFORE UPDATE ON webhook_idempotency.webhook_outbox
+         END $$"
+        ),
+        &format!(
+            "CREATE TRIGGER kill_{to_state} BEFORE UPDATE ON webhook_idempotency.webhook_outbox
            FOR EACH ROW EXECUTE FUNCTION kill_{to_state}();"
-    ))
+        ),
+    )
     .await;
+}
+
+/// How many marks to `to_state` the trigger of [`kill_backend_on`] saw (the
+/// first was killed): its counter, on Citus on the worker that ran it.
+async fn marks_seen(db: &TestDb, to_state: &str) -> i64 {
+    let read = format!("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM kill_{to_state}");
+    if !on_citus() {
+        return db.scalar(&read).await;
+    }
+    let c = db.pool.get().await.unwrap();
+    let rows = c.query("SELECT result FROM run_command_on_workers($1) WHERE success", &[&read]).await.unwrap();
+    rows.iter().map(|r| r.get::<_, String>(0).parse::<i64>().unwrap()).sum()
 }
 
 /// Counts the calls of an effect that always answers `answer`.
@@ -1202,11 +1223,6 @@ fn counting(calls: &Arc<AtomicUsize>, answer: EffectResult) -> Effects {
 
 #[tokio::test]
 async fn an_uncertain_end_the_database_fails_to_record_is_recorded_on_a_retry_not_called_again() {
-    if single_node_only(
-        "it fails the mark by a trigger on webhook_outbox; Citus refuses triggers on distributed tables",
-    ) {
-        return;
-    }
     let db = TestDb::new().await;
     kill_backend_on(&db, "uncertain").await;
     let calls = Arc::new(AtomicUsize::new(0));
@@ -1223,17 +1239,13 @@ async fn an_uncertain_end_the_database_fails_to_record_is_recorded_on_a_retry_no
         .await
     );
     stop(worker).await;
+    assert!(marks_seen(&db, "uncertain").await >= 2, "the first mark was killed, a later one landed");
     assert_eq!(outbox_row(&db, "evt_unc_kill").await.unwrap().1, 1, "one run");
     assert_eq!(calls.load(Ordering::SeqCst), 1, "never called blindly again");
 }
 
 #[tokio::test]
 async fn a_delivered_end_the_database_fails_to_record_is_recorded_on_a_retry_even_on_the_last_attempt() {
-    if single_node_only(
-        "it fails the mark by a trigger on webhook_outbox; Citus refuses triggers on distributed tables",
-    ) {
-        return;
-    }
     let db = TestDb::new().await;
     kill_backend_on(&db, "done").await;
     let calls = Arc::new(AtomicUsize::new(0));
@@ -1252,6 +1264,7 @@ async fn a_delivered_end_the_database_fails_to_record_is_recorded_on_a_retry_eve
     );
     stop(worker).await;
     let (state, attempts, remote_ref, _) = outbox_row(&db, "evt_mark_kill").await.unwrap();
+    assert!(marks_seen(&db, "done").await >= 2, "the first mark was killed, a later one landed");
     assert_eq!((state.as_str(), attempts, remote_ref.as_deref()), ("done", 1, Some("ref_1")), "not dead");
     assert_eq!(calls.load(Ordering::SeqCst), 1, "the mark was retried, not the call");
 }
@@ -1368,16 +1381,12 @@ async fn a_business_key_claimed_while_the_handler_holds_its_client_fails_fast_wi
 /// timeout). The retried mark gets more time; the effect is not called again.
 #[tokio::test]
 async fn a_delivered_mark_slower_than_the_database_timeout_lands_on_a_patient_retry() {
-    if single_node_only(
-        "it slows the mark by a trigger on webhook_outbox; Citus refuses triggers on distributed tables",
-    ) {
-        return;
-    }
     let db = TestDb::new().await;
-    db.execute(
+    db.create_trigger(
+        None,
         "CREATE FUNCTION slow_mark() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN IF EXISTS (SELECT 1 FROM n WHERE state = 'done') THEN PERFORM pg_sleep(0.5); END IF; RETURN NULL; END $$;
-         CREATE TRIGGER slow_mark AFTER UPDATE ON webhook_idempotency.webhook_outbox
+         BEGIN IF EXISTS (SELECT 1 FROM n WHERE state = 'done') THEN PERFORM pg_sleep(0.5); END IF; RETURN NULL; END $$",
+        "CREATE TRIGGER slow_mark AFTER UPDATE ON webhook_idempotency.webhook_outbox
            REFERENCING NEW TABLE AS n FOR EACH STATEMENT EXECUTE FUNCTION slow_mark();",
     )
     .await;

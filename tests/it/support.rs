@@ -32,18 +32,6 @@ pub fn on_citus() -> bool {
     std::env::var_os("WEBHOOK_TEST_CITUS").is_some_and(|v| v != "0" && !v.is_empty())
 }
 
-/// In a Citus run, says why the calling test does not apply there (on
-/// stderr) and returns true: for tests whose instrument Citus refuses (a
-/// trigger on a distributed table) or whose subject is one node's (its
-/// WAL, its advisory locks). What they test about the crate runs on
-/// Citus through the other tests of the run.
-pub fn single_node_only(why: &str) -> bool {
-    if on_citus() {
-        eprintln!("not run on Citus: {why}");
-    }
-    on_citus()
-}
-
 /// The cluster of a Citus run, started on first use.
 pub fn citus() -> &'static Citus {
     CITUS.get_or_init(|| Citus::start(2).expect("start a throwaway Citus cluster (../shared/citus/install.sh)"))
@@ -114,13 +102,12 @@ impl TestDb {
             pool.get()
                 .await
                 .unwrap()
-                .batch_execute(
-                    "ALTER TABLE effects DROP CONSTRAINT effects_pkey, ADD PRIMARY KEY (scope, id);
-                     SELECT create_distributed_table('effects', 'scope',
-                                                     colocate_with => 'webhook_idempotency.webhook_events')",
-                )
+                .batch_execute("ALTER TABLE effects DROP CONSTRAINT effects_pkey, ADD PRIMARY KEY (scope, id)")
                 .await
                 .unwrap();
+            let store = StoreConfig::new(pool.clone());
+            let colocated = webhook_idempotency::store::colocate(&store, "effects", "scope").await;
+            assert!(colocated.expect("colocate the effects table"));
         }
         Self { name, config, pool }
     }
@@ -133,6 +120,77 @@ impl TestDb {
     /// Runs `sql` (one or more statements) on this database.
     pub async fn execute(&self, sql: &str) {
         self.pool.get().await.unwrap().batch_execute(sql).await.unwrap();
+    }
+
+    /// Creates a trigger on one of the crate's tables (`function`, then
+    /// `trigger`, one statement each), on one PostgreSQL as on Citus. On
+    /// Citus, a trigger on a distributed table runs on the shard, on the
+    /// worker holding it: both run with `citus.enable_unsafe_triggers` (Citus
+    /// then creates the function and the trigger on every shard), and
+    /// `node_local` first on every worker (an object Citus does not
+    /// propagate, such as a sequence the function reads, created where the
+    /// function runs; `None`: nothing).
+    pub async fn create_trigger(&self, node_local: Option<&str>, function: &str, trigger: &str) {
+        let c = self.pool.get().await.unwrap();
+        if on_citus() {
+            if let Some(sql) = node_local {
+                let answers = c.query("SELECT success, result FROM run_command_on_workers($1)", &[&sql]).await;
+                for row in answers.unwrap() {
+                    assert!(row.get::<_, bool>(0), "on a worker: {sql}: {}", row.get::<_, String>(1));
+                }
+            }
+            c.batch_execute("SET citus.enable_unsafe_triggers TO on").await.unwrap();
+        } else if let Some(sql) = node_local {
+            c.batch_execute(sql).await.unwrap();
+        }
+        // One statement per message: Citus forwards DDL text to the workers,
+        // which refuse several commands in one.
+        c.batch_execute(function).await.unwrap();
+        c.batch_execute(trigger).await.unwrap();
+        if on_citus() {
+            c.batch_execute("RESET citus.enable_unsafe_triggers").await.unwrap();
+        }
+    }
+
+    /// A session of its own on the node that runs `scope`'s statements: this
+    /// database on one PostgreSQL; on Citus, the worker holding `scope`'s
+    /// shard (where a claim's advisory lock and row locks are taken).
+    pub async fn session_for_scope(&self, scope: &str) -> tokio_postgres::Client {
+        let mut config = self.config.clone();
+        if on_citus() {
+            let c = self.pool.get().await.unwrap();
+            let port: i32 = c
+                .query_one(
+                    "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column(
+                         'webhook_idempotency.webhook_events', $1::text)",
+                    &[&scope],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            config = format!("postgresql://postgres@127.0.0.1:{port}/{}", self.name).parse().unwrap();
+        }
+        let (client, conn) = config.connect(NoTls).await.unwrap();
+        tokio::spawn(conn);
+        client
+    }
+
+    /// The table holding `scope`'s rows of the crate's `table`, as
+    /// [`session_for_scope`](Self::session_for_scope)'s node names it:
+    /// `webhook_idempotency.<table>`, or on Citus its shard for `scope`.
+    pub async fn table_for_scope(&self, table: &str, scope: &str) -> String {
+        let table = format!("webhook_idempotency.{table}");
+        if !on_citus() {
+            return table;
+        }
+        let c = self.pool.get().await.unwrap();
+        c.query_one(
+            "SELECT shard_name($1::text::regclass, get_shard_id_for_distribution_column($1::text::regclass, $2::text))",
+            &[&table, &scope],
+        )
+        .await
+        .unwrap()
+        .get(0)
     }
 
     /// This database's URL (for a child process).

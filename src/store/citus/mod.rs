@@ -6,10 +6,11 @@
 //! 'scope', colocate_with => ...)`): one scope's rows of every table sit on
 //! one shard, so every statement that names its scope runs on one worker
 //! (a router query) and the claim's transaction with the handler's writes
-//! on colocated tables commits on one node. The global tables
-//! ([`REFERENCE_TABLES`]: the migration bookkeeping and the audit trail) are
-//! reference tables, copied to every node. Citus docs, "Choosing
-//! Distribution Column" and "Creating and Modifying Distributed Objects".
+//! on colocated tables commits on one node. The migration bookkeeping
+//! ([`REFERENCE_TABLES`]) is a reference table, copied to every node. The
+//! operators' audit trail stays a plain table on the coordinator (see
+//! [`REFERENCE_TABLES`] for why). Citus docs, "Choosing Distribution Column"
+//! and "Creating and Modifying Distributed Objects".
 //!
 //! On a database where the extension is installed, each migration file is
 //! sent one statement at a time: Citus forwards a DDL statement to the
@@ -35,11 +36,16 @@ pub(crate) const TENANT_TABLES: &[&str] = &[
     "webhook_request_keys",
 ];
 
-/// The tables copied to every node: one row per migration, and the
-/// operators' audit trail (its `db_role` trigger runs on each copy:
-/// `citus.enable_unsafe_triggers` lets a reference table keep it, and the
-/// trigger's function is created on every node with it).
-pub(crate) const REFERENCE_TABLES: &[&str] = &["webhook_schema_migrations", "webhook_audit"];
+/// The tables copied to every node: one row per migration.
+///
+/// Not the operators' audit trail, `webhook_audit`: its trigger records the
+/// role the writing session logged in as (`session_user`), and on a
+/// reference table it would run on every copy, where Citus's connections
+/// to the workers log in as the coordinator session's *current* role
+/// (after a `SET ROLE`, another role): the copies would disagree. It stays
+/// a plain table on the coordinator, written in the same transaction as the
+/// action it records (Citus commits both together).
+pub(crate) const REFERENCE_TABLES: &[&str] = &["webhook_schema_migrations"];
 
 /// Whether the `citus` extension is installed in the database `tx` is on.
 pub(crate) async fn installed(tx: &TxConn) -> Result<bool, DbError> {
@@ -48,15 +54,14 @@ pub(crate) async fn installed(tx: &TxConn) -> Result<bool, DbError> {
 }
 
 /// Distributes `schema`'s tenant tables by `scope` (colocated) and makes its
-/// global tables reference tables, each only if it is not yet (an
+/// migration bookkeeping a reference table, each only if it is not yet (an
 /// already distributed schema is left as it is: safe to run again, and
 /// tables a later migration adds are distributed on the next run). Runs in
 /// the migration's transaction `tx`.
 pub(crate) async fn distribute(tx: &TxConn, schema: &str) -> Result<(), DbError> {
     // Citus docs: DDL and distribution in one transaction block run over one
     // connection per worker.
-    tx.batch("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'; SET LOCAL citus.enable_unsafe_triggers TO on")
-        .await?;
+    tx.batch("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'").await?;
     let anchor = format!("{schema}.{}", TENANT_TABLES[0]);
     for table in TENANT_TABLES {
         let name = format!("{schema}.{table}");
@@ -80,6 +85,49 @@ pub(crate) async fn distribute(tx: &TxConn, schema: &str) -> Result<(), DbError>
         }
     }
     Ok(())
+}
+
+/// Where a user's table stands after [`colocate`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Colocation {
+    /// Distributed now, by the given column, colocated with the claims.
+    Distributed,
+    /// It already was, by that column and colocated: nothing done.
+    Already,
+    /// It is in Citus's metadata another way (a reference table, another
+    /// column, another colocation group): nothing done; says how.
+    Elsewhere(String),
+}
+
+/// Hash-distributes the user's `table` by `column`, colocated with
+/// `schema`'s `webhook_events` (so a row whose `column` holds a claim's
+/// scope sits on that claim's shard), unless it already is. Runs in `tx`.
+pub(crate) async fn colocate(tx: &TxConn, schema: &str, table: &str, column: &str) -> Result<Colocation, DbError> {
+    let anchor = format!("{schema}.{}", TENANT_TABLES[0]);
+    let sql = "SELECT p.partmethod::text, coalesce(column_to_column_name(p.logicalrelid, p.partkey), ''),
+                      p.colocationid = a.colocationid
+               FROM pg_dist_partition p, pg_dist_partition a
+               WHERE p.logicalrelid = $1::text::regclass AND a.logicalrelid = $2::text::regclass";
+    let rows = tx.query(sql, &[Param::Text(table), Param::Text(&anchor)]).await?;
+    if let Some(row) = rows.first() {
+        let (method, by, same_group): (String, String, bool) = (row.get(0), row.get(1), row.get(2));
+        return Ok(if method == "h" && by == column && same_group {
+            Colocation::Already
+        } else if method == "h" {
+            Colocation::Elsewhere(format!(
+                "{table} is distributed by {by}{}",
+                if same_group { String::new() } else { format!(", not colocated with {anchor}") }
+            ))
+        } else {
+            Colocation::Elsewhere(format!("{table} is a Citus table of another kind (partition method {method})"))
+        });
+    }
+    tx.query(
+        "SELECT create_distributed_table($1::text::regclass, $2, colocate_with => $3)",
+        &[Param::Text(table), Param::Text(column), Param::Text(&anchor)],
+    )
+    .await?;
+    Ok(Colocation::Distributed)
 }
 
 /// Whether `table` is in Citus's metadata (distributed or reference).

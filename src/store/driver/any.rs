@@ -27,6 +27,8 @@ use super::error::DbError;
 #[cfg(feature = "tokio-postgres")]
 use super::postgres;
 use super::seam::{column_readers, AcquireError, Columns, Connection, ListenEvent, Listener, Pool, PoolIdentity, Step};
+#[cfg(feature = "sqlx")]
+use super::sqlx;
 
 /// `match` on `$value`'s driver, binding its inner value as `$inner`
 /// (by reference with `ref`).
@@ -35,15 +37,60 @@ macro_rules! each_driver {
         match $value {
             #[cfg(feature = "tokio-postgres")]
             Self::Postgres(ref $inner) => $body,
+            #[cfg(feature = "sqlx")]
+            Self::Sqlx(ref $inner) => $body,
         }
     };
     ($value:expr, $inner:ident => $body:expr) => {
         match $value {
             #[cfg(feature = "tokio-postgres")]
             Self::Postgres($inner) => $body,
+            #[cfg(feature = "sqlx")]
+            Self::Sqlx($inner) => $body,
         }
     };
 }
+
+/// Implements `From<$inner> for $any` (the variant `$variant`), and
+/// [`Variant`] to get the inner value back.
+macro_rules! variant {
+    ($feature:literal, $any:ident :: $variant:ident ($inner:ty)) => {
+        #[cfg(feature = $feature)]
+        impl From<$inner> for $any {
+            fn from(inner: $inner) -> Self {
+                Self::$variant(inner)
+            }
+        }
+
+        #[cfg(feature = $feature)]
+        impl Variant<$inner> for $any {
+            fn get(&self) -> &$inner {
+                #[allow(unreachable_patterns, reason = "one variant when one driver is compiled in")]
+                match self {
+                    Self::$variant(inner) => inner,
+                    _ => unreachable!("a value of one driver never meets another's"),
+                }
+            }
+        }
+    };
+}
+
+/// The inner value of one driver's variant.
+trait Variant<T> {
+    /// The inner value.
+    ///
+    /// # Panics
+    /// When the value is of another driver: a value of one driver never
+    /// meets another's (a statement comes from its connection).
+    fn get(&self) -> &T;
+}
+
+variant!("tokio-postgres", AnyConn::Postgres(postgres::PgConn));
+variant!("tokio-postgres", AnyStatement::Postgres(postgres::Statement));
+variant!("tokio-postgres", AnyRow::Postgres(postgres::Row));
+variant!("sqlx", AnyConn::Sqlx(sqlx::SqlxConn));
+variant!("sqlx", AnyStatement::Sqlx(sqlx::Statement));
+variant!("sqlx", AnyRow::Sqlx(sqlx::Row));
 
 /// A pool of one of the compiled-in drivers.
 #[derive(Clone)]
@@ -51,13 +98,23 @@ pub(crate) enum AnyPool {
     /// tokio-postgres with deadpool.
     #[cfg(feature = "tokio-postgres")]
     Postgres(postgres::PgPool),
+    /// sqlx.
+    #[cfg(feature = "sqlx")]
+    Sqlx(sqlx::SqlxPool),
 }
 
 /// A connection of one of the compiled-in drivers.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one value per checkout, moved rarely; boxing the common driver's variant would cost an allocation each"
+)]
 pub(crate) enum AnyConn {
     /// tokio-postgres with deadpool.
     #[cfg(feature = "tokio-postgres")]
     Postgres(postgres::PgConn),
+    /// sqlx.
+    #[cfg(feature = "sqlx")]
+    Sqlx(sqlx::SqlxConn),
 }
 
 /// A prepared statement of one of the compiled-in drivers.
@@ -65,6 +122,9 @@ pub(crate) enum AnyStatement {
     /// tokio-postgres.
     #[cfg(feature = "tokio-postgres")]
     Postgres(postgres::Statement),
+    /// sqlx.
+    #[cfg(feature = "sqlx")]
+    Sqlx(sqlx::Statement),
 }
 
 /// A result row of one of the compiled-in drivers.
@@ -72,22 +132,33 @@ pub(crate) enum AnyRow {
     /// tokio-postgres.
     #[cfg(feature = "tokio-postgres")]
     Postgres(postgres::Row),
+    /// sqlx.
+    #[cfg(feature = "sqlx")]
+    Sqlx(sqlx::Row),
 }
 
 /// The `LISTEN` connection of one of the compiled-in drivers (configured
 /// apart from the pool, of any driver).
 #[derive(Clone)]
+#[allow(clippy::large_enum_variant, reason = "one value per store, cloned only when a worker starts listening")]
 pub(crate) enum AnyListener {
     /// tokio-postgres.
     #[cfg(feature = "tokio-postgres")]
     Postgres(postgres::PgListener),
+    /// sqlx.
+    #[cfg(feature = "sqlx")]
+    Sqlx(sqlx::SqlxListener),
 }
 
 impl AnyPool {
     /// The tokio-postgres pool, when it is one.
     #[cfg(feature = "tokio-postgres")]
     pub(crate) fn postgres_mut(&mut self) -> Option<&mut postgres::PgPool> {
-        each_driver!(self, p => Some(p))
+        #[allow(unreachable_patterns, reason = "one variant when one driver is compiled in")]
+        match self {
+            Self::Postgres(p) => Some(p),
+            _ => None,
+        }
     }
 }
 
@@ -121,16 +192,21 @@ impl AnyConn {
     /// The tokio-postgres connection, when it is one.
     #[cfg(feature = "tokio-postgres")]
     pub(crate) fn postgres(&self) -> Option<&postgres::PgConn> {
-        each_driver!(self, c => Some(c))
+        #[allow(unreachable_patterns, reason = "one variant when one driver is compiled in")]
+        match self {
+            Self::Postgres(c) => Some(c),
+            _ => None,
+        }
     }
-}
 
-impl AnyStatement {
-    /// The tokio-postgres statement (prepared on a tokio-postgres
-    /// connection, the only kind it is run on).
-    #[cfg(feature = "tokio-postgres")]
-    fn postgres(&self) -> &postgres::Statement {
-        each_driver!(self, s => s)
+    /// The sqlx connection, when it is one.
+    #[cfg(feature = "sqlx")]
+    pub(crate) fn sqlx(&self) -> Option<&sqlx::SqlxConn> {
+        #[allow(unreachable_patterns, reason = "one variant when one driver is compiled in")]
+        match self {
+            Self::Sqlx(c) => Some(c),
+            _ => None,
+        }
     }
 }
 
@@ -138,7 +214,7 @@ impl Pool for AnyPool {
     type Conn = AnyConn;
 
     async fn acquire(&self) -> Result<AnyConn, AcquireError> {
-        each_driver!(ref *self, p => p.acquire().await.map(AnyConn::Postgres))
+        each_driver!(ref *self, p => p.acquire().await.map(Into::into))
     }
 
     fn endpoint(&self) -> Option<String> {
@@ -167,13 +243,13 @@ impl Connection for AnyConn {
     }
 
     async fn prepare(&self, sql: &str) -> Result<AnyStatement, DbError> {
-        each_driver!(ref *self, c => c.prepare(sql).await.map(AnyStatement::Postgres))
+        each_driver!(ref *self, c => c.prepare(sql).await.map(Into::into))
     }
 
     async fn flight<'a>(&'a self, steps: &'a [Step<'a, AnyStatement>]) -> Vec<Result<Vec<AnyRow>, DbError>> {
         each_driver!(ref *self, c => {
-            let steps: Vec<_> = steps.iter().map(|s| s.with_statement(AnyStatement::postgres)).collect();
-            rows_of(c.flight(&steps).await, AnyRow::Postgres)
+            let steps: Vec<_> = steps.iter().map(|s| s.with_statement(Variant::get)).collect();
+            rows_of(c.flight(&steps).await)
         })
     }
 
@@ -191,8 +267,8 @@ impl Connection for AnyConn {
 }
 
 /// A driver's answers to a flight, its rows wrapped by `any`.
-fn rows_of<R>(answers: Vec<Result<Vec<R>, DbError>>, any: fn(R) -> AnyRow) -> Vec<Result<Vec<AnyRow>, DbError>> {
-    answers.into_iter().map(|a| a.map(|rows| rows.into_iter().map(any).collect())).collect()
+fn rows_of<R: Into<AnyRow>>(answers: Vec<Result<Vec<R>, DbError>>) -> Vec<Result<Vec<AnyRow>, DbError>> {
+    answers.into_iter().map(|a| a.map(|rows| rows.into_iter().map(Into::into).collect())).collect()
 }
 
 impl<'a, S> Step<'a, S> {

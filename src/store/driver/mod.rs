@@ -78,6 +78,8 @@ mod replication;
 mod row;
 pub(crate) mod seam;
 mod slot;
+#[cfg(feature = "sqlx")]
+pub(crate) mod sqlx;
 mod tx_conn;
 
 pub(crate) use conn::Conn;
@@ -151,7 +153,8 @@ mod tests {
             }
             let text = std::fs::read_to_string(&file).expect("a readable source file");
             for (n, line) in text.lines().enumerate() {
-                let names_one = ["tokio_postgres", "deadpool", "postgres_types"].iter().any(|c| line.contains(c));
+                let names_one =
+                    ["tokio_postgres", "deadpool", "postgres_types", "sqlx::"].iter().any(|c| line.contains(c));
                 let allowed =
                     ALLOWED.iter().any(|(f, l, _)| *f == relative && line.trim_start_matches("//! ").trim() == *l);
                 if names_one && !allowed {

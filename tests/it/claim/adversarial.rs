@@ -666,16 +666,11 @@ async fn an_advisory_lock_held_elsewhere_on_the_event_delays_its_delivery_which_
     // colliding event's claim would): a delivery never runs meanwhile (409
     // after the in-flight wait), and runs once the lock is released, also
     // when that happens during its wait.
-    // The claim-first claim's lock is taken on the worker holding the
-    // event's shard, not on the coordinator this session is on
-    // (OPERATIONS.md, "Distributed PostgreSQL (Citus)"): the copies'
-    // exclusion on Citus is the primary key's, which `claim::concurrency`
-    // tests there.
-    if single_node_only("the lock this test holds is the coordinator's, the claim's is its shard's worker's") {
-        return;
-    }
+    // On Citus the claim's lock is taken on the worker holding the event's
+    // shard (OPERATIONS.md, "Distributed PostgreSQL (Citus)"): the holder's
+    // session is there.
     let db = TestDb::new().await;
-    let holder = raw_session(&db).await;
+    let holder = db.session_for_scope("acct_test").await;
     let take_lock =
         format!("BEGIN; SELECT pg_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext('9:acct_test/6:stripe/evt_locked'))");
     holder.batch_execute(&take_lock).await.unwrap();

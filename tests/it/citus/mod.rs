@@ -17,6 +17,8 @@ use webhook_idempotency::{migrate, StoreConfig};
 
 use crate::support::*;
 
+mod examples;
+
 /// The crate's tables distributed by `scope`, and its reference tables.
 const TENANT: [&str; 6] = [
     "webhook_events",
@@ -26,18 +28,16 @@ const TENANT: [&str; 6] = [
     "webhook_body_digests",
     "webhook_request_keys",
 ];
-const REFERENCE: [&str; 2] = ["webhook_schema_migrations", "webhook_audit"];
+const REFERENCE: [&str; 1] = ["webhook_schema_migrations"];
 
 /// `(table, partition method, colocation id, worker ports holding its
-/// shards)` of every table of the schema in Citus's metadata.
-async fn layout(db: &TestDb) -> Vec<(String, String, i32, Vec<i32>)> {
-    let c = db.pool.get().await.unwrap();
+/// shards)` of every table in Citus's metadata of the database `c` is on.
+pub(super) async fn layout(c: &tokio_postgres::Client) -> Vec<(String, String, i32, Vec<i32>)> {
     c.query(
         "SELECT p.logicalrelid::regclass::text, p.partmethod::text, p.colocationid,
                 array_agg(DISTINCT s.nodeport ORDER BY s.nodeport)
            FROM pg_dist_partition p JOIN pg_dist_shard_placement s
                 ON s.shardid IN (SELECT shardid FROM pg_dist_shard WHERE logicalrelid = p.logicalrelid)
-          WHERE p.logicalrelid::regclass::text LIKE 'webhook_idempotency.%'
           GROUP BY 1, 2, 3 ORDER BY 1",
         &[],
     )
@@ -50,7 +50,7 @@ async fn layout(db: &TestDb) -> Vec<(String, String, i32, Vec<i32>)> {
 
 /// Every tenant table hash-distributed (`h`) in one colocation group with
 /// shards on both workers; the reference tables (`n`) on every node.
-fn assert_distributed(layout: &[(String, String, i32, Vec<i32>)]) {
+pub(super) fn assert_distributed(layout: &[(String, String, i32, Vec<i32>)]) {
     let workers: Vec<i32> = citus().workers.iter().map(|w| i32::from(w.port())).collect();
     let find = |t: &str| {
         layout
@@ -69,6 +69,12 @@ fn assert_distributed(layout: &[(String, String, i32, Vec<i32>)]) {
     for t in REFERENCE {
         assert_eq!(find(t).1, "n", "{t} is a reference table");
     }
+    // The audit trail records the login role by a trigger: one copy, on the
+    // coordinator (`store::citus::REFERENCE_TABLES`).
+    assert!(
+        !layout.iter().any(|(name, ..)| name == "webhook_idempotency.webhook_audit"),
+        "webhook_audit stays a plain table on the coordinator: {layout:?}"
+    );
 }
 
 #[tokio::test]
@@ -77,10 +83,10 @@ async fn migrate_distributes_every_tenant_table_by_scope_colocated_and_runs_agai
         return;
     }
     let db = TestDb::new().await; // migrated
-    assert_distributed(&layout(&db).await);
-    let before = layout(&db).await;
+    assert_distributed(&layout(&db.pool.get().await.unwrap()).await);
+    let before = layout(&db.pool.get().await.unwrap()).await;
     migrate(&StoreConfig::new(db.pool.clone())).await.expect("migrate again");
-    assert_eq!(layout(&db).await, before, "a second run changes nothing");
+    assert_eq!(layout(&db.pool.get().await.unwrap()).await, before, "a second run changes nothing");
     webhook_idempotency::store::check_schema(&StoreConfig::new(db.pool.clone())).await.unwrap();
 }
 
@@ -119,7 +125,7 @@ async fn a_schema_distributed_by_hand_at_version_12_is_upgraded_and_its_missing_
         .get(0);
     assert_eq!(newest, webhook_idempotency::store::SCHEMA_VERSION);
     let db = TestDb { name, config, pool };
-    assert_distributed(&layout(&db).await);
+    assert_distributed(&layout(&db.pool.get().await.unwrap()).await);
 }
 
 #[tokio::test]
@@ -179,4 +185,43 @@ async fn a_business_table_not_colocated_commits_with_the_claim_or_not_at_all() {
             w.query(&format!("SELECT event_key FROM {copy}"), &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
         assert_eq!(rows, ["evt_ref"], "worker {}'s copy {copy}", worker.port());
     }
+}
+
+#[tokio::test]
+async fn colocate_distributes_a_business_table_with_the_claims_once_and_refuses_one_citus_holds_otherwise() {
+    let db = TestDb::new().await;
+    let store = StoreConfig::new(db.pool.clone());
+    db.execute(
+        "CREATE TABLE orders (scope text NOT NULL, order_id text NOT NULL, PRIMARY KEY (scope, order_id));
+         CREATE TABLE rates (currency text PRIMARY KEY, scope text NOT NULL);
+         CREATE TABLE keyed_elsewhere (id text PRIMARY KEY, scope text NOT NULL)",
+    )
+    .await;
+    let colocated = webhook_idempotency::store::colocate(&store, "orders", "scope").await.expect("colocate orders");
+    if !on_citus() {
+        assert!(!colocated, "on one PostgreSQL it does nothing and says so");
+        return;
+    }
+    assert!(colocated);
+    let c = db.pool.get().await.unwrap();
+    let layout_now = layout(&c).await;
+    let group_of = |t: &str| layout_now.iter().find(|(name, ..)| name == t).map(|(_, m, g, _)| (m.clone(), *g));
+    let claims = group_of("webhook_idempotency.webhook_events").unwrap();
+    assert_eq!(group_of("orders"), Some(claims.clone()), "hash-distributed in the claims' colocation group");
+    // Again: nothing to do, still true.
+    assert!(webhook_idempotency::store::colocate(&store, "orders", "scope").await.unwrap());
+    assert_eq!(layout(&c).await, layout_now, "a second call changes nothing");
+
+    // A reference table: refused, left as it is.
+    c.batch_execute("SELECT create_reference_table('rates')").await.unwrap();
+    let e = webhook_idempotency::store::colocate(&store, "rates", "scope").await.unwrap_err();
+    assert_eq!(e.kind(), webhook_idempotency::StoreErrorKind::NotColocated, "{e}");
+    assert!(e.to_string().contains("rates"), "{e}");
+    assert_eq!(layout(&c).await.iter().find(|t| t.0 == "rates").map(|t| t.1.clone()), Some("n".to_owned()));
+
+    // A primary key without the scope: Citus's own refusal, nothing distributed.
+    let e = webhook_idempotency::store::colocate(&store, "keyed_elsewhere", "scope").await.unwrap_err();
+    assert_eq!(e.kind(), webhook_idempotency::StoreErrorKind::Database, "{e}");
+    assert!(e.sqlstate().is_some(), "the server's SQLSTATE: {e}");
+    assert!(!layout(&c).await.iter().any(|t| t.0 == "keyed_elsewhere"), "left a plain table");
 }
