@@ -283,6 +283,11 @@ pub enum TxErrorKind {
     /// [`claim_action`](WebhookTx::claim_action) (drop it first: `drop(db)`,
     /// or a block around its use). Waiting on would never end.
     InUse,
+    /// The handler asked for one driver's borrowed connection
+    /// ([`WebhookTx::client`] for tokio-postgres, [`WebhookTx::sqlx`] for
+    /// sqlx) on a transaction of the other driver: the store was built from
+    /// the other driver's pool. Nothing was borrowed; the transaction goes on.
+    OtherDriver,
 }
 
 impl TxError {
@@ -321,6 +326,10 @@ impl fmt::Display for TxError {
             (TxErrorKind::InUse, _) => f.write_str(
                 "webhook transaction: its connection is still borrowed by a TxClient; drop the client before \
                  enqueue, claim_action or apply_if_newer",
+            ),
+            (TxErrorKind::OtherDriver, _) => f.write_str(
+                "webhook transaction: it runs on the other driver's connection (the store was built from the other \
+                 driver's pool): borrow it with that driver's method (WebhookTx::client or WebhookTx::sqlx)",
             ),
         }
     }

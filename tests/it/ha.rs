@@ -276,6 +276,11 @@ fn lost_and_doubled(acknowledged: &BTreeSet<String>, effects: &BTreeMap<String, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synchronous_layer_across_a_switchover_and_a_killed_primary_loses_and_doubles_nothing() {
+    if tokio_postgres_only(
+        "sqlx has no multi-host URLs; its path behind a failover (HAProxy) is still to be tested (issue 36)",
+    ) {
+        return;
+    }
     let test = "synchronous_layer_across_a_switchover_and_a_killed_primary_loses_and_doubles_nothing";
     let Some((_one, cluster)) = cluster(test, synchronous()).await else { return };
     let db = database(&cluster).await;
@@ -314,13 +319,18 @@ async fn synchronous_layer_across_a_switchover_and_a_killed_primary_loses_and_do
 /// connection on the multi-host URL, polling every 20 s only).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inbox_worker_across_a_switchover_and_a_killed_primary_processes_each_event_once_and_its_listener_follows() {
+    if tokio_postgres_only(
+        "sqlx has no multi-host URLs; its path behind a failover (HAProxy) is still to be tested (issue 36)",
+    ) {
+        return;
+    }
     let test =
         "inbox_worker_across_a_switchover_and_a_killed_primary_processes_each_event_once_and_its_listener_follows";
     let Some((_one, cluster)) = cluster(test, synchronous()).await else { return };
     let db = database(&cluster).await;
     let app = crate::inbox::accepting_app(db.pool(16));
     let poll = Duration::from_secs(20);
-    let store = StoreConfig::new(db.pool(8)).listen_connection(db.config.clone(), tokio_postgres::NoTls);
+    let store = StoreConfig::from(db.pool(8)).listen_connection(db.config.clone(), tokio_postgres::NoTls);
     let worker = InboxWorker::builder(store, Router::new().route("/webhooks/stripe", post(apply_effect)))
         .poll_interval(poll)
         .lease(Duration::from_secs(5))
@@ -430,6 +440,11 @@ impl Remote {
 /// with idempotency keys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outbox_worker_across_a_switchover_and_a_killed_primary_delivers_each_effect_once_per_key() {
+    if tokio_postgres_only(
+        "sqlx has no multi-host URLs; its path behind a failover (HAProxy) is still to be tested (issue 36)",
+    ) {
+        return;
+    }
     let test = "outbox_worker_across_a_switchover_and_a_killed_primary_delivers_each_effect_once_per_key";
     let Some((_one, cluster)) = cluster(test, synchronous()).await else { return };
     let db = database(&cluster).await;
@@ -444,7 +459,7 @@ async fn outbox_worker_across_a_switchover_and_a_killed_primary_delivers_each_ef
         .layer(stripe_layer(db.pool(16)).build().unwrap()),
     );
     let remote = Remote::default();
-    let store = StoreConfig::new(db.pool(8)).listen_connection(db.config.clone(), tokio_postgres::NoTls);
+    let store = StoreConfig::from(db.pool(8)).listen_connection(db.config.clone(), tokio_postgres::NoTls);
     let worker = OutboxWorker::builder(store, remote.effects())
         .poll_interval(Duration::from_secs(1))
         .lease(Duration::from_secs(5))
@@ -539,7 +554,7 @@ fn loss_app(db: &TestDb) -> Router {
     Router::new().route(
         "/webhooks/stripe",
         post(apply_effect)
-            .layer(stripe_layer(StoreConfig::new(db.pool(16)).database_timeout(LAYER_TIMEOUT)).build().unwrap()),
+            .layer(stripe_layer(StoreConfig::from(db.pool(16)).database_timeout(LAYER_TIMEOUT)).build().unwrap()),
     )
 }
 
@@ -606,6 +621,11 @@ async fn async_replication_loses_the_events_acknowledged_since_the_last_replicat
 /// acknowledged, each applied exactly once: nothing acknowledged is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synchronous_mode_acknowledges_nothing_the_standby_did_not_confirm_and_loses_nothing() {
+    if tokio_postgres_only(
+        "sqlx has no multi-host URLs; its path behind a failover (HAProxy) is still to be tested (issue 36)",
+    ) {
+        return;
+    }
     let test = "synchronous_mode_acknowledges_nothing_the_standby_did_not_confirm_and_loses_nothing";
     let options = PatroniOptions { maximum_lag_on_failover: 1 << 30, ..synchronous() };
     let Some((_one, cluster)) = cluster(test, options).await else { return };

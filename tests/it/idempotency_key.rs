@@ -28,18 +28,19 @@ struct Shared {
     runs: Arc<AtomicUsize>,
     entered: Arc<Notify>,
     release: Arc<Notify>,
-    observer: Option<deadpool_postgres::Pool>,
+    observer: Option<TestPool>,
 }
 
 /// Writes one effect in the claim's transaction and answers 201 with a
 /// payment id, a `Location` and a header that is not replayed.
 async fn create(tx: WebhookTx, req: IdempotentRequest, shared: &Shared, body: &Bytes) -> Response {
     let n = shared.runs.fetch_add(1, Ordering::SeqCst) + 1;
-    let client = tx.client().await.unwrap();
-    client
+    TxDb::of(&tx)
+        .await
+        .unwrap()
         .execute(
             "INSERT INTO effects (provider, scope, event_key, body) VALUES ('api', $1, $2, $3)",
-            &[&req.scope(), &req.key(), &body.as_ref()],
+            &[req.scope().into(), req.key().into(), body.as_ref().into()],
         )
         .await
         .unwrap();
@@ -54,9 +55,8 @@ async fn create(tx: WebhookTx, req: IdempotentRequest, shared: &Shared, body: &B
 /// One write in the claim's transaction: an `effects` row for the request's
 /// key.
 async fn write(tx: &WebhookTx, req: &IdempotentRequest) {
-    let client = tx.client().await.unwrap();
     let sql = "INSERT INTO effects (provider, scope, event_key) VALUES ('api', $1, $2)";
-    client.execute(sql, &[&req.scope(), &req.key()]).await.unwrap();
+    TxDb::of(tx).await.unwrap().execute(sql, &[req.scope().into(), req.key().into()]).await.unwrap();
 }
 
 fn routes(shared: Shared) -> Router {
@@ -109,8 +109,7 @@ fn routes(shared: Shared) -> Router {
             let response = create(tx.clone(), req.clone(), &s, &body).await;
             if req.attempt() == 1 {
                 // The claim's own backend dies after the write, before the commit.
-                let pid: i32 =
-                    tx.client().await.unwrap().query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+                let pid: i32 = TxDb::of(&tx).await.unwrap().scalar("SELECT pg_backend_pid()", &[]).await.unwrap();
                 let observer = s.observer.as_ref().unwrap().get().await.unwrap();
                 observer.execute("SELECT pg_terminate_backend($1::int)", &[&pid]).await.unwrap();
             }
@@ -643,8 +642,7 @@ async fn a_validation_answer_leaves_nothing_and_an_aborted_error_answer_is_passe
             return (StatusCode::BAD_REQUEST, "invalid").into_response();
         }
         req.began();
-        let client = tx.client().await.unwrap();
-        let failed = client.execute("INSERT INTO effects (no_such_column) VALUES (1)", &[]).await;
+        let failed = TxDb::of(&tx).await.unwrap().execute("INSERT INTO effects (no_such_column) VALUES (1)", &[]).await;
         assert!(failed.is_err());
         // An answer the policy stores: a 4xx after `began()` (a 5xx is transient, never stored).
         (StatusCode::CONFLICT, "could not write").into_response()

@@ -19,7 +19,7 @@ use webhook_idempotency::worker::RetryPolicy;
 use webhook_idempotency::{Mode, Provider, WebhookEvent, WebhookTx};
 
 /// The webhook app in inbox mode: the layer stores, nothing else runs.
-pub(crate) fn accepting_app(pool: deadpool_postgres::Pool) -> Router {
+pub(crate) fn accepting_app(pool: TestPool) -> Router {
     Router::new().route(
         "/webhooks/stripe",
         post(|| async { StatusCode::IM_A_TEAPOT }).layer(stripe_layer(pool).mode(Mode::Inbox).build().unwrap()),
@@ -119,7 +119,7 @@ async fn no_2xx_without_a_committed_insert() {
         "/webhooks/stripe",
         post(|| async { StatusCode::OK }).layer(
             stripe_layer(
-                StoreConfig::new(pool.clone())
+                StoreConfig::from(pool.clone())
                     .pool_timeout(Duration::from_millis(500))
                     .database_timeout(Duration::from_millis(500)),
             )
@@ -187,7 +187,7 @@ async fn a_slow_worker_whose_lease_expired_cannot_complete_and_its_writes_roll_b
     // A pool of one: the handler's transaction holds it, so A's heartbeat
     // cannot renew the lease (a worker starved of connections).
     let (stop_a, a) = spawn_worker(
-        fast(StoreConfig::new(db.pool(1)).database_timeout(Duration::from_millis(300)), slow)
+        fast(StoreConfig::from(db.pool(1)).database_timeout(Duration::from_millis(300)), slow)
             .lease(Duration::from_secs(1))
             .build()
             .unwrap(),
@@ -294,7 +294,7 @@ async fn a_lost_notification_delays_an_event_by_at_most_one_poll_interval() {
     let db = TestDb::new().await;
     let app = accepting_app(db.pool.clone());
     let poll = Duration::from_millis(700);
-    let store = StoreConfig::new(db.pool(4)).listen_connection(db.config.clone(), tokio_postgres::NoTls);
+    let store = StoreConfig::from(db.pool(4)).listen_connection(db.config.clone(), tokio_postgres::NoTls);
     let worker = InboxWorker::builder(store, effect_router()).poll_interval(poll).build().unwrap();
     let (stop, task) = spawn_worker(worker);
     let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'";
@@ -358,7 +358,7 @@ fn chaos_router() -> Router {
 
 const CHAOS_ENV: &str = "WEBHOOK_INBOX_CHAOS_WORKER";
 
-fn chaos_worker(pool: deadpool_postgres::Pool) -> InboxWorker<Router> {
+fn chaos_worker(pool: TestPool) -> InboxWorker<Router> {
     InboxWorker::builder(pool, chaos_router())
         .concurrency(4)
         .lease(Duration::from_secs(2))
@@ -840,7 +840,7 @@ async fn large_payloads_on_a_slow_link_fail_on_their_own_and_the_small_event_beh
     let policy = RetryPolicy::attempts(Duration::from_millis(10), Duration::from_millis(50), 3);
     // Four workers, one item each, restarted onto the backlog.
     let workers = Tasks::spawn(4, |shutdown| {
-        let store = StoreConfig::new(pool(via_proxy.parse().unwrap(), 4)).database_timeout(Duration::from_secs(1));
+        let store = StoreConfig::from(pool(via_proxy.parse().unwrap(), 4)).database_timeout(Duration::from_secs(1));
         let worker = fast(store, effect_router()).concurrency(1).retry(policy).build().unwrap();
         worker.run(shutdown)
     });
@@ -922,10 +922,10 @@ async fn an_inbox_row_s_completed_at_is_after_the_handler_s_last_write() {
     let handlers = Router::new().route(
         "/webhooks/stripe",
         post(|tx: WebhookTx, event: WebhookEvent| async move {
-            let c = tx.client().await.unwrap();
+            let mut c = TxDb::of(&tx).await.unwrap();
             // The transaction began before this: a later statement time.
-            c.batch_execute("SELECT pg_sleep(0.2)").await.unwrap();
-            c.execute("INSERT INTO handler_end VALUES ($1, clock_timestamp())", &[&event.key()]).await.unwrap();
+            c.batch("SELECT pg_sleep(0.2)").await.unwrap();
+            c.execute("INSERT INTO handler_end VALUES ($1, clock_timestamp())", &[event.key().into()]).await.unwrap();
             StatusCode::OK
         }),
     );

@@ -150,7 +150,7 @@ impl Action {
 const TIMEOUT: Duration = Duration::from_secs(2);
 
 fn store(db: &TestDb) -> StoreConfig {
-    StoreConfig::new(db.pool(4)).database_timeout(TIMEOUT)
+    StoreConfig::from(db.pool(4)).database_timeout(TIMEOUT)
 }
 
 async fn deliver(app: &Router, req: Request<Body>) -> (StatusCode, bool) {
@@ -235,9 +235,8 @@ async fn the_inbox_the_body_digest_guard_and_the_idempotency_key_layer_replay_no
         .route(
             "/payments",
             post(|tx: WebhookTx, req: IdempotentRequest| async move {
-                let client = tx.client().await.unwrap();
                 let insert = "INSERT INTO effects (provider, scope, event_key) VALUES ('api', $1, $2)";
-                client.execute(insert, &[&req.scope(), &req.key()]).await.unwrap();
+                TxDb::of(&tx).await.unwrap().execute(insert, &[req.scope().into(), req.key().into()]).await.unwrap();
                 (StatusCode::CREATED, "{\"id\":\"pay_1\"}")
             }),
         )

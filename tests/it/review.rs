@@ -222,19 +222,19 @@ async fn inbox_with_a_long_schema_name_accepts() {
     let (logs, _guard) = Logs::capture();
     let db = TestDb::new().await;
     let schema = "s".repeat(60);
-    let in_schema = StoreConfig::new(db.pool.clone()).schema(schema.clone());
+    let in_schema = StoreConfig::from(db.pool.clone()).schema(schema.clone());
     webhook_idempotency::migrate(&in_schema).await.unwrap();
     webhook_idempotency::store::check_schema(&in_schema).await.unwrap();
     let sync = Router::new().route(
         "/webhooks/stripe",
         post(apply_effect)
-            .layer(stripe_layer(StoreConfig::new(db.pool.clone()).schema(schema.clone())).build().unwrap()),
+            .layer(stripe_layer(StoreConfig::from(db.pool.clone()).schema(schema.clone())).build().unwrap()),
     );
     assert_eq!(sync.oneshot(stripe_request(stripe_body("evt_long1"))).await.unwrap().status(), StatusCode::OK);
     let inbox = Router::new().route(
         "/webhooks/stripe",
         post(apply_effect).layer(
-            stripe_layer(StoreConfig::new(db.pool.clone()).schema(schema.clone())).mode(Mode::Inbox).build().unwrap(),
+            stripe_layer(StoreConfig::from(db.pool.clone()).schema(schema.clone())).mode(Mode::Inbox).build().unwrap(),
         ),
     );
     for id in ["evt_long2", "evt_long3"] {
@@ -374,8 +374,7 @@ async fn the_sessions_lock_timeout_survives_the_claim_and_does_not_leak() {
                 let seen = Arc::clone(&seen);
                 async move {
                     {
-                        let c = tx.client().await.unwrap();
-                        let v: String = c.query_one("SHOW lock_timeout", &[]).await.unwrap().get(0);
+                        let v: String = TxDb::of(&tx).await.unwrap().scalar("SHOW lock_timeout", &[]).await.unwrap();
                         seen.lock().unwrap().push(v);
                     }
                     if event.key().ends_with("fail") {
@@ -385,7 +384,7 @@ async fn the_sessions_lock_timeout_survives_the_claim_and_does_not_leak() {
                 }
             }
         };
-        let layer = stripe_layer(StoreConfig::new(pool.clone()).transaction_pooler(pooler)).build().unwrap();
+        let layer = stripe_layer(StoreConfig::from(pool.clone()).transaction_pooler(pooler)).build().unwrap();
         let app = Router::new().route("/webhooks/stripe", post(handler).layer(layer));
         for id in ["evt_lt_a", "evt_lt_a", "evt_lt_fail", "evt_lt_fail", "evt_lt_b"] {
             let id = format!("{id}_{pooler}");
@@ -416,7 +415,7 @@ async fn a_duplicate_with_the_pool_held_by_the_first_delivery_is_503() {
             }
         }
     };
-    let layer = stripe_layer(StoreConfig::new(db.pool(1)).pool_timeout(Duration::from_millis(300)))
+    let layer = stripe_layer(StoreConfig::from(db.pool(1)).pool_timeout(Duration::from_millis(300)))
         .lock_timeout(Duration::from_secs(3))
         .build()
         .unwrap();
@@ -483,13 +482,13 @@ async fn a_spawned_task_holding_the_tx_is_never_a_2xx() {
         move |tx: WebhookTx, event: WebhookEvent| {
             let written = Arc::clone(&written);
             async move {
-                let client = tx.client().await.unwrap();
+                let mut client = TxDb::of(&tx).await.unwrap();
                 tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_millis(300)).await; // outlives the handler
                     let _ = client
                         .execute(
                             "INSERT INTO effects (scope, event_key) VALUES ($1, $2)",
-                            &[&event.scope(), &event.key()],
+                            &[event.scope().into(), event.key().into()],
                         )
                         .await;
                     drop(client); // the connection closes: PostgreSQL rolls back
@@ -624,7 +623,8 @@ async fn inbox_handler_that_rolls_back_itself_is_never_done_without_its_writes()
     let db = TestDb::new().await;
     let handler = |tx: WebhookTx, event: WebhookEvent| async move {
         insert_effect(&tx, &event).await.unwrap();
-        tx.client().await.unwrap().raw().batch_execute("ROLLBACK").await.unwrap();
+        // Around the crate's detection, as `TxClient::raw` and `SqlxTx::raw` allow.
+        TxDb::of(&tx).await.unwrap().raw_batch("ROLLBACK").await.unwrap();
         StatusCode::OK
     };
     // Sync mode: caught.

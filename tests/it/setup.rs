@@ -38,6 +38,11 @@ async fn empty_database(tag: &str) -> tokio_postgres::Config {
 
 #[tokio::test]
 async fn migrate_errors_carry_kind_sqlstate_and_endpoint_but_no_password() {
+    if tokio_postgres_only(
+        "sqlx retries a refused connection until its acquire_timeout and reports PoolTimedOut (README, \"Using sqlx\")",
+    ) {
+        return;
+    }
     let port = closed_port();
     let cases: Vec<(&str, tokio_postgres::Config, StoreErrorKind, &[&str])> = vec![
         (
@@ -74,7 +79,7 @@ async fn migrate_errors_carry_kind_sqlstate_and_endpoint_but_no_password() {
         ),
     ];
     for (name, config, kind, sqlstates) in cases {
-        let err = migrate(&StoreConfig::new(pool(config, 1))).await.expect_err(name);
+        let err = migrate(&StoreConfig::from(pool(config, 1))).await.expect_err(name);
         assert_eq!(err.kind(), kind, "{name}: {err}");
         match err.sqlstate() {
             Some(code) => assert!(sqlstates.contains(&code), "{name}: sqlstate {code}"),
@@ -107,7 +112,7 @@ async fn check_schema_says_whether_the_schema_is_migrated() {
     // The shipped SQL run by hand, as a migration tool would.
     let by_hand = MIGRATIONS.iter().map(|(_, sql)| sql.replace(store::DEFAULT_SCHEMA, "by_hand")).collect::<String>();
     client.batch_execute(&by_hand).await.unwrap();
-    let in_schema = |schema: &str| StoreConfig::new(pool.clone()).schema(schema);
+    let in_schema = |schema: &str| StoreConfig::from(pool.clone()).schema(schema);
     migrate(&in_schema("migrated")).await.unwrap();
     let config = in_schema("checked_first");
     assert_eq!(store::check_schema(&config).await.map_err(|e| e.kind()), Err(StoreErrorKind::NotMigrated), "before");
@@ -167,7 +172,7 @@ async fn layer_on_an_unmigrated_schema_answers_503_and_says_to_migrate_once() {
         // Current-thread runtime: the layer's future runs on this thread.
         let _guard = set_default_subscriber(subscriber);
         let svc = tower::Layer::layer(
-            &stripe_layer(StoreConfig::new(db.pool.clone()).schema(schema)).build().unwrap(),
+            &stripe_layer(StoreConfig::from(db.pool.clone()).schema(schema)).build().unwrap(),
             tower::service_fn(|_req: http::Request<axum::body::Body>| async {
                 Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::empty()))
             }),
@@ -201,10 +206,15 @@ async fn layer_on_an_unmigrated_schema_answers_503_and_says_to_migrate_once() {
 /// and waited a fixed 5 s whatever the store said.
 #[tokio::test]
 async fn migrate_and_check_schema_follow_the_store_configuration() {
+    if tokio_postgres_only(
+        "it builds deadpool pools that cannot connect; sqlx's equivalents are still to be written (issue 36)",
+    ) {
+        return;
+    }
     let db = TestDb::new().await;
     let pool = db.pool(1);
     let held = pool.get().await.unwrap();
-    let store = StoreConfig::new(pool.clone()).pool_timeout(Duration::from_millis(200));
+    let store = StoreConfig::from(pool.clone()).pool_timeout(Duration::from_millis(200));
     let started = std::time::Instant::now();
     let migrated = migrate(&store).await.map_err(|e| e.kind());
     let migrate_took = started.elapsed();
@@ -223,7 +233,7 @@ async fn migrate_is_safe_twice_and_concurrently() {
     let db = TestDb::new().await; // already migrated once
     let runs: Vec<_> = (0..4)
         .map(|_| {
-            let store = StoreConfig::new(db.pool.clone());
+            let store = StoreConfig::from(db.pool.clone());
             tokio::spawn(async move { webhook_idempotency::migrate(&store).await })
         })
         .collect();
@@ -245,7 +255,7 @@ async fn migrate_into_public_ignores_another_tools_schema_migrations() {
     )
     .await
     .unwrap();
-    let public = StoreConfig::new(db.pool.clone()).schema("public");
+    let public = StoreConfig::from(db.pool.clone()).schema("public");
     webhook_idempotency::migrate(&public).await.expect("migrate into public");
     let n: i64 = c.query_one("SELECT count(*) FROM public.webhook_events", &[]).await.unwrap().get(0);
     assert_eq!(n, 0, "the table exists");
@@ -258,7 +268,7 @@ fn builder_rejects_incomplete_configurations() {
     let pool = crate::support::pool("host=127.0.0.1 user=nobody".parse().unwrap(), 1);
     let on =
         |store: StoreConfig| webhook_idempotency::WebhookLayer::builder(store, webhook_idempotency::Provider::stripe());
-    let stripe = || on(StoreConfig::new(pool.clone()));
+    let stripe = || on(StoreConfig::from(pool.clone()));
     use webhook_idempotency::ConfigErrorKind as K;
     let cases = [
         ("no scope", stripe().secret("s").build().err(), K::Endpoint),
@@ -266,7 +276,7 @@ fn builder_rejects_incomplete_configurations() {
         ("empty scope", stripe().scope("").secret("s").build().err(), K::InvalidName),
         (
             "bad schema",
-            on(StoreConfig::new(pool.clone()).schema("x;drop")).scope("a").secret("s").build().err(),
+            on(StoreConfig::from(pool.clone()).schema("x;drop")).scope("a").secret("s").build().err(),
             K::InvalidSchema,
         ),
         ("zero limit", stripe().scope("a").secret("s").body_limit(0).build().err(), K::InvalidLimit),
@@ -333,7 +343,7 @@ async fn migration_10_sets_the_toast_target_in_place_and_pending_rows_run_after_
     assert!(!target("webhook_events").await.contains("toast_tuple_target"), "not set at version 9");
     let bodies = "SELECT string_agg(md5(payload), ',' ORDER BY event_key) FROM webhook_idempotency.webhook_events";
     let before: String = client.query_one(bodies, &[]).await.unwrap().get(0);
-    migrate(&StoreConfig::new(pool.clone())).await.unwrap();
+    migrate(&StoreConfig::from(pool.clone())).await.unwrap();
     for table in ["webhook_events", "webhook_outbox"] {
         assert!(target(table).await.split(',').any(|o| o == "toast_tuple_target=512"), "{table}");
         let storage: String = client

@@ -53,9 +53,109 @@ pub const EFFECTS_TABLE: &str = "CREATE TABLE effects (id bigserial PRIMARY KEY,
                                    event_key text NOT NULL, event_type text, body bytea,
                                    created_at timestamptz NOT NULL DEFAULT now())";
 
-pub fn pool(config: tokio_postgres::Config, max_size: usize) -> Pool {
-    let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-    Pool::builder(manager).max_size(max_size).build().expect("pool config")
+/// Whether this run's stores use the sqlx driver (`WEBHOOK_TEST_DRIVER=sqlx`,
+/// with the `sqlx` feature, as `.ci/run`'s sqlx step sets it) instead of
+/// tokio-postgres: every `StoreConfig` built from a [`TestPool`] is then on
+/// an `sqlx::PgPool` of the same database and size, and the handlers'
+/// statements ([`TxDb`]) go through `WebhookTx::sqlx`.
+pub fn on_sqlx() -> bool {
+    cfg!(feature = "sqlx") && std::env::var("WEBHOOK_TEST_DRIVER").is_ok_and(|d| d == "sqlx")
+}
+
+/// In an sqlx run, says why the calling test does not apply there (on
+/// stderr) and returns true: for tests of what only the tokio-postgres
+/// driver has (its `TxClient`, its cancel requests, deadpool's pool).
+pub fn tokio_postgres_only(why: &str) -> bool {
+    if on_sqlx() {
+        eprintln!("not run on sqlx: {why}");
+    }
+    on_sqlx()
+}
+
+/// A pool of the suite on one database: deadpool, for the test's own
+/// statements (`.get()`, through `Deref`), and, turned into a store
+/// (`StoreConfig::from`, or any `impl Into<StoreConfig>`), a pool of this
+/// run's driver ([`on_sqlx`]) on the same database with the same size.
+#[derive(Clone)]
+pub struct TestPool {
+    deadpool: Pool,
+    config: tokio_postgres::Config,
+    max_size: usize,
+}
+
+impl TestPool {
+    /// The deadpool pool itself (a store built from it is tokio-postgres's
+    /// whatever the run).
+    pub fn deadpool(&self) -> Pool {
+        self.deadpool.clone()
+    }
+}
+
+impl std::ops::Deref for TestPool {
+    type Target = Pool;
+
+    fn deref(&self) -> &Pool {
+        &self.deadpool
+    }
+}
+
+impl From<TestPool> for StoreConfig {
+    fn from(pool: TestPool) -> Self {
+        // sqlx's pool needs a Tokio runtime even to be built lazily: a store
+        // built outside one (a plain #[test] of the builder) stays deadpool's.
+        #[cfg(feature = "sqlx")]
+        if on_sqlx() && tokio::runtime::Handle::try_current().is_ok() {
+            return StoreConfig::from_sqlx(sqlx_pool(&pool.config, pool.max_size));
+        }
+        StoreConfig::from(pool.deadpool)
+    }
+}
+
+/// An sqlx pool of `max_size` with the settings of `config` (host, port,
+/// user, password, database, application name and `-c name=value`
+/// options), connecting lazily.
+#[cfg(feature = "sqlx")]
+pub fn sqlx_pool(config: &tokio_postgres::Config, max_size: usize) -> webhook_idempotency::sqlx::sqlx::PgPool {
+    use webhook_idempotency::sqlx::sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+    let mut options = PgConnectOptions::new_without_pgpass();
+    if let Some(tokio_postgres::config::Host::Tcp(host)) = config.get_hosts().first() {
+        options = options.host(host);
+    }
+    if let Some(port) = config.get_ports().first() {
+        options = options.port(*port);
+    }
+    if let Some(user) = config.get_user() {
+        options = options.username(user);
+    }
+    if let Some(password) = config.get_password() {
+        options = options.password(std::str::from_utf8(password).expect("a UTF-8 password"));
+    }
+    if let Some(db) = config.get_dbname() {
+        options = options.database(db);
+    }
+    if let Some(name) = config.get_application_name() {
+        options = options.application_name(name);
+    }
+    if let Some(settings) = config.get_options() {
+        let pairs: Vec<(String, String)> = settings
+            .split_whitespace()
+            .filter(|w| *w != "-c")
+            .filter_map(|w| w.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+            .collect();
+        options = options.options(pairs);
+    }
+    let mut pool = PgPoolOptions::new().max_connections(u32::try_from(max_size).expect("a pool size"));
+    if let Some(timeout) = config.get_connect_timeout() {
+        pool = pool.acquire_timeout(*timeout);
+    }
+    pool.connect_lazy_with(options)
+}
+
+pub fn pool(config: tokio_postgres::Config, max_size: usize) -> TestPool {
+    let manager =
+        Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let deadpool = Pool::builder(manager).max_size(max_size).build().expect("pool config");
+    TestPool { deadpool, config, max_size }
 }
 
 /// A database of its own for one test, migrated, with an `effects` table
@@ -64,7 +164,7 @@ pub fn pool(config: tokio_postgres::Config, max_size: usize) -> Pool {
 pub struct TestDb {
     pub name: String,
     pub config: tokio_postgres::Config,
-    pub pool: Pool,
+    pub pool: TestPool,
 }
 
 impl TestDb {
@@ -94,7 +194,7 @@ impl TestDb {
         let mut config = admin.clone();
         config.dbname(&name);
         let pool = pool(config.clone(), 64);
-        webhook_idempotency::migrate(&StoreConfig::new(pool.clone())).await.expect("migrate");
+        webhook_idempotency::migrate(&StoreConfig::from(pool.clone())).await.expect("migrate");
         pool.get().await.unwrap().batch_execute(EFFECTS_TABLE).await.unwrap();
         if on_the_cluster {
             // Colocated with the crate's tables (OPERATIONS.md, "Distributed
@@ -105,7 +205,7 @@ impl TestDb {
                 .batch_execute("ALTER TABLE effects DROP CONSTRAINT effects_pkey, ADD PRIMARY KEY (scope, id)")
                 .await
                 .unwrap();
-            let store = StoreConfig::new(pool.clone());
+            let store = StoreConfig::from(pool.clone());
             let colocated = webhook_idempotency::store::colocate(&store, "effects", "scope").await;
             assert!(colocated.expect("colocate the effects table"));
         }
@@ -113,7 +213,7 @@ impl TestDb {
     }
 
     /// A new pool of `max_size` on this database.
-    pub fn pool(&self, max_size: usize) -> Pool {
+    pub fn pool(&self, max_size: usize) -> TestPool {
         pool(self.config.clone(), max_size)
     }
 
@@ -205,7 +305,7 @@ impl TestDb {
 
     /// A pool of one whose session the [`Killer`] never kills: the test's
     /// own view of the database.
-    pub fn observer(&self) -> Pool {
+    pub fn observer(&self) -> TestPool {
         let mut config = self.config.clone();
         config.application_name("observer");
         pool(config, 1)
@@ -266,17 +366,234 @@ impl TestDb {
     }
 }
 
+/// A statement parameter of [`TxDb`], whatever the driver.
+#[derive(Debug, Clone, Copy)]
+pub enum Value<'a> {
+    Text(&'a str),
+    OptText(Option<&'a str>),
+    Bytes(&'a [u8]),
+    I32(i32),
+    I64(i64),
+}
+
+impl<'a> From<&'a str> for Value<'a> {
+    fn from(v: &'a str) -> Self {
+        Self::Text(v)
+    }
+}
+
+impl<'a> From<&'a String> for Value<'a> {
+    fn from(v: &'a String) -> Self {
+        Self::Text(v)
+    }
+}
+
+impl<'a> From<Option<&'a str>> for Value<'a> {
+    fn from(v: Option<&'a str>) -> Self {
+        Self::OptText(v)
+    }
+}
+
+impl<'a> From<&'a [u8]> for Value<'a> {
+    fn from(v: &'a [u8]) -> Self {
+        Self::Bytes(v)
+    }
+}
+
+impl From<i32> for Value<'_> {
+    fn from(v: i32) -> Self {
+        Self::I32(v)
+    }
+}
+
+impl From<i64> for Value<'_> {
+    fn from(v: i64) -> Self {
+        Self::I64(v)
+    }
+}
+
+/// A handler statement's failure, whatever the driver.
+#[derive(Debug)]
+pub struct SqlError {
+    /// The server's SQLSTATE, when the server answered.
+    pub code: Option<String>,
+    pub message: String,
+}
+
+impl std::fmt::Display for SqlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({:?})", self.message, self.code)
+    }
+}
+
+impl From<tokio_postgres::Error> for SqlError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self { code: e.code().map(|c| c.code().to_owned()), message: e.to_string() }
+    }
+}
+
+#[cfg(feature = "sqlx")]
+impl From<webhook_idempotency::sqlx::sqlx::Error> for SqlError {
+    fn from(e: webhook_idempotency::sqlx::sqlx::Error) -> Self {
+        let code = e.as_database_error().and_then(|d| d.code()).map(|c| c.into_owned());
+        Self { code, message: e.to_string() }
+    }
+}
+
+/// The handler's borrowed connection through this run's driver
+/// ([`on_sqlx`]): tokio-postgres's `TxClient`, or sqlx's `SqlxTx`. The
+/// suite's handlers write through it, so every test of a handler runs on
+/// both drivers.
+pub enum TxDb {
+    Postgres(webhook_idempotency::postgres::TxClient),
+    #[cfg(feature = "sqlx")]
+    Sqlx(webhook_idempotency::sqlx::SqlxTx),
+}
+
+impl TxDb {
+    /// Borrows `tx`'s connection.
+    ///
+    /// # Errors
+    /// The transaction ended.
+    /// The transaction's own driver decides (a test may build a store from
+    /// a deadpool pool of its own in an sqlx run).
+    pub async fn of(tx: &WebhookTx) -> Result<Self, webhook_idempotency::TxError> {
+        use webhook_idempotency::TxErrorKind::OtherDriver;
+        #[cfg(feature = "sqlx")]
+        match tx.sqlx().await {
+            Ok(sqlx) => return Ok(Self::Sqlx(sqlx)),
+            Err(e) if e.kind() != OtherDriver => return Err(e),
+            Err(_) => {}
+        }
+        tx.client().await.map(Self::Postgres)
+    }
+
+    /// Runs `sql` with `params`; the rows it changed.
+    pub async fn execute(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64, SqlError> {
+        match self {
+            Self::Postgres(c) => {
+                let params = postgres_params(params);
+                let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                    params.iter().map(|p| &**p as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
+                Ok(c.execute(sql, &refs).await?)
+            }
+            #[cfg(feature = "sqlx")]
+            Self::Sqlx(tx) => Ok(sqlx_query(sql, params).execute(&mut *tx).await?.rows_affected()),
+        }
+    }
+
+    /// Runs `sql` with `params`: the first column of its one row, as an
+    /// `i32`, `i64`, `bool` or `String` (`T`).
+    pub async fn scalar<T: Scalar>(&mut self, sql: &str, params: &[Value<'_>]) -> Result<T, SqlError> {
+        match self {
+            Self::Postgres(c) => {
+                let params = postgres_params(params);
+                let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                    params.iter().map(|p| &**p as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
+                Ok(T::from_postgres(&c.query_one(sql, &refs).await?))
+            }
+            #[cfg(feature = "sqlx")]
+            Self::Sqlx(tx) => Ok(T::from_sqlx(&sqlx_query(sql, params).fetch_one(&mut *tx).await?)),
+        }
+    }
+
+    /// Runs `sql` as a simple query through the driver's raw connection,
+    /// around the crate's watch of the handler's statements
+    /// (`TxClient::raw`, `SqlxTx::raw`).
+    pub async fn raw_batch(&mut self, sql: &str) -> Result<(), SqlError> {
+        match self {
+            Self::Postgres(c) => Ok(c.raw().batch_execute(sql).await?),
+            #[cfg(feature = "sqlx")]
+            Self::Sqlx(tx) => {
+                use webhook_idempotency::sqlx::sqlx;
+                Ok(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(tx.raw()).await.map(drop)?)
+            }
+        }
+    }
+
+    /// Runs `sql` (statements without parameters) as a simple query.
+    pub async fn batch(&mut self, sql: &str) -> Result<(), SqlError> {
+        match self {
+            Self::Postgres(c) => Ok(c.batch_execute(sql).await?),
+            #[cfg(feature = "sqlx")]
+            Self::Sqlx(tx) => {
+                use webhook_idempotency::sqlx::sqlx;
+                Ok(sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut *tx).await.map(drop)?)
+            }
+        }
+    }
+}
+
+/// A column type [`TxDb::scalar`] reads.
+pub trait Scalar: Sized {
+    fn from_postgres(row: &tokio_postgres::Row) -> Self;
+    #[cfg(feature = "sqlx")]
+    fn from_sqlx(row: &webhook_idempotency::sqlx::sqlx::postgres::PgRow) -> Self;
+}
+
+macro_rules! scalar {
+    ($($ty:ty),*) => {$(
+        impl Scalar for $ty {
+            fn from_postgres(row: &tokio_postgres::Row) -> Self {
+                row.get(0)
+            }
+            #[cfg(feature = "sqlx")]
+            fn from_sqlx(row: &webhook_idempotency::sqlx::sqlx::postgres::PgRow) -> Self {
+                webhook_idempotency::sqlx::sqlx::Row::get(row, 0)
+            }
+        }
+    )*};
+}
+scalar!(i32, i64, bool, String);
+
+fn postgres_params<'a>(params: &[Value<'a>]) -> Vec<Box<dyn tokio_postgres::types::ToSql + Sync + Send + 'a>> {
+    params
+        .iter()
+        .map(|p| -> Box<dyn tokio_postgres::types::ToSql + Sync + Send + 'a> {
+            match *p {
+                Value::Text(v) => Box::new(v),
+                Value::OptText(v) => Box::new(v),
+                Value::Bytes(v) => Box::new(v),
+                Value::I32(v) => Box::new(v),
+                Value::I64(v) => Box::new(v),
+            }
+        })
+        .collect()
+}
+
+#[cfg(feature = "sqlx")]
+fn sqlx_query<'q>(
+    sql: &str,
+    params: &[Value<'q>],
+) -> webhook_idempotency::sqlx::sqlx::query::Query<
+    'q,
+    webhook_idempotency::sqlx::sqlx::Postgres,
+    webhook_idempotency::sqlx::sqlx::postgres::PgArguments,
+> {
+    use webhook_idempotency::sqlx::sqlx;
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()));
+    for p in params {
+        query = match *p {
+            Value::Text(v) => query.bind(v),
+            Value::OptText(v) => query.bind(v),
+            Value::Bytes(v) => query.bind(v),
+            Value::I32(v) => query.bind(v),
+            Value::I64(v) => query.bind(v),
+        };
+    }
+    query
+}
+
 /// The business effect the tests count: one `effects` row (scope, event key,
-/// raw body) written through the claim's transaction.
-pub async fn insert_effect(tx: &WebhookTx, event: &WebhookEvent) -> Result<(), tokio_postgres::Error> {
-    let client = tx.client().await.expect("transaction open during the handler");
-    client
-        .execute(
-            "INSERT INTO effects (scope, event_key, body) VALUES ($1, $2, $3)",
-            &[&event.scope(), &event.key(), &event.body().as_ref()],
-        )
-        .await
-        .map(drop)
+/// raw body) written through the claim's transaction, by this run's driver.
+pub async fn insert_effect(tx: &WebhookTx, event: &WebhookEvent) -> Result<(), SqlError> {
+    let mut db = TxDb::of(tx).await.expect("transaction open during the handler");
+    db.execute(
+        "INSERT INTO effects (scope, event_key, body) VALUES ($1, $2, $3)",
+        &[event.scope().into(), event.key().into(), event.body().as_ref().into()],
+    )
+    .await
+    .map(drop)
 }
 
 /// A handler applying [`insert_effect`]: 200, or 500 when the write fails.

@@ -16,11 +16,12 @@ async fn handler(req: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Inf
     let event = req.extensions().get::<WebhookEvent>().expect("layer put WebhookEvent in").clone();
     let body = req.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(&body, event.body());
-    let client = tx.client().await.unwrap();
-    client
+    TxDb::of(&tx)
+        .await
+        .unwrap()
         .execute(
             "INSERT INTO effects (scope, event_key, body) VALUES ($1, $2, $3)",
-            &[&event.scope(), &event.key(), &body.as_ref()],
+            &[event.scope().into(), event.key().into(), body.as_ref().into()],
         )
         .await
         .unwrap();

@@ -134,14 +134,15 @@ impl WebhookTx {
     ///
     /// # Errors
     /// [`TxError`] of kind [`TxErrorKind::Finished`] once the layer has
-    /// committed or rolled back.
-    ///
-    /// # Panics
-    /// When the transaction runs on another driver's connection (a store
-    /// built from another driver's pool): borrow that driver's client.
+    /// committed or rolled back; [`TxErrorKind::OtherDriver`] when the
+    /// transaction runs on another driver's connection (a store built from
+    /// another driver's pool: borrow that driver's client).
     #[cfg_attr(docsrs, doc(cfg(feature = "tokio-postgres")))]
     pub async fn client(&self) -> Result<TxClient, TxError> {
         let lent = self.slot().lend().await.ok_or(TxError::of(TxErrorKind::Finished))?;
+        if lent.tx().connection().postgres().is_none() {
+            return Err(TxError::of(TxErrorKind::OtherDriver));
+        }
         Ok(TxClient::new(lent))
     }
 }

@@ -101,14 +101,12 @@ impl WebhookTx {
     ///
     /// # Errors
     /// [`TxError`] of kind [`TxErrorKind::Finished`] once the layer has
-    /// committed or rolled back.
-    ///
-    /// # Panics
-    /// When the transaction runs on another driver's connection (a store
-    /// built from a deadpool pool): borrow that driver's client.
+    /// committed or rolled back; [`TxErrorKind::OtherDriver`] when the
+    /// transaction runs on another driver's connection (a store built from a
+    /// deadpool pool: borrow that driver's client).
     #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
     pub async fn sqlx(&self) -> Result<SqlxTx, TxError> {
         let lent = self.slot().lend().await.ok_or(TxError::of(TxErrorKind::Finished))?;
-        Ok(SqlxTx::new(lent).await)
+        SqlxTx::new(lent).await.ok_or(TxError::of(TxErrorKind::OtherDriver))
     }
 }

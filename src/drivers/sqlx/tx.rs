@@ -41,14 +41,13 @@ pub struct SqlxTx {
 }
 
 impl SqlxTx {
-    /// The connection of the transaction `lent` (a connection of this
-    /// driver), locked for this borrower.
-    pub(super) async fn new(lent: Lent) -> Self {
+    /// The connection of the transaction `lent`, locked for this borrower;
+    /// `None` when it is another driver's.
+    pub(super) async fn new(lent: Lent) -> Option<Self> {
         let tx = lent.tx();
         let cached = tx.caches_statements();
-        let conn = tx.connection().sqlx().expect("an SqlxTx is lent only on a connection of the sqlx driver");
-        let conn = conn.lock_owned().await;
-        Self { conn, lent, cached }
+        let conn = tx.connection().sqlx()?.lock_owned().await;
+        Some(Self { conn, lent, cached })
     }
 
     /// sqlx's connection itself, for what the executor does not cover.

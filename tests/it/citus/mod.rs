@@ -85,9 +85,9 @@ async fn migrate_distributes_every_tenant_table_by_scope_colocated_and_runs_agai
     let db = TestDb::new().await; // migrated
     assert_distributed(&layout(&db.pool.get().await.unwrap()).await);
     let before = layout(&db.pool.get().await.unwrap()).await;
-    migrate(&StoreConfig::new(db.pool.clone())).await.expect("migrate again");
+    migrate(&StoreConfig::from(db.pool.clone())).await.expect("migrate again");
     assert_eq!(layout(&db.pool.get().await.unwrap()).await, before, "a second run changes nothing");
-    webhook_idempotency::store::check_schema(&StoreConfig::new(db.pool.clone())).await.unwrap();
+    webhook_idempotency::store::check_schema(&StoreConfig::from(db.pool.clone())).await.unwrap();
 }
 
 #[tokio::test]
@@ -117,7 +117,7 @@ async fn a_schema_distributed_by_hand_at_version_12_is_upgraded_and_its_missing_
             .unwrap();
     }
     let pool = pool(config.clone(), 4);
-    migrate(&StoreConfig::new(pool.clone())).await.expect("migrate an already distributed schema");
+    migrate(&StoreConfig::from(pool.clone())).await.expect("migrate an already distributed schema");
     let newest: i32 = client
         .query_one("SELECT max(version) FROM webhook_idempotency.webhook_schema_migrations", &[])
         .await
@@ -145,11 +145,13 @@ async fn a_business_table_not_colocated_commits_with_the_claim_or_not_at_all() {
     let app = Router::new().route(
         "/webhooks/stripe",
         post(|tx: webhook_idempotency::WebhookTx, event: webhook_idempotency::WebhookEvent| async move {
-            let written = tx
-                .client()
+            let written = TxDb::of(&tx)
                 .await
                 .expect("transaction open during the handler")
-                .execute("INSERT INTO ledger (scope, event_key) VALUES ($1, $2)", &[&event.scope(), &event.key()])
+                .execute(
+                    "INSERT INTO ledger (scope, event_key) VALUES ($1, $2)",
+                    &[event.scope().into(), event.key().into()],
+                )
                 .await;
             // An event whose key says so fails after its write: nothing of it stays.
             match (written, event.key().ends_with("_fails")) {
@@ -190,7 +192,7 @@ async fn a_business_table_not_colocated_commits_with_the_claim_or_not_at_all() {
 #[tokio::test]
 async fn colocate_distributes_a_business_table_with_the_claims_once_and_refuses_one_citus_holds_otherwise() {
     let db = TestDb::new().await;
-    let store = StoreConfig::new(db.pool.clone());
+    let store = StoreConfig::from(db.pool.clone());
     db.execute(
         "CREATE TABLE orders (scope text NOT NULL, order_id text NOT NULL, PRIMARY KEY (scope, order_id));
          CREATE TABLE rates (currency text PRIMARY KEY, scope text NOT NULL);

@@ -222,7 +222,7 @@ async fn a_success_over_a_swallowed_statement_error_is_never_2xx_and_the_next_de
                 async move {
                     insert_effect(&tx, &event).await.unwrap();
                     if run == 0 {
-                        let swallowed = tx.client().await.unwrap().execute("SELECT 1 / 0", &[]).await;
+                        let swallowed = TxDb::of(&tx).await.unwrap().execute("SELECT 1 / 0", &[]).await;
                         assert!(swallowed.is_err());
                     }
                     answer
@@ -273,16 +273,19 @@ async fn the_handler_sees_its_own_claim_row_already_done_with_200_and_nobody_els
             let (log, outside) = (log.clone(), outside.clone());
             let run = counter.fetch_add(1, Ordering::SeqCst);
             async move {
-                let client = tx.client().await.unwrap();
-                let row = client
-                    .query_one(
-                        "SELECT state, attempts, response_status, completed_at = now()
+                let mut client = TxDb::of(&tx).await.unwrap();
+                // One text column, whatever the driver: state|attempts|status|completed now.
+                let row: String = client
+                    .scalar(
+                        "SELECT concat_ws('|', state, attempts, coalesce(response_status::text, ''),
+                                          completed_at = now())
                          FROM webhook_idempotency.webhook_events
                          WHERE scope = $1 AND provider = $2 AND event_key = $3",
-                        &[&event.scope(), &event.provider(), &event.key()],
+                        &[event.scope().into(), event.provider().into(), event.key().into()],
                     )
                     .await
                     .unwrap();
+                let row: Vec<&str> = row.split('|').collect();
                 let other = outside.get().await.unwrap();
                 let outside_state = other
                     .query_opt(
@@ -293,10 +296,10 @@ async fn the_handler_sees_its_own_claim_row_already_done_with_200_and_nobody_els
                     .unwrap()
                     .map(|r| r.get::<_, String>(0));
                 log.lock().unwrap().push(OwnRow {
-                    state: row.get(0),
-                    attempts: row.get(1),
-                    response_status: row.get(2),
-                    completed_now: row.get(3),
+                    state: row[0].to_owned(),
+                    attempts: row[1].parse().unwrap(),
+                    response_status: row[2].parse().ok(),
+                    completed_now: row[3] == "t",
                     outside: outside_state,
                 });
                 drop(client);
@@ -410,11 +413,11 @@ async fn a_handler_that_ends_the_claim_transaction_itself_is_never_2xx_and_the_n
                     if run > 0 {
                         return StatusCode::OK;
                     }
-                    let client = tx.client().await.unwrap();
-                    client.batch_execute(statements).await.unwrap();
+                    let mut client = TxDb::of(&tx).await.unwrap();
+                    client.batch(statements).await.unwrap();
                     // Work after the transaction was replaced: must not commit.
                     client
-                        .execute("INSERT INTO effects (scope, event_key) VALUES ('after', $1)", &[&event.key()])
+                        .execute("INSERT INTO effects (scope, event_key) VALUES ('after', $1)", &[event.key().into()])
                         .await
                         .unwrap();
                     answer
@@ -470,13 +473,12 @@ async fn the_claiming_backend_terminated_mid_handler_is_never_2xx_and_the_retry_
                         return StatusCode::INTERNAL_SERVER_ERROR;
                     }
                     if run == 0 {
-                        let client = tx.client().await.unwrap();
-                        let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
-                        drop(client);
+                        let pid: i32 =
+                            TxDb::of(&tx).await.unwrap().scalar("SELECT pg_backend_pid()", &[]).await.unwrap();
                         pid_tx.unwrap().send(pid).unwrap();
                         go_rx.unwrap().await.unwrap();
-                        let alive = match tx.client().await {
-                            Ok(client) => client.execute("SELECT 1", &[]).await.is_ok(),
+                        let alive = match TxDb::of(&tx).await {
+                            Ok(mut client) => client.execute("SELECT 1", &[]).await.is_ok(),
                             Err(_) => false,
                         };
                         if !alive && !swallow {
@@ -591,7 +593,7 @@ fn gated_handler(
                 entered.notify_one();
                 let _ = gate.wait_for(|open| *open).await;
                 // Still the claim's transaction after the wait.
-                match tx.client().await.unwrap().execute("SELECT 1", &[]).await {
+                match TxDb::of(&tx).await.unwrap().execute("SELECT 1", &[]).await {
                     Ok(_) => StatusCode::OK,
                     Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
                 }
@@ -620,7 +622,7 @@ async fn fifty_copies_at(isolation: IsolationLevel) {
     let runs = Arc::new(AtomicUsize::new(0));
     let app = route(
         gated_handler("evt_gated", entered.clone(), gate, runs.clone()),
-        stripe_layer(StoreConfig::new(db.pool(4)).pool_timeout(Duration::from_secs(10)))
+        stripe_layer(StoreConfig::from(db.pool(4)).pool_timeout(Duration::from_secs(10)))
             .isolation_level(isolation)
             .lock_timeout(Duration::from_secs(30))
             .build()
@@ -761,7 +763,7 @@ async fn a_row_lock_held_without_the_advisory_lock_never_lets_a_copy_run() {
         .await
         .unwrap();
     let (app, runs) = counted_route(
-        stripe_layer(StoreConfig::new(db.pool(4)).database_timeout(Duration::from_millis(800)))
+        stripe_layer(StoreConfig::from(db.pool(4)).database_timeout(Duration::from_millis(800)))
             .lock_timeout(Duration::from_millis(300))
             .build()
             .unwrap(),

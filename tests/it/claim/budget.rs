@@ -145,6 +145,10 @@ struct Cost {
 
 #[tokio::test]
 async fn round_trips_and_wal_per_delivery_stay_within_budget() {
+    if tokio_postgres_only("the budget counts tokio-postgres's pipelined flights; sqlx's is still to count (issue 36)")
+    {
+        return;
+    }
     // The hand-written handler's budget for a new event: BEGIN, claim,
     // insert, COMMIT = 4 round trips and 4 statements.
     // Lookup first (default): the lookup, BEGIN (with the fence's SET LOCAL)
@@ -223,6 +227,10 @@ async fn measure(lookup_first: bool) -> Cost {
 /// costs one read of its own.
 #[tokio::test]
 async fn outbox_round_trips_per_effect_stay_within_budget() {
+    if tokio_postgres_only("the budget counts tokio-postgres's pipelined flights; sqlx's is still to count (issue 36)")
+    {
+        return;
+    }
     use webhook_idempotency::outbox::{Effect, EffectContext, EffectResult, Effects, OutboxWorker};
     let (_server, db, target) = own_database().await;
     let turns = Arc::new(Turns::default());
@@ -296,6 +304,10 @@ async fn outbox_round_trips_per_effect_stay_within_budget() {
 /// first).
 #[tokio::test]
 async fn idempotency_key_round_trips_stay_within_budget() {
+    if tokio_postgres_only("the budget counts tokio-postgres's pipelined flights; sqlx's is still to count (issue 36)")
+    {
+        return;
+    }
     use webhook_idempotency::idempotency_key::{IdempotencyKeyLayer, IdempotentRequest};
     let (_server, db, target) = own_database().await;
     let turns = Arc::new(Turns::default());
@@ -351,6 +363,10 @@ async fn idempotency_key_round_trips_stay_within_budget() {
 /// of the recent traffic, a duplicate costs what lookup first costs (1, 1).
 #[tokio::test]
 async fn the_adaptive_order_claims_first_for_new_events_and_looks_up_first_under_duplicates() {
+    if tokio_postgres_only("the budget counts tokio-postgres's pipelined flights; sqlx's is still to count (issue 36)")
+    {
+        return;
+    }
     let (_server, db, target) = own_database().await;
     let turns = Arc::new(Turns::default());
     let port = counting_proxy(target, Arc::clone(&turns)).await;

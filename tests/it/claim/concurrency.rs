@@ -29,9 +29,12 @@ async fn fifty_copies(lookup_first: bool) {
         post(move |tx: WebhookTx, event: WebhookEvent| {
             counter.fetch_add(1, Ordering::SeqCst);
             async move {
-                let client = tx.client().await.unwrap();
+                let mut client = TxDb::of(&tx).await.unwrap();
                 client
-                    .execute("INSERT INTO effects (scope, event_key) VALUES ($1, $2)", &[&event.scope(), &event.key()])
+                    .execute(
+                        "INSERT INTO effects (scope, event_key) VALUES ($1, $2)",
+                        &[event.scope().into(), event.key().into()],
+                    )
                     .await
                     .unwrap();
                 // Hold the claim a little so the others pile up on it.

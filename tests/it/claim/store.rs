@@ -12,15 +12,15 @@ fn event(key: &str) -> ScopedEvent {
 }
 
 async fn write_effect(claimed: &webhook_idempotency::store::claim::ClaimedEvent) {
-    let client = claimed.tx().client().await.unwrap();
+    let mut client = TxDb::of(&claimed.tx()).await.unwrap();
     client
         .execute(
             "INSERT INTO effects (provider, scope, event_key, event_type, body) VALUES ($1, $2, $3, $4, ''::bytea)",
             &[
-                &claimed.event().provider(),
-                &claimed.event().scope(),
-                &claimed.event().key(),
-                &claimed.event().get_event_type(),
+                claimed.event().provider().into(),
+                claimed.event().scope().into(),
+                claimed.event().key().into(),
+                claimed.event().get_event_type().into(),
             ],
         )
         .await
@@ -78,7 +78,7 @@ async fn a_swallowed_error_is_never_committed() {
     let store = ClaimStore::builder(db.pool.clone()).build().unwrap();
     let Claim::Acquired(claimed) = store.claim(&event("m-4")).await.unwrap() else { panic!("first claim") };
     write_effect(&claimed).await;
-    let client = claimed.tx().client().await.unwrap();
+    let mut client = TxDb::of(&claimed.tx()).await.unwrap();
     assert!(client.execute("SELECT 1/0", &[]).await.is_err());
     drop(client);
     let err = claimed.commit(200).await.unwrap_err();

@@ -64,7 +64,7 @@ async fn refuse_with(store: impl Into<StoreConfig>, key: &str, silenced: Option<
 }
 
 /// A pool of `max_size` over `url` without TLS.
-fn plain_pool(url: &str, max_size: usize) -> Pool {
+fn plain_pool(url: &str, max_size: usize) -> TestPool {
     pool(url.parse().unwrap(), max_size)
 }
 
@@ -75,8 +75,11 @@ fn closed_port() -> u16 {
 
 #[tokio::test]
 async fn a_refused_connection_is_named_in_the_log_and_the_error() {
+    if tokio_postgres_only("sqlx retries a refused connection until its acquire_timeout and reports PoolTimedOut, without the cause (README, \"Using sqlx\")") {
+        return;
+    }
     let port = closed_port();
-    let store = StoreConfig::new(plain_pool(&format!("postgresql://postgres@127.0.0.1:{port}/postgres"), 2));
+    let store = StoreConfig::from(plain_pool(&format!("postgresql://postgres@127.0.0.1:{port}/postgres"), 2));
     let r = refuse(store, "evt_cause_refused").await;
     assert_eq!(r.kind, StoreErrorKind::Unavailable);
     for text in [&r.line, &r.display] {
@@ -87,11 +90,14 @@ async fn a_refused_connection_is_named_in_the_log_and_the_error() {
 
 #[tokio::test]
 async fn a_timed_out_step_and_a_timed_out_checkout_are_named_in_the_log_and_the_error() {
+    if tokio_postgres_only("it exhausts and stalls deadpool's pool; sqlx's pool (its own acquire_timeout) is still to be driven the same way (issue 36)") {
+        return;
+    }
     // The step deadline: pooled connections through a proxy that goes silent.
     let db = TestDb::new().await;
     let proxy = Proxy::start(admin_config().get_ports()[0]).await;
     let via_proxy = plain_pool(&format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name), 1);
-    let store = StoreConfig::new(via_proxy.clone())
+    let store = StoreConfig::from(via_proxy.clone())
         .database_timeout(Duration::from_millis(500))
         .pool_timeout(Duration::from_secs(5));
     let r = refuse_with(store, "evt_cause_step_deadline", Some((&via_proxy, &proxy))).await;
@@ -104,7 +110,7 @@ async fn a_timed_out_step_and_a_timed_out_checkout_are_named_in_the_log_and_the_
     // The pool timeout: a server that accepts the TCP connection and never answers the startup.
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = silent.local_addr().unwrap().port();
-    let store = StoreConfig::new(plain_pool(&format!("postgresql://postgres@127.0.0.1:{port}/postgres"), 1))
+    let store = StoreConfig::from(plain_pool(&format!("postgresql://postgres@127.0.0.1:{port}/postgres"), 1))
         .pool_timeout(Duration::from_millis(300));
     let r = refuse(store, "evt_cause_pool_timeout").await;
     assert_eq!(r.kind, StoreErrorKind::PoolTimeout);

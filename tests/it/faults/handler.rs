@@ -169,7 +169,7 @@ fn keyed_payment(key: &str) -> Request<Body> {
 /// key.
 async fn write_payment(tx: &WebhookTx, req: &webhook_idempotency::idempotency_key::IdempotentRequest) {
     let sql = "INSERT INTO effects (provider, scope, event_key) VALUES ('api', $1, $2)";
-    tx.client().await.unwrap().execute(sql, &[&req.scope(), &req.key()]).await.unwrap();
+    TxDb::of(tx).await.unwrap().execute(sql, &[req.scope().into(), req.key().into()]).await.unwrap();
 }
 
 /// Where the first run of a payment handler panics.
@@ -318,7 +318,7 @@ async fn a_panic_while_a_spawned_task_holds_the_transaction_is_answered_500_and_
                 let held = tx.clone();
                 tokio::spawn(async move {
                     release.notified().await;
-                    let _ = used.send(held.client().await.is_ok());
+                    let _ = used.send(TxDb::of(&held).await.is_ok());
                 });
                 panic!("handler bug while its task holds the transaction");
             }
@@ -387,7 +387,7 @@ async fn handler_that_ends_the_transaction_itself_is_never_2xx_and_never_stuck()
                 async move {
                     insert_effect(&tx, &event).await.unwrap();
                     if run == 0 {
-                        tx.client().await.unwrap().batch_execute("COMMIT").await.unwrap();
+                        TxDb::of(&tx).await.unwrap().batch("COMMIT").await.unwrap();
                         return answer;
                     }
                     StatusCode::OK

@@ -55,7 +55,7 @@ fn slow_once(
                 tokio::time::sleep(delay).await; // the fault: a slow handler
             }
             // A second statement after the pause: fails if the server ended the session.
-            match tx.client().await.unwrap().execute("SELECT 1", &[]).await {
+            match TxDb::of(&tx).await.unwrap().execute("SELECT 1", &[]).await {
                 Ok(_) => StatusCode::OK,
                 Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
             }

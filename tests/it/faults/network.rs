@@ -23,6 +23,9 @@ async fn status(app: &Router, req: Request<Body>) -> StatusCode {
 /// 503 for as long as the process lived.
 #[tokio::test]
 async fn read_only_pooled_sessions_after_a_failover_are_replaced() {
+    if tokio_postgres_only("it counts deadpool's connections; sqlx's pool is still to be counted (issue 36)") {
+        return;
+    }
     // Its own server: the failover is a server-wide setting.
     let server = TempPostgres::start().unwrap();
     let admin: tokio_postgres::Config = server.url("postgres").parse().unwrap();
@@ -75,12 +78,15 @@ async fn read_only_pooled_sessions_after_a_failover_are_replaced() {
 /// deliveries with a 90 s client timeout. Before, none was answered.
 #[tokio::test]
 async fn a_silently_dead_network_is_answered_503_and_the_connections_replaced() {
+    if tokio_postgres_only("it counts deadpool's connections; sqlx's pool is still to be counted (issue 36)") {
+        return;
+    }
     let db = TestDb::new().await;
     let proxy = Proxy::start(admin_config().get_ports()[0]).await;
     let via_proxy = format!("postgresql://postgres@127.0.0.1:{}/{}", proxy.port, db.name);
     let app_pool = pool(via_proxy.parse().unwrap(), 2);
     let timeout = Duration::from_millis(700);
-    let layer = stripe_layer(StoreConfig::new(app_pool.clone()).database_timeout(timeout)).build().unwrap();
+    let layer = stripe_layer(StoreConfig::from(app_pool.clone()).database_timeout(timeout)).build().unwrap();
     let app = Router::new().route("/webhooks/stripe", post(apply_effect).layer(layer));
     let warm: Vec<_> = (0..2).map(|i| app.clone().oneshot(stripe_request(stripe_body(&format!("evt_w{i}"))))).collect();
     for res in futures_util::future::join_all(warm).await {
@@ -141,7 +147,7 @@ async fn a_commit_whose_answer_never_comes_is_503_and_the_retry_decides() {
             }
         }
     };
-    let layer = stripe_layer(StoreConfig::new(app_pool).database_timeout(Duration::from_millis(700)))
+    let layer = stripe_layer(StoreConfig::from(app_pool).database_timeout(Duration::from_millis(700)))
         .lock_timeout(Duration::from_millis(200))
         .build()
         .unwrap();
@@ -197,7 +203,7 @@ async fn a_dead_network_heals_within_two_timeouts(pool_size: usize) {
             code
         }
     };
-    let layer = stripe_layer(StoreConfig::new(app_pool.clone()).database_timeout(TIMEOUT)).build().unwrap();
+    let layer = stripe_layer(StoreConfig::from(app_pool.clone()).database_timeout(TIMEOUT)).build().unwrap();
     let app = Router::new().route("/webhooks/stripe", post(handler).layer(layer));
     let warm = (0..pool_size).map(|i| status(&app, stripe_request(stripe_body(&format!("evt_warm_{i}")))));
     let warmed = futures_util::future::join_all(warm).await;
@@ -254,10 +260,16 @@ async fn a_dead_network_heals_within_two_timeouts(pool_size: usize) {
 
 #[tokio::test]
 async fn a_dead_network_heals_within_two_timeouts_with_a_pool_of_4() {
+    if tokio_postgres_only("it counts deadpool's connections; sqlx's pool is still to be counted (issue 36)") {
+        return;
+    }
     a_dead_network_heals_within_two_timeouts(4).await;
 }
 
 #[tokio::test]
 async fn a_dead_network_heals_within_two_timeouts_with_a_pool_of_64() {
+    if tokio_postgres_only("it counts deadpool's connections; sqlx's pool is still to be counted (issue 36)") {
+        return;
+    }
     a_dead_network_heals_within_two_timeouts(64).await;
 }

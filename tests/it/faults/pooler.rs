@@ -61,11 +61,11 @@ fn app(db: &TestDb, bouncer: &PgBouncer, pooler_mode: bool, seen: &Seen) -> Rout
                 *n += 1;
                 *n
             };
-            let client = tx.client().await.unwrap();
-            let Ok(row) = client.query_one("SELECT pg_backend_pid()", &[]).await else {
+            let mut client = TxDb::of(&tx).await.unwrap();
+            let Ok(pid) = client.scalar::<i32>("SELECT pg_backend_pid()", &[]).await else {
                 return StatusCode::INTERNAL_SERVER_ERROR;
             };
-            seen.backends.lock().unwrap().insert(row.get(0));
+            seen.backends.lock().unwrap().insert(pid);
             if event.key() == "evt_copies" && client.execute("SELECT pg_sleep(0.1)", &[]).await.is_err() {
                 return StatusCode::INTERNAL_SERVER_ERROR;
             }
@@ -76,7 +76,7 @@ fn app(db: &TestDb, bouncer: &PgBouncer, pooler_mode: bool, seen: &Seen) -> Rout
             }
         }
     };
-    let layer = stripe_layer(StoreConfig::new(app_pool).transaction_pooler(pooler_mode))
+    let layer = stripe_layer(StoreConfig::from(app_pool).transaction_pooler(pooler_mode))
         .lock_timeout(std::time::Duration::from_secs(10))
         .build()
         .unwrap();
@@ -271,7 +271,7 @@ fn listening_worker(
     check_interval: Duration,
 ) -> webhook_idempotency::inbox::InboxWorker<Router> {
     webhook_idempotency::inbox::InboxWorker::builder(
-        StoreConfig::new(db.pool(2)).listen_connection(listen, tokio_postgres::NoTls),
+        StoreConfig::from(db.pool(2)).listen_connection(listen, tokio_postgres::NoTls),
         Router::new().route("/webhooks/stripe", post(apply_effect)),
     )
     .poll_interval(Duration::from_secs(60))

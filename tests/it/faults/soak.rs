@@ -65,7 +65,7 @@ async fn soak_with_random_faults_applies_every_effect_exactly_once() {
         "/webhooks/stripe",
         post(bounded_effect).layer(
             stripe_layer(
-                StoreConfig::new(app_pool.clone())
+                StoreConfig::from(app_pool.clone())
                     .database_timeout(Duration::from_millis(500))
                     .pool_timeout(Duration::from_secs(1)),
             )

@@ -48,7 +48,7 @@ async fn server_timeouts_mid_handler_are_5xx_and_the_pool_recovers() {
                     }
                     if first {
                         if handler_sleeps_in_sql {
-                            let slow = tx.client().await.unwrap().execute("SELECT pg_sleep(2)", &[]).await;
+                            let slow = TxDb::of(&tx).await.unwrap().execute("SELECT pg_sleep(2)", &[]).await;
                             if slow.is_err() {
                                 return StatusCode::INTERNAL_SERVER_ERROR;
                             }
@@ -57,7 +57,7 @@ async fn server_timeouts_mid_handler_are_5xx_and_the_pool_recovers() {
                             // idle in transaction
                         }
                     }
-                    match tx.client().await.unwrap().execute("SELECT 1", &[]).await {
+                    match TxDb::of(&tx).await.unwrap().execute("SELECT 1", &[]).await {
                         Ok(_) => StatusCode::OK,
                         Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
                     }
@@ -148,6 +148,9 @@ async fn in_flight_duplicate_waits_then_409_and_the_first_completes() {
 
 #[tokio::test]
 async fn handler_sees_the_connections_own_lock_timeout() {
+    if tokio_postgres_only("it sets the session's lock_timeout on the deadpool connection the store reuses") {
+        return;
+    }
     let db = TestDb::new().await;
     let pool = db.pool(1);
     pool.get().await.unwrap().batch_execute("SET lock_timeout = '1234ms'").await.unwrap();
@@ -157,8 +160,7 @@ async fn handler_sees_the_connections_own_lock_timeout() {
         post(move |tx: WebhookTx| {
             let seen = seen_tx.lock().unwrap().take().unwrap();
             async move {
-                let value: String =
-                    tx.client().await.unwrap().query_one("SHOW lock_timeout", &[]).await.unwrap().get(0);
+                let value: String = TxDb::of(&tx).await.unwrap().scalar("SHOW lock_timeout", &[]).await.unwrap();
                 seen.send(value).unwrap();
                 StatusCode::OK
             }

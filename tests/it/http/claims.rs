@@ -102,9 +102,12 @@ async fn swallowed_sql_error_answers_503_and_commits_nothing() {
     let app = Router::new().route(
         "/webhooks/stripe",
         post(|tx: WebhookTx, event: WebhookEvent| async move {
-            let client = tx.client().await.unwrap();
+            let mut client = TxDb::of(&tx).await.unwrap();
             client
-                .execute("INSERT INTO effects (scope, event_key) VALUES ($1, $2)", &[&event.scope(), &event.key()])
+                .execute(
+                    "INSERT INTO effects (scope, event_key) VALUES ($1, $2)",
+                    &[event.scope().into(), event.key().into()],
+                )
                 .await
                 .unwrap();
             // Fails and aborts the transaction; the handler ignores it.
@@ -156,7 +159,7 @@ async fn webhook_tx_after_the_response_is_an_error_not_a_hang() {
     );
     assert_eq!(send(&app, stripe_request(stripe_body("evt_late"))).await.0, StatusCode::OK);
     let kept = got.await.unwrap();
-    let err = tokio::time::timeout(Duration::from_secs(5), kept.client()).await.expect("no hang").unwrap_err();
+    let err = tokio::time::timeout(Duration::from_secs(5), TxDb::of(&kept)).await.expect("no hang").err().unwrap();
     assert_eq!(err.kind(), webhook_idempotency::TxErrorKind::Finished);
 }
 

@@ -73,7 +73,7 @@ async fn refusals_carry_their_kind_and_the_hook_shapes_the_body() {
 async fn retry_after_is_kept_when_the_hook_shapes_a_503() {
     // A pool to a closed port: the claim fails, 503.
     let dead = pool("postgres://nobody@127.0.0.1:1/none".parse().unwrap(), 1);
-    let layer = stripe_layer(StoreConfig::new(dead).pool_timeout(std::time::Duration::from_millis(500)))
+    let layer = stripe_layer(StoreConfig::from(dead).pool_timeout(std::time::Duration::from_millis(500)))
         .rejection_response(problem)
         .build()
         .unwrap();

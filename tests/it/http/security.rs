@@ -113,7 +113,7 @@ async fn in_flight_duplicates_wait_without_holding_pooled_connections() {
             }
         }
     };
-    let layer = stripe_layer(StoreConfig::new(db.pool(POOL)).pool_timeout(Duration::from_secs(2)))
+    let layer = stripe_layer(StoreConfig::from(db.pool(POOL)).pool_timeout(Duration::from_secs(2)))
         .lock_timeout(Duration::from_secs(30))
         .build()
         .unwrap();
@@ -332,7 +332,7 @@ fn reading_the_key_of_a_large_body_does_not_stall_the_async_thread() {
         let app = Router::new().route(
             "/webhooks/stripe",
             post(apply_effect).layer(
-                stripe_layer(StoreConfig::new(db.pool.clone()).database_timeout(Duration::from_secs(60)))
+                stripe_layer(StoreConfig::from(db.pool.clone()).database_timeout(Duration::from_secs(60)))
                     .body_limit(32 << 20)
                     .build()
                     .unwrap(),
