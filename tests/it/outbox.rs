@@ -1009,10 +1009,14 @@ async fn outbox_chaos_every_effect_performed_once_per_key_or_dead() {
         .map(|key| {
             let app = app.clone();
             async move {
-                let mut tries = 0;
+                // A sender retries until it gets a 2xx, pausing between tries
+                // as senders do: a killed backend's claim (on Citus, its
+                // worker-side transaction) can take a moment to end.
+                let (started, mut tries) = (Instant::now(), 0);
                 while !app.clone().oneshot(stripe_request(stripe_body(&key))).await.unwrap().status().is_success() {
                     tries += 1;
-                    assert!(tries < 100, "{key}: never accepted");
+                    assert!(started.elapsed() < Duration::from_secs(60), "{key}: never accepted ({tries} tries)");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
         })
@@ -1460,9 +1464,22 @@ async fn large_effect_payloads_on_a_slow_link_fail_on_their_own_and_the_small_ef
     for i in 0..4 {
         let event = format!("evt_huge{i}");
         let (state, attempts, _, error) = outbox_row(&db, &event).await.unwrap();
-        assert_eq!((state.as_str(), attempts), ("dead", 3), "{event}: its 3 attempts");
+        // Its 3 runs; or 4 when a run's failure could not be recorded within
+        // the database timeout on this slow link (seen on Citus under load):
+        // that lease expired, and a row whose lease expired runs once more,
+        // alone, before it may be buried (RELIABILITY.md, "a handler that
+        // aborts its process").
+        assert_eq!(state, "dead", "{event}");
+        assert!((3..=4).contains(&attempts), "{event}: its 3 runs, one more alone after an expired lease: {attempts}");
+        // Its last run could not read the payload in time; or, reading it
+        // too slowly to renew its lease, it was buried for the lease
+        // expiring on its last run. Either way it was never called.
         let error = error.unwrap_or_default();
-        assert!(error.contains("could not read the stored effect"), "{event}: {error}");
+        assert!(
+            error.contains("could not read the stored effect")
+                || error.contains("the lease expired while it ran alone"),
+            "{event}: {error}"
+        );
         assert!(remote.calls(&key_of(&event, "send_receipt")).is_empty(), "{event}: never called");
     }
     assert_eq!(remote.calls(&key_of("evt_small", "send_receipt")), [1], "the small one called once");
