@@ -242,6 +242,10 @@ impl Connection for AnyConn {
         each_driver!(ref *self, c => c.checked_out())
     }
 
+    fn holds_named_statements(&self) -> bool {
+        each_driver!(ref *self, c => c.holds_named_statements())
+    }
+
     async fn prepare(&self, sql: &str) -> Result<AnyStatement, DbError> {
         each_driver!(ref *self, c => c.prepare(sql).await.map(Into::into))
     }

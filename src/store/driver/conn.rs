@@ -51,7 +51,7 @@ impl Db {
     /// `DatabaseMissing`) when no connection could be made.
     pub(crate) async fn connect(&self, step: &str) -> Result<Conn, StoreError> {
         let started = Instant::now();
-        let got = tokio::time::timeout(self.pool_timeout(), self.pool().acquire()).await;
+        let got = tokio::time::timeout(self.pool_timeout(), self.acquire_for_mode()).await;
         crate::metrics::pool_wait(started.elapsed());
         match got {
             Ok(Ok(conn)) => Ok(Conn::new(conn, self.clone())),
@@ -69,6 +69,21 @@ impl Db {
                 format!("timed out: no database connection within the pool timeout ({:?})", self.pool_timeout()),
             )
             .with_endpoint(self.endpoint())),
+        }
+    }
+
+    /// A pooled connection fit for the pool's statement mode: once the pool
+    /// sends unnamed statements (behind a transaction-mode pooler), a
+    /// connection still holding named ones from before is closed, not used,
+    /// since its driver would run them by name on whichever server session
+    /// the pooler gives it (26000, or another client's statement).
+    async fn acquire_for_mode(&self) -> Result<AnyConn, AcquireError> {
+        loop {
+            let conn = self.pool().acquire().await?;
+            if !(self.transaction_pooler() && conn.holds_named_statements()) {
+                return Ok(conn);
+            }
+            conn.discard();
         }
     }
 

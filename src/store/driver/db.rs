@@ -190,13 +190,17 @@ impl Db {
     /// lookup's row that is not the event it looked up): another client's
     /// statement of the same name ran instead, as behind a transaction-mode
     /// pooler shared with other clients, where no error code shows it. The
-    /// pool switches to unnamed statements as on 26000.
+    /// pool switches to unnamed statements as on 26000, with one WARN per
+    /// pool whichever of the two showed first (a step already in flight
+    /// when the pool switched may still meet either).
     pub(crate) fn named_statement_ran_other_sql(&self) {
-        tracing::warn!(
-            "a named statement returned rows its text cannot have produced: it ran other SQL of the same name (a \
-             transaction-mode pooler shared with other clients?); set StoreConfig::transaction_pooler(true)"
-        );
-        self.switch_on(super::code::INVALID_SQL_STATEMENT_NAME);
+        if !self.inner.state.unnamed.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "a named statement returned rows its text cannot have produced: it ran other SQL of the same name \
+                 (a transaction-mode pooler shared with other clients?); this pool now sends unnamed statements; \
+                 set StoreConfig::transaction_pooler(true)"
+            );
+        }
     }
 
     /// The switch of [`named_statement_failed`](Self::named_statement_failed)

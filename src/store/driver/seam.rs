@@ -125,6 +125,15 @@ pub(crate) trait Connection: Send + Sync + Sized + 'static {
     /// one).
     fn checked_out(&self) -> Instant;
 
+    /// Whether the connection keeps named statements of its own that a step
+    /// asking for an unnamed one would still run by name (sqlx's statement
+    /// cache is keyed by the text, whatever `persistent` says). Behind a
+    /// transaction-mode pooler such a connection is not used
+    /// ([`Db::connect`](super::db::Db) discards it).
+    fn holds_named_statements(&self) -> bool {
+        false
+    }
+
     /// `sql` prepared as a named statement, cached on the connection: a
     /// round trip the first time on this connection, none after. Called
     /// before a flight, so the flight's requests leave in order.

@@ -207,7 +207,11 @@ async fn default_mode_through_pgbouncer_switches_to_unnamed_statements_at_the_fi
         "a retryable 503, never another status: {refused:?}"
     );
     assert!(refused.len() <= 4, "at most the first few refused: {refused:?}");
-    assert!(after.iter().all(|(_, s)| *s == StatusCode::OK), "all succeed after the switch: {after:?}");
+    assert!(
+        after.iter().all(|(_, s)| *s == StatusCode::OK),
+        "all succeed after the switch: {after:?}\n{}",
+        logs.text()
+    );
     for (key, _) in &refused {
         assert_eq!(db.effects_for(key).await, 0, "{key}: refused, yet applied");
         assert_eq!(deliver(&app, key).await, (StatusCode::OK, false), "{key}: the retry runs");

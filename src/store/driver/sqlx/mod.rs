@@ -180,6 +180,14 @@ impl seam::Connection for SqlxConn {
         self.checked_out
     }
 
+    /// Whether sqlx's statement cache holds statements: a query asking for
+    /// an unnamed statement (`persistent(false)`) still runs the cached named
+    /// one of the same text (sqlx-postgres 0.9.1, `get_or_prepare`).
+    fn holds_named_statements(&self) -> bool {
+        use sqlx::Connection as _;
+        self.conn.try_lock().is_ok_and(|c| c.as_ref().is_some_and(|c| c.cached_statements_size() > 0))
+    }
+
     async fn prepare(&self, _sql: &str) -> Result<Statement, DbError> {
         Ok(Statement)
     }
