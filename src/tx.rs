@@ -204,7 +204,19 @@ impl WebhookTx {
     /// delivery.
     pub(crate) async fn claim_body(&self, body_digest: &[u8; 32]) -> Result<BodyClaim, TxError> {
         let (sql, params) = digest::claim_statement(&self.scope.tables.schema, &self.scope.event, body_digest);
-        Ok(digest::body_claim(&self.run(&sql, &params).await?))
+        let mut lent = self.lend().await?;
+        if lent.tx().citus() != Some(true) {
+            return Ok(digest::body_claim(&run(&mut lent, &sql, &params).await?));
+        }
+        // On Citus: the lock, then the insert Citus routes (`digest::routed_lock_sql`).
+        let lock = digest::routed_lock_params(&self.scope.event, body_digest);
+        let locked = run(&mut lent, &digest::routed_lock_sql(), &lock).await?;
+        let (taken, synchronous) = locked.first().map_or((false, true), |r| (r.get(0), r.try_get(1).unwrap_or(true)));
+        if !taken {
+            return Ok(BodyClaim::InFlight);
+        }
+        let claimed = run(&mut lent, &digest::claim_sql(&self.scope.tables.schema), &params).await?;
+        Ok(if claimed.is_empty() { BodyClaim::Replayed { synchronous } } else { BodyClaim::Acquired })
     }
 
     /// Runs one of the crate's statements in the transaction; see

@@ -2,9 +2,13 @@
 //! one statement marks every run that finished while the previous one was
 //! in flight (each row still fenced by its own lease token), so a worker
 //! delivering many small effects does not pay one commit per effect.
-//! River's batch completer has the same shape.
+//! River's batch completer has the same shape. On Citus a batch is one
+//! statement per scope: the statement names its scope, so Citus routes it
+//! to that scope's shard and it commits on one worker, never in two phases
+//! (a statement over several shards would, and a coordinator backend killed
+//! between its phases leaves the rows locked until Citus's recovery).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -79,8 +83,26 @@ async fn batches(db: Db, sql: String, mut queue: mpsc::UnboundedReceiver<Mark>) 
     }
 }
 
-/// One statement marking `batch`; each run gets its answer.
+/// Marks `batch`, each run getting its answer: one statement, or on Citus
+/// one per scope of the batch.
 async fn write(db: &Db, sql: &str, batch: Vec<Mark>) {
+    let one_scope = batch.iter().all(|m| m.id[0] == batch[0].id[0]);
+    if one_scope || db.citus() != Some(true) {
+        return write_together(db, sql, batch).await;
+    }
+    let mut scopes: BTreeMap<String, Vec<Mark>> = BTreeMap::new();
+    for mark in batch {
+        scopes.entry(mark.id[0].clone()).or_default().push(mark);
+    }
+    for (_, marks) in scopes {
+        write_together(db, sql, marks).await;
+    }
+}
+
+/// One statement marking `batch`, naming its scope when all its rows share
+/// one (`$8`).
+async fn write_together(db: &Db, sql: &str, batch: Vec<Mark>) {
+    let scope = batch.iter().all(|m| m.id[0] == batch[0].id[0]).then(|| batch[0].id[0].clone());
     let column = |i: usize| batch.iter().map(|m| m.id[i].clone()).collect::<Vec<_>>();
     let (scopes, providers, keys, effects, ordinals) = (column(0), column(1), column(2), column(3), column(4));
     let tokens: Vec<String> = batch.iter().map(|m| m.token.clone()).collect();
@@ -93,6 +115,7 @@ async fn write(db: &Db, sql: &str, batch: Vec<Mark>) {
         Param::OptTexts(Some(&ordinals)),
         Param::OptTexts(Some(&tokens)),
         Param::TextList(&refs),
+        Param::OptText(scope.as_deref()),
     ];
     match db.query("outbox delivered", sql, &params).await {
         Ok(rows) => {

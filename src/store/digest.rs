@@ -48,13 +48,32 @@ fn locked_claim_sql(schema: &str) -> String {
         "SELECT $1::text, $2::text, $4::bytea, $3::text FROM lock WHERE lock.taken",
     );
     format!(
-        "WITH lock AS (
-             SELECT pg_try_advisory_xact_lock({DIGEST_LOCK_CLASS}, hashtext(
-                 length($1::text) || ':' || $1::text || '/' || length($2::text) || ':' || $2::text || '/'
-                 || encode($4::bytea, 'hex'))) AS taken),
+        "WITH lock AS (SELECT {} AS taken),
          claimed AS ({insert})
-         SELECT (SELECT taken FROM lock), EXISTS (SELECT 1 FROM claimed), {DETECT_SQL}"
+         SELECT (SELECT taken FROM lock), EXISTS (SELECT 1 FROM claimed), {DETECT_SQL}",
+        lock_expr("$1", "$2", "$4")
     )
+}
+
+/// The digest's advisory lock, taken without waiting, on the scope,
+/// provider and digest placeholders given.
+fn lock_expr(scope: &str, provider: &str, digest: &str) -> String {
+    format!(
+        "pg_try_advisory_xact_lock({DIGEST_LOCK_CLASS}, hashtext(
+             length({scope}::text) || ':' || {scope}::text || '/' || length({provider}::text) || ':' || {provider}::text
+             || '/' || encode({digest}::bytea, 'hex')))"
+    )
+}
+
+/// On Citus, [`locked_claim_sql`] as two statements, since Citus runs an
+/// `INSERT ... SELECT` without a distributed table in its `FROM` through the
+/// coordinator (and commits the claim's transaction in two phases): the
+/// lock, a statement naming no table (taken on the coordinator), with the
+/// session's synchronous setting (`$1 scope, $2 provider, $3 digest` →
+/// `taken, synchronous`), then, only when it was taken, [`claim_sql`]'s
+/// `INSERT ... VALUES`, which Citus routes to the scope's shard.
+pub(crate) fn routed_lock_sql() -> String {
+    format!("SELECT {}, {DETECT_SQL}", lock_expr("$1", "$2", "$3"))
 }
 
 /// What the body-digest claim found (`WebhookTx::claim_body`).
@@ -87,6 +106,11 @@ pub(crate) fn claim_statement<'a>(
         Param::Bytes(&digest[..]),
     ];
     (locked_claim_sql(schema), params)
+}
+
+/// The parameters of [`routed_lock_sql`] for `event` and `digest`.
+pub(crate) fn routed_lock_params<'a>(event: &'a ScopedEvent, digest: &'a [u8; 32]) -> [Param<'a>; 3] {
+    [Param::Text(event.scope()), Param::Text(event.provider()), Param::Bytes(&digest[..])]
 }
 
 /// What [`claim_statement`]'s rows say.

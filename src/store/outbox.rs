@@ -358,8 +358,10 @@ pub(crate) struct OutboxSql {
     /// Delivered, for a batch of rows in one statement: `$1..$7` arrays of
     /// scope, provider, event key, effect, ordinal, token and remote
     /// reference (text, NULL elements allowed in the last), each row fenced
-    /// by its own token; returns the identities and tokens it marked (a run
-    /// missing from them had lost its lease).
+    /// by its own token, and `$8` the scope of every row when they share one
+    /// (else NULL: bound, Citus routes the statement to that scope's shard);
+    /// returns the identities and tokens it marked (a run missing from them
+    /// had lost its lease).
     pub(crate) delivered: String,
     /// `$7 last_error, $8 seconds until the reconciliation (NULL: none, an
     /// operator resolves it), $9 response_status`: uncertain.
@@ -394,6 +396,7 @@ impl OutboxSql {
                  WHERE (o.scope, o.provider, o.event_key, o.effect, o.ordinal)
                      = (d.scope, d.provider, d.event_key, d.effect, d.ordinal::integer)
                    AND o.state = 'running' AND o.lease_token = d.token::uuid
+                   AND ($8::text IS NULL OR o.scope = $8)
                  RETURNING o.scope, o.provider, o.event_key, o.effect, o.ordinal::text, d.token"
             ),
             uncertain: format!(

@@ -70,6 +70,22 @@ pub(crate) struct Statements {
     /// [`set_status`](Self::set_status) and [`record_failure`](Self::record_failure)
     /// compare, whichever node evaluates them.
     pub(crate) claim: String,
+    /// On Citus, the claim Citus routes whole to the worker holding the
+    /// event's shard: an `INSERT ... VALUES` (Citus docs, "Distributed
+    /// INSERT / router execution"), where [`claim`](Self::claim)'s
+    /// `INSERT ... SELECT` without a distributed table in its `FROM` is run
+    /// through the coordinator, its row sent back as an intermediate result,
+    /// which makes every claim's transaction a two-phase commit. The event's
+    /// advisory lock is [`claim_lock`](Self::claim_lock), sent before it in
+    /// the same flight. A committed `done` row is locked (not written) by its
+    /// `DO UPDATE`, whose `WHERE` is false: the statement returns no row.
+    pub(crate) claim_routed: String,
+    /// `$1 scope, $2 provider, $3 event key`: the event's advisory lock,
+    /// without waiting, held to the transaction's end; fails (22012) when
+    /// another transaction holds it, so that the claim sent after it in the
+    /// same flight does not run (25P02). A statement naming no table: on
+    /// Citus it runs on the coordinator.
+    pub(crate) claim_lock: String,
     /// [`claim`](Self::claim) that also reads whether a `done` row stands
     /// (claim first: a duplicate then writes nothing and the lookup after it
     /// answers it).
@@ -102,13 +118,15 @@ impl Statements {
         let t = format!("{schema}.webhook_events");
         let pk = "scope = $1 AND provider = $2 AND event_key = $3";
         let guard = format!("NOT EXISTS (SELECT FROM {t} WHERE {pk} AND state = 'done')\n                    AND ");
-        let claim = |guard: &str| {
+        let lock = format!(
+            "pg_try_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext(
+                          length($1) || ':' || $1 || '/' || length($2) || ':' || $2 || '/' || $3))"
+        );
+        let claim = |rows: &str| {
             format!(
                 "INSERT INTO {t} AS e (scope, provider, event_key, event_type, state, response_status,
                                       completed_at)
-                 SELECT $1, $2, $3, $4, 'done', $5, now()
-                  WHERE {guard}pg_try_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext(
-                          length($1) || ':' || $1 || '/' || length($2) || ':' || $2 || '/' || $3))
+                 {rows}
                  ON CONFLICT (scope, provider, event_key) DO UPDATE
                     SET state = 'done', attempts = e.attempts + 1, run_at = NULL,
                         response_status = excluded.response_status, completed_at = excluded.completed_at,
@@ -122,8 +140,10 @@ impl Statements {
         Self {
             schema: schema.to_owned(),
             begin: format!("BEGIN ISOLATION LEVEL {}; {FENCE_ON}", isolation.sql()),
-            claim: claim(""),
-            claim_guarded: claim(&guard),
+            claim: claim(&format!("SELECT $1, $2, $3, $4, 'done', $5, now() WHERE {lock}")),
+            claim_guarded: claim(&format!("SELECT $1, $2, $3, $4, 'done', $5, now() WHERE {guard}{lock}")),
+            claim_routed: claim("VALUES ($1, $2, $3, $4, 'done', $5, now())"),
+            claim_lock: format!("SELECT 1 / {lock}::int"),
             // The key comes back too: rows that are not this event's (another
             // client's statement of the same name behind a pooler) are seen.
             lookup: format!("SELECT state, response_status, event_key, {DETECT_SQL} FROM {t} WHERE {pk}"),

@@ -17,15 +17,19 @@
 //! (`pg_basebackup`), [`TempPostgres::synchronous_standby`] makes the server
 //! wait for it at every commit. [`PgBouncer`] puts a throwaway PgBouncer in
 //! transaction mode in front of such a server. [`Patroni`] runs a throwaway two-node cluster managed by
-//! Patroni and etcd, for failover tests. [`Citus`] runs a throwaway Citus
+//! Patroni and etcd, for failover tests, and [`HaProxy`] routing to its
+//! primary. [`Citus`] runs a throwaway Citus
 //! cluster (a coordinator and workers) on loopback.
 #![forbid(unsafe_code)]
 
 mod citus;
+mod daemon;
+mod haproxy;
 mod patroni;
 mod pgbouncer;
 
 pub use citus::Citus;
+pub use haproxy::HaProxy;
 pub use nix::sys::signal::Signal;
 pub use patroni::{Member, Patroni, PatroniOptions, NODES};
 pub use pgbouncer::PgBouncer;

@@ -380,6 +380,11 @@ postgresql:
         self.node(name).pg_port
     }
 
+    /// Node `name`'s Patroni REST API port on 127.0.0.1.
+    pub fn api_port(&self, name: &str) -> u16 {
+        self.node(name).api_port
+    }
+
     /// A libpq-style connection string naming both nodes with
     /// `target_session_attrs=read-write`: a client connects to whichever
     /// node is the primary.

@@ -1,11 +1,10 @@
 //! A throwaway PgBouncer in transaction mode.
 
 use std::io;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
+use crate::daemon::Daemon;
 use crate::free_port;
 
 /// A PgBouncer (<https://www.pgbouncer.org/config.html>) on a free loopback
@@ -26,10 +25,9 @@ use crate::free_port;
 /// Binary: `$PGBOUNCER`, else `pgbouncer` on `PATH`, else
 /// `/usr/sbin/pgbouncer` (Debian's package `pgbouncer`).
 pub struct PgBouncer {
-    root: PathBuf,
+    /// Held for its drop, which stops the process.
+    _daemon: Daemon,
     port: u16,
-    child: Child,
-    guardian: Child,
 }
 
 impl PgBouncer {
@@ -121,43 +119,9 @@ impl PgBouncer {
         } else {
             Command::new(bin)
         };
-        let mut child =
-            command.arg(&config).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let failure = loop {
-            if let Some(status) = child.try_wait()? {
-                break io::Error::other(format!("pgbouncer exited ({status}): {}", Self::log(root)));
-            }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                // The guardian: when this process exits, its stdin reaches
-                // EOF. runuser passes the SIGTERM on to PgBouncer (immediate
-                // shutdown).
-                let guardian = Command::new("sh")
-                    .arg("-c")
-                    .arg(r#"read _ignored; kill -TERM "$1" 2>/dev/null; sleep 1; rm -rf "$2""#)
-                    .arg("guardian")
-                    .arg(child.id().to_string())
-                    .arg(root)
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn();
-                match guardian {
-                    Ok(guardian) => return Ok(Self { root: root.to_path_buf(), port, child, guardian }),
-                    Err(e) => break e,
-                }
-            }
-            if Instant::now() > deadline {
-                break io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("pgbouncer did not listen within 10 s: {}", Self::log(root)),
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20)); // polling the port: PgBouncer signals nothing else
-        };
-        let _ = child.kill();
-        let _ = child.wait();
-        Err(failure)
+        let child = command.arg(&config).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
+        Daemon::listening(child, "pgbouncer", port, root, || Self::log(root))
+            .map(|daemon| Self { _daemon: daemon, port })
     }
 
     fn log(root: &Path) -> String {
@@ -173,20 +137,5 @@ impl PgBouncer {
     /// this PgBouncer.
     pub fn url(&self, dbname: &str) -> String {
         format!("postgresql://postgres@127.0.0.1:{}/{dbname}", self.port)
-    }
-}
-
-impl Drop for PgBouncer {
-    fn drop(&mut self) {
-        // SIGTERM through runuser (which passes it on), then wait for both.
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.root);
-        // Done: the guardian goes without a word (its PgBouncer pid is stale).
-        let _ = self.guardian.kill();
-        let _ = self.guardian.wait();
     }
 }

@@ -206,14 +206,9 @@ async fn layer_on_an_unmigrated_schema_answers_503_and_says_to_migrate_once() {
 /// and waited a fixed 5 s whatever the store said.
 #[tokio::test]
 async fn migrate_and_check_schema_follow_the_store_configuration() {
-    if tokio_postgres_only(
-        "it builds deadpool pools that cannot connect; sqlx's equivalents are still to be written (issue 36)",
-    ) {
-        return;
-    }
     let db = TestDb::new().await;
     let pool = db.pool(1);
-    let held = pool.get().await.unwrap();
+    let held = pool.hold().await;
     let store = StoreConfig::from(pool.clone()).pool_timeout(Duration::from_millis(200));
     let started = std::time::Instant::now();
     let migrated = migrate(&store).await.map_err(|e| e.kind());

@@ -76,11 +76,17 @@ pub fn tokio_postgres_only(why: &str) -> bool {
 /// statements (`.get()`, through `Deref`), and, turned into a store
 /// (`StoreConfig::from`, or any `impl Into<StoreConfig>`), a pool of this
 /// run's driver ([`on_sqlx`]) on the same database with the same size.
+///
+/// Clones share one pool of each driver, as deadpool's clones do: in an sqlx
+/// run every store built from a `TestPool` (or its clones) is on one
+/// `PgPool`, which [`hold`](Self::hold) takes connections from.
 #[derive(Clone)]
 pub struct TestPool {
     deadpool: Pool,
     config: tokio_postgres::Config,
     max_size: usize,
+    #[cfg(feature = "sqlx")]
+    sqlx: std::sync::Arc<std::sync::OnceLock<webhook_idempotency::sqlx::sqlx::PgPool>>,
 }
 
 impl TestPool {
@@ -88,6 +94,92 @@ impl TestPool {
     /// whatever the run).
     pub fn deadpool(&self) -> Pool {
         self.deadpool.clone()
+    }
+
+    /// The sqlx pool a store built from this pool uses in an sqlx run
+    /// (made at the first call, inside a Tokio runtime).
+    #[cfg(feature = "sqlx")]
+    pub fn sqlx(&self) -> webhook_idempotency::sqlx::sqlx::PgPool {
+        self.sqlx.get_or_init(|| sqlx_pool(&self.config, self.max_size)).clone()
+    }
+
+    /// The connections open in the pool the run's stores use (idle or in
+    /// use): deadpool's `status().size`, or sqlx's `size()`.
+    pub fn size(&self) -> usize {
+        #[cfg(feature = "sqlx")]
+        if on_sqlx() {
+            return self.sqlx().size() as usize;
+        }
+        self.deadpool.status().size
+    }
+
+    /// Waits until every connection of the run's pool is back in it: sqlx
+    /// returns a connection from a task of its own, after a ping (sqlx 0.9.1,
+    /// `PoolConnection::return_to_pool`), so a request's last round trip can
+    /// come after its answer; deadpool's return is immediate. At most 5 s.
+    pub async fn settled(&self) {
+        #[cfg(feature = "sqlx")]
+        if on_sqlx() {
+            let pool = self.sqlx();
+            let idle = || pool.num_idle() == pool.size() as usize;
+            assert!(eventually(Duration::from_secs(5), || async { idle() }).await, "the sqlx pool settles");
+        }
+    }
+
+    /// A connection checked out of the pool the run's stores use
+    /// ([`on_sqlx`]: sqlx's, else deadpool's), held until dropped: what a
+    /// test holds to exhaust or starve a store's pool.
+    pub async fn hold(&self) -> Held {
+        #[cfg(feature = "sqlx")]
+        if on_sqlx() {
+            return Held::Sqlx(self.sqlx().acquire().await.expect("an sqlx connection"));
+        }
+        Held::Postgres(self.deadpool.get().await.expect("a deadpool connection"))
+    }
+}
+
+/// A connection of the run's driver checked out of a [`TestPool`].
+pub enum Held {
+    Postgres(deadpool_postgres::Object),
+    #[cfg(feature = "sqlx")]
+    Sqlx(webhook_idempotency::sqlx::sqlx::pool::PoolConnection<webhook_idempotency::sqlx::sqlx::Postgres>),
+}
+
+impl Held {
+    /// The server process of this connection (`pg_backend_pid()`).
+    pub async fn backend_pid(&mut self) -> i32 {
+        match self {
+            Self::Postgres(c) => c.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0),
+            #[cfg(feature = "sqlx")]
+            Self::Sqlx(c) => webhook_idempotency::sqlx::sqlx::query_scalar("SELECT pg_backend_pid()")
+                .fetch_one(&mut **c)
+                .await
+                .unwrap(),
+        }
+    }
+
+    /// Runs `sql` (statements without parameters) on this connection.
+    pub async fn batch(&mut self, sql: &str) {
+        match self {
+            Self::Postgres(c) => c.batch_execute(sql).await.unwrap(),
+            #[cfg(feature = "sqlx")]
+            Self::Sqlx(c) => {
+                use webhook_idempotency::sqlx::sqlx;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut **c).await.map(drop).unwrap();
+            }
+        }
+    }
+
+    /// The one `text` value `sql` returns on this connection.
+    pub async fn text(&mut self, sql: &str) -> String {
+        match self {
+            Self::Postgres(c) => c.query_one(sql, &[]).await.unwrap().get(0),
+            #[cfg(feature = "sqlx")]
+            Self::Sqlx(c) => {
+                use webhook_idempotency::sqlx::sqlx;
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned())).fetch_one(&mut **c).await.unwrap()
+            }
+        }
     }
 }
 
@@ -105,7 +197,7 @@ impl From<TestPool> for StoreConfig {
         // built outside one (a plain #[test] of the builder) stays deadpool's.
         #[cfg(feature = "sqlx")]
         if on_sqlx() && tokio::runtime::Handle::try_current().is_ok() {
-            return StoreConfig::from_sqlx(sqlx_pool(&pool.config, pool.max_size));
+            return StoreConfig::from_sqlx(pool.sqlx());
         }
         StoreConfig::from(pool.deadpool)
     }
@@ -144,7 +236,12 @@ pub fn sqlx_pool(config: &tokio_postgres::Config, max_size: usize) -> webhook_id
             .collect();
         options = options.options(pairs);
     }
-    let mut pool = PgPoolOptions::new().max_connections(u32::try_from(max_size).expect("a pool size"));
+    // As README's "Using sqlx" recommends: no ping before each checkout (the
+    // crate discards a connection whose step failed or timed out, and claims
+    // again on a fresh one), so a silently dead connection costs one step
+    // deadline, not the pool timeout.
+    let mut pool =
+        PgPoolOptions::new().max_connections(u32::try_from(max_size).expect("a pool size")).test_before_acquire(false);
     if let Some(timeout) = config.get_connect_timeout() {
         pool = pool.acquire_timeout(*timeout);
     }
@@ -155,7 +252,13 @@ pub fn pool(config: tokio_postgres::Config, max_size: usize) -> TestPool {
     let manager =
         Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     let deadpool = Pool::builder(manager).max_size(max_size).build().expect("pool config");
-    TestPool { deadpool, config, max_size }
+    TestPool {
+        deadpool,
+        config,
+        max_size,
+        #[cfg(feature = "sqlx")]
+        sqlx: std::sync::Arc::default(),
+    }
 }
 
 /// A database of its own for one test, migrated, with an `effects` table

@@ -27,6 +27,17 @@ const EXCEPTIONS: &[(&str, &str)] = &[
          scope on Citus, which leases scope by scope) Citus prunes it to one shard",
     ),
     ("outbox queue: lease", "as the inbox's lease"),
+    (
+        "layer: claim (lookup first)",
+        "off Citus only: an `INSERT ... SELECT` that takes the advisory lock in its `WHERE`; on Citus the claim is \
+         `claim (on Citus, routed)` after `claim's advisory lock (on Citus)`",
+    ),
+    ("layer: claim (claim first, guarded)", "as the lookup-first claim"),
+    (
+        "outbox: delivered",
+        "`$8::text IS NULL OR o.scope = $8`: a batch's rows matched to an array by identity do not prune; on Citus \
+         the marker sends one statement per scope with `$8` bound, which Citus prunes to one shard",
+    ),
     ("inbox queue: due_scopes", "reads the scopes with due rows over every shard, without FOR UPDATE"),
     ("outbox queue: due_scopes", "as the inbox's"),
 ];
@@ -40,6 +51,8 @@ fn request_and_worker_statements(schema: &str) -> Vec<(String, String)> {
     for (name, sql) in [
         ("claim (lookup first)", s.claim),
         ("claim (claim first, guarded)", s.claim_guarded),
+        ("claim (on Citus, routed)", s.claim_routed),
+        ("claim's advisory lock (on Citus)", s.claim_lock),
         ("lookup", s.lookup),
         ("set_status", s.set_status),
         ("record_failure", s.record_failure),
@@ -69,11 +82,25 @@ fn squeeze(sql: &str) -> String {
 }
 
 /// Whether `sql` routes by `scope`: an equality on it with a parameter
-/// (`scope = $1`, not an optional `$4::text IS NULL OR scope = $4`), a
-/// row-wise match that includes it (`(o.scope, ...) = (d.scope, ...)`), or
-/// an insert that writes it (`INSERT INTO t (scope, ...)`).
+/// (`scope = $1`, not an optional `$4::text IS NULL OR scope = $4`), or an
+/// insert of `VALUES` that writes it (`INSERT INTO t (scope, ...) VALUES`). A row-wise match
+/// against a set of rows (`(o.scope, ...) = (d.scope, ...)`) does not:
+/// Citus sends it to every shard.
 fn routes_by_scope(sql: &str) -> bool {
     let sql = squeeze(sql);
+    // An insert into a tenant table is routed when it writes `scope` from
+    // `VALUES`: `INSERT ... SELECT` with no distributed table in its `FROM`
+    // runs through the coordinator (its rows sent back as an intermediate
+    // result, a two-phase commit), whatever its `WHERE` filters.
+    let insert = TENANT_TABLES.iter().find_map(|t| {
+        let into = format!("INSERT INTO webhook_idempotency.{t} ");
+        sql.find(&into).map(|at| &sql[at + into.len()..])
+    });
+    if let Some(rest) = insert {
+        let writes_scope = rest.find('(').is_some_and(|open| rest[open + 1..].trim_start().starts_with("scope"));
+        let values = rest.find(')').is_some_and(|close| rest[close + 1..].trim_start().starts_with("VALUES"));
+        return writes_scope && values;
+    }
     let mut rest = sql.as_str();
     while let Some(at) = rest.find("scope = $") {
         // The column's table alias (`p.scope`) is not what decides.
@@ -83,16 +110,7 @@ fn routes_by_scope(sql: &str) -> bool {
         }
         rest = &rest[at + 1..];
     }
-    let row_match = sql.contains("(o.scope,") && sql.contains("= (d.scope,");
-    let inserts = TENANT_TABLES.iter().any(|t| {
-        sql.find(&format!("{t} ")).is_some_and(|at| {
-            sql[..at].ends_with("INSERT INTO webhook_idempotency.") && {
-                let cols = &sql[at..];
-                cols.find('(').is_some_and(|open| cols[open + 1..].trim_start().starts_with("scope"))
-            }
-        })
-    });
-    row_match || inserts
+    false
 }
 
 fn touches_a_tenant_table(sql: &str) -> bool {
@@ -130,6 +148,13 @@ fn the_scope_check_tells_a_filter_from_an_optional_one() {
     assert!(!routes_by_scope("DELETE FROM x.webhook_events WHERE received_at < $1"));
     assert!(routes_by_scope("INSERT INTO webhook_idempotency.webhook_actions (scope, action) VALUES ($1, $2)"));
     assert!(!routes_by_scope("INSERT INTO webhook_idempotency.webhook_actions (action, scope) VALUES ($1, $2)"));
+    assert!(!routes_by_scope(
+        "INSERT INTO webhook_idempotency.webhook_actions (scope, action) SELECT $1, $2 WHERE NOT EXISTS \
+         (SELECT FROM webhook_idempotency.webhook_actions WHERE scope = $1)"
+    ));
+    assert!(!routes_by_scope(
+        "UPDATE x.webhook_outbox o SET state = 'done' FROM unnest($1::text[]) AS d(scope) WHERE o.scope = d.scope"
+    ));
 }
 
 /// The column lists of every `PRIMARY KEY` and `UNIQUE` in `sql`, with the

@@ -385,11 +385,30 @@ impl ClaimStore {
             }
         }
         // Flight 1: BEGIN and the claim (which inserts only if it takes the
-        // event's advisory lock at once): one round trip.
+        // event's advisory lock at once): one round trip. On Citus the lock
+        // is a statement of its own before a claim Citus routes whole to the
+        // event's shard (`Statements::claim_routed`): the claim's transaction
+        // then commits on one worker, never in two phases.
+        let citus = match conn.on_citus().await {
+            Ok(citus) => citus,
+            Err(e) => {
+                conn.release();
+                return Err(e);
+            }
+        };
         let [scope, provider, key, event_type] = Param::event(event);
         let claim = [scope, provider, key, event_type, Param::I16(ASSUMED_STATUS)];
-        let statement = if lookup_first { &sql.claim } else { &sql.claim_guarded };
-        let (tx, rows, read) = conn.begin_then(&sql.begin, statement, &claim, read).await?;
+        let (lock, statement) = match (citus, lookup_first) {
+            (true, _) => (Some((sql.claim_lock.as_str(), &keys[..])), &sql.claim_routed),
+            (false, true) => (None, &sql.claim),
+            (false, false) => (None, &sql.claim_guarded),
+        };
+        let (tx, rows, read) = match conn.begin_then(&sql.begin, lock, statement, &claim, read).await {
+            Ok(opened) => opened,
+            // The lock is another delivery's: in flight (rolled back).
+            Err(e) if e.is(code::DIVISION_BY_ZERO) => return Ok(Attempt::InFlight),
+            Err(e) => return Err(e),
+        };
         if let Some(row) = rows.first() {
             return Ok(Attempt::Acquired(Box::new(tx), row.get(0), row.get(1), read));
         }

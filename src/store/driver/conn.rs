@@ -184,6 +184,22 @@ impl Conn {
         }
     }
 
+    /// Whether the database has the `citus` extension: from the pool's
+    /// memory once any of its connections looked, else looked up here (one
+    /// round trip, once per pool) and remembered.
+    ///
+    /// # Errors
+    /// As [`query`](Self::query).
+    pub(crate) async fn on_citus(&self) -> Result<bool, DbError> {
+        if let Some(citus) = self.db.citus() {
+            return Ok(citus);
+        }
+        let rows = self.query("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')", &[]).await?;
+        let citus = rows.first().and_then(|r| r.try_get::<bool>(0)).unwrap_or(false);
+        self.db.set_citus(citus);
+        Ok(citus)
+    }
+
     /// [`query`](Self::query) for an autocommit statement that writes: its
     /// implicit `COMMIT` may be waiting for a synchronous standby when the
     /// deadline passes, and PostgreSQL turns a cancelled wait into a commit
@@ -238,26 +254,32 @@ impl Conn {
         sql: &str,
         params: &[Param<'_>],
     ) -> Result<(TxConn, Vec<Row>), DbError> {
-        self.begin_then(begin, sql, params, None).await.map(|(tx, rows, _)| (tx, rows))
+        self.begin_then(begin, None, sql, params, None).await.map(|(tx, rows, _)| (tx, rows))
     }
 
-    /// [`begin`](Self::begin), and `then` (a read and its parameters) in the
-    /// same flight after the statement: its rows come third (none without
-    /// it). At READ COMMITTED `then` sees what committed before it started,
-    /// after `sql` ran (the claim's read of what its lock guarded).
+    /// [`begin`](Self::begin), with `before` (a statement and its
+    /// parameters whose rows are not kept) between `begin` and the
+    /// statement, and `then` (a read and its parameters) after it, all in
+    /// the same flight: `then`'s rows come third (none without it). At READ
+    /// COMMITTED `then` sees what committed before it started, after `sql`
+    /// ran (the claim's read of what its lock guarded). A failing `before`
+    /// (the claim's advisory lock taken elsewhere, on Citus) aborts the
+    /// transaction, so `sql` does not run (25P02).
     ///
     /// # Errors
-    /// As [`begin`](Self::begin); a failing `then` fails the whole.
+    /// As [`begin`](Self::begin); a failing `before` or `then` fails the
+    /// whole, with `before`'s error when it failed.
     pub(crate) async fn begin_then(
         self,
         begin: &str,
+        before: Option<(&str, &[Param<'_>])>,
         sql: &str,
         params: &[Param<'_>],
         then: Option<(&str, &[Param<'_>])>,
     ) -> Result<(TxConn, Vec<Row>, Vec<Row>), DbError> {
         let db = self.db.clone();
         let named = !db.transaction_pooler();
-        let (e, tx) = match self.begin_once(begin, sql, params, then, named).await {
+        let (e, tx) = match self.begin_once(begin, [before, Some((sql, params)), then], named).await {
             Ok(opened) => return Ok(opened),
             Err((e, None)) => return Err(e), // closed
             Err((e, Some(tx))) => (e, tx),
@@ -266,7 +288,7 @@ impl Conn {
             let _ = tx.rollback().await;
             return Err(e);
         }
-        match tx.rollback_to_conn().await?.begin_once(begin, sql, params, then, false).await {
+        match tx.rollback_to_conn().await?.begin_once(begin, [before, Some((sql, params)), then], false).await {
             Ok(opened) => Ok(opened),
             Err((e, Some(tx))) => {
                 let _ = tx.rollback().await;
@@ -279,12 +301,12 @@ impl Conn {
     /// One try of [`begin_then`](Self::begin_then). On failure, the
     /// transaction still to roll back when the session is usable (`None`:
     /// closed).
+    /// `statements` are `before`, the statement and `then` of
+    /// [`begin_then`](Self::begin_then) (the statement always `Some`).
     async fn begin_once(
         mut self,
         begin: &str,
-        sql: &str,
-        params: &[Param<'_>],
-        then: Option<(&str, &[Param<'_>])>,
+        statements: [Option<(&str, &[Param<'_>])>; 3],
         named: bool,
     ) -> Result<(TxConn, Vec<Row>, Vec<Row>), (DbError, Option<TxConn>)> {
         let conn = self.conn.take().expect("a Conn holds its connection until released or dropped");
@@ -292,18 +314,21 @@ impl Conn {
         let tx = TxConn::opening(conn, self.db.clone());
         let opened = bounded(&self.db, tx.connection().checked_out(), async {
             let conn = tx.connection();
-            let prepared = prepare_on(conn, sql, named).await?;
-            let then_prepared = match then {
-                Some((then_sql, _)) => prepare_on(conn, then_sql, named).await?,
-                None => None,
-            };
-            let mut steps = vec![Step::Batch(begin), Step::Query { sql, params, prepared: prepared.as_ref() }];
-            if let Some((then_sql, then_params)) = then {
-                steps.push(Step::Query { sql: then_sql, params: then_params, prepared: then_prepared.as_ref() });
+            let mut prepared = Vec::with_capacity(statements.len());
+            for (sql, _) in statements.iter().flatten() {
+                prepared.push(prepare_on(conn, sql, named).await?);
+            }
+            let mut steps = vec![Step::Batch(begin)];
+            for ((sql, params), prepared) in statements.iter().flatten().zip(&prepared) {
+                steps.push(Step::Query { sql, params, prepared: prepared.as_ref() });
             }
             let mut answers = conn.flight(&steps).await.into_iter();
-            let begun = rows(answers.next());
-            let claimed = begun.and(rows(answers.next()))?;
+            rows(answers.next())?; // BEGIN
+            let [before, _, then] = &statements;
+            if before.is_some() {
+                rows(answers.next())?;
+            }
+            let claimed = rows(answers.next())?;
             let then_rows = if then.is_some() { rows(answers.next())? } else { Vec::new() };
             Ok((claimed, then_rows))
         })

@@ -55,6 +55,9 @@ struct PoolState {
     /// The commits that confirm duplicates under synchronous replication
     /// (`Db::confirm_replicated`): one in flight per pool.
     rounds: Arc<Rounds>,
+    /// Whether the pool's database has the `citus` extension, once looked
+    /// up ([`Conn::on_citus`](super::conn::Conn::on_citus)).
+    citus: OnceLock<bool>,
 }
 
 impl PoolState {
@@ -132,6 +135,32 @@ impl Db {
                 endpoint: i.endpoint.clone(),
             }),
         }
+    }
+
+    /// Whether the pool's database has the `citus` extension, when a
+    /// connection of the pool looked it up already.
+    pub(crate) fn citus(&self) -> Option<bool> {
+        self.inner.state.citus.get().copied()
+    }
+
+    /// Records what [`citus`](Self::citus) answers from now on.
+    pub(super) fn set_citus(&self, citus: bool) {
+        let _ = self.inner.state.citus.set(citus);
+    }
+
+    /// Whether the database has the `citus` extension: looked up once per
+    /// pool, on a pooled connection, then answered from memory.
+    ///
+    /// # Errors
+    /// As [`query`](Self::query).
+    pub(crate) async fn on_citus(&self, step: &str) -> Result<bool, StoreError> {
+        if let Some(citus) = self.citus() {
+            return Ok(citus);
+        }
+        let conn = self.connect(step).await?;
+        let found = conn.on_citus().await;
+        conn.release();
+        found.map_err(|e| self.error(&e, step))
     }
 
     /// The pool.

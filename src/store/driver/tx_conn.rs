@@ -145,6 +145,13 @@ impl TxConn {
         }
     }
 
+    /// Whether the database has the `citus` extension, when a connection of
+    /// the pool looked it up already (`Conn::on_citus`; a claim does, before
+    /// its transaction).
+    pub(crate) fn citus(&self) -> Option<bool> {
+        self.db.citus()
+    }
+
     /// Sends `NOTIFY channel` with the fenced commit, in its flight, once
     /// the transaction commits (nothing when it does not): PostgreSQL's
     /// own `NOTIFY` inside a transaction is delivered at its commit too,

@@ -290,10 +290,6 @@ struct QueueInner {
     db: Db,
     /// The database's key ([`Db::database`]).
     database: String,
-    /// Whether the database has the `citus` extension, looked up at the
-    /// first lease: a worker serving every scope then leases scope by scope
-    /// ([`TableQueue::lease`]).
-    citus: tokio::sync::OnceCell<bool>,
     sql: QueueSql,
     channel: String,
     tables: Arc<TxTables>,
@@ -313,7 +309,6 @@ impl<K: QueueKind> TableQueue<K> {
             channel: channel(K::NAME, schema),
             tables: tables(schema),
             database: db.database(),
-            citus: tokio::sync::OnceCell::new(),
             db,
         };
         Self { inner: Arc::new(inner), kind: PhantomData }
@@ -375,13 +370,11 @@ impl<K: QueueKind> TableQueue<K> {
         Ok(all)
     }
 
-    /// Whether the database has the `citus` extension (looked up once).
+    /// Whether the database has the `citus` extension (looked up once per
+    /// pool, at the first lease or claim: `Db::on_citus`): a worker serving
+    /// every scope then leases scope by scope.
     async fn on_citus(&self) -> Result<bool, StoreError> {
-        let sql = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')";
-        let found = self.inner.citus.get_or_try_init(|| async {
-            Ok::<bool, StoreError>(self.inner.db.query("lease: look for citus", sql, &[]).await?[0].get(0))
-        });
-        found.await.copied()
+        self.inner.db.on_citus("lease: look for citus").await
     }
 
     /// [`lease`](Self::lease) in one statement.

@@ -278,13 +278,16 @@ async fn the_handler_sees_its_own_claim_row_already_done_with_200_and_nobody_els
                 let row: String = client
                     .scalar(
                         "SELECT concat_ws('|', state, attempts, coalesce(response_status::text, ''),
-                                          completed_at = now())
+                                          extract(epoch FROM completed_at))
                          FROM webhook_idempotency.webhook_events
                          WHERE scope = $1 AND provider = $2 AND event_key = $3",
                         &[event.scope().into(), event.provider().into(), event.key().into()],
                     )
                     .await
                     .unwrap();
+                // The transaction's time, by a statement naming no table (on
+                // Citus the coordinator's, whose `now()` the routed claim wrote).
+                let now: String = client.scalar("SELECT extract(epoch FROM now())::text", &[]).await.unwrap();
                 let row: Vec<&str> = row.split('|').collect();
                 let other = outside.get().await.unwrap();
                 let outside_state = other
@@ -299,7 +302,7 @@ async fn the_handler_sees_its_own_claim_row_already_done_with_200_and_nobody_els
                     state: row[0].to_owned(),
                     attempts: row[1].parse().unwrap(),
                     response_status: row[2].parse().ok(),
-                    completed_now: row[3] == "t",
+                    completed_now: row[3] == now,
                     outside: outside_state,
                 });
                 drop(client);
@@ -668,11 +671,11 @@ async fn an_advisory_lock_held_elsewhere_on_the_event_delays_its_delivery_which_
     // colliding event's claim would): a delivery never runs meanwhile (409
     // after the in-flight wait), and runs once the lock is released, also
     // when that happens during its wait.
-    // On Citus the claim's lock is taken on the worker holding the event's
-    // shard (OPERATIONS.md, "Distributed PostgreSQL (Citus)"): the holder's
-    // session is there.
+    // On Citus the claim's lock is taken on the coordinator, as a statement
+    // naming no table (OPERATIONS.md, "Distributed PostgreSQL (Citus)"):
+    // the holder's session is there too.
     let db = TestDb::new().await;
-    let holder = db.session_for_scope("acct_test").await;
+    let holder = db.pool.get().await.unwrap();
     let take_lock =
         format!("BEGIN; SELECT pg_advisory_xact_lock({CLAIM_LOCK_CLASS}, hashtext('9:acct_test/6:stripe/evt_locked'))");
     holder.batch_execute(&take_lock).await.unwrap();

@@ -89,11 +89,6 @@ async fn terminated_backend_mid_handler_is_not_2xx_and_the_retry_succeeds() {
 
 #[tokio::test]
 async fn pool_exhausted_answers_503_within_the_configured_wait() {
-    if tokio_postgres_only(
-        "it exhausts the store's pool by holding deadpool's connections; the sqlx store's pool is another",
-    ) {
-        return;
-    }
     let db = TestDb::new().await;
     let pool = db.pool(1);
     let wait = Duration::from_millis(300);
@@ -101,7 +96,7 @@ async fn pool_exhausted_answers_503_within_the_configured_wait() {
         "/webhooks/stripe",
         post(apply_effect).layer(stripe_layer(StoreConfig::from(pool.clone()).pool_timeout(wait)).build().unwrap()),
     );
-    let held = pool.get().await.unwrap();
+    let held = pool.hold().await;
     let started = Instant::now();
     let (code, headers) = status(&app, stripe_request(stripe_body("evt_pool"))).await;
     let took = started.elapsed();
@@ -122,7 +117,7 @@ async fn duplicate_on_a_dead_pooled_connection_is_still_replayed() {
     let body = stripe_body("evt_dead_conn");
     assert_eq!(status(&app, stripe_request(body.clone())).await.0, StatusCode::OK);
     // Kill the one pooled connection's backend behind the pool's back.
-    let pid: i32 = pool.get().await.unwrap().query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    let pid = pool.hold().await.backend_pid().await;
     let admin = db.pool.get().await.unwrap();
     admin.execute("SELECT pg_terminate_backend($1::int)", &[&pid]).await.unwrap();
     let gone = eventually(Duration::from_secs(10), || async {

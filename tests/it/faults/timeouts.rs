@@ -148,12 +148,9 @@ async fn in_flight_duplicate_waits_then_409_and_the_first_completes() {
 
 #[tokio::test]
 async fn handler_sees_the_connections_own_lock_timeout() {
-    if tokio_postgres_only("it sets the session's lock_timeout on the deadpool connection the store reuses") {
-        return;
-    }
     let db = TestDb::new().await;
     let pool = db.pool(1);
-    pool.get().await.unwrap().batch_execute("SET lock_timeout = '1234ms'").await.unwrap();
+    pool.hold().await.batch("SET lock_timeout = '1234ms'").await;
     let (seen_tx, seen_rx) = once::<String>();
     let app = Router::new().route(
         "/webhooks/stripe",
