@@ -27,6 +27,14 @@
 //!   claim `INSERT ... ON CONFLICT DO NOTHING RETURNING`, the business insert,
 //!   `COMMIT`, all prepared; a duplicate is answered from the claim's empty
 //!   result, then `ROLLBACK`.
+//! - `sqlx layer` and `sqlx hand-written` (with the `sqlx` feature): the
+//!   same two on an `sqlx::PgPool` of the same size, built as README's
+//!   "Using sqlx" recommends (`test_before_acquire(false)`, for both): the
+//!   layer's store `StoreConfig::from_sqlx`, its handler's insert through
+//!   `WebhookTx::sqlx` (`sqlx::query`, cached per connection); the
+//!   hand-written handler with sqlx's own `Transaction` (`pool.begin()`,
+//!   the claim, the insert, `commit`). Each is compared with the
+//!   hand-written handler of its own driver.
 //! - `pgbench`: the same SQL from custom scripts (`-n -M prepared -T
 //!   $PGBENCH_SECONDS -c N -j 2`), no HTTP and no signature.
 //!
@@ -89,6 +97,11 @@ const HAND_CLAIM: &str = "INSERT INTO webhook_idempotency.webhook_events
         (scope, provider, event_key, event_type, state, response_status, completed_at)
      VALUES ($1, 'stripe', $2, $3, 'done', 200, now())
      ON CONFLICT (scope, provider, event_key) DO NOTHING RETURNING 1";
+/// The routes of the server, one per variant (pgbench aside).
+#[cfg(feature = "sqlx")]
+const PATHS: &[&str] = &["layer", "claim-first", "hand", "sqlx-layer", "sqlx-hand"];
+#[cfg(not(feature = "sqlx"))]
+const PATHS: &[&str] = &["layer", "claim-first", "hand"];
 /// Stripe's default tolerance for the signed timestamp (seconds).
 const TOLERANCE: u64 = 300;
 
@@ -117,6 +130,68 @@ async fn layer_handler(tx: WebhookTx, event: WebhookEvent) -> StatusCode {
     match client.execute(&stmt, &[&event.key(), &body.data.object.amount]).await {
         Ok(_) => StatusCode::OK,
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The sqlx variants: the layer's handler and the hand-written one.
+#[cfg(feature = "sqlx")]
+mod on_sqlx {
+    use super::*;
+    use webhook_idempotency::sqlx::sqlx;
+
+    /// The layer's handler on sqlx: one insert in the claim's transaction.
+    pub(super) async fn layer_handler(tx: WebhookTx, event: WebhookEvent) -> StatusCode {
+        let Ok(body) = event.json::<StripeEvent>() else { return StatusCode::BAD_REQUEST };
+        let Ok(mut db) = tx.sqlx().await else { return StatusCode::INTERNAL_SERVER_ERROR };
+        match sqlx::query(EFFECT_INSERT).bind(event.key()).bind(body.data.object.amount).execute(&mut db).await {
+            Ok(_) => StatusCode::OK,
+            Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    #[derive(Clone)]
+    pub(super) struct Hand {
+        pub(super) pool: sqlx::PgPool,
+        pub(super) secret: Arc<Vec<u8>>,
+    }
+
+    /// The hand-written handler on sqlx.
+    pub(super) async fn hand_handler(State(h): State<Hand>, headers: HeaderMap, body: Bytes) -> Response {
+        let sig = headers.get("stripe-signature").and_then(|v| v.to_str().ok()).unwrap_or("");
+        if !stripe_ok(&h.secret, sig, &body, unix_now()) {
+            return StatusCode::UNAUTHORIZED.into_response();
+        }
+        let Ok(event) = serde_json::from_slice::<StripeEvent>(&body) else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        match hand_tx(&h.pool, &event).await {
+            Ok(true) => StatusCode::OK.into_response(),
+            Ok(false) => (StatusCode::OK, [(IDEMPOTENT_REPLAYED, "true")]).into_response(),
+            Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        }
+    }
+
+    /// `Ok(true)`: processed; `Ok(false)`: a duplicate (rolled back).
+    async fn hand_tx(pool: &sqlx::PgPool, event: &StripeEvent) -> Result<bool, sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        let claimed =
+            sqlx::query(HAND_CLAIM).bind(SCOPE).bind(&event.id).bind(&event.kind).fetch_optional(&mut *tx).await?;
+        if claimed.is_none() {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        sqlx::query(EFFECT_INSERT).bind(&event.id).bind(event.data.object.amount).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// An sqlx pool of `size` over `url`, as README's "Using sqlx" builds it.
+    pub(super) fn pool(url: &str, size: usize) -> Result<sqlx::PgPool, Box<dyn std::error::Error>> {
+        let options: sqlx::postgres::PgConnectOptions = url.parse()?;
+        Ok(sqlx::postgres::PgPoolOptions::new()
+            .max_connections(u32::try_from(size)?)
+            .test_before_acquire(false)
+            .connect_lazy_with(options))
     }
 }
 
@@ -517,7 +592,14 @@ fn draw(path: &str, rows: &[(&str, &str, usize, Point)]) -> Result<(), Box<dyn s
     let root = BitMapBackend::new(path, (1100, 450)).into_drawing_area();
     root.fill(&WHITE)?;
     let panels = root.split_evenly((1, 2));
-    let variants = [("layer", RED), ("layer, claim first", MAGENTA), ("hand-written", BLUE), ("pgbench", BLACK)];
+    let variants = [
+        ("layer", RED),
+        ("layer, claim first", MAGENTA),
+        ("hand-written", BLUE),
+        ("sqlx layer", RGBColor(230, 140, 0)),
+        ("sqlx hand-written", CYAN),
+        ("pgbench", BLACK),
+    ];
     for (panel, kind) in panels.iter().zip(["new", "duplicate"]) {
         let max = rows.iter().filter(|r| r.1 == kind).map(|r| r.3.rate()).fold(0.0, f64::max);
         let mut chart = ChartBuilder::on(panel)
@@ -579,6 +661,14 @@ async fn serve(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         .route("/layer", post(layer_handler).layer(layer))
         .route("/claim-first", post(layer_handler).layer(claim_first))
         .route("/hand", post(hand_handler).with_state(hand));
+    #[cfg(feature = "sqlx")]
+    let app = {
+        let store = webhook_idempotency::StoreConfig::from_sqlx(on_sqlx::pool(url, size)?);
+        let layer = WebhookLayer::builder(store, Provider::stripe()).scope(SCOPE).secret(SECRET).build()?;
+        let hand = on_sqlx::Hand { pool: on_sqlx::pool(url, size)?, secret: Arc::new(SECRET.as_bytes().to_vec()) };
+        app.route("/sqlx-layer", post(on_sqlx::layer_handler).layer(layer))
+            .route("/sqlx-hand", post(on_sqlx::hand_handler).with_state(hand))
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     println!("listening on {}", listener.local_addr()?);
     axum::serve(listener, app).await?;
@@ -679,7 +769,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
 
     // Warm-up: connections, prepared statements, page cache.
-    for path in ["layer", "claim-first", "hand"] {
+    for &path in PATHS {
         let target = format!("http://{addr}/{path}");
         let warm_tag = Arc::new(deliveries(&format!("warm{path}"), 400));
         http_point(&client, &target, warm_tag, 16, false, 1.0, &counters).await;
@@ -693,10 +783,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok()
         .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| SENDERS.to_vec());
-    let variants = std::env::var("LOAD_VARIANTS").unwrap_or_else(|_| "layer,claim-first,hand,pgbench".into());
+    let all = format!("{},pgbench", PATHS.join(","));
+    let variants = std::env::var("LOAD_VARIANTS").unwrap_or(all);
     let variants: Vec<&str> = variants.split(',').map(str::trim).collect();
     for &senders in &senders_list {
-        for path in ["layer", "claim-first", "hand"].into_iter().filter(|p| variants.contains(p)) {
+        for path in PATHS.iter().copied().filter(|p| variants.contains(p)) {
             let target = format!("http://{addr}/{path}");
             // Enough for the fastest plausible rate; a point that runs out stops early.
             let n = (4_000.0 * seconds) as usize;
@@ -713,6 +804,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let name = match path {
                 "layer" => "layer",
                 "claim-first" => "layer, claim first",
+                "sqlx-layer" => "sqlx layer",
+                "sqlx-hand" => "sqlx hand-written",
                 _ => "hand-written",
             };
             eprintln!("{name:>12} x{senders:<3} new {:>7.0}/s  dup {:>7.0}/s", new.rate(), dup.rate());
@@ -741,6 +834,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (variant, kind, senders, p) in &rows {
         let find = |v: &str| rows.iter().find(|(rv, rk, rs, _)| *rv == v && rk == kind && rs == senders).map(|r| &r.3);
+        // Each layer against the hand-written handler of its own driver.
+        let hand = if variant.starts_with("sqlx") { "sqlx hand-written" } else { "hand-written" };
         let ratio = |v: &str| match find(v) {
             Some(o) if *variant != v => format!("{:.2}x", p.rate() / o.rate()),
             _ => String::new(),
@@ -754,7 +849,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // pgbench send one statement per round trip.
         // The adaptive layer claims first among new events and looks up first
         // among duplicates (its statements per request show which it did).
+        // sqlx sends one statement per round trip and pings a connection
+        // when it goes back to its pool: the layer's BEGIN + SET LOCAL, claim,
+        // insert, check, COMMIT (a duplicate: the lookup), the hand-written
+        // BEGIN, claim, insert, COMMIT (a duplicate: BEGIN, claim, ROLLBACK),
+        // each plus that ping.
         let trips = match (*variant, *kind) {
+            ("sqlx layer", "new") => 6,
+            ("sqlx layer", _) => 2,
+            ("sqlx hand-written", "new") => 5,
+            ("sqlx hand-written", _) => 4,
             ("layer" | "layer, claim first", "new") => 3,
             ("layer, claim first", _) => 2,
             (_, "new") => 4,
@@ -770,7 +874,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             us(p.pg_cpu_ticks),
             us(p.client_cpu_ticks),
             p.statements as f64 / per,
-            ratio("hand-written"),
+            ratio(hand),
             ratio("pgbench"),
             p.unexpected,
         );

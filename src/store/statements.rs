@@ -29,7 +29,9 @@ pub(crate) const ASSUMED_STATUS: i16 = 200;
 ///   fence check (or [`set_status`](Self::set_status) for a status other
 ///   than 200) and `COMMIT` in one flight. Seven statements (`BEGIN`'s batch
 ///   sets the fence: `driver::FENCE_ON`), all but `BEGIN`/`COMMIT` prepared
-///   once per connection; the row is written once.
+///   once per connection; the row is written once. On Citus eight: the
+///   claim's advisory lock ([`claim_lock`](Self::claim_lock)) goes in the
+///   claim's flight before [`claim_routed`](Self::claim_routed).
 #[derive(Debug)]
 pub(crate) struct Statements {
     /// The schema the statements name.
@@ -77,8 +79,10 @@ pub(crate) struct Statements {
     /// through the coordinator, its row sent back as an intermediate result,
     /// which makes every claim's transaction a two-phase commit. The event's
     /// advisory lock is [`claim_lock`](Self::claim_lock), sent before it in
-    /// the same flight. A committed `done` row is locked (not written) by its
-    /// `DO UPDATE`, whose `WHERE` is false: the statement returns no row.
+    /// the same flight. A committed `done` row is not changed by its
+    /// `DO UPDATE`, whose `WHERE` is false, but PostgreSQL locks it all the
+    /// same (a transaction id, and the lock written into the row on the
+    /// worker, with its WAL): the statement returns no row.
     pub(crate) claim_routed: String,
     /// `$1 scope, $2 provider, $3 event key`: the event's advisory lock,
     /// without waiting, held to the transaction's end; fails (22012) when

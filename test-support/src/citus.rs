@@ -17,11 +17,16 @@ use crate::{check, find_bin, TempPostgres};
 /// The settings every node starts with: the extension's library;
 /// prepared transactions for Citus's two-phase commit of a transaction that
 /// wrote on several nodes (Citus docs, "Distributed transactions";
-/// PostgreSQL docs, `max_prepared_transactions`); and background workers
-/// for Citus's maintenance daemon, one per database (a test run creates
-/// dozens; the default 8 runs out).
-const NODE_SETTINGS: &str =
-    "-c shared_preload_libraries=citus -c max_prepared_transactions=200 -c max_worker_processes=128";
+/// PostgreSQL docs, `max_prepared_transactions`); background workers for
+/// Citus's maintenance daemon, one per database (a test run creates over a
+/// hundred; the default 8 runs out); and connections for those daemons,
+/// each of which keeps about 3 on the coordinator and 2 on each worker
+/// while its database exists (Citus 13.2: its 2PC recovery and deadlock
+/// detection connect to every node), besides the tests' own: with the
+/// harness's 400, the CI step's 140 databases ran the coordinator out
+/// (`53300 sorry, too many clients already`).
+const NODE_SETTINGS: &str = "-c shared_preload_libraries=citus -c max_prepared_transactions=200 \
+     -c max_worker_processes=256 -c max_connections=1200";
 
 /// A running cluster. See the module docs.
 pub struct Citus {
