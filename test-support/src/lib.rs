@@ -241,10 +241,16 @@ impl TempPostgres {
                 .ok_or_else(|| io::Error::other("running as root needs a `postgres` user to run the server"))?;
             std::os::unix::fs::chown(&root, Some(user.uid.as_raw()), Some(user.gid.as_raw()))?;
         }
-        // The guardian: when this process exits, stdin reaches EOF.
+        // The guardian: when this process exits, stdin reaches EOF. With
+        // `WEBHOOK_TEST_LOG_DIR` set, it keeps the server's log there first
+        // (`<directory name>.log`): what CI prints when a test fails.
         let guardian = Command::new("sh")
             .arg("-c")
-            .arg(r#"read _ignored; $PGCTL -D "$1/data" stop -m immediate >/dev/null 2>&1; rm -rf "$1""#)
+            .arg(
+                r#"read _ignored; $PGCTL -D "$1/data" stop -m immediate >/dev/null 2>&1;
+                   [ -n "$WEBHOOK_TEST_LOG_DIR" ] && cp "$1/server.log" "$WEBHOOK_TEST_LOG_DIR/${1##*/}.log" 2>/dev/null;
+                   rm -rf "$1""#,
+            )
             .arg("guardian")
             .arg(&root)
             .env("PGCTL", Self::command_line(as_postgres, &bin.join("pg_ctl")))
@@ -427,6 +433,11 @@ impl Drop for TempPostgres {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+        if let Some(dir) = std::env::var_os("WEBHOOK_TEST_LOG_DIR") {
+            if let Some(name) = self.root.file_name() {
+                let _ = std::fs::copy(self.root.join("server.log"), Path::new(&dir).join(name).with_extension("log"));
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.root);
         // Closing stdin lets the guardian exit (it finds nothing left to do).
         drop(self.guardian.stdin.take());
