@@ -206,6 +206,12 @@ pub mod xero;
 #[cfg(feature = "zendesk")]
 pub mod zendesk;
 
+#[cfg(feature = "convoy")]
+pub mod convoy;
+pub mod gateway;
+#[cfg(feature = "hookdeck")]
+pub mod hookdeck;
+
 /// The registry-wide tests, and the test cases, fixture checks and
 /// conformance table the presets share.
 #[cfg(test)]
@@ -366,6 +372,10 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo::hmac(&paystack::FACTS),
     #[cfg(feature = "woocommerce")]
     PresetInfo::hmac(&woocommerce::FACTS),
+    #[cfg(feature = "hookdeck")]
+    PresetInfo::hmac(&hookdeck::FACTS),
+    #[cfg(feature = "convoy")]
+    PresetInfo::hmac(&convoy::FACTS),
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -381,6 +391,7 @@ const NAMES: &[&str] = &[
     "checkout-com",
     "circleci",
     "coinbase-commerce",
+    "convoy",
     "customer-io",
     "discord",
     "forgejo",
@@ -391,6 +402,7 @@ const NAMES: &[&str] = &[
     "gocardless",
     "help-scout",
     "heroku",
+    "hookdeck",
     "hubspot",
     "intercom",
     "lemon-squeezy",

@@ -324,7 +324,6 @@ impl Provider {
         &*self.verifier
     }
 
-    #[cfg(test)]
     pub(crate) fn verifier_shared(&self) -> Arc<dyn Verifier> {
         Arc::clone(&self.verifier)
     }

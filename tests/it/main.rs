@@ -17,6 +17,7 @@ mod citus;
 mod claim;
 mod cli;
 mod faults;
+mod gateway;
 mod ha;
 mod http;
 mod idempotency_key;
