@@ -201,6 +201,15 @@ pub mod vercel;
 pub mod webflow;
 #[cfg(feature = "woocommerce")]
 pub mod woocommerce;
+
+#[cfg(feature = "clickup")]
+pub mod clickup;
+#[cfg(feature = "line")]
+pub mod line;
+#[cfg(feature = "meta")]
+pub mod meta;
+#[cfg(feature = "workos")]
+pub mod workos;
 #[cfg(feature = "xero")]
 pub mod xero;
 #[cfg(feature = "zendesk")]
@@ -376,6 +385,14 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo::hmac(&hookdeck::FACTS),
     #[cfg(feature = "convoy")]
     PresetInfo::hmac(&convoy::FACTS),
+    #[cfg(feature = "line")]
+    PresetInfo::hmac(&line::FACTS),
+    #[cfg(feature = "meta")]
+    PresetInfo::hmac(&meta::FACTS),
+    #[cfg(feature = "clickup")]
+    PresetInfo::hmac(&clickup::FACTS),
+    #[cfg(feature = "workos")]
+    PresetInfo::hmac(&workos::FACTS),
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -389,6 +406,7 @@ const NAMES: &[&str] = &[
     "cal-com",
     "calendly",
     "checkout-com",
+    "clickup",
     "circleci",
     "coinbase-commerce",
     "convoy",
@@ -406,8 +424,10 @@ const NAMES: &[&str] = &[
     "hubspot",
     "intercom",
     "lemon-squeezy",
+    "line",
     "linear",
     "mailgun",
+    "meta",
     "mux",
     "paddle",
     "pagerduty",
@@ -430,6 +450,7 @@ const NAMES: &[&str] = &[
     "vercel",
     "webflow",
     "woocommerce",
+    "workos",
     "xero",
     "zendesk",
     "zoom",

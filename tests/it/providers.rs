@@ -462,7 +462,7 @@ fn registry_body(n: u32, now: u64, shape: usize) -> Vec<u8> {
         "id": id, "event_id": id, "type": "thing.created", "event": event,
         "triggerEvent": "THING_CREATED", "createdAt": format!("2024-01-0{n}T00:00:00Z"), "created_at": "c",
         "payload": {"id": id, "uid": format!("uid_{n}"), "uri": format!("https://example.com/{n}")},
-        "events": [{"id": id}], "webhookTimestamp": now * 1000,
+        "events": [{"id": id, "webhookEventId": id}], "webhookTimestamp": now * 1000,
         "update_id": 1000 + n, "message": {"message_id": n},
         "meta": {"webhook_id": id, "event_name": "thing_created"},
         "data": {"type": "things", "id": id, "attributes": {"updated_at": format!("2024-01-0{n}T00:00:00Z")}},
