@@ -15,6 +15,7 @@ use super::ResponseBody;
 use crate::event::ScopedEvent;
 use crate::key::{EventIdentity, KeyError};
 use crate::scope::{Endpoint, ResolveErrorKind};
+use crate::verify::fetch::FetchErrorKind;
 use crate::verify::{Delivery, SigningSecret, VerifyError};
 
 /// Bodies of this many bytes or more are verified on tokio's blocking pool:
@@ -111,6 +112,15 @@ async fn verify<B>(
     secrets: &[SigningSecret],
     replay: bool,
 ) -> Result<Verified, Box<Answer<B>>> {
+    if let Some(prepare) = config.provider.verifier_ref().prepare(&parts, body) {
+        if let Err(e) = prepare.await {
+            let kind = match e.kind() {
+                FetchErrorKind::NotAllowed => RejectionKind::InvalidSignature,
+                _ => RejectionKind::KeyUnavailable,
+            };
+            return Err(config.refuse(kind, e.kind().as_str()).into());
+        }
+    }
     let costly = body.len() >= OFFLOAD_VERIFY_BYTES || config.provider.verifier_ref().costly(&parts);
     if !costly {
         let verified = check(config, &parts, body, secrets, replay);

@@ -25,6 +25,7 @@ use super::ResponseBody;
 /// | `InvalidEventKey` | 400 | nothing |
 /// | `InFlight` | 409 + `Retry-After` | unchanged |
 /// | `StoreUnavailable` | 503 + `Retry-After` | whatever PostgreSQL committed; never done |
+/// | `KeyUnavailable` | 503 + `Retry-After` | nothing |
 /// | `RetryableConflict` | 503 + `Retry-After` | rolled back; failed attempt recorded |
 /// | `Misconfigured` | 500 | nothing |
 /// | `HandlerError` | 500 | rolled back; failed attempt recorded |
@@ -54,6 +55,12 @@ pub enum RejectionKind {
     InFlight,
     /// The database is unavailable, or the commit failed or its outcome is unknown.
     StoreUnavailable,
+    /// The signing key the delivery names (a certificate the sender
+    /// publishes) could not be fetched: the host did not answer in time,
+    /// answered no key, or the fetch budget is spent
+    /// ([`verify::fetch`](crate::verify::fetch)). Nothing is stored; the
+    /// sender retries.
+    KeyUnavailable,
     /// The handler's transaction met a deadlock, serialization failure or
     /// lock timeout: the retry will succeed.
     RetryableConflict,
@@ -79,7 +86,7 @@ impl RejectionKind {
             Self::UnknownEndpoint => StatusCode::NOT_FOUND,
             Self::InvalidSignature => StatusCode::UNAUTHORIZED,
             Self::InFlight => StatusCode::CONFLICT,
-            Self::StoreUnavailable | Self::RetryableConflict => StatusCode::SERVICE_UNAVAILABLE,
+            Self::StoreUnavailable | Self::RetryableConflict | Self::KeyUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Misconfigured | Self::HandlerError => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -97,6 +104,7 @@ impl RejectionKind {
             Self::InvalidEventKey => "invalid_event_key",
             Self::InFlight => "in_flight",
             Self::StoreUnavailable => "store_unavailable",
+            Self::KeyUnavailable => "key_unavailable",
             Self::RetryableConflict => "retryable_conflict",
             Self::Misconfigured => "misconfigured",
             Self::HandlerError => "handler_error",
@@ -116,6 +124,7 @@ impl RejectionKind {
             Self::InvalidEventKey => "no usable event id\n",
             Self::InFlight => "event in flight, retry later\n",
             Self::StoreUnavailable => "webhook store unavailable, retry later\n",
+            Self::KeyUnavailable => "signing key unavailable, retry later\n",
             Self::RetryableConflict => "conflict with a concurrent delivery, retry later\n",
             Self::Misconfigured => "webhook endpoint misconfigured\n",
             Self::HandlerError => "webhook handler error\n",
@@ -124,7 +133,7 @@ impl RejectionKind {
 
     /// Whether the sender should retry later: `Retry-After` is set.
     fn retry_later(self) -> bool {
-        matches!(self, Self::InFlight | Self::StoreUnavailable | Self::RetryableConflict)
+        matches!(self, Self::InFlight | Self::StoreUnavailable | Self::RetryableConflict | Self::KeyUnavailable)
     }
 
     /// Refusals of unauthenticated or malformed traffic (scanners, wrong
@@ -140,7 +149,7 @@ impl RejectionKind {
             | Self::InvalidSignature
             | Self::InvalidEventKey => tracing::Level::DEBUG,
             Self::InFlight => tracing::Level::INFO,
-            Self::RetryableConflict => tracing::Level::WARN,
+            Self::RetryableConflict | Self::KeyUnavailable => tracing::Level::WARN,
             Self::StoreUnavailable | Self::Misconfigured | Self::HandlerError => tracing::Level::ERROR,
         }
     }

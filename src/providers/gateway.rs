@@ -53,6 +53,7 @@ use std::sync::Arc;
 
 use crate::key::{header_str, EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 use crate::providers::Provider;
+use crate::verify::fetch::BoxPrepare;
 use crate::verify::{Delivery, KeyMaterialError, SigningSecret, Verifier, VerifyError};
 
 /// An inbound gateway in front of the endpoint: its name (for logs), its
@@ -168,6 +169,21 @@ impl Verifier for BehindGateway {
             tracing::debug!(gateway = self.gateway.name, kind = ?e.kind(), "the gateway's signature does not verify");
         })?;
         self.provider.verify(&Delivery { check_timestamp: false, ..*delivery })
+    }
+
+    fn prepare<'a>(&'a self, parts: &'a http::request::Parts, body: &'a [u8]) -> Option<BoxPrepare<'a>> {
+        match (self.gateway.verifier.prepare(parts, body), self.provider.prepare(parts, body)) {
+            (None, None) => None,
+            (gateway, provider) => Some(Box::pin(async move {
+                if let Some(fetch) = gateway {
+                    fetch.await?;
+                }
+                if let Some(fetch) = provider {
+                    fetch.await?;
+                }
+                Ok(())
+            })),
+        }
     }
 
     fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {

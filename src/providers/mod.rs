@@ -191,7 +191,7 @@ pub mod paystack;
 mod public_key;
 #[cfg(feature = "quickbooks")]
 pub mod quickbooks;
-#[cfg(any(feature = "box", feature = "twitch", feature = "zendesk"))]
+#[cfg(any(feature = "box", feature = "twitch", feature = "zendesk", feature = "aws-sns"))]
 mod rfc3339;
 #[cfg(feature = "sentry")]
 pub mod sentry;
@@ -215,6 +215,8 @@ pub mod xero;
 #[cfg(feature = "zendesk")]
 pub mod zendesk;
 
+#[cfg(feature = "aws-sns")]
+pub mod aws_sns;
 #[cfg(feature = "convoy")]
 pub mod convoy;
 pub mod gateway;

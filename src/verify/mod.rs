@@ -33,6 +33,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 mod error;
+pub mod fetch;
 pub mod generic;
 mod primitives;
 mod secret;
@@ -154,6 +155,21 @@ pub trait Verifier: Send + Sync + 'static {
     /// # Errors
     /// A [`VerifyError`] saying why the delivery is not authentic.
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError>;
+
+    /// Fetches what verifying this delivery needs from the network before
+    /// [`verify`](Verifier::verify) runs (a signing certificate the sender
+    /// publishes at a URL the delivery names: AWS SNS's `SigningCertURL`),
+    /// through a [`fetch::KeyFetcher`], whose checks run before any network
+    /// access. The layer awaits it first, then verifies; `verify` reads the
+    /// key from the fetcher's cache and never waits on the network. `None`
+    /// (the default): nothing to fetch. A wrapper verifier forwards it.
+    ///
+    /// The layer answers [`FetchErrorKind::NotAllowed`](fetch::FetchErrorKind::NotAllowed)
+    /// 401 and every other [`fetch::FetchError`] 503 + `Retry-After` (the
+    /// sender retries; nothing is stored).
+    fn prepare<'a>(&'a self, _parts: &'a http::request::Parts, _body: &'a [u8]) -> Option<fetch::BoxPrepare<'a>> {
+        None
+    }
 
     /// Checks the request head before the body is read, so a delivery that
     /// cannot pass (no signature header, an unparsable one) is answered 401

@@ -1,0 +1,426 @@
+//! [`KeyFetcher`]: a signing key or certificate the sender publishes at a
+//! URL named in the delivery (AWS SNS's `SigningCertURL`), fetched safely
+//! and cached.
+//!
+//! A delivery's URL is attacker-controlled until the signature it leads to
+//! has verified, so the fetcher:
+//!
+//! - checks the URL **before any network access**: `https` only, no user
+//!   information, the default port (443), a host matching the allowlist
+//!   ([`HostPattern`]), and, where set, a path suffix (`.pem`);
+//! - reads at most [`max_bytes`](KeyFetcherBuilder::max_bytes) bytes (64 KiB
+//!   by default), within [`timeout`](KeyFetcherBuilder::timeout) (5 s), and
+//!   follows no redirect (the transport's job; [`HttpsTransport`] does not);
+//! - caches each key for [`max_age`](KeyFetcherBuilder::max_age) (1 hour):
+//!   one fetch per URL per period, however many deliveries name it, and one
+//!   at a time per URL (concurrent deliveries wait for the one fetch);
+//! - fetches at most [`fetches_per_minute`](KeyFetcherBuilder::fetches_per_minute)
+//!   times a minute (10) in all, and remembers at most
+//!   [`max_keys`](KeyFetcherBuilder::max_keys) URLs (256): a flood of
+//!   unauthenticated deliveries naming fresh allowed URLs costs at most that
+//!   many requests to the sender's host, and is answered
+//!   [`FetchErrorKind::Budget`] (the layer: 503 + `Retry-After`, so a real
+//!   sender retries) while keys already cached keep verifying.
+//!
+//! A verifier that needs a key fetches it in
+//! [`Verifier::prepare`](crate::verify::Verifier::prepare), which the layer
+//! awaits before verifying, and reads it in `verify` with
+//! [`KeyFetcher::cached`]. The network is behind [`KeyTransport`]:
+//! [`HttpsTransport`] (reqwest with rustls and the Mozilla roots, feature
+//! `aws-sns`), or [`StaticTransport`], a test double that serves fixed bytes
+//! and counts its fetches, for offline tests.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+/// Why a key could not be had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FetchErrorKind {
+    /// The URL is not one the fetcher may fetch (not `https`, user
+    /// information, another port, a host outside the allowlist, another
+    /// path): refused before any network access. The layer answers 401.
+    NotAllowed,
+    /// The fetch budget is spent (too many fetches this minute, or too many
+    /// URLs remembered): nothing was fetched. The layer answers 503.
+    Budget,
+    /// The fetch failed: network, TLS, a status other than 200 (a redirect
+    /// included), or no answer within the timeout. The layer answers 503.
+    Unavailable,
+    /// The answer is over the size cap. The layer answers 503.
+    TooLarge,
+    /// The answer is not a key of the expected form (the parser refused it).
+    /// The layer answers 503.
+    Invalid,
+}
+
+kind_names!(FetchErrorKind {
+    NotAllowed => "key_url_not_allowed",
+    Budget => "key_fetch_budget",
+    Unavailable => "key_unavailable",
+    TooLarge => "key_too_large",
+    Invalid => "key_invalid",
+});
+
+kind_error! {
+    /// A key fetch refused or failed; [`kind`](FetchError::kind) says why.
+    /// Never carries the URL's query or the answer's bytes.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct FetchError(FetchErrorKind);
+    /// A fetch error of `kind`.
+    fn new();
+    /// Why the key could not be had.
+    fn kind();
+    display: |kind, f| write!(f, "fetching the sender's signing key failed: {kind}");
+}
+
+/// A boxed future, as [`KeyTransport::get`] returns.
+pub type BoxFetch<'a> = Pin<Box<dyn Future<Output = Result<Bytes, FetchError>> + Send + 'a>>;
+
+/// The future [`Verifier::prepare`](crate::verify::Verifier::prepare) returns.
+pub type BoxPrepare<'a> = Pin<Box<dyn Future<Output = Result<(), FetchError>> + Send + 'a>>;
+
+/// The network under a [`KeyFetcher`]: one `GET` of an already allowed URL.
+pub trait KeyTransport: Send + Sync + 'static {
+    /// The body of a `200` answer to `GET url`, at most `max_bytes` bytes.
+    ///
+    /// # Errors
+    /// [`FetchErrorKind::Unavailable`] for a network or TLS failure or any
+    /// status but 200 (redirects are not followed), and
+    /// [`FetchErrorKind::TooLarge`] past `max_bytes`.
+    fn get(&self, url: &http::Uri, max_bytes: usize) -> BoxFetch<'_>;
+}
+
+/// A host the fetcher may fetch from: an exact name (`cert.example.com`), or
+/// a pattern whose `*` stands for one DNS label of letters, digits and `-`
+/// (`sns.*.amazonaws.com`). Compared in ASCII lower case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPattern(String);
+
+impl HostPattern {
+    /// The pattern `pattern` (see the type's docs).
+    pub fn new(pattern: impl Into<String>) -> Self {
+        Self(pattern.into().to_ascii_lowercase())
+    }
+
+    /// Whether `host` matches.
+    pub fn matches(&self, host: &str) -> bool {
+        let host = host.to_ascii_lowercase();
+        let (mut want, mut got) = (self.0.split('.'), host.split('.'));
+        loop {
+            match (want.next(), got.next()) {
+                (None, None) => return true,
+                (Some("*"), Some(label)) => {
+                    let ok = !label.is_empty() && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+                    if !ok {
+                        return false;
+                    }
+                }
+                (Some(w), Some(g)) if w == g && !g.is_empty() => {}
+                _ => return false,
+            }
+        }
+    }
+}
+
+/// One URL's fetch lock: held while the URL is fetched, so concurrent
+/// deliveries naming it wait for the one fetch.
+type Turn = Arc<tokio::sync::Mutex<()>>;
+
+/// Fetches, checks and caches the keys a sender publishes (see the
+/// [module docs](self)). `K` is the parsed key (a certificate's public
+/// key); clones share one cache.
+pub struct KeyFetcher<K> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for KeyFetcher<K> {
+    fn clone(&self) -> Self {
+        Self { inner: Arc::clone(&self.inner) }
+    }
+}
+
+impl<K> std::fmt::Debug for KeyFetcher<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyFetcher").field("hosts", &self.inner.hosts).finish_non_exhaustive()
+    }
+}
+
+struct Inner<K> {
+    hosts: Vec<HostPattern>,
+    path_suffix: Option<&'static str>,
+    max_bytes: usize,
+    timeout: Duration,
+    max_age: Duration,
+    fetches_per_minute: u32,
+    max_keys: usize,
+    parse: Box<dyn Fn(&[u8]) -> Option<K> + Send + Sync>,
+    transport: Arc<dyn KeyTransport>,
+    /// The keys fetched, by URL, with when.
+    keys: Mutex<HashMap<String, (Arc<K>, Instant)>>,
+    /// The URLs being fetched.
+    turns: Mutex<HashMap<String, Turn>>,
+    /// The current minute's start and the fetches made in it.
+    budget: Mutex<(Instant, u32)>,
+}
+
+/// Builds a [`KeyFetcher`]: [`KeyFetcher::builder`].
+#[must_use]
+pub struct KeyFetcherBuilder<K> {
+    inner: Inner<K>,
+}
+
+impl<K: Send + Sync + 'static> KeyFetcher<K> {
+    /// A fetcher over `transport` for the hosts `hosts` (at least one), whose
+    /// answers `parse` turns into keys (`None`: not a key of the expected
+    /// form). Defaults: 64 KiB, 5 s, cached 1 hour, 10 fetches a minute, 256
+    /// URLs.
+    pub fn builder(
+        hosts: impl IntoIterator<Item = HostPattern>,
+        transport: impl KeyTransport,
+        parse: impl Fn(&[u8]) -> Option<K> + Send + Sync + 'static,
+    ) -> KeyFetcherBuilder<K> {
+        KeyFetcherBuilder {
+            inner: Inner {
+                hosts: hosts.into_iter().collect(),
+                path_suffix: None,
+                max_bytes: 64 * 1024,
+                timeout: Duration::from_secs(5),
+                max_age: Duration::from_secs(3600),
+                fetches_per_minute: 10,
+                max_keys: 256,
+                parse: Box::new(parse),
+                transport: Arc::new(transport),
+                keys: Mutex::new(HashMap::new()),
+                turns: Mutex::new(HashMap::new()),
+                budget: Mutex::new((Instant::now(), 0)),
+            },
+        }
+    }
+
+    /// `url` checked against the fetcher's rules, without any network
+    /// access.
+    ///
+    /// # Errors
+    /// [`FetchErrorKind::NotAllowed`] (see the [module docs](self)).
+    pub fn allowed(&self, url: &str) -> Result<http::Uri, FetchError> {
+        let refused = || FetchError::new(FetchErrorKind::NotAllowed);
+        let uri: http::Uri = url.parse().map_err(|_| refused())?;
+        let authority = uri.authority().ok_or_else(refused)?;
+        let https = uri.scheme_str() == Some("https");
+        let plain = !authority.as_str().contains('@') && matches!(authority.port_u16(), None | Some(443));
+        let host_ok = self.inner.hosts.iter().any(|h| h.matches(authority.host()));
+        let path_ok = self.inner.path_suffix.is_none_or(|s| uri.path().ends_with(s)) && uri.query().is_none();
+        if https && plain && host_ok && path_ok {
+            Ok(uri)
+        } else {
+            Err(refused())
+        }
+    }
+
+    /// The key at `url`, from the cache when fetched within the maximum age,
+    /// else fetched now (one fetch per URL at a time; see the
+    /// [module docs](self) for the limits).
+    ///
+    /// # Errors
+    /// A [`FetchError`]; nothing is cached then.
+    pub async fn get(&self, url: &str) -> Result<Arc<K>, FetchError> {
+        let uri = self.allowed(url)?;
+        if let Some(key) = self.cached(url) {
+            return Ok(key);
+        }
+        let turn = {
+            let mut turns = lock(&self.inner.turns);
+            if turns.len() >= self.inner.max_keys && !turns.contains_key(url) {
+                return Err(FetchErrorKind::Budget.into());
+            }
+            Arc::clone(turns.entry(url.to_owned()).or_default())
+        };
+        let fetched = {
+            let _turn = turn.lock().await;
+            match self.cached(url) {
+                // Fetched by the delivery this one waited for.
+                Some(key) => Ok(key),
+                None => self.fetch(url, &uri).await,
+            }
+        };
+        let mut turns = lock(&self.inner.turns);
+        // The map's and this call's: no one else waits on this URL.
+        if Arc::strong_count(&turn) == 2 {
+            turns.remove(url);
+        }
+        fetched
+    }
+
+    /// Fetches, parses and caches the key at `uri`.
+    async fn fetch(&self, url: &str, uri: &http::Uri) -> Result<Arc<K>, FetchError> {
+        self.spend()?;
+        let fetch = self.inner.transport.get(uri, self.inner.max_bytes);
+        let bytes = tokio::time::timeout(self.inner.timeout, fetch)
+            .await
+            .map_err(|_| FetchError::new(FetchErrorKind::Unavailable))??;
+        if bytes.len() > self.inner.max_bytes {
+            return Err(FetchErrorKind::TooLarge.into());
+        }
+        let key = Arc::new((self.inner.parse)(&bytes).ok_or(FetchError::new(FetchErrorKind::Invalid))?);
+        let mut keys = lock(&self.inner.keys);
+        if keys.len() >= self.inner.max_keys {
+            let max_age = self.inner.max_age;
+            keys.retain(|_, (_, at)| at.elapsed() < max_age);
+        }
+        if keys.len() >= self.inner.max_keys && !keys.contains_key(url) {
+            return Err(FetchErrorKind::Budget.into());
+        }
+        keys.insert(url.to_owned(), (Arc::clone(&key), Instant::now()));
+        Ok(key)
+    }
+
+    /// The key at `url` if cached within the maximum age, without waiting or
+    /// fetching: what a verifier's `verify` reads after its `prepare` ran
+    /// [`get`](Self::get).
+    pub fn cached(&self, url: &str) -> Option<Arc<K>> {
+        let keys = lock(&self.inner.keys);
+        let (key, at) = keys.get(url)?;
+        (at.elapsed() < self.inner.max_age).then(|| Arc::clone(key))
+    }
+
+    /// Takes one fetch from this minute's budget.
+    fn spend(&self) -> Result<(), FetchError> {
+        let mut budget = lock(&self.inner.budget);
+        if budget.0.elapsed() >= Duration::from_secs(60) {
+            *budget = (Instant::now(), 0);
+        }
+        if budget.1 >= self.inner.fetches_per_minute {
+            tracing::warn!("the key fetch budget of this minute is spent; refusing further fetches");
+            return Err(FetchErrorKind::Budget.into());
+        }
+        budget.1 += 1;
+        Ok(())
+    }
+}
+
+/// The guard of `mutex`, poisoned or not (its data stays consistent: every
+/// critical section is one insert, remove or read).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<K: Send + Sync + 'static> KeyFetcherBuilder<K> {
+    setters! {
+        /// Only URLs whose path ends with `suffix` (`.pem`).
+        pub fn path_suffix(suffix: &'static str) => inner.path_suffix = Some(suffix);
+        /// The most bytes an answer may have (default 64 KiB).
+        pub fn max_bytes(bytes: usize) => inner.max_bytes = bytes;
+        /// How long one fetch may take (default 5 s).
+        pub fn timeout(timeout: Duration) => inner.timeout = timeout;
+        /// How long a fetched key is used before it is fetched again (default 1 hour).
+        pub fn max_age(age: Duration) => inner.max_age = age;
+        /// The most fetches a minute, all URLs together (default 10).
+        pub fn fetches_per_minute(fetches: u32) => inner.fetches_per_minute = fetches;
+        /// The most URLs remembered at once (default 256).
+        pub fn max_keys(keys: usize) => inner.max_keys = keys;
+    }
+
+    /// The fetcher.
+    pub fn build(self) -> KeyFetcher<K> {
+        KeyFetcher { inner: Arc::new(self.inner) }
+    }
+}
+
+/// A [`KeyTransport`] for offline tests: serves fixed bytes per URL (any
+/// other URL: [`FetchErrorKind::Unavailable`], as a 404), after an optional
+/// delay, and counts the fetches it served.
+#[derive(Debug, Clone, Default)]
+pub struct StaticTransport {
+    answers: Arc<HashMap<String, Bytes>>,
+    delay: Duration,
+    fetches: Arc<AtomicUsize>,
+}
+
+impl StaticTransport {
+    /// Serves `answers` (URL → body).
+    pub fn new(answers: impl IntoIterator<Item = (String, Bytes)>) -> Self {
+        Self { answers: Arc::new(answers.into_iter().collect()), ..Self::default() }
+    }
+
+    setters! {
+        /// Waits `delay` before each answer (a slow host).
+        pub fn delay(delay: Duration) => delay = delay;
+    }
+
+    /// How many `GET`s it has answered or refused so far.
+    pub fn fetches(&self) -> usize {
+        self.fetches.load(Ordering::SeqCst)
+    }
+}
+
+impl KeyTransport for StaticTransport {
+    fn get(&self, url: &http::Uri, max_bytes: usize) -> BoxFetch<'_> {
+        self.fetches.fetch_add(1, Ordering::SeqCst);
+        let answer = self.answers.get(&url.to_string()).cloned();
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            let bytes = answer.ok_or(FetchError::new(FetchErrorKind::Unavailable))?;
+            if bytes.len() > max_bytes {
+                return Err(FetchErrorKind::TooLarge.into());
+            }
+            Ok(bytes)
+        })
+    }
+}
+
+/// The [`KeyTransport`] over HTTPS: reqwest with rustls and the Mozilla
+/// roots (webpki-roots), no redirects followed, no cookies, no proxy from
+/// the environment, the answer read up to the size cap.
+#[cfg(feature = "aws-sns")]
+#[derive(Debug, Clone)]
+pub struct HttpsTransport {
+    client: reqwest::Client,
+}
+
+#[cfg(feature = "aws-sns")]
+impl HttpsTransport {
+    /// The transport.
+    ///
+    /// # Errors
+    /// reqwest's, when its TLS backend cannot be set up.
+    pub fn new() -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .https_only(true)
+            .build()?;
+        Ok(Self { client })
+    }
+}
+
+#[cfg(feature = "aws-sns")]
+impl KeyTransport for HttpsTransport {
+    fn get(&self, url: &http::Uri, max_bytes: usize) -> BoxFetch<'_> {
+        let url = url.to_string();
+        Box::pin(async move {
+            let unavailable = |_| FetchError::new(FetchErrorKind::Unavailable);
+            let mut response = self.client.get(url).send().await.map_err(unavailable)?;
+            if response.status() != reqwest::StatusCode::OK {
+                return Err(FetchErrorKind::Unavailable.into());
+            }
+            if response.content_length().is_some_and(|n| n > max_bytes as u64) {
+                return Err(FetchErrorKind::TooLarge.into());
+            }
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(unavailable)? {
+                if body.len() + chunk.len() > max_bytes {
+                    return Err(FetchErrorKind::TooLarge.into());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(Bytes::from(body))
+        })
+    }
+}
