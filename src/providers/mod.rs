@@ -136,6 +136,8 @@ pub mod lemon_squeezy;
 pub mod linear;
 #[cfg(feature = "mailgun")]
 pub mod mailgun;
+#[cfg(feature = "mandrill")]
+pub mod mandrill;
 #[cfg(feature = "mux")]
 pub mod mux;
 #[cfg(feature = "paddle")]
@@ -166,9 +168,13 @@ pub mod twilio;
 pub mod twitch;
 #[cfg(feature = "typeform")]
 pub mod typeform;
+#[cfg(feature = "vonage")]
+pub mod vonage;
 #[cfg(feature = "zoom")]
 pub mod zoom;
 
+#[cfg(feature = "adyen")]
+pub mod adyen;
 #[cfg(feature = "box")]
 pub mod box_com;
 #[cfg(feature = "buildkite")]
@@ -187,6 +193,8 @@ pub mod help_scout;
 pub mod heroku;
 #[cfg(feature = "paystack")]
 pub mod paystack;
+#[cfg(feature = "postmark")]
+pub mod postmark;
 #[cfg(any(feature = "discord", feature = "sendgrid"))]
 mod public_key;
 #[cfg(feature = "quickbooks")]
@@ -366,6 +374,14 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo::hmac(&paystack::FACTS),
     #[cfg(feature = "woocommerce")]
     PresetInfo::hmac(&woocommerce::FACTS),
+    #[cfg(feature = "adyen")]
+    adyen::PRESET,
+    #[cfg(feature = "mandrill")]
+    mandrill::PRESET,
+    #[cfg(feature = "postmark")]
+    postmark::PRESET,
+    #[cfg(feature = "vonage")]
+    vonage::PRESET,
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -373,6 +389,7 @@ pub const REGISTRY: &[PresetInfo] = &[
 /// stored claims and their replay window, so each name is pinned here.
 #[cfg(test)]
 const NAMES: &[&str] = &[
+    "adyen",
     "bitbucket",
     "box",
     "buildkite",
@@ -396,10 +413,12 @@ const NAMES: &[&str] = &[
     "lemon-squeezy",
     "linear",
     "mailgun",
+    "mandrill",
     "mux",
     "paddle",
     "pagerduty",
     "paystack",
+    "postmark",
     "quickbooks",
     "razorpay",
     "recurly",
@@ -416,6 +435,7 @@ const NAMES: &[&str] = &[
     "twitch",
     "typeform",
     "vercel",
+    "vonage",
     "webflow",
     "woocommerce",
     "xero",
