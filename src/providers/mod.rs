@@ -201,6 +201,8 @@ mod public_key;
 pub mod quickbooks;
 #[cfg(any(feature = "box", feature = "twitch", feature = "zendesk"))]
 mod rfc3339;
+#[cfg(feature = "sanity")]
+pub mod sanity;
 #[cfg(feature = "sentry")]
 pub mod sentry;
 #[cfg(feature = "vercel")]
@@ -382,6 +384,8 @@ pub const REGISTRY: &[PresetInfo] = &[
     postmark::PRESET,
     #[cfg(feature = "vonage")]
     vonage::PRESET,
+    #[cfg(feature = "sanity")]
+    PresetInfo::hmac(&sanity::FACTS),
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -422,6 +426,7 @@ const NAMES: &[&str] = &[
     "quickbooks",
     "razorpay",
     "recurly",
+    "sanity",
     "sendgrid",
     "sentry",
     "shopify",
