@@ -116,6 +116,8 @@ pub mod checkout_com;
 pub mod coinbase_commerce;
 #[cfg(feature = "discord")]
 pub mod discord;
+#[cfg(feature = "dropbox")]
+pub mod dropbox;
 #[cfg(feature = "forgejo")]
 pub mod forgejo;
 #[cfg(feature = "gitea")]
@@ -386,6 +388,8 @@ pub const REGISTRY: &[PresetInfo] = &[
     vonage::PRESET,
     #[cfg(feature = "sanity")]
     PresetInfo::hmac(&sanity::FACTS),
+    #[cfg(feature = "dropbox")]
+    dropbox::PRESET,
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -404,6 +408,7 @@ const NAMES: &[&str] = &[
     "coinbase-commerce",
     "customer-io",
     "discord",
+    "dropbox",
     "forgejo",
     "front",
     "gitea",

@@ -537,6 +537,7 @@ mod tests {
             (mandrill::NAME, 30, "retries until given up; span not published"),
             (postmark::NAME, 30, "10 retries over 10.5 hours; manual inbound retry unbounded"),
             (vonage::NAME, 30, "retries; no published span"),
+            (dropbox::NAME, 1, "retries over about ten minutes"),
         ];
         for preset in providers::all() {
             match preset.facts() {
