@@ -177,6 +177,8 @@ pub mod zoom;
 
 #[cfg(feature = "adyen")]
 pub mod adyen;
+#[cfg(feature = "asana")]
+pub mod asana;
 #[cfg(feature = "box")]
 pub mod box_com;
 #[cfg(feature = "buildkite")]
@@ -390,6 +392,8 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo::hmac(&sanity::FACTS),
     #[cfg(feature = "dropbox")]
     dropbox::PRESET,
+    #[cfg(feature = "asana")]
+    asana::PRESET,
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -398,6 +402,7 @@ pub const REGISTRY: &[PresetInfo] = &[
 #[cfg(test)]
 const NAMES: &[&str] = &[
     "adyen",
+    "asana",
     "bitbucket",
     "box",
     "buildkite",

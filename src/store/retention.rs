@@ -538,6 +538,7 @@ mod tests {
             (postmark::NAME, 30, "10 retries over 10.5 hours; manual inbound retry unbounded"),
             (vonage::NAME, 30, "retries; no published span"),
             (dropbox::NAME, 1, "retries over about ten minutes"),
+            (asana::NAME, 2, "resends for up to 24 hours"),
         ];
         for preset in providers::all() {
             match preset.facts() {
