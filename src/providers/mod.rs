@@ -142,6 +142,8 @@ pub mod mailgun;
 pub mod mandrill;
 #[cfg(feature = "mux")]
 pub mod mux;
+#[cfg(feature = "notion")]
+pub mod notion;
 #[cfg(feature = "paddle")]
 pub mod paddle;
 #[cfg(feature = "pagerduty")]
@@ -394,6 +396,8 @@ pub const REGISTRY: &[PresetInfo] = &[
     dropbox::PRESET,
     #[cfg(feature = "asana")]
     asana::PRESET,
+    #[cfg(feature = "notion")]
+    notion::PRESET,
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -429,6 +433,7 @@ const NAMES: &[&str] = &[
     "mailgun",
     "mandrill",
     "mux",
+    "notion",
     "paddle",
     "pagerduty",
     "paystack",

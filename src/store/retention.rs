@@ -539,6 +539,7 @@ mod tests {
             (vonage::NAME, 30, "retries; no published span"),
             (dropbox::NAME, 1, "retries over about ten minutes"),
             (asana::NAME, 2, "resends for up to 24 hours"),
+            (notion::NAME, 30, "retries; span not confirmed"),
         ];
         for preset in providers::all() {
             match preset.facts() {
