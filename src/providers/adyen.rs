@@ -424,14 +424,14 @@ mod tests {
         let body = doc["body"].as_str().unwrap().as_bytes();
         let key = [SigningSecret::from(doc["hmac_key"].as_str().unwrap())];
         assert_eq!(check(body, &key), Ok(()));
-        assert_assert_key(body, doc["event_id"].as_str().unwrap(), doc["event_type"].as_str());
+        assert_key(body, doc["event_id"].as_str().unwrap(), doc["event_type"].as_str());
         let changed = String::from_utf8(body.to_vec()).unwrap().replace("order-ünïcödé-42", "order-ünïcödé-43");
         assert_eq!(check(changed.as_bytes(), &key), Err(NoMatchingSignature));
         let lower = [SigningSecret::from(doc["hmac_key"].as_str().unwrap().to_lowercase())];
         assert_eq!(check(body, &lower), Ok(()), "the key's hex in lower case");
     }
 
-    fn assert_assert_key(body: &[u8], key: &str, event_type: Option<&str>) {
+    fn assert_key(body: &[u8], key: &str, event_type: Option<&str>) {
         assert_body_identity(&Provider::adyen(), body, key, event_type);
     }
 
@@ -452,7 +452,7 @@ mod tests {
             item["additionalData"]["hmacSignature"] = sign(KEY, &fields).into();
             item
         };
-        let valid = body_of(&[good.clone()]);
+        let valid = body_of(std::slice::from_ref(&good));
         let text = String::from_utf8(valid.clone()).unwrap();
         let key = [SigningSecret::from(KEY)];
         let cases: Vec<(&str, Vec<u8>, Vec<SigningSecret>, Result<(), VerifyErrorKind>)> = vec![
@@ -564,17 +564,13 @@ mod tests {
     #[test]
     fn key_and_type() {
         let good = node_item("xhpHvYq2u2Np0rstbZ6QjLGu7JWhvf7Iwaa6EviJSX0=");
-        assert_assert_key(&body_of(&[good.clone()]), "pspReference:CAPTURE:true", Some("CAPTURE"));
+        assert_key(&body_of(std::slice::from_ref(&good)), "pspReference:CAPTURE:true", Some("CAPTURE"));
         let mut failed = good.clone();
         failed["success"] = "false".into();
-        assert_assert_key(&body_of(&[failed]), "pspReference:CAPTURE:false", Some("CAPTURE"));
+        assert_key(&body_of(&[failed]), "pspReference:CAPTURE:false", Some("CAPTURE"));
         let mut second = good.clone();
         second["pspReference"] = "second".into();
-        assert_assert_key(
-            &body_of(&[good.clone(), second]),
-            "pspReference:CAPTURE:true,second:CAPTURE:true",
-            Some("CAPTURE"),
-        );
+        assert_key(&body_of(&[good.clone(), second]), "pspReference:CAPTURE:true,second:CAPTURE:true", Some("CAPTURE"));
         let p = headers(&[]);
         let mut no_psp = good.clone();
         no_psp["pspReference"] = serde_json::Value::Null;

@@ -32,7 +32,7 @@
 //! **What passes unsigned:** exactly a `POST` carrying one `X-Hook-Secret`
 //! (visible ASCII, at most [`MAX_HOOK_SECRET_BYTES`]) and no
 //! `X-Hook-Signature`; its body is ignored. The preset's
-//! [`Challenge`](crate::providers::Challenge) answers every such request
+//! [`Challenge`] answers every such request
 //! (through the closure), so nothing unsigned is ever claimed. Any other
 //! request without a valid signature, an unsigned POST without
 //! `X-Hook-Secret` included, is refused (401).

@@ -16,7 +16,7 @@
 //! through exactly that shape (a `GET` whose query is one non-empty
 //! `challenge` of at most [`MAX_CHALLENGE_BYTES`], with an empty body; the
 //! provider allows `GET` and `POST`) and the preset's
-//! [`Challenge`](crate::providers::Challenge) answers every such request:
+//! [`Challenge`] answers every such request:
 //! `200`, `text/plain`, `nosniff`, the challenge as the body; nothing is
 //! claimed. Any other request without a valid signature (an unsigned `POST`,
 //! a `GET` without a challenge) is refused (401).

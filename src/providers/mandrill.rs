@@ -43,7 +43,7 @@
 //! The `HEAD` check cannot be authenticated, and answering it is harmless:
 //! the verifier lets through exactly a `HEAD` with an empty body (the
 //! provider allows `POST` and `HEAD`), and the preset's
-//! [`Challenge`](crate::providers::Challenge) answers every such request
+//! [`Challenge`] answers every such request
 //! `200` with no body, nothing claimed. A verified POST of an empty batch
 //! is answered `200` too, nothing claimed. Any other request without a valid
 //! signature, an unsigned POST included, is refused (401).

@@ -8,8 +8,9 @@
 //! the replay window and its source), read by the one generic
 //! [`HmacVerifier`](crate::verify::generic::HmacVerifier). A scheme that is
 //! code (Twilio, Standard Webhooks, HubSpot, Square, Telegram, GitLab, Box,
-//! Mailgun, Linear, Recurly, Gitea, Forgejo, and the public-key Discord and
-//! SendGrid) is a module with its own [`Verifier`](crate::verify::Verifier).
+//! Mailgun, Linear, Recurly, Gitea, Forgejo, Adyen, Mandrill, Postmark, Vonage,
+//! Dropbox, Asana, Notion, and the public-key Discord and SendGrid) is a
+//! module with its own [`Verifier`](crate::verify::Verifier).
 //! The ready [`Provider`] (verifier + key extractor + handshake) is
 //! [`Provider::stripe`], [`Provider::github`], ...: one constructor per
 //! preset. A preset verifier at another tolerance:

@@ -7,7 +7,7 @@
 //! `https://<username>:<password>@example.com/webhook`, which Postmark sends
 //! as `Authorization: Basic base64(username:password)` (RFC 7617) on every
 //! request; the preset checks them with
-//! [`BasicAuthVerifier`](crate::verify::generic::BasicAuthVerifier):
+//! [`BasicAuthVerifier`]:
 //! configure the secret `username:password`
 //! ([`BasicAuthVerifier::credentials`](crate::verify::generic::BasicAuthVerifier::credentials)),
 //! a password of at least 16 bytes (a random one: it alone authenticates).

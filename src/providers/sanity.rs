@@ -46,8 +46,6 @@
 //! document's `_updatedAt` (ISO 8601) where the projection keeps it, as Sanity
 //! advises against out-of-order deliveries.
 
-use std::time::Duration;
-
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::{HmacScheme, TimestampFormat, Tolerance};
@@ -96,6 +94,7 @@ mod tests {
     use crate::test_support::{header_lines, NOW};
     use crate::verify::VerifyErrorKind::{self, MalformedHeader, MissingHeader, NoMatchingSignature};
     use crate::verify::{Delivery, SigningSecret, Verifier};
+    use std::time::Duration;
 
     fn check(lines: &[&str], body: &[u8], secret: &str, now_ms: u64) -> Result<(), VerifyErrorKind> {
         let p = header_lines(FACTS.scheme.header, lines);
