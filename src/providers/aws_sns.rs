@@ -122,7 +122,10 @@ impl AwsSns {
     }
 
     /// The topics `topics` with `fetcher`.
-    pub fn with_fetcher(topics: impl IntoIterator<Item = impl Into<String>>, fetcher: KeyFetcher<RsaPublicKey>) -> Self {
+    pub fn with_fetcher(
+        topics: impl IntoIterator<Item = impl Into<String>>,
+        fetcher: KeyFetcher<RsaPublicKey>,
+    ) -> Self {
         Self { topics: topics.into_iter().map(Into::into).collect(), fetcher, tolerance: DEFAULT_TOLERANCE }
     }
 
@@ -157,7 +160,19 @@ fn text<'m>(message: &'m Message, name: &str) -> Result<&'m str, VerifyError> {
     }
 }
 
-/// The canonical string AWS signs for `message` (see the module docs).
+/// The canonical string AWS signs for the SNS message `body` (a JSON
+/// object; see the module docs for the fields of each `Type`): what a test
+/// signs to make an SNS delivery of its own.
+///
+/// # Errors
+/// [`VerifyErrorKind::MissingField`] for a body that is not a JSON object or
+/// lacks a signed field, [`VerifyErrorKind::MalformedHeader`] for another
+/// `Type`.
+pub fn canonical_string(body: &[u8]) -> Result<String, VerifyError> {
+    canonical(&message(body)?)
+}
+
+/// The canonical string AWS signs for `message`.
 pub(crate) fn canonical(message: &Message) -> Result<String, VerifyError> {
     let fields: &[&str] = match text(message, "Type")? {
         "Notification" => &["Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"],

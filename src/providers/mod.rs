@@ -8,8 +8,9 @@
 //! the replay window and its source), read by the one generic
 //! [`HmacVerifier`](crate::verify::generic::HmacVerifier). A scheme that is
 //! code (Twilio, Standard Webhooks, HubSpot, Square, Telegram, GitLab, Box,
-//! Mailgun, Linear, Recurly, Gitea, Forgejo, and the public-key Discord and
-//! SendGrid) is a module with its own [`Verifier`](crate::verify::Verifier).
+//! Mailgun, Linear, Recurly, Gitea, Forgejo, Adyen, Mandrill, Postmark, Vonage,
+//! Dropbox, Asana, Notion, and the public-key Discord and SendGrid) is a
+//! module with its own [`Verifier`](crate::verify::Verifier).
 //! The ready [`Provider`] (verifier + key extractor + handshake) is
 //! [`Provider::stripe`], [`Provider::github`], ...: one constructor per
 //! preset. A preset verifier at another tolerance:
@@ -116,6 +117,8 @@ pub mod checkout_com;
 pub mod coinbase_commerce;
 #[cfg(feature = "discord")]
 pub mod discord;
+#[cfg(feature = "dropbox")]
+pub mod dropbox;
 #[cfg(feature = "forgejo")]
 pub mod forgejo;
 #[cfg(feature = "gitea")]
@@ -136,8 +139,12 @@ pub mod lemon_squeezy;
 pub mod linear;
 #[cfg(feature = "mailgun")]
 pub mod mailgun;
+#[cfg(feature = "mandrill")]
+pub mod mandrill;
 #[cfg(feature = "mux")]
 pub mod mux;
+#[cfg(feature = "notion")]
+pub mod notion;
 #[cfg(feature = "paddle")]
 pub mod paddle;
 #[cfg(feature = "pagerduty")]
@@ -166,9 +173,15 @@ pub mod twilio;
 pub mod twitch;
 #[cfg(feature = "typeform")]
 pub mod typeform;
+#[cfg(feature = "vonage")]
+pub mod vonage;
 #[cfg(feature = "zoom")]
 pub mod zoom;
 
+#[cfg(feature = "adyen")]
+pub mod adyen;
+#[cfg(feature = "asana")]
+pub mod asana;
 #[cfg(feature = "box")]
 pub mod box_com;
 #[cfg(feature = "buildkite")]
@@ -187,12 +200,16 @@ pub mod help_scout;
 pub mod heroku;
 #[cfg(feature = "paystack")]
 pub mod paystack;
+#[cfg(feature = "postmark")]
+pub mod postmark;
 #[cfg(any(feature = "discord", feature = "sendgrid"))]
 mod public_key;
 #[cfg(feature = "quickbooks")]
 pub mod quickbooks;
 #[cfg(any(feature = "box", feature = "twitch", feature = "zendesk", feature = "aws-sns"))]
 mod rfc3339;
+#[cfg(feature = "sanity")]
+pub mod sanity;
 #[cfg(feature = "sentry")]
 pub mod sentry;
 #[cfg(feature = "vercel")]
@@ -395,6 +412,22 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo::hmac(&clickup::FACTS),
     #[cfg(feature = "workos")]
     PresetInfo::hmac(&workos::FACTS),
+    #[cfg(feature = "adyen")]
+    adyen::PRESET,
+    #[cfg(feature = "mandrill")]
+    mandrill::PRESET,
+    #[cfg(feature = "postmark")]
+    postmark::PRESET,
+    #[cfg(feature = "vonage")]
+    vonage::PRESET,
+    #[cfg(feature = "sanity")]
+    PresetInfo::hmac(&sanity::FACTS),
+    #[cfg(feature = "dropbox")]
+    dropbox::PRESET,
+    #[cfg(feature = "asana")]
+    asana::PRESET,
+    #[cfg(feature = "notion")]
+    notion::PRESET,
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -402,6 +435,8 @@ pub const REGISTRY: &[PresetInfo] = &[
 /// stored claims and their replay window, so each name is pinned here.
 #[cfg(test)]
 const NAMES: &[&str] = &[
+    "adyen",
+    "asana",
     "bitbucket",
     "box",
     "buildkite",
@@ -414,6 +449,7 @@ const NAMES: &[&str] = &[
     "convoy",
     "customer-io",
     "discord",
+    "dropbox",
     "forgejo",
     "front",
     "gitea",
@@ -429,14 +465,18 @@ const NAMES: &[&str] = &[
     "line",
     "linear",
     "mailgun",
+    "mandrill",
     "meta",
     "mux",
+    "notion",
     "paddle",
     "pagerduty",
     "paystack",
+    "postmark",
     "quickbooks",
     "razorpay",
     "recurly",
+    "sanity",
     "sendgrid",
     "sentry",
     "shopify",
@@ -450,6 +490,7 @@ const NAMES: &[&str] = &[
     "twitch",
     "typeform",
     "vercel",
+    "vonage",
     "webflow",
     "woocommerce",
     "workos",

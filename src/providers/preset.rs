@@ -133,6 +133,11 @@ pub struct PresetInfo {
     /// scheme (GitLab, Telegram), which authenticates the sender and signs
     /// nothing, so a changed body still verifies.
     pub signs_body: bool,
+    /// Whether a second delivery of one request is a duplicate: false for a
+    /// sender whose notifications name no event and whose every delivery
+    /// must run the handler (Dropbox's "something changed, fetch with your
+    /// cursor": its key is new for each delivery).
+    pub dedupes: bool,
     source: Source,
     secret: fn(&str) -> Result<SigningSecret, KeyTextError>,
     public_key: Option<fn(&str) -> Result<SigningSecret, KeyTextError>>,
@@ -263,6 +268,7 @@ impl PresetInfo {
             replay_window: facts.replay_window,
             credential_headers: &[],
             signs_body: true,
+            dedupes: true,
             source: Source::Hmac(facts),
             secret: raw_secret,
             public_key: None,
@@ -293,6 +299,7 @@ impl PresetInfo {
             replay_window,
             credential_headers: &[],
             signs_body: true,
+            dedupes: true,
             source: Source::Code { build, headers, example },
             secret: raw_secret,
             public_key: None,
@@ -311,6 +318,12 @@ impl PresetInfo {
     /// whose token is in the headers `credential_headers`.
     pub(super) const fn shared_token(self, credential_headers: &'static [&'static str]) -> Self {
         Self { signs_body: false, credential_headers, ..self }
+    }
+
+    /// The same entry for a sender whose every delivery runs the handler
+    /// ([`dedupes`](Self::dedupes) false).
+    pub(super) const fn every_delivery_runs(self) -> Self {
+        Self { dedupes: false, ..self }
     }
 
     /// The [`credential_headers`](Self::credential_headers), for the preset's
@@ -371,6 +384,7 @@ impl fmt::Debug for PresetInfo {
             .field("key", &self.key)
             .field("replay_window", &self.replay_window)
             .field("signs_body", &self.signs_body)
+            .field("dedupes", &self.dedupes)
             .field("credential_headers", &self.credential_headers)
             .finish_non_exhaustive()
     }

@@ -424,3 +424,116 @@ impl KeyTransport for HttpsTransport {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const URL: &str = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-a.pem";
+
+    fn transport(urls: &[&str], body: &'static [u8]) -> StaticTransport {
+        StaticTransport::new(urls.iter().map(|u| ((*u).to_owned(), Bytes::from_static(body))))
+    }
+
+    fn fetcher(transport: &StaticTransport) -> KeyFetcherBuilder<Vec<u8>> {
+        let parse = |b: &[u8]| (!b.starts_with(b"not")).then(|| b.to_vec());
+        KeyFetcher::builder([HostPattern::new("sns.*.amazonaws.com")], transport.clone(), parse).path_suffix(".pem")
+    }
+
+    #[test]
+    fn host_patterns() {
+        let p = HostPattern::new("sns.*.amazonaws.com");
+        assert!(p.matches("sns.us-east-1.amazonaws.com") && p.matches("SNS.EU-WEST-3.AMAZONAWS.COM"));
+        for host in ["sns.amazonaws.com", "sns.a.b.amazonaws.com", "sns..amazonaws.com", "sns.x_y.amazonaws.com"] {
+            assert!(!p.matches(host), "{host}");
+        }
+        for host in ["sns.us-east-1.amazonaws.com.evil.example", "evil.sns.us-east-1.amazonaws.com"] {
+            assert!(!p.matches(host), "{host}");
+        }
+        assert!(HostPattern::new("keys.example.com").matches("keys.example.com"));
+    }
+
+    /// `http://`, another host, user information, another port, a query,
+    /// another path, a relative URL: refused before any network access.
+    #[tokio::test]
+    async fn urls_outside_the_rules_are_refused_without_a_fetch() {
+        let served = transport(&[URL], b"key");
+        let f = fetcher(&served).build();
+        for url in [
+            "http://sns.us-east-1.amazonaws.com/SimpleNotificationService-a.pem",
+            "https://evil.example/SimpleNotificationService-a.pem",
+            "https://sns.us-east-1.amazonaws.com@evil.example/x.pem",
+            "https://x@sns.us-east-1.amazonaws.com/SimpleNotificationService-a.pem",
+            "https://sns.us-east-1.amazonaws.com:444/SimpleNotificationService-a.pem",
+            "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-a.pem?redirect=x",
+            "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-a.pem.txt",
+            "/SimpleNotificationService-a.pem",
+            "",
+        ] {
+            assert_eq!(f.get(url).await.unwrap_err().kind(), FetchErrorKind::NotAllowed, "{url}");
+        }
+        assert_eq!(served.fetches(), 0);
+        assert_eq!(f.get(URL).await.unwrap().as_slice(), b"key");
+    }
+
+    /// 1,000 deliveries at once naming one URL: one fetch; later ones read
+    /// the cache; a zero maximum age fetches again.
+    #[tokio::test]
+    async fn one_fetch_for_a_thousand_deliveries() {
+        let served = transport(&[URL], b"key").delay(Duration::from_millis(50));
+        let f = fetcher(&served).build();
+        let all = futures_util::future::join_all((0..1000).map(|_| f.get(URL))).await;
+        assert!(all.iter().all(|k| k.as_ref().is_ok_and(|k| k.as_slice() == b"key")));
+        assert_eq!(served.fetches(), 1);
+        assert!(f.cached(URL).is_some());
+        let stale = fetcher(&served).max_age(Duration::ZERO).build();
+        stale.get(URL).await.unwrap();
+        stale.get(URL).await.unwrap();
+        assert_eq!(served.fetches(), 3, "a key past its maximum age is fetched again");
+    }
+
+    /// A flood of deliveries naming fresh allowed URLs: at most the budget's
+    /// fetches, the rest refused, the cached key still served.
+    #[tokio::test]
+    async fn a_flood_of_fresh_urls_spends_only_the_budget() {
+        let urls: Vec<String> = (0..200)
+            .map(|i| format!("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-{i}.pem"))
+            .collect();
+        let mut all: Vec<&str> = urls.iter().map(String::as_str).collect();
+        all.push(URL);
+        let served = transport(&all, b"key");
+        let f = fetcher(&served).fetches_per_minute(10).build();
+        f.get(URL).await.unwrap();
+        let results = futures_util::future::join_all(urls.iter().map(|u| f.get(u))).await;
+        let fetched = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(fetched, 9, "the budget's 10 fetches, one spent on the first key");
+        assert!(results.iter().filter_map(|r| r.as_ref().err()).all(|e| e.kind() == FetchErrorKind::Budget));
+        assert_eq!(served.fetches(), 10);
+        assert!(f.get(URL).await.is_ok(), "the cached key is still served");
+        // Remembered URLs are bounded too.
+        let few = fetcher(&served).max_keys(2).build();
+        few.get(&urls[0]).await.unwrap();
+        few.get(&urls[1]).await.unwrap();
+        assert_eq!(few.get(&urls[2]).await.unwrap_err().kind(), FetchErrorKind::Budget);
+    }
+
+    /// Oversized, slow, missing or unparsable answers: refused, nothing
+    /// cached, within the timeout.
+    #[tokio::test(start_paused = true)]
+    async fn oversized_slow_missing_and_invalid_answers_are_refused() {
+        static BIG: [u8; 65 * 1024] = [b'k'; 65 * 1024];
+        let f = fetcher(&transport(&[URL], &BIG)).build();
+        assert_eq!(f.get(URL).await.unwrap_err().kind(), FetchErrorKind::TooLarge);
+        assert!(f.cached(URL).is_none());
+        let slow = transport(&[URL], b"key").delay(Duration::from_secs(60));
+        let f = fetcher(&slow).timeout(Duration::from_secs(5)).build();
+        let started = tokio::time::Instant::now();
+        assert_eq!(f.get(URL).await.unwrap_err().kind(), FetchErrorKind::Unavailable);
+        assert_eq!(started.elapsed(), Duration::from_secs(5), "refused at the timeout");
+        let missing = fetcher(&transport(&[], b"key")).build();
+        assert_eq!(missing.get(URL).await.unwrap_err().kind(), FetchErrorKind::Unavailable);
+        let invalid = fetcher(&transport(&[URL], b"not a key")).build();
+        assert_eq!(invalid.get(URL).await.unwrap_err().kind(), FetchErrorKind::Invalid);
+        assert!(invalid.cached(URL).is_none());
+    }
+}

@@ -145,6 +145,9 @@ pub enum Encoding {
     Hex,
     /// Standard base64 with padding (RFC 4648 section 4).
     Base64,
+    /// URL-safe base64 without padding (RFC 4648 section 5; Sanity's
+    /// `sanity-webhook-signature`): `-` and `_`, padding refused.
+    Base64Url,
 }
 
 impl Encoding {
@@ -154,6 +157,7 @@ impl Encoding {
         match self {
             Self::Hex => hex::decode(text).ok(),
             Self::Base64 => base64::engine::general_purpose::STANDARD.decode(text).ok(),
+            Self::Base64Url => base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).ok(),
         }
     }
 
@@ -163,6 +167,7 @@ impl Encoding {
         match self {
             Self::Hex => hex::encode(bytes),
             Self::Base64 => base64::engine::general_purpose::STANDARD.encode(bytes),
+            Self::Base64Url => base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
         }
     }
 }

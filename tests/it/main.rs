@@ -13,10 +13,13 @@
 mod support;
 
 mod admin_cli;
+#[cfg(feature = "aws-sns")]
+mod aws_sns;
 mod citus;
 mod claim;
 mod cli;
 mod faults;
+#[cfg(all(feature = "hookdeck", feature = "convoy"))]
 mod gateway;
 mod ha;
 mod http;

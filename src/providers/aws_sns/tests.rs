@@ -17,7 +17,7 @@ const KEY: &[u8] = include_bytes!("../../../tests/fixtures/providers/aws-sns/tes
 /// `Signature` over the canonical string, by the test key.
 pub(crate) fn signed(mut message: serde_json::Value, version: &str) -> Vec<u8> {
     use base64::Engine as _;
-    let key = rsa::RsaPrivateKey::from_pkcs8_der(KEY).unwrap();
+    let key = rsa::PrivateKey::from_pkcs8_der(KEY).unwrap();
     message["SignatureVersion"] = version.into();
     message["SigningCertURL"] = CERT_URL.into();
     let fields = message.as_object().unwrap().clone();
@@ -62,7 +62,10 @@ fn canonical_strings() {
     let n = serde_json::json!({"Type": "Notification", "MessageId": "m", "TopicArn": "t", "Message": "hi",
                                "Timestamp": "2024-06-10T06:13:20.000Z", "Subject": "s", "UnsignedExtra": "x"});
     let text = canonical(n.as_object().unwrap()).unwrap();
-    assert_eq!(text, "Message\nhi\nMessageId\nm\nSubject\ns\nTimestamp\n2024-06-10T06:13:20.000Z\nTopicArn\nt\nType\nNotification\n");
+    assert_eq!(
+        text,
+        "Message\nhi\nMessageId\nm\nSubject\ns\nTimestamp\n2024-06-10T06:13:20.000Z\nTopicArn\nt\nType\nNotification\n"
+    );
     let mut no_subject = n.clone();
     no_subject.as_object_mut().unwrap().remove("Subject");
     assert!(!canonical(no_subject.as_object().unwrap()).unwrap().contains("Subject"));
@@ -95,7 +98,11 @@ fn verifies_both_signature_versions_and_refuses_the_rest() {
     let cases: Vec<(&str, Vec<u8>, Result<(), VerifyErrorKind>)> = vec![
         ("message tampered", with("Message", "{\"order\":\"o-2\"}".into()), Err(VerifyErrorKind::NoMatchingSignature)),
         ("another MessageId", with("MessageId", "m-2".into()), Err(VerifyErrorKind::NoMatchingSignature)),
-        ("version 1 claimed for a SHA-256 signature", with("SignatureVersion", "1".into()), Err(VerifyErrorKind::NoMatchingSignature)),
+        (
+            "version 1 claimed for a SHA-256 signature",
+            with("SignatureVersion", "1".into()),
+            Err(VerifyErrorKind::NoMatchingSignature),
+        ),
         ("version 3", with("SignatureVersion", "3".into()), Err(VerifyErrorKind::MalformedHeader)),
         ("signature not base64", with("Signature", "!!".into()), Err(VerifyErrorKind::MalformedHeader)),
         ("no signature", with("Signature", serde_json::Value::Null), Err(VerifyErrorKind::MissingField)),
@@ -155,6 +162,9 @@ fn the_key_is_the_message_id_and_the_type_the_message_s() {
     let body = signed(notification("4d6a2c1e-9b8f-4e6a-8b3c-1d2e3f4a5b6c", SystemTime::now()), "2");
     let (parts, ()) = http::Request::post("/").body(()).unwrap().into_parts();
     let id = SnsKey.extract(&parts, &body).unwrap();
-    assert_eq!((id.key.as_str(), id.event_type.as_deref()), ("4d6a2c1e-9b8f-4e6a-8b3c-1d2e3f4a5b6c", Some("Notification")));
+    assert_eq!(
+        (id.key.as_str(), id.event_type.as_deref()),
+        ("4d6a2c1e-9b8f-4e6a-8b3c-1d2e3f4a5b6c", Some("Notification"))
+    );
     assert!(certificate_key(CERT).is_some() && certificate_key(b"not a certificate").is_none());
 }

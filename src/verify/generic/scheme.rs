@@ -161,6 +161,7 @@ impl HmacScheme {
         let encoding = match self.encoding {
             Encoding::Hex => "hex",
             Encoding::Base64 => "base64",
+            Encoding::Base64Url => "base64url",
         };
         let ts = match (self.timestamp_key, self.timestamp_header) {
             (Some(key), _) => format!("{{{key}}}"),
