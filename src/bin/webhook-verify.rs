@@ -242,7 +242,7 @@ fn key_material(preset: &PresetInfo, secrets: &[String], public_keys: &[String])
         }
         out.push(preset.public_key(k).map_err(|e| Usage(format!("--public-key #{}: {e}", n_keys + 1)))?);
     }
-    if out.is_empty() {
+    if out.is_empty() && preset.key != KeyKind::Fetched {
         return Err(Usage("give at least one --secret (or --public-key)".into()));
     }
     Ok(out)
@@ -270,6 +270,14 @@ fn run(args: &Args) -> Result<bool, Usage> {
     let at = UNIX_EPOCH
         .checked_add(Duration::from_secs(now))
         .ok_or_else(|| Usage(format!("--now must be at most {MAX_NOW} (9999-12-31T23:59:59Z)")))?;
+    // A key the delivery names (SNS's certificate): fetched first, as the layer does.
+    if let Some(prepare) = provider.prepare(&parts, &body) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+        let fetched = runtime.map_err(|e| Usage(format!("a runtime for the key fetch: {e}")))?.block_on(prepare);
+        if let Err(e) = fetched {
+            return Err(Usage(format!("the delivery's signing key: {e}")));
+        }
+    }
     let delivery = Delivery::new(&parts, &body, &secrets, at);
     // Key material first: a handshake must not verify under a key that
     // authenticates nothing (an empty secret), as the layer refuses to build.

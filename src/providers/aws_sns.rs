@@ -96,7 +96,8 @@ pub fn certificate_key(bytes: &[u8]) -> Option<RsaPublicKey> {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct AwsSns {
-    topics: Arc<[String]>,
+    /// `None`: any topic (the registry's provider, for offline checks only).
+    topics: Option<Arc<[String]>>,
     fetcher: KeyFetcher<RsaPublicKey>,
     tolerance: Duration,
 }
@@ -106,11 +107,8 @@ impl AwsSns {
     /// over HTTPS ([`HttpsTransport`](crate::verify::fetch::HttpsTransport))
     /// from AWS's hosts with the default limits.
     ///
-    /// # Errors
-    /// The HTTPS client's, when its TLS backend cannot be set up.
-    pub fn new(topics: impl IntoIterator<Item = impl Into<String>>) -> Result<Self, reqwest::Error> {
-        let transport = crate::verify::fetch::HttpsTransport::new()?;
-        Ok(Self::with_fetcher(topics, Self::fetcher(transport).build()))
+    pub fn new(topics: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self::with_fetcher(topics, Self::fetcher(crate::verify::fetch::HttpsTransport::new()).build())
     }
 
     /// The fetcher's builder for AWS's hosts over `transport` (a
@@ -126,7 +124,13 @@ impl AwsSns {
         topics: impl IntoIterator<Item = impl Into<String>>,
         fetcher: KeyFetcher<RsaPublicKey>,
     ) -> Self {
-        Self { topics: topics.into_iter().map(Into::into).collect(), fetcher, tolerance: DEFAULT_TOLERANCE }
+        Self { topics: Some(topics.into_iter().map(Into::into).collect()), fetcher, tolerance: DEFAULT_TOLERANCE }
+    }
+
+    /// Any topic: the registry's provider, for `webhook-verify`'s offline
+    /// check of a captured message, never for a receiver.
+    fn any_topic(fetcher: KeyFetcher<RsaPublicKey>) -> Self {
+        Self { topics: None, fetcher, tolerance: DEFAULT_TOLERANCE }
     }
 
     setters! {
@@ -144,6 +148,65 @@ impl Provider {
     pub fn aws_sns(settings: AwsSns) -> Self {
         Provider::new(NAME, SnsVerifier(settings), SnsKey)
     }
+}
+
+/// The certificate URL of the registry's example (served by no one: the
+/// example's fetcher has the test certificate inserted).
+const EXAMPLE_CERT_URL: &str = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-example.pem";
+/// The crate's test certificate and its key (`tests/fixtures/providers/aws-sns/`; not AWS's).
+const EXAMPLE_CERT: &[u8] = include_bytes!("../../tests/fixtures/providers/aws-sns/test-signing-cert.pem");
+const EXAMPLE_KEY: &[u8] = include_bytes!("../../tests/fixtures/providers/aws-sns/test-signing-key.der");
+
+/// The registry's example: `body` as the `Message` of a notification
+/// `id` at `at`, signed (version 2) with the crate's test key, to a provider
+/// whose fetcher holds the test certificate.
+fn example(id: &str, at: std::time::SystemTime, body: &[u8]) -> super::Example {
+    use base64::Engine as _;
+    use rsa::pkcs8::DecodePrivateKey as _;
+    use rsa::signature::{SignatureEncoding as _, Signer as _};
+    let fetcher = AwsSns::fetcher(crate::verify::fetch::StaticTransport::default()).build();
+    fetcher.insert(EXAMPLE_CERT_URL, EXAMPLE_CERT).expect("the test certificate");
+    let ts = super::rfc3339::format(super::unix_seconds(at));
+    let mut m = serde_json::json!({
+        "Type": "Notification", "MessageId": id, "TopicArn": "arn:aws:sns:us-east-1:123456789012:example",
+        "Message": String::from_utf8_lossy(body), "Timestamp": ts, "SignatureVersion": "2",
+        "SigningCertURL": EXAMPLE_CERT_URL,
+    });
+    let signed = canonical(m.as_object().expect("an object")).expect("a notification");
+    let key = rsa::PrivateKey::from_pkcs8_der(EXAMPLE_KEY).expect("the test key");
+    let signature = rsa::pkcs1v15::SigningKey::<sha2::Sha256>::new(key).sign(signed.as_bytes()).to_vec();
+    m["Signature"] = base64::engine::general_purpose::STANDARD.encode(signature).into();
+    // No key material: the fetched certificate verifies.
+    super::Example {
+        provider: Provider::aws_sns(AwsSns::any_topic(fetcher)),
+        secrets: vec![],
+        parts: super::example_parts("/", vec![("x-amz-sns-message-type", "Notification".to_owned())]),
+        body: serde_json::to_vec(&m).expect("JSON"),
+    }
+}
+
+/// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)):
+/// its provider accepts any topic and fetches over HTTPS (for
+/// `webhook-verify`); a receiver names its topics ([`AwsSns::new`]).
+pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
+    NAME,
+    NAME,
+    REPLAY_WINDOW,
+    &["x-amz-sns-message-type", "x-amz-sns-message-id", "x-amz-sns-topic-arn"],
+    |_| Provider::aws_sns(AwsSns::any_topic(AwsSns::fetcher(crate::verify::fetch::HttpsTransport::new()).build())),
+    super::ExampleOf::Whole(example),
+)
+.keys(super::KeyKind::Fetched, super::raw_secret, Some(certificate_text))
+.signs("RSA (SHA1 v1, SHA256 v2) `Signature` over the canonical message, certificate from `SigningCertURL` (AWS hosts, fetched)")
+.key_from("the message's MessageId (JSON)")
+.fixture(super::Fixture::own("signed with the crate's test key (`tests/fixtures/providers/aws-sns/`), in the module's tests"));
+
+/// `--public-key` for SNS: the certificate's PEM text (checked, unused: the
+/// verifier fetches the certificate the message names).
+fn certificate_text(text: &str) -> Result<SigningSecret, super::KeyTextError> {
+    certificate_key(text.as_bytes())
+        .map(|_| SigningSecret::from(text))
+        .ok_or_else(|| super::key_error("not an X.509 certificate with an RSA key (PEM)"))
 }
 
 /// The SNS message's fields, strings all.
@@ -205,7 +268,7 @@ impl Verifier for SnsVerifier {
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let message = message(delivery.body)?;
         let topic = text(&message, "TopicArn")?;
-        if !self.0.topics.iter().any(|t| t == topic) {
+        if self.0.topics.as_ref().is_some_and(|topics| !topics.iter().any(|t| t == topic)) {
             tracing::debug!("an SNS message of a topic this endpoint does not accept; refused");
             return Err(VerifyErrorKind::NoMatchingSignature.into());
         }
@@ -228,6 +291,19 @@ impl Verifier for SnsVerifier {
         valid.map_err(|_| VerifyError::new(VerifyErrorKind::NoMatchingSignature))?;
         let at = super::rfc3339::parse(text(&message, "Timestamp")?).ok_or(VerifyErrorKind::MalformedHeader)?;
         delivery.check_time(u64::try_from(at).unwrap_or(0), self.0.tolerance)
+    }
+
+    /// SNS sends `x-amz-sns-message-type` (`Notification`,
+    /// `SubscriptionConfirmation`, `UnsubscribeConfirmation`) with every
+    /// message ("HTTP/HTTPS headers",
+    /// <https://docs.aws.amazon.com/sns/latest/dg/http-header.html>): a
+    /// request without it is refused before its body is read.
+    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
+        let kind = parts.headers.get("x-amz-sns-message-type").ok_or(VerifyErrorKind::MissingHeader)?;
+        match kind.as_bytes() {
+            b"Notification" | b"SubscriptionConfirmation" | b"UnsubscribeConfirmation" => Ok(()),
+            _ => Err(VerifyErrorKind::MalformedHeader.into()),
+        }
     }
 
     /// An RSA signature: verified on the blocking pool.

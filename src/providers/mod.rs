@@ -428,6 +428,8 @@ pub const REGISTRY: &[PresetInfo] = &[
     asana::PRESET,
     #[cfg(feature = "notion")]
     notion::PRESET,
+    #[cfg(feature = "aws-sns")]
+    aws_sns::PRESET,
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -435,6 +437,7 @@ pub const REGISTRY: &[PresetInfo] = &[
 /// stored claims and their replay window, so each name is pinned here.
 #[cfg(test)]
 const NAMES: &[&str] = &[
+    "aws-sns",
     "adyen",
     "asana",
     "bitbucket",

@@ -34,6 +34,10 @@ pub enum KeyKind {
     Whsec,
     /// A public key only (Discord: Ed25519 hex; SendGrid: P-256 base64 DER).
     PublicKey,
+    /// Nothing configured: the sender's published key, fetched from the URL
+    /// the delivery names and checked against an allowlist (AWS SNS's
+    /// certificate; [`verify::fetch`](crate::verify::fetch)).
+    Fetched,
 }
 
 /// Key material text a preset refuses (see [`PresetInfo::secret`] and

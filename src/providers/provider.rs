@@ -320,6 +320,19 @@ impl Provider {
         self.verifier.verify(delivery)
     }
 
+    /// What the layer awaits before verifying: the verifier's
+    /// [`prepare`](Verifier::prepare) (a key the delivery names, fetched
+    /// through its [`KeyFetcher`](crate::verify::fetch::KeyFetcher)), or
+    /// `None` when it has nothing to fetch. For an offline check
+    /// ([`Provider::check`]) of such a provider, await it first.
+    pub fn prepare<'a>(
+        &'a self,
+        parts: &'a http::request::Parts,
+        body: &'a [u8],
+    ) -> Option<crate::verify::fetch::BoxPrepare<'a>> {
+        self.verifier.prepare(parts, body)
+    }
+
     pub(crate) fn verifier_ref(&self) -> &dyn Verifier {
         &*self.verifier
     }

@@ -540,6 +540,7 @@ mod tests {
             (dropbox::NAME, 1, "retries over about ten minutes"),
             (asana::NAME, 2, "resends for up to 24 hours"),
             (notion::NAME, 30, "retries; span not confirmed"),
+            (aws_sns::NAME, 2, "delivery policy retries within 3,600 s"),
         ];
         for preset in providers::all() {
             match preset.facts() {

@@ -281,6 +281,20 @@ impl<K: Send + Sync + 'static> KeyFetcher<K> {
         Ok(key)
     }
 
+    /// Puts the key `bytes` (as the sender serves it) in the cache for `url`,
+    /// as if fetched now: a key known in advance (a certificate saved from
+    /// the sender, an offline check, a test). Spends no fetch.
+    ///
+    /// # Errors
+    /// [`FetchErrorKind::NotAllowed`] for a URL the fetcher would not fetch,
+    /// [`FetchErrorKind::Invalid`] for bytes that are not a key.
+    pub fn insert(&self, url: &str, bytes: &[u8]) -> Result<(), FetchError> {
+        self.allowed(url)?;
+        let key = Arc::new((self.inner.parse)(bytes).ok_or(FetchError::new(FetchErrorKind::Invalid))?);
+        lock(&self.inner.keys).insert(url.to_owned(), (key, Instant::now()));
+        Ok(())
+    }
+
     /// The key at `url` if cached within the maximum age, without waiting or
     /// fetching: what a verifier's `verify` reads after its `prepare` ran
     /// [`get`](Self::get).
@@ -376,27 +390,34 @@ impl KeyTransport for StaticTransport {
 }
 
 /// The [`KeyTransport`] over HTTPS: reqwest with rustls and the Mozilla
-/// roots (webpki-roots), no redirects followed, no cookies, no proxy from
-/// the environment, the answer read up to the size cap.
+/// roots (webpki-roots), no redirects followed (a redirect is an answer
+/// other than 200: refused), no proxy from the environment, `https` only,
+/// the answer read up to the size cap. Its client is made at the first
+/// fetch (a failure then is [`FetchErrorKind::Unavailable`]).
 #[cfg(feature = "aws-sns")]
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct HttpsTransport {
-    client: reqwest::Client,
+    client: Arc<std::sync::OnceLock<Option<reqwest::Client>>>,
 }
 
 #[cfg(feature = "aws-sns")]
 impl HttpsTransport {
     /// The transport.
-    ///
-    /// # Errors
-    /// reqwest's, when its TLS backend cannot be set up.
-    pub fn new() -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .https_only(true)
-            .build()?;
-        Ok(Self { client })
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn client(&self) -> Option<&reqwest::Client> {
+        self.client
+            .get_or_init(|| {
+                let built = reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .no_proxy()
+                    .https_only(true)
+                    .build();
+                built.inspect_err(|e| tracing::error!(error = %e, "the HTTPS client for key fetches failed")).ok()
+            })
+            .as_ref()
     }
 }
 
@@ -406,7 +427,8 @@ impl KeyTransport for HttpsTransport {
         let url = url.to_string();
         Box::pin(async move {
             let unavailable = |_| FetchError::new(FetchErrorKind::Unavailable);
-            let mut response = self.client.get(url).send().await.map_err(unavailable)?;
+            let client = self.client().ok_or(FetchError::new(FetchErrorKind::Unavailable))?;
+            let mut response = client.get(url).send().await.map_err(unavailable)?;
             if response.status() != reqwest::StatusCode::OK {
                 return Err(FetchErrorKind::Unavailable.into());
             }
