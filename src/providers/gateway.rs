@@ -43,7 +43,7 @@
 //! (Hookdeck notes it: "timestamp-based signatures may fail on retries if the
 //! retry happens outside the provider's tolerance window"). The provider's
 //! signature is checked, its timestamp's age is not, as for an operator
-//! replay ([`Delivery::replay`]); the gateway's own timestamp, where its
+//! replay ([`Delivery::without_timestamp_check`]); the gateway's own timestamp, where its
 //! scheme signs one (Convoy's advanced signatures), is. A captured request
 //! sent again is answered from the claim as a duplicate within the provider's
 //! replay window; keep retention at least as long as the gateway can still
