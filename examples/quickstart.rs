@@ -239,12 +239,14 @@ fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
                 }
             }
             KeyKind::Whsec => secret_for(preset.name, whsec),
+            // base64("quickstart-test-secret"), as Airtable shows its `macSecretBase64`.
+            KeyKind::Base64Secret => secret_for(preset.name, "cXVpY2tzdGFydC10ZXN0LXNlY3JldA=="),
             _ => secret_for(preset.name, test),
         };
         v.push((preset.name, provider, key));
     }
     if !v.is_empty() {
-        println!("other presets: $<PRESET>_WEBHOOK_SECRET, else the test secret {test} ({whsec} for standard-webhooks, svix)");
+        println!("other presets: $<PRESET>_WEBHOOK_SECRET, else the test secret {test} ({whsec} for standard-webhooks, svix; its base64 for airtable)");
     }
     v
 }

@@ -215,6 +215,9 @@ pub mod xero;
 #[cfg(feature = "zendesk")]
 pub mod zendesk;
 
+#[cfg(feature = "airtable")]
+pub mod airtable;
+
 #[cfg(feature = "convoy")]
 pub mod convoy;
 pub mod gateway;
@@ -393,6 +396,8 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo::hmac(&clickup::FACTS),
     #[cfg(feature = "workos")]
     PresetInfo::hmac(&workos::FACTS),
+    #[cfg(feature = "airtable")]
+    airtable::PRESET,
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -400,6 +405,7 @@ pub const REGISTRY: &[PresetInfo] = &[
 /// stored claims and their replay window, so each name is pinned here.
 #[cfg(test)]
 const NAMES: &[&str] = &[
+    "airtable",
     "bitbucket",
     "box",
     "buildkite",

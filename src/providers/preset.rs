@@ -34,6 +34,10 @@ pub enum KeyKind {
     Whsec,
     /// A public key only (Discord: Ed25519 hex; SendGrid: P-256 base64 DER).
     PublicKey,
+    /// A shared HMAC secret given as the sender shows it, in standard
+    /// base64, whose decoded bytes key the HMAC (Airtable's
+    /// `macSecretBase64`).
+    Base64Secret,
 }
 
 /// Key material text a preset refuses (see [`PresetInfo::secret`] and

@@ -533,6 +533,7 @@ mod tests {
             (gitea::NAME, 1, "no retries; a redelivery has a new id"),
             (forgejo::NAME, 1, "as Gitea"),
             (box_com::NAME, 30, "no published span"),
+            (airtable::NAME, 30, "retries, no published span"),
         ];
         for preset in providers::all() {
             match preset.facts() {
