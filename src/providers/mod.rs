@@ -217,6 +217,8 @@ pub mod zendesk;
 
 #[cfg(feature = "airtable")]
 pub mod airtable;
+#[cfg(feature = "docusign")]
+pub mod docusign;
 
 #[cfg(feature = "convoy")]
 pub mod convoy;
@@ -398,6 +400,8 @@ pub const REGISTRY: &[PresetInfo] = &[
     PresetInfo::hmac(&workos::FACTS),
     #[cfg(feature = "airtable")]
     airtable::PRESET,
+    #[cfg(feature = "docusign")]
+    docusign::PRESET,
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -418,6 +422,7 @@ const NAMES: &[&str] = &[
     "convoy",
     "customer-io",
     "discord",
+    "docusign",
     "forgejo",
     "front",
     "gitea",

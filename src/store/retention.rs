@@ -534,6 +534,7 @@ mod tests {
             (forgejo::NAME, 1, "as Gitea"),
             (box_com::NAME, 30, "no published span"),
             (airtable::NAME, 30, "retries, no published span"),
+            (docusign::NAME, 30, "ten retries at least 24 h apart, no upper bound; manual republish"),
         ];
         for preset in providers::all() {
             match preset.facts() {
