@@ -219,6 +219,8 @@ pub mod zendesk;
 pub mod airtable;
 #[cfg(feature = "docusign")]
 pub mod docusign;
+#[cfg(feature = "trello")]
+pub mod trello;
 
 #[cfg(feature = "convoy")]
 pub mod convoy;
@@ -402,6 +404,8 @@ pub const REGISTRY: &[PresetInfo] = &[
     airtable::PRESET,
     #[cfg(feature = "docusign")]
     docusign::PRESET,
+    #[cfg(feature = "trello")]
+    trello::PRESET,
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -455,6 +459,7 @@ const NAMES: &[&str] = &[
     "stripe",
     "svix",
     "telegram",
+    "trello",
     "twilio",
     "twitch",
     "typeform",

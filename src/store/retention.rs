@@ -535,6 +535,7 @@ mod tests {
             (box_com::NAME, 30, "no published span"),
             (airtable::NAME, 30, "retries, no published span"),
             (docusign::NAME, 30, "ten retries at least 24 h apart, no upper bound; manual republish"),
+            (trello::NAME, 30, "no span the research could confirm"),
         ];
         for preset in providers::all() {
             match preset.facts() {
