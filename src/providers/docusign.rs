@@ -10,7 +10,8 @@
 //! and one more numbered header per further active key
 //! (`X-DocuSign-Signature-2`, ...). The whole body is signed, line endings
 //! included. The preset reads the headers numbered 1 to
-//! [`MAX_SIGNATURE_HEADERS`] (100, as many keys as an account can hold);
+//! [`MAX_SIGNATURE_HEADERS`] (100; the validate page states no limit on
+//! the keys an account holds, and a rotation needs two or three);
 //! any one that matches any configured key passes, so a key rotation needs
 //! no coordination: configure the keys you hold, DocuSign signs with every
 //! active one. Each header line must be exactly one padded base64 tag of
