@@ -238,13 +238,20 @@ fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
                     }
                 }
             }
+            KeyKind::Fetched => {
+                // The registry's SNS provider accepts any topic (for offline checks): a receiver names its own.
+                println!("{} not served: name your topics, Provider::aws_sns(AwsSns::new([topic_arn]))", preset.name);
+                continue;
+            }
             KeyKind::Whsec => secret_for(preset.name, whsec),
+            // base64("quickstart-test-secret"), as Airtable shows its `macSecretBase64`.
+            KeyKind::Base64Secret => secret_for(preset.name, "cXVpY2tzdGFydC10ZXN0LXNlY3JldA=="),
             _ => secret_for(preset.name, test),
         };
         v.push((preset.name, provider, key));
     }
     if !v.is_empty() {
-        println!("other presets: $<PRESET>_WEBHOOK_SECRET, else the test secret {test} ({whsec} for standard-webhooks, svix)");
+        println!("other presets: $<PRESET>_WEBHOOK_SECRET, else the test secret {test} ({whsec} for standard-webhooks, svix; its base64 for airtable)");
     }
     v
 }

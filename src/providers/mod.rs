@@ -232,8 +232,15 @@ pub mod xero;
 #[cfg(feature = "zendesk")]
 pub mod zendesk;
 
+#[cfg(feature = "airtable")]
+pub mod airtable;
 #[cfg(feature = "aws-sns")]
 pub mod aws_sns;
+#[cfg(feature = "docusign")]
+pub mod docusign;
+#[cfg(feature = "trello")]
+pub mod trello;
+
 #[cfg(feature = "convoy")]
 pub mod convoy;
 pub mod gateway;
@@ -430,6 +437,12 @@ pub const REGISTRY: &[PresetInfo] = &[
     notion::PRESET,
     #[cfg(feature = "aws-sns")]
     aws_sns::PRESET,
+    #[cfg(feature = "airtable")]
+    airtable::PRESET,
+    #[cfg(feature = "docusign")]
+    docusign::PRESET,
+    #[cfg(feature = "trello")]
+    trello::PRESET,
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -437,9 +450,10 @@ pub const REGISTRY: &[PresetInfo] = &[
 /// stored claims and their replay window, so each name is pinned here.
 #[cfg(test)]
 const NAMES: &[&str] = &[
-    "aws-sns",
     "adyen",
+    "airtable",
     "asana",
+    "aws-sns",
     "bitbucket",
     "box",
     "buildkite",
@@ -452,6 +466,7 @@ const NAMES: &[&str] = &[
     "convoy",
     "customer-io",
     "discord",
+    "docusign",
     "dropbox",
     "forgejo",
     "front",
@@ -489,6 +504,7 @@ const NAMES: &[&str] = &[
     "stripe",
     "svix",
     "telegram",
+    "trello",
     "twilio",
     "twitch",
     "typeform",

@@ -38,6 +38,10 @@ pub enum KeyKind {
     /// the delivery names and checked against an allowlist (AWS SNS's
     /// certificate; [`verify::fetch`](crate::verify::fetch)).
     Fetched,
+    /// A shared HMAC secret given as the sender shows it, in standard
+    /// base64, whose decoded bytes key the HMAC (Airtable's
+    /// `macSecretBase64`).
+    Base64Secret,
 }
 
 /// Key material text a preset refuses (see [`PresetInfo::secret`] and

@@ -541,6 +541,9 @@ mod tests {
             (asana::NAME, 2, "resends for up to 24 hours"),
             (notion::NAME, 30, "retries; span not confirmed"),
             (aws_sns::NAME, 2, "delivery policy retries within 3,600 s"),
+            (airtable::NAME, 30, "retries, no published span"),
+            (docusign::NAME, 30, "ten retries at least 24 h apart, no upper bound; manual republish"),
+            (trello::NAME, 30, "no span the research could confirm"),
         ];
         for preset in providers::all() {
             match preset.facts() {

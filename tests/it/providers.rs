@@ -452,7 +452,8 @@ async fn slack_slash_commands_and_interactions_are_claimed_by_their_trigger_id()
 }
 
 /// A body most presets keyed by a JSON field can read (an id under the usual
-/// names, Linear's `webhookTimestamp`, a non-empty `events` batch), the `n`th
+/// names, Linear's `webhookTimestamp`, a non-empty `events` batch, Airtable's
+/// ping fields, DocuSign's `generatedDateTime`, Trello's `action`), the `n`th
 /// event; the second shape names the event by a string `event` (Zoom,
 /// Calendly, Buildkite) instead of an object (PagerDuty).
 fn registry_body(n: u32, now: u64, shape: usize) -> Vec<u8> {
@@ -465,7 +466,9 @@ fn registry_body(n: u32, now: u64, shape: usize) -> Vec<u8> {
         "events": [{"id": id, "webhookEventId": id}], "webhookTimestamp": now * 1000,
         "update_id": 1000 + n, "message": {"message_id": n},
         "meta": {"webhook_id": id, "event_name": "thing_created"},
-        "data": {"type": "things", "id": id, "attributes": {"updated_at": format!("2024-01-0{n}T00:00:00Z")}},
+        "data": {"type": "things", "id": id, "envelopeId": id, "attributes": {"updated_at": format!("2024-01-0{n}T00:00:00Z")}},
+        "base": {"id": "appRegistry"}, "webhook": {"id": "achRegistry"}, "timestamp": format!("2024-01-0{n}T00:00:00.000Z"),
+        "generatedDateTime": format!("2024-01-0{n}T00:00:00.0000000Z"), "action": {"id": id, "type": "thing.created"},
     })
     .to_string()
     .into_bytes()

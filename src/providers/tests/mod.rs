@@ -56,7 +56,7 @@ fn names_are_unique_and_match_the_providers() {
         assert_eq!(find(preset.name).map(|p| p.name), Some(preset.name));
         let needs_url = preset.url != UrlArg::None;
         assert_eq!(preset.provider(None).is_err(), needs_url, "{}", preset.name);
-        if preset.key == KeyKind::Secret {
+        if matches!(preset.key, KeyKind::Secret | KeyKind::Base64Secret) {
             assert!(preset.public_key("x").is_err(), "{}: an HMAC preset takes no public key", preset.name);
         }
     }
@@ -90,11 +90,11 @@ fn every_example_rotates_and_replays() {
             let got = verifier.precheck(&bare).map_err(|e| e.kind());
             assert_eq!(got, Err(VerifyErrorKind::MissingHeader), "{name}: the precheck without its headers");
         }
-        if matches!(preset.key, KeyKind::Secret | KeyKind::Whsec) {
-            let unrelated = preset.secret(if preset.key == KeyKind::Whsec {
-                "whsec_dW5yZWxhdGVkLXVucmVsYXRlZC11bnJlbGF0ZWQ="
-            } else {
-                "an-unrelated-secret"
+        if !matches!(preset.key, KeyKind::PublicKey | KeyKind::Fetched) {
+            let unrelated = preset.secret(match preset.key {
+                KeyKind::Whsec => "whsec_dW5yZWxhdGVkLXVucmVsYXRlZC11bnJlbGF0ZWQ=",
+                KeyKind::Base64Secret => "YW4tdW5yZWxhdGVkLXNlY3JldA==",
+                _ => "an-unrelated-secret",
             });
             let unrelated = unrelated.unwrap_or_else(|e| panic!("{name}: {e}"));
             let both = [unrelated.clone(), ex.secrets[0].clone()];
