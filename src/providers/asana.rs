@@ -24,7 +24,7 @@
 //! `403` (Asana then fails the creation). Nothing is claimed either way.
 //!
 //! Until a secret is stored, the endpoint has none, so this verifier accepts
-//! an empty list of secrets ([`AsanaVerifier::check_secrets`]): with a
+//! an empty list of secrets (the preset's verifier): with a
 //! [`ScopeResolver`](crate::scope::ScopeResolver) returning no secret for a
 //! new webhook, the handshake gets through and every signed delivery is
 //! refused (401, `no_secret`) until the resolver returns the stored secret.
@@ -63,10 +63,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::key::json;
+use super::handover::{HandoverAnswer, HandoverVerifier, Handshake};
 use crate::providers::{Challenge, Provider};
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, single_header, Delivery, KeyMaterialError, SigningSecret, Verifier, VerifyError};
+use crate::verify::{hmac_sha256, single_header, Delivery, SigningSecret};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "asana";
@@ -88,28 +88,6 @@ pub const SECRET_HEADER: &str = "x-hook-secret";
 /// digits).
 pub const MAX_HOOK_SECRET_BYTES: usize = 256;
 
-/// Verifies `X-Hook-Signature`; lets through the unsigned `X-Hook-Secret`
-/// handshake (answered by the preset's challenge, never claimed).
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct AsanaVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for AsanaVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl AsanaVerifier {
-    /// The verifier: one hex HMAC-SHA256 of the body per header line.
-    pub fn new() -> Self {
-        let inner = HmacVerifier::builder(SIGNATURE_HEADER).strict().build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
-}
-
 /// The handshake's secret: a POST with one `X-Hook-Secret` of at most
 /// [`MAX_HOOK_SECRET_BYTES`] and no `X-Hook-Signature`.
 fn handshake(parts: &http::request::Parts) -> Option<&str> {
@@ -119,67 +97,38 @@ fn handshake(parts: &http::request::Parts) -> Option<&str> {
     single_header(parts, SECRET_HEADER).ok().filter(|s| !s.is_empty() && s.len() <= MAX_HOOK_SECRET_BYTES)
 }
 
-impl Verifier for AsanaVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        if handshake(parts).is_some() {
-            return Ok(());
-        }
-        self.inner.precheck(parts)
+/// Asana's `X-Hook-Secret` handshake, answered `200` with the header echoed.
+struct HookSecret;
+
+impl Handshake for HookSecret {
+    fn may_be(&self, parts: &http::request::Parts) -> bool {
+        handshake(parts).is_some()
     }
 
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        if handshake(delivery.parts).is_some() {
-            // Unsigned by design: the challenge answers it, nothing is claimed.
-            return Ok(());
-        }
-        self.inner.verify(delivery)
+    fn secret(&self, parts: &http::request::Parts, _body: &[u8]) -> Option<String> {
+        handshake(parts).map(str::to_owned)
     }
 
-    /// No secret at all is allowed (an endpoint before its handshake); any
-    /// configured one must not be empty or a bare prefix.
-    ///
-    /// # Errors
-    /// [`check_key_material`](crate::verify::check_key_material)'s, but for
-    /// an empty list.
-    fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
-        if secrets.is_empty() {
-            return Ok(());
-        }
-        crate::verify::check_key_material(secrets)
+    fn accepted(&self, secret: &str) -> http::Response<Bytes> {
+        let mut res = http::Response::new(Bytes::new());
+        let value = http::HeaderValue::from_str(secret).expect("read from a header value");
+        res.headers_mut().insert(SECRET_HEADER, value);
+        res
     }
+}
+
+/// The preset's verifier: one hex HMAC-SHA256 of the body per
+/// `X-Hook-Signature` line, or exactly the unsigned `X-Hook-Secret`
+/// handshake; an endpoint with no secret yet passes the key-material check.
+fn verifier() -> HandoverVerifier<HookSecret> {
+    let hmac = HmacVerifier::builder(SIGNATURE_HEADER).strict().build().expect("a valid fixed configuration");
+    HandoverVerifier { hmac, handshake: HookSecret }
 }
 
 /// The `X-Hook-Signature` Asana would send for `body` with the hook secret
 /// `secret`: lower-case hex. For tests and fixtures.
 pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
     hex::encode(hmac_sha256(secret, &[body]))
-}
-
-/// What [`Provider::asana`] calls with a handshake: the request head and the
-/// secret; `true` to accept (the closure has stored it).
-type OnHandshake = Arc<dyn Fn(&http::request::Parts, SigningSecret) -> bool + Send + Sync>;
-
-/// Answers the handshake (through the closure) and an empty batch.
-struct Handshake(OnHandshake);
-
-impl Challenge for Handshake {
-    fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
-        if let Some(secret) = handshake(delivery.parts) {
-            let accepted = (self.0)(delivery.parts, SigningSecret::from(secret));
-            let mut res = http::Response::new(Bytes::new());
-            if accepted {
-                let value = http::HeaderValue::from_str(secret).expect("read from a header value");
-                res.headers_mut().insert(SECRET_HEADER, value);
-            } else {
-                *res.status_mut() = http::StatusCode::FORBIDDEN;
-            }
-            return Some(res);
-        }
-        let empty = json::parse(delivery.body)
-            .ok()
-            .is_some_and(|doc| matches!(doc.pointer("/events"), Some(json::Node::Array(e)) if e.is_empty()));
-        empty.then(|| http::Response::new(Bytes::new()))
-    }
 }
 
 impl Provider {
@@ -191,8 +140,10 @@ impl Provider {
     /// the webhook `head` is for and returns `true`, only for a handshake it
     /// expects (see the module docs); `false` answers `403`.
     pub fn asana(on_handshake: impl Fn(&http::request::Parts, SigningSecret) -> bool + Send + Sync + 'static) -> Self {
-        Provider::new(NAME, AsanaVerifier::new(), crate::key::DerivedKey::new().canonical_body())
-            .challenge(Handshake(Arc::new(on_handshake)))
+        let handover = HandoverAnswer { handshake: HookSecret, on: Arc::new(on_handshake) };
+        // The handshake, then an empty batch: both answered, never claimed.
+        let answer = move |d: &Delivery<'_>| handover.respond(d).or_else(|| super::EmptyEventsAnswered.respond(d));
+        Provider::new(NAME, verifier(), crate::key::DerivedKey::new().canonical_body()).challenge(answer)
     }
 }
 
@@ -215,6 +166,7 @@ mod tests {
     use super::*;
     use crate::providers::tests::support::BodyOnly;
     use crate::test_support::{at, request_to, NOW};
+    use crate::verify::Verifier as _;
     use crate::verify::VerifyErrorKind::{self, MalformedHeader, MissingHeader, NoMatchingSignature, NoSecret};
     use std::sync::Mutex;
 
@@ -228,7 +180,7 @@ mod tests {
 
     fn verify(headers: &[(&str, &str)], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
         let p = request_to("POST", "/asana/tenant-1", headers);
-        AsanaVerifier::new().verify(&Delivery::new(&p, body, secrets, at(NOW))).map_err(|e| e.kind())
+        verifier().verify(&Delivery::new(&p, body, secrets, at(NOW))).map_err(|e| e.kind())
     }
 
     /// Exactly the handshake passes unsigned, even with no secret yet; a
@@ -257,8 +209,8 @@ mod tests {
         for (name, headers, secrets, want) in cases {
             assert_eq!(verify(headers, b"{}", secrets), *want, "{name}");
         }
-        assert_eq!(AsanaVerifier::new().check_secrets(&[]), Ok(()));
-        assert!(AsanaVerifier::new().check_secrets(&[SigningSecret::from("")]).is_err());
+        assert_eq!(verifier().check_secrets(&[]), Ok(()));
+        assert!(verifier().check_secrets(&[SigningSecret::from("")]).is_err());
     }
 
     /// The closure gets the head and the secret; accepted, the answer echoes

@@ -48,7 +48,7 @@
 //! webhook event object to confirm communication" (`webhook.yml`,
 //! `CallbackRequest.events`): the console's "Verify" button sends
 //! `{"destination":"U...","events":[]}`, **signed** like any delivery. The
-//! preset's [`Challenge`], `CommunicationCheck`, answers a verified body
+//! preset's [`Challenge`], `EmptyEventsAnswered`, answers a verified body
 //! whose `events` is an empty array with `200` and an empty body; nothing is
 //! claimed. An unsigned one is refused (401) like any forged request.
 //!
@@ -66,14 +66,13 @@
 //! event's `timestamp` (Unix milliseconds); LINE does not promise the order
 //! of deliveries.
 
-use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
-use crate::providers::{Challenge, Provider};
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
-use crate::verify::{Delivery, Encoding};
+use crate::verify::Encoding;
 
 /// The facts of the line preset (the scheme is in the module docs).
 ///
@@ -99,7 +98,7 @@ pub const FACTS: HmacPreset = HmacPreset {
     replay_window: super::DEFAULT_REPLAY_WINDOW,
     replay_evidence:
         "redelivery with no published span (https://developers.line.biz/en/docs/partner-docs/error-notification/)",
-    challenge: Some(&CommunicationCheck),
+    challenge: Some(&super::EmptyEventsAnswered),
     example_headers: &[],
     fixture: super::Fixture::formula(&["same_event"]),
 };
@@ -167,25 +166,12 @@ impl KeyExtractor for LineKey {
     }
 }
 
-/// Answers LINE's communication check (after verification): `200` with an
-/// empty body when the signed body's `events` is an empty array; `None`
-/// for every other delivery.
-#[derive(Debug, Clone, Copy, Default)]
-struct CommunicationCheck;
-
-impl Challenge for CommunicationCheck {
-    fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
-        let doc: serde_json::Value = serde_json::from_slice(delivery.body).ok()?;
-        let empty = doc.get("events").and_then(serde_json::Value::as_array).is_some_and(Vec::is_empty);
-        empty.then(|| http::Response::new(Bytes::new()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::providers::tests::support::{sign, BodyOnly, OneHeader};
     use crate::test_support::{assert_body_identity, header_lines, NOW};
+    use crate::verify::Delivery;
     use crate::verify::{SigningSecret, VerifyErrorKind};
 
     /// LINE's SDK vector: line/line-bot-sdk-python `tests/test_webhook.py`

@@ -85,6 +85,22 @@ const fn timestamped_entries(
     }
 }
 
+/// Answers a verified body whose `events` is an empty array with `200` and
+/// an empty body, and nothing else (`None`): the endpoint checks of the
+/// senders that batch events, Xero's "Intent to receive" and LINE's
+/// communication check.
+#[allow(dead_code)] // unused without those presets
+#[derive(Debug, Clone, Copy, Default)]
+struct EmptyEventsAnswered;
+
+impl Challenge for EmptyEventsAnswered {
+    fn respond(&self, delivery: &crate::verify::Delivery<'_>) -> Option<http::Response<bytes::Bytes>> {
+        let doc: serde_json::Value = serde_json::from_slice(delivery.body).ok()?;
+        let empty = doc.get("events").and_then(serde_json::Value::as_array).is_some_and(Vec::is_empty);
+        empty.then(|| http::Response::new(bytes::Bytes::new()))
+    }
+}
+
 /// The provider `name` verifying with `verifier`, whose event key is the
 /// JSON body's value at the pointer `key` and event type the value at
 /// `event_type`.
@@ -238,6 +254,8 @@ pub mod airtable;
 pub mod aws_sns;
 #[cfg(feature = "docusign")]
 pub mod docusign;
+#[cfg(any(feature = "asana", feature = "notion"))]
+mod handover;
 #[cfg(feature = "trello")]
 pub mod trello;
 

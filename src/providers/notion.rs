@@ -26,7 +26,7 @@
 //! is claimed either way.
 //!
 //! Until the token is configured the endpoint has no secret, so this
-//! verifier accepts an empty list of secrets ([`NotionVerifier::check_secrets`]):
+//! verifier accepts an empty list of secrets (the preset's verifier):
 //! the verification gets through and every signed event is refused (401,
 //! `no_secret`) until the token is configured.
 //!
@@ -61,12 +61,11 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-
+use super::handover::{HandoverAnswer, HandoverVerifier, Handshake};
 use crate::key::json::{self, Node};
-use crate::providers::{Challenge, Provider};
+use crate::providers::Provider;
 use crate::verify::generic::HmacVerifier;
-use crate::verify::{hmac_sha256, Delivery, KeyMaterialError, SigningSecret, Verifier, VerifyError};
+use crate::verify::{hmac_sha256, SigningSecret};
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
 pub const NAME: &str = "notion";
@@ -85,28 +84,6 @@ pub const SIGNATURE_HEADER: &str = "x-notion-signature";
 /// The longest verification token accepted, in bytes: 512.
 pub const MAX_TOKEN_BYTES: usize = 512;
 
-/// Verifies `X-Notion-Signature`; lets through the unsigned verification
-/// request (answered by the preset's challenge, never claimed).
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct NotionVerifier {
-    inner: HmacVerifier,
-}
-
-impl Default for NotionVerifier {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl NotionVerifier {
-    /// The verifier: `sha256=` and one hex HMAC-SHA256 of the body.
-    pub fn new() -> Self {
-        let inner = HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict().build();
-        Self { inner: inner.expect("a valid fixed configuration") }
-    }
-}
-
 /// The verification request's token: a POST without a signature whose body
 /// is `{"verification_token": "<at most MAX_TOKEN_BYTES>"}` alone.
 fn verification(parts: &http::request::Parts, body: &[u8]) -> Option<String> {
@@ -124,40 +101,31 @@ fn verification(parts: &http::request::Parts, body: &[u8]) -> Option<String> {
     }
 }
 
-impl Verifier for NotionVerifier {
-    fn precheck(&self, parts: &http::request::Parts) -> Result<(), VerifyError> {
-        // The verification request is told apart by its body: a JSON POST
-        // without the header is read, then refused unless it is one.
+/// Notion's verification request.
+struct VerificationToken;
+
+impl Handshake for VerificationToken {
+    /// The verification request is told apart by its body: a JSON POST
+    /// without the signature header is read, then refused unless it is one.
+    fn may_be(&self, parts: &http::request::Parts) -> bool {
         let json = parts
             .headers
             .get(http::header::CONTENT_TYPE)
             .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-        if json && parts.method == http::Method::POST && !parts.headers.contains_key(SIGNATURE_HEADER) {
-            return Ok(());
-        }
-        self.inner.precheck(parts)
+        json && parts.method == http::Method::POST && !parts.headers.contains_key(SIGNATURE_HEADER)
     }
 
-    fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
-        if verification(delivery.parts, delivery.body).is_some() {
-            // Unsigned by design: the challenge answers it, nothing is claimed.
-            return Ok(());
-        }
-        self.inner.verify(delivery)
+    fn secret(&self, parts: &http::request::Parts, body: &[u8]) -> Option<String> {
+        verification(parts, body)
     }
+}
 
-    /// No secret at all is allowed (a subscription before its verification);
-    /// any configured one must not be empty or a bare prefix.
-    ///
-    /// # Errors
-    /// [`check_key_material`](crate::verify::check_key_material)'s, but for
-    /// an empty list.
-    fn check_secrets(&self, secrets: &[SigningSecret]) -> Result<(), KeyMaterialError> {
-        if secrets.is_empty() {
-            return Ok(());
-        }
-        crate::verify::check_key_material(secrets)
-    }
+/// The preset's verifier: `sha256=` and one hex HMAC-SHA256 of the body, or
+/// exactly the unsigned verification request; a subscription with no token
+/// yet passes the key-material check.
+fn verifier() -> HandoverVerifier<VerificationToken> {
+    let hmac = HmacVerifier::builder(SIGNATURE_HEADER).prefix("sha256=").strict().build();
+    HandoverVerifier { hmac: hmac.expect("a valid fixed configuration"), handshake: VerificationToken }
 }
 
 /// The `X-Notion-Signature` Notion would send for `body` with the
@@ -165,24 +133,6 @@ impl Verifier for NotionVerifier {
 /// fixtures.
 pub fn sign(secret: &SigningSecret, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(hmac_sha256(secret, &[body])))
-}
-
-/// What [`Provider::notion`] calls with a verification request: the head
-/// and the token; `true` to accept.
-type OnVerification = Arc<dyn Fn(&http::request::Parts, SigningSecret) -> bool + Send + Sync>;
-
-/// Answers the verification request through the closure.
-struct Verification(OnVerification);
-
-impl Challenge for Verification {
-    fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
-        let token = verification(delivery.parts, delivery.body)?;
-        let mut res = http::Response::new(Bytes::new());
-        if !(self.0)(delivery.parts, SigningSecret::from(token)) {
-            *res.status_mut() = http::StatusCode::FORBIDDEN;
-        }
-        Some(res)
-    }
 }
 
 impl Provider {
@@ -196,8 +146,8 @@ impl Provider {
     pub fn notion(
         on_verification: impl Fn(&http::request::Parts, SigningSecret) -> bool + Send + Sync + 'static,
     ) -> Self {
-        super::json_keyed(NAME, NotionVerifier::new(), "/id", "/type")
-            .challenge(Verification(Arc::new(on_verification)))
+        super::json_keyed(NAME, verifier(), "/id", "/type")
+            .challenge(HandoverAnswer { handshake: VerificationToken, on: Arc::new(on_verification) })
     }
 }
 
@@ -222,6 +172,7 @@ mod tests {
     use crate::providers::tests::support::BodyOnly;
     use crate::test_support::{at, request_to, NOW};
     use crate::verify::VerifyErrorKind::{self, MalformedHeader, MissingHeader, NoMatchingSignature, NoSecret};
+    use crate::verify::{Delivery, Verifier as _};
     use std::sync::Mutex;
 
     #[test]
@@ -243,7 +194,7 @@ mod tests {
 
     fn verify(headers: &[(&str, &str)], body: &[u8], secrets: &[SigningSecret]) -> Result<(), VerifyErrorKind> {
         let p = request_to("POST", "/notion", headers);
-        NotionVerifier::new().verify(&Delivery::new(&p, body, secrets, at(NOW))).map_err(|e| e.kind())
+        verifier().verify(&Delivery::new(&p, body, secrets, at(NOW))).map_err(|e| e.kind())
     }
 
     /// Exactly the verification body passes unsigned, even with no secret
@@ -275,7 +226,7 @@ mod tests {
         for (name, headers, body, secrets, want) in cases {
             assert_eq!(verify(headers, body, secrets), *want, "{name}");
         }
-        assert_eq!(NotionVerifier::new().check_secrets(&[]), Ok(()));
+        assert_eq!(verifier().check_secrets(&[]), Ok(()));
     }
 
     /// The closure gets the token (redacted in `Debug`): accepted, `200` with

@@ -43,12 +43,10 @@
 //! event's `eventDateUtc`, per `resourceId`; the batch's
 //! `firstEventSequence` / `lastEventSequence` order batches.
 
-use bytes::Bytes;
-
-use crate::providers::{Challenge, Provider};
+use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::HmacScheme;
-use crate::verify::{Delivery, Encoding};
+use crate::verify::Encoding;
 
 /// The header the signature travels in.
 const SIGNATURE_HEADER: &str = "x-xero-signature";
@@ -71,7 +69,7 @@ pub const FACTS: HmacPreset = HmacPreset {
     replay_window: super::days(2),
     replay_evidence:
         "retries for up to 24 hours (https://developer.xero.com/documentation/guides/webhooks/configuring-your-server/)",
-    challenge: Some(&IntentToReceive),
+    challenge: Some(&super::EmptyEventsAnswered),
     example_headers: &[],
     fixture: super::Fixture::formula(&[]),
 };
@@ -80,23 +78,9 @@ impl Provider {
     /// Xero (`x-xero-signature`, base64 HMAC-SHA256; derived key; answers Intent to receive). See [`crate::providers::xero`].
     ///
     /// The Xero preset: [`xero::FACTS`](FACTS); key derived from the `events`
-    /// array; `IntentToReceive` answers the validation requests.
+    /// array; `EmptyEventsAnswered` answers the validation requests.
     pub fn xero() -> Self {
         FACTS.provider()
-    }
-}
-
-/// Answers Xero's "Intent to receive" requests (after verification): `200`
-/// with an empty body for a body whose `events` is an empty array; `None`
-/// for a batch with events.
-#[derive(Debug, Clone, Copy, Default)]
-struct IntentToReceive;
-
-impl Challenge for IntentToReceive {
-    fn respond(&self, delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
-        let doc: serde_json::Value = serde_json::from_slice(delivery.body).ok()?;
-        let empty = doc.get("events").and_then(serde_json::Value::as_array).is_some_and(Vec::is_empty);
-        empty.then(|| http::Response::new(Bytes::new()))
     }
 }
 
@@ -106,6 +90,7 @@ mod tests {
     use crate::providers::tests::support::sign;
     use crate::providers::tests::support::BodyOnly;
     use crate::test_support::{at, headers, identity, NOW};
+    use crate::verify::Delivery;
     use crate::verify::SigningSecret;
     use crate::verify::VerifyErrorKind;
 
