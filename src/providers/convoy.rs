@@ -53,10 +53,11 @@
 
 use std::time::Duration;
 
-use crate::providers::gateway::GatewayEventId;
+use crate::providers::gateway::{Gateway, GatewayEventId};
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Tolerance};
+use crate::verify::{KeyMaterialError, SigningSecret};
 
 /// The header carrying Convoy's idempotency key (the event key).
 pub const EVENT_ID_HEADER: &str = "x-convoy-idempotency-key";
@@ -99,6 +100,18 @@ impl Provider {
     /// and key, see [`Provider::behind`].
     pub fn convoy() -> Self {
         FACTS.provider()
+    }
+}
+
+impl Gateway {
+    /// Convoy, with the endpoint's signing secret(s): the
+    /// preset's scheme (advanced signatures,
+    /// HMAC-SHA256, hex, 300 s).
+    ///
+    /// # Errors
+    /// As [`Gateway::new`].
+    pub fn convoy(secrets: impl IntoIterator<Item = SigningSecret>) -> Result<Self, KeyMaterialError> {
+        Self::new("convoy", FACTS.verifier(), secrets)
     }
 }
 

@@ -91,27 +91,6 @@ impl Gateway {
         Ok(Self { name, verifier: Arc::new(verifier), secrets })
     }
 
-    /// Hookdeck, with the destination's signing secret(s): the
-    /// [`hookdeck`](super::hookdeck) preset's scheme.
-    ///
-    /// # Errors
-    /// As [`Gateway::new`].
-    #[cfg(feature = "hookdeck")]
-    pub fn hookdeck(secrets: impl IntoIterator<Item = SigningSecret>) -> Result<Self, KeyMaterialError> {
-        Self::new("hookdeck", super::hookdeck::FACTS.verifier(), secrets)
-    }
-
-    /// Convoy, with the endpoint's signing secret(s): the
-    /// [`convoy`](super::convoy) preset's scheme (advanced signatures,
-    /// HMAC-SHA256, hex, 300 s).
-    ///
-    /// # Errors
-    /// As [`Gateway::new`].
-    #[cfg(feature = "convoy")]
-    pub fn convoy(secrets: impl IntoIterator<Item = SigningSecret>) -> Result<Self, KeyMaterialError> {
-        Self::new("convoy", super::convoy::FACTS.verifier(), secrets)
-    }
-
     /// The gateway's name.
     pub fn name(&self) -> &'static str {
         self.name

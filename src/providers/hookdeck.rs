@@ -47,11 +47,12 @@
 //! provider's own field, in the forwarded body (Stripe's `created`, ...);
 //! Hookdeck's retries do not keep the order of events.
 
-use crate::providers::gateway::GatewayEventId;
+use crate::providers::gateway::{Gateway, GatewayEventId};
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::HmacScheme;
 use crate::verify::Encoding;
+use crate::verify::{KeyMaterialError, SigningSecret};
 
 /// The header carrying Hookdeck's event id (the event key).
 pub const EVENT_ID_HEADER: &str = "x-hookdeck-eventid";
@@ -88,6 +89,17 @@ impl Provider {
     /// [`Provider::behind`].
     pub fn hookdeck() -> Self {
         FACTS.provider()
+    }
+}
+
+impl Gateway {
+    /// Hookdeck, with the destination's signing secret(s): the
+    /// preset's scheme.
+    ///
+    /// # Errors
+    /// As [`Gateway::new`].
+    pub fn hookdeck(secrets: impl IntoIterator<Item = SigningSecret>) -> Result<Self, KeyMaterialError> {
+        Self::new("hookdeck", FACTS.verifier(), secrets)
     }
 }
 
