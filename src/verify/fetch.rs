@@ -407,14 +407,26 @@ impl HttpsTransport {
         Self::default()
     }
 
+    /// The transport trusting `root` (DER) beside the Mozilla roots: a
+    /// local test server's certificate authority.
+    #[cfg(test)]
+    fn trusting(root: &[u8]) -> Self {
+        let transport = Self::default();
+        let certificate = reqwest::Certificate::from_der(root).expect("a DER certificate");
+        let client = Self::builder().add_root_certificate(certificate).build().expect("a client");
+        transport.client.set(Some(client)).expect("a fresh transport");
+        transport
+    }
+
+    /// The client's settings: no redirect, no proxy, `https` only.
+    fn builder() -> reqwest::ClientBuilder {
+        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).no_proxy().https_only(true)
+    }
+
     fn client(&self) -> Option<&reqwest::Client> {
         self.client
             .get_or_init(|| {
-                let built = reqwest::Client::builder()
-                    .redirect(reqwest::redirect::Policy::none())
-                    .no_proxy()
-                    .https_only(true)
-                    .build();
+                let built = Self::builder().build();
                 built.inspect_err(|e| tracing::error!(error = %e, "the HTTPS client for key fetches failed")).ok()
             })
             .as_ref()
@@ -558,4 +570,65 @@ mod tests {
         assert_eq!(invalid.get(URL).await.unwrap_err().kind(), FetchErrorKind::Invalid);
         assert!(invalid.cached(URL).is_none());
     }
+
+    /// A local HTTPS server (its own certificate authority) answering each
+    /// connection with `answer`, bytes as written; the hosts it was asked
+    /// for are counted by the caller through `served`.
+    #[cfg(feature = "aws-sns")]
+    async fn https_server(answer: Vec<u8>) -> (std::net::SocketAddr, Vec<u8>) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let der = certified.cert.der().to_vec();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![certified.cert.der().clone()], key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, answer) = (acceptor.clone(), answer.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                    let mut head = [0u8; 4096];
+                    let _ = tls.read(&mut head).await;
+                    let _ = tls.write_all(&answer).await;
+                    let _ = tls.shutdown().await;
+                });
+            }
+        });
+        (addr, der)
+    }
+
+    /// Over real HTTPS: a 200 is the key; a redirect to another host is
+    /// refused without following it; an answer over the cap, declared or
+    /// streamed, is refused; plain `http` is never fetched.
+    #[cfg(feature = "aws-sns")]
+    #[tokio::test]
+    async fn the_https_transport_follows_no_redirect_and_caps_the_answer() {
+        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\nconnection: close\r\n\r\nkey".to_vec();
+        let moved = b"HTTP/1.1 302 Found\r\nlocation: https://127.0.0.2:1/other.pem\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec();
+        let big = [b"HTTP/1.1 200 OK\r\ncontent-length: 70000\r\nconnection: close\r\n\r\n".to_vec(), vec![b'k'; 70_000]].concat();
+        let streamed = [b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n".to_vec(), vec![b'k'; 70_000]].concat();
+        for (answer, want) in [
+            (ok, Ok(&b"key"[..])),
+            (moved, Err(FetchErrorKind::Unavailable)),
+            (big, Err(FetchErrorKind::TooLarge)),
+            (streamed, Err(FetchErrorKind::TooLarge)),
+        ] {
+            let (addr, root) = https_server(answer).await;
+            let transport = HttpsTransport::trusting(&root);
+            let url: http::Uri = format!("https://localhost:{}/key.pem", addr.port()).parse().unwrap();
+            let got = transport.get(&url, 64 * 1024).await.map_err(|e| e.kind());
+            assert_eq!(got.as_deref(), want.as_ref().map(|b| *b).map_err(|k| *k), "{want:?}");
+        }
+        let plain: http::Uri = "http://localhost:1/key.pem".parse().unwrap();
+        let got = HttpsTransport::new().get(&plain, 1024).await.map_err(|e| e.kind());
+        assert_eq!(got, Err(FetchErrorKind::Unavailable));
+    }
 }
+
