@@ -43,6 +43,7 @@ use std::time::Duration;
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::{HmacScheme, Tolerance};
+use crate::verify::Boundary;
 
 /// The header carrying the event name (not signed).
 const EVENT_HEADER: &str = "x-buildkite-event";
@@ -62,6 +63,7 @@ pub const FACTS: HmacPreset = HmacPreset {
         tolerance: Some(Tolerance {
             duration: Duration::from_secs(300),
             evidence: "the docs suggest refusing old timestamps, \"for example, 5 minutes\" (https://buildkite.com/docs/apis/webhooks)",
+            boundary: Boundary::Inclusive,
         }),
         ..super::timestamped_entries("x-buildkite-signature", ["timestamp", "signature"], ',', ".")
     },
