@@ -357,6 +357,6 @@ fn a_preset_s_credential_headers_survive_a_wrapped_verifier_and_are_never_kept()
     }
     // The presets with one, of those compiled in (all of them with `full`).
     let pinned: Vec<&str> =
-        ["gitlab", "telegram", "postmark"].into_iter().filter(|name| find(name).is_some()).collect();
+        ["gitlab", "telegram", "buildkite", "postmark"].into_iter().filter(|name| find(name).is_some()).collect();
     assert_eq!(with_credentials, pinned);
 }
