@@ -418,13 +418,12 @@ mod tests {
         let ts = super::super::rfc3339::format(NOW);
         let (primary, secondary) = (SigningSecret::from("p-key"), SigningSecret::from("s-key"));
         let list = |sig: &str, header: &'static str| {
-            let owned = [
+            [
                 (header, sig.to_owned()),
                 (TIMESTAMP_HEADER, ts.clone()),
                 (VERSION_HEADER, "1".into()),
                 (ALGORITHM_HEADER, "HmacSHA256".into()),
-            ];
-            owned
+            ]
         };
         let run = |owned: &[(&'static str, String); 4], body: &[u8], keys: &[SigningSecret]| {
             let l: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -432,15 +431,21 @@ mod tests {
         };
         let by_primary = list(&sign(&primary, &ts, &escaped), PRIMARY_HEADER);
         let by_secondary = list(&sign(&secondary, &ts, &escaped), SECONDARY_HEADER);
-        assert_eq!(run(&by_primary, body.as_bytes(), &[primary.clone()]), Ok(()));
+        assert_eq!(run(&by_primary, body.as_bytes(), std::slice::from_ref(&primary)), Ok(()));
         assert_eq!(run(&by_secondary, body.as_bytes(), &[primary.clone(), secondary.clone()]), Ok(()));
-        assert_eq!(run(&by_primary, body.as_bytes(), &[secondary.clone()]), Err(VerifyErrorKind::NoMatchingSignature));
+        assert_eq!(
+            run(&by_primary, body.as_bytes(), std::slice::from_ref(&secondary)),
+            Err(VerifyErrorKind::NoMatchingSignature)
+        );
         let other = body.replace("e1", "e2");
-        assert_eq!(run(&by_primary, other.as_bytes(), &[primary.clone()]), Err(VerifyErrorKind::NoMatchingSignature));
+        assert_eq!(
+            run(&by_primary, other.as_bytes(), std::slice::from_ref(&primary)),
+            Err(VerifyErrorKind::NoMatchingSignature)
+        );
         // The escaped text itself, sent as the body, verifies on the first try.
-        assert_eq!(run(&by_primary, &escaped, &[primary.clone()]), Ok(()));
+        assert_eq!(run(&by_primary, &escaped, std::slice::from_ref(&primary)), Ok(()));
         let raw = list(&sign(&primary, &ts, body.as_bytes()), PRIMARY_HEADER);
-        assert_eq!(run(&raw, body.as_bytes(), &[primary.clone()]), Ok(()));
+        assert_eq!(run(&raw, body.as_bytes(), std::slice::from_ref(&primary)), Ok(()));
         // The time is checked before either try.
         let l: Vec<(&str, &str)> = by_primary.iter().map(|(k, v)| (*k, v.as_str())).collect();
         assert_eq!(check(&l, body.as_bytes(), &[primary], NOW + 601), Err(VerifyErrorKind::TimestampTooOld));

@@ -96,7 +96,6 @@ const ROWS: &[Row] = &[
     ),
     ("vonage", 300, 300, Inclusive, Seconds, "no SDK age check on `iat`: the crate's default"),
     ("sanity", 2_592_000, 2_592_000, Inclusive, Millis, "@sanity/webhook checks no age: the replay window"),
-    ("aws-sns", 3_600, 3_600, Inclusive, Seconds, "no SDK time check: the crate's one hour"),
 ];
 
 #[test]
