@@ -413,6 +413,13 @@ impl KeyMaterialError {
     pub fn index(&self) -> Option<usize> {
         self.index
     }
+
+    /// The same error for the secret at `index` of the whole list (a
+    /// verifier that checks its secrets one by one, as GitLab's two kinds).
+    #[cfg_attr(not(feature = "gitlab"), allow(dead_code))]
+    pub(crate) fn at(self, index: usize) -> Self {
+        Self { index: Some(index), ..self }
+    }
 }
 
 impl fmt::Display for KeyMaterialError {

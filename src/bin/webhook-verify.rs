@@ -16,6 +16,12 @@
 //! the time off). `--json` prints the same as one object. Exit status: 0 the
 //! signature verifies, 1 it does not, 2 usage error.
 //!
+//! `--hubspot-accept-v1-v2` (HubSpot only) also accepts HubSpot's legacy v1
+//! and v2 signatures, the library's explicit opt-in
+//! `HubSpotVerifier::accept_v1_v2(true)`: **weaker**, since they sign no
+//! time (a captured request verifies forever); off by default, and a request
+//! carrying a v3 signature is verified by v3 alone either way.
+//!
 //! Usage errors never print a secret or public key: argument errors name the
 //! flag but not the value given (a secret passed to the wrong flag, or as a
 //! stray positional argument, stays out of the terminal and the shell's
@@ -82,6 +88,13 @@ struct Args {
     /// 253402300799 (9999-12-31T23:59:59Z) (default: now).
     #[arg(long, value_name = "UNIX_SECONDS", value_parser = clap::value_parser!(u64).range(0..=MAX_NOW))]
     now: Option<u64>,
+    /// HubSpot only, and **weaker**: also accept the legacy v1 / v2
+    /// signatures (`X-HubSpot-Signature` with `X-HubSpot-Signature-Version`),
+    /// as `HubSpotVerifier::accept_v1_v2(true)` does. They sign no time, so
+    /// nothing bounds a captured request's age; a request with a v3 signature
+    /// is still verified by v3 alone. Off by default.
+    #[arg(long)]
+    hubspot_accept_v1_v2: bool,
     /// Print one JSON object (`signature`, `reason`, `mac_matched`,
     /// `timestamp`, `key`, `key_error`, `key_from`, `event_type`,
     /// `handshake`, `hints`) instead of lines.
@@ -116,14 +129,24 @@ fn preset(name: &str) -> Result<&'static PresetInfo, Usage> {
     })
 }
 
-fn provider(preset: &PresetInfo, url: Option<&str>) -> Result<Provider, Usage> {
+fn provider(preset: &PresetInfo, url: Option<&str>, hubspot_v1_v2: bool) -> Result<Provider, Usage> {
+    if hubspot_v1_v2 && preset.name != providers::hubspot::NAME {
+        return Err(Usage(format!("--hubspot-accept-v1-v2 is for --provider hubspot, not {}", preset.name)));
+    }
     let url = match (preset.url, url) {
         (UrlArg::None, _) => None,
         (_, None) => return Err(Usage(format!("--provider {} signs the URL: give --url", preset.name))),
         (UrlArg::PublicBaseUrl, Some(url)) => Some(base_of(url)?),
         (_, Some(url)) => Some(url.to_owned()),
     };
-    preset.provider(url.as_deref()).map_err(|e| Usage(e.to_string()))
+    let provider = preset.provider(url.as_deref()).map_err(|e| Usage(e.to_string()))?;
+    Ok(match url {
+        // The library's explicit opt-in, given explicitly here too.
+        Some(base) if hubspot_v1_v2 => {
+            provider.verifier(providers::hubspot::HubSpotVerifier::new(base).accept_v1_v2(true))
+        }
+        _ => provider,
+    })
 }
 
 fn request(args: &Args) -> Result<http::request::Parts, Usage> {
@@ -262,7 +285,7 @@ struct Verdict {
 
 fn run(args: &Args) -> Result<bool, Usage> {
     let preset = preset(&args.provider)?;
-    let provider = provider(preset, args.url.as_deref())?;
+    let provider = provider(preset, args.url.as_deref(), args.hubspot_accept_v1_v2)?;
     let parts = request(args)?;
     let body = read_body(&args.body_file, args.body_limit)?;
     let secrets = key_material(preset, &args.secrets, &args.public_keys)?;
@@ -462,6 +485,66 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use webhook_idempotency::providers::hubspot;
+
+    /// `webhook-verify`'s arguments for a HubSpot v2 request to
+    /// `https://hooks.example.com/hs?x=1`, with `extra` flags.
+    fn hubspot_v2_args(body_file: &str, extra: &[&str]) -> Args {
+        let secret = SigningSecret::from("client-secret");
+        let url = "https://hooks.example.com/hs?x=1";
+        let sig = hubspot::sign_legacy(&secret, true, "POST", url, b"[]");
+        let mut argv = vec![
+            "webhook-verify".to_owned(),
+            "--provider".into(),
+            "hubspot".into(),
+            "--secret".into(),
+            "client-secret".into(),
+            "--url".into(),
+            url.into(),
+            "--header".into(),
+            format!("X-HubSpot-Signature: {sig}"),
+            "--header".into(),
+            "X-HubSpot-Signature-Version: v2".into(),
+            "--body-file".into(),
+            body_file.into(),
+        ];
+        argv.extend(extra.iter().map(|s| (*s).to_owned()));
+        Args::try_parse_from(argv).unwrap()
+    }
+
+    /// The v1 / v2 opt-in: without the flag a v2 request is refused (as the
+    /// library's default), with it it verifies; a tampered body still fails;
+    /// the flag on another provider is a usage error.
+    #[test]
+    fn hubspot_v1_v2_only_with_the_explicit_flag() {
+        let dir = std::env::temp_dir().join(format!("webhook-verify-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let body = dir.join("body.json");
+        std::fs::write(&body, b"[]").unwrap();
+        let tampered = dir.join("tampered.json");
+        std::fs::write(&tampered, b"[ ]").unwrap();
+        let (body, tampered) = (body.to_str().unwrap(), tampered.to_str().unwrap());
+        assert!(matches!(run(&hubspot_v2_args(body, &[])), Ok(false)), "v2 refused by default");
+        assert!(matches!(run(&hubspot_v2_args(body, &["--hubspot-accept-v1-v2"])), Ok(true)), "v2 with the flag");
+        assert!(matches!(run(&hubspot_v2_args(tampered, &["--hubspot-accept-v1-v2"])), Ok(false)), "tampered");
+        let other = Args::try_parse_from([
+            "webhook-verify",
+            "--provider",
+            "stripe",
+            "--secret",
+            "whsec_x",
+            "--body-file",
+            body,
+            "--hubspot-accept-v1-v2",
+        ])
+        .unwrap();
+        match run(&other) {
+            Err(Usage(m)) => assert!(m.contains("--hubspot-accept-v1-v2 is for --provider hubspot"), "{m}"),
+            _ => panic!("the flag on another provider is a usage error"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// Every preset says where its key is read (an HMAC preset from its
     /// facts' event key, another in its registry entry), for the hint.

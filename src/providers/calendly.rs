@@ -63,6 +63,7 @@ use sha2::{Digest, Sha256};
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Tolerance};
+use crate::verify::Boundary;
 
 /// The header the signature travels in.
 const SIGNATURE_HEADER: &str = "calendly-webhook-signature";
@@ -82,6 +83,7 @@ pub const FACTS: HmacPreset = HmacPreset {
         tolerance: Some(Tolerance {
             duration: Duration::from_secs(180),
             evidence: "the verification example refuses a `t` over three minutes old (https://developer.calendly.com/api-docs/overview/webhooks/webhook-signatures)",
+            boundary: Boundary::Inclusive,
         }),
         ..super::timestamped_entries(SIGNATURE_HEADER, ["t", "v1"], ',', ".")
     },

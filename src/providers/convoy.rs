@@ -57,7 +57,7 @@ use crate::providers::gateway::{Gateway, GatewayEventId};
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Tolerance};
-use crate::verify::{KeyMaterialError, SigningSecret};
+use crate::verify::{Boundary, KeyMaterialError, SigningSecret};
 
 /// The header carrying Convoy's idempotency key (the event key).
 pub const EVENT_ID_HEADER: &str = "x-convoy-idempotency-key";
@@ -77,6 +77,7 @@ pub const FACTS: HmacPreset = HmacPreset {
         tolerance: Some(Tolerance {
             duration: Duration::from_secs(300),
             evidence: "convoy-go's DefaultTolerance, 300 s (https://github.com/frain-dev/convoy-go/blob/main/webhook.go)",
+            boundary: Boundary::Inclusive,
         }),
         ..super::timestamped_entries("x-convoy-signature", ["t", "v1"], ',', ",")
     },

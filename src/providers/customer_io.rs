@@ -36,6 +36,7 @@ use crate::key::{EventIdentity, JsonPointerKey, KeyError, KeyExtractor};
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Signed, Tolerance};
+use crate::verify::Boundary;
 
 /// The header the signature travels in.
 const SIGNATURE_HEADER: &str = "x-cio-signature";
@@ -63,6 +64,7 @@ pub const FACTS: HmacPreset = HmacPreset {
             duration: Duration::from_secs(300),
             evidence:
                 "none stated and the SDK checks no age (https://docs.customer.io/api/webhooks/): the usual 300 seconds",
+            boundary: Boundary::Inclusive,
         }),
         ..HmacScheme::new(SIGNATURE_HEADER)
     },

@@ -48,6 +48,7 @@ use crate::providers::Challenge;
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Signed, TimestampFormat, Tolerance};
+use crate::verify::Boundary;
 use crate::verify::{single_header, Delivery, Encoding};
 
 /// The header carrying the handshake's challenge (not signed).
@@ -79,6 +80,7 @@ pub const FACTS: HmacPreset = HmacPreset {
         tolerance: Some(Tolerance {
             duration: Duration::from_secs(300),
             evidence: "Front's security guide: refuse requests older than 5 minutes (https://dev.frontapp.com/docs/security-1)",
+            boundary: Boundary::Inclusive,
         }),
         ..HmacScheme::new(SIGNATURE_HEADER)
     },

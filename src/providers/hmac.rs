@@ -88,7 +88,7 @@ fn derive(fields: &[KeyField], event_type: Option<KeyField>) -> DerivedKey {
 }
 
 /// The extractor an [`EventKey`] describes.
-enum Extractor {
+pub(super) enum Extractor {
     Json(JsonPointerKey),
     Header(HeaderKey),
     Derived(DerivedKey),
@@ -117,7 +117,7 @@ impl Challenge for BorrowedChallenge {
 
 impl EventKey {
     /// The extractor these facts describe.
-    fn extractor(&self) -> Extractor {
+    pub(super) fn extractor(&self) -> Extractor {
         let name = |h: &'static str| HeaderName::from_static(h);
         match *self {
             Self::Json { id, event_type: Some(t) } => Extractor::Json(JsonPointerKey::new(id).event_type(t)),

@@ -16,7 +16,16 @@
 //!
 //! HubSpot rejects requests older than 5 minutes; this crate applies the
 //! tolerance ([`DEFAULT_TOLERANCE`], [`HubSpotVerifier::tolerance`]) in both
-//! directions, and not to an operator replay.
+//! directions, and not to an operator replay. **At exactly the tolerance**
+//! the request is refused ([`BOUNDARY`]): HubSpot's Python SDK
+//! (`hubspot-api-python`, `hubspot/utils/signature.py`,
+//! `Signature._is_timestamp_valid`) accepts only `current_time - request_time
+//! < timedelta(seconds=300)`. Its Node SDK (`hubspot-api-nodejs`,
+//! `src/utils/signature.ts`) refuses only `currentTime - timestamp > 300000`,
+//! so the two official SDKs differ by that one millisecond; this preset takes
+//! the stricter one (299.999 s old passes, 300 s does not). Neither SDK checks
+//! a timestamp in the future; this preset refuses one more than the
+//! tolerance ahead, with the same boundary.
 //!
 //! **Older versions (v1, v2), off by default.** Workflow webhook actions and
 //! older app subscriptions sign with `X-HubSpot-Signature` and
@@ -81,8 +90,8 @@ use sha2::Digest as _;
 use crate::key::{EventIdentity, KeyError, KeyErrorKind, KeyExtractor};
 
 use crate::verify::{
-    header_values, hmac_sha256, match_any_secret, parse_unix_millis, single_header, Delivery, Encoding, SigningSecret,
-    Verifier, VerifyError, VerifyErrorKind,
+    header_values, hmac_sha256, match_any_secret, parse_unix_millis, single_header, Boundary, Delivery, Encoding,
+    SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 
 /// The preset's name: the claim's `provider` column and the CLI's `--provider` value.
@@ -111,6 +120,12 @@ pub const TIMESTAMP_HEADER: &str = "x-hubspot-request-timestamp";
 
 /// HubSpot's tolerance: requests older than 5 minutes are rejected.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+
+/// A timestamp exactly [`DEFAULT_TOLERANCE`] (or the configured tolerance)
+/// old is refused, as HubSpot's Python SDK decides it (`current_time -
+/// request_time < timedelta(seconds=300)` is valid, `hubspot/utils/signature.py`);
+/// see the module docs for the Node SDK's `>`.
+pub const BOUNDARY: Boundary = Boundary::Exclusive;
 
 /// Verifies `X-HubSpot-Signature-v3` for requests reaching the service at
 /// one public base URL.
@@ -290,7 +305,7 @@ impl Verifier for HubSpotVerifier {
         }
         let header = parse(delivery.parts)?;
         // Cheap checks first: the timestamp's age before any HMAC over the body.
-        delivery.check_time_millis(header.millis, self.tolerance)?;
+        delivery.check_time_millis_with(header.millis, self.tolerance, BOUNDARY)?;
         let path_and_query = delivery.parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
         let uri = decode_reserved(&format!("{}{path_and_query}", self.base));
         let method = delivery.parts.method.as_str().as_bytes();
@@ -616,8 +631,14 @@ mod tests {
         let future = sign(&secret, "POST", &uri, body, NOW + 301_000);
         let stale_ts = (NOW - 300_001).to_string();
         let stale = sign(&secret, "POST", &uri, body, NOW - 300_001);
-        let edge_ts = (NOW - 300_000).to_string();
-        let edge = sign(&secret, "POST", &uri, body, NOW - 300_000);
+        let edge_ts = (NOW - 299_999).to_string();
+        let edge = sign(&secret, "POST", &uri, body, NOW - 299_999);
+        let at_limit_ts = (NOW - 300_000).to_string();
+        let at_limit = sign(&secret, "POST", &uri, body, NOW - 300_000);
+        let ahead_ts = (NOW + 299_999).to_string();
+        let ahead = sign(&secret, "POST", &uri, body, NOW + 299_999);
+        let ahead_limit_ts = (NOW + 300_000).to_string();
+        let ahead_limit = sign(&secret, "POST", &uri, body, NOW + 300_000);
         let max_ts = u64::MAX.to_string();
         let max = sign(&secret, "POST", &uri, body, u64::MAX);
         let long = "A".repeat(100_000);
@@ -647,7 +668,17 @@ mod tests {
             valid.case("two signature lines, one good").headers(vec![(s, &by_old), (s, &good), (t, &ts)]),
             valid.case("duplicate lines").headers(vec![(s, &good), (s, &good), (t, &ts), (t, &ts)]),
             valid.case("stale").headers(vec![(s, &stale), (t, &stale_ts)]).fails(TimestampTooOld),
-            valid.case("edge of tolerance").headers(vec![(s, &edge), (t, &edge_ts)]),
+            valid.case("a millisecond inside the tolerance").headers(vec![(s, &edge), (t, &edge_ts)]),
+            // HubSpot's Python SDK: `now - request_time < 300 s`, so exactly 300 s old is refused.
+            valid
+                .case("exactly at the tolerance")
+                .headers(vec![(s, &at_limit), (t, &at_limit_ts)])
+                .fails(TimestampTooOld),
+            valid.case("a millisecond inside, ahead").headers(vec![(s, &ahead), (t, &ahead_ts)]),
+            valid
+                .case("exactly at the tolerance, ahead")
+                .headers(vec![(s, &ahead_limit), (t, &ahead_limit_ts)])
+                .fails(TimestampInFuture),
             valid.case("future").headers(vec![(s, &future), (t, &future_ts)]).fails(TimestampInFuture),
             valid.case("two timestamps").headers(vec![(s, &good), (t, &ts), (t, &edge_ts)]).fails(MalformedHeader),
             // Read as milliseconds: January 1970, refused by the age check before any HMAC.

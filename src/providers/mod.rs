@@ -412,7 +412,7 @@ pub const REGISTRY: &[PresetInfo] = &[
     #[cfg(feature = "help-scout")]
     PresetInfo::hmac(&help_scout::FACTS),
     #[cfg(feature = "buildkite")]
-    PresetInfo::hmac(&buildkite::FACTS),
+    buildkite::PRESET,
     #[cfg(feature = "front")]
     PresetInfo::hmac(&front::FACTS),
     #[cfg(feature = "webflow")]

@@ -40,6 +40,7 @@
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Tolerance};
+use crate::verify::Boundary;
 use std::time::Duration;
 
 /// The facts of the mux preset (the scheme is in the module docs).
@@ -56,6 +57,7 @@ pub const FACTS: HmacPreset = HmacPreset {
         tolerance: Some(Tolerance {
             duration: Duration::from_secs(300),
             evidence: "the SDK refuses a `t` over 300 seconds old (https://www.mux.com/docs/core/verify-webhook-signatures); here both ways",
+            boundary: Boundary::Inclusive,
         }),
         ..super::timestamped_entries("mux-signature", ["t", "v1"], ',', ".")
     },

@@ -45,6 +45,7 @@
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Tolerance};
+use crate::verify::Boundary;
 use std::time::Duration;
 
 /// The header the signature travels in.
@@ -70,6 +71,7 @@ pub const FACTS: HmacPreset = HmacPreset {
         tolerance: Some(Tolerance {
             duration: Duration::from_secs(5),
             evidence: "the SDK helpers' five-second default (https://developer.paddle.com/webhooks/about/signature-verification)",
+            boundary: Boundary::Inclusive,
         }),
         ..super::timestamped_entries(SIGNATURE_HEADER, ["ts", "h1"], ';', ":")
     },

@@ -137,9 +137,11 @@ pub struct PresetInfo {
     /// ([`credential_headers`](super::credential_headers)), and inbox mode
     /// never keeps them. Empty for a signature scheme.
     pub credential_headers: &'static [&'static str],
-    /// Whether the signature covers the body: false for a shared-token
-    /// scheme (GitLab, Telegram), which authenticates the sender and signs
-    /// nothing, so a changed body still verifies.
+    /// Whether the signature of the entry's example covers the body: false
+    /// for a shared-token scheme (GitLab, Telegram), which authenticates the
+    /// sender and signs nothing, so a changed body still verifies (a
+    /// signature scheme with a token mode beside it, Buildkite, is true: its
+    /// example is signed).
     pub signs_body: bool,
     /// Whether a second delivery of one request is a duplicate: false for a
     /// sender whose notifications name no event and whose every delivery
@@ -326,6 +328,14 @@ impl PresetInfo {
     /// whose token is in the headers `credential_headers`.
     pub(super) const fn shared_token(self, credential_headers: &'static [&'static str]) -> Self {
         Self { signs_body: false, credential_headers, ..self }
+    }
+
+    /// The same entry for a signature scheme whose sender may instead send
+    /// a shared token in `credential_headers` (Buildkite's token mode): the
+    /// token header is a credential, and the entry's example, signed, still
+    /// signs the body.
+    pub(super) const fn token_mode(self, credential_headers: &'static [&'static str]) -> Self {
+        Self { credential_headers, ..self }
     }
 
     /// The same entry for a sender whose every delivery runs the handler

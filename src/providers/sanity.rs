@@ -49,6 +49,7 @@
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::{HmacScheme, TimestampFormat, Tolerance};
+use crate::verify::Boundary;
 use crate::verify::Encoding;
 
 /// The facts of the sanity preset (the scheme is in the module docs).
@@ -66,6 +67,7 @@ pub const FACTS: HmacPreset = HmacPreset {
             duration: super::DEFAULT_REPLAY_WINDOW,
             evidence: "the replay window: @sanity/webhook checks no age and deliveries may be delayed \
                        (https://www.sanity.io/docs/webhook-best-practices)",
+            boundary: Boundary::Inclusive,
         }),
         ..super::timestamped_entries("sanity-webhook-signature", ["t", "v1"], ',', ".")
     },

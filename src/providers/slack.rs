@@ -70,6 +70,7 @@ use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Quirks, Signed, Tolerance};
+use crate::verify::Boundary;
 use crate::verify::Delivery;
 
 /// The header the signature travels in.
@@ -96,6 +97,7 @@ pub const FACTS: HmacPreset = HmacPreset {
         tolerance: Some(Tolerance {
             duration: Duration::from_secs(300),
             evidence: "within five minutes, as Slack's docs say (https://api.slack.com/authentication/verifying-requests-from-slack)",
+            boundary: Boundary::Inclusive,
         }),
         ..HmacScheme::new(SIGNATURE_HEADER)
     },

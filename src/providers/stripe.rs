@@ -35,6 +35,7 @@ use std::time::Duration;
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Quirks, Tolerance};
+use crate::verify::Boundary;
 
 /// The Stripe preset's facts: the `Stripe-Signature` header of `t=` and
 /// `v1=` entries, comma-separated (a `v1` value that is not 64 hex digits is
@@ -54,6 +55,7 @@ pub const FACTS: HmacPreset = HmacPreset {
         tolerance: Some(Tolerance {
             duration: Duration::from_secs(300),
             evidence: "Stripe's libraries' default (https://docs.stripe.com/webhooks#verify-manually)",
+            boundary: Boundary::Inclusive,
         }),
         quirks: Quirks::STRIPE,
         ..super::timestamped_entries("stripe-signature", ["t", "v1"], ',', ".")

@@ -69,6 +69,7 @@ use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Signed, TimestampFormat, Tolerance};
+use crate::verify::Boundary;
 use crate::verify::{single_header, Delivery};
 
 /// The header Twitch signs messages with.
@@ -112,6 +113,7 @@ pub const FACTS: HmacPreset = HmacPreset {
         tolerance: Some(Tolerance {
             duration: Duration::from_secs(600),
             evidence: "\"isn't older than 10 minutes\" (https://dev.twitch.tv/docs/eventsub/handling-webhook-events/#verifying-the-event-message)",
+            boundary: Boundary::Inclusive,
         }),
         ..HmacScheme::new(SIGNATURE_HEADER)
     },

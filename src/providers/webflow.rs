@@ -41,6 +41,7 @@ use std::time::Duration;
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset, KeyField};
 use crate::verify::generic::{HmacScheme, Signed, TimestampFormat, Tolerance};
+use crate::verify::Boundary;
 
 /// The header the signature travels in.
 const SIGNATURE_HEADER: &str = "x-webflow-signature";
@@ -68,6 +69,7 @@ pub const FACTS: HmacPreset = HmacPreset {
         tolerance: Some(Tolerance {
             duration: Duration::from_secs(300),
             evidence: "refuse a timestamp over 5 minutes old (https://developers.webflow.com/data/docs/working-with-webhooks#validating-request-signatures)",
+            boundary: Boundary::Inclusive,
         }),
         ..HmacScheme::new(SIGNATURE_HEADER)
     },

@@ -34,6 +34,7 @@ use std::time::Duration;
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, TimestampFormat, Tolerance};
+use crate::verify::Boundary;
 
 /// The facts of the workos preset (the scheme is in the module docs).
 ///
@@ -54,6 +55,7 @@ pub const FACTS: HmacPreset = HmacPreset {
         tolerance: Some(Tolerance {
             duration: Duration::from_secs(180),
             evidence: "the SDK's default tolerance, 180000 ms (workos-node src/common/crypto/signature-provider.ts; https://workos.com/docs/events/data-syncing/webhooks)",
+            boundary: Boundary::Inclusive,
         }),
         ..super::timestamped_entries("workos-signature", ["t", "v1"], ',', ".")
     },

@@ -43,6 +43,7 @@ use std::time::Duration;
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Signed, TimestampFormat, Tolerance};
+use crate::verify::Boundary;
 use crate::verify::Encoding;
 
 /// The header the signature travels in.
@@ -74,6 +75,7 @@ pub const FACTS: HmacPreset = HmacPreset {
             duration: Duration::from_secs(300),
             evidence:
                 "none stated (https://developer.zendesk.com/documentation/webhooks/verifying/): the usual 300 seconds",
+            boundary: Boundary::Inclusive,
         }),
         ..HmacScheme::new(SIGNATURE_HEADER)
     },

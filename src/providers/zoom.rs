@@ -66,6 +66,7 @@ use crate::key::{EventIdentity, KeyError, KeyErrorKind};
 use crate::providers::Provider;
 use crate::providers::{EventKey, HmacPreset};
 use crate::verify::generic::{HmacScheme, Signed, Tolerance};
+use crate::verify::Boundary;
 use crate::verify::{hmac_sha256, Delivery, SigningSecret, Verifier as _};
 
 /// The header the signature travels in.
@@ -94,6 +95,7 @@ pub const FACTS: HmacPreset = HmacPreset {
         tolerance: Some(Tolerance {
             duration: Duration::from_secs(7_200),
             evidence: "none documented; retries span 85 minutes and are not said to be signed afresh (https://developers.zoom.us/blog/webhook-delays/)",
+            boundary: Boundary::Inclusive,
         }),
         ..HmacScheme::new(SIGNATURE_HEADER)
     },

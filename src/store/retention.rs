@@ -533,6 +533,7 @@ mod tests {
             (gitea::NAME, 1, "no retries; a redelivery has a new id"),
             (forgejo::NAME, 1, "as Gitea"),
             (box_com::NAME, 30, "no published span"),
+            (buildkite::NAME, 30, "no published span"),
             (adyen::NAME, 31, "retry queue for up to 30 days"),
             (mandrill::NAME, 30, "retries until given up; span not published"),
             (postmark::NAME, 30, "10 retries over 10.5 hours; manual inbound retry unbounded"),

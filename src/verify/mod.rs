@@ -43,9 +43,9 @@ pub use error::{VerifyError, VerifyErrorKind};
 pub(crate) use primitives::count_entry;
 pub use primitives::{
     any_matches, check_key_material, check_public_keys, check_signature_header_size, check_tolerance,
-    check_tolerance_millis, check_verifications, header_values, hmac, hmac_sha256, match_any_secret, parse_unix_millis,
-    parse_unix_seconds, single_header, Algorithm, Encoding, Tag, MAX_PUBLIC_KEY_VERIFICATIONS, MAX_SIGNATURE_ENTRIES,
-    MAX_SIGNATURE_HEADER_BYTES,
+    check_tolerance_millis, check_tolerance_millis_with, check_tolerance_with, check_verifications, header_values,
+    hmac, hmac_sha256, match_any_secret, parse_unix_millis, parse_unix_seconds, single_header, Algorithm, Boundary,
+    Encoding, Tag, MAX_PUBLIC_KEY_VERIFICATIONS, MAX_SIGNATURE_ENTRIES, MAX_SIGNATURE_HEADER_BYTES,
 };
 pub use secret::SigningSecret;
 
@@ -105,8 +105,17 @@ impl<'a> Delivery<'a> {
     /// # Errors
     /// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
     pub fn check_time(&self, timestamp: u64, tolerance: Duration) -> Result<(), VerifyError> {
+        self.check_time_with(timestamp, tolerance, Boundary::Inclusive)
+    }
+
+    /// [`Delivery::check_time`] with the scheme's [`Boundary`] (what a
+    /// timestamp exactly `tolerance` away gets). See [`check_tolerance_with`].
+    ///
+    /// # Errors
+    /// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
+    pub fn check_time_with(&self, timestamp: u64, tolerance: Duration, boundary: Boundary) -> Result<(), VerifyError> {
         if self.check_timestamp {
-            check_tolerance(timestamp, self.now, tolerance)
+            check_tolerance_with(timestamp, self.now, tolerance, boundary)
         } else {
             Ok(())
         }
@@ -119,8 +128,22 @@ impl<'a> Delivery<'a> {
     /// # Errors
     /// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
     pub fn check_time_millis(&self, millis: u64, tolerance: Duration) -> Result<(), VerifyError> {
+        self.check_time_millis_with(millis, tolerance, Boundary::Inclusive)
+    }
+
+    /// [`Delivery::check_time_millis`] with the scheme's [`Boundary`]. See
+    /// [`check_tolerance_millis_with`].
+    ///
+    /// # Errors
+    /// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
+    pub fn check_time_millis_with(
+        &self,
+        millis: u64,
+        tolerance: Duration,
+        boundary: Boundary,
+    ) -> Result<(), VerifyError> {
         if self.check_timestamp {
-            check_tolerance_millis(millis, self.now, tolerance)
+            check_tolerance_millis_with(millis, self.now, tolerance, boundary)
         } else {
             Ok(())
         }
@@ -297,6 +320,32 @@ mod tests {
         for (name, ts, want) in cases {
             assert_eq!(check_tolerance(ts, now, tol).map_err(|e| e.kind()), want, "{name}");
         }
+    }
+
+    /// The exclusive boundary refuses exactly at the tolerance, both ways, to
+    /// the second and to the millisecond.
+    #[test]
+    fn exclusive_boundary_refuses_at_the_limit() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let tol = Duration::from_secs(300);
+        let ex = Boundary::Exclusive;
+        let kind = |r: Result<(), VerifyError>| r.map_err(|e| e.kind());
+        assert_eq!(kind(check_tolerance_with(1_000_000 - 299, now, tol, ex)), Ok(()));
+        assert_eq!(kind(check_tolerance_with(1_000_000 - 300, now, tol, ex)), Err(VerifyErrorKind::TimestampTooOld));
+        assert_eq!(kind(check_tolerance_with(1_000_000 + 299, now, tol, ex)), Ok(()));
+        assert_eq!(kind(check_tolerance_with(1_000_000 + 300, now, tol, ex)), Err(VerifyErrorKind::TimestampInFuture));
+        let ms = 1_000_000_000;
+        assert_eq!(kind(check_tolerance_millis_with(ms - 299_999, now, tol, ex)), Ok(()));
+        assert_eq!(
+            kind(check_tolerance_millis_with(ms - 300_000, now, tol, ex)),
+            Err(VerifyErrorKind::TimestampTooOld)
+        );
+        assert_eq!(kind(check_tolerance_millis_with(ms - 300_000, now, tol, Boundary::Inclusive)), Ok(()));
+        assert_eq!(
+            kind(check_tolerance_millis_with(ms - 300_001, now, tol, Boundary::Inclusive)),
+            Err(VerifyErrorKind::TimestampTooOld)
+        );
+        assert_eq!(Boundary::default(), Boundary::Inclusive);
     }
 
     #[test]

@@ -253,33 +253,100 @@ pub fn any_matches<'a>(expected: &[u8], candidates: impl IntoIterator<Item = &'a
     found.into()
 }
 
+/// What a signed time exactly at the tolerance gets: each scheme decides it
+/// as its provider's SDK does (`>` or `>=` in the SDK's comparison), in both
+/// directions.
+///
+/// Most SDKs refuse only a time **further** than the tolerance (Stripe's
+/// `timestampAge > tolerance`, Standard Webhooks' `now - timestamp >
+/// tolerance`): [`Boundary::Inclusive`], the default. HubSpot's Python SDK
+/// accepts only a time **nearer** than it (`current_time - request_time <
+/// timedelta(seconds=300)`): [`Boundary::Exclusive`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Boundary {
+    /// A time exactly at the tolerance is accepted; one unit further is
+    /// refused (`age > tolerance` refused).
+    #[default]
+    Inclusive,
+    /// A time exactly at the tolerance is refused (`age >= tolerance`
+    /// refused).
+    Exclusive,
+}
+
+impl Boundary {
+    /// True when a signed time `distance` away (into the past or the future)
+    /// is past the limit `tolerance` set.
+    pub fn exceeds(self, distance: Duration, tolerance: Duration) -> bool {
+        match self {
+            Self::Inclusive => distance > tolerance,
+            Self::Exclusive => distance >= tolerance,
+        }
+    }
+}
+
 /// Checks a signed Unix timestamp (seconds) against `now`, `tolerance` in
-/// both directions.
+/// both directions, a time exactly at it accepted ([`Boundary::Inclusive`];
+/// [`check_tolerance_with`] for the other boundary).
 ///
 /// # Errors
 /// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
 pub fn check_tolerance(timestamp: u64, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
-    check_signed_at(UNIX_EPOCH.checked_add(Duration::from_secs(timestamp)), now, tolerance)
+    check_tolerance_with(timestamp, now, tolerance, Boundary::Inclusive)
+}
+
+/// [`check_tolerance`] with the scheme's [`Boundary`]: what a timestamp
+/// exactly `tolerance` away gets.
+///
+/// # Errors
+/// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
+pub fn check_tolerance_with(
+    timestamp: u64,
+    now: SystemTime,
+    tolerance: Duration,
+    boundary: Boundary,
+) -> Result<(), VerifyError> {
+    check_signed_at(UNIX_EPOCH.checked_add(Duration::from_secs(timestamp)), now, tolerance, boundary)
 }
 
 /// Checks a signed Unix timestamp in **milliseconds** against `now`,
-/// `tolerance` in both directions, to the millisecond (HubSpot, Linear).
+/// `tolerance` in both directions, to the millisecond (HubSpot, Linear), a
+/// time exactly at it accepted ([`check_tolerance_millis_with`] for the other
+/// boundary).
 ///
 /// # Errors
 /// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
 pub fn check_tolerance_millis(millis: u64, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
-    check_signed_at(UNIX_EPOCH.checked_add(Duration::from_millis(millis)), now, tolerance)
+    check_tolerance_millis_with(millis, now, tolerance, Boundary::Inclusive)
 }
 
-fn check_signed_at(signed: Option<SystemTime>, now: SystemTime, tolerance: Duration) -> Result<(), VerifyError> {
+/// [`check_tolerance_millis`] with the scheme's [`Boundary`].
+///
+/// # Errors
+/// [`VerifyErrorKind::TimestampTooOld`] or [`VerifyErrorKind::TimestampInFuture`].
+pub fn check_tolerance_millis_with(
+    millis: u64,
+    now: SystemTime,
+    tolerance: Duration,
+    boundary: Boundary,
+) -> Result<(), VerifyError> {
+    check_signed_at(UNIX_EPOCH.checked_add(Duration::from_millis(millis)), now, tolerance, boundary)
+}
+
+fn check_signed_at(
+    signed: Option<SystemTime>,
+    now: SystemTime,
+    tolerance: Duration,
+    boundary: Boundary,
+) -> Result<(), VerifyError> {
     // Past what SystemTime can hold: certainly in the future.
     let Some(signed) = signed else {
         return Err(VerifyErrorKind::TimestampInFuture.into());
     };
     match now.duration_since(signed) {
-        Ok(age) if age > tolerance => Err(VerifyErrorKind::TimestampTooOld.into()),
+        Ok(age) if boundary.exceeds(age, tolerance) => Err(VerifyErrorKind::TimestampTooOld.into()),
         Ok(_) => Ok(()),
-        Err(ahead) if ahead.duration() > tolerance => Err(VerifyErrorKind::TimestampInFuture.into()),
+        Err(ahead) if boundary.exceeds(ahead.duration(), tolerance) => Err(VerifyErrorKind::TimestampInFuture.into()),
         Err(_) => Ok(()),
     }
 }

@@ -13,6 +13,10 @@ pub(crate) mod support;
 /// provider reads its event id and type.
 mod fixtures;
 
+/// Each timed preset's boundary (a time exactly at its tolerance) as its
+/// provider's SDK decides it.
+mod boundary;
+
 #[cfg(all(
     feature = "stripe",
     feature = "paddle",
@@ -150,13 +154,23 @@ fn doc_path(file: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file)
 }
 
-/// A tolerance as the table gives it: `none signed`, `300 s`, or `600 s
-/// past, 60 s ahead`.
-fn tolerance_text(tolerance: Option<(u64, u64)>) -> String {
-    match tolerance {
-        None => "none signed".to_owned(),
-        Some((past, ahead)) if past == ahead => format!("{past} s"),
-        Some((past, ahead)) => format!("{past} s past, {ahead} s ahead"),
+/// A tolerance as the table gives it: `none signed`, `300 s`, `600 s past,
+/// 0 s ahead`, or `under 300 s` for a scheme that refuses a time exactly at
+/// its limit (found by a probe half a second past the last whole second
+/// [`tolerance`] accepts: it passes only below an exclusive limit).
+fn tolerance_text(preset: &PresetInfo, tolerance: Option<(u64, u64)>) -> String {
+    let Some((past, ahead)) = tolerance else { return "none signed".to_owned() };
+    let body = format!(r#"{{"id":"evt_1","type":"t","webhookTimestamp":{}}}"#, NOW * 1000);
+    let ex = preset.example("delivery-1", at(NOW), body.as_bytes());
+    let verifies =
+        |now| ex.provider.verifier_ref().verify(&Delivery::new(&ex.parts, &ex.body, &ex.secrets, now)).is_ok();
+    let half = std::time::Duration::from_millis(500);
+    let side = |last: u64, probe| if verifies(probe) { format!("under {} s", last + 1) } else { format!("{last} s") };
+    let (past, ahead) = (side(past, at(NOW + past) + half), side(ahead, at(NOW - ahead) - half));
+    if past == ahead {
+        past
+    } else {
+        format!("{past} past, {ahead} ahead")
     }
 }
 
@@ -177,7 +191,7 @@ fn presets_table() -> String {
             "| `{}` | {} | {} | {} | {} | {days} day{} |\n",
             preset.name,
             preset.signature(),
-            tolerance_text(tolerance(preset)),
+            tolerance_text(preset, tolerance(preset)),
             preset.key_source(),
             if provider.challenge_ref().is_some() { "answered" } else { "" },
             if days == 1 { "" } else { "s" },
@@ -345,6 +359,6 @@ fn a_preset_s_credential_headers_survive_a_wrapped_verifier_and_are_never_kept()
     }
     // The presets with one, of those compiled in (all of them with `full`).
     let pinned: Vec<&str> =
-        ["gitlab", "telegram", "postmark"].into_iter().filter(|name| find(name).is_some()).collect();
+        ["gitlab", "telegram", "buildkite", "postmark"].into_iter().filter(|name| find(name).is_some()).collect();
     assert_eq!(with_credentials, pinned);
 }

@@ -7,7 +7,7 @@ use http::HeaderName;
 
 use super::{HmacVerifier, Quirks, SignedContent, TimestampFormat};
 use crate::error::ConfigError;
-use crate::verify::{Algorithm, Encoding};
+use crate::verify::{Algorithm, Boundary, Encoding};
 
 /// Builder for [`HmacVerifier`]; defaults: HMAC-SHA256, hex, no prefix, the
 /// body alone, one signature per header line, timestamps in Unix seconds,
@@ -45,6 +45,7 @@ impl HmacVerifier {
                 timestamp_format: TimestampFormat::UnixSeconds,
                 id_header: None,
                 tolerance: Duration::from_secs(300),
+                boundary: Boundary::Inclusive,
                 separator: None,
                 strict: false,
                 extra_headers: Vec::new(),
@@ -108,6 +109,10 @@ impl HmacVerifierBuilder {
 
         /// How far the timestamp may be from now, both directions (default 300 s).
         pub fn tolerance(tolerance: Duration) => inner.tolerance = tolerance;
+
+        /// What a timestamp exactly the tolerance away gets, as the sender's
+        /// SDK decides it (default [`Boundary::Inclusive`]: accepted).
+        pub fn tolerance_boundary(boundary: Boundary) => inner.boundary = boundary;
 
         /// Several signatures in one header value, separated by `separator`
         /// (`' '` for Standard Webhooks, `','` for PagerDuty). Any one matching

@@ -66,7 +66,7 @@ pub use token::{BasicAuthVerifier, TokenHeaderVerifier, MIN_CREDENTIAL_BYTES};
 
 use super::{
     check_signature_header_size, count_entry, hmac, match_any_secret, parse_unix_millis, parse_unix_seconds,
-    single_header, Algorithm, Delivery, Encoding, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
+    single_header, Algorithm, Boundary, Delivery, Encoding, SigningSecret, Verifier, VerifyError, VerifyErrorKind,
 };
 
 /// What the sender signs, in order, after the
@@ -194,6 +194,7 @@ pub struct HmacVerifier {
     timestamp_format: TimestampFormat,
     id_header: Option<HeaderName>,
     tolerance: Duration,
+    boundary: Boundary,
     separator: Option<char>,
     strict: bool,
     extra_headers: Vec<HeaderName>,
@@ -426,6 +427,12 @@ impl HmacVerifier {
         self
     }
 
+    /// The scheme's [`Boundary`]: what a timestamp exactly the tolerance
+    /// away gets (accepted unless the scheme states otherwise).
+    pub fn boundary(&self) -> Boundary {
+        self.boundary
+    }
+
     fn content_parts<'a>(&'a self, id: &'a [u8], ts: &'a [u8], body: &'a [u8]) -> Vec<&'a [u8]> {
         let mut parts: Vec<&[u8]> = Vec::with_capacity(6);
         if !self.content_prefix.is_empty() {
@@ -452,8 +459,8 @@ impl Verifier for HmacVerifier {
         let p = self.parse(d.parts, false)?;
         // Cheap checks first: the timestamp's age before any HMAC over the body.
         match p.time {
-            Some(SignedTime::Seconds(ts)) => d.check_time(ts, self.tolerance)?,
-            Some(SignedTime::Millis(ms)) => d.check_time_millis(ms, self.tolerance)?,
+            Some(SignedTime::Seconds(ts)) => d.check_time_with(ts, self.tolerance, self.boundary)?,
+            Some(SignedTime::Millis(ms)) => d.check_time_millis_with(ms, self.tolerance, self.boundary)?,
             None => {}
         }
         let parts =

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{HmacVerifier, HmacVerifierBuilder, Quirks, SignedContent, TimestampFormat};
 use crate::error::ConfigError;
-use crate::verify::{Algorithm, Encoding};
+use crate::verify::{Algorithm, Boundary, Encoding};
 
 /// What an [`HmacScheme`] signs, in order, after its `content_prefix`: the
 /// constant form of [`SignedContent`] (a scheme that signs a URL from the
@@ -48,6 +48,9 @@ pub struct Tolerance {
     pub duration: Duration,
     /// Why this value: the provider's page or SDK default it follows.
     pub evidence: &'static str,
+    /// What a time exactly `duration` away gets, as the provider's SDK
+    /// decides it ([`HmacVerifierBuilder::tolerance_boundary`]).
+    pub boundary: Boundary,
 }
 
 /// An HMAC scheme as data: each field is one setting of
@@ -206,7 +209,7 @@ impl HmacScheme {
             b = b.signature_separator(separator);
         }
         if let Some(tolerance) = self.tolerance {
-            b = b.tolerance(tolerance.duration);
+            b = b.tolerance(tolerance.duration).tolerance_boundary(tolerance.boundary);
         }
         if self.strict {
             b = b.strict();
@@ -240,7 +243,8 @@ mod tests {
     use crate::test_support::{at, headers, NOW};
     use crate::verify::{Delivery, SigningSecret, Verifier as _, VerifyErrorKind};
 
-    const TOLERANCE: Option<Tolerance> = Some(Tolerance { duration: Duration::from_secs(60), evidence: "a test" });
+    const TOLERANCE: Option<Tolerance> =
+        Some(Tolerance { duration: Duration::from_secs(60), evidence: "a test", boundary: Boundary::Inclusive });
 
     /// A scheme that signs `{ts}.{body}`, the timestamp in `x-ts`.
     const TIMED: HmacScheme = HmacScheme {
