@@ -96,6 +96,14 @@ const ROWS: &[Row] = &[
     ),
     ("vonage", 300, 300, Inclusive, Seconds, "no SDK age check on `iat`: the crate's default"),
     ("sanity", 2_592_000, 2_592_000, Inclusive, Millis, "@sanity/webhook checks no age: the replay window"),
+    (
+        "aws-sns",
+        3_600,
+        3_600,
+        Inclusive,
+        Seconds,
+        "AWS's SDK validators (aws-js-sns-message-validator, sns-message-validator for PHP) check no age: the 1 h of delivery retries",
+    ),
 ];
 
 #[test]
