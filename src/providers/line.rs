@@ -48,7 +48,7 @@
 //! webhook event object to confirm communication" (`webhook.yml`,
 //! `CallbackRequest.events`): the console's "Verify" button sends
 //! `{"destination":"U...","events":[]}`, **signed** like any delivery. The
-//! preset's [`Challenge`], `EmptyEventsAnswered`, answers a verified body
+//! preset's [`Challenge`](crate::providers::Challenge), `EmptyEventsAnswered`, answers a verified body
 //! whose `events` is an empty array with `200` and an empty body; nothing is
 //! claimed. An unsigned one is refused (401) like any forged request.
 //!

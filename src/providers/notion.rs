@@ -34,7 +34,7 @@
 //! whose body is a JSON object holding only a `verification_token` string (at
 //! most [`MAX_TOKEN_BYTES`]; the head check lets through an unsigned POST
 //! only with `Content-Type: application/json`, as Notion sends); the preset's
-//! [`Challenge`] answers every such request.
+//! [`Challenge`](crate::providers::Challenge) answers every such request.
 //! Any other request without a valid signature, an ordinary unsigned POST
 //! included, is refused (401).
 //!

@@ -14,7 +14,7 @@
 //! "entropy": "..."}`), some correctly signed and some not. The endpoint
 //! must answer `200 OK` with no body to the correctly signed ones and `401
 //! Unauthorized` to the others, within 5 seconds. The layer answers a bad
-//! signature `401` already; the preset's [`Challenge`] answers a verified
+//! signature `401` already; the preset's [`Challenge`](crate::providers::Challenge) answers a verified
 //! body with an empty `events` array `200` with an empty body, before any
 //! claim, so the validation requests never reach the handler or the
 //! database. Xero's rules for every delivery apply to the handler's answers
