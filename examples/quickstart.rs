@@ -205,6 +205,21 @@ fn secret_for(name: &str, default: &str) -> String {
     std::env::var(&var).unwrap_or_else(|_| default.to_owned())
 }
 
+/// Whether `provider` takes `text` as its signing secret (its key-material
+/// check, as the layer's build runs it).
+fn accepts(provider: &Provider, text: &str) -> bool {
+    let secret = [SigningSecret::from(text)];
+    let (parts, ()) = axum::http::Request::post("/").body(()).expect("a request").into_parts();
+    let delivery = webhook_idempotency::verify::Delivery::new(&parts, b"", &secret, std::time::SystemTime::now());
+    provider.check(&delivery).err().and_then(|e| e.key_material().cloned()).is_none()
+}
+
+/// The key of `preset`'s registry example, as text.
+fn example_secret(preset: &providers::PresetInfo) -> String {
+    let example = preset.example("quickstart", std::time::SystemTime::now(), b"{}");
+    example.secrets.first().map(|s| String::from_utf8_lossy(s.expose()).into_owned()).unwrap_or_default()
+}
+
 /// The optional presets compiled in (`cargo run --all-features --example
 /// quickstart` serves all of them), from the registry, each on
 /// `/webhooks/<name>` with `$NAME_WEBHOOK_SECRET` or a test secret. Presets
@@ -246,12 +261,16 @@ fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
             KeyKind::Whsec => secret_for(preset.name, whsec),
             // base64("quickstart-test-secret"), as Airtable shows its `macSecretBase64`.
             KeyKind::Base64Secret => secret_for(preset.name, "cXVpY2tzdGFydC10ZXN0LXNlY3JldA=="),
+            // hex("quickstart-test-secret"), as Adyen shows its HMAC key.
+            KeyKind::HexSecret => secret_for(preset.name, "717569636b73746172742d746573742d736563726574"),
+            // A preset with a key format of its own (Postmark's `user:password`): its example's key.
+            _ if !accepts(&provider, test) => secret_for(preset.name, &example_secret(preset)),
             _ => secret_for(preset.name, test),
         };
         v.push((preset.name, provider, key));
     }
     if !v.is_empty() {
-        println!("other presets: $<PRESET>_WEBHOOK_SECRET, else the test secret {test} ({whsec} for standard-webhooks, svix; its base64 for airtable)");
+        println!("other presets: $<PRESET>_WEBHOOK_SECRET, else the test secret {test} ({whsec} for standard-webhooks, svix; its base64 for airtable, its hex for adyen; a preset's example key where it takes another form)");
     }
     v
 }

@@ -260,7 +260,7 @@ fn key_material(preset: &PresetInfo, secrets: &[String], public_keys: &[String])
         out.push(preset.secret(s).map_err(|e| Usage(format!("--secret #{}: {e}", out.len() + 1)))?);
     }
     for (n_keys, k) in public_keys.iter().enumerate() {
-        if matches!(preset.key, KeyKind::Secret | KeyKind::Base64Secret) {
+        if matches!(preset.key, KeyKind::Secret | KeyKind::Base64Secret | KeyKind::HexSecret) {
             return Err(Usage(format!("--provider {} verifies with secrets, not public keys", preset.name)));
         }
         out.push(preset.public_key(k).map_err(|e| Usage(format!("--public-key #{}: {e}", n_keys + 1)))?);

@@ -341,6 +341,15 @@ fn example_body(hex_key: &str, psp: &str, reference: &str) -> Vec<u8> {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
+/// [`PresetInfo::secret`](super::PresetInfo::secret) of this preset: the
+/// HMAC key as the Customer Area shows it, checked to be hexadecimal.
+fn hex_text(text: &str) -> Result<SigningSecret, super::KeyTextError> {
+    match hex::decode(text) {
+        Ok(key) if !key.is_empty() => Ok(SigningSecret::from(text)),
+        _ => Err(super::key_error("adyen: the HMAC key is hexadecimal text, as the Customer Area shows it")),
+    }
+}
+
 pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     NAME,
@@ -361,7 +370,8 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
 )
 .signs("each item's `additionalData.hmacSignature`: base64 HMAC-SHA256 (hex key) of 8 fields joined by `:`")
 .key_from("each item's pspReference:eventCode:success (JSON)")
-.fixture(super::Fixture::own("the signature is in the body (`vectors.json`)"));
+.fixture(super::Fixture::own("the signature is in the body (`vectors.json`)"))
+.keys(super::KeyKind::HexSecret, hex_text, None);
 
 #[cfg(test)]
 mod tests {

@@ -42,6 +42,9 @@ pub enum KeyKind {
     /// base64, whose decoded bytes key the HMAC (Airtable's
     /// `macSecretBase64`).
     Base64Secret,
+    /// A shared HMAC secret given as the sender shows it, in hexadecimal,
+    /// whose decoded bytes key the HMAC (Adyen's HMAC key).
+    HexSecret,
 }
 
 /// Key material text a preset refuses (see [`PresetInfo::secret`] and

@@ -60,7 +60,7 @@ fn names_are_unique_and_match_the_providers() {
         assert_eq!(find(preset.name).map(|p| p.name), Some(preset.name));
         let needs_url = preset.url != UrlArg::None;
         assert_eq!(preset.provider(None).is_err(), needs_url, "{}", preset.name);
-        if matches!(preset.key, KeyKind::Secret | KeyKind::Base64Secret) {
+        if matches!(preset.key, KeyKind::Secret | KeyKind::Base64Secret | KeyKind::HexSecret) {
             assert!(preset.public_key("x").is_err(), "{}: an HMAC preset takes no public key", preset.name);
         }
     }
@@ -98,6 +98,7 @@ fn every_example_rotates_and_replays() {
             let unrelated = preset.secret(match preset.key {
                 KeyKind::Whsec => "whsec_dW5yZWxhdGVkLXVucmVsYXRlZC11bnJlbGF0ZWQ=",
                 KeyKind::Base64Secret => "YW4tdW5yZWxhdGVkLXNlY3JldA==",
+                KeyKind::HexSecret => "616e2d756e72656c617465642d736563726574",
                 _ => "an-unrelated-secret",
             });
             let unrelated = unrelated.unwrap_or_else(|e| panic!("{name}: {e}"));
