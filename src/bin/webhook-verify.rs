@@ -149,6 +149,22 @@ fn provider(preset: &PresetInfo, url: Option<&str>, hubspot_v1_v2: bool) -> Resu
     })
 }
 
+/// AWS SNS: the registry's provider accepts no topic (a receiver names its
+/// own); this offline check accepts the message's own topic, which it prints.
+fn sns_topic(provider: Provider, preset: &PresetInfo, body: &[u8]) -> Provider {
+    if preset.name != providers::aws_sns::NAME {
+        return provider;
+    }
+    let doc: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    match doc.get("TopicArn").and_then(serde_json::Value::as_str) {
+        Some(topic) => {
+            eprintln!("aws-sns: checking the message's own topic {topic}");
+            Provider::aws_sns(providers::aws_sns::AwsSns::new([topic]))
+        }
+        None => provider,
+    }
+}
+
 fn request(args: &Args) -> Result<http::request::Parts, Usage> {
     // No message below echoes a value: any of them may be a secret given to
     // the wrong flag.
@@ -285,9 +301,10 @@ struct Verdict {
 
 fn run(args: &Args) -> Result<bool, Usage> {
     let preset = preset(&args.provider)?;
-    let provider = provider(preset, args.url.as_deref(), args.hubspot_accept_v1_v2)?;
+
     let parts = request(args)?;
     let body = read_body(&args.body_file, args.body_limit)?;
+    let provider = sns_topic(provider(preset, args.url.as_deref(), args.hubspot_accept_v1_v2)?, preset, &body);
     let secrets = key_material(preset, &args.secrets, &args.public_keys)?;
     let now = args.now.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
     let at = UNIX_EPOCH

@@ -76,9 +76,12 @@ pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(3600);
 /// retries end within an hour; a day of margin, rounded up).
 pub const REPLAY_WINDOW: Duration = super::days(2);
 
-/// The hosts AWS publishes signing certificates on.
+/// The hosts AWS publishes signing certificates on: `sns.<region>.amazonaws.com`
+/// (and `.com.cn`), the region an AWS region name only, so that an S3
+/// bucket's website name (`sns.s3.amazonaws.com`, `sns.s3-us-west-2.amazonaws.com`:
+/// a bucket named `sns`, which anyone may own) never matches.
 pub fn certificate_hosts() -> [HostPattern; 2] {
-    [HostPattern::new("sns.*.amazonaws.com"), HostPattern::new("sns.*.amazonaws.com.cn")]
+    [HostPattern::new("sns.{region}.amazonaws.com"), HostPattern::new("sns.{region}.amazonaws.com.cn")]
 }
 
 /// A certificate's RSA public key, or `None` for anything else (PEM or
@@ -113,10 +116,12 @@ impl AwsSns {
 
     /// The fetcher's builder for AWS's hosts over `transport` (a
     /// [`StaticTransport`](crate::verify::fetch::StaticTransport) in tests),
-    /// `.pem` paths only, parsing certificates; its limits can be changed
-    /// before `build`.
+    /// paths `/SimpleNotificationService-….pem` only, parsing certificates;
+    /// its limits can be changed before `build`.
     pub fn fetcher(transport: impl KeyTransport) -> KeyFetcherBuilder<RsaPublicKey> {
-        KeyFetcher::builder(certificate_hosts(), transport, certificate_key).path_suffix(".pem")
+        KeyFetcher::builder(certificate_hosts(), transport, certificate_key)
+            .path_prefix("/SimpleNotificationService-")
+            .path_suffix(".pem")
     }
 
     /// The topics `topics` with `fetcher`.
@@ -127,10 +132,15 @@ impl AwsSns {
         Self { topics: Some(topics.into_iter().map(Into::into).collect()), fetcher, tolerance: DEFAULT_TOLERANCE }
     }
 
-    /// Any topic: the registry's provider, for `webhook-verify`'s offline
-    /// check of a captured message, never for a receiver.
+    /// Any topic: the registry's example only (its fetcher holds the crate's
+    /// test certificate), never a receiver's.
     fn any_topic(fetcher: KeyFetcher<RsaPublicKey>) -> Self {
         Self { topics: None, fetcher, tolerance: DEFAULT_TOLERANCE }
+    }
+
+    /// Whether messages of `topic` (an ARN) are accepted.
+    fn accepts(&self, topic: &str) -> bool {
+        self.topics.as_ref().is_none_or(|topics| topics.iter().any(|t| t == topic))
     }
 
     setters! {
@@ -186,14 +196,14 @@ fn example(id: &str, at: std::time::SystemTime, body: &[u8]) -> super::Example {
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)):
-/// its provider accepts any topic and fetches over HTTPS (for
-/// `webhook-verify`); a receiver names its topics ([`AwsSns::new`]).
+/// its provider accepts **no** topic (a receiver names its own,
+/// [`AwsSns::new`]; `webhook-verify` names the message's own topic).
 pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     NAME,
     REPLAY_WINDOW,
     &["x-amz-sns-message-type", "x-amz-sns-message-id", "x-amz-sns-topic-arn"],
-    |_| Provider::aws_sns(AwsSns::any_topic(AwsSns::fetcher(crate::verify::fetch::HttpsTransport::new()).build())),
+    |_| Provider::aws_sns(AwsSns::new(std::iter::empty::<String>())),
     super::ExampleOf::Whole(example),
 )
 .keys(super::KeyKind::Fetched, super::raw_secret, Some(certificate_text))
@@ -247,6 +257,12 @@ pub(crate) fn canonical(message: &Message) -> Result<String, VerifyError> {
     let mut out = String::new();
     for name in fields {
         match text(message, name) {
+            // A newline in any field but the message could move text from one
+            // field to another with the same signed bytes (a `Subject` folded
+            // into `MessageId`): AWS writes none there.
+            Ok(value) if *name != "Message" && value.contains('\n') => {
+                return Err(VerifyErrorKind::MalformedHeader.into())
+            }
             Ok(value) => out.push_str(&format!("{name}\n{value}\n")),
             // Only a notification's Subject may be absent.
             Err(_) if *name == "Subject" && !message.contains_key("Subject") => {}
@@ -261,14 +277,19 @@ struct SnsVerifier(AwsSns);
 
 impl Verifier for SnsVerifier {
     fn prepare<'a>(&'a self, _parts: &'a http::request::Parts, body: &'a [u8]) -> Option<BoxPrepare<'a>> {
-        let url = text(&message(body).ok()?, "SigningCertURL").ok()?.to_owned();
+        let message = message(body).ok()?;
+        // A topic this endpoint does not accept costs no fetch (verify refuses it).
+        if !self.0.accepts(text(&message, "TopicArn").ok()?) {
+            return None;
+        }
+        let url = text(&message, "SigningCertURL").ok()?.to_owned();
         Some(Box::pin(async move { self.0.fetcher.get(&url).await.map(drop) }))
     }
 
     fn verify(&self, delivery: &Delivery<'_>) -> Result<(), VerifyError> {
         let message = message(delivery.body)?;
         let topic = text(&message, "TopicArn")?;
-        if self.0.topics.as_ref().is_some_and(|topics| !topics.iter().any(|t| t == topic)) {
+        if !self.0.accepts(topic) {
             tracing::debug!("an SNS message of a topic this endpoint does not accept; refused");
             return Err(VerifyErrorKind::NoMatchingSignature.into());
         }

@@ -46,8 +46,16 @@
 //! replay ([`Delivery::without_timestamp_check`]); the gateway's own timestamp, where its
 //! scheme signs one (Convoy's advanced signatures), is. A captured request
 //! sent again is answered from the claim as a duplicate within the provider's
-//! replay window; keep retention at least as long as the gateway can still
-//! replay an event.
+//! replay window, and only then: behind a gateway that signs no time
+//! (Hookdeck), a captured request with both signatures verifies at any age.
+//! **Keep the provider's retention at least as long as the gateway can replay
+//! an event** (`Retention::builder(..).window("stripe", <the gateway's
+//! replay window>)`; Hookdeck's manual retries reach back as far as the
+//! project keeps events, up to 30 days): a row purged earlier lets a replay,
+//! the gateway's or anyone's, run the handler again.
+//!
+//! Set the gateway last: [`Provider::verifier`] after
+//! [`Provider::behind`] replaces both checks with the one given.
 
 use std::sync::Arc;
 

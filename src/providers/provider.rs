@@ -190,6 +190,11 @@ impl Provider {
         pub fn key_extractor(extractor: impl KeyExtractor) => extractor = Arc::new(extractor);
 
         /// Answers the provider's endpoint-verification handshake in the layer.
+        /// Replaces the preset's: a preset whose verifier lets an unsigned
+        /// handshake through (Asana, Notion, Dropbox, Trello, Mandrill,
+        /// `Provider::meta_with_verify_token`) relies on its own challenge to
+        /// answer every such request, so keep it there (an unanswered one
+        /// would be claimed as an event).
         pub fn challenge(challenge: impl Challenge) => challenge = Some(Arc::new(challenge));
 
         /// Sets the body limit, in bytes, this provider's deliveries need at most:

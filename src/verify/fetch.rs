@@ -98,8 +98,12 @@ pub trait KeyTransport: Send + Sync + 'static {
 }
 
 /// A host the fetcher may fetch from: an exact name (`cert.example.com`), or
-/// a pattern whose `*` stands for one DNS label of letters, digits and `-`
-/// (`sns.*.amazonaws.com`). Compared in ASCII lower case.
+/// a pattern whose `*` stands for one DNS label of letters, digits and `-`,
+/// and whose `{region}` stands for one AWS region name only (letters, then
+/// `-`-separated words, then `-` and digits: `us-east-1`, `us-gov-west-1`,
+/// `cn-north-1`; not `s3` nor `s3-us-west-2`, so an S3 bucket's website
+/// name such as `sns.s3.amazonaws.com` never matches
+/// `sns.{region}.amazonaws.com`). Compared in ASCII lower case.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPattern(String);
 
@@ -122,11 +126,24 @@ impl HostPattern {
                         return false;
                     }
                 }
+                (Some("{region}"), Some(label)) if aws_region(label) => {}
                 (Some(w), Some(g)) if w == g && !g.is_empty() => {}
                 _ => return false,
             }
         }
     }
+}
+
+/// An AWS region name: two letters, one or more `-word`s, `-` and digits.
+fn aws_region(label: &str) -> bool {
+    let parts: Vec<&str> = label.split('-').collect();
+    let letters = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase());
+    parts.len() >= 3
+        && parts[0].len() == 2
+        && letters(parts[0])
+        && parts[1..parts.len() - 1].iter().all(|p| letters(p))
+        && parts[parts.len() - 1].bytes().all(|b| b.is_ascii_digit())
+        && !parts[parts.len() - 1].is_empty()
 }
 
 /// One URL's fetch lock: held while the URL is fetched, so concurrent
@@ -154,6 +171,7 @@ impl<K> std::fmt::Debug for KeyFetcher<K> {
 
 struct Inner<K> {
     hosts: Vec<HostPattern>,
+    path_prefix: Option<&'static str>,
     path_suffix: Option<&'static str>,
     max_bytes: usize,
     timeout: Duration,
@@ -189,6 +207,7 @@ impl<K: Send + Sync + 'static> KeyFetcher<K> {
         KeyFetcherBuilder {
             inner: Inner {
                 hosts: hosts.into_iter().collect(),
+                path_prefix: None,
                 path_suffix: None,
                 max_bytes: 64 * 1024,
                 timeout: Duration::from_secs(5),
@@ -216,7 +235,11 @@ impl<K: Send + Sync + 'static> KeyFetcher<K> {
         let https = uri.scheme_str() == Some("https");
         let plain = !authority.as_str().contains('@') && matches!(authority.port_u16(), None | Some(443));
         let host_ok = self.inner.hosts.iter().any(|h| h.matches(authority.host()));
-        let path_ok = self.inner.path_suffix.is_none_or(|s| uri.path().ends_with(s)) && uri.query().is_none();
+        let path = uri.path();
+        let path_ok = self.inner.path_prefix.is_none_or(|p| path.starts_with(p))
+            && self.inner.path_suffix.is_none_or(|s| path.ends_with(s))
+            && uri.query().is_none()
+            && !url.contains('#');
         if https && plain && host_ok && path_ok {
             Ok(uri)
         } else {
@@ -232,30 +255,44 @@ impl<K: Send + Sync + 'static> KeyFetcher<K> {
     /// A [`FetchError`]; nothing is cached then.
     pub async fn get(&self, url: &str) -> Result<Arc<K>, FetchError> {
         let uri = self.allowed(url)?;
-        if let Some(key) = self.cached(url) {
+        if let Some(key) = self.fresh(url) {
             return Ok(key);
         }
         let turn = {
             let mut turns = lock(&self.inner.turns);
             if turns.len() >= self.inner.max_keys && !turns.contains_key(url) {
-                return Err(FetchErrorKind::Budget.into());
+                return self.stale_or(url, FetchErrorKind::Budget.into());
             }
             Arc::clone(turns.entry(url.to_owned()).or_default())
         };
-        let fetched = {
-            let _turn = turn.lock().await;
-            match self.cached(url) {
-                // Fetched by the delivery this one waited for.
-                Some(key) => Ok(key),
-                None => self.fetch(url, &uri).await,
-            }
-        };
-        let mut turns = lock(&self.inner.turns);
-        // The map's and this call's: no one else waits on this URL.
-        if Arc::strong_count(&turn) == 2 {
-            turns.remove(url);
+        // Forgets the URL's turn when no one else waits on it, however this
+        // call ends: answered, failed, or dropped mid-fetch (a client gone).
+        let _forget = ForgetTurn { fetcher: self, url, turn: &turn };
+        let _turn = turn.lock().await;
+        match self.fresh(url) {
+            // Fetched by the delivery this one waited for.
+            Some(key) => Ok(key),
+            None => match self.fetch(url, &uri).await {
+                Ok(key) => Ok(key),
+                Err(e) => self.stale_or(url, e),
+            },
         }
-        fetched
+    }
+
+    /// The key kept for `url` past its maximum age, when a new one cannot be
+    /// had (the budget spent, the host failing): a sender's certificate at one
+    /// URL does not change, so the old one still verifies; else `error`.
+    fn stale_or(&self, url: &str, error: FetchError) -> Result<Arc<K>, FetchError> {
+        match self.cached(url) {
+            Some(key) => {
+                tracing::warn!(
+                    reason = error.kind().as_str(),
+                    "a key past its maximum age is used: no new one could be had"
+                );
+                Ok(key)
+            }
+            None => Err(error),
+        }
     }
 
     /// Fetches, parses and caches the key at `uri`.
@@ -295,10 +332,16 @@ impl<K: Send + Sync + 'static> KeyFetcher<K> {
         Ok(())
     }
 
-    /// The key at `url` if cached within the maximum age, without waiting or
+    /// The key at `url` if cached, whatever its age, without waiting or
     /// fetching: what a verifier's `verify` reads after its `prepare` ran
-    /// [`get`](Self::get).
+    /// [`get`](Self::get) (which refreshed it, or kept it when no new one
+    /// could be had).
     pub fn cached(&self, url: &str) -> Option<Arc<K>> {
+        lock(&self.inner.keys).get(url).map(|(key, _)| Arc::clone(key))
+    }
+
+    /// The key at `url` if cached within the maximum age.
+    fn fresh(&self, url: &str) -> Option<Arc<K>> {
         let keys = lock(&self.inner.keys);
         let (key, at) = keys.get(url)?;
         (at.elapsed() < self.inner.max_age).then(|| Arc::clone(key))
@@ -319,6 +362,23 @@ impl<K: Send + Sync + 'static> KeyFetcher<K> {
     }
 }
 
+/// Removes a URL's turn from the map when its last waiter is done.
+struct ForgetTurn<'a, K> {
+    fetcher: &'a KeyFetcher<K>,
+    url: &'a str,
+    turn: &'a Turn,
+}
+
+impl<K> Drop for ForgetTurn<'_, K> {
+    fn drop(&mut self) {
+        let mut turns = lock(&self.fetcher.inner.turns);
+        // The map's and this call's: no one else waits on this URL.
+        if Arc::strong_count(self.turn) == 2 {
+            turns.remove(self.url);
+        }
+    }
+}
+
 /// The guard of `mutex`, poisoned or not (its data stays consistent: every
 /// critical section is one insert, remove or read).
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -327,6 +387,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl<K: Send + Sync + 'static> KeyFetcherBuilder<K> {
     setters! {
+        /// Only URLs whose path starts with `prefix` (`/SimpleNotificationService-`).
+        pub fn path_prefix(prefix: &'static str) => inner.path_prefix = Some(prefix);
         /// Only URLs whose path ends with `suffix` (`.pem`).
         pub fn path_suffix(suffix: &'static str) => inner.path_suffix = Some(suffix);
         /// The most bytes an answer may have (default 64 KiB).
@@ -471,7 +533,9 @@ mod tests {
 
     fn fetcher(transport: &StaticTransport) -> KeyFetcherBuilder<Vec<u8>> {
         let parse = |b: &[u8]| (!b.starts_with(b"not")).then(|| b.to_vec());
-        KeyFetcher::builder([HostPattern::new("sns.*.amazonaws.com")], transport.clone(), parse).path_suffix(".pem")
+        KeyFetcher::builder([HostPattern::new("sns.*.amazonaws.com")], transport.clone(), parse)
+            .path_prefix("/SimpleNotificationService-")
+            .path_suffix(".pem")
     }
 
     #[test]
@@ -485,6 +549,51 @@ mod tests {
             assert!(!p.matches(host), "{host}");
         }
         assert!(HostPattern::new("keys.example.com").matches("keys.example.com"));
+        let aws = HostPattern::new("sns.{region}.amazonaws.com");
+        for host in
+            ["sns.us-east-1.amazonaws.com", "sns.us-gov-west-1.amazonaws.com", "sns.ap-southeast-2.amazonaws.com"]
+        {
+            assert!(aws.matches(host), "{host}");
+        }
+        // S3 website names of a bucket called `sns`: anyone may own it.
+        for host in [
+            "sns.s3.amazonaws.com",
+            "sns.s3-us-west-2.amazonaws.com",
+            "sns.s3-external-1.amazonaws.com",
+            "sns.x.amazonaws.com",
+        ] {
+            assert!(!aws.matches(host), "{host}");
+        }
+    }
+
+    /// A delivery whose fetch is dropped mid-way (its client gone) leaves no
+    /// turn behind: 300 such drops do not fill the 256 remembered URLs.
+    #[tokio::test(start_paused = true)]
+    async fn dropped_fetches_leave_nothing_behind() {
+        let urls: Vec<String> = (0..300)
+            .map(|i| format!("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-{i}.pem"))
+            .collect();
+        let all: Vec<&str> = urls.iter().map(String::as_str).chain([URL]).collect();
+        let served = transport(&all, b"key").delay(Duration::from_secs(3));
+        let f = fetcher(&served).fetches_per_minute(1_000).build();
+        for url in &urls {
+            let dropped = tokio::time::timeout(Duration::from_millis(10), f.get(url)).await;
+            assert!(dropped.is_err(), "the fetch was still running when dropped");
+        }
+        assert!(lock(&f.inner.turns).is_empty(), "no turn left behind");
+        assert_eq!(f.get(URL).await.unwrap().as_slice(), b"key");
+    }
+
+    /// A key past its maximum age is still used when no new one can be had
+    /// (the host failing, the budget spent): the sender's certificate at one
+    /// URL does not change.
+    #[tokio::test]
+    async fn a_stale_key_is_served_when_no_new_one_can_be_had() {
+        let served = transport(&[URL], b"key");
+        let f = fetcher(&served).max_age(Duration::ZERO).fetches_per_minute(1).build();
+        assert_eq!(f.get(URL).await.unwrap().as_slice(), b"key");
+        assert_eq!(f.get(URL).await.unwrap().as_slice(), b"key", "the budget spent: the stale key");
+        assert_eq!(served.fetches(), 1);
     }
 
     /// `http://`, another host, user information, another port, a query,
@@ -501,6 +610,8 @@ mod tests {
             "https://sns.us-east-1.amazonaws.com:444/SimpleNotificationService-a.pem",
             "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-a.pem?redirect=x",
             "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-a.pem.txt",
+            "https://sns.us-east-1.amazonaws.com/other/SimpleNotificationService-a.pem",
+            "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-a.pem#x",
             "/SimpleNotificationService-a.pem",
             "",
         ] {

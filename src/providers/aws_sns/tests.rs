@@ -78,6 +78,13 @@ fn canonical_strings() {
     let mut no_token = c.clone();
     no_token.as_object_mut().unwrap().remove("Token");
     assert_eq!(canonical(no_token.as_object().unwrap()).unwrap_err().kind(), VerifyErrorKind::MissingField);
+    // A Subject folded into MessageId signs the same bytes: refused.
+    let folded = serde_json::json!({"Type": "Notification", "MessageId": "m\nSubject\ns", "TopicArn": "t",
+                                    "Message": "hi", "Timestamp": "2024-06-10T06:13:20.000Z"});
+    assert_eq!(canonical(folded.as_object().unwrap()).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
+    let mut multiline = n.clone();
+    multiline["Message"] = "line 1\nline 2".into();
+    assert!(canonical(multiline.as_object().unwrap()).is_ok(), "the message itself may have lines");
     let other = serde_json::json!({"Type": "Other", "MessageId": "m"});
     assert_eq!(canonical(other.as_object().unwrap()).unwrap_err().kind(), VerifyErrorKind::MalformedHeader);
 }
@@ -148,6 +155,9 @@ fn a_certificate_url_outside_aws_s_hosts_is_never_fetched() {
         "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-test.pem?x=1",
         "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-test.txt",
         "https://s3.us-east-1.amazonaws.com/SimpleNotificationService-test.pem",
+        "https://sns.s3.amazonaws.com/SimpleNotificationService-test.pem",
+        "https://sns.s3-us-west-2.amazonaws.com/SimpleNotificationService-test.pem",
+        "https://sns.us-east-1.amazonaws.com/bucket/SimpleNotificationService-test.pem",
     ] {
         let mut m = good.clone();
         m["SigningCertURL"] = url.into();
