@@ -222,7 +222,11 @@ fn certificate_text(text: &str) -> Result<SigningSecret, super::KeyTextError> {
 /// The SNS message's fields, strings all.
 type Message = serde_json::Map<String, serde_json::Value>;
 
+/// The message's fields. A name given twice is refused: serde keeps the last
+/// value, and a handler's parser might read the first, unsigned one.
 fn message(body: &[u8]) -> Result<Message, VerifyError> {
+    let refused = |_| VerifyError::new(VerifyErrorKind::MalformedHeader);
+    crate::key::json::parse(body).map_err(refused)?;
     serde_json::from_slice(body).map_err(|_| VerifyError::new(VerifyErrorKind::MissingField))
 }
 

@@ -113,7 +113,17 @@ fn verifies_both_signature_versions_and_refuses_the_rest() {
         ("version 3", with("SignatureVersion", "3".into()), Err(VerifyErrorKind::MalformedHeader)),
         ("signature not base64", with("Signature", "!!".into()), Err(VerifyErrorKind::MalformedHeader)),
         ("no signature", with("Signature", serde_json::Value::Null), Err(VerifyErrorKind::MissingField)),
-        ("not JSON", b"Type=Notification".to_vec(), Err(VerifyErrorKind::MissingField)),
+        ("not JSON", b"Type=Notification".to_vec(), Err(VerifyErrorKind::MalformedHeader)),
+        (
+            "a field twice",
+            {
+                let mut twice = serde_json::to_vec(&good).unwrap();
+                twice.pop();
+                twice.extend_from_slice(br#","Message":"{\"order\":\"o-2\"}"}"#);
+                twice
+            },
+            Err(VerifyErrorKind::MalformedHeader),
+        ),
     ];
     for (name, body, want) in cases {
         assert_eq!(check(&verifier, &body, now), want, "{name}");
