@@ -64,8 +64,6 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use base64ct::{Base64, Base64Unpadded, Encoding as _};
-
 use crate::providers::Provider;
 use crate::verify::generic::HmacVerifier;
 use crate::verify::{
@@ -100,14 +98,7 @@ const NOT_BASE64: &str = "give the webhook's macSecretBase64 exactly as create-w
 /// padding optional, decoded in constant time; `None` for other text or an
 /// empty key.
 fn decode(text: &[u8]) -> Option<SigningSecret> {
-    let mut buf = vec![0u8; text.len() / 4 * 3 + 3];
-    let n = if text.len().is_multiple_of(4) {
-        Base64::decode(text, &mut buf).ok()?.len()
-    } else {
-        Base64Unpadded::decode(text, &mut buf).ok()?.len()
-    };
-    buf.truncate(n);
-    (!buf.is_empty()).then(|| SigningSecret::new(buf))
+    super::decode_secret_base64(text).filter(|key| !key.is_empty()).map(SigningSecret::new)
 }
 
 /// The MAC key of a configured secret, decoded once and cached on it.

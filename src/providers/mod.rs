@@ -101,6 +101,26 @@ impl Challenge for EmptyEventsAnswered {
     }
 }
 
+/// A secret given in standard base64 (RFC 4648 section 4), padding optional as
+/// the senders' libraries accept it, decoded in constant time with `base64ct`
+/// (the timing does not depend on the secret's characters): Standard
+/// Webhooks' `whsec_` keys, Airtable's `macSecretBase64`. `None` for other
+/// text.
+#[cfg(any(feature = "standard-webhooks", feature = "airtable"))]
+pub(crate) fn decode_secret_base64(text: &[u8]) -> Option<Vec<u8>> {
+    use base64ct::{Base64, Base64Unpadded, Encoding as _};
+    // Padded input is a multiple of four characters; unpadded input of such a
+    // length needs no padding, so the padded decoder takes it too.
+    let mut buf = vec![0u8; text.len() / 4 * 3 + 3];
+    let n = if text.len().is_multiple_of(4) {
+        Base64::decode(text, &mut buf).ok()?.len()
+    } else {
+        Base64Unpadded::decode(text, &mut buf).ok()?.len()
+    };
+    buf.truncate(n);
+    Some(buf)
+}
+
 /// The provider `name` verifying with `verifier`, whose event key is the
 /// JSON body's value at the pointer `key` and event type the value at
 /// `event_type`.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use base64::engine::general_purpose;
 use base64::Engine as _;
-use base64ct::{Base64, Base64Unpadded, Encoding as _};
+use base64ct::{Base64, Encoding as _};
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
 
 use crate::verify::{hmac_sha256, KeyMaterialErrorKind, SigningSecret};
@@ -42,22 +42,6 @@ pub(super) fn classify(secret: &SigningSecret) -> Arc<Classified> {
     secret.parsed(classify_bytes)
 }
 
-/// Standard base64 (RFC 4648 section 4), padding optional as the official
-/// libraries accept it, decoded in constant time with `base64ct` (the
-/// timing does not depend on the secret's characters).
-fn decode_secret_base64(text: &[u8]) -> Option<Vec<u8>> {
-    // Padded input is a multiple of four characters; unpadded input of such a
-    // length needs no padding, so the padded decoder takes it too.
-    let mut buf = vec![0u8; text.len() / 4 * 3 + 3];
-    let n = if text.len().is_multiple_of(4) {
-        Base64::decode(text, &mut buf).ok()?.len()
-    } else {
-        Base64Unpadded::decode(text, &mut buf).ok()?.len()
-    };
-    buf.truncate(n);
-    Some(buf)
-}
-
 /// Reads a secret by its prefix; see the module docs.
 fn classify_bytes(raw: &[u8]) -> Classified {
     if raw.is_empty() {
@@ -67,7 +51,7 @@ fn classify_bytes(raw: &[u8]) -> Classified {
         return Err(KeyMaterialErrorKind::OnlyPrefix);
     }
     if let Some(b64) = raw.strip_prefix(WHSEC) {
-        let key = decode_secret_base64(b64).ok_or(KeyMaterialErrorKind::Malformed)?;
+        let key = super::super::decode_secret_base64(b64).ok_or(KeyMaterialErrorKind::Malformed)?;
         return match key.len() {
             n if n < MIN_SECRET_BYTES => Err(KeyMaterialErrorKind::TooShort),
             n if n > MAX_SECRET_BYTES => Err(KeyMaterialErrorKind::TooLong),
@@ -76,7 +60,7 @@ fn classify_bytes(raw: &[u8]) -> Classified {
     }
     if let Some(b64) = raw.strip_prefix(WHPK) {
         // A public key: no secret to protect, any base64 decoder would do.
-        let bytes = decode_secret_base64(b64).ok_or(KeyMaterialErrorKind::Malformed)?;
+        let bytes = super::super::decode_secret_base64(b64).ok_or(KeyMaterialErrorKind::Malformed)?;
         let bytes: [u8; 32] = bytes.try_into().map_err(|_| KeyMaterialErrorKind::InvalidPublicKey)?;
         return match VerifyingKey::from_bytes(&bytes) {
             Ok(key) if !key.is_weak() => Ok(Key::Public(key)),
@@ -91,7 +75,7 @@ fn classify_bytes(raw: &[u8]) -> Classified {
     // and `svix` strip an optional `whsec_`): strict base64 of 24 to 64
     // bytes, except exactly 32, the size of an Ed25519 public key pasted
     // without its `whpk_`, which must never key an HMAC.
-    match decode_secret_base64(raw) {
+    match super::super::decode_secret_base64(raw) {
         Some(key) if (MIN_SECRET_BYTES..=MAX_SECRET_BYTES).contains(&key.len()) && key.len() != 32 => {
             Ok(Key::Hmac(SigningSecret::new(key)))
         }
@@ -219,7 +203,7 @@ pub fn public_key(whpk: &str) -> Result<SigningSecret, SecretError> {
         return Err(SecretErrorKind::WrongKind.into());
     }
     let b64 = whpk.strip_prefix("whpk_").unwrap_or(whpk);
-    let bytes = decode_secret_base64(b64.as_bytes()).ok_or(SecretErrorKind::NotBase64)?;
+    let bytes = super::super::decode_secret_base64(b64.as_bytes()).ok_or(SecretErrorKind::NotBase64)?;
     let bytes: [u8; 32] = bytes.try_into().map_err(|_| SecretErrorKind::NotAPublicKey)?;
     let key = VerifyingKey::from_bytes(&bytes).map_err(|_| SecretErrorKind::NotAPublicKey)?;
     if key.is_weak() {
