@@ -108,6 +108,8 @@ mod macros;
 #[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod cli;
+#[cfg(feature = "dev")]
+pub mod dev;
 mod drivers;
 mod error;
 pub mod event;

@@ -350,6 +350,25 @@ fn hex_text(text: &str) -> Result<SigningSecret, super::KeyTextError> {
     }
 }
 
+/// [`PresetInfo::sign`](super::PresetInfo::sign) for Adyen: each item of the
+/// notification `body` (JSON, Adyen's shape) gets the `hmacSignature` of its
+/// eight fields with the hex HMAC `key`; the body is sent re-serialised.
+fn send(key: &str, d: &super::Signing<'_>) -> Result<super::Example, super::SignError> {
+    let secret = hex_text(key)?;
+    let not_adyen = || super::SignError::body("adyen: the body is not a notification (JSON with notificationItems)");
+    let root = crate::key::json::parse(d.body).map_err(|_| super::SignError::body("adyen: the body is not JSON"))?;
+    let fields: Vec<[String; 8]> =
+        items(&root).map_err(|_| not_adyen())?.iter().map(|item| item.fields.clone().map(Cow::into_owned)).collect();
+    let mut body: serde_json::Value = serde_json::from_slice(d.body).map_err(|_| not_adyen())?;
+    let list = body["notificationItems"].as_array_mut().ok_or_else(not_adyen)?;
+    for (entry, fields) in list.iter_mut().zip(&fields) {
+        let fields: [&str; 8] = std::array::from_fn(|i| fields[i].as_str());
+        entry["NotificationRequestItem"]["additionalData"]["hmacSignature"] = sign(key, &fields).into();
+    }
+    let headers = vec![("content-type", "application/json".to_owned())];
+    super::signed_delivery(Provider::adyen(), secret, d, headers, body.to_string().into_bytes())
+}
+
 pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
     NAME,
@@ -368,6 +387,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         }
     }),
 )
+.sends(send)
 .signs("each item's `additionalData.hmacSignature`: base64 HMAC-SHA256 (hex key) of 8 fields joined by `:`")
 .key_from("each item's pspReference:eventCode:success (JSON)")
 .fixture(super::Fixture::own("the signature is in the body (`vectors.json`)"))

@@ -203,6 +203,14 @@ fn example(_: &str, _: SystemTime, body: &[u8]) -> super::Example {
     }
 }
 
+/// [`PresetInfo::sign`](super::PresetInfo::sign) for Airtable: `key` is the
+/// `macSecretBase64` text.
+fn send(key: &str, d: &super::Signing<'_>) -> Result<super::Example, super::SignError> {
+    let secret = secret_text(key)?;
+    let header = sign(key, d.body).expect("checked to be base64");
+    super::signed_delivery(Provider::airtable(), secret, d, vec![(SIGNATURE_HEADER, header)], d.body.to_vec())
+}
+
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
 pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
@@ -212,6 +220,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     |_| Provider::airtable(),
     super::ExampleOf::Whole(example),
 )
+.sends(send)
 .keys(super::KeyKind::Base64Secret, secret_text, None)
 .signs("`x-airtable-content-mac`: `hmac-sha256=` hex HMAC-SHA256 of the body, keyed with the base64-decoded secret")
 .key_from("fields of the JSON body (a derived key: base.id, webhook.id, timestamp)")

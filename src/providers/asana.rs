@@ -155,7 +155,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER],
     |_| Provider::asana(|_, _| false),
-    super::ExampleOf::Signed(|s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))]),
+    super::ExampleOf::Signed(|s, d| vec![(SIGNATURE_HEADER, sign(s, d.body))]),
 )
 .signs("`X-Hook-Signature` hex HMAC-SHA256 of the body (the secret from the `X-Hook-Secret` handshake)")
 .key_from("a digest of the canonical JSON body (a derived key)")

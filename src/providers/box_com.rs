@@ -265,7 +265,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     REPLAY_WINDOW,
     &[PRIMARY_HEADER, SECONDARY_HEADER, TIMESTAMP_HEADER, VERSION_HEADER, ALGORITHM_HEADER, DELIVERY_ID_HEADER],
     |_| crate::providers::Provider::box_com(),
-    super::ExampleOf::Signed(|s, _, at, b| signed_headers(s, super::unix_seconds(at), b)),
+    super::ExampleOf::Signed(|s, d| signed_headers(s, super::unix_seconds(d.at), d.body)),
 )
 .signs("`box-signature-primary` / `-secondary` base64 HMAC-SHA256 of `{body}{box-delivery-timestamp}` (RFC 3339), one key each; then of the body `\\u`-escaped as Box's SDK retries")
 .key_from("the body's id (JSON)")

@@ -184,7 +184,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     FACTS.replay_window,
     &[SIGNATURE_HEADER, TOKEN_HEADER, EVENT_HEADER],
     |_| Provider::buildkite(),
-    super::ExampleOf::Signed(|s, id, at, b| FACTS.signed_headers(s, id, at, b)),
+    super::ExampleOf::Signed(|s, d| FACTS.signed_headers(s, d.id, d.at, d.body)),
 )
 .token_mode(&[TOKEN_HEADER])
 .signs("`x-buildkite-signature`: `timestamp=`, `signature=` entries (`,`), hex HMAC-SHA256 of `{timestamp}.{body}`; or the `X-Buildkite-Token` shared token (token mode: nothing signed)")

@@ -251,6 +251,20 @@ fn pong(delivery: &Delivery<'_>) -> Option<http::Response<Bytes>> {
         .ok()
 }
 
+/// [`PresetInfo::sign`](super::PresetInfo::sign) for Discord: `key` is the
+/// Ed25519 seed (32 bytes, hexadecimal); the receiver verifies with its
+/// public key.
+fn send(key: &str, d: &super::Signing<'_>) -> Result<super::Example, super::SignError> {
+    let seed: [u8; 32] = hex::decode(key.trim())
+        .ok()
+        .and_then(|bytes| bytes.try_into().ok())
+        .ok_or_else(|| super::key_error("discord: the private key is a 32-byte Ed25519 seed in hexadecimal"))?;
+    let ts = super::unix_seconds(d.at);
+    let headers = super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, ts, |ts| sign(&seed, ts, d.body));
+    let public = SigningSecret::from(public_key_of(&seed));
+    super::signed_delivery(Provider::discord(), public, d, headers, d.body.to_vec())
+}
+
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
 pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
@@ -266,6 +280,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         super::asymmetric_example(Provider::discord(), public_key_of(&SEED), headers, body)
     }),
 )
+.sends(send)
 .keys(super::KeyKind::PublicKey, super::raw_secret, Some(|text| public_key(text).map_err(super::key_error)))
 .signs("`X-Signature-Ed25519` over `{timestamp}{body}`, application public key")
 .key_from("the body's id (JSON)")

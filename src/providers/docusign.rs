@@ -181,7 +181,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER],
     |_| Provider::docusign(),
-    super::ExampleOf::Signed(|s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))]),
+    super::ExampleOf::Signed(|s, d| vec![(SIGNATURE_HEADER, sign(s, d.body))]),
 )
 .signs("`x-docusign-signature-1` (to `-100`, one per key) base64 HMAC-SHA256 of the body")
 .key_from("fields of the JSON body (a derived key: event, data.envelopeId, generatedDateTime)")

@@ -172,7 +172,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER],
     |_| Provider::dropbox(),
-    super::ExampleOf::Signed(|s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))]),
+    super::ExampleOf::Signed(|s, d| vec![(SIGNATURE_HEADER, sign(s, d.body))]),
 )
 .signs("`X-Dropbox-Signature` hex HMAC-SHA256 of the body")
 .key_from("a new key for each delivery (every notification runs the handler)")

@@ -74,7 +74,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER, DELIVERY_HEADER, EVENT_HEADER],
     |_| crate::providers::Provider::forgejo(),
-    super::ExampleOf::Signed(|s, id, _, b| vec![(SIGNATURE_HEADER, sign(s, b)), (DELIVERY_HEADER, id.to_owned())]),
+    super::ExampleOf::Signed(|s, d| vec![(SIGNATURE_HEADER, sign(s, d.body)), (DELIVERY_HEADER, d.id.to_owned())]),
 )
 .signs("`X-Forgejo-Signature`, the same as Gitea's")
 .key_from("the X-Forgejo-Delivery header")

@@ -259,7 +259,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     REPLAY_WINDOW,
     &[TOKEN_HEADER, IDEMPOTENCY_HEADER, EVENT_HEADER, ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER],
     |_| Provider::gitlab(),
-    super::ExampleOf::Signed(|s, id, _, _| vec![(TOKEN_HEADER, sign(s)), (IDEMPOTENCY_HEADER, id.to_owned())]),
+    super::ExampleOf::Signed(|s, d| vec![(TOKEN_HEADER, sign(s)), (IDEMPOTENCY_HEADER, d.id.to_owned())]),
 )
 .shared_token(&[TOKEN_HEADER])
 .signs("`X-Gitlab-Token`: the secret token as it is (a shared token, no signature; body not signed); or, with a `whsec_` signing token, `webhook-signature: v1,<b64>` HMAC-SHA256 of `{webhook-id}.{ts}.{body}` (Standard Webhooks), which must then pass")

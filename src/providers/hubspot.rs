@@ -419,6 +419,17 @@ impl crate::providers::Provider {
     }
 }
 
+/// [`PresetInfo::sign`](super::PresetInfo::sign) for HubSpot: the v3
+/// signature of `POST`, the URL, the body and the millisecond timestamp.
+fn send(key: &str, d: &super::Signing<'_>) -> Result<super::Example, super::SignError> {
+    let secret = SigningSecret::from(key);
+    let ms = super::unix_millis(d.at);
+    let headers = super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, ms, |ms| {
+        sign(&secret, "POST", d.url, d.body, ms)
+    });
+    super::signed_delivery(Provider::hubspot(&d.origin()?), secret, d, headers, d.body.to_vec())
+}
+
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
 pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
@@ -440,6 +451,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         }
     }),
 )
+.sends(send)
 .signing(super::UrlArg::PublicBaseUrl)
 .signs("`X-HubSpot-Signature-v3` base64 HMAC-SHA256 of method + URI + body + ms timestamp; with `HubSpotVerifier::accept_v1_v2(true)` also `X-HubSpot-Signature` v1 / v2 (hex SHA-256 of secret + body / secret + method + URI + body; no timestamp)")
 .key_from("fields of the JSON body (a derived key)")

@@ -274,6 +274,29 @@ impl crate::providers::Provider {
     }
 }
 
+/// [`PresetInfo::sign`](super::PresetInfo::sign) for Mailgun: the body
+/// (a JSON object, Mailgun's `{"event-data": ...}`) gets a `signature`
+/// object for the signing time and a token (the id, or one derived from the
+/// body and the time); it is sent re-serialised.
+fn send(key: &str, d: &super::Signing<'_>) -> Result<super::Example, super::SignError> {
+    let mut body: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(d.body)
+        .map_err(|_| super::SignError::body("mailgun: the body is a JSON object (Mailgun's event-data)"))?;
+    let secret = SigningSecret::from(key);
+    let ts = super::unix_seconds(d.at);
+    let token = if d.id.is_empty() {
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest([d.body, ts.to_string().as_bytes()].concat()))[..50]
+            .to_owned()
+    } else {
+        d.id.to_owned()
+    };
+    let signature =
+        serde_json::json!({"timestamp": ts.to_string(), "token": token, "signature": sign(&secret, ts, &token)});
+    body.insert("signature".to_owned(), signature);
+    let headers = vec![("content-type", "application/json".to_owned())];
+    let body = serde_json::Value::Object(body).to_string().into_bytes();
+    super::signed_delivery(Provider::mailgun(), secret, d, headers, body)
+}
+
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
 pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
@@ -289,6 +312,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         super::hmac_example(Provider::mailgun(), signed.as_bytes(), headers)
     }),
 )
+.sends(send)
 .signs("body `signature`: hex HMAC-SHA256 of timestamp + token")
 .key_from("the body's event-data.id (JSON)")
 .fixture(super::Fixture::own("the signature is in the body (`sdk.json`)"));

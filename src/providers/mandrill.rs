@@ -275,6 +275,19 @@ fn example_body(id: &str, ts: u64, pad: &str) -> String {
     form_urlencoded::Serializer::new(String::new()).append_pair(EVENTS_PARAM, &events.to_string()).finish()
 }
 
+/// [`PresetInfo::sign`](super::PresetInfo::sign) for Mandrill: the URL and
+/// the form fields of the body (`mandrill_events=...`, sorted by name).
+fn send(key: &str, d: &super::Signing<'_>) -> Result<super::Example, super::SignError> {
+    let secret = SigningSecret::from(key);
+    let fields: Vec<(String, String)> = form_urlencoded::parse(d.body).into_owned().collect();
+    let params: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let headers = vec![
+        (SIGNATURE_HEADER, sign(&secret, d.url, &params)),
+        ("content-type", "application/x-www-form-urlencoded".to_owned()),
+    ];
+    super::signed_delivery(Provider::mandrill(d.url), secret, d, headers, d.body.to_vec())
+}
+
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
 pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
@@ -295,6 +308,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         super::hmac_example(Provider::mandrill(EXAMPLE_URL), form.as_bytes(), headers)
     }),
 )
+.sends(send)
 .signing(super::UrlArg::NotificationUrl)
 .signs("`X-Mandrill-Signature` base64 HMAC-SHA1 of `{webhook URL}` + sorted form `{name}{value}`")
 .key_from("a digest of the mandrill_events batch (canonical JSON)")

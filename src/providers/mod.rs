@@ -51,6 +51,7 @@ mod macros;
 mod hmac;
 mod preset;
 pub(crate) mod provider;
+mod signing;
 
 pub use hmac::{EventKey, HmacPreset, KeyField};
 #[allow(unused_imports)] // the presets use what they need
@@ -60,6 +61,9 @@ use preset::{
     EXAMPLE_SQUARE_URL,
 };
 pub use preset::{Example, KeyKind, KeyTextError, PresetInfo, UrlArg, UrlRequired, DEFAULT_REPLAY_WINDOW};
+#[allow(unused_imports)] // the presets use what they need
+use signing::signed_delivery;
+pub use signing::{SignError, SignErrorKind, Signing};
 // `Provider` itself is public at the crate root only (`webhook_idempotency::Provider`).
 pub(crate) use provider::Provider;
 pub use provider::{Challenge, CheckError, CheckErrorKind};

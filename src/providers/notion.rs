@@ -160,7 +160,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER],
     |_| Provider::notion(|_, _| false),
-    super::ExampleOf::Signed(|s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, b))]),
+    super::ExampleOf::Signed(|s, d| vec![(SIGNATURE_HEADER, sign(s, d.body))]),
 )
 .signs("`X-Notion-Signature: sha256=<hex>` HMAC-SHA256 of the body (keyed with the verification token)")
 .key_from("the body's id (JSON)")

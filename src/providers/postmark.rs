@@ -221,6 +221,20 @@ impl Provider {
 const EXAMPLE_USER: &str = "postmark";
 const EXAMPLE_PASSWORD: &str = "example-password-0123456789";
 
+/// [`PresetInfo::sign`](super::PresetInfo::sign) for Postmark: `key` is the
+/// webhook URL's Basic credentials, `user:password`.
+fn send(key: &str, d: &super::Signing<'_>) -> Result<super::Example, super::SignError> {
+    let (user, password) = key
+        .split_once(':')
+        .ok_or_else(|| super::key_error("postmark: the credentials are user:password, as in the webhook URL"))?;
+    let headers = vec![
+        (AUTHORIZATION_HEADER, BasicAuthVerifier::header_value(user, password)),
+        ("content-type", "application/json".to_owned()),
+    ];
+    let secret = BasicAuthVerifier::credentials(user, password);
+    super::signed_delivery(Provider::postmark(), secret, d, headers, d.body.to_vec())
+}
+
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
 pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
@@ -242,6 +256,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         }
     }),
 )
+.sends(send)
 .shared_token(&[AUTHORIZATION_HEADER])
 .signs("`Authorization: Basic` from the webhook URL's credentials (no signature; body not signed)")
 .key_from("the body's MessageID:RecordType:time (JSON)")

@@ -151,8 +151,11 @@ pub struct PresetInfo {
     /// must run the handler (Dropbox's "something changed, fetch with your
     /// cursor": its key is new for each delivery).
     pub dedupes: bool,
-    source: Source,
-    secret: fn(&str) -> Result<SigningSecret, KeyTextError>,
+    pub(super) source: Source,
+    /// How a delivery of a preset whose example is made whole is signed
+    /// with given key material ([`PresetInfo::sign`]); `None`: it cannot be.
+    pub(super) send: Option<super::signing::SendFn>,
+    pub(super) secret: fn(&str) -> Result<SigningSecret, KeyTextError>,
     public_key: Option<fn(&str) -> Result<SigningSecret, KeyTextError>>,
     key_source: &'static str,
     signature: &'static str,
@@ -163,7 +166,7 @@ pub struct PresetInfo {
 
 /// What a preset is made of: an HMAC preset's facts, or the module's own code.
 #[derive(Clone, Copy)]
-enum Source {
+pub(super) enum Source {
     Hmac(&'static HmacPreset),
     Code { build: fn(&str) -> Provider, headers: &'static [&'static str], example: ExampleOf },
 }
@@ -231,11 +234,11 @@ pub(super) enum ExampleOf {
     Whole(fn(&str, SystemTime, &[u8]) -> Example),
 }
 
-/// The signed-example headers of an HMAC preset: secret, event key, the
-/// signing time (the scheme writes it in its own unit: whole seconds,
-/// milliseconds, RFC 3339) and body.
+/// The signed-example headers of an HMAC preset: the secret, and the
+/// delivery (event key, the signing time, which the scheme writes in its own
+/// unit: whole seconds, milliseconds, RFC 3339; body; the URL it is sent to).
 #[allow(dead_code)] // unused without an HMAC preset
-pub(super) type SignedHeaders = fn(&SigningSecret, &str, SystemTime, &[u8]) -> Vec<(&'static str, String)>;
+pub(super) type SignedHeaders = fn(&SigningSecret, &super::Signing<'_>) -> Vec<(&'static str, String)>;
 
 /// `at` in whole Unix seconds (rounded down; 0 before 1970), as the
 /// examples of schemes that sign seconds write it.
@@ -283,6 +286,7 @@ impl PresetInfo {
             signs_body: true,
             dedupes: true,
             source: Source::Hmac(facts),
+            send: None,
             secret: raw_secret,
             public_key: None,
             key_source: "",
@@ -314,6 +318,7 @@ impl PresetInfo {
             signs_body: true,
             dedupes: true,
             source: Source::Code { build, headers, example },
+            send: None,
             secret: raw_secret,
             public_key: None,
             key_source: "",
@@ -369,6 +374,12 @@ impl PresetInfo {
         Self { signature: text, ..self }
     }
 
+    /// The same entry signing deliveries with given key material as `send`
+    /// does ([`PresetInfo::sign`]), for a preset whose example is made whole.
+    pub(super) const fn sends(self, send: super::signing::SendFn) -> Self {
+        Self { send: Some(send), ..self }
+    }
+
     /// The same entry with its fixture made as `fixture` says.
     pub(super) const fn fixture(self, fixture: Fixture) -> Self {
         Self { fixture, ..self }
@@ -389,7 +400,9 @@ impl PresetInfo {
     ) -> Option<Vec<(&'static str, String)>> {
         match self.source {
             Source::Hmac(facts) => Some(facts.signed_headers(secret, id, at, body)),
-            Source::Code { example: ExampleOf::Signed(signed), .. } => Some(signed(secret, id, at, body)),
+            Source::Code { example: ExampleOf::Signed(signed), .. } => {
+                Some(signed(secret, &super::Signing::new(EXAMPLE_SQUARE_URL, id, at, body)))
+            }
             Source::Code { example: ExampleOf::Whole(_), .. } => None,
         }
     }
@@ -511,7 +524,7 @@ impl PresetInfo {
                     UrlArg::NotificationUrl => EXAMPLE_SQUARE_URL,
                     UrlArg::PublicBaseUrl => EXAMPLE_BASE,
                 };
-                (build(url), signed(&secret, id, at, body))
+                (build(url), signed(&secret, &super::Signing::new(EXAMPLE_SQUARE_URL, id, at, body)))
             }
             Source::Hmac(facts) => (facts.provider(), facts.signed_headers(&secret, id, at, body)),
         };

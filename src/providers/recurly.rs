@@ -155,7 +155,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER],
     |_| crate::providers::Provider::recurly(),
-    super::ExampleOf::Signed(|s, _, at, b| vec![(SIGNATURE_HEADER, sign(s, super::unix_millis(at), b))]),
+    super::ExampleOf::Signed(|s, d| vec![(SIGNATURE_HEADER, sign(s, super::unix_millis(d.at), d.body))]),
 )
 .signs("`recurly-signature: <ms>,<hex>[,<hex>]` HMAC-SHA256 of `{ms}.{body}` (JSON webhooks)")
 .key_from("the body's id (JSON)")

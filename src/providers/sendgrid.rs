@@ -220,6 +220,20 @@ impl crate::providers::Provider {
     }
 }
 
+/// [`PresetInfo::sign`](super::PresetInfo::sign) for SendGrid: `key` is
+/// the P-256 private scalar (32 bytes, hexadecimal); the receiver verifies
+/// with its public key (base64 DER).
+fn send(key: &str, d: &super::Signing<'_>) -> Result<super::Example, super::SignError> {
+    let key = hex::decode(key.trim())
+        .ok()
+        .and_then(|bytes| SigningKey::from_slice(&bytes).ok())
+        .ok_or_else(|| super::key_error("sendgrid: the private key is a P-256 scalar (32 bytes) in hexadecimal"))?;
+    let ts = super::unix_seconds(d.at);
+    let headers = super::signature_and_time(SIGNATURE_HEADER, TIMESTAMP_HEADER, ts, |ts| sign(&key, ts, d.body));
+    let public = crate::verify::SigningSecret::from(public_key_base64(key.verifying_key()));
+    super::signed_delivery(Provider::sendgrid(), public, d, headers, d.body.to_vec())
+}
+
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
 pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
@@ -235,6 +249,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         super::asymmetric_example(Provider::sendgrid(), public_key_base64(key.verifying_key()), headers, body)
     }),
 )
+.sends(send)
 .keys(super::KeyKind::PublicKey, super::raw_secret, Some(super::raw_secret))
 .signs("`X-Twilio-Email-Event-Webhook-Signature` ECDSA P-256 over `{timestamp}{body}`")
 .key_from("fields of the JSON body (a derived key)")

@@ -129,7 +129,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER],
     |url| Provider::square(url),
-    super::ExampleOf::Signed(|s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, super::EXAMPLE_SQUARE_URL, b))]),
+    super::ExampleOf::Signed(|s, d| vec![(SIGNATURE_HEADER, sign(s, d.url, d.body))]),
 )
 .signing(super::UrlArg::NotificationUrl)
 .signs("`x-square-hmacsha256-signature` base64 HMAC-SHA256 of `{notification URL}{body}`")

@@ -170,7 +170,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     REPLAY_WINDOW,
     &[TOKEN_HEADER],
     |_| Provider::telegram(),
-    super::ExampleOf::Signed(|s, _, _, _| vec![(TOKEN_HEADER, sign(s))]),
+    super::ExampleOf::Signed(|s, _| vec![(TOKEN_HEADER, sign(s))]),
 )
 .shared_token(&[TOKEN_HEADER])
 .signs("`X-Telegram-Bot-Api-Secret-Token`: the `setWebhook` `secret_token` as it is (a shared token, no signature; body not signed)")

@@ -211,7 +211,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     REPLAY_WINDOW,
     &[SIGNATURE_HEADER],
     |url| Provider::trello(url),
-    super::ExampleOf::Signed(|s, _, _, b| vec![(SIGNATURE_HEADER, sign(s, super::EXAMPLE_SQUARE_URL, b))]),
+    super::ExampleOf::Signed(|s, d| vec![(SIGNATURE_HEADER, sign(s, d.url, d.body))]),
 )
 .signing(super::UrlArg::NotificationUrl)
 .signs("`x-trello-webhook` base64 HMAC-SHA1 of `{body}{callback URL}`")

@@ -520,6 +520,31 @@ impl crate::providers::Provider {
     }
 }
 
+/// [`PresetInfo::sign`](super::PresetInfo::sign) for Twilio: a form body
+/// (an SMS or voice webhook) signs the URL and its fields; a JSON body
+/// (Event Streams, Conversations) signs the URL with `bodySHA256` added to
+/// its query. The id is the `I-Twilio-Idempotency-Token`.
+fn send(key: &str, d: &super::Signing<'_>) -> Result<super::Example, super::SignError> {
+    let secret = SigningSecret::from(key);
+    let json = serde_json::from_slice::<serde::de::IgnoredAny>(d.body).is_ok();
+    let (url, signature, content_type) = if json {
+        let sep = if d.url.contains('?') { '&' } else { '?' };
+        let url = format!("{}{sep}bodySHA256={}", d.url, body_sha256(d.body));
+        let signature = sign(&secret, &url, &[]);
+        (url, signature, "application/json")
+    } else {
+        let fields: Vec<(String, String)> = form_urlencoded::parse(d.body).into_owned().collect();
+        let params: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        (d.url.to_owned(), sign(&secret, d.url, &params), "application/x-www-form-urlencoded")
+    };
+    let mut headers = vec![(SIGNATURE_HEADER, signature), ("content-type", content_type.to_owned())];
+    if !d.id.is_empty() {
+        headers.push((IDEMPOTENCY_HEADER, d.id.to_owned()));
+    }
+    let signed = super::Signing { url: &url, ..*d };
+    super::signed_delivery(Provider::twilio(&d.origin()?), secret, &signed, headers, d.body.to_vec())
+}
+
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
 pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
@@ -544,6 +569,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         }
     }),
 )
+.sends(send)
 .signing(super::UrlArg::PublicBaseUrl)
 .signs("`X-Twilio-Signature` base64 HMAC-SHA1 of URL + sorted form params (at most 1,000 params, 64 KiB; body limit 64 KiB), or URL with `bodySHA256`")
 .key_from("the I-Twilio-Idempotency-Token header")

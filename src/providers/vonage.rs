@@ -230,6 +230,19 @@ impl Provider {
     }
 }
 
+/// [`PresetInfo::sign`](super::PresetInfo::sign) for Vonage: a signed JWT
+/// (HS256, `iat` the signing time, `jti` the id, `payload_hash` of the body)
+/// as `Authorization: Bearer`.
+fn send(key: &str, d: &super::Signing<'_>) -> Result<super::Example, super::SignError> {
+    let secret = SigningSecret::from(key);
+    let jti = if d.id.is_empty() { "jti-webhook-dev" } else { d.id };
+    let headers = vec![
+        (AUTHORIZATION_HEADER, sign(&secret, super::unix_seconds(d.at), jti, d.body)),
+        ("content-type", "application/json".to_owned()),
+    ];
+    super::signed_delivery(Provider::vonage(), secret, d, headers, d.body.to_vec())
+}
+
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
 pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
     NAME,
@@ -248,6 +261,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         super::hmac_example(Provider::vonage(), &body, vec![(AUTHORIZATION_HEADER, header)])
     }),
 )
+.sends(send)
 .signs("`Authorization: Bearer` HS256 JWT (`iat`; `payload_hash` = hex SHA-256 of the body)")
 .key_from("the body's message_uuid:status (JSON)")
 .fixture(super::Fixture::formula(&[]));

@@ -410,14 +410,39 @@ pub(crate) fn example(
 ) -> super::Example {
     const WHSEC: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     let key = secret(WHSEC).expect("a valid whsec_ key");
-    let sig = sign(&key, id, timestamp, body).expect("an HMAC key");
+    let headers = signed_headers(&key, svix, id, timestamp, body);
+    super::Example { provider, secrets: vec![key], parts: super::example_parts("/", headers), body: body.to_vec() }
+}
+
+/// The three headers of a delivery signed with `key` (decoded), under the
+/// `svix-*` names when `svix`.
+fn signed_headers(
+    key: &SigningSecret,
+    svix: bool,
+    id: &str,
+    timestamp: u64,
+    body: &[u8],
+) -> Vec<(&'static str, String)> {
+    let sig = sign(key, id, timestamp, body).expect("an HMAC key");
     let names = if svix {
         [SVIX_ID_HEADER, SVIX_TIMESTAMP_HEADER, SVIX_SIGNATURE_HEADER]
     } else {
         [ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER]
     };
-    let headers = vec![(names[0], id.to_owned()), (names[1], timestamp.to_string()), (names[2], sig)];
-    super::Example { provider, secrets: vec![key], parts: super::example_parts("/", headers), body: body.to_vec() }
+    vec![(names[0], id.to_owned()), (names[1], timestamp.to_string()), (names[2], sig)]
+}
+
+/// [`PresetInfo::sign`](super::PresetInfo::sign) for the Standard Webhooks
+/// presets: `key` is the `whsec_` secret; the id is the message id.
+fn send(
+    provider: crate::providers::Provider,
+    svix: bool,
+    key: &str,
+    d: &super::Signing<'_>,
+) -> Result<super::Example, super::SignError> {
+    let secret = whsec_text(key)?;
+    let headers = signed_headers(&secret, svix, d.id, super::unix_seconds(d.at), d.body);
+    super::signed_delivery(provider, secret, d, headers, d.body.to_vec())
 }
 
 /// The registry entry of this preset (see [`REGISTRY`](super::REGISTRY)).
@@ -431,6 +456,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
         example(Provider::standard_webhooks(), false, id, super::unix_seconds(at), body)
     }),
 )
+.sends(|key, d| send(Provider::standard_webhooks(), false, key, d))
 .keys(super::KeyKind::Whsec, whsec_text, Some(whpk_text))
 .signs("`webhook-signature: v1,<b64>` HMAC-SHA256 of `{id}.{ts}.{body}` (`whsec_` secrets of 24–64 key bytes; unprefixed base64 too, as the official libraries take it, except 32 bytes, a public key's size), `v1a` Ed25519 (`whpk_` keys)")
 .key_from("the webhook-id header")
@@ -445,6 +471,7 @@ pub(crate) const SVIX_PRESET: super::PresetInfo = super::PresetInfo::new(
     |_| Provider::svix(),
     super::ExampleOf::Whole(|id, at, body| example(Provider::svix(), true, id, super::unix_seconds(at), body)),
 )
+.sends(|key, d| send(Provider::svix(), true, key, d))
 .keys(super::KeyKind::Whsec, whsec_text, Some(whpk_text))
 .signs("the same under `svix-*` headers")
 .key_from("the svix-id header (else webhook-id)")

@@ -1,0 +1,194 @@
+//! Real-shaped deliveries by name: each preset's fixtures, as templates the
+//! [`Delivery`](super::Delivery) fills with fresh ids and times.
+//!
+//! # The fixture format
+//! One JSON file per preset, `src/dev/fixtures/<preset>.json`:
+//!
+//! ```json
+//! {
+//!   "source": "https://docs.stripe.com/api/events/object",
+//!   "fixtures": [
+//!     {
+//!       "name": "payment_intent.succeeded",
+//!       "id": "{{uuid}}",
+//!       "headers": { "x-github-event": "push" },
+//!       "body": { "id": "evt_{{id}}", "created": "{{now}}", "data": { "object": { "id": "pi_{{object}}" } } }
+//!     }
+//!   ]
+//! }
+//! ```
+//!
+//! - `source`: where the shape comes from (the provider's documented example).
+//! - `name`: what `webhook-dev send <preset> --fixture NAME` and
+//!   [`Delivery::fixture`](super::Delivery::fixture) take; the first is the
+//!   preset's default.
+//! - `id` (optional, default `{{uuid}}`): the id the sender writes in a
+//!   header of its own ([`Signing::id`](crate::providers::Signing::id)).
+//! - `headers` (optional): more headers the sender sends (an event-type
+//!   header), templated too.
+//! - `body`: a JSON value, sent compact; or `form`: `application/x-www-form-urlencoded`
+//!   text, sent as written.
+//!
+//! Placeholders, in any string: `{{id}}` (24 letters and digits), `{{uuid}}`,
+//! `{{n}}` (a number below 2^31), `{{object}}` (24 letters and digits: the
+//! object the event is about, the same for the two events of an
+//! out-of-order pair), `{{seq}}` (1, then 2 for the newer event of a pair),
+//! `{{now}}` (Unix seconds), `{{now_ms}}` (Unix milliseconds) and
+//! `{{now_rfc3339}}` (`2026-12-05T17:12:57Z`). All are drawn once per event
+//! and kept by its redeliveries: the times are when the event was made (the
+//! first delivery's signing time), not when a redelivery is signed. A JSON
+//! string that is exactly `{{n}}`, `{{seq}}`, `{{now}}` or `{{now_ms}}`
+//! becomes a number.
+
+use std::time::SystemTime;
+
+use serde::Deserialize;
+
+/// The fixture files, by preset name.
+const FILES: &[(&str, &str)] = &[
+    ("github", include_str!("fixtures/github.json")),
+    ("slack", include_str!("fixtures/slack.json")),
+    ("stripe", include_str!("fixtures/stripe.json")),
+];
+
+/// One preset's fixture file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct File {
+    /// Where the shapes come from.
+    pub(super) source: String,
+    pub(super) fixtures: Vec<Fixture>,
+}
+
+/// One named delivery shape.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Fixture {
+    pub(super) name: String,
+    #[serde(default = "uuid_template")]
+    pub(super) id: String,
+    #[serde(default)]
+    pub(super) headers: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub(super) body: Option<serde_json::Value>,
+    #[serde(default)]
+    pub(super) form: Option<String>,
+}
+
+fn uuid_template() -> String {
+    "{{uuid}}".to_owned()
+}
+
+/// The fixture file of `preset`, parsed; `None` when the preset has none.
+///
+/// # Panics
+/// On a file that does not parse (a test reads every file).
+pub(super) fn file(preset: &str) -> Option<File> {
+    let (_, text) = FILES.iter().find(|(name, _)| *name == preset)?;
+    Some(serde_json::from_str(text).unwrap_or_else(|e| panic!("src/dev/fixtures/{preset}.json: {e}")))
+}
+
+/// The presets with a fixture file.
+pub(super) fn presets() -> impl Iterator<Item = &'static str> {
+    FILES.iter().map(|(name, _)| *name)
+}
+
+/// The values one event's placeholders take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct EventIds {
+    pub(super) id: String,
+    pub(super) uuid: String,
+    pub(super) n: u32,
+    pub(super) object: String,
+    pub(super) seq: u32,
+    /// When the event was made.
+    pub(super) created: SystemTime,
+}
+
+impl EventIds {
+    /// Fresh values, about a fresh object.
+    pub(super) fn fresh() -> Self {
+        Self {
+            id: token(),
+            uuid: uuid::Uuid::new_v4().to_string(),
+            n: number(),
+            object: token(),
+            seq: 1,
+            created: SystemTime::now(),
+        }
+    }
+
+    /// Fresh values for the next event about the same object.
+    pub(super) fn next_of_object(&self) -> Self {
+        Self { object: self.object.clone(), seq: self.seq + 1, ..Self::fresh() }
+    }
+}
+
+/// 24 random letters and digits.
+fn token() -> String {
+    let u = uuid::Uuid::new_v4().simple().to_string();
+    let v = uuid::Uuid::new_v4().simple().to_string();
+    // Mix case so ids look like the providers' base62 ones.
+    u.chars().zip(v.chars()).take(24).map(|(a, b)| if b < '8' { a.to_ascii_uppercase() } else { a }).collect()
+}
+
+/// A random number below 2^31.
+fn number() -> u32 {
+    (uuid::Uuid::new_v4().as_u128() & 0x7fff_ffff) as u32
+}
+
+/// `template` with each placeholder replaced (see the module docs).
+pub(super) fn render(template: &str, ids: &EventIds) -> String {
+    let at = ids.created;
+    let secs = at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let millis = at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let rfc3339 = time::OffsetDateTime::from_unix_timestamp(i64::try_from(secs).unwrap_or(0))
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_default();
+    template
+        .replace("{{id}}", &ids.id)
+        .replace("{{uuid}}", &ids.uuid)
+        .replace("{{n}}", &ids.n.to_string())
+        .replace("{{object}}", &ids.object)
+        .replace("{{seq}}", &ids.seq.to_string())
+        .replace("{{now_rfc3339}}", &rfc3339)
+        .replace("{{now_ms}}", &millis.to_string())
+        .replace("{{now}}", &secs.to_string())
+}
+
+/// `value` with its strings rendered; a string that is exactly a numeric
+/// placeholder becomes a number.
+pub(super) fn render_json(value: &serde_json::Value, ids: &EventIds) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) if ["{{n}}", "{{seq}}", "{{now}}", "{{now_ms}}"].contains(&s.as_str()) => {
+            let text = render(s, ids);
+            text.parse::<u64>().map_or(Value::String(text), Value::from)
+        }
+        Value::String(s) => Value::String(render(s, ids)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| render_json(v, ids)).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), render_json(v, ids))).collect()),
+        other => other.clone(),
+    }
+}
+
+impl Fixture {
+    /// The body of this fixture for the event `ids` at `at`.
+    pub(super) fn body(&self, ids: &EventIds) -> Vec<u8> {
+        match (&self.body, &self.form) {
+            (Some(json), _) => render_json(json, ids).to_string().into_bytes(),
+            (None, Some(form)) => render(form, ids).into_bytes(),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// The content type of its body.
+    pub(super) fn content_type(&self) -> &'static str {
+        if self.form.is_some() {
+            "application/x-www-form-urlencoded"
+        } else {
+            "application/json"
+        }
+    }
+}

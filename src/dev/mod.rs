@@ -1,0 +1,347 @@
+//! Signed, real-shaped deliveries of every preset, for your tests and
+//! `webhook-dev send` (feature `dev`): the request a sender would send,
+//! signed with your key as the provider signs it, with the redeliveries,
+//! duplicates and faults senders produce.
+//!
+//! ```
+//! use webhook_idempotency::dev::Delivery;
+//!
+//! // A `payment_intent.succeeded` event with fresh ids, signed now with the
+//! // secret your layer is configured with, to the path your router serves.
+//! let event = Delivery::new("stripe", "whsec_test_secret")?
+//!     .fixture("payment_intent.succeeded")?
+//!     .url("http://localhost/webhooks/stripe");
+//! let first = event.request()?;
+//! // Stripe's retry of the same event: same event id, signed again.
+//! let retry = event.request()?;
+//! // A copy with one byte of the body changed: your route must refuse it (401).
+//! let forged = event.clone().tampered().request()?;
+//! // The next event: fresh ids.
+//! let next = event.next_event().request()?;
+//! # let _ = (first, retry, forged, next);
+//! # Ok::<(), webhook_idempotency::dev::DevError>(())
+//! ```
+//!
+//! Send them with `tower::ServiceExt::oneshot` to your router built with the
+//! same key: `app.clone().oneshot(event.request()?.map(axum::body::Body::from))`.
+//!
+//! Each preset signs through the code its verifier is tested against
+//! ([`PresetInfo::sign`]). The fixtures ([`fixtures`]) are shaped as the
+//! provider documents its deliveries; see the `fixture` module's format
+//! (`src/dev/fixture.rs`) to read or add one.
+
+use std::fmt;
+use std::time::SystemTime;
+
+use crate::providers::{Example, PresetInfo, SignError, Signing};
+
+mod fixture;
+
+use fixture::EventIds;
+
+/// The names of the fixtures of `preset`, the default first; empty for a
+/// preset with none or not compiled in.
+pub fn fixtures(preset: &str) -> Vec<String> {
+    fixture::file(preset).map(|f| f.fixtures.into_iter().map(|f| f.name).collect()).unwrap_or_default()
+}
+
+/// Where the fixtures of `preset` come from (the provider's documented
+/// example), if it has any.
+pub fn fixture_source(preset: &str) -> Option<String> {
+    fixture::file(preset).map(|f| f.source)
+}
+
+/// The presets with fixtures.
+pub fn presets_with_fixtures() -> impl Iterator<Item = &'static str> {
+    fixture::presets()
+}
+
+/// What a [`Delivery`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DevErrorKind {
+    /// No preset of that name is compiled in.
+    UnknownPreset,
+    /// The preset has no fixture of that name.
+    UnknownFixture,
+    /// The delivery could not be signed: the key, the URL or the body.
+    Sign(crate::providers::SignErrorKind),
+}
+
+/// A [`Delivery`] could not be built. The message never contains key
+/// material.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DevError {
+    kind: DevErrorKind,
+    message: String,
+}
+
+impl DevError {
+    /// What was refused.
+    pub fn kind(&self) -> &DevErrorKind {
+        &self.kind
+    }
+}
+
+impl fmt::Display for DevError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for DevError {}
+
+impl From<SignError> for DevError {
+    fn from(e: SignError) -> Self {
+        Self { kind: DevErrorKind::Sign(e.kind()), message: e.to_string() }
+    }
+}
+
+/// The body a delivery carries.
+#[derive(Debug, Clone)]
+enum Body {
+    /// A fixture, rendered for the event.
+    Fixture(fixture::Fixture),
+    /// Your own bytes, sent byte for byte.
+    Raw(Vec<u8>),
+}
+
+/// One event of a preset, as its sender delivers it: signed anew at each
+/// [`request`](Self::request), with the same event ids until
+/// [`next_event`](Self::next_event). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    preset: &'static PresetInfo,
+    key: String,
+    body: Body,
+    ids: EventIds,
+    url: String,
+    at: Option<SystemTime>,
+    tampered: bool,
+}
+
+impl Delivery {
+    /// An event of `preset` with its default fixture (the first of
+    /// [`fixtures`]; a JSON body with fresh ids for a preset without one),
+    /// to be signed with `key` (the text [`PresetInfo::sign`] takes: your
+    /// signing secret; a public-key scheme's private key), sent to
+    /// `http://localhost/webhooks/<preset>` until [`url`](Self::url) says
+    /// otherwise.
+    ///
+    /// # Errors
+    /// [`DevErrorKind::UnknownPreset`] when no preset of that name is
+    /// compiled in (each is behind its Cargo feature).
+    pub fn new(preset: &str, key: impl Into<String>) -> Result<Self, DevError> {
+        let info = crate::providers::find(preset).ok_or_else(|| DevError {
+            kind: DevErrorKind::UnknownPreset,
+            message: format!(
+                "no preset `{preset}` (compiled in: {})",
+                crate::providers::all().iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+            ),
+        })?;
+        let body = match fixture::file(info.name).and_then(|f| f.fixtures.into_iter().next()) {
+            Some(first) => Body::Fixture(first),
+            None => Body::Fixture(generic()),
+        };
+        Ok(Self {
+            preset: info,
+            key: key.into(),
+            body,
+            ids: EventIds::fresh(),
+            url: format!("http://localhost/webhooks/{}", info.name),
+            at: None,
+            tampered: false,
+        })
+    }
+
+    /// The same event with the preset's fixture `name` as its body.
+    ///
+    /// # Errors
+    /// [`DevErrorKind::UnknownFixture`], naming the fixtures there are.
+    pub fn fixture(mut self, name: &str) -> Result<Self, DevError> {
+        let file = fixture::file(self.preset.name);
+        let found = file.as_ref().and_then(|f| f.fixtures.iter().find(|f| f.name == name).cloned());
+        let Some(found) = found else {
+            return Err(DevError {
+                kind: DevErrorKind::UnknownFixture,
+                message: format!(
+                    "{} has no fixture `{name}` (it has: {})",
+                    self.preset.name,
+                    fixtures(self.preset.name).join(", ")
+                ),
+            });
+        };
+        self.body = Body::Fixture(found);
+        Ok(self)
+    }
+
+    /// The same event with `body` as its body, sent byte for byte (a
+    /// delivery you captured): the schemes that sign inside the body
+    /// (Mailgun, Adyen) write their signature into it.
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = Body::Raw(body.into());
+        self
+    }
+
+    /// Sent to `url`, an absolute `http` or `https` URL: its path and query
+    /// are the request's target, and the schemes that sign a URL (Square,
+    /// Twilio, HubSpot, Trello, Mandrill) sign it.
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.url = url.into();
+        self
+    }
+
+    /// Signed at `at` instead of the time of each [`request`](Self::request)
+    /// (a stale or future timestamp: `SystemTime::now() - 3600 s`).
+    pub fn at(mut self, at: SystemTime) -> Self {
+        self.at = Some(at);
+        self
+    }
+
+    /// With one byte changed after signing: in the body for a scheme that
+    /// signs it (a letter or digit near the middle, so the body stays
+    /// well-formed), in the credential header for a shared-token scheme
+    /// (GitLab, Telegram, Postmark). A receiver must refuse it.
+    pub fn tampered(mut self) -> Self {
+        self.tampered = true;
+        self
+    }
+
+    /// The sender's next event: the same fixture with fresh ids, untampered.
+    pub fn next_event(&self) -> Self {
+        Self { ids: EventIds::fresh(), tampered: false, ..self.clone() }
+    }
+
+    /// The next event about the same object (`{{object}}` kept, `{{seq}}`
+    /// one higher, fresh event ids): send it before this one for an
+    /// out-of-order pair.
+    pub fn next_of_object(&self) -> Self {
+        Self { ids: self.ids.next_of_object(), tampered: false, ..self.clone() }
+    }
+
+    /// The preset's name.
+    pub fn preset(&self) -> &'static str {
+        self.preset.name
+    }
+
+    /// The id the sender writes in a header of its own for this event
+    /// ([`Signing::id`]).
+    pub fn header_id(&self) -> String {
+        match &self.body {
+            Body::Fixture(f) => fixture::render(&f.id, &self.ids),
+            Body::Raw(_) => self.ids.uuid.clone(),
+        }
+    }
+
+    /// The delivery signed now (or at [`at`](Self::at)): the request head,
+    /// the body as sent, the provider as the receiver builds it for the URL
+    /// and the key material it verifies with.
+    ///
+    /// # Errors
+    /// [`DevErrorKind::Sign`]: the key is not in the preset's format, the
+    /// URL is not absolute, or the preset's key is the sender's own.
+    pub fn signed(&self) -> Result<Example, DevError> {
+        let at = self.at.unwrap_or_else(SystemTime::now);
+        let (body, extra) = match &self.body {
+            Body::Fixture(f) => {
+                let mut headers = vec![("content-type".to_owned(), f.content_type().to_owned())];
+                headers.extend(f.headers.iter().map(|(k, v)| (k.clone(), fixture::render(v, &self.ids))));
+                (f.body(&self.ids), headers)
+            }
+            Body::Raw(bytes) => (bytes.clone(), vec![("content-type".to_owned(), "application/json".to_owned())]),
+        };
+        let id = self.header_id();
+        let mut signed = self.preset.sign(&self.key, &Signing::new(&self.url, &id, at, &body))?;
+        for (name, value) in extra {
+            let (Ok(name), Ok(value)) = (http::HeaderName::try_from(name), http::HeaderValue::try_from(value)) else {
+                continue;
+            };
+            if !signed.parts.headers.contains_key(&name) {
+                signed.parts.headers.insert(name, value);
+            }
+        }
+        if self.tampered {
+            self.tamper(&mut signed);
+        }
+        Ok(signed)
+    }
+
+    /// The request a sender would send, signed now (or at
+    /// [`at`](Self::at)), with a `host` header from the URL.
+    ///
+    /// # Errors
+    /// As [`signed`](Self::signed).
+    pub fn request(&self) -> Result<http::Request<bytes::Bytes>, DevError> {
+        let signed = self.signed()?;
+        let mut parts = signed.parts;
+        if let Some(host) = self.url.parse::<http::Uri>().ok().and_then(|u| u.authority().cloned()) {
+            if let Ok(value) = http::HeaderValue::from_str(host.as_str()) {
+                parts.headers.insert(http::header::HOST, value);
+            }
+        }
+        Ok(http::Request::from_parts(parts, bytes::Bytes::from(signed.body)))
+    }
+
+    /// The key text the receiver configures to verify these deliveries:
+    /// the signing secret as given, or a public-key scheme's public key.
+    ///
+    /// # Errors
+    /// As [`signed`](Self::signed).
+    pub fn receiver_key(&self) -> Result<String, DevError> {
+        let signed = self.signed()?;
+        Ok(signed.secrets.first().map(|s| String::from_utf8_lossy(s.expose()).into_owned()).unwrap_or_default())
+    }
+
+    /// Changes one byte of what authenticates `signed` (see
+    /// [`tampered`](Self::tampered)).
+    fn tamper(&self, signed: &mut Example) {
+        if self.preset.signs_body {
+            flip_middle(&mut signed.body);
+            return;
+        }
+        for name in self.preset.credential_headers {
+            if let Some(value) = signed.parts.headers.get(*name) {
+                let mut bytes = value.as_bytes().to_vec();
+                flip_middle(&mut bytes);
+                if let Ok(value) = http::HeaderValue::from_bytes(&bytes) {
+                    signed.parts.headers.insert(*name, value);
+                }
+                return;
+            }
+        }
+        flip_middle(&mut signed.body);
+    }
+}
+
+/// Replaces the letter or digit nearest the middle of `bytes` with another
+/// of its kind.
+fn flip_middle(bytes: &mut [u8]) {
+    let mid = bytes.len() / 2;
+    let nearest = (0..bytes.len()).filter(|&i| bytes[i].is_ascii_alphanumeric()).min_by_key(|&i| i.abs_diff(mid));
+    if let Some(i) = nearest {
+        bytes[i] = match bytes[i] {
+            b'9' => b'0',
+            b'z' => b'a',
+            b'Z' => b'A',
+            b => b + 1,
+        };
+    }
+}
+
+/// The body of a preset without fixtures: an event most presets keyed by a
+/// JSON field can read.
+fn generic() -> fixture::Fixture {
+    fixture::Fixture {
+        name: "event".to_owned(),
+        id: "{{uuid}}".to_owned(),
+        headers: Default::default(),
+        body: Some(serde_json::json!({
+            "id": "evt_{{id}}", "event_id": "evt_{{id}}", "type": "thing.created", "created_at": "{{now_rfc3339}}",
+            "data": {"id": "obj_{{object}}", "version": "{{seq}}"},
+        })),
+        form: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,149 @@
+use super::*;
+use crate::providers::{KeyKind, SignErrorKind};
+use crate::verify::Delivery as Signed;
+use std::time::Duration;
+
+/// A key of the preset's kind (see [`PresetInfo::sign`]).
+fn key(preset: &PresetInfo) -> &'static str {
+    match preset.key {
+        KeyKind::Whsec => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        KeyKind::Base64Secret => "ZXhhbXBsZS1zZWNyZXQtMDEyMzQ1Njc4OWFiY2RlZg==",
+        KeyKind::HexSecret => "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
+        KeyKind::PublicKey => "0707070707070707070707070707070707070707070707070707070707070707",
+        // `user:password` for Postmark; any text for the others.
+        _ => "dev:secret-0123456789abcdef",
+    }
+}
+
+/// Whether `delivery`, signed at `at`, passes its provider's verifier.
+fn verifies(signed: &Example, at: SystemTime) -> bool {
+    signed.provider.verify(&Signed::new(&signed.parts, &signed.body, &signed.secrets, at)).is_ok()
+}
+
+/// Every fixture of every preset (the generic body for a preset without
+/// any), signed with a key of the preset's kind: verified by the preset as
+/// the receiver builds it, its event key read, the same key on a
+/// redelivery and a new one for the next event; a tampered copy refused.
+#[test]
+fn every_preset_and_fixture_signs_what_the_preset_accepts() {
+    let all = crate::providers::all();
+    let failures: Vec<String> = all
+        .iter()
+        .filter(|preset| preset.key != KeyKind::Fetched)
+        .flat_map(|preset| {
+            let mut names = fixtures(preset.name);
+            if names.is_empty() {
+                names.push(String::new());
+            }
+            names.into_iter().filter_map(move |fixture| check(preset, &fixture).err())
+        })
+        .collect();
+    assert_eq!(failures, Vec::<String>::new());
+}
+
+/// The checks of [`every_preset_and_fixture_signs_what_the_preset_accepts`]
+/// on one fixture (`""`: the default).
+fn check(preset: &PresetInfo, fixture: &str) -> Result<(), String> {
+    let now = SystemTime::now();
+    let what = format!("{} {fixture}", preset.name);
+    let mut event = Delivery::new(preset.name, key(preset)).unwrap().at(now);
+    if !fixture.is_empty() {
+        event = event.fixture(fixture).unwrap();
+    }
+    let fail = |why: String| Err(format!("{what}: {why}"));
+    let first = match event.signed() {
+        Ok(signed) => signed,
+        Err(e) => return fail(e.to_string()),
+    };
+    if !verifies(&first, now) {
+        return fail("not verified".into());
+    }
+    let key_of = |ex: &Example| ex.provider.identify(&ex.parts, &ex.body).map(|id| id.key).map_err(|e| e.to_string());
+    let later = now + Duration::from_secs(1);
+    let again = event.clone().at(later).signed().unwrap();
+    if !verifies(&again, later) {
+        return fail("redelivery not verified".into());
+    }
+    let key = match key_of(&first) {
+        Ok(key) => key,
+        Err(e) => return fail(format!("no event key: {e}")),
+    };
+    if preset.dedupes {
+        if key_of(&again) != Ok(key.clone()) {
+            return fail("a redelivery changed the event key".into());
+        }
+        if key_of(&event.next_event().at(now).signed().unwrap()) == Ok(key) {
+            return fail("the next event has the same key".into());
+        }
+    }
+    if verifies(&event.clone().tampered().signed().unwrap(), now) {
+        return fail("tampered copy verified".into());
+    }
+    Ok(())
+}
+
+#[test]
+fn fixture_files_parse_and_name_compiled_presets() {
+    for preset in presets_with_fixtures() {
+        let file = fixture::file(preset).unwrap();
+        assert!(file.source.starts_with("https://"), "{preset}: a source URL");
+        assert!(!file.fixtures.is_empty(), "{preset}");
+        for f in &file.fixtures {
+            assert!(f.body.is_some() != f.form.is_some(), "{preset} {}: a body or a form", f.name);
+        }
+        assert!(crate::providers::REGISTRY.iter().any(|p| p.name == preset), "{preset}: a registry preset");
+    }
+}
+
+#[test]
+fn placeholders_are_rendered_and_numbers_stay_numbers() {
+    let created = SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
+    let ids = EventIds { id: "AbC".into(), uuid: "u-1".into(), n: 42, object: "Obj".into(), seq: 2, created };
+    let value = serde_json::json!({"a": "evt_{{id}}", "b": "{{n}}", "c": "{{now_ms}}", "d": ["{{now_rfc3339}}", "{{seq}}"], "e": "x{{now}}"});
+    assert_eq!(
+        fixture::render_json(&value, &ids),
+        serde_json::json!({"a": "evt_AbC", "b": 42, "c": 1_700_000_000_123u64, "d": ["2023-11-14T22:13:20Z", 2], "e": "x1700000000"})
+    );
+}
+
+#[test]
+fn unknown_preset_fixture_key_and_url_are_clear_errors() {
+    assert_eq!(Delivery::new("nope", "k").unwrap_err().kind(), &DevErrorKind::UnknownPreset);
+    let err = Delivery::new("stripe", "k").unwrap().fixture("nope").unwrap_err();
+    assert_eq!(err.kind(), &DevErrorKind::UnknownFixture);
+    assert!(err.to_string().contains("payment_intent.succeeded"), "{err}");
+    let err = Delivery::new("stripe", "k").unwrap().url("/relative").signed().unwrap_err();
+    assert_eq!(err.kind(), &DevErrorKind::Sign(SignErrorKind::Url));
+    #[cfg(feature = "discord")]
+    {
+        let err = Delivery::new("discord", "not-hex").unwrap().signed().unwrap_err();
+        assert_eq!(err.kind(), &DevErrorKind::Sign(SignErrorKind::Key));
+        assert!(!err.to_string().contains("not-hex"), "no key material in {err}");
+    }
+}
+
+#[test]
+fn a_raw_body_is_sent_byte_for_byte_and_the_url_is_the_target() {
+    let body = b"{\"id\":\"evt_raw\",  \"type\":\"x\"}\n".to_vec();
+    let req = Delivery::new("stripe", "k")
+        .unwrap()
+        .body(body.clone())
+        .url("http://127.0.0.1:9/hooks/s?x=1")
+        .request()
+        .unwrap();
+    assert_eq!(req.uri(), "/hooks/s?x=1");
+    assert_eq!(req.headers()["host"], "127.0.0.1:9");
+    assert_eq!(&req.body()[..], &body[..]);
+}
+
+#[test]
+fn an_out_of_order_pair_is_about_one_object() {
+    let older = Delivery::new("stripe", "k").unwrap();
+    let newer = older.next_of_object();
+    let (a, b) = (older.signed().unwrap(), newer.signed().unwrap());
+    let object =
+        |ex: &Example| serde_json::from_slice::<serde_json::Value>(&ex.body).unwrap()["data"]["object"]["id"].clone();
+    let id = |ex: &Example| serde_json::from_slice::<serde_json::Value>(&ex.body).unwrap()["id"].clone();
+    assert_eq!(object(&a), object(&b));
+    assert_ne!(id(&a), id(&b));
+}
