@@ -118,18 +118,38 @@ impl EventIds {
         }
     }
 
+    /// Values drawn from `seed`: the same for the same seed.
+    pub(super) fn seeded(seed: &str) -> Self {
+        use sha2::Digest as _;
+        let digest = |label: &str| sha2::Sha256::digest(format!("{label}:{seed}"));
+        let token_of = |label: &str| -> String {
+            digest(label).iter().map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char).take(24).collect()
+        };
+        let uuid = uuid::Builder::from_random_bytes(digest("uuid")[..16].try_into().expect("16 bytes")).into_uuid();
+        let n = u32::from_be_bytes(digest("n")[..4].try_into().expect("4 bytes")) & 0x7fff_ffff;
+        Self {
+            id: token_of("id"),
+            uuid: uuid.to_string(),
+            n,
+            object: token_of("object"),
+            seq: 1,
+            created: SystemTime::now(),
+        }
+    }
+
     /// Fresh values for the next event about the same object.
     pub(super) fn next_of_object(&self) -> Self {
         Self { object: self.object.clone(), seq: self.seq + 1, ..Self::fresh() }
     }
 }
 
+/// The letters and digits of ids.
+const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
 /// 24 random letters and digits.
 fn token() -> String {
-    let u = uuid::Uuid::new_v4().simple().to_string();
-    let v = uuid::Uuid::new_v4().simple().to_string();
-    // Mix case so ids look like the providers' base62 ones.
-    u.chars().zip(v.chars()).take(24).map(|(a, b)| if b < '8' { a.to_ascii_uppercase() } else { a }).collect()
+    let bytes = [uuid::Uuid::new_v4().into_bytes(), uuid::Uuid::new_v4().into_bytes()].concat();
+    bytes.iter().take(24).map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char).collect()
 }
 
 /// A random number below 2^31.

@@ -51,6 +51,25 @@ pub fn fixture_source(preset: &str) -> Option<String> {
     fixture::file(preset).map(|f| f.source)
 }
 
+/// A key of the kind `preset` takes, for tests only: what [`Delivery::new`]
+/// signs with and your test's layer is configured with (a signing secret
+/// in the preset's form: `whsec_` for Standard Webhooks and Svix, base64
+/// for Airtable, hexadecimal for Adyen, `user:password` for Postmark; a
+/// fixed 32-byte private key in hexadecimal for Discord and SendGrid, whose
+/// public key [`Delivery::receiver_key`] gives). `None` for an unknown
+/// preset or one whose key is the sender's own (AWS SNS).
+pub fn test_key(preset: &str) -> Option<&'static str> {
+    use crate::providers::KeyKind;
+    Some(match crate::providers::find(preset)?.key {
+        KeyKind::Whsec => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        KeyKind::Base64Secret => "ZGV2LXRlc3Qtc2VjcmV0LTAxMjM0NTY3ODlhYmNkZWY=",
+        KeyKind::HexSecret => "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
+        KeyKind::PublicKey => "0707070707070707070707070707070707070707070707070707070707070707",
+        KeyKind::Fetched => return None,
+        _ => "dev:test-secret-0123456789abcdef",
+    })
+}
+
 /// The presets with fixtures.
 pub fn presets_with_fixtures() -> impl Iterator<Item = &'static str> {
     fixture::presets()
@@ -118,6 +137,7 @@ pub struct Delivery {
     url: String,
     at: Option<SystemTime>,
     tampered: bool,
+    rotated_from: Option<String>,
 }
 
 impl Delivery {
@@ -151,6 +171,7 @@ impl Delivery {
             url: format!("http://localhost/webhooks/{}", info.name),
             at: None,
             tampered: false,
+            rotated_from: None,
         })
     }
 
@@ -207,6 +228,19 @@ impl Delivery {
         self
     }
 
+    /// Signed during a rotation of the signing secret from `old_key` to this
+    /// delivery's key, as senders do in the overlap: where the scheme
+    /// carries several signatures in one header (Stripe's `v1=` entries,
+    /// Standard Webhooks' and Svix's space-separated list, the presets whose
+    /// scheme has a [`separator`](crate::verify::generic::HmacScheme::separator)),
+    /// the header holds the signatures of both keys; elsewhere the delivery
+    /// is signed with `old_key` alone, which a receiver holding both keys
+    /// must accept.
+    pub fn rotated_from(mut self, old_key: impl Into<String>) -> Self {
+        self.rotated_from = Some(old_key.into());
+        self
+    }
+
     /// The sender's next event: the same fixture with fresh ids, untampered.
     pub fn next_event(&self) -> Self {
         Self { ids: EventIds::fresh(), tampered: false, ..self.clone() }
@@ -217,6 +251,23 @@ impl Delivery {
     /// out-of-order pair.
     pub fn next_of_object(&self) -> Self {
         Self { ids: self.ids.next_of_object(), tampered: false, ..self.clone() }
+    }
+
+    /// The same event with ids drawn from `seed` instead of at random: the
+    /// same seed and fixture give the same event ids in every run (a body
+    /// that carries the event's time still differs between runs).
+    pub fn seeded(mut self, seed: &str) -> Self {
+        self.ids = EventIds::seeded(seed);
+        self
+    }
+
+    /// The URL's `scheme://host[:port]`.
+    ///
+    /// # Errors
+    /// [`DevErrorKind::Sign`] when the URL is not an absolute `http` or
+    /// `https` URL.
+    pub fn origin(&self) -> Result<String, DevError> {
+        Ok(Signing::new(&self.url, "", SystemTime::UNIX_EPOCH, b"").origin()?)
     }
 
     /// The preset's name.
@@ -251,7 +302,12 @@ impl Delivery {
             Body::Raw(bytes) => (bytes.clone(), vec![("content-type".to_owned(), "application/json".to_owned())]),
         };
         let id = self.header_id();
-        let mut signed = self.preset.sign(&self.key, &Signing::new(&self.url, &id, at, &body))?;
+        let signing = Signing::new(&self.url, &id, at, &body);
+        let mut signed = self.preset.sign(&self.key, &signing)?;
+        if let Some(old) = &self.rotated_from {
+            let by_old = self.preset.sign(old, &signing)?;
+            signed = self.merge_rotated(signed, by_old);
+        }
         for (name, value) in extra {
             let (Ok(name), Ok(value)) = (http::HeaderName::try_from(name), http::HeaderValue::try_from(value)) else {
                 continue;
@@ -290,6 +346,31 @@ impl Delivery {
     pub fn receiver_key(&self) -> Result<String, DevError> {
         let signed = self.signed()?;
         Ok(signed.secrets.first().map(|s| String::from_utf8_lossy(s.expose()).into_owned()).unwrap_or_default())
+    }
+
+    /// The delivery of a rotation (see [`rotated_from`](Self::rotated_from)):
+    /// `new`'s signature header with `old`'s signatures added where the
+    /// scheme carries several, else `old`. Verified by both keys.
+    fn merge_rotated(&self, mut new: Example, old: Example) -> Example {
+        let (header, separator) = match self.preset.facts() {
+            Some(facts) => (facts.scheme.header, facts.scheme.separator),
+            None if ["standard-webhooks", "svix"].contains(&self.preset.name) => (self.preset.headers()[2], Some(' ')),
+            None => ("", None),
+        };
+        let text = |ex: &Example| ex.parts.headers.get(header).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let (Some(sep), Some(mine), Some(theirs)) = (separator, text(&new), text(&old)) else {
+            let mut old = old;
+            old.secrets.extend(new.secrets);
+            return old;
+        };
+        let mut parts: Vec<&str> = mine.split(sep).collect();
+        parts.extend(theirs.split(sep).filter(|p| !mine.split(sep).any(|m| m == *p)));
+        let joined = parts.join(&sep.to_string());
+        if let Ok(value) = http::HeaderValue::from_str(&joined) {
+            new.parts.headers.insert(header, value);
+        }
+        new.secrets.extend(old.secrets);
+        new
     }
 
     /// Changes one byte of what authenticates `signed` (see

@@ -3,16 +3,9 @@ use crate::providers::{KeyKind, SignErrorKind};
 use crate::verify::Delivery as Signed;
 use std::time::Duration;
 
-/// A key of the preset's kind (see [`PresetInfo::sign`]).
+/// A key of the preset's kind.
 fn key(preset: &PresetInfo) -> &'static str {
-    match preset.key {
-        KeyKind::Whsec => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-        KeyKind::Base64Secret => "ZXhhbXBsZS1zZWNyZXQtMDEyMzQ1Njc4OWFiY2RlZg==",
-        KeyKind::HexSecret => "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
-        KeyKind::PublicKey => "0707070707070707070707070707070707070707070707070707070707070707",
-        // `user:password` for Postmark; any text for the others.
-        _ => "dev:secret-0123456789abcdef",
-    }
+    test_key(preset.name).expect("a key of its kind")
 }
 
 /// Whether `delivery`, signed at `at`, passes its provider's verifier.
@@ -146,4 +139,31 @@ fn an_out_of_order_pair_is_about_one_object() {
     let id = |ex: &Example| serde_json::from_slice::<serde_json::Value>(&ex.body).unwrap()["id"].clone();
     assert_eq!(object(&a), object(&b));
     assert_ne!(id(&a), id(&b));
+}
+
+/// A rotated delivery verifies with either key alone where the scheme
+/// carries several signatures (Stripe), and with the old key where it
+/// carries one (GitHub).
+#[test]
+fn a_rotation_is_verified_by_the_keys_the_receiver_holds() {
+    use crate::verify::SigningSecret;
+    let now = SystemTime::now();
+    let with = |ex: &Example, keys: &[&str]| {
+        let keys: Vec<SigningSecret> = keys.iter().map(|k| SigningSecret::from(*k)).collect();
+        ex.provider.verify(&Signed::new(&ex.parts, &ex.body, &keys, now)).is_ok()
+    };
+    let stripe = Delivery::new("stripe", "whsec_new").unwrap().rotated_from("whsec_old").at(now).signed().unwrap();
+    let header = stripe.parts.headers["stripe-signature"].to_str().unwrap().to_owned();
+    assert_eq!(header.matches("v1=").count(), 2, "{header}");
+    assert!(with(&stripe, &["whsec_new"]) && with(&stripe, &["whsec_old"]));
+    assert!(!with(&stripe, &["whsec_other"]));
+    #[cfg(feature = "standard-webhooks")]
+    {
+        let old = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let new = "whsec_cXVpY2tzdGFydC10ZXN0LXNlY3JldC0yNA==";
+        let svix = Delivery::new("svix", new).unwrap().rotated_from(old).at(now).signed().unwrap();
+        assert!(with(&svix, &[new]) && with(&svix, &[old]));
+    }
+    let github = Delivery::new("github", "new").unwrap().rotated_from("old").at(now).signed().unwrap();
+    assert!(with(&github, &["old"]) && !with(&github, &["new"]));
 }

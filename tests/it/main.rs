@@ -18,6 +18,7 @@ mod aws_sns;
 mod citus;
 mod claim;
 mod cli;
+mod dev;
 mod faults;
 #[cfg(all(feature = "hookdeck", feature = "convoy"))]
 mod gateway;

@@ -1,0 +1,98 @@
+//! `webhook-dev scenario FILE`: a webhook contract kept as a file in your
+//! repository, one `send` step per line.
+//!
+//! # The format
+//! Plain text, one step per line: `send`, then the `send` command's
+//! arguments, split as a POSIX shell splits words (quotes and backslashes,
+//! no variables, no globbing). Empty lines and lines starting with `#` are
+//! skipped. `--to` may be a path, joined to `--base`; without it a step
+//! goes to `<base>/webhooks/<preset>`. Every line is checked before the
+//! first is sent; the steps run in order, each to its end.
+//!
+//! ```text
+//! # Our webhook contract (webhook-dev scenario webhooks.contract)
+//! send stripe --fixture payment_intent.succeeded --repeat 2 --expect 2xx
+//! send stripe --concurrent 16 --expect 2xx
+//! send stripe --tamper --expect 401
+//! send stripe --stale 3600 --expect 4xx
+//! send github --fixture issues.opened --out-of-order --expect 2xx
+//! send shopify --to /hooks/shopify --body tests/captured/order.json --expect 2xx
+//! ```
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use webhook_idempotency::cli::json_safe;
+
+use crate::send::{self, SendArgs, Usage};
+
+/// The flags of `scenario`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ScenarioArgs {
+    /// The scenario file.
+    file: PathBuf,
+    /// The base URL paths and presets are joined to.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:3000")]
+    base: String,
+    /// Print one JSON document instead of lines.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One line of a scenario file, parsed as the command line `webhook-dev
+/// send ...`.
+#[derive(Parser, Debug)]
+#[command(name = "webhook-dev", no_binary_name = true)]
+enum Line {
+    /// A `send` step.
+    Send(SendArgs),
+}
+
+/// The steps of `text`: (line number, the step's text, its arguments).
+pub(crate) fn parse(text: &str, base: &str) -> Result<Vec<(usize, String, SendArgs)>, Usage> {
+    let base = base.trim_end_matches('/');
+    let mut steps = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let (number, line) = (i + 1, line.trim());
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let words = shlex::split(line).ok_or_else(|| Usage(format!("line {number}: unbalanced quotes")))?;
+        let Line::Send(mut args) = Line::try_parse_from(words).map_err(|e| {
+            let first = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
+            Usage(format!("line {number}: {first}"))
+        })?;
+        args.to = Some(match args.to.take() {
+            Some(to) if to.starts_with('/') => format!("{base}{to}"),
+            Some(to) => to,
+            None => format!("{base}/webhooks/{}", args.preset),
+        });
+        steps.push((number, line.to_owned(), args));
+    }
+    if steps.is_empty() {
+        return Err(Usage("the scenario has no step".into()));
+    }
+    Ok(steps)
+}
+
+/// `webhook-dev scenario`: whether every step's answers matched.
+pub(crate) async fn run(args: ScenarioArgs) -> Result<bool, Usage> {
+    let text = std::fs::read_to_string(&args.file).map_err(|e| Usage(format!("{}: {e}", args.file.display())))?;
+    let steps = parse(&text, &args.base)?;
+    let mut reports = Vec::new();
+    for (number, line, step) in &steps {
+        let report = send::execute(step).await.map_err(|Usage(m)| Usage(format!("line {number}: {m}")))?;
+        if !args.json {
+            println!("line {number}: {line}");
+            report.print("  ");
+        }
+        reports.push(serde_json::json!({"line": number, "step": line, "report": report}));
+    }
+    let ok = reports.iter().all(|r| r["report"]["ok"] == true);
+    if args.json {
+        println!("{}", json_safe(&serde_json::json!({"steps": reports, "ok": ok}).to_string()));
+    } else {
+        println!("{}", if ok { "every step as expected" } else { "a step was not as expected" });
+    }
+    Ok(ok)
+}
