@@ -41,8 +41,9 @@ use serde::Serialize;
 use webhook_idempotency::providers::{self, github, stripe, KeyKind, UrlArg};
 use webhook_idempotency::{Provider, SigningSecret, WebhookEvent, WebhookLayer, WebhookTx};
 
-const DEFAULT_STRIPE_SECRET: &str = "whsec_quickstart_test_secret";
-const DEFAULT_GITHUB_SECRET: &str = "quickstart-github-test-secret";
+// Every preset's test key (`PresetInfo::test_key`), which `webhook-dev send` signs with when given none.
+const DEFAULT_STRIPE_SECRET: &str = providers::TEST_SECRET;
+const DEFAULT_GITHUB_SECRET: &str = providers::TEST_SECRET;
 
 const STRIPE_FIXTURE: &[u8] = include_bytes!("fixtures/stripe/payment_intent.succeeded.json");
 const STRIPE_HEADERS: &str = include_str!("fixtures/stripe/payment_intent.succeeded.headers");
@@ -205,33 +206,23 @@ fn secret_for(name: &str, default: &str) -> String {
     std::env::var(&var).unwrap_or_else(|_| default.to_owned())
 }
 
-/// Whether `provider` takes `text` as its signing secret (its key-material
-/// check, as the layer's build runs it).
-fn accepts(provider: &Provider, text: &str) -> bool {
-    let secret = [SigningSecret::from(text)];
-    let (parts, ()) = axum::http::Request::post("/").body(()).expect("a request").into_parts();
-    let delivery = webhook_idempotency::verify::Delivery::new(&parts, b"", &secret, std::time::SystemTime::now());
-    provider.check(&delivery).err().and_then(|e| e.key_material().cloned()).is_none()
-}
-
-/// The key of `preset`'s registry example, as text.
-fn example_secret(preset: &providers::PresetInfo) -> String {
-    let example = preset.example("quickstart", std::time::SystemTime::now(), b"{}");
-    example.secrets.first().map(|s| String::from_utf8_lossy(s.expose()).into_owned()).unwrap_or_default()
+/// The public key that verifies deliveries signed with `preset`'s test
+/// private key (Discord, SendGrid), as text.
+fn test_public_key(preset: &providers::PresetInfo) -> Option<String> {
+    let signing = providers::Signing::new("http://localhost/", "", std::time::SystemTime::now(), b"{}");
+    let signed = preset.sign(preset.test_key()?, &signing).ok()?;
+    signed.secrets.first().map(|s| String::from_utf8_lossy(s.expose()).into_owned())
 }
 
 /// The optional presets compiled in (`cargo run --all-features --example
 /// quickstart` serves all of them), from the registry, each on
-/// `/webhooks/<name>` with `$NAME_WEBHOOK_SECRET` or a test secret. Presets
-/// that verify with public keys (Discord, SendGrid) are served when
-/// `$NAME_PUBLIC_KEY` is set.
+/// `/webhooks/<name>` with `$NAME_WEBHOOK_SECRET` or the preset's test key
+/// (`webhook-dev send <name>` signs with it when given no key). Presets that
+/// verify with public keys (Discord, SendGrid) take `$NAME_PUBLIC_KEY`, else
+/// the public key of their test private key.
 fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
     let base = format!("http://{addr}");
     let mut v: Vec<(&'static str, Provider, String)> = Vec::new();
-    let test = "quickstart-test-secret";
-    // base64("quickstart-test-secret-24"), in the Standard Webhooks `whsec_`
-    // form (the specification wants 24 to 64 key bytes).
-    let whsec = "whsec_cXVpY2tzdGFydC10ZXN0LXNlY3JldC0yNA==";
     for preset in providers::all() {
         if [stripe::FACTS.name, github::FACTS.name].contains(&preset.name) {
             continue; // served with their own flags
@@ -242,35 +233,25 @@ fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
             _ => Some(base.clone()),
         };
         let Ok(provider) = preset.provider(url.as_deref()) else { continue };
-        let key = match preset.key {
-            KeyKind::PublicKey => {
+        let key = match (preset.key, preset.test_key()) {
+            (KeyKind::PublicKey, _) => {
                 let var = format!("{}_PUBLIC_KEY", preset.name.to_uppercase().replace('-', "_"));
-                match std::env::var(&var) {
-                    Ok(key) => key,
-                    Err(_) => {
-                        println!("{} not served: set {var} (the public key the sender verifies with)", preset.name);
-                        continue;
-                    }
+                match std::env::var(&var).ok().or_else(|| test_public_key(preset)) {
+                    Some(key) => key,
+                    None => continue,
                 }
             }
-            KeyKind::Fetched => {
+            (_, None) => {
                 // The registry's SNS provider accepts any topic (for offline checks): a receiver names its own.
                 println!("{} not served: name your topics, Provider::aws_sns(AwsSns::new([topic_arn]))", preset.name);
                 continue;
             }
-            KeyKind::Whsec => secret_for(preset.name, whsec),
-            // base64("quickstart-test-secret"), as Airtable shows its `macSecretBase64`.
-            KeyKind::Base64Secret => secret_for(preset.name, "cXVpY2tzdGFydC10ZXN0LXNlY3JldA=="),
-            // hex("quickstart-test-secret"), as Adyen shows its HMAC key.
-            KeyKind::HexSecret => secret_for(preset.name, "717569636b73746172742d746573742d736563726574"),
-            // A preset with a key format of its own (Postmark's `user:password`): its example's key.
-            _ if !accepts(&provider, test) => secret_for(preset.name, &example_secret(preset)),
-            _ => secret_for(preset.name, test),
+            (_, Some(test)) => secret_for(preset.name, test),
         };
         v.push((preset.name, provider, key));
     }
     if !v.is_empty() {
-        println!("other presets: $<PRESET>_WEBHOOK_SECRET, else the test secret {test} ({whsec} for standard-webhooks, svix; its base64 for airtable, its hex for adyen; a preset's example key where it takes another form)");
+        println!("other presets: $<PRESET>_WEBHOOK_SECRET, else the preset's test key (PresetInfo::test_key: {} for most; Discord and SendGrid: $<PRESET>_PUBLIC_KEY, else the public key of the test private key), which `webhook-dev send <preset>` signs with when given none", providers::TEST_SECRET);
     }
     v
 }

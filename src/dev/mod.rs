@@ -51,23 +51,12 @@ pub fn fixture_source(preset: &str) -> Option<String> {
     fixture::file(preset).map(|f| f.source)
 }
 
-/// A key of the kind `preset` takes, for tests only: what [`Delivery::new`]
-/// signs with and your test's layer is configured with (a signing secret
-/// in the preset's form: `whsec_` for Standard Webhooks and Svix, base64
-/// for Airtable, hexadecimal for Adyen, `user:password` for Postmark; a
-/// fixed 32-byte private key in hexadecimal for Discord and SendGrid, whose
-/// public key [`Delivery::receiver_key`] gives). `None` for an unknown
-/// preset or one whose key is the sender's own (AWS SNS).
+/// A key of the kind `preset` takes, for tests only: what your test's
+/// layer is configured with and [`Delivery::new`] signs with
+/// ([`PresetInfo::test_key`]). `None` for an unknown preset or one whose key
+/// is the sender's own (AWS SNS).
 pub fn test_key(preset: &str) -> Option<&'static str> {
-    use crate::providers::KeyKind;
-    Some(match crate::providers::find(preset)?.key {
-        KeyKind::Whsec => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-        KeyKind::Base64Secret => "ZGV2LXRlc3Qtc2VjcmV0LTAxMjM0NTY3ODlhYmNkZWY=",
-        KeyKind::HexSecret => "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
-        KeyKind::PublicKey => "0707070707070707070707070707070707070707070707070707070707070707",
-        KeyKind::Fetched => return None,
-        _ => "dev:test-secret-0123456789abcdef",
-    })
+    crate::providers::find(preset)?.test_key()
 }
 
 /// The presets with fixtures.

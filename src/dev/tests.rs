@@ -167,3 +167,52 @@ fn a_rotation_is_verified_by_the_keys_the_receiver_holds() {
     let github = Delivery::new("github", "new").unwrap().rotated_from("old").at(now).signed().unwrap();
     assert!(with(&github, &["old"]) && !with(&github, &["new"]));
 }
+
+const REDELIVERY_START: &str = "<!-- generated: dev::tests::the_redelivery_table_is_what_the_presets_sign -->\n";
+const REDELIVERY_END: &str = "<!-- end of the generated redelivery table -->";
+
+/// docs/providers.md's "What a redelivery keeps": for each preset, one
+/// event of its default fixture signed twice, two seconds apart, compared.
+fn redelivery_table() -> String {
+    let mut table =
+        String::from("| preset | event key | a redelivery keeps | a redelivery changes |\n|---|---|---|---|\n");
+    let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    for preset in crate::providers::all() {
+        let Some(key) = test_key(preset.name) else { continue };
+        let event = Delivery::new(preset.name, key).unwrap().url("https://example.com/webhooks/x");
+        let (a, b) = (event.clone().at(at).signed().unwrap(), event.at(at + Duration::from_secs(2)).signed().unwrap());
+        let mut names: Vec<&str> = a.parts.headers.keys().map(http::HeaderName::as_str).collect();
+        names.retain(|n| *n != "content-type");
+        names.sort_unstable();
+        names.dedup();
+        let (same, changed): (Vec<&str>, Vec<&str>) =
+            names.into_iter().partition(|n| a.parts.headers.get_all(*n).iter().eq(b.parts.headers.get_all(*n).iter()));
+        let code = |list: Vec<&str>| list.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+        let mut keeps = if a.body == b.body { vec!["the body".to_owned()] } else { vec![] };
+        keeps.extend((!same.is_empty()).then(|| code(same)));
+        let mut changes = if a.body == b.body { vec![] } else { vec!["the body (its signature is inside)".to_owned()] };
+        changes.extend((!changed.is_empty()).then(|| code(changed)));
+        let key = if preset.dedupes { preset.key_source() } else { "new for each delivery".to_owned() };
+        let or_nothing = |v: Vec<String>| if v.is_empty() { "nothing".to_owned() } else { v.join("; ") };
+        table.push_str(&format!("| `{}` | {key} | {} | {} |\n", preset.name, or_nothing(keeps), or_nothing(changes)));
+    }
+    table
+}
+
+#[cfg(feature = "full")]
+#[test]
+fn the_redelivery_table_is_what_the_presets_sign() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/providers.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.find(REDELIVERY_START).expect("the table's start mark") + REDELIVERY_START.len();
+    let end = start + text[start..].find(REDELIVERY_END).expect("the table's end mark");
+    let table = redelivery_table();
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, format!("{}{table}{}", &text[..start], &text[end..])).unwrap();
+    } else {
+        assert!(
+            text[start..end] == table,
+            "docs/providers.md: the redelivery table differs; run with UPDATE_DOCS=1:\n{table}"
+        );
+    }
+}

@@ -63,7 +63,7 @@ use preset::{
 pub use preset::{Example, KeyKind, KeyTextError, PresetInfo, UrlArg, UrlRequired, DEFAULT_REPLAY_WINDOW};
 #[allow(unused_imports)] // the presets use what they need
 use signing::signed_delivery;
-pub use signing::{SignError, SignErrorKind, Signing};
+pub use signing::{SignError, SignErrorKind, Signing, TEST_SECRET};
 // `Provider` itself is public at the crate root only (`webhook_idempotency::Provider`).
 pub(crate) use provider::Provider;
 pub use provider::{Challenge, CheckError, CheckErrorKind};

@@ -13,6 +13,17 @@ use std::time::SystemTime;
 use super::preset::{example_parts, ExampleOf, Source};
 use super::{Example, KeyTextError, PresetInfo, UrlArg};
 
+/// The signing secret of the test keys ([`PresetInfo::test_key`]) of the
+/// presets that take a secret as text: the quickstart's default, and what
+/// `webhook-dev` signs with when given none. For tests only. Letters,
+/// digits and `-` only, as Telegram's `secret_token` must be.
+pub const TEST_SECRET: &str = "dev-test-secret-0123456789abcdef";
+
+/// The test key of a preset whose secret is Basic credentials
+/// (`user:password`, Postmark): [`TEST_SECRET`]'s password for the user
+/// `dev`.
+const TEST_CREDENTIALS: &str = "dev:dev-test-secret-0123456789abcdef";
+
 /// One delivery to sign with [`PresetInfo::sign`].
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
@@ -208,6 +219,37 @@ impl PresetInfo {
             parts: example_parts(&target, headers),
             body: signing.body.to_vec(),
         })
+    }
+
+    /// A key of the kind this preset takes, for tests only: what the
+    /// quickstart configures when no `$<PRESET>_WEBHOOK_SECRET` is set and
+    /// what `webhook-dev` and [`dev::Delivery`](crate::dev) sign with when
+    /// given none. [`TEST_SECRET`] for a secret given as text; a `whsec_`
+    /// secret for Standard Webhooks and Svix; base64 for Airtable;
+    /// hexadecimal for Adyen; for Discord and SendGrid a fixed 32-byte
+    /// private key in hexadecimal (the receiver's public key is the signed
+    /// delivery's [`secrets`](Example::secrets)). `None` when the key is the
+    /// sender's own (AWS SNS).
+    pub fn test_key(&self) -> Option<&'static str> {
+        Some(match self.key {
+            super::KeyKind::Whsec => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            super::KeyKind::Base64Secret => "ZGV2LXRlc3Qtc2VjcmV0LTAxMjM0NTY3ODlhYmNkZWY=",
+            super::KeyKind::HexSecret => "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
+            super::KeyKind::PublicKey => "0707070707070707070707070707070707070707070707070707070707070707",
+            super::KeyKind::Fetched => return None,
+            _ if self.takes(TEST_SECRET) => TEST_SECRET,
+            _ => TEST_CREDENTIALS,
+        })
+    }
+
+    /// Whether the preset's verifier takes `text` as its key (its key
+    /// material check, as the layer's build runs it).
+    fn takes(&self, text: &str) -> bool {
+        let Ok(provider) = self.provider(Some("https://example.com/")) else { return false };
+        let secret = [crate::verify::SigningSecret::from(text)];
+        let parts = http::Request::post("/").body(()).expect("a request").into_parts().0;
+        let delivery = crate::verify::Delivery::new(&parts, b"", &secret, SystemTime::now());
+        provider.check(&delivery).err().and_then(|e| e.key_material().cloned()).is_none()
     }
 
     /// The preset's provider as a receiver at `signing`'s URL builds it.

@@ -16,12 +16,14 @@
 //!
 //! `--to` defaults to `http://127.0.0.1:3000/webhooks/<preset>` (the
 //! quickstart's routes); the key to `--secret`, else
-//! `$<PRESET>_WEBHOOK_SECRET` (`-` as `_`, upper case), else, for a
-//! public-key scheme (Discord, SendGrid), a fixed test private key whose
-//! public key is printed for the receiver.
+//! `$<PRESET>_WEBHOOK_SECRET` (`-` as `_`, upper case), else the preset's
+//! test key (`PresetInfo::test_key`), which the quickstart serves with
+//! (for a public-key scheme, Discord and SendGrid, a fixed test private key
+//! whose public key is printed for the receiver).
 //!
-//! Exit status: 0 when every answer matched `--expect` (or, without it, was
-//! a 2xx); 1 when one did not or a request failed; 2 on a usage error.
+//! Exit status: 0 when every answer matched `--expect` (without it, when
+//! every request was answered); 1 when one did not match or a request got
+//! no answer; 2 on a usage error.
 //!
 //! Output: one line per delivery (`#1 stripe evt_... 200 (replayed) 12 ms`);
 //! `--json` prints one JSON document instead. Answer bodies are cut to 200

@@ -31,7 +31,8 @@ pub(crate) struct SendArgs {
     #[arg(long, value_name = "URL")]
     pub(crate) to: Option<String>,
     /// The signing secret, as the receiver is configured (default
-    /// `$<PRESET>_WEBHOOK_SECRET`); for a public-key scheme the private key.
+    /// `$<PRESET>_WEBHOOK_SECRET`, else the preset's test key, which the
+    /// quickstart serves with); for a public-key scheme the private key.
     /// Never printed. Prefer the variable: a command line is visible to the
     /// machine's other users.
     #[arg(long, value_name = "SECRET", allow_hyphen_values = true)]
@@ -164,11 +165,10 @@ fn key(args: &SendArgs) -> Result<(String, Option<String>), Usage> {
     if let Some(secret) = args.secret.clone().or_else(|| std::env::var(&var).ok()) {
         return Ok((secret, None));
     }
-    if preset.key == KeyKind::PublicKey {
-        let test = webhook_idempotency::dev::test_key(preset.name).expect("a public-key preset has a test key");
-        return Ok((test.to_owned(), Some("the crate's test private key".to_owned())));
+    match preset.test_key() {
+        Some(test) => Ok((test.to_owned(), Some(var))),
+        None => Err(Usage(format!("{} is signed with the sender's own key: it cannot be sent", preset.name))),
     }
-    Err(Usage(format!("give the signing secret: --secret, or ${var}")))
 }
 
 /// What one `send` did.
@@ -203,11 +203,15 @@ impl Report {
 pub(crate) async fn execute(args: &SendArgs) -> Result<Report, Usage> {
     let (key, test_key) = key(args)?;
     let events = events(args, &key)?;
-    let receiver_public_key = match (test_key, events[0].receiver_key()) {
+    let preset = providers::find(&args.preset).ok_or_else(|| unknown_preset(&args.preset))?;
+    let receiver_public_key = match (&test_key, events[0].receiver_key()) {
         (_, Err(e)) => return Err(Usage(e.to_string())),
-        (Some(_), Ok(public)) => Some(public),
-        (None, Ok(_)) => None,
+        (Some(_), Ok(public)) if preset.key == KeyKind::PublicKey => Some(public),
+        _ => None,
     };
+    if let (Some(var), false) = (&test_key, args.json) {
+        eprintln!("webhook-dev: no --secret and no ${var}: signed with the preset's test key (PresetInfo::test_key)");
+    }
     let deliveries = deliver(args, &events).await?;
     let ok = deliveries.iter().all(|o| o.matched);
     Ok(Report { preset: events[0].preset().to_owned(), deliveries, ok, receiver_public_key })

@@ -19,7 +19,7 @@ use super::{assert_distributed, layout};
 use crate::support::*;
 
 /// The quickstart's test secret when `STRIPE_WEBHOOK_SECRET` is unset.
-const QUICKSTART_STRIPE_SECRET: &str = "whsec_quickstart_test_secret";
+const QUICKSTART_STRIPE_SECRET: &str = webhook_idempotency::providers::TEST_SECRET;
 /// The scope the quickstart's Stripe route claims in.
 const QUICKSTART_SCOPE: &str = "quickstart";
 
