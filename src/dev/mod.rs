@@ -306,7 +306,7 @@ impl Delivery {
             }
         }
         if self.tampered {
-            self.tamper(&mut signed);
+            self.tamper(&mut signed, &signing);
         }
         Ok(signed)
     }
@@ -363,9 +363,20 @@ impl Delivery {
     }
 
     /// Changes one byte of what authenticates `signed` (see
-    /// [`tampered`](Self::tampered)).
-    fn tamper(&self, signed: &mut Example) {
+    /// [`tampered`](Self::tampered)). A scheme that signs inside the body
+    /// (Mailgun, Adyen) covers only some of its fields: there the byte
+    /// changed is one of the signature's own, found where the same delivery
+    /// signed with another key differs.
+    fn tamper(&self, signed: &mut Example, signing: &Signing<'_>) {
         if self.preset.signs_body {
+            let other_key = other_key(&self.key);
+            if let Ok(other) = self.preset.sign(&other_key, signing) {
+                let differs = signed.body.iter().zip(&other.body).position(|(a, b)| a != b);
+                if let (true, Some(i)) = (other.body.len() == signed.body.len(), differs) {
+                    flip_middle(&mut signed.body[i..=i]);
+                    return;
+                }
+            }
             flip_middle(&mut signed.body);
             return;
         }
@@ -381,6 +392,20 @@ impl Delivery {
         }
         flip_middle(&mut signed.body);
     }
+}
+
+/// `key` with its last letter or digit changed to another of its kind: a
+/// key of the same form (hexadecimal stays hexadecimal).
+fn other_key(key: &str) -> String {
+    let mut bytes = key.as_bytes().to_vec();
+    if let Some(i) = bytes.iter().rposition(u8::is_ascii_alphanumeric) {
+        bytes[i] = match bytes[i] {
+            b'0' => b'1',
+            b'a' | b'A' => bytes[i] + 1,
+            b => if b.is_ascii_digit() { b'0' } else { b - 1 },
+        };
+    }
+    String::from_utf8(bytes).unwrap_or_default()
 }
 
 /// Replaces the letter or digit nearest the middle of `bytes` with another
