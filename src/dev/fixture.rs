@@ -34,7 +34,8 @@
 //! object the event is about, the same for the two events of an
 //! out-of-order pair), `{{seq}}` (1, then 2 for the newer event of a pair),
 //! `{{now}}` (Unix seconds), `{{now_ms}}` (Unix milliseconds) and
-//! `{{now_rfc3339}}` (`2026-12-05T17:12:57Z`). All are drawn once per event
+//! `{{now_rfc3339}}` (`2026-12-05T17:12:57Z`), `{{now_rfc3339_ms}}`
+//! (`2026-12-05T17:12:57.123Z`). All are drawn once per event
 //! and kept by its redeliveries: the times are when the event was made (the
 //! first delivery's signing time), not when a redelivery is signed. A JSON
 //! string that is exactly `{{n}}`, `{{seq}}`, `{{now}}` or `{{now_ms}}`
@@ -78,8 +79,39 @@ const FILES: &[(&str, &str)] = &[
     ("line", include_str!("fixtures/line.json")),
     ("linear", include_str!("fixtures/linear.json")),
     ("mailgun", include_str!("fixtures/mailgun.json")),
+    ("mandrill", include_str!("fixtures/mandrill.json")),
+    ("meta", include_str!("fixtures/meta.json")),
+    ("mux", include_str!("fixtures/mux.json")),
+    ("notion", include_str!("fixtures/notion.json")),
+    ("paddle", include_str!("fixtures/paddle.json")),
+    ("pagerduty", include_str!("fixtures/pagerduty.json")),
+    ("paystack", include_str!("fixtures/paystack.json")),
+    ("postmark", include_str!("fixtures/postmark.json")),
+    ("quickbooks", include_str!("fixtures/quickbooks.json")),
+    ("razorpay", include_str!("fixtures/razorpay.json")),
+    ("recurly", include_str!("fixtures/recurly.json")),
+    ("sanity", include_str!("fixtures/sanity.json")),
+    ("sendgrid", include_str!("fixtures/sendgrid.json")),
+    ("sentry", include_str!("fixtures/sentry.json")),
+    ("shopify", include_str!("fixtures/shopify.json")),
     ("slack", include_str!("fixtures/slack.json")),
+    ("square", include_str!("fixtures/square.json")),
+    ("standard-webhooks", include_str!("fixtures/standard-webhooks.json")),
     ("stripe", include_str!("fixtures/stripe.json")),
+    ("svix", include_str!("fixtures/svix.json")),
+    ("telegram", include_str!("fixtures/telegram.json")),
+    ("trello", include_str!("fixtures/trello.json")),
+    ("twilio", include_str!("fixtures/twilio.json")),
+    ("twitch", include_str!("fixtures/twitch.json")),
+    ("typeform", include_str!("fixtures/typeform.json")),
+    ("vercel", include_str!("fixtures/vercel.json")),
+    ("vonage", include_str!("fixtures/vonage.json")),
+    ("webflow", include_str!("fixtures/webflow.json")),
+    ("woocommerce", include_str!("fixtures/woocommerce.json")),
+    ("workos", include_str!("fixtures/workos.json")),
+    ("xero", include_str!("fixtures/xero.json")),
+    ("zendesk", include_str!("fixtures/zendesk.json")),
+    ("zoom", include_str!("fixtures/zoom.json")),
 ];
 
 /// One preset's fixture file.
@@ -197,12 +229,15 @@ pub(super) fn render(template: &str, ids: &EventIds) -> String {
         .ok()
         .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
         .unwrap_or_default();
+    // The same with the milliseconds: `...:57.123Z`.
+    let rfc3339_ms = rfc3339.strip_suffix('Z').map_or_else(String::new, |s| format!("{s}.{:03}Z", millis % 1000));
     template
         .replace("{{id}}", &ids.id)
         .replace("{{uuid}}", &ids.uuid)
         .replace("{{n}}", &ids.n.to_string())
         .replace("{{object}}", &ids.object)
         .replace("{{seq}}", &ids.seq.to_string())
+        .replace("{{now_rfc3339_ms}}", &rfc3339_ms)
         .replace("{{now_rfc3339}}", &rfc3339)
         .replace("{{now_ms}}", &millis.to_string())
         .replace("{{now}}", &secs.to_string())
