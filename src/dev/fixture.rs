@@ -36,10 +36,12 @@
 //! `{{now}}` (Unix seconds), `{{now_ms}}` (Unix milliseconds) and
 //! `{{now_rfc3339}}` (`2026-12-05T17:12:57Z`), `{{now_rfc3339_ms}}`
 //! (`2026-12-05T17:12:57.123Z`). All are drawn once per event
-//! and kept by its redeliveries: the times are when the event was made (the
-//! first delivery's signing time), not when a redelivery is signed. A JSON
-//! string that is exactly `{{n}}`, `{{seq}}`, `{{now}}` or `{{now_ms}}`
-//! becomes a number.
+//! and kept by its redeliveries: the times are when the event was made, not
+//! when a redelivery is signed. `{{sent}}` and `{{sent_ms}}` are the time
+//! this delivery is signed (Unix seconds, milliseconds), for senders that
+//! write it in the body (Linear's `webhookTimestamp`). A JSON string that is
+//! exactly `{{n}}`, `{{seq}}`, `{{now}}`, `{{now_ms}}`, `{{sent}}` or
+//! `{{sent_ms}}` becomes a number.
 
 use std::time::SystemTime;
 
@@ -166,6 +168,8 @@ pub(super) struct EventIds {
     pub(super) seq: u32,
     /// When the event was made.
     pub(super) created: SystemTime,
+    /// When this delivery of it is signed (`{{sent}}`, `{{sent_ms}}`).
+    pub(super) sent: SystemTime,
 }
 
 impl EventIds {
@@ -177,7 +181,8 @@ impl EventIds {
             n: number(),
             object: token(),
             seq: 1,
-            created: SystemTime::now(),
+            created: creation_time(),
+            sent: SystemTime::now(),
         }
     }
 
@@ -196,13 +201,31 @@ impl EventIds {
             n,
             object: token_of("object"),
             seq: 1,
-            created: SystemTime::now(),
+            created: creation_time(),
+            sent: SystemTime::now(),
         }
     }
 
     /// Fresh values for the next event about the same object.
     pub(super) fn next_of_object(&self) -> Self {
         Self { object: self.object.clone(), seq: self.seq + 1, ..Self::fresh() }
+    }
+}
+
+/// Now, to the millisecond, and later than every earlier call's answer in
+/// this process: two events made at once are a millisecond apart, so a
+/// sender whose key is a time (Airtable, Xero) gives each its own.
+fn creation_time() -> SystemTime {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = u64::try_from(unix(SystemTime::now()).as_millis()).unwrap_or(u64::MAX);
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(last + 1);
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(next),
+            Err(seen) => last = seen,
+        }
     }
 }
 
@@ -221,6 +244,11 @@ fn number() -> u32 {
 }
 
 /// `template` with each placeholder replaced (see the module docs).
+/// `at` since the Unix epoch (zero before it).
+fn unix(at: SystemTime) -> std::time::Duration {
+    at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default()
+}
+
 pub(super) fn render(template: &str, ids: &EventIds) -> String {
     let at = ids.created;
     let secs = at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -241,6 +269,8 @@ pub(super) fn render(template: &str, ids: &EventIds) -> String {
         .replace("{{now_rfc3339}}", &rfc3339)
         .replace("{{now_ms}}", &millis.to_string())
         .replace("{{now}}", &secs.to_string())
+        .replace("{{sent_ms}}", &unix(ids.sent).as_millis().to_string())
+        .replace("{{sent}}", &unix(ids.sent).as_secs().to_string())
 }
 
 /// `value` with its strings rendered; a string that is exactly a numeric
@@ -248,7 +278,9 @@ pub(super) fn render(template: &str, ids: &EventIds) -> String {
 pub(super) fn render_json(value: &serde_json::Value, ids: &EventIds) -> serde_json::Value {
     use serde_json::Value;
     match value {
-        Value::String(s) if ["{{n}}", "{{seq}}", "{{now}}", "{{now_ms}}"].contains(&s.as_str()) => {
+        Value::String(s)
+            if ["{{n}}", "{{seq}}", "{{now}}", "{{now_ms}}", "{{sent}}", "{{sent_ms}}"].contains(&s.as_str()) =>
+        {
             let text = render(s, ids);
             text.parse::<u64>().map_or(Value::String(text), Value::from)
         }

@@ -285,8 +285,9 @@ impl Delivery {
         let (body, extra) = match &self.body {
             Body::Fixture(f) => {
                 let mut headers = vec![("content-type".to_owned(), f.content_type().to_owned())];
-                headers.extend(f.headers.iter().map(|(k, v)| (k.clone(), fixture::render(v, &self.ids))));
-                (f.body(&self.ids), headers)
+                let ids = EventIds { sent: at, ..self.ids.clone() };
+                headers.extend(f.headers.iter().map(|(k, v)| (k.clone(), fixture::render(v, &ids))));
+                (f.body(&ids), headers)
             }
             Body::Raw(bytes) => (bytes.clone(), vec![("content-type".to_owned(), "application/json".to_owned())]),
         };
@@ -402,7 +403,13 @@ fn other_key(key: &str) -> String {
         bytes[i] = match bytes[i] {
             b'0' => b'1',
             b'a' | b'A' => bytes[i] + 1,
-            b => if b.is_ascii_digit() { b'0' } else { b - 1 },
+            b => {
+                if b.is_ascii_digit() {
+                    b'0'
+                } else {
+                    b - 1
+                }
+            }
         };
     }
     String::from_utf8(bytes).unwrap_or_default()

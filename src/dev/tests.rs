@@ -91,7 +91,8 @@ fn fixture_files_parse_and_name_compiled_presets() {
 #[test]
 fn placeholders_are_rendered_and_numbers_stay_numbers() {
     let created = SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
-    let ids = EventIds { id: "AbC".into(), uuid: "u-1".into(), n: 42, object: "Obj".into(), seq: 2, created };
+    let ids =
+        EventIds { id: "AbC".into(), uuid: "u-1".into(), n: 42, object: "Obj".into(), seq: 2, created, sent: created };
     let value = serde_json::json!({"a": "evt_{{id}}", "b": "{{n}}", "c": "{{now_ms}}", "d": ["{{now_rfc3339}}", "{{seq}}"], "e": "x{{now}}", "f": "{{now_rfc3339_ms}}"});
     assert_eq!(
         fixture::render_json(&value, &ids),
