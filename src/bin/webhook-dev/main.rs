@@ -48,7 +48,7 @@ struct Args {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Sign one event of a preset and deliver it, as its sender would.
-    Send(send::SendArgs),
+    Send(Box<send::SendArgs>),
     /// Run the `send` steps of a scenario file, one per line.
     Scenario(scenario::ScenarioArgs),
     /// List a preset's fixtures (every preset's, without one).
@@ -72,7 +72,7 @@ fn main() -> ExitCode {
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
     let outcome = match args.command {
-        Command::Send(send) => runtime.block_on(send::run(send)),
+        Command::Send(send) => runtime.block_on(send::run(*send)),
         Command::Scenario(scenario) => runtime.block_on(scenario::run(scenario)),
         Command::Fixtures { preset } => fixtures(preset.as_deref()),
     };
