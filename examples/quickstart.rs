@@ -258,6 +258,14 @@ fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
                 println!("{} not served: name your topics, Provider::aws_sns(AwsSns::new([topic_arn]))", preset.name);
                 continue;
             }
+            KeyKind::ShippedRoot => {
+                // The registry's App Store provider accepts no app: a receiver names its own.
+                println!(
+                    "{} not served: name your app, Provider::apple_app_store(AppleAppStore::production(bundle_id, app_apple_id))",
+                    preset.name
+                );
+                continue;
+            }
             KeyKind::Whsec => secret_for(preset.name, whsec),
             // base64("quickstart-test-secret"), as Airtable shows its `macSecretBase64`.
             KeyKind::Base64Secret => secret_for(preset.name, "cXVpY2tzdGFydC10ZXN0LXNlY3JldA=="),

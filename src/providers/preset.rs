@@ -45,6 +45,12 @@ pub enum KeyKind {
     /// A shared HMAC secret given as the sender shows it, in hexadecimal,
     /// whose decoded bytes key the HMAC (Adyen's HMAC key).
     HexSecret,
+    /// Nothing configured: the delivery carries its signing certificate
+    /// chain, checked up to a root the crate ships (Apple App Store Server
+    /// Notifications: Apple Root CA - G3,
+    /// [`apple_app_store::APPLE_ROOT_CA_G3`](crate::providers::apple_app_store::APPLE_ROOT_CA_G3)
+    /// with the `apple-app-store` feature).
+    ShippedRoot,
 }
 
 /// Key material text a preset refuses (see [`PresetInfo::secret`] and

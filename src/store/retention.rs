@@ -545,6 +545,7 @@ mod tests {
             (airtable::NAME, 30, "retries, no published span"),
             (docusign::NAME, 30, "ten retries at least 24 h apart, no upper bound; manual republish"),
             (trello::NAME, 30, "no span the research could confirm"),
+            (apple_app_store::NAME, 181, "retries over 6.5 days; Get Notification History returns 180 days"),
         ];
         for preset in providers::all() {
             match preset.facts() {

@@ -104,6 +104,14 @@ const ROWS: &[Row] = &[
         Seconds,
         "AWS's SDK validators (aws-js-sns-message-validator, sns-message-validator for PHP) check no age: the 1 h of delivery retries",
     ),
+    (
+        "apple-app-store",
+        15_638_400,
+        15_638_400,
+        Inclusive,
+        Millis,
+        "Apple's app-store-server-library (SignedDataVerifier) checks no age: the replay window, 181 days",
+    ),
 ];
 
 #[test]
