@@ -165,26 +165,17 @@ fn sns_topic(provider: Provider, preset: &PresetInfo, body: &[u8]) -> Provider {
     }
 }
 
-/// Apple App Store: the registry's provider accepts no app (a receiver names
-/// its own); this offline check accepts the notification's own bundle id and
-/// environment (and app Apple ID in production), which it prints. The chain
-/// is still checked up to the shipped Apple root.
+/// Apple App Store: the registry's provider accepts no app; this check accepts the notification's own (printed).
 fn apple_app(provider: Provider, preset: &PresetInfo, body: &[u8]) -> Provider {
     use providers::apple_app_store::{self as apple, AppleAppStore};
-    if preset.name != apple::NAME {
-        return provider;
-    }
-    let payload = apple::decoded_payload(body).unwrap_or_default();
-    let data = &payload["data"];
-    let (Some(bundle_id), Some(environment)) = (data["bundleId"].as_str(), data["environment"].as_str()) else {
-        return provider;
-    };
-    let settings = match (environment, data["appAppleId"].as_u64()) {
-        ("Production", Some(app)) => AppleAppStore::production(bundle_id, app),
-        ("Sandbox", _) => AppleAppStore::sandbox(bundle_id),
+    let data = apple::decoded_payload(body).map(|p| p["data"].clone()).unwrap_or_default();
+    let settings = match (data["bundleId"].as_str(), data["environment"].as_str(), data["appAppleId"].as_u64()) {
+        _ if preset.name != apple::NAME => return provider,
+        (Some(bundle), Some("Production"), Some(app)) => AppleAppStore::production(bundle, app),
+        (Some(bundle), Some("Sandbox"), _) => AppleAppStore::sandbox(bundle),
         _ => return provider,
     };
-    eprintln!("apple-app-store: checking the notification's own app {bundle_id} ({environment})");
+    eprintln!("apple-app-store: checking the notification's own app {} ({})", data["bundleId"], data["environment"]);
     Provider::apple_app_store(settings)
 }
 
@@ -305,10 +296,7 @@ fn key_material(preset: &PresetInfo, secrets: &[String], public_keys: &[String])
         out.push(preset.public_key(k).map_err(|e| Usage(format!("--public-key #{}: {e}", n_keys + 1)))?);
     }
     if preset.key == KeyKind::ShippedRoot && !out.is_empty() {
-        return Err(Usage(format!(
-            "--provider {} takes no --secret or --public-key: the chain is checked up to the root the crate ships",
-            preset.name
-        )));
+        return Err(Usage(format!("--provider {} takes no key: the crate ships its root", preset.name)));
     }
     if out.is_empty() && !matches!(preset.key, KeyKind::Fetched | KeyKind::ShippedRoot) {
         return Err(Usage("give at least one --secret (or --public-key)".into()));

@@ -72,26 +72,32 @@
 //! [`decoded_payload`] decodes its payload (without checking it again:
 //! the layer has).
 //!
-//! **Retries and replay window: 181 days.** Apple retries a v2 notification
+//! **Retries and replay window: 8 days.** Apple retries a v2 notification
 //! five times, 1, 12, 24, 48 and 72 hours after the previous attempt
-//! (6 days 13 hours in all; production only, a sandbox notification is sent
-//! once), and for missed notifications points to the Get Notification
-//! History API, which returns the same signed payloads for the past 180
-//! days ("Responding to App Store Server Notifications",
+//! (157 hours, 6.5 days, in all; production only: a sandbox notification is
+//! sent once), "Responding to App Store Server Notifications",
 //! <https://developer.apple.com/documentation/appstoreservernotifications/responding-to-app-store-server-notifications>;
-//! "Get Notification History",
-//! <https://developer.apple.com/documentation/appstoreserverapi/get-notification-history>).
-//! A recovery job that feeds them through this endpoint finds each one
-//! already claimed if it came: 180 days and a day of margin.
+//! a day of margin, rounded up. Apple sends nothing again after that: for
+//! missed notifications it points to the Get Notification History API
+//! (<https://developer.apple.com/documentation/appstoreserverapi/get-notification-history>),
+//! which returns the same signed payloads for the past 180 days (30 in the
+//! sandbox) to your code, not to the endpoint. To run such a payload through
+//! the layer, send it with the layer's operator-replay header (the chain and
+//! the app are still checked, the age is not); its claim dedupes it against
+//! the delivery that came only while retention keeps the key (8 days by
+//! default: ask the API for `onlyFailures`, or set a longer
+//! [`Retention`](crate::store::retention::Retention) window for this
+//! provider).
 //!
-//! **Tolerance: 181 days**, the replay window, either way, on the signed
+//! **Tolerance: 8 days**, the replay window, either way, on the signed
 //! `signedDate` (Unix milliseconds, compared to the millisecond). Apple's
-//! library checks no age, retries reach 6.5 days, and a recovered payload
-//! is up to 180 days old; a replay within the window is a duplicate of its
-//! claim, and an older one is refused as too old instead of running the
-//! handler again once retention has forgotten its key. A payload without
-//! `signedDate` is refused (Apple's library would check the chain at the
-//! current time instead; every notification carries it).
+//! library checks no age, and the last retry comes 6.5 days after the first
+//! attempt (Apple does not say whether a retry is signed afresh); a replay
+//! within the window is a duplicate of its claim, and an older one is
+//! refused as too old instead of running the handler again once retention
+//! has forgotten its key. A payload without `signedDate` is refused (Apple's
+//! library would check the chain at the current time instead; every
+//! notification carries it).
 //!
 //! **Handshake:** none (Apple's "Request a Test Notification" sends an
 //! ordinary signed `TEST` notification, verified and claimed like any other).
@@ -117,9 +123,9 @@ mod tests;
 /// The CLI name of the preset and the `provider` column of its claims.
 pub const NAME: &str = "apple-app-store";
 
-/// How long Apple can send a notification again, or hand it back for
-/// recovery: 181 days (see the module docs).
-pub const REPLAY_WINDOW: Duration = super::days(181);
+/// How long Apple can send a notification again: 8 days (retries over 157
+/// hours, a day of margin, rounded up; see the module docs).
+pub const REPLAY_WINDOW: Duration = super::days(8);
 
 /// The signed `signedDate`'s tolerance, both ways: the replay window (see the
 /// module docs).
@@ -409,6 +415,7 @@ pub(crate) const PRESET: super::PresetInfo = super::PresetInfo::new(
 .signs("ES256 JWS `signedPayload`, `x5c` chain to the shipped Apple Root CA - G3, the app's bundle id and environment")
 .key_from("the signed payload's notificationUUID (JWS in the body's signedPayload)")
 .fixture(super::Fixture::own(
-    "Apple's library's test notification and a real Apple-signed JWS, and the crate's test chain \
-     (`tests/fixtures/providers/apple-app-store/`), in the module's tests",
+    "Apple's library's test notification, a real Apple-signed JWS, and the crate's test chain \
+     (`tests/fixtures/providers/apple-app-store/`, its body.json accepted by Apple's library 1.9.0), in the \
+     module's tests",
 ));

@@ -106,11 +106,11 @@ const ROWS: &[Row] = &[
     ),
     (
         "apple-app-store",
-        15_638_400,
-        15_638_400,
+        691_200,
+        691_200,
         Inclusive,
         Millis,
-        "Apple's app-store-server-library (SignedDataVerifier) checks no age: the replay window, 181 days",
+        "Apple's app-store-server-library (SignedDataVerifier) checks no age: the replay window, 8 days",
     ),
 ];
 
