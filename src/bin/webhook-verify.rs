@@ -175,7 +175,8 @@ fn apple_app(provider: Provider, preset: &PresetInfo, body: &[u8]) -> Provider {
         (Some(bundle), Some("Sandbox"), _) => AppleAppStore::sandbox(bundle),
         _ => return provider,
     };
-    eprintln!("apple-app-store: checking the notification's own app {} ({})", data["bundleId"], data["environment"]);
+    let (bundle, environment) = (data["bundleId"].as_str().unwrap_or(""), data["environment"].as_str().unwrap_or(""));
+    eprintln!("apple-app-store: checking the notification's own app {bundle} ({environment})");
     Provider::apple_app_store(settings)
 }
 
