@@ -8,7 +8,7 @@
 //! "responseBodyV2DecodedPayload",
 //! <https://developer.apple.com/documentation/appstoreservernotifications/responsebodyv2decodedpayload>;
 //! and the reference implementation, Apple's `app-store-server-library`,
-//! `SignedDataVerifier` in Python, Node, Java and Swift): the body is
+//! `SignedDataVerifier`, read in its Python and Node versions): the body is
 //! `{"signedPayload": "<JWS>"}`, a compact JWS (`header.payload.signature`,
 //! each base64url). Its header names `alg` `ES256` and `x5c`, the
 //! certificate chain, leaf first, in standard base64 DER. The signature is
@@ -33,7 +33,7 @@
 //! roots (a test root, or Apple's next root beside this one); there is no way
 //! to skip the chain. The third `x5c` certificate is not a trust anchor:
 //! Apple's Python and Node libraries never read it (the chain ends at a
-//! trusted root), and neither does this preset beyond decoding the list.
+//! trusted root), and neither does this preset beyond counting it.
 //!
 //! **Not checked: revocation.** Apple's library asks Apple's OCSP responders
 //! whether the leaf and the intermediate are revoked only with
