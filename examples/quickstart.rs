@@ -241,6 +241,14 @@ fn other_presets(addr: SocketAddr) -> Vec<(&'static str, Provider, String)> {
                     None => continue,
                 }
             }
+            (KeyKind::ShippedRoot, _) => {
+                // The registry's App Store provider accepts no app: a receiver names its own.
+                println!(
+                    "{} not served: name your app, Provider::apple_app_store(AppleAppStore::production(bundle_id, app_apple_id))",
+                    preset.name
+                );
+                continue;
+            }
             (_, None) => {
                 // The registry's SNS provider accepts any topic (for offline checks): a receiver names its own.
                 println!("{} not served: name your topics, Provider::aws_sns(AwsSns::new([topic_arn]))", preset.name);

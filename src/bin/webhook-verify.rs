@@ -165,6 +165,21 @@ fn sns_topic(provider: Provider, preset: &PresetInfo, body: &[u8]) -> Provider {
     }
 }
 
+/// Apple App Store: the registry's provider accepts no app; this check accepts the notification's own (printed).
+fn apple_app(provider: Provider, preset: &PresetInfo, body: &[u8]) -> Provider {
+    use providers::apple_app_store::{self as apple, AppleAppStore};
+    let data = apple::decoded_payload(body).map(|p| p["data"].clone()).unwrap_or_default();
+    let settings = match (data["bundleId"].as_str(), data["environment"].as_str(), data["appAppleId"].as_u64()) {
+        _ if preset.name != apple::NAME => return provider,
+        (Some(bundle), Some("Production"), Some(app)) => AppleAppStore::production(bundle, app),
+        (Some(bundle), Some("Sandbox"), _) => AppleAppStore::sandbox(bundle),
+        _ => return provider,
+    };
+    let (bundle, environment) = (data["bundleId"].as_str().unwrap_or(""), data["environment"].as_str().unwrap_or(""));
+    eprintln!("apple-app-store: checking the notification's own app {bundle} ({environment})");
+    Provider::apple_app_store(settings)
+}
+
 fn request(args: &Args) -> Result<http::request::Parts, Usage> {
     // No message below echoes a value: any of them may be a secret given to
     // the wrong flag.
@@ -281,7 +296,10 @@ fn key_material(preset: &PresetInfo, secrets: &[String], public_keys: &[String])
         }
         out.push(preset.public_key(k).map_err(|e| Usage(format!("--public-key #{}: {e}", n_keys + 1)))?);
     }
-    if out.is_empty() && preset.key != KeyKind::Fetched {
+    if preset.key == KeyKind::ShippedRoot && !out.is_empty() {
+        return Err(Usage(format!("--provider {} takes no key: the crate ships its root", preset.name)));
+    }
+    if out.is_empty() && !matches!(preset.key, KeyKind::Fetched | KeyKind::ShippedRoot) {
         return Err(Usage("give at least one --secret (or --public-key)".into()));
     }
     Ok(out)
@@ -305,6 +323,7 @@ fn run(args: &Args) -> Result<bool, Usage> {
     let parts = request(args)?;
     let body = read_body(&args.body_file, args.body_limit)?;
     let provider = sns_topic(provider(preset, args.url.as_deref(), args.hubspot_accept_v1_v2)?, preset, &body);
+    let provider = apple_app(provider, preset, &body);
     let secrets = key_material(preset, &args.secrets, &args.public_keys)?;
     let now = args.now.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
     let at = UNIX_EPOCH

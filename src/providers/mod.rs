@@ -274,6 +274,8 @@ pub mod zendesk;
 
 #[cfg(feature = "airtable")]
 pub mod airtable;
+#[cfg(feature = "apple-app-store")]
+pub mod apple_app_store;
 #[cfg(feature = "aws-sns")]
 pub mod aws_sns;
 #[cfg(feature = "docusign")]
@@ -485,6 +487,8 @@ pub const REGISTRY: &[PresetInfo] = &[
     docusign::PRESET,
     #[cfg(feature = "trello")]
     trello::PRESET,
+    #[cfg(feature = "apple-app-store")]
+    apple_app_store::PRESET,
 ];
 
 /// Every preset's name, as claims store it (their `provider` column) and
@@ -494,6 +498,7 @@ pub const REGISTRY: &[PresetInfo] = &[
 const NAMES: &[&str] = &[
     "adyen",
     "airtable",
+    "apple-app-store",
     "asana",
     "aws-sns",
     "bitbucket",

@@ -45,6 +45,9 @@ pub enum KeyKind {
     /// A shared HMAC secret given as the sender shows it, in hexadecimal,
     /// whose decoded bytes key the HMAC (Adyen's HMAC key).
     HexSecret,
+    /// Nothing configured: the delivery carries its certificate chain, checked up to a root the crate ships
+    /// (Apple App Store Server Notifications: Apple Root CA - G3).
+    ShippedRoot,
 }
 
 /// Key material text a preset refuses (see [`PresetInfo::secret`] and
@@ -504,16 +507,13 @@ impl PresetInfo {
         }
     }
 
-    /// A delivery the preset accepts: event key `id` where the scheme carries
-    /// one in a header, signed at `at` over `body`, with a fixed test key.
-    /// The scheme writes `at` in its own unit, truncating what it cannot
-    /// carry: whole seconds for most, milliseconds for Front, Webflow,
-    /// Recurly and HubSpot, RFC 3339 text to the second for Box, Twitch and
-    /// Zendesk. Schemes that read the
-    /// body check what it carries: Linear wants `webhookTimestamp` (Unix
-    /// milliseconds) in it. An `id` that cannot be a header value leaves
-    /// that header out; a scheme that reads its key from the body (Stripe,
-    /// Front, most presets) ignores `id`: put the event id in `body`.
+    /// A delivery the preset accepts: event key `id` where the scheme carries one in a header, signed at `at`
+    /// over `body`, with a fixed test key. The scheme writes `at` in its own unit, truncating what it cannot
+    /// carry: whole seconds for most, milliseconds for Front, Webflow, Recurly and HubSpot, RFC 3339 text to the
+    /// second for Box, Twitch and Zendesk. Schemes that read the body check what it carries: Linear wants
+    /// `webhookTimestamp` (Unix milliseconds) in it. An `id` that cannot be a header value leaves that header
+    /// out; a scheme that reads its key from the body (Stripe, Front, most presets) ignores `id`: put the event
+    /// id in `body`.
     pub fn example(&self, id: &str, at: SystemTime, body: &[u8]) -> Example {
         let secret = example_secret();
         let (provider, headers) = match self.source {

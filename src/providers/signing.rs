@@ -100,7 +100,7 @@ pub enum SignErrorKind {
     Body,
     /// The preset's deliveries cannot be signed with given key material: its
     /// key is the sender's own, fetched or chained to a root the crate ships
-    /// (AWS SNS, Apple).
+    /// (AWS SNS, the App Store).
     Unsupported,
 }
 
@@ -229,14 +229,14 @@ impl PresetInfo {
     /// hexadecimal for Adyen; for Discord and SendGrid a fixed 32-byte
     /// private key in hexadecimal (the receiver's public key is the signed
     /// delivery's [`secrets`](Example::secrets)). `None` when the key is the
-    /// sender's own (AWS SNS).
+    /// sender's own (AWS SNS, the App Store).
     pub fn test_key(&self) -> Option<&'static str> {
         Some(match self.key {
             super::KeyKind::Whsec => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
             super::KeyKind::Base64Secret => "ZGV2LXRlc3Qtc2VjcmV0LTAxMjM0NTY3ODlhYmNkZWY=",
             super::KeyKind::HexSecret => "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
             super::KeyKind::PublicKey => "0707070707070707070707070707070707070707070707070707070707070707",
-            super::KeyKind::Fetched => return None,
+            super::KeyKind::Fetched | super::KeyKind::ShippedRoot => return None,
             _ if self.takes(TEST_SECRET) => TEST_SECRET,
             _ => TEST_CREDENTIALS,
         })

@@ -487,8 +487,7 @@ mod tests {
 
     const DAY: u64 = 86_400;
 
-    /// A store whose pool never connects: building a retention makes no
-    /// connection.
+    /// A store whose pool never connects: building a retention makes no connection.
     fn idle_pool() -> StoreConfig {
         StoreConfig::of_pool(AnyPool::unreachable())
     }
@@ -545,6 +544,7 @@ mod tests {
             (airtable::NAME, 30, "retries, no published span"),
             (docusign::NAME, 30, "ten retries at least 24 h apart, no upper bound; manual republish"),
             (trello::NAME, 30, "no span the research could confirm"),
+            (apple_app_store::NAME, 8, "5 retries over 157 hours"),
         ];
         for preset in providers::all() {
             match preset.facts() {

@@ -710,9 +710,10 @@ async fn no_credential_reaches_the_handler_or_the_inbox_for_any_preset() {
 async fn no_credential_reaches_the_handler_or_the_inbox_when_a_verifier_is_wrapped_in_a_closure() {
     let now = unix_now();
     let mut cases = credentialed(now);
-    // A preset whose key is fetched (SNS) needs its own verifier to take no
-    // secret; a closure's default asks for one. It reads no credential.
-    cases.retain(|c| find(c.provider.name()).is_none_or(|p| p.key != KeyKind::Fetched));
+    // A preset whose key is fetched (SNS) or whose root is shipped (Apple)
+    // needs its own verifier to take no secret; a closure's default asks for
+    // one. It reads no credential.
+    cases.retain(|c| find(c.provider.name()).is_none_or(|p| !matches!(p.key, KeyKind::Fetched | KeyKind::ShippedRoot)));
     for case in &mut cases {
         let inner = case.provider.clone();
         let wrapped = inner.clone().verifier(move |d: &Delivery<'_>| inner.verify(d));

@@ -104,6 +104,14 @@ const ROWS: &[Row] = &[
         Seconds,
         "AWS's SDK validators (aws-js-sns-message-validator, sns-message-validator for PHP) check no age: the 1 h of delivery retries",
     ),
+    (
+        "apple-app-store",
+        691_200,
+        691_200,
+        Inclusive,
+        Millis,
+        "Apple's app-store-server-library (SignedDataVerifier) checks no age: the replay window, 8 days",
+    ),
 ];
 
 #[test]

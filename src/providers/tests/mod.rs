@@ -94,7 +94,7 @@ fn every_example_rotates_and_replays() {
             let got = verifier.precheck(&bare).map_err(|e| e.kind());
             assert_eq!(got, Err(VerifyErrorKind::MissingHeader), "{name}: the precheck without its headers");
         }
-        if !matches!(preset.key, KeyKind::PublicKey | KeyKind::Fetched) {
+        if !matches!(preset.key, KeyKind::PublicKey | KeyKind::Fetched | KeyKind::ShippedRoot) {
             let unrelated = preset.secret(match preset.key {
                 KeyKind::Whsec => "whsec_dW5yZWxhdGVkLXVucmVsYXRlZC11bnJlbGF0ZWQ=",
                 KeyKind::Base64Secret => "YW4tdW5yZWxhdGVkLXNlY3JldA==",
@@ -276,9 +276,10 @@ fn every_example_verifies_and_tampering_fails() {
                 preset.name
             );
         }
-        // Without key material nothing verifies; a fetched key (SNS) needs none configured.
+        // Without key material nothing verifies; a fetched key (SNS) or a shipped root (Apple) needs none configured.
         let d = Delivery::new(&ex.parts, &ex.body, &[], at(NOW));
-        let want = if preset.key == KeyKind::Fetched { Ok(()) } else { Err(VerifyErrorKind::NoSecret) };
+        let none_needed = matches!(preset.key, KeyKind::Fetched | KeyKind::ShippedRoot);
+        let want = if none_needed { Ok(()) } else { Err(VerifyErrorKind::NoSecret) };
         assert_eq!(verifier.verify(&d).map_err(|e| e.kind()), want, "{}", preset.name);
     }
 }
