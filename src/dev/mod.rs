@@ -374,7 +374,12 @@ impl Delivery {
             if let Ok(other) = self.preset.sign(&other_key, signing) {
                 let differs = signed.body.iter().zip(&other.body).position(|(a, b)| a != b);
                 if let (true, Some(i)) = (other.body.len() == signed.body.len(), differs) {
-                    flip_middle(&mut signed.body[i..=i]);
+                    // A signature's character: a letter or digit becomes another, `+`, `/` or `=` an `A`.
+                    if signed.body[i].is_ascii_alphanumeric() {
+                        flip_middle(&mut signed.body[i..=i]);
+                    } else {
+                        signed.body[i] = b'A';
+                    }
                     return;
                 }
             }

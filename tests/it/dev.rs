@@ -125,9 +125,8 @@ async fn webhook_dev_send_against_a_server_for_every_preset() {
         let (to, key) = (format!("{base}/webhooks/{name}"), dev::test_key(name).unwrap());
         let before = db.effects().await;
         let common = ["send", name, "--to", &to, "--secret", key];
-        let run = |extra: &'static [&'static str]| {
-            let args: Vec<&str> = common.iter().copied().chain(extra.iter().copied()).collect();
-            let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+        let run = |extra: &[&str]| {
+            let args: Vec<String> = common.iter().chain(extra).map(|s| (*s).to_owned()).collect();
             async move { webhook_dev(&args.iter().map(String::as_str).collect::<Vec<_>>()).await }
         };
         let (code, out) = run(&["--repeat", "2", "--expect", "2xx"]).await;
@@ -141,6 +140,10 @@ async fn webhook_dev_send_against_a_server_for_every_preset() {
         }
         let (code, out) = run(&["--tamper", "--expect", "4xx"]).await;
         assert_eq!(code, 0, "{name} --tamper: {out}");
+        // Three days stale: refused by the presets that sign a time, as the layer answers (401).
+        let want = if signs_time(&event(preset, &to)) { "401" } else { "2xx" };
+        let (code, out) = run(&["--stale", "259200", "--expect", want]).await;
+        assert_eq!(code, 0, "{name} --stale 259200 --expect {want}: {out}");
         let (code, out) = run(&["--tamper", "--expect", "2xx"]).await;
         assert_eq!(code, 1, "{name} --tamper --expect 2xx is a mismatch: {out}");
     }
@@ -203,9 +206,31 @@ async fn webhook_dev_scenario_runs_each_step_kind() {
     );
     let file = dir.path().join("contract");
     std::fs::write(&file, &scenario).unwrap();
-    let (code, out) = webhook_dev(&["scenario", file.to_str().unwrap(), "--base", &base]).await;
+    let (code, out) = webhook_dev(&["scenario", file.to_str().unwrap(), "--base", &base, "--json"]).await;
     assert_eq!(code, 0, "{out}");
+    let doc: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let steps = doc["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 8, "one report per step: {out}");
+    let deliveries = |i: usize| steps[i]["report"]["deliveries"].as_array().unwrap().clone();
+    let statuses = |i: usize| deliveries(i).iter().map(|d| d["status"].as_u64().unwrap()).collect::<Vec<_>>();
+    let replayed = |i: usize| deliveries(i).iter().filter(|d| d["replayed"] == true).count();
+    let events = |i: usize| {
+        deliveries(i).iter().map(|d| d["event"].as_str().unwrap().to_owned()).collect::<std::collections::BTreeSet<_>>()
+    };
+    // --repeat 2: the event, then its duplicate.
+    assert_eq!((statuses(0), replayed(0), events(0).len()), (vec![200, 200], 1, 1), "repeat: {out}");
+    // --concurrent 8: eight copies of one event, one ran.
+    assert_eq!((statuses(1).len(), replayed(1), events(1).len()), (8, 7, 1), "concurrent: {out}");
+    assert_eq!(db.effects_for(events(1).first().unwrap()).await, 1, "concurrent: one effect");
+    // --tamper, --stale, --future: refused.
+    assert_eq!((statuses(2), statuses(3), statuses(4)), (vec![401], vec![401], vec![401]), "{out}");
+    // --out-of-order: two events about one object, both processed.
+    assert_eq!((statuses(5), replayed(5), events(5).len()), (vec![200, 200], 0, 2), "out of order: {out}");
+    // --body: the captured bytes, keyed by their own id; --same-event does not change a raw body's key.
+    assert_eq!(events(6).into_iter().collect::<Vec<_>>(), ["evt_captured_1"], "{out}");
     assert_eq!(db.effects_for("evt_captured_1").await, 1, "the captured body, byte for byte: {out}");
+    // --slow-body: trickled, still processed; --to a path is joined to --base.
+    assert_eq!((statuses(7), replayed(7)), (vec![200], 0), "slow body: {out}");
     std::fs::write(&file, format!("{scenario}send stripe --secret {stripe} --tamper --expect 2xx\n")).unwrap();
     assert_eq!(webhook_dev(&["scenario", file.to_str().unwrap(), "--base", &base]).await.0, 1);
     let effects = db.effects().await;
