@@ -170,3 +170,26 @@ pub(crate) fn assert_body_identity(
     let id = identity(provider, &headers(&[]), body);
     assert_eq!((id.key.as_str(), id.event_type.as_deref()), (key, event_type));
 }
+
+/// Checks that the part of the file `file` (from the crate's root) between
+/// the marks `start` and `end` is `generated`, or, with `UPDATE_DOCS` set,
+/// writes it there: the docs' generated tables.
+///
+/// # Panics
+/// When a mark is missing, or the part differs without `UPDATE_DOCS`.
+#[track_caller]
+#[allow(dead_code)] // used by the tests of the generated tables
+pub(crate) fn generated_section(file: &str, start: &str, end: &str, generated: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let from = text.find(start).unwrap_or_else(|| panic!("{file}: no mark {start}")) + start.len();
+    let to = from + text[from..].find(end).unwrap_or_else(|| panic!("{file}: no mark {end}"));
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, format!("{}{generated}{}", &text[..from], &text[to..])).unwrap();
+    } else {
+        assert!(
+            text[from..to] == *generated,
+            "{file}: the generated part differs; run with UPDATE_DOCS=1:\n{generated}"
+        );
+    }
+}

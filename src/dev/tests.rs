@@ -203,19 +203,7 @@ fn redelivery_table() -> String {
 #[cfg(feature = "full")]
 #[test]
 fn the_redelivery_table_is_what_the_presets_sign() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/providers.md");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let start = text.find(REDELIVERY_START).expect("the table's start mark") + REDELIVERY_START.len();
-    let end = start + text[start..].find(REDELIVERY_END).expect("the table's end mark");
-    let table = redelivery_table();
-    if std::env::var_os("UPDATE_DOCS").is_some() {
-        std::fs::write(&path, format!("{}{table}{}", &text[..start], &text[end..])).unwrap();
-    } else {
-        assert!(
-            text[start..end] == table,
-            "docs/providers.md: the redelivery table differs; run with UPDATE_DOCS=1:\n{table}"
-        );
-    }
+    crate::test_support::generated_section("docs/providers.md", REDELIVERY_START, REDELIVERY_END, &redelivery_table());
 }
 
 /// A tampered delivery of a scheme that signs inside the body is refused

@@ -55,6 +55,16 @@ fn router(db: &TestDb, base: &str) -> Router {
     app
 }
 
+/// A server of [`router`] on a free loopback port: its base URL.
+async fn serve_every_preset(db: &TestDb) -> String {
+    // The router is built for the address it serves: bind first.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(db, &base);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base
+}
+
 /// Sends `req` through `app`: (status, whether answered as a replay).
 async fn send(app: &Router, req: http::Request<bytes::Bytes>) -> (StatusCode, bool) {
     let res = app.clone().oneshot(req.map(Body::from)).await.unwrap();
@@ -115,11 +125,7 @@ async fn webhook_dev(args: &[&str]) -> (i32, String) {
 #[tokio::test]
 async fn webhook_dev_send_against_a_server_for_every_preset() {
     let db = TestDb::new().await;
-    // The router is built for the address it serves: bind first.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(&db, &base);
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let base = serve_every_preset(&db).await;
     for preset in presets() {
         let name = preset.name;
         let (to, key) = (format!("{base}/webhooks/{name}"), dev::test_key(name).unwrap());
@@ -184,10 +190,7 @@ async fn webhook_dev_usage_errors_exit_2_and_never_echo_the_secret() {
 #[tokio::test]
 async fn webhook_dev_scenario_runs_each_step_kind() {
     let db = TestDb::new().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(&db, &base);
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let base = serve_every_preset(&db).await;
     let dir = tempfile::tempdir().unwrap();
     let body = dir.path().join("captured.json");
     std::fs::write(&body, br#"{"id":"evt_captured_1","object":"event","type":"invoice.paid"}"#).unwrap();

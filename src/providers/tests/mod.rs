@@ -150,11 +150,6 @@ fn tolerance(preset: &PresetInfo) -> Option<(u64, u64)> {
     (past != NO_LIMIT || ahead != NO_LIMIT).then_some((past, ahead))
 }
 
-/// The text of `file`, from the crate's root.
-fn doc_path(file: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file)
-}
-
 /// A tolerance as the table gives it: `none signed`, `300 s`, `600 s past,
 /// 0 s ahead`, or `under 300 s` for a scheme that refuses a time exactly at
 /// its limit (found by a probe half a second past the last whole second
@@ -214,19 +209,7 @@ const TABLE_END: &str = "<!-- end of the generated table -->";
 #[cfg(feature = "full")]
 #[test]
 fn the_presets_table_is_the_registry_s() {
-    let path = doc_path("docs/providers.md");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let start = text.find(TABLE_START).expect("docs/providers.md: the table's start mark") + TABLE_START.len();
-    let end = start + text[start..].find(TABLE_END).expect("docs/providers.md: the table's end mark");
-    let table = presets_table();
-    if std::env::var_os("UPDATE_DOCS").is_some() {
-        std::fs::write(&path, format!("{}{table}{}", &text[..start], &text[end..])).unwrap();
-    } else {
-        assert!(
-            text[start..end] == table,
-            "docs/providers.md: the table differs from the registry; run with UPDATE_DOCS=1:\n{table}"
-        );
-    }
+    crate::test_support::generated_section("docs/providers.md", TABLE_START, TABLE_END, &presets_table());
 }
 
 /// Each preset's module docs say which field orders its objects' changes
