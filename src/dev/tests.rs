@@ -217,3 +217,33 @@ fn the_redelivery_table_is_what_the_presets_sign() {
         );
     }
 }
+
+/// `webhook-dev`'s argument errors (`crate::cli::usage_message`) name the
+/// flag, never the value: a secret typed without `--secret`, or given to
+/// the wrong flag, is not printed.
+#[cfg(feature = "cli")]
+#[test]
+fn argument_errors_never_quote_the_value_given() {
+    use clap::{Arg, Command};
+    let command = || {
+        Command::new("webhook-dev").subcommand(
+            Command::new("send")
+                .arg(Arg::new("preset").required(true))
+                .arg(Arg::new("secret").long("secret"))
+                .arg(Arg::new("repeat").long("repeat").value_parser(clap::value_parser!(u32))),
+        )
+    };
+    for argv in [
+        &["webhook-dev", "send", "stripe", "whsec_LEAKED"][..],
+        &["webhook-dev", "send", "stripe", "--repeat", "whsec_LEAKED"],
+        &["webhook-dev", "whsec_LEAKED"],
+        &["webhook-dev", "send", "stripe", "--whsec_LEAKED"],
+    ] {
+        let e = command().try_get_matches_from(argv).unwrap_err();
+        let message = crate::cli::usage_message(&e, &command());
+        assert!(!message.contains("LEAKED"), "{argv:?}: {message}");
+        assert!(!e.to_string().is_empty());
+    }
+    let e = command().try_get_matches_from(["webhook-dev", "send", "stripe", "--repeat", "x"]).unwrap_err();
+    assert!(crate::cli::usage_message(&e, &command()).contains("--repeat"));
+}

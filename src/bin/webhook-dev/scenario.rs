@@ -59,8 +59,9 @@ pub(crate) fn parse(text: &str, base: &str) -> Result<Vec<(usize, String, SendAr
         }
         let words = shlex::split(line).ok_or_else(|| Usage(format!("line {number}: unbalanced quotes")))?;
         let Line::Send(mut args) = Line::try_parse_from(words).map_err(|e| {
-            let first = e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned();
-            Usage(format!("line {number}: {first}"))
+            use clap::CommandFactory as _;
+            // Not clap's own message: it would quote the value given, which may be a secret.
+            Usage(format!("line {number}: {}", webhook_idempotency::cli::usage_message(&e, &Line::command())))
         })?;
         args.to = Some(match args.to.take() {
             Some(to) if to.starts_with('/') => format!("{base}{to}"),
@@ -79,6 +80,9 @@ pub(crate) fn parse(text: &str, base: &str) -> Result<Vec<(usize, String, SendAr
 pub(crate) async fn run(args: ScenarioArgs) -> Result<bool, Usage> {
     let text = std::fs::read_to_string(&args.file).map_err(|e| Usage(format!("{}: {e}", args.file.display())))?;
     let steps = parse(&text, &args.base)?;
+    for (number, _, step) in &steps {
+        send::check(step).map_err(|Usage(m)| Usage(format!("line {number}: {m}")))?;
+    }
     let mut reports = Vec::new();
     for (number, line, step) in &steps {
         let report = send::execute(step).await.map_err(|Usage(m)| Usage(format!("line {number}: {m}")))?;

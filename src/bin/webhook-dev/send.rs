@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use webhook_idempotency::cli::{json_safe, printable};
-use webhook_idempotency::dev::Delivery;
+use webhook_idempotency::dev::{self, Delivery};
 use webhook_idempotency::providers::{self, KeyKind};
 
 /// A usage error: its message, exit status 2.
@@ -138,10 +138,14 @@ fn events(args: &SendArgs, key: &str) -> Result<Vec<Delivery>, Usage> {
     let usage = |e: webhook_idempotency::dev::DevError| Usage(e.to_string());
     let mut event = Delivery::new(name, key).map_err(usage)?;
     if let Some(fixture) = &args.fixture {
-        event = event.fixture(fixture).map_err(usage)?;
+        // The name is not echoed: it may be a secret given to the wrong flag.
+        event = event.fixture(fixture).map_err(|_| {
+            Usage(format!("{name} has no such --fixture (not shown); it has: {}", dev::fixtures(name).join(", ")))
+        })?;
     }
     if let Some(path) = &args.body {
-        let bytes = std::fs::read(path).map_err(|e| Usage(format!("--body {}: {e}", path.display())))?;
+        // The path is not echoed: it may be a secret given to the wrong flag.
+        let bytes = std::fs::read(path).map_err(|e| Usage(format!("cannot read --body: {}", e.kind())))?;
         event = event.body(bytes);
     }
     if let Some(seed) = &args.same_event {
@@ -169,6 +173,18 @@ fn key(args: &SendArgs) -> Result<(String, Option<String>), Usage> {
         Some(test) => Ok((test.to_owned(), Some(var))),
         None => Err(Usage(format!("{} is signed with the sender's own key: it cannot be sent", preset.name))),
     }
+}
+
+/// Whether `args` can be sent: the preset, the key, the fixture or body
+/// file, the URL, signed once without sending (a scenario checks every
+/// step before the first is sent).
+pub(crate) fn check(args: &SendArgs) -> Result<(), Usage> {
+    let (key, _) = key(args)?;
+    for event in events(args, &key)? {
+        event.signed().map_err(|e| Usage(e.to_string()))?;
+        event.origin().map_err(|e| Usage(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// What one `send` did.
