@@ -166,7 +166,20 @@ fn events(args: &SendArgs, key: &str) -> Result<Vec<Delivery>, Usage> {
 fn key(args: &SendArgs) -> Result<(String, Option<String>), Usage> {
     let preset = providers::find(&args.preset).ok_or_else(|| unknown_preset(&args.preset))?;
     let var = format!("{}_WEBHOOK_SECRET", preset.name.to_uppercase().replace('-', "_"));
-    if let Some(secret) = args.secret.clone().or_else(|| std::env::var(&var).ok()) {
+    let given = match (&args.secret, std::env::var(&var)) {
+        (Some(secret), _) => Some((secret.clone(), "--secret".to_owned())),
+        (None, Ok(secret)) => Some((secret, format!("${var}"))),
+        (None, Err(_)) => None,
+    };
+    if let Some((secret, from)) = given {
+        // An empty key signs nothing a receiver could be configured with
+        // (an empty variable in a `.env` file, `--secret "$UNSET"`).
+        if secret.is_empty() {
+            return Err(Usage(format!("{from} is empty")));
+        }
+        if secret.trim() != secret {
+            eprintln!("webhook-dev: {from} has leading or trailing whitespace: it is used byte for byte");
+        }
         return Ok((secret, None));
     }
     match preset.test_key() {
@@ -292,13 +305,21 @@ async fn one(client: &reqwest::Client, args: &SendArgs, event: &Delivery) -> Res
     let started = Instant::now();
     let answer = request.send().await;
     let (status, replayed, text) = match answer {
-        Ok(res) => {
+        Ok(mut res) => {
             let status = res.status().as_u16();
             let replayed = res.headers().contains_key("idempotent-replayed");
-            let text = res.text().await.unwrap_or_default();
+            // Only the start of the answer is shown: an endless answer is not read to its end.
+            let mut head = Vec::new();
+            while head.len() < ANSWER_READ {
+                match res.chunk().await {
+                    Ok(Some(chunk)) => head.extend_from_slice(&chunk),
+                    _ => break,
+                }
+            }
+            let text = String::from_utf8_lossy(&head);
             (Some(status), replayed, text.trim_end().chars().take(200).collect())
         }
-        Err(e) => (None, false, format!("error: {e}")),
+        Err(e) => (None, false, format!("error: {}", error_chain(&e, args.timeout))),
     };
     let matched = match (&args.expect, status) {
         (_, None) => false,
@@ -307,6 +328,28 @@ async fn one(client: &reqwest::Client, args: &SendArgs, event: &Delivery) -> Res
     };
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     Ok(Outcome { step: 0, event: event_key, status, replayed, ms, answer: text, matched })
+}
+
+/// How much of an answer's body is read (its first 200 characters are shown).
+const ANSWER_READ: usize = 4096;
+
+/// Why a request got no answer, with its causes (reqwest's own message
+/// names only the URL): `connection refused`, `timed out after 30 s`, ...
+fn error_chain(e: &reqwest::Error, timeout: u64) -> String {
+    if e.is_timeout() {
+        return format!("no answer within --timeout {timeout} s");
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// `body` as a stream of ten pieces spread over `over`.
