@@ -374,24 +374,45 @@ impl Delivery {
             if let Ok(other) = self.preset.sign(&other_key, signing) {
                 let differs = signed.body.iter().zip(&other.body).position(|(a, b)| a != b);
                 if let (true, Some(i)) = (other.body.len() == signed.body.len(), differs) {
-                    flip_middle(&mut signed.body[i..=i]);
+                    change_one_byte(&mut signed.body[i..=i]);
                     return;
                 }
             }
-            flip_middle(&mut signed.body);
+            tamper_body(&mut signed.body);
             return;
         }
         for name in self.preset.credential_headers {
             if let Some(value) = signed.parts.headers.get(*name) {
                 let mut bytes = value.as_bytes().to_vec();
-                flip_middle(&mut bytes);
+                change_one_byte(&mut bytes);
                 if let Ok(value) = http::HeaderValue::from_bytes(&bytes) {
                     signed.parts.headers.insert(*name, value);
                 }
                 return;
             }
         }
-        flip_middle(&mut signed.body);
+        tamper_body(&mut signed.body);
+    }
+}
+
+/// `body` with one byte changed ([`change_one_byte`]); an empty body gets
+/// one byte, the only change it can have.
+fn tamper_body(body: &mut Vec<u8>) {
+    if body.is_empty() {
+        body.push(b'0');
+    } else {
+        change_one_byte(body);
+    }
+}
+
+/// Changes one byte of `bytes` (not empty): the letter or digit nearest the
+/// middle ([`flip_middle`]), else, where there is none (`{}`, binary), the
+/// middle byte's lowest bit.
+fn change_one_byte(bytes: &mut [u8]) {
+    if !flip_middle(bytes) {
+        if let Some(byte) = bytes.get_mut(bytes.len() / 2) {
+            *byte ^= 1;
+        }
     }
 }
 
@@ -416,8 +437,8 @@ fn other_key(key: &str) -> String {
 }
 
 /// Replaces the letter or digit nearest the middle of `bytes` with another
-/// of its kind.
-fn flip_middle(bytes: &mut [u8]) {
+/// of its kind; whether there was one.
+fn flip_middle(bytes: &mut [u8]) -> bool {
     let mid = bytes.len() / 2;
     let nearest = (0..bytes.len()).filter(|&i| bytes[i].is_ascii_alphanumeric()).min_by_key(|&i| i.abs_diff(mid));
     if let Some(i) = nearest {
@@ -428,6 +449,7 @@ fn flip_middle(bytes: &mut [u8]) {
             b => b + 1,
         };
     }
+    nearest.is_some()
 }
 
 /// The body of a preset without fixtures: an event most presets keyed by a

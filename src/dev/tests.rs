@@ -247,3 +247,17 @@ fn argument_errors_never_quote_the_value_given() {
     let e = command().try_get_matches_from(["webhook-dev", "send", "stripe", "--repeat", "x"]).unwrap_err();
     assert!(crate::cli::usage_message(&e, &command()).contains("--repeat"));
 }
+
+/// `--tamper` changes a body without a letter or digit (`{}`, binary, empty)
+/// too: the receiver refuses it.
+#[test]
+fn a_body_without_letters_or_digits_is_tampered_too() {
+    let now = SystemTime::now();
+    for body in [&b""[..], b"{}", b"\xff\xfe[]"] {
+        let event = Delivery::new("stripe", "whsec_k").unwrap().body(body.to_vec()).at(now);
+        let tampered = event.clone().tampered().signed().unwrap();
+        assert_ne!(tampered.body, body, "{body:?}");
+        assert!(!verifies(&tampered, now), "{body:?}: a tampered copy verified");
+        assert!(verifies(&event.signed().unwrap(), now));
+    }
+}
