@@ -127,6 +127,9 @@ pub struct Delivery {
     at: Option<SystemTime>,
     tampered: bool,
     rotated_from: Option<String>,
+    /// The seed of [`seeded`](Self::seeded), if any: the ids are drawn
+    /// from it, the preset and the body.
+    seed: Option<String>,
 }
 
 impl Delivery {
@@ -161,6 +164,7 @@ impl Delivery {
             at: None,
             tampered: false,
             rotated_from: None,
+            seed: None,
         })
     }
 
@@ -182,7 +186,7 @@ impl Delivery {
             });
         };
         self.body = Body::Fixture(found);
-        Ok(self)
+        Ok(self.reseeded())
     }
 
     /// The same event with `body` as its body, sent byte for byte (a
@@ -190,7 +194,7 @@ impl Delivery {
     /// (Mailgun, Adyen) write their signature into it.
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
         self.body = Body::Raw(body.into());
-        self
+        self.reseeded()
     }
 
     /// Sent to `url`, an absolute `http` or `https` URL: its path and query
@@ -232,21 +236,36 @@ impl Delivery {
 
     /// The sender's next event: the same fixture with fresh ids, untampered.
     pub fn next_event(&self) -> Self {
-        Self { ids: EventIds::fresh(), tampered: false, ..self.clone() }
+        Self { ids: EventIds::fresh(), tampered: false, seed: None, ..self.clone() }
     }
 
     /// The next event about the same object (`{{object}}` kept, `{{seq}}`
     /// one higher, fresh event ids): send it before this one for an
     /// out-of-order pair.
     pub fn next_of_object(&self) -> Self {
-        Self { ids: self.ids.next_of_object(), tampered: false, ..self.clone() }
+        Self { ids: self.ids.next_of_object(), tampered: false, seed: None, ..self.clone() }
     }
 
     /// The same event with ids drawn from `seed` instead of at random: the
     /// same seed and fixture give the same event ids in every run (a body
     /// that carries the event's time still differs between runs).
     pub fn seeded(mut self, seed: &str) -> Self {
-        self.ids = EventIds::seeded(seed);
+        self.seed = Some(seed.to_owned());
+        self.reseeded()
+    }
+
+    /// The ids drawn anew from the seed, the preset and the body (a
+    /// fixture by name, your own bytes by their SHA-256), when seeded: one
+    /// seed used with two fixtures gives two events, not one event twice.
+    fn reseeded(mut self) -> Self {
+        use sha2::Digest as _;
+        if let Some(seed) = &self.seed {
+            let body = match &self.body {
+                Body::Fixture(f) => format!("fixture {}", f.name),
+                Body::Raw(bytes) => format!("body {}", hex::encode(sha2::Sha256::digest(bytes))),
+            };
+            self.ids = EventIds::seeded(&format!("{}\n{body}\n{seed}", self.preset.name));
+        }
         self
     }
 

@@ -151,8 +151,16 @@ fn events(args: &SendArgs, key: &str) -> Result<Vec<Delivery>, Usage> {
     if let Some(seed) = &args.same_event {
         event = event.seeded(seed);
     }
-    event = event.url(args.to.clone().unwrap_or_else(|| format!("http://127.0.0.1:3000/webhooks/{name}")));
+    let url = args.to.clone().unwrap_or_else(|| format!("http://127.0.0.1:3000/webhooks/{name}"));
+    event = event.url(url.clone());
     if let Some(old) = &args.rotate {
+        // Its own check first, so that an error names the key it is about.
+        let alone = Delivery::new(name, old.clone()).map_err(usage)?.url(url.clone());
+        if let Err(e) = alone.signed() {
+            if matches!(e.kind(), dev::DevErrorKind::Sign(providers::SignErrorKind::Key)) {
+                return Err(Usage(format!("--rotate: {e}")));
+            }
+        }
         event = event.rotated_from(old.clone());
     }
     if args.tamper {
