@@ -82,7 +82,7 @@ pub(crate) struct SendArgs {
     /// passes.
     #[arg(long, value_name = "STATUS")]
     pub(crate) expect: Option<Expect>,
-    /// Seconds to wait for each answer.
+    /// Seconds to wait for each answer (after the `--slow-body` seconds).
     #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub(crate) timeout: u64,
     /// Print one JSON document instead of lines.
@@ -270,7 +270,8 @@ pub(crate) async fn run(args: SendArgs) -> Result<bool, Usage> {
 async fn deliver(args: &SendArgs, events: &[Delivery]) -> Result<Vec<Outcome>, Usage> {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(args.timeout))
+        // The clock runs from the request's start: a trickled body's seconds come on top.
+        .timeout(Duration::from_secs(args.timeout + args.slow_body.unwrap_or(0)))
         .build()
         .map_err(|e| Usage(format!("an HTTP client: {e}")))?;
     let mut outcomes = Vec::new();
