@@ -283,3 +283,35 @@ fn a_seed_gives_one_event_per_fixture_and_body() {
     assert_eq!(github(b"{}"), github(b"{}"));
     assert_ne!(github(b"{}"), github(b"[]"));
 }
+
+/// The two events of an out-of-order pair are two events for every preset
+/// that dedupes: Lemon Squeezy, Cal.com and DocuSign key an event by its
+/// object and a time in whole seconds, and the pair, made a millisecond
+/// apart, was one event (the older dropped as a duplicate of the newer).
+#[test]
+fn an_out_of_order_pair_is_two_events_for_every_preset() {
+    let at = SystemTime::now();
+    let mut same = Vec::new();
+    for preset in crate::providers::all().iter().filter(|p| p.dedupes) {
+        let Some(key) = preset.test_key() else { continue };
+        let mut names = fixtures(preset.name);
+        if names.is_empty() {
+            names.push(String::new());
+        }
+        for name in names {
+            let mut older = Delivery::new(preset.name, key).unwrap();
+            if !name.is_empty() {
+                older = older.fixture(&name).unwrap();
+            }
+            let newer = older.next_of_object();
+            let key_of = |d: &Delivery| {
+                let ex = d.clone().at(at).signed().unwrap();
+                ex.provider.identify(&ex.parts, &ex.body).map(|id| id.key).unwrap_or_default()
+            };
+            if key_of(&older) == key_of(&newer) {
+                same.push(format!("{} {name}", preset.name));
+            }
+        }
+    }
+    assert_eq!(same, Vec::<String>::new());
+}
