@@ -191,7 +191,9 @@ impl Delivery {
 
     /// The same event with `body` as its body, sent byte for byte (a
     /// delivery you captured): the schemes that sign inside the body
-    /// (Mailgun, Adyen) write their signature into it.
+    /// (Mailgun, Adyen) write their signature into it. Sent as
+    /// `application/x-www-form-urlencoded` when it reads as a form and not
+    /// as JSON, else as `application/json`.
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
         self.body = Body::Raw(body.into());
         self.reseeded()
@@ -308,7 +310,7 @@ impl Delivery {
                 headers.extend(f.headers.iter().map(|(k, v)| (k.clone(), fixture::render(v, &ids))));
                 (f.body(&ids), headers)
             }
-            Body::Raw(bytes) => (bytes.clone(), vec![("content-type".to_owned(), "application/json".to_owned())]),
+            Body::Raw(bytes) => (bytes.clone(), vec![("content-type".to_owned(), raw_content_type(bytes).to_owned())]),
         };
         let id = self.header_id();
         let signing = Signing::new(&self.url, &id, at, &body);
@@ -469,6 +471,19 @@ fn flip_middle(bytes: &mut [u8]) -> bool {
         };
     }
     nearest.is_some()
+}
+
+/// The content type of your own bytes: form-encoded when they read as
+/// `name=value&...` and not as JSON (a captured Slack slash command, a
+/// Twilio callback), else JSON.
+fn raw_content_type(bytes: &[u8]) -> &'static str {
+    let form_byte = |b: &u8| b.is_ascii_alphanumeric() || b"=&%+-_.*~[]:,;/@!$'()".contains(b);
+    let form = bytes.contains(&b'=') && bytes.iter().all(form_byte);
+    if form && serde_json::from_slice::<serde_json::Value>(bytes).is_err() {
+        "application/x-www-form-urlencoded"
+    } else {
+        "application/json"
+    }
 }
 
 /// The body of a preset without fixtures: an event most presets keyed by a

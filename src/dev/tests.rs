@@ -315,3 +315,16 @@ fn an_out_of_order_pair_is_two_events_for_every_preset() {
     }
     assert_eq!(same, Vec::<String>::new());
 }
+
+/// Your own form-encoded bytes (a captured Slack slash command) go out as a
+/// form, not as JSON; JSON and anything else as JSON.
+#[test]
+fn a_raw_form_body_is_sent_as_a_form() {
+    let content_type = |body: &[u8]| {
+        let req = Delivery::new("slack", "k").unwrap().body(body.to_vec()).request().unwrap();
+        req.headers()["content-type"].to_str().unwrap().to_owned()
+    };
+    assert_eq!(content_type(b"token=x&team_id=T1&command=%2Fweather&text=94070"), "application/x-www-form-urlencoded");
+    assert_eq!(content_type(br#"{"type":"event_callback","a":"b=c"}"#), "application/json");
+    assert_eq!(content_type(b"\xff\xfe"), "application/json");
+}
