@@ -249,6 +249,20 @@ pub(crate) async fn execute(args: &SendArgs) -> Result<Report, Usage> {
     if let (Some(var), false) = (&test_key, args.json) {
         eprintln!("webhook-dev: no --secret and no ${var}: signed with the preset's test key (PresetInfo::test_key)");
     }
+    if let Some(seconds) = args.stale.or(args.future) {
+        // A scheme that signs no time is signed the same at any time: say so
+        // rather than let `--stale 3600 --expect 4xx` fail without a reason.
+        let now = SystemTime::now();
+        let shifted =
+            if args.stale.is_some() { now - Duration::from_secs(seconds) } else { now + Duration::from_secs(seconds) };
+        let at = |t| events[0].clone().at(t).signed().ok().map(|ex| (ex.parts.headers, ex.body));
+        if at(now) == at(shifted) {
+            eprintln!(
+                "webhook-dev: {} signs no timestamp: --stale and --future change nothing a receiver can check",
+                preset.name
+            );
+        }
+    }
     let deliveries = deliver(args, &events).await?;
     let ok = deliveries.iter().all(|o| o.matched);
     Ok(Report { preset: events[0].preset().to_owned(), deliveries, ok, receiver_public_key })
