@@ -72,6 +72,61 @@ pub fn json_safe(json: &str) -> String {
     out
 }
 
+/// A command-line error of `command` (its subcommands' flags included),
+/// worded without any value the user gave.
+///
+/// clap's own messages quote the rejected value (`invalid value 'whsec_...'
+/// for '--repeat'`) or the unexpected argument (a secret typed without its
+/// flag); this rebuilds the message from the error kind and the names of the
+/// flags `command` defines, which are the only argument text it repeats.
+pub fn usage_message(e: &clap::Error, command: &clap::Command) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    fn flags_of(command: &clap::Command, out: &mut Vec<String>) {
+        out.extend(command.get_arguments().filter_map(|a| a.get_long()).map(|l| format!("--{l}")));
+        for sub in command.get_subcommands() {
+            flags_of(sub, out);
+        }
+    }
+    let mut flags = Vec::new();
+    flags_of(command, &mut flags);
+    let known = |text: &str| -> bool {
+        let flag = text.split([' ', '=']).next().unwrap_or_default();
+        flags.iter().any(|f| f == flag)
+    };
+    let names = |kind: ContextKind| -> Vec<String> {
+        match e.get(kind) {
+            Some(ContextValue::String(s)) => known(s).then(|| s.clone()).into_iter().collect(),
+            Some(ContextValue::Strings(v)) => v.iter().filter(|s| known(s)).cloned().collect(),
+            _ => Vec::new(),
+        }
+    };
+    let arg = names(ContextKind::InvalidArg).join(", ");
+    let arg = if arg.is_empty() { "an argument".to_owned() } else { arg };
+    let suggestion = match names(ContextKind::SuggestedArg).as_slice() {
+        [] => String::new(),
+        s => format!("; did you mean {}?", s.join(" or ")),
+    };
+    match e.kind() {
+        ErrorKind::UnknownArgument => format!(
+            "an argument is not one this command takes (not shown, as it may be a secret){suggestion}; \
+             give a secret after its own --secret"
+        ),
+        ErrorKind::InvalidSubcommand => "not a subcommand of this command (not shown, as it may be a secret)".into(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation => format!("invalid value (not shown) for {arg}"),
+        ErrorKind::MissingRequiredArgument => format!("missing required arguments: {arg}"),
+        ErrorKind::NoEquals => format!("{arg} needs its value after '='"),
+        ErrorKind::ArgumentConflict => format!("{arg} given more than once or with a conflicting flag"),
+        ErrorKind::TooManyValues | ErrorKind::TooFewValues | ErrorKind::WrongNumberOfValues => {
+            format!("wrong number of values for {arg}")
+        }
+        ErrorKind::InvalidUtf8 => "an argument is not valid UTF-8".into(),
+        ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            "a subcommand is missing; see --help".into()
+        }
+        other => format!("invalid arguments ({other})"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -206,9 +206,15 @@ impl EventIds {
         }
     }
 
-    /// Fresh values for the next event about the same object.
+    /// Fresh values for the next event about the same object, made at
+    /// least a second later: a body whose times are in whole seconds
+    /// (`{{now}}`, `{{now_rfc3339}}`) tells the newer event from the older,
+    /// as the sender's would (Lemon Squeezy, Cal.com and DocuSign key an
+    /// event by the object and such a time: the pair was one event).
     pub(super) fn next_of_object(&self) -> Self {
-        Self { object: self.object.clone(), seq: self.seq + 1, ..Self::fresh() }
+        let fresh = Self::fresh();
+        let created = fresh.created.max(self.created + std::time::Duration::from_secs(1));
+        Self { object: self.object.clone(), seq: self.seq + 1, created, ..fresh }
     }
 }
 

@@ -127,6 +127,9 @@ pub struct Delivery {
     at: Option<SystemTime>,
     tampered: bool,
     rotated_from: Option<String>,
+    /// The seed of [`seeded`](Self::seeded), if any: the ids are drawn
+    /// from it, the preset and the body.
+    seed: Option<String>,
 }
 
 impl Delivery {
@@ -161,6 +164,7 @@ impl Delivery {
             at: None,
             tampered: false,
             rotated_from: None,
+            seed: None,
         })
     }
 
@@ -182,15 +186,17 @@ impl Delivery {
             });
         };
         self.body = Body::Fixture(found);
-        Ok(self)
+        Ok(self.reseeded())
     }
 
     /// The same event with `body` as its body, sent byte for byte (a
     /// delivery you captured): the schemes that sign inside the body
-    /// (Mailgun, Adyen) write their signature into it.
+    /// (Mailgun, Adyen) write their signature into it. Sent as
+    /// `application/x-www-form-urlencoded` when it reads as a form and not
+    /// as JSON, else as `application/json`.
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
         self.body = Body::Raw(body.into());
-        self
+        self.reseeded()
     }
 
     /// Sent to `url`, an absolute `http` or `https` URL: its path and query
@@ -232,21 +238,36 @@ impl Delivery {
 
     /// The sender's next event: the same fixture with fresh ids, untampered.
     pub fn next_event(&self) -> Self {
-        Self { ids: EventIds::fresh(), tampered: false, ..self.clone() }
+        Self { ids: EventIds::fresh(), tampered: false, seed: None, ..self.clone() }
     }
 
     /// The next event about the same object (`{{object}}` kept, `{{seq}}`
     /// one higher, fresh event ids): send it before this one for an
     /// out-of-order pair.
     pub fn next_of_object(&self) -> Self {
-        Self { ids: self.ids.next_of_object(), tampered: false, ..self.clone() }
+        Self { ids: self.ids.next_of_object(), tampered: false, seed: None, ..self.clone() }
     }
 
     /// The same event with ids drawn from `seed` instead of at random: the
     /// same seed and fixture give the same event ids in every run (a body
     /// that carries the event's time still differs between runs).
     pub fn seeded(mut self, seed: &str) -> Self {
-        self.ids = EventIds::seeded(seed);
+        self.seed = Some(seed.to_owned());
+        self.reseeded()
+    }
+
+    /// The ids drawn anew from the seed, the preset and the body (a
+    /// fixture by name, your own bytes by their SHA-256), when seeded: one
+    /// seed used with two fixtures gives two events, not one event twice.
+    fn reseeded(mut self) -> Self {
+        use sha2::Digest as _;
+        if let Some(seed) = &self.seed {
+            let body = match &self.body {
+                Body::Fixture(f) => format!("fixture {}", f.name),
+                Body::Raw(bytes) => format!("body {}", hex::encode(sha2::Sha256::digest(bytes))),
+            };
+            self.ids = EventIds::seeded(&format!("{}\n{body}\n{seed}", self.preset.name));
+        }
         self
     }
 
@@ -289,7 +310,7 @@ impl Delivery {
                 headers.extend(f.headers.iter().map(|(k, v)| (k.clone(), fixture::render(v, &ids))));
                 (f.body(&ids), headers)
             }
-            Body::Raw(bytes) => (bytes.clone(), vec![("content-type".to_owned(), "application/json".to_owned())]),
+            Body::Raw(bytes) => (bytes.clone(), vec![("content-type".to_owned(), raw_content_type(bytes).to_owned())]),
         };
         let id = self.header_id();
         let signing = Signing::new(&self.url, &id, at, &body);
@@ -383,20 +404,41 @@ impl Delivery {
                     return;
                 }
             }
-            flip_middle(&mut signed.body);
+            tamper_body(&mut signed.body);
             return;
         }
         for name in self.preset.credential_headers {
             if let Some(value) = signed.parts.headers.get(*name) {
                 let mut bytes = value.as_bytes().to_vec();
-                flip_middle(&mut bytes);
+                change_one_byte(&mut bytes);
                 if let Ok(value) = http::HeaderValue::from_bytes(&bytes) {
                     signed.parts.headers.insert(*name, value);
                 }
                 return;
             }
         }
-        flip_middle(&mut signed.body);
+        tamper_body(&mut signed.body);
+    }
+}
+
+/// `body` with one byte changed ([`change_one_byte`]); an empty body gets
+/// one byte, the only change it can have.
+fn tamper_body(body: &mut Vec<u8>) {
+    if body.is_empty() {
+        body.push(b'0');
+    } else {
+        change_one_byte(body);
+    }
+}
+
+/// Changes one byte of `bytes` (not empty): the letter or digit nearest the
+/// middle ([`flip_middle`]), else, where there is none (`{}`, binary), the
+/// middle byte's lowest bit.
+fn change_one_byte(bytes: &mut [u8]) {
+    if !flip_middle(bytes) {
+        if let Some(byte) = bytes.get_mut(bytes.len() / 2) {
+            *byte ^= 1;
+        }
     }
 }
 
@@ -421,8 +463,8 @@ fn other_key(key: &str) -> String {
 }
 
 /// Replaces the letter or digit nearest the middle of `bytes` with another
-/// of its kind.
-fn flip_middle(bytes: &mut [u8]) {
+/// of its kind; whether there was one.
+fn flip_middle(bytes: &mut [u8]) -> bool {
     let mid = bytes.len() / 2;
     let nearest = (0..bytes.len()).filter(|&i| bytes[i].is_ascii_alphanumeric()).min_by_key(|&i| i.abs_diff(mid));
     if let Some(i) = nearest {
@@ -432,6 +474,20 @@ fn flip_middle(bytes: &mut [u8]) {
             b'Z' => b'A',
             b => b + 1,
         };
+    }
+    nearest.is_some()
+}
+
+/// The content type of your own bytes: form-encoded when they read as
+/// `name=value&...` and not as JSON (a captured Slack slash command, a
+/// Twilio callback), else JSON.
+fn raw_content_type(bytes: &[u8]) -> &'static str {
+    let form_byte = |b: &u8| b.is_ascii_alphanumeric() || b"=&%+-_.*~[]:,;/@!$'()".contains(b);
+    let form = bytes.contains(&b'=') && bytes.iter().all(form_byte);
+    if form && serde_json::from_slice::<serde_json::Value>(bytes).is_err() {
+        "application/x-www-form-urlencoded"
+    } else {
+        "application/json"
     }
 }
 

@@ -226,3 +226,114 @@ fn tampering_inside_the_body_always_changes_the_signature() {
         }
     }
 }
+
+/// `webhook-dev`'s argument errors (`crate::cli::usage_message`) name the
+/// flag, never the value: a secret typed without `--secret`, or given to
+/// the wrong flag, is not printed.
+#[cfg(feature = "cli")]
+#[test]
+fn argument_errors_never_quote_the_value_given() {
+    use clap::{Arg, Command};
+    let command = || {
+        Command::new("webhook-dev").subcommand(
+            Command::new("send")
+                .arg(Arg::new("preset").required(true))
+                .arg(Arg::new("secret").long("secret"))
+                .arg(Arg::new("repeat").long("repeat").value_parser(clap::value_parser!(u32))),
+        )
+    };
+    for argv in [
+        &["webhook-dev", "send", "stripe", "whsec_LEAKED"][..],
+        &["webhook-dev", "send", "stripe", "--repeat", "whsec_LEAKED"],
+        &["webhook-dev", "whsec_LEAKED"],
+        &["webhook-dev", "send", "stripe", "--whsec_LEAKED"],
+    ] {
+        let e = command().try_get_matches_from(argv).unwrap_err();
+        let message = crate::cli::usage_message(&e, &command());
+        assert!(!message.contains("LEAKED"), "{argv:?}: {message}");
+        assert!(!e.to_string().is_empty());
+    }
+    let e = command().try_get_matches_from(["webhook-dev", "send", "stripe", "--repeat", "x"]).unwrap_err();
+    assert!(crate::cli::usage_message(&e, &command()).contains("--repeat"));
+}
+
+/// `--tamper` changes a body without a letter or digit (`{}`, binary, empty)
+/// too: the receiver refuses it.
+#[test]
+fn a_body_without_letters_or_digits_is_tampered_too() {
+    let now = SystemTime::now();
+    for body in [&b""[..], b"{}", b"\xff\xfe[]"] {
+        let event = Delivery::new("stripe", "whsec_k").unwrap().body(body.to_vec()).at(now);
+        let tampered = event.clone().tampered().signed().unwrap();
+        assert_ne!(tampered.body, body, "{body:?}");
+        assert!(!verifies(&tampered, now), "{body:?}: a tampered copy verified");
+        assert!(verifies(&event.signed().unwrap(), now));
+    }
+}
+
+/// One seed gives the same event in every run, and two events for two
+/// fixtures or two bodies: `--same-event s --fixture a` and `--same-event
+/// s --fixture b` were one event id, the second dropped as a duplicate.
+#[test]
+fn a_seed_gives_one_event_per_fixture_and_body() {
+    let key_of = |d: Delivery| {
+        let ex = d.signed().unwrap();
+        ex.provider.identify(&ex.parts, &ex.body).unwrap().key
+    };
+    let stripe = || Delivery::new("stripe", "whsec_k").unwrap();
+    let a = key_of(stripe().seeded("s"));
+    assert_eq!(a, key_of(stripe().seeded("s")));
+    assert_eq!(a, key_of(stripe().seeded("s").fixture("payment_intent.succeeded").unwrap()));
+    let b = key_of(stripe().fixture("charge.refunded").unwrap().seeded("s"));
+    assert_eq!(b, key_of(stripe().seeded("s").fixture("charge.refunded").unwrap()));
+    assert_ne!(a, b);
+    assert_ne!(a, key_of(stripe().seeded("t")));
+    let github = |body: &[u8]| key_of(Delivery::new("github", "k").unwrap().body(body.to_vec()).seeded("s"));
+    assert_eq!(github(b"{}"), github(b"{}"));
+    assert_ne!(github(b"{}"), github(b"[]"));
+}
+
+/// The two events of an out-of-order pair are two events for every preset
+/// that dedupes: Lemon Squeezy, Cal.com and DocuSign key an event by its
+/// object and a time in whole seconds, and the pair, made a millisecond
+/// apart, was one event (the older dropped as a duplicate of the newer).
+#[test]
+fn an_out_of_order_pair_is_two_events_for_every_preset() {
+    let at = SystemTime::now();
+    let mut same = Vec::new();
+    for preset in crate::providers::all().iter().filter(|p| p.dedupes) {
+        let Some(key) = preset.test_key() else { continue };
+        let mut names = fixtures(preset.name);
+        if names.is_empty() {
+            names.push(String::new());
+        }
+        for name in names {
+            let mut older = Delivery::new(preset.name, key).unwrap();
+            if !name.is_empty() {
+                older = older.fixture(&name).unwrap();
+            }
+            let newer = older.next_of_object();
+            let key_of = |d: &Delivery| {
+                let ex = d.clone().at(at).signed().unwrap();
+                ex.provider.identify(&ex.parts, &ex.body).map(|id| id.key).unwrap_or_default()
+            };
+            if key_of(&older) == key_of(&newer) {
+                same.push(format!("{} {name}", preset.name));
+            }
+        }
+    }
+    assert_eq!(same, Vec::<String>::new());
+}
+
+/// Your own form-encoded bytes (a captured Slack slash command) go out as a
+/// form, not as JSON; JSON and anything else as JSON.
+#[test]
+fn a_raw_form_body_is_sent_as_a_form() {
+    let content_type = |body: &[u8]| {
+        let req = Delivery::new("slack", "k").unwrap().body(body.to_vec()).request().unwrap();
+        req.headers()["content-type"].to_str().unwrap().to_owned()
+    };
+    assert_eq!(content_type(b"token=x&team_id=T1&command=%2Fweather&text=94070"), "application/x-www-form-urlencoded");
+    assert_eq!(content_type(br#"{"type":"event_callback","a":"b=c"}"#), "application/json");
+    assert_eq!(content_type(b"\xff\xfe"), "application/json");
+}

@@ -62,7 +62,10 @@ fn main() -> ExitCode {
     let args = match Args::try_parse() {
         Ok(args) => args,
         Err(e) if e.use_stderr() => {
-            let _ = e.print();
+            // clap's own message would quote the value given: it may be a secret.
+            use clap::CommandFactory as _;
+            eprintln!("webhook-dev: {}", webhook_idempotency::cli::usage_message(&e, &Args::command()));
+            eprintln!("Usage: webhook-dev send <PRESET> [--to URL] [--secret SECRET] [OPTIONS]; see --help");
             return ExitCode::from(2);
         }
         Err(e) => {
@@ -80,7 +83,7 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(send::Usage(message)) => {
-            eprintln!("webhook-dev: {message}");
+            eprintln!("webhook-dev: {}", webhook_idempotency::cli::printable(&message));
             ExitCode::from(2)
         }
     }

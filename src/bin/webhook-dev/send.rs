@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use webhook_idempotency::cli::{json_safe, printable};
-use webhook_idempotency::dev::Delivery;
+use webhook_idempotency::dev::{self, Delivery};
 use webhook_idempotency::providers::{self, KeyKind};
 
 /// A usage error: its message, exit status 2.
@@ -82,7 +82,7 @@ pub(crate) struct SendArgs {
     /// passes.
     #[arg(long, value_name = "STATUS")]
     pub(crate) expect: Option<Expect>,
-    /// Seconds to wait for each answer.
+    /// Seconds to wait for each answer (after the `--slow-body` seconds).
     #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub(crate) timeout: u64,
     /// Print one JSON document instead of lines.
@@ -138,17 +138,29 @@ fn events(args: &SendArgs, key: &str) -> Result<Vec<Delivery>, Usage> {
     let usage = |e: webhook_idempotency::dev::DevError| Usage(e.to_string());
     let mut event = Delivery::new(name, key).map_err(usage)?;
     if let Some(fixture) = &args.fixture {
-        event = event.fixture(fixture).map_err(usage)?;
+        // The name is not echoed: it may be a secret given to the wrong flag.
+        event = event.fixture(fixture).map_err(|_| {
+            Usage(format!("{name} has no such --fixture (not shown); it has: {}", dev::fixtures(name).join(", ")))
+        })?;
     }
     if let Some(path) = &args.body {
-        let bytes = std::fs::read(path).map_err(|e| Usage(format!("--body {}: {e}", path.display())))?;
+        // The path is not echoed: it may be a secret given to the wrong flag.
+        let bytes = std::fs::read(path).map_err(|e| Usage(format!("cannot read --body: {}", e.kind())))?;
         event = event.body(bytes);
     }
     if let Some(seed) = &args.same_event {
         event = event.seeded(seed);
     }
-    event = event.url(args.to.clone().unwrap_or_else(|| format!("http://127.0.0.1:3000/webhooks/{name}")));
+    let url = args.to.clone().unwrap_or_else(|| format!("http://127.0.0.1:3000/webhooks/{name}"));
+    event = event.url(url.clone());
     if let Some(old) = &args.rotate {
+        // Its own check first, so that an error names the key it is about.
+        let alone = Delivery::new(name, old.clone()).map_err(usage)?.url(url.clone());
+        if let Err(e) = alone.signed() {
+            if matches!(e.kind(), dev::DevErrorKind::Sign(providers::SignErrorKind::Key)) {
+                return Err(Usage(format!("--rotate: {e}")));
+            }
+        }
         event = event.rotated_from(old.clone());
     }
     if args.tamper {
@@ -162,13 +174,38 @@ fn events(args: &SendArgs, key: &str) -> Result<Vec<Delivery>, Usage> {
 fn key(args: &SendArgs) -> Result<(String, Option<String>), Usage> {
     let preset = providers::find(&args.preset).ok_or_else(|| unknown_preset(&args.preset))?;
     let var = format!("{}_WEBHOOK_SECRET", preset.name.to_uppercase().replace('-', "_"));
-    if let Some(secret) = args.secret.clone().or_else(|| std::env::var(&var).ok()) {
+    let given = match (&args.secret, std::env::var(&var)) {
+        (Some(secret), _) => Some((secret.clone(), "--secret".to_owned())),
+        (None, Ok(secret)) => Some((secret, format!("${var}"))),
+        (None, Err(_)) => None,
+    };
+    if let Some((secret, from)) = given {
+        // An empty key signs nothing a receiver could be configured with
+        // (an empty variable in a `.env` file, `--secret "$UNSET"`).
+        if secret.is_empty() {
+            return Err(Usage(format!("{from} is empty")));
+        }
+        if secret.trim() != secret {
+            eprintln!("webhook-dev: {from} has leading or trailing whitespace: it is used byte for byte");
+        }
         return Ok((secret, None));
     }
     match preset.test_key() {
         Some(test) => Ok((test.to_owned(), Some(var))),
         None => Err(Usage(format!("{} is signed with the sender's own key: it cannot be sent", preset.name))),
     }
+}
+
+/// Whether `args` can be sent: the preset, the key, the fixture or body
+/// file, the URL, signed once without sending (a scenario checks every
+/// step before the first is sent).
+pub(crate) fn check(args: &SendArgs) -> Result<(), Usage> {
+    let (key, _) = key(args)?;
+    for event in events(args, &key)? {
+        event.signed().map_err(|e| Usage(e.to_string()))?;
+        event.origin().map_err(|e| Usage(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// What one `send` did.
@@ -212,6 +249,20 @@ pub(crate) async fn execute(args: &SendArgs) -> Result<Report, Usage> {
     if let (Some(var), false) = (&test_key, args.json) {
         eprintln!("webhook-dev: no --secret and no ${var}: signed with the preset's test key (PresetInfo::test_key)");
     }
+    if let Some(seconds) = args.stale.or(args.future) {
+        // A scheme that signs no time is signed the same at any time: say so
+        // rather than let `--stale 3600 --expect 4xx` fail without a reason.
+        let now = SystemTime::now();
+        let shifted =
+            if args.stale.is_some() { now - Duration::from_secs(seconds) } else { now + Duration::from_secs(seconds) };
+        let at = |t| events[0].clone().at(t).signed().ok().map(|ex| (ex.parts.headers, ex.body));
+        if at(now) == at(shifted) {
+            eprintln!(
+                "webhook-dev: {} signs no timestamp: --stale and --future change nothing a receiver can check",
+                preset.name
+            );
+        }
+    }
     let deliveries = deliver(args, &events).await?;
     let ok = deliveries.iter().all(|o| o.matched);
     Ok(Report { preset: events[0].preset().to_owned(), deliveries, ok, receiver_public_key })
@@ -233,7 +284,8 @@ pub(crate) async fn run(args: SendArgs) -> Result<bool, Usage> {
 async fn deliver(args: &SendArgs, events: &[Delivery]) -> Result<Vec<Outcome>, Usage> {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(args.timeout))
+        // The clock runs from the request's start: a trickled body's seconds come on top.
+        .timeout(Duration::from_secs(args.timeout + args.slow_body.unwrap_or(0)))
         .build()
         .map_err(|e| Usage(format!("an HTTP client: {e}")))?;
     let mut outcomes = Vec::new();
@@ -276,13 +328,21 @@ async fn one(client: &reqwest::Client, args: &SendArgs, event: &Delivery) -> Res
     let started = Instant::now();
     let answer = request.send().await;
     let (status, replayed, text) = match answer {
-        Ok(res) => {
+        Ok(mut res) => {
             let status = res.status().as_u16();
             let replayed = res.headers().contains_key("idempotent-replayed");
-            let text = res.text().await.unwrap_or_default();
+            // Only the start of the answer is shown: an endless answer is not read to its end.
+            let mut head = Vec::new();
+            while head.len() < ANSWER_READ {
+                match res.chunk().await {
+                    Ok(Some(chunk)) => head.extend_from_slice(&chunk),
+                    _ => break,
+                }
+            }
+            let text = String::from_utf8_lossy(&head);
             (Some(status), replayed, text.trim_end().chars().take(200).collect())
         }
-        Err(e) => (None, false, format!("error: {e}")),
+        Err(e) => (None, false, format!("error: {}", error_chain(&e, args.timeout))),
     };
     let matched = match (&args.expect, status) {
         (_, None) => false,
@@ -291,6 +351,28 @@ async fn one(client: &reqwest::Client, args: &SendArgs, event: &Delivery) -> Res
     };
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     Ok(Outcome { step: 0, event: event_key, status, replayed, ms, answer: text, matched })
+}
+
+/// How much of an answer's body is read (its first 200 characters are shown).
+const ANSWER_READ: usize = 4096;
+
+/// Why a request got no answer, with its causes (reqwest's own message
+/// names only the URL): `connection refused`, `timed out after 30 s`, ...
+fn error_chain(e: &reqwest::Error, timeout: u64) -> String {
+    if e.is_timeout() {
+        return format!("no answer within --timeout {timeout} s");
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// `body` as a stream of ten pieces spread over `over`.
