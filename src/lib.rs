@@ -152,9 +152,10 @@ pub use store::IsolationLevel;
 pub use tx::{TxError, TxErrorKind, WebhookTx};
 pub use verify::SigningSecret;
 
-// The README's and OPERATIONS.md's Rust examples compile as doctests, as displayed.
+// The README's and OPERATIONS.md's Rust examples compile as doctests, as displayed (the README's with the
+// `dev` feature, which its "Testing your route" uses: `cargo test --all-features`, the README's test command).
 #[doc = include_str!("../README.md")]
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "dev"))]
 pub struct ReadmeDoctests;
 
 #[doc = include_str!("../OPERATIONS.md")]

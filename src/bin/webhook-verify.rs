@@ -40,7 +40,7 @@ use std::io::Read as _;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::error::ErrorKind;
 use clap::{CommandFactory as _, Parser};
 use sha2::{Digest, Sha256};
 use webhook_idempotency::cli::{self, printable};
@@ -445,58 +445,12 @@ fn print_json(v: &Verdict, preset: &PresetInfo, hints: &[String]) {
     println!("{}", cli::json_safe(&doc.to_string()));
 }
 
-/// The flag names this command defines (`--secret`, ...): the only argument
-/// text an error message may repeat.
-fn defined_flags() -> Vec<String> {
-    Args::command().get_arguments().filter_map(|a| a.get_long()).map(|l| format!("--{l}")).collect()
-}
-
-/// `text` (`--now <UNIX_SECONDS>`, `--secret`) when its flag is one this
-/// command defines, else `None`.
-fn known_flag<'a>(text: &'a str, flags: &[String]) -> Option<&'a str> {
-    let flag = text.split([' ', '=']).next()?;
-    flags.iter().any(|f| f == flag).then_some(text)
-}
-
-/// A command-line error, worded without any value the user gave.
-///
-/// clap's own messages quote the rejected value (`invalid value 'whsec_...'
-/// for '--now'`) or the unexpected argument (a secret typed without its
-/// flag); this rebuilds the message from the error kind and the names of
-/// flags this command defines. Help and version are clap's own output.
+/// A command-line error, worded without any value the user gave
+/// ([`cli::usage_message`]), and the usage line.
 fn usage_message(e: &clap::Error) -> String {
-    let flags = defined_flags();
-    let names = |kind: ContextKind| -> Vec<&str> {
-        match e.get(kind) {
-            Some(ContextValue::String(s)) => known_flag(s, &flags).into_iter().collect(),
-            Some(ContextValue::Strings(v)) => v.iter().filter_map(|s| known_flag(s, &flags)).collect(),
-            _ => Vec::new(),
-        }
-    };
-    let arg = names(ContextKind::InvalidArg).join(", ");
-    let suggestion = match names(ContextKind::SuggestedArg).as_slice() {
-        [] => String::new(),
-        s => format!("; did you mean {}?", s.join(" or ")),
-    };
-    let message = match e.kind() {
-        ErrorKind::UnknownArgument => format!(
-            "an argument is not one this command takes (not shown, as it may be a secret){suggestion}\n\
-             Give each secret after its own --secret."
-        ),
-        ErrorKind::InvalidValue | ErrorKind::ValueValidation => {
-            format!("invalid value (not shown) for {arg}")
-        }
-        ErrorKind::MissingRequiredArgument => format!("missing required arguments: {arg}"),
-        ErrorKind::NoEquals => format!("{arg} needs its value after '='"),
-        ErrorKind::ArgumentConflict => format!("{arg} given more than once or with a conflicting flag"),
-        ErrorKind::TooManyValues | ErrorKind::TooFewValues | ErrorKind::WrongNumberOfValues => {
-            format!("wrong number of values for {arg}")
-        }
-        ErrorKind::InvalidUtf8 => "an argument is not valid UTF-8".into(),
-        other => format!("invalid arguments ({other})"),
-    };
     format!(
-        "{message}\nUsage: webhook-verify --provider <PROVIDER> --secret <S> --body-file <PATH> [OPTIONS]; see --help"
+        "{}\nUsage: webhook-verify --provider <PROVIDER> --secret <S> --body-file <PATH> [OPTIONS]; see --help",
+        cli::usage_message(e, &Args::command())
     )
 }
 

@@ -124,6 +124,10 @@ pub struct Delivery {
     body: Body,
     ids: EventIds,
     url: String,
+    /// The URL the sender signs, where it is not [`url`](Self::url).
+    signed_url: Option<String>,
+    /// Headers added by [`header`](Self::header).
+    headers: Vec<(String, String)>,
     at: Option<SystemTime>,
     tampered: bool,
     rotated_from: Option<String>,
@@ -161,6 +165,8 @@ impl Delivery {
             body,
             ids: EventIds::fresh(),
             url: format!("http://localhost/webhooks/{}", info.name),
+            signed_url: None,
+            headers: Vec::new(),
             at: None,
             tampered: false,
             rotated_from: None,
@@ -204,6 +210,24 @@ impl Delivery {
     /// Twilio, HubSpot, Trello, Mandrill) sign it.
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.url = url.into();
+        self
+    }
+
+    /// Signed for `url` while sent to [`url`](Self::url)'s address: a
+    /// receiver behind a tunnel or a proxy is configured with its public URL,
+    /// which the URL-signing schemes (Twilio, Square, HubSpot, Trello,
+    /// Mandrill) sign. The request's path and query are this URL's.
+    pub fn signed_url(mut self, url: impl Into<String>) -> Self {
+        self.signed_url = Some(url.into());
+        self
+    }
+
+    /// With one more header, `name: value`, as the sender sends it (an
+    /// event-type header beside a captured [`body`](Self::body)); it
+    /// replaces the fixture's header of that name, never a header the
+    /// scheme signs or writes.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into().to_ascii_lowercase(), value.into()));
         self
     }
 
@@ -312,8 +336,10 @@ impl Delivery {
             }
             Body::Raw(bytes) => (bytes.clone(), vec![("content-type".to_owned(), raw_content_type(bytes).to_owned())]),
         };
-        let id = self.header_id();
-        let signing = Signing::new(&self.url, &id, at, &body);
+        let (mut extra, id) = (extra, self.header_id());
+        extra.retain(|(name, _)| !self.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)));
+        extra.extend(self.headers.iter().cloned());
+        let signing = Signing::new(self.signed_url.as_deref().unwrap_or(&self.url), &id, at, &body);
         let mut signed = self.preset.sign(&self.key, &signing)?;
         if let Some(old) = &self.rotated_from {
             let by_old = self.preset.sign(old, &signing)?;

@@ -337,3 +337,42 @@ fn a_raw_form_body_is_sent_as_a_form() {
     assert_eq!(content_type(br#"{"type":"event_callback","a":"b=c"}"#), "application/json");
     assert_eq!(content_type(b"\xff\xfe"), "application/json");
 }
+
+/// A receiver behind a proxy verifies a URL-signing scheme with its public
+/// URL: signed for that URL, the request goes to the other address.
+#[cfg(feature = "twilio")]
+#[test]
+fn a_signed_url_other_than_the_address_sent_to() {
+    let now = SystemTime::now();
+    let event = Delivery::new("twilio", test_key("twilio").unwrap())
+        .unwrap()
+        .at(now)
+        .url("http://127.0.0.1:9/webhooks/twilio")
+        .signed_url("https://hooks.example.com/webhooks/twilio");
+    let signed = event.signed().unwrap();
+    assert!(verifies(&signed, now), "verified by the receiver configured with its public URL");
+    let req = event.request().unwrap();
+    assert_eq!(req.headers()["host"], "127.0.0.1:9");
+    assert_eq!(req.uri().path(), "/webhooks/twilio");
+    let direct =
+        event.clone().url("http://127.0.0.1:9/webhooks/twilio").signed_url("http://127.0.0.1:9/webhooks/twilio");
+    let receiver = signed.provider;
+    let sent = direct.signed().unwrap();
+    let check = Signed::new(&sent.parts, &sent.body, &signed.secrets, now);
+    assert!(receiver.verify(&check).is_err(), "signed for another URL: refused by the public URL's receiver");
+}
+
+/// `header` adds a header, replaces a fixture's of that name, and never
+/// replaces one the scheme writes.
+#[test]
+fn added_headers_replace_the_fixture_s_not_the_scheme_s() {
+    let event = Delivery::new("github", "k")
+        .unwrap()
+        .header("X-GitHub-Event", "issues")
+        .header("x-extra", "1")
+        .header("x-hub-signature-256", "sha256=00");
+    let signed = event.signed().unwrap();
+    assert_eq!(signed.parts.headers["x-github-event"], "issues");
+    assert_eq!(signed.parts.headers["x-extra"], "1");
+    assert_ne!(signed.parts.headers["x-hub-signature-256"], "sha256=00");
+}

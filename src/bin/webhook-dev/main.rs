@@ -97,6 +97,10 @@ fn fixtures(preset: Option<&str>) -> Result<bool, send::Usage> {
         None => providers::all().iter().map(|p| p.name).collect(),
     };
     for name in presets {
+        if dev::test_key(name).is_none() {
+            println!("{name}: (not sent: signed with the sender's own key)");
+            continue;
+        }
         let names = dev::fixtures(name);
         let source = dev::fixture_source(name).unwrap_or_default();
         println!(

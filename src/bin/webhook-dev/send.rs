@@ -43,11 +43,21 @@ pub(crate) struct SendArgs {
     /// Your own body (a captured delivery), sent byte for byte.
     #[arg(long, value_name = "FILE")]
     pub(crate) body: Option<PathBuf>,
-    /// The same event ids on every run with the same `--fixture`, instead
-    /// of fresh ones (ids drawn from the text given; bodies that carry the
-    /// event's time still differ between runs).
-    #[arg(long, value_name = "SEED")]
+    /// The same event ids on every run with the same preset and `--fixture`
+    /// (or `--body`), instead of fresh ones; give a SEED to keep several
+    /// such events apart. Bodies that carry the event's time still differ
+    /// between runs.
+    #[arg(long, value_name = "SEED", num_args = 0..=1, default_missing_value = "same-event")]
     pub(crate) same_event: Option<String>,
+    /// The URL the sender signs, where the receiver is configured with
+    /// another than `--to` (behind a tunnel or a proxy): Twilio, Square,
+    /// HubSpot, Trello and Mandrill sign it. Its path and query are sent.
+    #[arg(long, value_name = "URL")]
+    pub(crate) signed_url: Option<String>,
+    /// One more header, `Name: value` (repeatable): an event-type header
+    /// beside `--body`. It never replaces a header the scheme writes.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub(crate) headers: Vec<String>,
     /// Deliveries of the event, one after the other (a redelivery: same
     /// event ids, signed anew).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -153,6 +163,17 @@ fn events(args: &SendArgs, key: &str) -> Result<Vec<Delivery>, Usage> {
     }
     let url = args.to.clone().unwrap_or_else(|| format!("http://127.0.0.1:3000/webhooks/{name}"));
     event = event.url(url.clone());
+    if let Some(signed) = &args.signed_url {
+        event = event.signed_url(signed.clone());
+    }
+    for header in &args.headers {
+        // The text is not echoed: it may be a secret given to the wrong flag.
+        let (name, value) = header
+            .split_once(':')
+            .filter(|(n, _)| http::HeaderName::try_from(n.trim()).is_ok())
+            .ok_or_else(|| Usage("a --header is not `Name: value` (not shown)".into()))?;
+        event = event.header(name.trim(), value.trim());
+    }
     if let Some(old) = &args.rotate {
         // Its own check first, so that an error names the key it is about.
         let alone = Delivery::new(name, old.clone()).map_err(usage)?.url(url.clone());
