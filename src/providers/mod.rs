@@ -48,22 +48,23 @@
 #[macro_use]
 mod macros;
 
+mod delivery;
 mod hmac;
 mod preset;
 pub(crate) mod provider;
 mod signing;
 
+#[allow(unused_imports)] // the presets use what they need
+use delivery::{example_parts, signed_delivery};
+pub use delivery::{Example, SignError, SignErrorKind, Signing};
 pub use hmac::{EventKey, HmacPreset, KeyField};
 #[allow(unused_imports)] // the presets use what they need
 use preset::{
-    asymmetric_example, days, example_parts, example_secret, hmac_example, key_error, raw_secret, signature_and_time,
-    unix_millis, unix_seconds, ExampleOf, Fixture, FixtureKind, KeyText, EXAMPLE_BASE, EXAMPLE_SECRET,
-    EXAMPLE_SQUARE_URL,
+    asymmetric_example, days, example_secret, hmac_example, key_error, raw_secret, signature_and_time, unix_millis,
+    unix_seconds, ExampleOf, Fixture, FixtureKind, KeyText, EXAMPLE_BASE, EXAMPLE_SECRET, EXAMPLE_SQUARE_URL,
 };
-pub use preset::{Example, KeyKind, KeyTextError, PresetInfo, UrlArg, UrlRequired, DEFAULT_REPLAY_WINDOW};
-#[allow(unused_imports)] // the presets use what they need
-use signing::signed_delivery;
-pub use signing::{SignError, SignErrorKind, Signing, TEST_SECRET};
+pub use preset::{KeyKind, KeyTextError, PresetInfo, UrlArg, UrlRequired, DEFAULT_REPLAY_WINDOW};
+pub use signing::TEST_SECRET;
 // `Provider` itself is public at the crate root only (`webhook_idempotency::Provider`).
 pub(crate) use provider::Provider;
 pub use provider::{Challenge, CheckError, CheckErrorKind};

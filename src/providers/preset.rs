@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::delivery::{example_parts, Example, SendFn, Signing};
 use super::HmacPreset;
 use crate::providers::Provider;
 use crate::verify::SigningSecret;
@@ -80,41 +81,6 @@ impl fmt::Display for UrlRequired {
 
 impl std::error::Error for UrlRequired {}
 
-/// A delivery a preset accepts, signed with a fixed test key: for benches,
-/// fuzzing and smoke tests, never for production keys. Made by
-/// [`PresetInfo::example`].
-///
-/// ```
-/// use std::time::SystemTime;
-/// use webhook_idempotency::providers;
-///
-/// let stripe = providers::find("stripe").expect("the stripe feature");
-/// let ex = stripe.example("evt_1", SystemTime::now(), br#"{"id":"evt_1","type":"charge.succeeded"}"#);
-/// // The request: send it through your router (`tower::ServiceExt::oneshot`)
-/// // at the path you route, twice for the duplicate.
-/// let mut req = http::Request::from_parts(ex.parts, ex.body);
-/// *req.uri_mut() = "/webhooks/stripe".parse().unwrap();
-/// // The layer verifies it with the example's key material:
-/// // `WebhookLayer::builder(pool, ex.provider)` then `.secret(s)` for each of `ex.secrets`.
-/// assert!(req.headers().contains_key("stripe-signature"));
-/// assert_eq!(ex.secrets.len(), 1);
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Example {
-    /// The preset's provider, built with the example's URL where it needs one.
-    pub provider: Provider,
-    /// The key material that verifies the example.
-    pub secrets: Vec<SigningSecret>,
-    /// The request head: method (`POST`), URI and the signature headers.
-    /// The URI is `/` unless the scheme signs it (Twilio's `/hook?bodySHA256=..`,
-    /// HubSpot's `/hook`): set your route's path on a scheme that does not.
-    pub parts: http::request::Parts,
-    /// The body as sent (Mailgun carries its signature in the body, so it
-    /// differs from the body asked for).
-    pub body: Vec<u8>,
-}
-
 /// One preset, as data. See [`REGISTRY`](super::REGISTRY).
 #[derive(Clone, Copy)]
 #[non_exhaustive]
@@ -157,7 +123,7 @@ pub struct PresetInfo {
     pub(super) source: Source,
     /// How a delivery of a preset whose example is made whole is signed
     /// with given key material ([`PresetInfo::sign`]); `None`: it cannot be.
-    pub(super) send: Option<super::signing::SendFn>,
+    pub(super) send: Option<SendFn>,
     pub(super) secret: fn(&str) -> Result<SigningSecret, KeyTextError>,
     public_key: Option<fn(&str) -> Result<SigningSecret, KeyTextError>>,
     key_source: &'static str,
@@ -241,7 +207,7 @@ pub(super) enum ExampleOf {
 /// delivery (event key, the signing time, which the scheme writes in its own
 /// unit: whole seconds, milliseconds, RFC 3339; body; the URL it is sent to).
 #[allow(dead_code)] // unused without an HMAC preset
-pub(super) type SignedHeaders = fn(&SigningSecret, &super::Signing<'_>) -> Vec<(&'static str, String)>;
+pub(super) type SignedHeaders = fn(&SigningSecret, &Signing<'_>) -> Vec<(&'static str, String)>;
 
 /// `at` in whole Unix seconds (rounded down; 0 before 1970), as the
 /// examples of schemes that sign seconds write it.
@@ -379,7 +345,7 @@ impl PresetInfo {
 
     /// The same entry signing deliveries with given key material as `send`
     /// does ([`PresetInfo::sign`]), for a preset whose example is made whole.
-    pub(super) const fn sends(self, send: super::signing::SendFn) -> Self {
+    pub(super) const fn sends(self, send: SendFn) -> Self {
         Self { send: Some(send), ..self }
     }
 
@@ -404,7 +370,7 @@ impl PresetInfo {
         match self.source {
             Source::Hmac(facts) => Some(facts.signed_headers(secret, id, at, body)),
             Source::Code { example: ExampleOf::Signed(signed), .. } => {
-                Some(signed(secret, &super::Signing::new(EXAMPLE_SQUARE_URL, id, at, body)))
+                Some(signed(secret, &Signing::new(EXAMPLE_SQUARE_URL, id, at, body)))
             }
             Source::Code { example: ExampleOf::Whole(_), .. } => None,
         }
@@ -524,7 +490,7 @@ impl PresetInfo {
                     UrlArg::NotificationUrl => EXAMPLE_SQUARE_URL,
                     UrlArg::PublicBaseUrl => EXAMPLE_BASE,
                 };
-                (build(url), signed(&secret, &super::Signing::new(EXAMPLE_SQUARE_URL, id, at, body)))
+                (build(url), signed(&secret, &Signing::new(EXAMPLE_SQUARE_URL, id, at, body)))
             }
             Source::Hmac(facts) => (facts.provider(), facts.signed_headers(&secret, id, at, body)),
         };
@@ -563,20 +529,6 @@ pub(super) fn raw_secret(text: &str) -> Result<SigningSecret, KeyTextError> {
 #[allow(dead_code)]
 pub(super) fn key_error(e: impl fmt::Display) -> KeyTextError {
     KeyTextError { message: e.to_string() }
-}
-
-/// An example request: `POST uri` with `headers`; a value that cannot be a
-/// header value (an event id with a control character) is left out, so the
-/// example lacks that header instead of failing.
-#[allow(dead_code)]
-pub(super) fn example_parts(uri: &str, headers: Vec<(&'static str, String)>) -> http::request::Parts {
-    let mut parts = http::Request::post(uri).body(()).expect("a POST to a valid URI").into_parts().0;
-    for (name, value) in headers {
-        if let Ok(value) = http::HeaderValue::from_str(&value) {
-            parts.headers.append(name, value);
-        }
-    }
-    parts
 }
 
 /// A public-key preset's example: `POST /` with `headers`, verified by

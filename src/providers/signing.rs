@@ -7,11 +7,11 @@
 //! delivery signed here is one the preset accepts, and one the provider
 //! would send.
 
-use std::fmt;
 use std::time::SystemTime;
 
-use super::preset::{example_parts, ExampleOf, Source};
-use super::{Example, KeyTextError, PresetInfo, UrlArg};
+use super::delivery::{example_parts, Example, SignError, SignErrorKind, Signing};
+use super::preset::{ExampleOf, Source};
+use super::{KeyTextError, PresetInfo, UrlArg};
 
 /// The signing secret of the test keys ([`PresetInfo::test_key`]) of the
 /// presets that take a secret as text: the quickstart's default, and what
@@ -24,143 +24,10 @@ pub const TEST_SECRET: &str = "dev-test-secret-0123456789abcdef";
 /// `dev`.
 const TEST_CREDENTIALS: &str = "dev:dev-test-secret-0123456789abcdef";
 
-/// One delivery to sign with [`PresetInfo::sign`].
-#[derive(Debug, Clone, Copy)]
-#[non_exhaustive]
-pub struct Signing<'a> {
-    /// The absolute URL the delivery is sent to
-    /// (`http://127.0.0.1:3000/webhooks/stripe`). Its path and query are the
-    /// request's target; the schemes that sign a URL sign it: as registered
-    /// with the sender (Square, Trello, Mandrill), or with the request's path
-    /// and query appended to the receiver's public base (Twilio, HubSpot).
-    pub url: &'a str,
-    /// The id the sender writes in a header of its own (a delivery id such
-    /// as GitHub's `X-GitHub-Delivery`, a message id such as Standard
-    /// Webhooks' `webhook-id`, Twilio's idempotency token). A scheme that
-    /// reads its event key from the body ignores it.
-    pub id: &'a str,
-    /// When the sender signs, written in the scheme's unit (whole seconds,
-    /// milliseconds or RFC 3339 text, truncated to what it carries).
-    pub at: SystemTime,
-    /// The body, sent byte for byte, except by the schemes that carry their
-    /// signature inside the body (Mailgun's `signature` object, Adyen's
-    /// `additionalData.hmacSignature` per item), which write it there and
-    /// send the JSON re-serialised.
-    pub body: &'a [u8],
-}
-
-impl<'a> Signing<'a> {
-    /// A delivery of `body` to `url`, with the id `id`, signed at `at`.
-    pub fn new(url: &'a str, id: &'a str, at: SystemTime, body: &'a [u8]) -> Self {
-        Self { url, id, at, body }
-    }
-
-    /// The request target: the URL's path and query (`/` for none).
-    ///
-    /// # Errors
-    /// [`SignErrorKind::Url`] when [`url`](Self::url) is not an absolute
-    /// `http` or `https` URL.
-    pub fn target(&self) -> Result<String, SignError> {
-        Ok(self.uri()?.path_and_query().map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned()))
-    }
-
-    /// The URL's `scheme://host[:port]`, the public base of Twilio and
-    /// HubSpot.
-    ///
-    /// # Errors
-    /// As [`target`](Self::target).
-    pub fn origin(&self) -> Result<String, SignError> {
-        let uri = self.uri()?;
-        Ok(format!("{}://{}", uri.scheme_str().unwrap_or("https"), uri.authority().map_or("", |a| a.as_str())))
-    }
-
-    fn uri(&self) -> Result<http::Uri, SignError> {
-        let uri: http::Uri = self.url.parse().map_err(|_| SignError::url(self.url))?;
-        match (uri.scheme_str(), uri.authority()) {
-            (Some("http" | "https"), Some(_)) => Ok(uri),
-            _ => Err(SignError::url(self.url)),
-        }
-    }
-}
-
-/// How a preset whose example is made whole signs a delivery with the key
-/// text given (its own format: [`PresetInfo::sign`]).
-pub(super) type SendFn = fn(&str, &Signing<'_>) -> Result<Example, SignError>;
-
-/// What kind of input [`PresetInfo::sign`] refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SignErrorKind {
-    /// The key text is not in the preset's format.
-    Key,
-    /// The URL is not an absolute `http` or `https` URL.
-    Url,
-    /// The body is not what the scheme signs inside (Mailgun, Adyen: JSON of
-    /// the provider's shape).
-    Body,
-    /// The preset's deliveries cannot be signed with given key material: its
-    /// key is the sender's own, fetched or chained to a root the crate ships
-    /// (AWS SNS, the App Store).
-    Unsupported,
-}
-
-/// [`PresetInfo::sign`] could not sign. The message never contains key
-/// material.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SignError {
-    kind: SignErrorKind,
-    message: String,
-}
-
-impl SignError {
-    /// What was refused.
-    pub fn kind(&self) -> SignErrorKind {
-        self.kind
-    }
-
-    pub(super) fn new(kind: SignErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
-    }
-
-    fn url(url: &str) -> Self {
-        Self::new(SignErrorKind::Url, format!("`{url}` is not an absolute http or https URL"))
-    }
-
-    /// The body is not what the scheme signs inside.
-    #[allow(dead_code)] // used by the presets that sign inside the body
-    pub(super) fn body(why: impl fmt::Display) -> Self {
-        Self::new(SignErrorKind::Body, why.to_string())
-    }
-}
-
 impl From<KeyTextError> for SignError {
     fn from(e: KeyTextError) -> Self {
         Self::new(SignErrorKind::Key, e.to_string())
     }
-}
-
-impl fmt::Display for SignError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for SignError {}
-
-/// A delivery a preset's own [`SendFn`] signed: `POST` to `signing`'s path
-/// and query with `headers` and `body`, verified by `provider` with `key`.
-///
-/// # Errors
-/// [`SignErrorKind::Url`] for a URL that is not absolute.
-#[allow(dead_code)] // used by the presets whose example is made whole
-pub(super) fn signed_delivery(
-    provider: super::Provider,
-    key: crate::verify::SigningSecret,
-    signing: &Signing<'_>,
-    headers: Vec<(&'static str, String)>,
-    body: Vec<u8>,
-) -> Result<Example, SignError> {
-    Ok(Example { provider, secrets: vec![key], parts: example_parts(&signing.target()?, headers), body })
 }
 
 impl PresetInfo {
